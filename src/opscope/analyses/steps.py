@@ -1,0 +1,86 @@
+"""Per-step durations, device busy time, and the outliers that distort averages."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.intervals import union_ns
+from opscope.analyses.kernels import DEVICE_WORK
+from opscope.model.schema import kind_mask
+from opscope.model.trace import Trace
+
+#: A step slower than this multiple of the median of all steps is flagged ``slow``.
+SLOW_FACTOR = 1.5
+#: The first step is flagged ``warm-up`` when slower than this multiple of the others' median.
+WARMUP_FACTOR = 1.2
+
+
+@dataclass(frozen=True)
+class StepStats:
+    count: int
+    used: int
+    mean_ns: int | None
+    median_ns: int | None
+    p90_ns: int | None
+    excluded: tuple[int, ...]
+
+
+def step_table(trace: Trace) -> pa.Table:
+    """One row per ``ProfilerStep#N``: duration, device busy time and share, outlier flag."""
+    steps = trace.steps
+    if steps.num_rows == 0:
+        return pa.table({"step": pa.array([], pa.int64()), "dur_ns": pa.array([], pa.int64()),
+                         "gpu_busy_ns": pa.array([], pa.int64()), "gpu_busy_pct": pa.array([], pa.float64()),
+                         "outlier": pa.array([], pa.string())})
+    events = trace.events
+    device = events.select(["ts_ns", "dur_ns", "step"]).filter(kind_mask(events, DEVICE_WORK))
+    has_device = device.num_rows > 0
+    numbers = steps["step"].to_pylist()
+    durs = steps["dur_ns"].to_pylist()
+    busy: list[int | None] = []
+    for k in numbers:
+        if not has_device:
+            busy.append(None)
+            continue
+        mine = device.filter(pc.fill_null(pc.equal(device["step"], k), False))
+        busy.append(union_ns(mine["ts_ns"], mine["dur_ns"]))
+    flags = outlier_flags(durs)
+    pct = [None if b is None or not d else round(100.0 * b / d, 2) for b, d in zip(busy, durs)]
+    return pa.table({
+        "step": pa.array(numbers, pa.int64()),
+        "dur_ns": pa.array(durs, pa.int64()),
+        "gpu_busy_ns": pa.array(busy, pa.int64()),
+        "gpu_busy_pct": pa.array(pct, pa.float64()),
+        "outlier": pa.array(flags, pa.string()),
+    })
+
+
+def outlier_flags(durs: list[int]) -> list[str | None]:
+    """``warm-up`` for a slow first step, ``slow`` for any step > 1.5x the median, else None."""
+    if len(durs) < 2:
+        return [None] * len(durs)
+    median = statistics.median(durs)
+    flags: list[str | None] = ["slow" if d > SLOW_FACTOR * median else None for d in durs]
+    rest_median = statistics.median(durs[1:])
+    if durs[0] > WARMUP_FACTOR * rest_median:
+        flags[0] = "warm-up"
+    return flags
+
+
+def step_stats(table: pa.Table) -> StepStats:
+    """Mean/median/p90 of step durations, leaving the flagged outliers out."""
+    durs = table["dur_ns"].to_pylist()
+    flags = table["outlier"].to_pylist()
+    steps = table["step"].to_pylist()
+    used = [d for d, f in zip(durs, flags) if f is None] or durs
+    excluded = tuple(s for s, f in zip(steps, flags) if f is not None)
+    if not used:
+        return StepStats(0, 0, None, None, None, ())
+    ordered = sorted(used)
+    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    return StepStats(len(durs), len(used), int(round(statistics.fmean(used))),
+                     int(round(statistics.median(used))), p90, excluded)

@@ -1,0 +1,107 @@
+"""The one-screen answer to "where does the time go?"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.filters import EventFilter
+from opscope.analyses.intervals import union_ns
+from opscope.analyses.kernels import DEVICE_WORK, kernel_table
+from opscope.analyses.ops import op_table
+from opscope.analyses.steps import StepStats, step_stats, step_table
+from opscope.model.schema import kind_mask
+from opscope.model.trace import Trace
+
+#: Host kinds whose union is "CPU busy": time the framework was inside some recorded call.
+HOST_BUSY_KINDS = ("cpu_op", "runtime")
+#: Kinds left out of "time by kind": the profiler's own span and zero-length markers.
+_NOT_WORK = ("profiler", "marker")
+
+
+@dataclass
+class Summary:
+    source: str
+    wall_ns: int
+    events: int
+    steps: StepStats
+    cpu_busy_ns: int
+    gpu_busy_ns: int | None
+    devices: list[Any]
+    top_ops: pa.Table
+    top_kernels: pa.Table
+    by_kind: pa.Table
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Flat rows (``section``, ``metric``, ``value``, ``pct``) for JSON/CSV output."""
+        out: list[dict[str, Any]] = []
+
+        def add(section, metric, value, pct=None):
+            out.append({"section": section, "metric": metric, "value": value, "pct": pct})
+
+        add("overview", "source", self.source)
+        add("overview", "events", self.events)
+        add("overview", "wall_ns", self.wall_ns)
+        add("overview", "steps", self.steps.count)
+        add("overview", "step_mean_ns", self.steps.mean_ns)
+        add("overview", "step_median_ns", self.steps.median_ns)
+        add("overview", "step_p90_ns", self.steps.p90_ns)
+        add("overview", "steps_excluded_as_outliers", ",".join(map(str, self.steps.excluded)) or None)
+        add("overview", "cpu_busy_ns", self.cpu_busy_ns, _share(self.cpu_busy_ns, self.wall_ns))
+        add("overview", "gpu_busy_ns", self.gpu_busy_ns, _share(self.gpu_busy_ns, self.wall_ns))
+        for r in self.top_ops.to_pylist():
+            add("top_ops_self_ns", r["name"], r["self_ns"], r["self_pct"])
+        for r in self.top_kernels.to_pylist():
+            add("top_kernels_ns", r["name"], r["total_ns"], r["pct"])
+        for r in self.by_kind.to_pylist():
+            add("time_by_kind_ns", r["kind"], r["total_ns"], r["pct"])
+        for w in self.warnings:
+            add("not_mapped", w["problem"], w["count"])
+        return out
+
+
+def _share(part: int | None, whole: int) -> float | None:
+    return None if part is None or not whole else round(100.0 * part / whole, 2)
+
+
+def summarize(trace: Trace, top: int = 5) -> Summary:
+    events = trace.events
+    n = events.num_rows
+    if n:
+        start = pc.min(events["ts_ns"]).as_py()
+        end = pc.max(pc.add(events["ts_ns"], events["dur_ns"])).as_py()
+        wall = end - start
+    else:
+        wall = 0
+    spans = events.select(["ts_ns", "dur_ns", "device"])
+    host = spans.filter(kind_mask(events, HOST_BUSY_KINDS))
+    device = spans.filter(kind_mask(events, DEVICE_WORK))
+    gpu_busy = union_ns(device["ts_ns"], device["dur_ns"]) if device.num_rows else None
+    devices = sorted({d for d in device["device"].to_pylist() if d is not None}) if device.num_rows else []
+    shown = events.select(["kind", "dur_ns", "self_ns"]).filter(pc.invert(kind_mask(events, _NOT_WORK)))
+    by_kind = shown.group_by("kind", use_threads=False).aggregate([("dur_ns", "count"), ("self_ns", "sum")])
+    self_sum = by_kind["self_ns_sum"]
+    total_self = pc.sum(self_sum).as_py() or 0
+    by_kind = pa.table({
+        "kind": by_kind["kind"].cast(pa.string()),
+        "events": by_kind["dur_ns_count"],
+        "total_ns": self_sum,
+        "pct": pc.round(pc.multiply(pc.divide(pc.cast(self_sum, pa.float64()), max(total_self, 1)), 100.0), 2),
+    }).sort_by([("total_ns", "descending")])
+    return Summary(
+        source=str(trace.metadata.get("source")),
+        wall_ns=wall,
+        events=n,
+        steps=step_stats(step_table(trace)),
+        cpu_busy_ns=union_ns(host["ts_ns"], host["dur_ns"]) if host.num_rows else 0,
+        gpu_busy_ns=gpu_busy,
+        devices=devices,
+        top_ops=op_table(trace, filt=EventFilter(kinds=("cpu_op",))).slice(0, top),
+        top_kernels=kernel_table(trace).slice(0, top) if device.num_rows else kernel_table(trace),
+        by_kind=by_kind,
+        warnings=list(trace.warnings),
+    )

@@ -1,0 +1,54 @@
+"""``opscope demo``: profile a small MobileNetV2-style training loop on the CPU and save the trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opscope.capture.models import _require_torch, mobilenet_v2_mini
+
+
+def unused_path(directory: Path, stem: str, suffix: str) -> Path:
+    """``directory/stem+suffix``, or ``stem-1``, ``stem-2``... so an earlier recording is never overwritten."""
+    candidate = directory / f"{stem}{suffix}"
+    n = 0
+    while candidate.exists():
+        n += 1
+        candidate = directory / f"{stem}-{n}{suffix}"
+    return candidate
+
+
+def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 64, threads: int | None = None,
+                with_stack: bool = True):
+    """Train the demo model for a few steps under ``torch.profiler``; return ``(trace_path, profiler)``.
+
+    Shapes, memory and Python stacks are recorded; the schedule skips one step and warms up one,
+    so ``steps`` active steps are kept.
+    """
+    torch = _require_torch()
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = mobilenet_v2_mini()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.randn(batch, 3, image, image)
+    y = torch.randint(0, 10, (batch,))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = unused_path(output_dir, "demo", ".pt.trace.json")
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=with_stack,
+    ) as prof:
+        for _ in range(steps + 2):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            prof.step()
+    prof.export_chrome_trace(str(path))
+    return path, prof

@@ -1,0 +1,79 @@
+"""Readers: one module per source format, each with ``sniff(path, head)`` and ``read(path, progress)``.
+
+:func:`open_trace` picks the reader by content, runs it, completes the model (nesting, steps) and
+keeps a Parquet cache so that the next open of the same file is fast.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from opscope.errors import TraceError
+from opscope.ingest import chrome_json
+from opscope.ingest.source import GZIP_MAGIC, check_readable
+from opscope.model import cache
+from opscope.model.derive import complete
+from opscope.model.trace import Trace
+
+#: Readers in the order they are asked; the first whose ``sniff`` says yes reads the file.
+READERS = (chrome_json,)
+_HEAD = 64 << 10
+
+Progress = Callable[[int, int], None]
+
+
+def read_head(path: Path) -> bytes:
+    """The first 64 KiB of the file's content (decompressed if gzip)."""
+    with open(path, "rb") as fh:
+        raw = fh.read(_HEAD)
+    if raw[:2] != GZIP_MAGIC:
+        return raw
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, _HEAD)
+    except zlib.error as exc:
+        raise TraceError(path, f"corrupt gzip data ({exc})",
+                         "the file is damaged; re-copy or re-export it") from None
+
+
+def pick_reader(path: Path):
+    head = read_head(path)
+    if not head.strip():
+        raise TraceError(path, "holds no data (only whitespace or an empty gzip stream)")
+    for reader in READERS:
+        if reader.sniff(path, head):
+            return reader
+    if head.lstrip()[:1] in (b"{", b"["):
+        return chrome_json  # JSON of some other shape: the reader says precisely what is missing
+    raise TraceError(path, "is not a trace format opscope reads",
+                     "expected PyTorch/Kineto or Chrome trace JSON (.json or .json.gz)")
+
+
+def open_trace(
+    path: str | Path,
+    *,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    cache_dir: Path | None = None,
+) -> Trace:
+    """Read a trace file into the model, from the cache when the file has not changed."""
+    path = Path(path)
+    check_readable(path)
+    if use_cache:
+        cached = cache.load(path, cache_dir)
+        if cached is not None:
+            return cached
+    reader = pick_reader(path)
+    try:
+        trace = reader.read(path, progress=progress)
+    except TraceError:
+        raise
+    except MemoryError:
+        raise TraceError(path, "does not fit in memory", "try a machine with more RAM") from None
+    except RecursionError:
+        raise TraceError(path, "is nested too deeply to be a trace (hostile input?)") from None
+    trace = complete(trace)
+    if use_cache:
+        cache.store(path, trace, cache_dir)
+    return trace

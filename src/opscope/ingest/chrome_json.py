@@ -1,0 +1,135 @@
+"""Reader for Chrome trace-event JSON: PyTorch/Kineto traces, TF timelines, XProf trace viewer JSON.
+
+Both document forms are accepted (``{"traceEvents": [...]}`` and a bare array), plain or gzip. Events
+are decoded in chunks into compact structs (msgspec), then appended to typed columns
+(:class:`~opscope.ingest.columns.EventColumns`); the document is never held as Python dicts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from opscope.errors import TraceError
+from opscope.ingest.columns import EventColumns
+from opscope.ingest.json_stream import EventArrayStream, NotAnEventArray
+from opscope.ingest.source import ByteSource
+from opscope.model import Trace
+
+FORMAT = "chrome_json"
+
+
+class RawEvent(msgspec.Struct, gc=False):
+    """One trace event as written; fields are untyped so that odd writers never fail a whole chunk."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    s: Any = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class ExactTimes(msgspec.Struct, gc=False):
+    """The time fields as their original text, for exact nanoseconds where floats cannot hold them."""
+
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: msgspec.Raw = msgspec.Raw(b"")
+
+
+_decode_batch = msgspec.json.Decoder(list[RawEvent]).decode
+_decode_one = msgspec.json.Decoder(RawEvent).decode
+_decode_exact = msgspec.json.Decoder(list[ExactTimes]).decode
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True for JSON whose head looks like a Chrome trace (object with traceEvents, or array of events)."""
+    text = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if text.startswith(b"{"):
+        return b'"traceEvents"' in head or b'"schemaVersion"' in head
+    if text.startswith(b"["):
+        return b'"ph"' in head or b'"ts"' in head or len(text.strip()) <= 2
+    return False
+
+
+def read(path: Path, progress=None) -> Trace:
+    """Read ``path`` into a Trace. ``progress(done_bytes, total_bytes)`` is called as blocks arrive."""
+    source = ByteSource(path)
+    blocks = source.blocks()
+    if progress is not None:
+        blocks = _reporting(blocks, source, progress)
+    stream = EventArrayStream(blocks, _decode_batch, _decode_one)
+    columns = EventColumns()
+    try:
+        for events, chunk in stream.batches():
+            exact = _exact_times(events, chunk)
+            columns.add_batch(events, exact)
+    except NotAnEventArray as exc:
+        if source.truncated and not stream.report.found_events:
+            raise TraceError(path, "gzip stream ends early before any trace events",
+                             "the file is truncated") from None
+        raise TraceError(path, f"not a trace: {exc}",
+                         "opscope reads PyTorch/Kineto and Chrome trace JSON (.json, .json.gz)") from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, f"malformed JSON header ({exc})") from None
+    report = stream.report
+    trace = columns.finish(header=report.header, source=str(path), fmt=FORMAT)
+    _add_stream_warnings(trace, report, source)
+    if trace.events.num_rows == 0 and not trace.metadata.get("process_names") and \
+            trace.counters.num_rows == 0 and trace.memory.num_rows == 0:
+        if report.truncated:
+            raise TraceError(path, "is truncated before its first complete event",
+                             "nothing could be recovered")
+        raise TraceError(path, "holds no trace events", "was the profiler stopped before any step ran?")
+    return trace
+
+
+def _reporting(blocks, source: ByteSource, progress):
+    for block in blocks:
+        progress(source.bytes_in, source.size)
+        yield block
+    progress(source.size, source.size)
+
+
+# Floats hold exact nanoseconds only below 2**42 us (about 51 days): epoch timestamps with
+# fractional microseconds (ns-resolution Kineto traces) are re-read from their text.
+_FLOAT_EXACT_LIMIT = float(2 ** 42)
+
+
+def _exact_times(events: list, chunk: bytes) -> list | None:
+    if not chunk:
+        return None
+    for e in events:
+        t = e.ts
+        if t.__class__ is float and (t >= _FLOAT_EXACT_LIMIT or t <= -_FLOAT_EXACT_LIMIT):
+            break
+    else:
+        return None
+    return _decode_exact(chunk)
+
+
+def _add_stream_warnings(trace: Trace, report, source: ByteSource) -> None:
+    s = report.salvage
+    if source.truncated or report.truncated:
+        reason = source.corrupt_reason or "the file ends before the trace does"
+        trace.metadata["truncated"] = True
+        trace.warn(f"file is truncated ({reason}); recovered {trace.events.num_rows} complete events")
+    if s.incomplete_tail_bytes:
+        trace.warn("incomplete last event dropped (truncated file)", 1)
+    for count, problem in (
+        (s.repaired_utf8, "events with invalid UTF-8 (replaced with U+FFFD)"),
+        (s.repaired_control, "events with raw control characters in strings (escaped)"),
+        (s.repaired_quotes, "events with unescaped quotes in their name (re-escaped)"),
+        (s.repaired_nonfinite, "events with NaN/Infinity values (read as null)"),
+        (s.dropped_malformed, "malformed events that could not be repaired (dropped)"),
+        (s.dropped_too_deep, "events nested deeper than the limit (dropped as hostile)"),
+        (s.dropped_not_object, "array items that are not event objects (dropped)"),
+    ):
+        if count:
+            trace.warn(problem, count)

@@ -1,0 +1,556 @@
+"""Turn decoded trace-event structs into the model's typed Arrow columns, batch by batch.
+
+Shared by every reader of Chrome-style events. Each batch becomes Arrow arrays right away so that the
+Python objects of a batch are freed before the next one is decoded: memory stays near the size of the
+columns, not of the JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.model import Trace
+from opscope.model.schema import COUNTERS, EVENTS, FLOWS, MEMORY, STEPS
+
+_dict = pa.dictionary(pa.int32(), pa.string())
+
+
+class ArgsView(msgspec.Struct, gc=False):
+    """The ``args`` keys the model lifts into columns; the full args stay as JSON text."""
+
+    correlation: Any = None
+    external_id: Any = msgspec.field(default=None, name="External id")
+    external_id_legacy: Any = msgspec.field(default=None, name="external id")
+    stream: Any = None
+    device: Any = None
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    input_strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Strides")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    name: Any = None
+    labels: Any = None
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    addr: Any = msgspec.field(default=None, name="Addr")
+    bytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+
+
+_decode_args_batch = msgspec.json.Decoder(list[ArgsView | None]).decode
+_decode_args_one = msgspec.json.Decoder(ArgsView | None).decode
+_EMPTY_ARGS = ArgsView()
+
+#: Trace-event category (lower-cased) -> model kind.
+CATEGORY_KINDS: dict[str, str] = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",  # legacy Kineto schema
+    "op": "cpu_op",  # TF timeline; device rows are re-kinded from process names
+    "python_function": "python",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_profiler_range": "gpu_annotation",
+    "kernel": "kernel",
+    "mtia_ccp_events": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "runtime": "runtime",
+    "hip_runtime": "runtime",
+    "mtia_runtime": "runtime",
+    "tf_exec": "runtime",
+    "threadpool_event": "runtime",
+    "cuda_sync": "sync",
+    "trace": "profiler",
+    "overhead": "overhead",
+    "cpu_instant_event": "marker",
+}
+_GPU_KIND_ARRAY = pa.array(["kernel", "memcpy", "memset", "sync", "gpu_annotation"])
+_FLOAT_EXACT_LIMIT_US = float(2 ** 42)
+#: Put in an event's ``s`` slot once its ts/dur hold exact ns; no JSON value can be this object.
+EXACT_NS = object()
+_FLOW_PHASES = {"s", "t", "f"}
+_INSTANT_PHASES = {"i", "I", "n"}
+_STREAM_RE = re.compile(r"(?:stream\s*|^)(\d+)$", re.IGNORECASE)
+_INT64_MAX = (1 << 63) - 1
+
+
+def text_to_ns(text: str | bytes) -> int | None:
+    """Microseconds written as text (``"1712195495519689.047"``, ``"1e-06"``) -> exact integer ns."""
+    if isinstance(text, bytes):
+        text = text.decode("ascii", "replace")
+    text = text.strip().strip('"')
+    try:
+        value = Decimal(text) * 1000
+    except (InvalidOperation, ValueError):
+        return None
+    if not value.is_finite():
+        return None
+    return int(value.to_integral_value())
+
+
+def to_ns(v: Any) -> int | None:
+    """A ts/dur value in microseconds (int, float or numeric text) -> integer ns, or None."""
+    c = v.__class__
+    if c is int:
+        return v * 1000
+    if c is float:
+        if v != v or v in (float("inf"), float("-inf")):
+            return None
+        return round(v * 1000)
+    if c is str:
+        return text_to_ns(v)
+    return None
+
+
+def _as_int(v: Any) -> int | None:
+    if v.__class__ is int:
+        return v if -_INT64_MAX <= v <= _INT64_MAX else None
+    if v.__class__ is float and v == v and abs(v) < 9e18 and v == int(v):
+        return int(v)
+    if v.__class__ is str and v.strip().lstrip("-").isdigit():
+        return _as_int(int(v))
+    return None
+
+
+def _to_ns_checked(v: Any) -> int | None:
+    ns = to_ns(v)
+    return ns if ns is not None and -_INT64_MAX <= ns <= _INT64_MAX else None
+
+
+def _raw_array(raws: list) -> pa.Array:
+    """Raw JSON fragments -> string array (null where absent), invalid UTF-8 replaced.
+
+    Built from one joined buffer and an offsets array: no Python object per value.
+    """
+    lengths = pa.array([len(r) for r in raws], pa.int64())
+    data = b"".join(raws)
+    offsets = pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), lengths]))
+    binary = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(raws),
+                                              [None, offsets.buffers()[1], pa.py_buffer(data)])
+    try:
+        text = binary.cast(pa.large_string())
+    except (pa.ArrowInvalid, UnicodeError):
+        text = pa.array([None if not r else bytes(r).decode("utf-8", "replace") for r in raws],
+                        pa.large_string())
+    return pc.if_else(pc.equal(lengths, 0), pa.scalar(None, pa.large_string()), text).cast(pa.string())
+
+
+def _id_array(values: list) -> pa.Array:
+    """pid/tid values (ints or strings) -> dictionary-encoded strings."""
+    try:
+        arr = pa.array(values, pa.int64()).cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        arr = pa.array([None if v is None else _safe_str(v) for v in values], pa.string())
+    return pc.fill_null(arr, "").dictionary_encode()
+
+
+def _int_array(values: list) -> pa.Array:
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        return pa.array([_as_int(v) for v in values], pa.int64())
+
+
+def _str_array(values: list, dictionary: bool = True) -> pa.Array:
+    try:
+        arr = pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, UnicodeError):
+        arr = pa.array([None if v is None else _safe_str(v) for v in values], pa.string())
+    return arr.dictionary_encode() if dictionary else arr
+
+
+def _safe_str(v: Any) -> str:
+    if isinstance(v, str):
+        return v.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+class EventColumns:
+    """Accumulates events into per-table Arrow record batches."""
+
+    def __init__(self) -> None:
+        self._event_batches: list[pa.RecordBatch] = []
+        self._args_batches: list[pa.RecordBatch] = []
+        self._flow_batches: list[pa.RecordBatch] = []
+        self._memory_batches: list[pa.RecordBatch] = []
+        self._counters: dict[str, list] = {k: [] for k in COUNTERS.names}
+        self._open_begins: dict[tuple, list] = {}
+        self._kind_cache: dict[Any, str] = {}
+        self._id_cache: dict[Any, str] = {}
+        self.process_names: dict[str, str] = {}
+        self.thread_names: dict[str, str] = {}
+        self.process_labels: dict[str, str] = {}
+        self.unknown_categories: Counter = Counter()
+        self.unknown_phases: Counter = Counter()
+        self.bad_time: int = 0
+        self.n_events = 0
+
+    # -- helpers ------------------------------------------------------------
+    def _kind(self, cat: Any) -> str:
+        k = self._kind_cache.get(cat)
+        if k is None:
+            key = cat.lower() if isinstance(cat, str) else ""
+            k = CATEGORY_KINDS.get(key)
+            if k is None:
+                k = "other"
+            self._kind_cache[cat] = k
+        return k
+
+    def _id(self, v: Any) -> str:
+        s = self._id_cache.get(v)
+        if s is None:
+            s = self._id_cache[v] = _safe_str(v) if v is not None else ""
+        return s
+
+    def _args(self, raws: list) -> list:
+        joined = b"[" + b",".join([r if r else b"null" for r in raws]) + b"]"
+        try:
+            return _decode_args_batch(joined)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            out = []
+            for r in raws:
+                try:
+                    out.append(_decode_args_one(r) if r else None)
+                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                    out.append(None)
+            return out
+
+    # -- batches ----------------------------------------------------------
+    def add_batch(self, events: list, exact: list | None = None) -> None:
+        """Append one decoded batch. ``exact`` holds the original time text when floats are too coarse."""
+        if exact is not None:
+            for e, x in zip(events, exact):
+                if e.ts.__class__ is float:
+                    e.ts = text_to_ns(bytes(x.ts))
+                    e.dur = text_to_ns(bytes(x.dur)) if x.dur else None
+                    e.s = EXACT_NS  # times already converted to ns
+        slices: list = []
+        instants: list = []
+        flows: list = []
+        rest: list = []
+        for e in events:
+            ph = e.ph
+            if ph == "X":
+                slices.append(e)
+            elif ph in _FLOW_PHASES:
+                flows.append(e)
+            elif ph in _INSTANT_PHASES:
+                instants.append(e)
+            else:
+                rest.append(e)
+        markers: list = []
+        if instants:
+            memory = [e for e in instants if e.name == "[memory]"]
+            if memory:
+                self._memory_events(memory)
+            if len(memory) != len(instants):
+                markers = [e for e in instants if e.name != "[memory]"]
+        if flows:
+            self._flow_events(flows)
+        extra: list = []
+        for e in rest:
+            ph = e.ph
+            if ph == "M":
+                self._metadata_event(e)
+            elif ph == "C":
+                self._counter_event(e)
+            elif ph == "B" or ph == "E":
+                done = self._begin_end(e)
+                if done is not None:
+                    extra.append(done)
+            else:
+                self.unknown_phases[_safe_str(ph)] += 1
+        if extra:
+            slices.extend(extra)
+        if slices or markers:
+            self._emit(slices, markers)
+
+    def _kinds_of(self, cat_arr: pa.DictionaryArray, n_slices: int, n: int) -> pa.Array:
+        """Map each distinct category to a kind once; rows after ``n_slices`` are instant markers."""
+        values = cat_arr.dictionary.to_pylist()
+        kinds = [self._kind(v) for v in values]
+        # A slice without a category is host work (plain Chrome / XProf traces).
+        null_kind = "cpu_op"
+        codes = cat_arr.indices
+        if "other" in kinds:
+            counts = pc.value_counts(codes.slice(0, n_slices)).to_pylist()
+            for item in counts:
+                code = item["values"]
+                if code is not None and kinds[code] == "other":
+                    self.unknown_categories[_safe_str(values[code])] += item["counts"]
+        all_kinds = pa.array(kinds + [null_kind, "marker"], pa.string())
+        idx = pc.fill_null(codes, len(kinds))
+        if n_slices < n:
+            idx = pc.if_else(pc.less(pa.array(range(n), pa.int64()), n_slices), pc.cast(idx, pa.int64()),
+                             len(kinds) + 1)
+        return pa.DictionaryArray.from_arrays(pc.cast(idx, pa.int32()), all_kinds)
+
+    def _times(self, values: list, exact_mode: bool) -> pa.Array:
+        """Microsecond values (any JSON type) -> int64 ns array; nulls where unusable."""
+        try:
+            return pc.multiply_checked(pa.array(values, pa.int64()), 1000)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            pass
+        if not exact_mode:
+            try:
+                f = pa.array(values, pa.float64())
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                f = None
+            if f is not None:
+                ok = pc.less(pc.abs(f), _FLOAT_EXACT_LIMIT_US)
+                if pc.all(ok).as_py() is not False:
+                    ns = pc.round(pc.multiply(f, 1000.0))
+                    return pc.cast(pc.if_else(pc.is_finite(ns), ns, None), pa.int64())
+        return pa.array([_to_ns_checked(v) for v in values], pa.int64())
+
+    def _emit(self, slices: list, markers: list) -> None:
+        exact_mode = any(e.s is EXACT_NS for e in slices)
+        if markers:
+            for m in markers:
+                m.dur = 0
+            slices = slices + markers
+        n = len(slices)
+        cats = [e.cat for e in slices]
+        cat_arr = _str_array(cats)
+        kind_arr = self._kinds_of(cat_arr, n - len(markers), n)
+        if exact_mode:
+            ts = pa.array([e.ts if e.s is EXACT_NS else _to_ns_checked(e.ts) for e in slices], pa.int64())
+            dur = pa.array([e.dur if e.s is EXACT_NS else _to_ns_checked(e.dur) for e in slices], pa.int64())
+        else:
+            ts = self._times([e.ts for e in slices], False)
+            dur = self._times([e.dur for e in slices], False)
+        valid = pc.and_(pc.and_(pc.is_valid(ts), pc.is_valid(dur)),
+                        pc.greater_equal(pc.fill_null(dur, -1), 0))
+        n_bad = n - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
+        raws = [e.args for e in slices]
+        args = [a if a is not None else _EMPTY_ARGS for a in self._args(raws)]
+        is_gpu = pc.is_in(kind_arr.dictionary, _GPU_KIND_ARRAY).take(kind_arr.indices)
+        stream = _int_array([a.stream for a in args])
+        device = _int_array([a.device for a in args])
+        pids = [e.pid for e in slices]
+        tids = [e.tid for e in slices]
+        if pc.any(is_gpu).as_py():
+            missing = pc.and_(is_gpu, pc.is_null(stream))
+            if pc.any(missing).as_py():
+                stream = pa.array([(t if t.__class__ is int else _stream_from_text(t)) if m else s
+                                   for m, s, t in zip(missing.to_pylist(), stream.to_pylist(), tids)],
+                                  pa.int64())
+            missing = pc.and_(is_gpu, pc.is_null(device))
+            if pc.any(missing).as_py():
+                device = pa.array([(p if p.__class__ is int else None) if m else d
+                                   for m, d, p in zip(missing.to_pylist(), device.to_pylist(), pids)],
+                                  pa.int64())
+        none = pa.nulls(n, pa.int64())
+        stream = pc.if_else(is_gpu, stream, none)
+        device = pc.if_else(is_gpu, device, none)
+        ext = _int_array([a.external_id if a.external_id is not None else a.external_id_legacy
+                          for a in args])
+        first_id = self.n_events
+        ids = pa.array(range(first_id, first_id + n), pa.int64())
+        shapes = pc.replace_substring(_raw_array([a.input_dims for a in args]), " ", "")
+        columns = {
+            "kind": kind_arr,
+            "name": _str_array([e.name for e in slices]),
+            "cat": cat_arr,
+            "ts_ns": ts,
+            "dur_ns": dur,
+            "pid": _id_array(pids),
+            "tid": _id_array(tids),
+            "device": device,
+            "stream": stream,
+            "correlation": _int_array([a.correlation for a in args]),
+            "external_id": ext,
+            "shapes": shapes,
+            "dtypes": _raw_array([a.input_type for a in args]),
+            "strides": _raw_array([a.input_strides for a in args]),
+            "concrete_inputs": _raw_array([a.concrete_inputs for a in args]),
+            "event_id": ids,
+        }
+        batch = pa.RecordBatch.from_pydict(columns)
+        args_batch = pa.RecordBatch.from_arrays([ids, _raw_array(raws)], names=["event_id", "args"])
+        if n_bad:
+            self.bad_time += n_bad
+            batch = batch.filter(valid)
+            args_batch = args_batch.filter(valid)
+        self.n_events += n
+        self._event_batches.append(batch)
+        self._args_batches.append(args_batch)
+
+    def _flow_events(self, flows: list) -> None:
+        batch = {
+            "id": _id_array([e.id for e in flows]).cast(pa.string()),
+            "cat": _str_array([e.cat if isinstance(e.cat, str) else None for e in flows]),
+            "phase": _str_array([e.ph for e in flows]),
+            "ts_ns": self._times([e.ts for e in flows], False),
+            "pid": _id_array([e.pid for e in flows]),
+            "tid": _id_array([e.tid for e in flows]),
+        }
+        self._flow_batches.append(pa.RecordBatch.from_pydict(batch))
+
+    def _memory_events(self, events: list) -> None:
+        args = [a if a is not None else _EMPTY_ARGS for a in self._args([e.args for e in events])]
+        batch = {
+            "ts_ns": self._times([e.ts for e in events], False),
+            "pid": _id_array([e.pid for e in events]),
+            "tid": _id_array([e.tid for e in events]),
+            "device_type": _int_array([a.device_type for a in args]),
+            "device_id": _int_array([a.device_id for a in args]),
+            "addr": _int_array([a.addr for a in args]),
+            "bytes": _int_array([a.bytes for a in args]),
+            "total_allocated": _int_array([a.total_allocated for a in args]),
+            "total_reserved": _int_array([a.total_reserved for a in args]),
+        }
+        batch = pa.RecordBatch.from_pydict(batch)
+        valid = pc.is_valid(batch["ts_ns"])
+        if not pc.all(valid).as_py():
+            self.bad_time += len(events) - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
+            batch = batch.filter(valid)
+        self._memory_batches.append(batch)
+
+    def _begin_end(self, e):
+        """Pair 'B'/'E' events per thread; returns the completed slice as an 'X' event, or None."""
+        key = (self._id(e.pid), self._id(e.tid))
+        stack = self._open_begins.setdefault(key, [])
+        if e.ph == "B":
+            stack.append(e)
+            return None
+        if not stack:
+            self.unknown_phases["E without B"] += 1
+            return None
+        b = stack.pop()
+        start, end = to_ns(b.ts), to_ns(e.ts)
+        if start is None or end is None:
+            self.bad_time += 1
+            return None
+        return b.__class__(ph="X", cat=b.cat, name=b.name, pid=b.pid, tid=b.tid, ts=start, dur=end - start,
+                           args=b.args, s=EXACT_NS)
+
+    def _metadata_event(self, e) -> None:
+        a = self._args([e.args])[0] or _EMPTY_ARGS
+        if e.name == "process_name" and a.name is not None:
+            self.process_names[self._id(e.pid)] = _safe_str(a.name)
+        elif e.name == "thread_name" and a.name is not None:
+            self.thread_names[f"{self._id(e.pid)}/{self._id(e.tid)}"] = _safe_str(a.name)
+        elif e.name == "process_labels" and a.labels is not None:
+            self.process_labels[self._id(e.pid)] = _safe_str(a.labels)
+
+    def _counter_event(self, e) -> None:
+        ts = to_ns(e.ts)
+        try:
+            values = msgspec.json.decode(e.args) if e.args else {}
+        except (msgspec.DecodeError, RecursionError):
+            values = {}
+        if ts is None or not isinstance(values, dict):
+            self.bad_time += 1
+            return
+        c = self._counters
+        for series, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            c["name"].append(_safe_str(e.name))
+            c["series"].append(series)
+            c["ts_ns"].append(ts)
+            c["pid"].append(self._id(e.pid))
+            c["value"].append(float(value))
+
+    # -- result -------------------------------------------------------------
+    def finish(self, header: dict, source: str, fmt: str) -> Trace:
+        cols = [n for n in EVENTS.names if n not in ("parent", "depth", "self_ns", "step")]
+        schema = pa.schema([EVENTS.field(n) for n in cols])
+        if self._event_batches:
+            events = pa.Table.from_batches(self._event_batches).cast(schema)
+        else:
+            events = schema.empty_table()
+        self._event_batches = []
+        args_schema = pa.schema([("event_id", pa.int64()), ("args", pa.string())])
+        args = pa.Table.from_batches(self._args_batches, schema=args_schema) if self._args_batches \
+            else args_schema.empty_table()
+        self._args_batches = []
+        trace = Trace(
+            events=events,
+            flows=_concat(self._flow_batches, FLOWS),
+            counters=_table(self._counters, COUNTERS),
+            memory=_concat(self._memory_batches, MEMORY),
+            steps=STEPS.empty_table(),
+            args=args,
+            metadata=_metadata(header, source, fmt),
+        )
+        trace.metadata["process_names"] = self.process_names
+        trace.metadata["thread_names"] = self.thread_names
+        if self.process_labels:
+            trace.metadata["process_labels"] = self.process_labels
+        if self.bad_time:
+            trace.warn("events with missing, negative or non-numeric ts/dur (dropped)", self.bad_time)
+        for cat, count in self.unknown_categories.most_common():
+            trace.warn(f"unknown category {cat!r} (kept as kind 'other')", count)
+        for ph, count in self.unknown_phases.most_common():
+            trace.warn(f"events of phase {ph!r} not modelled (skipped)", count)
+        unclosed = sum(len(s) for s in self._open_begins.values())
+        if unclosed:
+            trace.warn("'B' events without a matching 'E' (dropped)", unclosed)
+        return trace
+
+
+def _stream_from_text(tid: Any) -> int | None:
+    if isinstance(tid, str):
+        m = _STREAM_RE.search(tid.strip())
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _concat(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    if not batches:
+        return schema.empty_table()
+    return pa.Table.from_batches(batches).cast(schema)
+
+
+def _table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
+    arrays = []
+    for f in schema:
+        values = columns[f.name]
+        if pa.types.is_dictionary(f.type):
+            arrays.append(_str_array(values))
+        elif pa.types.is_int64(f.type):
+            arrays.append(_int_array(values))
+        elif pa.types.is_floating(f.type):
+            arrays.append(pa.array(values, f.type))
+        else:
+            arrays.append(_str_array(values, dictionary=False))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _metadata(header: dict, source: str, fmt: str) -> dict:
+    meta: dict[str, Any] = {"source": source, "format": fmt, "warnings": []}
+    dist = header.get("distributedInfo")
+    if isinstance(dist, dict):
+        meta["rank"] = _as_int(dist.get("rank")) if dist.get("rank") is not None else None
+        meta["world_size"] = _as_int(dist.get("world_size")) if dist.get("world_size") is not None else None
+        meta["distributed_backend"] = dist.get("backend")
+    props = header.get("deviceProperties")
+    if isinstance(props, list):
+        meta["device_properties"] = [p for p in props if isinstance(p, dict)]
+    meta["schema_version"] = header.get("schemaVersion")
+    meta["tool"] = _tool(header)
+    meta["header"] = {k: v for k, v in header.items()
+                      if k not in ("deviceProperties", "distributedInfo", "traceEvents")}
+    return meta
+
+
+def _tool(header: dict) -> str:
+    if "schemaVersion" in header or "deviceProperties" in header or "distributedInfo" in header:
+        return "pytorch"
+    return "chrome"

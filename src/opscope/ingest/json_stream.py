@@ -1,0 +1,231 @@
+"""Stream the big event array of a JSON trace in decodable chunks, without loading the document.
+
+Chrome/Kineto traces are one JSON object whose bulk is the ``traceEvents`` array (or a bare array).
+Decoding the whole document at once costs ~7x the file size in memory. Instead we cut the array at
+object boundaries into chunks of a few MB and hand each chunk, as a small JSON array, to a typed
+decoder. A cut is only a *candidate* (a ``}`` followed by ``,`` or ``]``); it is proven right by the
+chunk decoding: a cut inside a string or a nested value leaves the chunk unbalanced and it fails.
+
+When the fast path cannot proceed (malformed or truncated input), the rest of the array is handed to
+:mod:`opscope.ingest.salvage`, which recovers every complete, repairable event and counts the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from opscope.ingest import salvage
+
+_WS = b" \t\r\n"
+_CUT_SEARCH_TRIES = 6
+_CUT_WINDOW = 64 << 10
+_BOUNDARY = re.compile(rb"\}\s*(?:,\s*\{|\])")
+_MAX_PROLOGUE = 256 << 20
+
+_decode_dict = msgspec.json.Decoder(dict).decode
+
+
+@dataclass
+class StreamReport:
+    """What the stream learned about the document beside the events."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    bare_array: bool = False
+    truncated: bool = False
+    salvaged: bool = False
+    salvage: salvage.SalvageStats = field(default_factory=salvage.SalvageStats)
+    found_events: bool = False
+
+
+class NotAnEventArray(Exception):
+    """The document is JSON-like but holds no event array (a different format or not a trace)."""
+
+
+def _find_array_key(buf: bytes, key: bytes) -> int | None:
+    """Index just after the ``[`` of ``"key": [`` at the top level of an object prefix, or None."""
+    pattern = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
+    for m in pattern.finditer(buf):
+        prefix = buf[: m.start()].rstrip(_WS)
+        if prefix.endswith(b","):
+            prefix = prefix[:-1]
+        try:
+            # A top-level occurrence leaves a prefix that closes into a valid object.
+            _decode_dict(prefix + b"}")
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        return m.end()
+    return None
+
+
+def _skip(buf: bytes, pos: int, chars: bytes) -> int:
+    n = len(buf)
+    while pos < n and buf[pos] in chars:
+        pos += 1
+    return pos
+
+
+class EventArrayStream:
+    """Yield decoded batches of events from ``blocks`` (decompressed bytes).
+
+    ``decode_batch(json_array_bytes)`` turns one chunk into a list; it must raise
+    ``msgspec.DecodeError``/``msgspec.ValidationError`` on malformed input. ``make_event`` builds one
+    event from a repaired single-object byte string (used by salvage).
+    """
+
+    def __init__(
+        self,
+        blocks: Iterator[bytes],
+        decode_batch: Callable[[bytes], list],
+        decode_one: Callable[[bytes], Any],
+        array_key: bytes = b"traceEvents",
+        chunk_size: int = 2 << 20,
+    ) -> None:
+        self._blocks = blocks
+        self._decode_batch = decode_batch
+        self._decode_one = decode_one
+        self._array_key = array_key
+        self._chunk_size = chunk_size
+        self.report = StreamReport()
+        self._eof = False
+
+    # -- buffer management -------------------------------------------------
+    def _more(self, buf: bytes) -> bytes:
+        try:
+            block = next(self._blocks)
+        except StopIteration:
+            self._eof = True
+            return buf
+        return buf + block if buf else block
+
+    def batches(self) -> Iterator[tuple[list, bytes]]:
+        """Yield ``(events, chunk_bytes)``; ``chunk_bytes`` is the JSON array the events came from."""
+        buf = b""
+        while not self._eof and len(buf) < 64:
+            buf = self._more(buf)
+        start = _skip(buf, 0, _WS + b"\xef\xbb\xbf")
+        if start >= len(buf):
+            raise NotAnEventArray("holds only whitespace")
+        first = buf[start:start + 1]
+        if first == b"[":
+            self.report.bare_array = True
+            pos = start + 1
+        elif first == b"{":
+            pos = None
+            while True:
+                pos = _find_array_key(buf, self._array_key)
+                if pos is not None or self._eof or len(buf) > _MAX_PROLOGUE:
+                    break
+                buf = self._more(buf)
+            if pos is None:
+                self._raise_no_events(buf)
+            prefix = buf[start: buf.rfind(b'"' + self._array_key + b'"', 0, pos)].rstrip(_WS)
+            if prefix.endswith(b","):
+                prefix = prefix[:-1]
+            self.report.header.update(_decode_dict(prefix + b"}"))
+        else:
+            raise NotAnEventArray("does not start with '{' or '['")
+        self.report.found_events = True
+        buf = buf[pos:]
+        yield from self._array_body(buf)
+
+    def _raise_no_events(self, buf: bytes) -> None:
+        try:
+            doc = msgspec.json.decode(buf)
+        except (msgspec.DecodeError, RecursionError):
+            if self._eof:
+                raise NotAnEventArray("is not valid JSON and has no \"traceEvents\" array") from None
+            raise NotAnEventArray("has no \"traceEvents\" array near its start") from None
+        keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
+        raise NotAnEventArray(f"is JSON without a \"traceEvents\" array (top-level keys: {keys})")
+
+    def _array_body(self, buf: bytes) -> Iterator[tuple[list, bytes]]:
+        pos = 0
+        want = self._chunk_size
+        while True:
+            while not self._eof and len(buf) - pos < want:
+                buf = self._more(buf[pos:])
+                pos = 0
+            pos = _skip(buf, pos, _WS + b",")
+            if pos < len(buf) and buf[pos:pos + 1] == b"]":
+                self._finish(buf[pos + 1:])
+                return
+            if pos >= len(buf):
+                if self._eof:
+                    self.report.truncated = True  # the array never closed: the file ends early
+                    return
+                continue
+            cut = self._cut(buf, pos)
+            if cut is not None:
+                events, chunk, pos = cut
+                want = self._chunk_size
+                yield events, chunk
+                continue
+            # No provable boundary: recover this region object by object, then go fast again.
+            self.report.salvaged = True
+            region = buf[pos:]
+            events, consumed, close = salvage.recover_events(
+                region, self._decode_one, self.report.salvage, final=self._eof
+            )
+            if events:
+                yield events, b""
+            if close is not None:
+                self._finish(region[close:])
+                return
+            if consumed == 0:
+                if self._eof:
+                    self.report.truncated = True
+                    return
+                want = len(buf) - pos + self._chunk_size  # one object larger than a chunk
+                continue
+            if self._eof and consumed >= len(region):
+                self.report.truncated = True
+                return
+            pos += consumed
+
+    def _cut(self, buf: bytes, pos: int) -> tuple[list, bytes, int] | None:
+        """Find the last provable event boundary in ``buf[pos:]`` (within a chunk) and decode up to it."""
+        limit = min(len(buf), pos + self._chunk_size)
+        result = self._try_cuts(buf, pos, limit)
+        if result is None and limit < len(buf):
+            result = self._try_cuts(buf, pos, len(buf))  # one event larger than a chunk
+        return result
+
+    def _try_cuts(self, buf: bytes, pos: int, limit: int) -> tuple[list, bytes, int] | None:
+        # Candidates: "}" then "," then the next event's "{" (or the array's "]"). Kernel names
+        # such as "{lambda()#1}, at::..." put "}," inside strings, hence the "{" look-ahead.
+        lo = max(pos, limit - _CUT_WINDOW)
+        while True:
+            candidates = [m.start() for m in _BOUNDARY.finditer(buf, lo, min(len(buf), limit + 64))
+                          if m.start() < limit]
+            if candidates or lo == pos:
+                break
+            lo = max(pos, lo - 4 * _CUT_WINDOW)
+        for close in reversed(candidates[-_CUT_SEARCH_TRIES:]):
+            chunk = b"[" + buf[pos:close + 1] + b"]"
+            try:
+                events = self._decode_batch(chunk)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+                continue
+            return events, chunk, close + 1
+        return None
+
+    def _finish(self, tail: bytes) -> None:
+        """Read the document's keys after the event array (``"traceName"``, ``"deviceProperties"``...)."""
+        while not self._eof:
+            tail = self._more(tail)
+        if self.report.bare_array:
+            return
+        tail = tail.strip(_WS)
+        if tail.startswith(b","):
+            tail = tail[1:]
+        if not tail or tail == b"}":
+            return
+        try:
+            self.report.header.update(_decode_dict(b"{" + tail))
+        except (msgspec.DecodeError, RecursionError):
+            self.report.truncated = True

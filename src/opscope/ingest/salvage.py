@@ -1,0 +1,157 @@
+"""Recover events from a damaged JSON event array, one object at a time.
+
+The slow path behind :mod:`opscope.ingest.json_stream`. It finds each top-level object by a
+string-aware bracket scan, decodes it, and when that fails tries the repairs for defects that real
+profilers write: invalid UTF-8, raw control characters and unescaped quotes inside names (Kineto),
+and ``NaN``/``Infinity`` tokens. What cannot be repaired is counted, never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+#: Objects nested deeper than this are refused (hostile input), not recursed into.
+MAX_DEPTH = 512
+
+# A JSON string (escapes respected, raw control characters tolerated) or one structural bracket.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
+_STRING_OR_NONFINITE = re.compile(rb'"(?:[^"\\]|\\.)*"|-?Infinity|NaN', re.DOTALL)
+_CONTROL = re.compile(rb"[\x00-\x1f]")
+# Kineto writes `"name": "...", "pid": ...`: a name holding raw quotes is still delimited by the
+# next known key, which lets us re-escape the quotes inside it.
+_NAME_VALUE = re.compile(
+    rb'("name"\s*:\s*")(.*?)("\s*,\s*"(?:ph|cat|pid|tid|ts|dur|args|id|s|bp)"\s*:)', re.DOTALL
+)
+_UNESCAPED_QUOTE = re.compile(rb'(?<!\\)"')
+
+
+@dataclass
+class SalvageStats:
+    """Counts of what the salvage pass saw; turned into warnings by the reader."""
+
+    recovered: int = 0
+    repaired_utf8: int = 0
+    repaired_control: int = 0
+    repaired_quotes: int = 0
+    repaired_nonfinite: int = 0
+    dropped_malformed: int = 0
+    dropped_too_deep: int = 0
+    dropped_not_object: int = 0
+    incomplete_tail_bytes: int = 0
+
+
+def _escape_control(m: re.Match) -> bytes:
+    tok = m.group(0)
+    if tok[:1] != b'"':
+        return b"null"  # NaN / Infinity outside a string
+    return _CONTROL.sub(lambda c: b"\\u%04x" % c.group(0)[0], tok)
+
+
+def _requote_name(m: re.Match) -> bytes:
+    return m.group(1) + _UNESCAPED_QUOTE.sub(b'\\\\"', m.group(2)) + m.group(3)
+
+
+def repair(obj: bytes, stats: SalvageStats) -> bytes:
+    """Return ``obj`` with the known writer defects mended (counting each kind)."""
+    try:
+        obj.decode("utf-8")
+    except UnicodeDecodeError:
+        obj = obj.decode("utf-8", "replace").encode("utf-8")
+        stats.repaired_utf8 += 1
+    fixed = _STRING_OR_NONFINITE.sub(_escape_control, obj)
+    if fixed != obj:
+        if _CONTROL.search(obj):
+            stats.repaired_control += 1
+        else:
+            stats.repaired_nonfinite += 1
+        obj = fixed
+    return obj
+
+
+def decode_with_repairs(obj: bytes, decode_one: Callable[[bytes], Any], stats: SalvageStats) -> Any:
+    """Decode one event object, mending it if needed; None when it cannot be read."""
+    try:
+        return decode_one(obj)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        pass
+    except RecursionError:
+        stats.dropped_too_deep += 1
+        return None
+    mended = repair(obj, stats)
+    try:
+        return decode_one(mended)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+        pass
+    requoted = _NAME_VALUE.sub(_requote_name, mended)
+    if requoted != mended:
+        try:
+            event = decode_one(requoted)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+            pass
+        else:
+            stats.repaired_quotes += 1
+            return event
+    stats.dropped_malformed += 1
+    return None
+
+
+def recover_events(
+    region: bytes,
+    decode_one: Callable[[bytes], Any],
+    stats: SalvageStats,
+    final: bool,
+) -> tuple[list, int, int | None]:
+    """Scan ``region`` (the inside of the event array) for complete top-level objects.
+
+    Returns ``(events, consumed, close)``: the decoded events, how many bytes of ``region`` were
+    fully used, and the offset just after the array's closing ``]`` if it was seen (else None).
+    With ``final`` the region is all that is left of the file, so an unfinished object is counted
+    as truncated instead of being left for the next call.
+    """
+    events: list = []
+    depth = 0
+    obj_start = -1
+    consumed = 0
+    too_deep = False
+    for m in _TOKEN.finditer(region):
+        tok = m.group(0)
+        c = tok[:1]
+        if c == b'"':
+            if depth == 0:
+                stats.dropped_not_object += 1
+                consumed = m.end()
+            continue
+        if c in b"{[":
+            if depth == 0:
+                if c == b"[":
+                    stats.dropped_not_object += 1
+                obj_start = m.start()
+            depth += 1
+            if depth > MAX_DEPTH:
+                too_deep = True
+        else:  # closing bracket
+            if depth == 0:
+                if c == b"]":
+                    return events, m.start(), m.end()
+                continue  # stray '}' between events
+            depth -= 1
+            if depth == 0:
+                end = m.end()
+                if too_deep:
+                    stats.dropped_too_deep += 1
+                    too_deep = False
+                elif region[obj_start:obj_start + 1] == b"{":
+                    event = decode_with_repairs(region[obj_start:end], decode_one, stats)
+                    if event is not None:
+                        events.append(event)
+                        stats.recovered += 1
+                consumed = end
+    if final and depth > 0:
+        stats.incomplete_tail_bytes += len(region) - max(obj_start, consumed)
+        consumed = len(region)
+    return events, consumed, None

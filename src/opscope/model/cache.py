@@ -1,0 +1,89 @@
+"""The Parquet cache: a second open of the same trace file reads columns instead of JSON.
+
+One directory per source file version, keyed by the file's path, size, mtime and a hash of its first
+and last MiB. A cache directory is written under a temporary name and renamed into place, so readers
+never see half a cache and an existing one is never overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from opscope.model.schema import TABLE_SCHEMAS
+from opscope.model.trace import Trace
+
+#: Bump when the model's tables change shape: old cache entries are then ignored.
+CACHE_FORMAT = 1
+_PROBE = 1 << 20
+
+
+def cache_root() -> Path:
+    env = os.environ.get("OPSCOPE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "opscope"
+
+
+def cache_key(path: Path) -> str:
+    st = path.stat()
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+    with open(path, "rb") as fh:
+        h.update(fh.read(_PROBE))
+        if st.st_size > _PROBE:
+            fh.seek(max(_PROBE, st.st_size - _PROBE))
+            h.update(fh.read(_PROBE))
+    return h.hexdigest()
+
+
+def load(path: Path, root: Path | None = None) -> Trace | None:
+    """The cached Trace of ``path``, or None if there is no valid entry."""
+    entry = (root or cache_root()) / cache_key(path)
+    meta_file = entry / "meta.json"
+    if not meta_file.is_file():
+        return None
+    try:
+        metadata = json.loads(meta_file.read_text())
+        tables = {}
+        for name in TABLE_SCHEMAS:
+            if name == "args":
+                continue
+            tables[name] = pq.read_table(entry / f"{name}.parquet", memory_map=True)
+    except (OSError, ValueError, pa.ArrowException):
+        return None  # unreadable entry: behave as a miss; the next write replaces it
+    args_file = entry / "args.parquet"
+    tables["args"] = lambda: pq.read_table(args_file, memory_map=True)
+    metadata["from_cache"] = str(entry)
+    return Trace(metadata=metadata, **tables)
+
+
+def store(path: Path, trace: Trace, root: Path | None = None) -> Path | None:
+    """Write the cache entry for ``path``; returns its directory, or None if it could not be written."""
+    root = root or cache_root()
+    entry = root / cache_key(path)
+    if (entry / "meta.json").is_file():
+        return entry
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    except OSError:
+        return None
+    try:
+        for name, table in trace.tables().items():
+            pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
+        meta = {k: v for k, v in trace.metadata.items() if k != "from_cache"}
+        (tmp / "meta.json").write_text(json.dumps(meta, default=str))
+        os.rename(tmp, entry)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+    return entry

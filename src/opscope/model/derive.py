@@ -1,0 +1,190 @@
+"""Columns computed from the events once a reader is done: nesting, self time, steps.
+
+Pure functions on Arrow tables; :func:`complete` is what every reader's output goes through.
+Invariants after it: ``event_id`` is the row index, ``parent`` holds a row index (or null).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.model.schema import EVENTS, STEPS, kind_mask
+from opscope.model.trace import Trace
+
+#: Host kinds nest in two layers: Python frames among themselves, and everything the framework
+#: records (ops, annotations, runtime calls) among themselves. Self time of an op is its duration
+#: minus its direct children in its own layer, as torch's ``key_averages()`` computes it.
+OP_LAYER = ("cpu_op", "user_annotation", "runtime", "overhead", "other")
+PYTHON_LAYER = ("python",)
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+_COMM_NAME = r"(?i)nccl|rccl"
+_MASK_STEP_LIMIT = 512
+
+
+def complete(trace: Trace) -> Trace:
+    """Validate and derive: drop rows without times, mark comm kernels, nest, assign steps."""
+    events = trace.events.unify_dictionaries()
+    bad = pc.or_(pc.is_null(events["ts_ns"]), pc.is_null(events["dur_ns"]))
+    n_bad = pc.sum(pc.cast(bad, pa.int64())).as_py() or 0
+    if n_bad:
+        events = events.filter(pc.invert(bad))
+        trace.warn("events whose ts/dur do not fit 64-bit nanoseconds (dropped)", n_bad)
+    events = _mark_comm(events)
+    parent, depth, self_ns = nest(events)
+    steps = find_steps(events)
+    step = assign_steps(events, steps)
+    events = events.append_column("parent", parent)
+    events = events.append_column("depth", depth)
+    events = events.append_column("self_ns", self_ns)
+    events = events.append_column("step", step)
+    trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS), trace)
+    trace.steps = steps
+    return trace
+
+
+def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
+    """Make ``event_id`` the row index (readers may have dropped rows) and remap ``args`` to it."""
+    old = events["event_id"].combine_chunks()
+    new = pa.array(range(events.num_rows), pa.int64())
+    if old.equals(new):
+        return events
+    args = trace.args
+    where = pc.index_in(args["event_id"], value_set=old)
+    keep = pc.is_valid(where)
+    trace._args = pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()),
+                            "args": pc.filter(args["args"], keep)})
+    return events.set_column(events.schema.get_field_index("event_id"), "event_id", new)
+
+
+def _mark_comm(events: pa.Table) -> pa.Table:
+    """Kernels of collective libraries (NCCL, RCCL) become kind ``comm``."""
+    kernels = kind_mask(events, ("kernel",))
+    if not pc.any(kernels).as_py():
+        return events
+    names = events["name"]
+    is_comm = pa.chunked_array([
+        pc.fill_null(pc.match_substring_regex(c.dictionary, _COMM_NAME).take(c.indices), False)
+        for c in names.chunks], type=pa.bool_())
+    is_comm = pc.and_(kernels, is_comm)
+    if not pc.any(is_comm).as_py():
+        return events
+    kind = pc.if_else(is_comm, pa.scalar("comm"), events["kind"].cast(pa.string()))
+    return events.set_column(events.schema.get_field_index("kind"), "kind", pc.dictionary_encode(kind))
+
+
+def _codes(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pa.chunked_array([c.indices for c in column.chunks], type=pa.int32()) if column.num_chunks \
+        else pa.chunked_array([], type=pa.int32())
+
+
+def nest(events: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Parent row index, depth and self time per event, computed per thread and per layer.
+
+    GPU and instant events get no parent (null), depth 0 and ``self_ns == dur_ns``.
+    """
+    n = events.num_rows
+    parent: list = [None] * n
+    depth: list = [0] * n
+    self_ns = events["dur_ns"].to_pylist()
+    for layer in (OP_LAYER, PYTHON_LAYER):
+        in_layer = pc.and_(kind_mask(events, layer), pc.is_null(events["stream"]))
+        rows = pc.indices_nonzero(in_layer)
+        if len(rows) == 0:
+            continue
+        thread = pc.add(pc.multiply(pc.cast(_codes(events["pid"]).take(rows), pa.int64()), 1 << 31),
+                        pc.cast(_codes(events["tid"]).take(rows), pa.int64()))
+        sub = pa.table({
+            "row": rows,
+            "thread": thread,
+            "ts": events["ts_ns"].take(rows),
+            "dur": events["dur_ns"].take(rows),
+        })
+        order = pc.sort_indices(sub, [("thread", "ascending"), ("ts", "ascending"), ("dur", "descending")])
+        sub = sub.take(order)
+        _nest_sorted(sub["row"].to_pylist(), sub["thread"].to_pylist(),
+                     sub["ts"].to_pylist(), sub["dur"].to_pylist(), parent, depth, self_ns)
+    return (pa.array(parent, pa.int64()), pa.array(depth, pa.int32()), pa.array(self_ns, pa.int64()))
+
+
+def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns) -> None:
+    """Stack walk over one layer's events sorted by thread, start, longest first."""
+    stack_end: list[int] = []
+    stack_row: list[int] = []
+    push_end = stack_end.append
+    push_row = stack_row.append
+    last_thread = None
+    for row, thread, ts, dur in zip(rows, threads, tss, durs):
+        if thread != last_thread:
+            stack_end.clear()
+            stack_row.clear()
+            last_thread = thread
+        elif stack_end:
+            while stack_end and stack_end[-1] <= ts:
+                stack_end.pop()
+                stack_row.pop()
+            if stack_row:
+                up = stack_row[-1]
+                parent[row] = up
+                depth[row] = len(stack_row)
+                self_ns[up] -= dur
+        push_end(ts + dur)
+        push_row(row)
+    # A child that overruns its parent (clock jitter) must not make self time negative.
+    for row in rows:
+        if self_ns[row] < 0:
+            self_ns[row] = 0
+
+
+def find_steps(events: pa.Table) -> pa.Table:
+    """The ``ProfilerStep#N`` annotations as a steps table, sorted by start."""
+    annotations = events.select(["name", "pid", "tid", "ts_ns", "dur_ns"]).filter(
+        kind_mask(events, ("user_annotation",)))
+    found = annotations.filter(pc.starts_with(annotations["name"].cast(pa.string()), "ProfilerStep#"))
+    rows = []
+    for name, pid, tid, ts, dur in zip(*(found[c].to_pylist() for c in ("name", "pid", "tid", "ts_ns",
+                                                                         "dur_ns"))):
+        m = _STEP_NAME.match(name)
+        if m:
+            rows.append((int(m.group(1)), name, pid, tid, ts, dur))
+    rows.sort(key=lambda r: (r[4], r[0]))
+    return pa.Table.from_pylist(
+        [dict(zip(STEPS.names, r)) for r in rows], schema=STEPS
+    )
+
+
+def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:
+    """Step number per event: host events by time, device work by its launch (correlation)."""
+    n = events.num_rows
+    if steps.num_rows == 0:
+        return pa.nulls(n, pa.int64())
+    ts = events["ts_ns"]
+    step = pa.nulls(n, pa.int64())
+    starts = steps["ts_ns"].to_pylist()
+    ends = [s + d for s, d in zip(starts, steps["dur_ns"].to_pylist())]
+    numbers = steps["step"].to_pylist()
+    if len(starts) <= _MASK_STEP_LIMIT:
+        for s, e, k in zip(starts, ends, numbers):
+            inside = pc.and_(pc.greater_equal(ts, s), pc.less(ts, e))
+            step = pc.if_else(inside, pa.scalar(k, pa.int64()), step)
+    else:
+        import bisect
+
+        values = []
+        for t in ts.to_pylist():
+            i = bisect.bisect_right(starts, t) - 1
+            values.append(numbers[i] if i >= 0 and t < ends[i] else None)
+        step = pa.array(values, pa.int64())
+    # Device work belongs to the step that launched it, even when it runs after the step's host span.
+    is_runtime = kind_mask(events, ("runtime",))
+    runtime_corr = pc.filter(events["correlation"], is_runtime)
+    runtime_step = pc.filter(step, is_runtime)
+    if len(runtime_corr):
+        where = pc.index_in(events["correlation"], value_set=runtime_corr.combine_chunks()
+                            if isinstance(runtime_corr, pa.ChunkedArray) else runtime_corr)
+        launched = pc.take(runtime_step, where)
+        is_device = pc.is_valid(events["stream"])
+        step = pc.if_else(pc.and_(is_device, pc.is_valid(where)), launched, step)
+    return step.combine_chunks() if isinstance(step, pa.ChunkedArray) else step

@@ -1,0 +1,120 @@
+"""Arrow schemas of the model's tables. Times are integer nanoseconds everywhere."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+#: Every value the ``kind`` column can take.
+EVENT_KINDS = (
+    "cpu_op",          # framework operator (aten::*, TF op on the host)
+    "python",          # python_function events (with_stack)
+    "user_annotation",  # record_function / ProfilerStep#N on the host
+    "gpu_annotation",  # gpu_user_annotation and profiler ranges on a device stream
+    "kernel",          # device kernel
+    "memcpy",
+    "memset",
+    "comm",            # collective-communication kernels (NCCL / RCCL)
+    "runtime",         # cudaLaunchKernel, hipMemcpyAsync, ... and driver calls
+    "sync",            # cuda_sync: stream/event waits shown on the device timeline
+    "marker",          # instant events that are not memory records
+    "profiler",        # the profiler's own spans (cat "Trace")
+    "overhead",        # profiler overhead slices
+    "other",           # anything the reader could not map (counted in metadata warnings)
+)
+#: Kinds that run on a device (their ``stream``/``device`` columns are set).
+GPU_KINDS = ("kernel", "memcpy", "memset", "comm", "sync", "gpu_annotation")
+#: Kinds that nest on host threads (``parent`` and ``self_ns`` are computed for them).
+HOST_KINDS = ("cpu_op", "python", "user_annotation", "runtime", "overhead", "other")
+
+_dict = pa.dictionary(pa.int32(), pa.string())
+
+EVENTS = pa.schema([
+    ("kind", _dict),
+    ("name", _dict),
+    ("cat", _dict),
+    ("ts_ns", pa.int64()),
+    ("dur_ns", pa.int64()),
+    ("pid", _dict),
+    ("tid", _dict),
+    ("device", pa.int64()),
+    ("stream", pa.int64()),
+    ("correlation", pa.int64()),
+    ("external_id", pa.int64()),
+    ("shapes", pa.string()),
+    ("dtypes", pa.string()),
+    ("strides", pa.string()),
+    ("concrete_inputs", pa.string()),
+    # computed after reading:
+    ("event_id", pa.int64()),
+    ("parent", pa.int64()),
+    ("depth", pa.int32()),
+    ("self_ns", pa.int64()),
+    ("step", pa.int64()),
+])
+
+FLOWS = pa.schema([
+    ("id", pa.string()),
+    ("cat", _dict),
+    ("phase", _dict),
+    ("ts_ns", pa.int64()),
+    ("pid", _dict),
+    ("tid", _dict),
+])
+
+COUNTERS = pa.schema([
+    ("name", _dict),
+    ("series", _dict),
+    ("ts_ns", pa.int64()),
+    ("pid", _dict),
+    ("value", pa.float64()),
+])
+
+MEMORY = pa.schema([
+    ("ts_ns", pa.int64()),
+    ("pid", _dict),
+    ("tid", _dict),
+    ("device_type", pa.int64()),
+    ("device_id", pa.int64()),
+    ("addr", pa.int64()),
+    ("bytes", pa.int64()),
+    ("total_allocated", pa.int64()),
+    ("total_reserved", pa.int64()),
+])
+
+#: The full ``args`` object of each event as JSON text, apart so that tables stay narrow.
+ARGS = pa.schema([
+    ("event_id", pa.int64()),
+    ("args", pa.string()),
+])
+
+STEPS = pa.schema([
+    ("step", pa.int64()),
+    ("name", pa.string()),
+    ("pid", pa.string()),
+    ("tid", pa.string()),
+    ("ts_ns", pa.int64()),
+    ("dur_ns", pa.int64()),
+])
+
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    "events": EVENTS,
+    "flows": FLOWS,
+    "counters": COUNTERS,
+    "memory": MEMORY,
+    "steps": STEPS,
+    "args": ARGS,
+}
+
+
+def kind_mask(events: pa.Table, kinds) -> pa.ChunkedArray:
+    """Boolean mask of rows whose ``kind`` is in ``kinds``, computed on the dictionary (no string copy)."""
+    wanted = pa.array(list(kinds), pa.string())
+    chunks = []
+    for chunk in events["kind"].chunks:
+        if pa.types.is_dictionary(chunk.type):
+            hit = pa.compute.is_in(chunk.dictionary, wanted)
+            chunks.append(pa.compute.fill_null(hit.take(chunk.indices), False))
+        else:
+            chunks.append(pa.compute.fill_null(pa.compute.is_in(chunk, wanted), False))
+    return pa.chunked_array(chunks, type=pa.bool_())

@@ -1,0 +1,1 @@
+"""Renderers: tables to the terminal (rich), JSON and CSV. They format; they never compute."""

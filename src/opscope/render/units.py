@@ -1,0 +1,34 @@
+"""Human units for nanosecond integers, chosen only at rendering time."""
+
+from __future__ import annotations
+
+
+def format_ns(ns: int | float | None) -> str:
+    if ns is None:
+        return "-"
+    a = abs(ns)
+    if a >= 60e9:
+        return f"{ns / 60e9:.2f} min"
+    if a >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3f} us"
+    return f"{int(ns)} ns"
+
+
+def format_pct(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2f}%"
+
+
+def format_cell(column: str, value) -> str:
+    if value is None:
+        return "-"
+    if column.endswith("_ns"):
+        return format_ns(value)
+    if column.endswith("pct"):
+        return format_pct(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
