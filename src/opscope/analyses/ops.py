@@ -9,6 +9,8 @@ import pyarrow.compute as pc
 
 from opscope.analyses.filters import EventFilter
 from opscope.errors import UsageError
+from opscope.model.derive import OP_LAYER
+from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
 GROUP_KEYS = ("name", "shapes", "dtypes", "kind", "pid", "tid", "step")
@@ -20,8 +22,12 @@ def op_table(
     by: Sequence[str] = ("name",),
     filt: EventFilter | None = None,
     sort: str = "self_ns",
+    merge_duplicates: bool = True,
 ) -> pa.Table:
     """One row per group of host events (default: ``cpu_op`` events grouped by name).
+
+    With ``merge_duplicates`` (the default, as torch's ``key_averages()`` does) an op whose only
+    child is an op of the same name (``aten::div`` dispatching to ``aten::div``) counts once.
 
     ``self_pct`` is the group's share of the self time of all selected events (the shares add up
     to 100); ``total_pct`` is its total time over the same denominator, so it can exceed 100 when
@@ -32,7 +38,11 @@ def op_table(
             raise UsageError(f"cannot group by {key!r}; choose from {', '.join(GROUP_KEYS)}")
     filt = filt or EventFilter(kinds=("cpu_op",))
     columns = list(dict.fromkeys(list(by) + ["dur_ns", "self_ns", "kind", "name", "step"]))
-    events = filt.apply(trace.events.select(columns)).select(list(by) + ["dur_ns", "self_ns"])
+    events = trace.events.select(columns)
+    if merge_duplicates:
+        keep, self_ns = fold_duplicate_ops(trace.events)
+        events = events.set_column(events.schema.get_field_index("self_ns"), "self_ns", self_ns).filter(keep)
+    events = filt.apply(events).select(list(by) + ["dur_ns", "self_ns"])
     events = _plain_keys(events, by)
     grouped = events.group_by(list(by), use_threads=False).aggregate([
         ("dur_ns", "count"), ("dur_ns", "sum"), ("self_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max"),
@@ -53,6 +63,42 @@ def op_table(
         "total_pct": _pct(total, denominator),
     })
     return sort_table(out, sort)
+
+
+def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """Rows to keep and adjusted self time after folding same-name only-child ops into their parent.
+
+    The folded child's self time moves to its nearest kept ancestor, as torch's profiler does when it
+    removes duplicate nodes before ``key_averages()``.
+    """
+    n = events.num_rows
+    self_ns = events["self_ns"].combine_chunks() if n else pa.array([], pa.int64())
+    keep = pa.array([True] * n, pa.bool_())
+    if n == 0:
+        return keep, self_ns
+    is_op = kind_mask(events, ("cpu_op",)).combine_chunks()
+    parent = events["parent"].combine_chunks()
+    names = events["name"].cast(pa.string()).combine_chunks()
+    parent_name = pc.take(names, parent)
+    same = pc.fill_null(pc.and_(is_op, pc.equal(names, parent_name)), False)
+    candidates = pc.indices_nonzero(same).to_pylist()
+    if not candidates:
+        return keep, self_ns
+    layer = kind_mask(events, OP_LAYER).combine_chunks()
+    counts = pc.value_counts(pc.drop_null(pc.filter(parent, layer))).to_pylist()
+    children = {c["values"]: c["counts"] for c in counts}
+    parents = parent.to_pylist()
+    dup = {r for r in candidates if children.get(parents[r]) == 1}
+    if not dup:
+        return keep, self_ns
+    values = self_ns.to_pylist()
+    for r in dup:
+        target = parents[r]
+        while target in dup:
+            target = parents[target]
+        values[target] += values[r]
+    keep = pa.array([i not in dup for i in range(n)], pa.bool_())
+    return keep, pa.array(values, pa.int64())
 
 
 def _plain_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:

@@ -156,10 +156,17 @@ def _id_array(values: list) -> pa.Array:
 
 
 def _int_array(values: list) -> pa.Array:
+    """Values that should be integers -> int64 (null where absent, fractional or out of range).
+
+    Type inference first: ``pa.array(floats, pa.int64())`` would silently truncate 6.72 to 6.
+    """
     try:
-        return pa.array(values, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
-        return pa.array([_as_int(v) for v in values], pa.int64())
+        arr = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        arr = None
+    if arr is not None and (pa.types.is_integer(arr.type) or pa.types.is_null(arr.type)):
+        return arr.cast(pa.int64())
+    return pa.array([_as_int(v) for v in values], pa.int64())
 
 
 def _str_array(values: list, dictionary: bool = True) -> pa.Array:
@@ -301,19 +308,19 @@ class EventColumns:
     def _times(self, values: list, exact_mode: bool) -> pa.Array:
         """Microsecond values (any JSON type) -> int64 ns array; nulls where unusable."""
         try:
-            return pc.multiply_checked(pa.array(values, pa.int64()), 1000)
+            arr = pa.array(values)  # inferred: int64 when all ints, double when ints and floats mix
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            pass
-        if not exact_mode:
+            arr = None
+        if arr is not None and pa.types.is_integer(arr.type):
             try:
-                f = pa.array(values, pa.float64())
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-                f = None
-            if f is not None:
-                ok = pc.less(pc.abs(f), _FLOAT_EXACT_LIMIT_US)
-                if pc.all(ok).as_py() is not False:
-                    ns = pc.round(pc.multiply(f, 1000.0))
-                    return pc.cast(pc.if_else(pc.is_finite(ns), ns, None), pa.int64())
+                return pc.multiply_checked(arr.cast(pa.int64()), 1000)
+            except (pa.ArrowInvalid, OverflowError):
+                pass
+        elif arr is not None and pa.types.is_floating(arr.type) and not exact_mode:
+            ok = pc.less(pc.abs(arr), _FLOAT_EXACT_LIMIT_US)
+            if pc.all(ok).as_py() is not False:
+                ns = pc.round(pc.multiply(arr, 1000.0))
+                return pc.cast(pc.if_else(pc.is_finite(ns), ns, None), pa.int64())
         return pa.array([_to_ns_checked(v) for v in values], pa.int64())
 
     def _emit(self, slices: list, markers: list) -> None:
@@ -360,7 +367,7 @@ class EventColumns:
                           for a in args])
         first_id = self.n_events
         ids = pa.array(range(first_id, first_id + n), pa.int64())
-        shapes = pc.replace_substring(_raw_array([a.input_dims for a in args]), " ", "")
+        shapes = pc.replace_substring_regex(_raw_array([a.input_dims for a in args]), r"\s+", "")
         columns = {
             "kind": kind_arr,
             "name": _str_array([e.name for e in slices]),

@@ -1,0 +1,105 @@
+"""The model's derived columns and the tables, checked against values worked out by hand."""
+
+from __future__ import annotations
+
+from opscope.analyses.filters import EventFilter
+from opscope.analyses.intervals import union_ns
+from opscope.analyses.kernels import kernel_table
+from opscope.analyses.ops import op_table
+from opscope.analyses.steps import outlier_flags, step_stats, step_table
+from opscope.analyses.summary import summarize
+from opscope.ingest import open_trace
+from tracefiles import small_gpu_trace, write_trace, x
+
+US = 1000  # ns per microsecond
+
+
+def test_self_time_and_nesting(tmp_path):
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    rows = {r["name"]: r for r in op_table(trace).to_pylist()}
+    # conv2d: 300 + 200 us total; self = 300 - 280 (convolution) + 200 - 10 (launch) = 210 us
+    assert rows["aten::conv2d"]["calls"] == 2
+    assert rows["aten::conv2d"]["total_ns"] == 500 * US
+    assert rows["aten::conv2d"]["self_ns"] == 210 * US
+    # convolution: 280 - 10 (its launch) = 270 us self
+    assert rows["aten::convolution"]["self_ns"] == 270 * US
+    assert rows["aten::relu"]["self_ns"] == 100 * US
+    total_self = 210 + 270 + 100
+    assert rows["aten::conv2d"]["self_pct"] == round(100 * 210 / total_self, 2)
+    events = trace.events.to_pylist()
+    conv = next(e for e in events if e["name"] == "aten::convolution")
+    # ProfilerStep#1 > aten::conv2d > aten::convolution
+    assert events[conv["parent"]]["name"] == "aten::conv2d" and conv["depth"] == 2
+
+
+def test_group_by_shapes_and_filters(tmp_path):
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    by_shape = op_table(trace, by=("name", "shapes"), filt=EventFilter(kinds=("cpu_op",), match="conv2d"))
+    assert sorted((r["shapes"], r["calls"]) for r in by_shape.to_pylist()) == [
+        ("[[8,3,32,32],[16,3,3,3]]", 1), ("[[8,3,64,64],[16,3,3,3]]", 1)]
+    only_step2 = op_table(trace, filt=EventFilter(kinds=("cpu_op",), steps=[2]))
+    assert only_step2["name"].to_pylist() == ["aten::conv2d"]
+    excluded = op_table(trace, filt=EventFilter(kinds=("cpu_op",), exclude="^aten::conv"))
+    assert excluded["name"].to_pylist() == ["aten::relu"]
+
+
+def test_kernels_by_launching_op_and_step(tmp_path):
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    kernels = {r["name"]: r for r in kernel_table(trace).to_pylist()}
+    assert kernels["conv_kernel"]["calls"] == 2 and kernels["conv_kernel"]["total_ns"] == 260 * US
+    assert kernels["conv_kernel"]["streams"] == "7"
+    assert kernels["conv_kernel"]["pct"] == round(100 * 260 / 360, 2)
+    by_op = {(r["op"], r["name"]): r["calls"] for r in kernel_table(trace, by_op=True).to_pylist()}
+    # corr 1 is launched inside aten::convolution (innermost op), corr 2 inside aten::conv2d.
+    assert by_op == {("aten::convolution", "conv_kernel"): 1, ("aten::conv2d", "conv_kernel"): 1,
+                     ("(no launching op)", "relu_kernel"): 1}
+    # relu_kernel runs past step 2's end but belongs to step 2 through its launch.
+    steps = {e["name"]: e["step"] for e in trace.events.to_pylist() if e["kind"] == "kernel"}
+    assert steps["relu_kernel"] == 2
+
+
+def test_steps_gpu_busy_and_outliers(tmp_path):
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    table = step_table(trace).to_pylist()
+    assert [(r["step"], r["dur_ns"], r["gpu_busy_ns"]) for r in table] == [
+        (1, 1000 * US, 200 * US), (2, 2000 * US, 160 * US)]
+    assert outlier_flags([100, 100, 100, 160]) == [None, None, None, "slow"]
+    assert outlier_flags([130, 100, 100, 100]) == ["warm-up", None, None, None]
+    stats = step_stats(step_table(trace))
+    assert stats.count == 2
+
+
+def test_union_counts_overlap_once():
+    import pyarrow as pa
+
+    starts = pa.array([0, 5, 20, 22], pa.int64())
+    durs = pa.array([10, 10, 1, 10], pa.int64())
+    assert union_ns(starts, durs) == 15 + 1 + 10  # [0,15), [20,21) and [22,32)
+
+
+def test_summary_figures(tmp_path):
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    s = summarize(trace)
+    assert s.wall_ns == 3050 * US
+    assert s.gpu_busy_ns == 360 * US
+    # ops and launches: [100,400) [500,600) [1100,1300) [1400,1410)
+    assert s.cpu_busy_ns == (300 + 100 + 200 + 10) * US
+    assert s.devices == [0]
+
+
+def test_begin_end_pairs_and_bare_array(tmp_path):
+    import json
+
+    path = tmp_path / "chrome.json"
+    path.write_text(json.dumps([
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 2, "ts": 0},
+        {"ph": "B", "name": "inner", "pid": 1, "tid": 2, "ts": 10},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 30},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 100},
+        x("solo", 200, 5, cat=None),
+    ]))
+    trace = open_trace(path, use_cache=False)
+    rows = {r["name"]: r for r in op_table(trace).to_pylist()}
+    assert rows["outer"]["total_ns"] == 100 * US and rows["outer"]["self_ns"] == 80 * US
+    assert rows["inner"]["total_ns"] == 20 * US
+    assert rows["solo"]["calls"] == 1
