@@ -28,7 +28,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-out = Console(soft_wrap=False)
+# Piped output is not cut to 80 columns: names are what people grep for.
+out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 
