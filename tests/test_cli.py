@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tracefiles import small_gpu_trace, write_trace
 
 from opscope.ingest import open_trace
-from tracefiles import small_gpu_trace, write_trace
 
 US = 1000
 

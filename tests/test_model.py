@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tracefiles import small_gpu_trace, write_trace, x
+
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.intervals import union_ns
 from opscope.analyses.kernels import kernel_table
@@ -9,7 +11,6 @@ from opscope.analyses.ops import op_table
 from opscope.analyses.steps import outlier_flags, step_stats, step_table
 from opscope.analyses.summary import summarize
 from opscope.ingest import open_trace
-from tracefiles import small_gpu_trace, write_trace, x
 
 US = 1000  # ns per microsecond
 

@@ -8,8 +8,8 @@ from collections import defaultdict
 from decimal import Decimal
 
 import pytest
-
 from conftest import shared_trace
+
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.steps import step_table
 from opscope.ingest import open_trace

@@ -30,7 +30,7 @@ app = typer.Typer(
 
 # Piped output is not cut to 80 columns: names are what people grep for.
 out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # one-line errors stay one line
 
 
 class Format(str, Enum):

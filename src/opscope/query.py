@@ -18,7 +18,7 @@ def run_sql(trace: Trace, sql: str) -> pa.Table:
                 continue  # the args table is the widest; load it only when asked for
             con.register(name, table)
         try:
-            return _plain_numbers(con.execute(sql).to_arrow_table())
+            return _plain_numbers(con.sql(sql).to_arrow_table())
         except duckdb.Error as exc:
             first = str(exc).strip().splitlines()[0]
             raise UsageError(f"SQL error: {first}") from None

@@ -15,8 +15,11 @@ _NUMERIC_SUFFIXES = ("_ns", "pct", "calls", "events")
 
 def table_view(table: pa.Table, title: str | None = None, limit: int | None = None) -> Table:
     view = Table(title=escape(title) if title else None, title_justify="left", header_style="bold")
-    for name in table.column_names:
-        right = name.endswith(_NUMERIC_SUFFIXES) or name in ("step", "stream", "device")
+    for field in table.schema:
+        name = field.name
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) \
+            or pa.types.is_decimal(field.type)
+        right = numeric or name.endswith(_NUMERIC_SUFFIXES)
         view.add_column(name, justify="right" if right else "left",
                         overflow="fold", max_width=80 if name in ("name", "op", "shapes") else None)
     shown = table.slice(0, limit) if limit else table
