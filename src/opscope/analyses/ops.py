@@ -73,32 +73,41 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     """
     n = events.num_rows
     self_ns = events["self_ns"].combine_chunks() if n else pa.array([], pa.int64())
-    keep = pa.array([True] * n, pa.bool_())
     if n == 0:
-        return keep, self_ns
+        return pa.array([], pa.bool_()), self_ns
+    keep = pc.is_valid(self_ns)
     is_op = kind_mask(events, ("cpu_op",)).combine_chunks()
     parent = events["parent"].combine_chunks()
-    names = events["name"].cast(pa.string()).combine_chunks()
-    parent_name = pc.take(names, parent)
-    same = pc.fill_null(pc.and_(is_op, pc.equal(names, parent_name)), False)
+    # Compare dictionary codes, not strings: one int32 per row instead of a copy of every name.
+    names = events.select(["name"]).unify_dictionaries()["name"]
+    codes = pa.chunked_array([c.indices for c in names.chunks], pa.int32()).combine_chunks() \
+        if pa.types.is_dictionary(names.type) else names.combine_chunks()
+    same = pc.fill_null(pc.and_(is_op, pc.equal(codes, pc.take(codes, parent))), False)
     candidates = pc.indices_nonzero(same).to_pylist()
     if not candidates:
         return keep, self_ns
     layer = kind_mask(events, OP_LAYER).combine_chunks()
-    counts = pc.value_counts(pc.drop_null(pc.filter(parent, layer))).to_pylist()
-    children = {c["values"]: c["counts"] for c in counts}
-    parents = parent.to_pylist()
-    dup = {r for r in candidates if children.get(parents[r]) == 1}
+    candidate_parents = pc.take(parent, pa.array(candidates, pa.int64()))
+    n_children = pc.value_counts(pc.drop_null(pc.filter(parent, pc.and_(layer, pc.is_in(
+        parent, candidate_parents))))).to_pylist()
+    children = {c["values"]: c["counts"] for c in n_children}
+    parent_of = dict(zip(candidates, candidate_parents.to_pylist()))
+    dup = {r for r in candidates if children.get(parent_of[r]) == 1}
     if not dup:
         return keep, self_ns
-    values = self_ns.to_pylist()
+    own = dict(zip(sorted(dup), pc.take(self_ns, pa.array(sorted(dup), pa.int64())).to_pylist()))
+    added: dict[int, int] = {}
     for r in dup:
-        target = parents[r]
+        target = parent_of[r]
         while target in dup:
-            target = parents[target]
-        values[target] += values[r]
-    keep = pa.array([i not in dup for i in range(n)], pa.bool_())
-    return keep, pa.array(values, pa.int64())
+            target = parent_of[target]
+        added[target] = added.get(target, 0) + own[r]
+    row_ids = events["event_id"].combine_chunks()  # event_id is the row index
+    targets = pa.array(list(added), pa.int64())
+    where = pc.index_in(row_ids, value_set=targets)
+    extra = pc.fill_null(pc.take(pa.array(list(added.values()), pa.int64()), where), 0)
+    keep = pc.invert(pc.is_in(row_ids, value_set=pa.array(sorted(dup), pa.int64())))
+    return keep, pc.add(self_ns, extra)
 
 
 def _plain_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:

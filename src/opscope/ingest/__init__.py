@@ -6,13 +6,12 @@ keeps a Parquet cache so that the next open of the same file is fast.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 from opscope.errors import TraceError
 from opscope.ingest import chrome_json
-from opscope.ingest.source import GZIP_MAGIC, check_readable
+from opscope.ingest.source import ByteSource, check_readable
 from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.trace import Trace
@@ -26,15 +25,15 @@ Progress = Callable[[int, int], None]
 
 def read_head(path: Path) -> bytes:
     """The first 64 KiB of the file's content (decompressed if gzip)."""
-    with open(path, "rb") as fh:
-        raw = fh.read(_HEAD)
-    if raw[:2] != GZIP_MAGIC:
-        return raw
+    source = ByteSource(path, block_size=_HEAD)
+    blocks = source.blocks()
     try:
-        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, _HEAD)
-    except zlib.error as exc:
-        raise TraceError(path, f"corrupt gzip data ({exc})",
-                         "the file is damaged; re-copy or re-export it") from None
+        head = next(blocks, b"")
+    finally:
+        blocks.close()
+    if not head and source.compressed and source.truncated:
+        raise TraceError(path, "gzip stream ends before any data", "the file is truncated")
+    return head[:_HEAD]
 
 
 def pick_reader(path: Path):

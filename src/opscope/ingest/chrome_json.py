@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from opscope.errors import TraceError
-from opscope.ingest.columns import EventColumns
+from opscope.ingest.columns import EventColumns, set_exact_times
 from opscope.ingest.json_stream import EventArrayStream, NotAnEventArray
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
@@ -46,6 +46,7 @@ class ExactTimes(msgspec.Struct, gc=False):
 _decode_batch = msgspec.json.Decoder(list[RawEvent]).decode
 _decode_one = msgspec.json.Decoder(RawEvent).decode
 _decode_exact = msgspec.json.Decoder(list[ExactTimes]).decode
+_decode_exact_one = msgspec.json.Decoder(ExactTimes).decode
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -64,7 +65,7 @@ def read(path: Path, progress=None) -> Trace:
     blocks = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
-    stream = EventArrayStream(blocks, _decode_batch, _decode_one)
+    stream = EventArrayStream(blocks, _decode_batch, _decode_one_exact)
     columns = EventColumns()
     try:
         for events, chunk in stream.batches():
@@ -81,11 +82,13 @@ def read(path: Path, progress=None) -> Trace:
     report = stream.report
     trace = columns.finish(header=report.header, source=str(path), fmt=FORMAT)
     _add_stream_warnings(trace, report, source)
-    if trace.events.num_rows == 0 and not trace.metadata.get("process_names") and \
-            trace.counters.num_rows == 0 and trace.memory.num_rows == 0:
-        if report.truncated:
+    if trace.events.num_rows == 0 and trace.counters.num_rows == 0 and trace.memory.num_rows == 0:
+        if report.truncated or source.truncated:
             raise TraceError(path, "is truncated before its first complete event",
                              "nothing could be recovered")
+        if columns.process_names or columns.thread_names or columns.process_labels:
+            raise TraceError(path, 'holds no trace events, only metadata ("ph": "M") events',
+                             "was the profiler stopped before any step ran?")
         raise TraceError(path, "holds no trace events", "was the profiler stopped before any step ran?")
     return trace
 
@@ -100,6 +103,16 @@ def _reporting(blocks, source: ByteSource, progress):
 # Floats hold exact nanoseconds only below 2**42 us (about 51 days): epoch timestamps with
 # fractional microseconds (ns-resolution Kineto traces) are re-read from their text.
 _FLOAT_EXACT_LIMIT = float(2 ** 42)
+
+
+def _decode_one_exact(obj: bytes) -> RawEvent:
+    """One event (the salvage path): like a batch, epoch-scale float times are re-read from their text."""
+    e = _decode_one(obj)
+    t = e.ts
+    if t.__class__ is float and (t >= _FLOAT_EXACT_LIMIT or t <= -_FLOAT_EXACT_LIMIT):
+        x = _decode_exact_one(obj)
+        set_exact_times(e, bytes(x.ts), bytes(x.dur))
+    return e
 
 
 def _exact_times(events: list, chunk: bytes) -> list | None:

@@ -128,8 +128,57 @@ def _to_ns_checked(v: Any) -> int | None:
     return ns if ns is not None and -_INT64_MAX <= ns <= _INT64_MAX else None
 
 
+def set_exact_times(e: Any, ts_text: bytes, dur_text: bytes) -> None:
+    """Replace a float ``ts``/``dur`` by the exact ns of their original text and mark ``e`` as converted."""
+    e.ts = text_to_ns(ts_text)
+    e.dur = text_to_ns(dur_text) if dur_text else None
+    e.s = EXACT_NS
+
+
+def _ns(e: Any, v: Any) -> int | None:
+    """One of ``e``'s time values -> int64 ns (null when unusable), whether or not it is already ns."""
+    if e.s is EXACT_NS:
+        return v if v.__class__ is int and -_INT64_MAX <= v <= _INT64_MAX else None
+    return _to_ns_checked(v)
+
+
+def _decode_args_item(raw: Any) -> ArgsView | None:
+    """One event's args; invalid UTF-8 is replaced, anything else unreadable gives None."""
+    if not raw:
+        return None
+    try:
+        return _decode_args_one(raw)
+    except UnicodeDecodeError:
+        pass
+    except (ValueError, RecursionError):
+        return None
+    try:
+        return _decode_args_one(bytes(raw).decode("utf-8", "replace").encode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _decode_json_lenient(raw: Any) -> Any:
+    """A JSON value (counter args); invalid UTF-8 replaced; None when unreadable."""
+    try:
+        return msgspec.json.decode(raw)
+    except UnicodeDecodeError:
+        pass
+    except (ValueError, RecursionError):
+        return None
+    try:
+        return msgspec.json.decode(bytes(raw).decode("utf-8", "replace").encode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+
+
 def _raw_array(raws: list) -> pa.Array:
-    """Raw JSON fragments -> string array (null where absent), invalid UTF-8 replaced.
+    """Raw JSON fragments -> string array (null where absent), invalid UTF-8 replaced."""
+    return _raw_array_counted(raws)[0]
+
+
+def _raw_array_counted(raws: list) -> tuple[pa.Array, int]:
+    """Raw JSON fragments -> (string array with null where absent, how many held invalid UTF-8).
 
     Built from one joined buffer and an offsets array: no Python object per value.
     """
@@ -138,12 +187,21 @@ def _raw_array(raws: list) -> pa.Array:
     offsets = pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), lengths]))
     binary = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(raws),
                                               [None, offsets.buffers()[1], pa.py_buffer(data)])
+    invalid = 0
     try:
         text = binary.cast(pa.large_string())
     except (pa.ArrowInvalid, UnicodeError):
-        text = pa.array([None if not r else bytes(r).decode("utf-8", "replace") for r in raws],
-                        pa.large_string())
-    return pc.if_else(pc.equal(lengths, 0), pa.scalar(None, pa.large_string()), text).cast(pa.string())
+        values = []
+        for r in raws:
+            b = bytes(r)
+            try:
+                values.append(b.decode("utf-8") if b else None)
+            except UnicodeDecodeError:
+                values.append(b.decode("utf-8", "replace"))
+                invalid += 1
+        text = pa.array(values, pa.large_string())
+    text = pc.if_else(pc.equal(lengths, 0), pa.scalar(None, pa.large_string()), text).cast(pa.string())
+    return text, invalid
 
 
 def _id_array(values: list) -> pa.Array:
@@ -203,6 +261,7 @@ class EventColumns:
         self.unknown_categories: Counter = Counter()
         self.unknown_phases: Counter = Counter()
         self.bad_time: int = 0
+        self.invalid_utf8_args: int = 0
         self.n_events = 0
 
     # -- helpers ------------------------------------------------------------
@@ -217,6 +276,8 @@ class EventColumns:
         return k
 
     def _id(self, v: Any) -> str:
+        if v.__class__ is list or v.__class__ is dict:
+            return _safe_str(v)  # an odd writer's pid/tid: usable as text, not as a cache key
         s = self._id_cache.get(v)
         if s is None:
             s = self._id_cache[v] = _safe_str(v) if v is not None else ""
@@ -226,14 +287,8 @@ class EventColumns:
         joined = b"[" + b",".join([r if r else b"null" for r in raws]) + b"]"
         try:
             return _decode_args_batch(joined)
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            out = []
-            for r in raws:
-                try:
-                    out.append(_decode_args_one(r) if r else None)
-                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                    out.append(None)
-            return out
+        except (ValueError, RecursionError):  # msgspec errors and invalid UTF-8 are ValueErrors
+            return [_decode_args_item(r) for r in raws]
 
     # -- batches ----------------------------------------------------------
     def add_batch(self, events: list, exact: list | None = None) -> None:
@@ -241,9 +296,7 @@ class EventColumns:
         if exact is not None:
             for e, x in zip(events, exact):
                 if e.ts.__class__ is float:
-                    e.ts = text_to_ns(bytes(x.ts))
-                    e.dur = text_to_ns(bytes(x.dur)) if x.dur else None
-                    e.s = EXACT_NS  # times already converted to ns
+                    set_exact_times(e, bytes(x.ts), bytes(x.dur))
         slices: list = []
         instants: list = []
         flows: list = []
@@ -252,6 +305,8 @@ class EventColumns:
             ph = e.ph
             if ph == "X":
                 slices.append(e)
+            elif ph.__class__ is not str:
+                rest.append(e)  # null, a number or a list: counted below as a phase not modelled
             elif ph in _FLOW_PHASES:
                 flows.append(e)
             elif ph in _INSTANT_PHASES:
@@ -323,19 +378,25 @@ class EventColumns:
                 return pc.cast(pc.if_else(pc.is_finite(ns), ns, None), pa.int64())
         return pa.array([_to_ns_checked(v) for v in values], pa.int64())
 
+    def _ts_array(self, events: list) -> pa.Array:
+        """The ``ts`` of events of any phase -> int64 ns, exact where the reader converted them."""
+        if any(e.s is EXACT_NS for e in events):
+            return pa.array([_ns(e, e.ts) for e in events], pa.int64())
+        return self._times([e.ts for e in events], False)
+
     def _emit(self, slices: list, markers: list) -> None:
-        exact_mode = any(e.s is EXACT_NS for e in slices)
         if markers:
             for m in markers:
                 m.dur = 0
             slices = slices + markers
+        exact_mode = any(e.s is EXACT_NS for e in slices)
         n = len(slices)
         cats = [e.cat for e in slices]
         cat_arr = _str_array(cats)
         kind_arr = self._kinds_of(cat_arr, n - len(markers), n)
         if exact_mode:
-            ts = pa.array([e.ts if e.s is EXACT_NS else _to_ns_checked(e.ts) for e in slices], pa.int64())
-            dur = pa.array([e.dur if e.s is EXACT_NS else _to_ns_checked(e.dur) for e in slices], pa.int64())
+            ts = pa.array([_ns(e, e.ts) for e in slices], pa.int64())
+            dur = pa.array([_ns(e, e.dur) for e in slices], pa.int64())
         else:
             ts = self._times([e.ts for e in slices], False)
             dur = self._times([e.dur for e in slices], False)
@@ -387,7 +448,9 @@ class EventColumns:
             "event_id": ids,
         }
         batch = pa.RecordBatch.from_pydict(columns)
-        args_batch = pa.RecordBatch.from_arrays([ids, _raw_array(raws)], names=["event_id", "args"])
+        args_text, invalid_utf8 = _raw_array_counted(raws)
+        self.invalid_utf8_args += invalid_utf8
+        args_batch = pa.RecordBatch.from_arrays([ids, args_text], names=["event_id", "args"])
         if n_bad:
             self.bad_time += n_bad
             batch = batch.filter(valid)
@@ -401,16 +464,21 @@ class EventColumns:
             "id": _id_array([e.id for e in flows]).cast(pa.string()),
             "cat": _str_array([e.cat if isinstance(e.cat, str) else None for e in flows]),
             "phase": _str_array([e.ph for e in flows]),
-            "ts_ns": self._times([e.ts for e in flows], False),
+            "ts_ns": self._ts_array(flows),
             "pid": _id_array([e.pid for e in flows]),
             "tid": _id_array([e.tid for e in flows]),
         }
-        self._flow_batches.append(pa.RecordBatch.from_pydict(batch))
+        batch = pa.RecordBatch.from_pydict(batch)
+        valid = pc.is_valid(batch["ts_ns"])
+        if not pc.all(valid).as_py():
+            self.bad_time += len(flows) - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
+            batch = batch.filter(valid)
+        self._flow_batches.append(batch)
 
     def _memory_events(self, events: list) -> None:
         args = [a if a is not None else _EMPTY_ARGS for a in self._args([e.args for e in events])]
         batch = {
-            "ts_ns": self._times([e.ts for e in events], False),
+            "ts_ns": self._ts_array(events),
             "pid": _id_array([e.pid for e in events]),
             "tid": _id_array([e.tid for e in events]),
             "device_type": _int_array([a.device_type for a in args]),
@@ -438,7 +506,7 @@ class EventColumns:
             self.unknown_phases["E without B"] += 1
             return None
         b = stack.pop()
-        start, end = to_ns(b.ts), to_ns(e.ts)
+        start, end = _ns(b, b.ts), _ns(e, e.ts)
         if start is None or end is None:
             self.bad_time += 1
             return None
@@ -455,11 +523,8 @@ class EventColumns:
             self.process_labels[self._id(e.pid)] = _safe_str(a.labels)
 
     def _counter_event(self, e) -> None:
-        ts = to_ns(e.ts)
-        try:
-            values = msgspec.json.decode(e.args) if e.args else {}
-        except (msgspec.DecodeError, RecursionError):
-            values = {}
+        ts = _ns(e, e.ts)
+        values = _decode_json_lenient(e.args) if e.args else {}
         if ts is None or not isinstance(values, dict):
             self.bad_time += 1
             return
@@ -501,6 +566,8 @@ class EventColumns:
             trace.metadata["process_labels"] = self.process_labels
         if self.bad_time:
             trace.warn("events with missing, negative or non-numeric ts/dur (dropped)", self.bad_time)
+        if self.invalid_utf8_args:
+            trace.warn("events with invalid UTF-8 in their args (replaced with U+FFFD)", self.invalid_utf8_args)
         for cat, count in self.unknown_categories.most_common():
             trace.warn(f"unknown category {cat!r} (kept as kind 'other')", count)
         for ph, count in self.unknown_phases.most_common():

@@ -108,12 +108,16 @@ class EventArrayStream:
         while not self._eof and len(buf) < 64:
             buf = self._more(buf)
         start = _skip(buf, 0, _WS + b"\xef\xbb\xbf")
+        while start >= len(buf) and not self._eof:
+            buf = self._more(b"")
+            start = _skip(buf, 0, _WS + b"\xef\xbb\xbf")
         if start >= len(buf):
             raise NotAnEventArray("holds only whitespace")
-        first = buf[start:start + 1]
+        buf = buf[start:]  # a byte-order mark or blank lines before the document would fail the prefix
+        first = buf[:1]
         if first == b"[":
             self.report.bare_array = True
-            pos = start + 1
+            pos = 1
         elif first == b"{":
             pos = None
             while True:
@@ -123,7 +127,7 @@ class EventArrayStream:
                 buf = self._more(buf)
             if pos is None:
                 self._raise_no_events(buf)
-            prefix = buf[start: buf.rfind(b'"' + self._array_key + b'"', 0, pos)].rstrip(_WS)
+            prefix = buf[: buf.rfind(b'"' + self._array_key + b'"', 0, pos)].rstrip(_WS)
             if prefix.endswith(b","):
                 prefix = prefix[:-1]
             self.report.header.update(_decode_dict(prefix + b"}"))

@@ -20,8 +20,19 @@ MAX_DEPTH = 512
 
 # A JSON string (escapes respected, raw control characters tolerated) or one structural bracket.
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
-_STRING_OR_NONFINITE = re.compile(rb'"(?:[^"\\]|\\.)*"|-?Infinity|NaN', re.DOTALL)
+# A JSON string, or a number no float can hold: NaN / Infinity (Python's json.dumps writes them) and
+# exponents such as 1e400 (the decoder refuses them as out of range).
+_STRING_OR_NONFINITE = re.compile(
+    rb'"(?:[^"\\]|\\.)*"|-?Infinity|NaN|-?\d+(?:\.\d*)?[eE]\+?\d{3,}', re.DOTALL
+)
 _CONTROL = re.compile(rb"[\x00-\x1f]")
+# Escapes in a string: a surrogate pair, a lone surrogate (JavaScript writers; not valid Unicode) or any
+# other escape (consumed whole so that an escaped backslash is never read as the start of one).
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+_ESCAPE = re.compile(
+    rb"\\(?:(u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|(u[dD][89a-fA-F][0-9a-fA-F]{2})|.)",
+    re.DOTALL,
+)
 # Kineto writes `"name": "...", "pid": ...`: a name holding raw quotes is still delimited by the
 # next known key, which lets us re-escape the quotes inside it.
 _NAME_VALUE = re.compile(
@@ -45,11 +56,33 @@ class SalvageStats:
     incomplete_tail_bytes: int = 0
 
 
-def _escape_control(m: re.Match) -> bytes:
-    tok = m.group(0)
-    if tok[:1] != b'"':
-        return b"null"  # NaN / Infinity outside a string
-    return _CONTROL.sub(lambda c: b"\\u%04x" % c.group(0)[0], tok)
+class _Mender:
+    """Substitution callback for :data:`_STRING_OR_NONFINITE` that notes which defects it mended."""
+
+    def __init__(self) -> None:
+        self.control = False
+        self.nonfinite = False
+        self.surrogate = False
+
+    def __call__(self, m: re.Match) -> bytes:
+        tok = m.group(0)
+        if tok[:1] == b'"':
+            if _SURROGATE_HINT.search(tok):
+                tok = _ESCAPE.sub(self._lone_surrogate, tok)
+            if not _CONTROL.search(tok):
+                return tok
+            self.control = True
+            return _CONTROL.sub(lambda c: b"\\u%04x" % c.group(0)[0], tok)
+        if tok[-1:].isdigit() and float(tok) not in (float("inf"), float("-inf")):
+            return tok  # an exponent with three digits that is still in range (1e-300, 1e300)
+        self.nonfinite = True
+        return b"null"
+
+    def _lone_surrogate(self, m: re.Match) -> bytes:
+        if m.group(2) is None:
+            return m.group(0)
+        self.surrogate = True
+        return b"\\ufffd"
 
 
 def _requote_name(m: re.Match) -> bytes:
@@ -58,18 +91,18 @@ def _requote_name(m: re.Match) -> bytes:
 
 def repair(obj: bytes, stats: SalvageStats) -> bytes:
     """Return ``obj`` with the known writer defects mended (counting each kind)."""
+    utf8_fixed = False
     try:
         obj.decode("utf-8")
     except UnicodeDecodeError:
         obj = obj.decode("utf-8", "replace").encode("utf-8")
-        stats.repaired_utf8 += 1
-    fixed = _STRING_OR_NONFINITE.sub(_escape_control, obj)
-    if fixed != obj:
-        if _CONTROL.search(obj):
-            stats.repaired_control += 1
-        else:
-            stats.repaired_nonfinite += 1
-        obj = fixed
+        utf8_fixed = True
+    mender = _Mender()
+    obj = _STRING_OR_NONFINITE.sub(mender, obj)
+    # Raw newlines *between* keys are how Kineto lays out events: only those inside strings count.
+    stats.repaired_control += mender.control
+    stats.repaired_nonfinite += mender.nonfinite
+    stats.repaired_utf8 += utf8_fixed or mender.surrogate  # invalid Unicode, either way
     return obj
 
 

@@ -75,9 +75,16 @@ class ByteSource:
                     break
                 self.bytes_in += len(raw)
                 while raw:
+                    saved = decomp.copy()
                     try:
                         out = decomp.decompress(raw, self.block_size)
                     except zlib.error as exc:
+                        # A failing call returns nothing, yet all it inflated before the damage is
+                        # good (a bad CRC trailer fails only after the last byte of data).
+                        good = _inflate_until_error(saved, raw)
+                        if good:
+                            produced = True
+                            yield good
                         if produced:
                             # Corruption after good data: keep what came before and say so.
                             self.truncated = True
@@ -105,6 +112,29 @@ class ByteSource:
                 yield tail
 
     corrupt_reason: str = ""
+
+
+def _inflate_until_error(decomp, raw: bytes) -> bytes:
+    """What ``decomp`` (the state before ``raw``) inflates from ``raw`` up to the point where it fails.
+
+    Feeds ``raw`` in small pieces, and the piece that fails byte by byte, so that nothing inflated
+    before the damage is lost with the failing call's output.
+    """
+    out: list[bytes] = []
+    step = 4096
+    i = 0
+    while i < len(raw) and not decomp.eof:
+        piece = raw[i:i + step]
+        before = decomp.copy() if step > 1 else None
+        try:
+            out.append(decomp.decompress(piece))
+        except zlib.error:
+            if before is None:
+                break
+            decomp, step = before, 1
+            continue
+        i += len(piece)
+    return b"".join(out)
 
 
 def file_fingerprint(path: Path) -> tuple[int, int]:

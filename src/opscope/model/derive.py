@@ -19,7 +19,7 @@ from opscope.model.trace import Trace
 #: minus its direct children in its own layer, as torch's ``key_averages()`` computes it.
 OP_LAYER = ("cpu_op", "user_annotation", "runtime", "overhead", "other")
 PYTHON_LAYER = ("python",)
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,18})$")  # more digits would not fit int64
 _COMM_NAME = r"(?i)nccl|rccl"
 _MASK_STEP_LIMIT = 512
 
