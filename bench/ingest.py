@@ -31,6 +31,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -96,13 +97,23 @@ class Case:
             self.error = f"exit {r.rc}: {r.stderr_tail.strip()[-600:]}"
 
 
+TIME_BIN = shutil.which("time", path="/usr/bin:/bin")
+
+
 def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
               timeout: float | None = None) -> Run:
-    """Run ``cmd`` with stdout to /dev/null; return its wall time and its own peak RSS (via wait4)."""
-    with tempfile.TemporaryFile() as err:
+    """Run ``cmd`` with stdout to /dev/null; return its wall time and its own peak RSS.
+
+    The RSS comes from GNU ``/usr/bin/time -f %M`` when there is one: Linux carries a process's RSS
+    high-water mark across fork+exec, so a child forked straight from this (possibly large) process would
+    report at least this process's RSS; ``time`` is a small process in between. Without it, fall back to
+    ``os.wait4``'s rusage of the child (then keep this process small, which ``main`` does).
+    """
+    with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        full = [TIME_BIN, "-f", "%e %M", "-o", tf.name, *cmd] if TIME_BIN else cmd
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                env=env, cwd=cwd)
+        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                env=env, cwd=cwd, start_new_session=True)
         deadline = None if timeout is None else t0 + timeout
         killed = False
         while True:
@@ -110,20 +121,27 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | Non
             if pid:
                 break
             if time.perf_counter() > deadline:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)  # the whole group: time and the command under it
                 killed = True
                 deadline = None  # next wait4 blocks until the kill lands
                 continue
-            time.sleep(0.05)
+            time.sleep(0.02)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)  # tell Popen the child is reaped
         err.seek(0)
         tail = err.read()[-4000:].decode("utf-8", "replace")
+        rss_kib = rusage.ru_maxrss if sys.platform != "darwin" else rusage.ru_maxrss // 1024
+        if TIME_BIN:
+            lines = tf.read().strip().splitlines()
+            try:
+                rss_kib = int(lines[-1].split()[1])
+            except (IndexError, ValueError):
+                rss_kib = 0
+            if lines[:-1]:  # e.g. "Command terminated by signal 9" / "Command exited with non-zero status 1"
+                tail += "\n[time] " + " ".join(lines[:-1])
     if killed:
         tail += f"\n[killed after the {timeout:.0f} s timeout]"
-    # ru_maxrss is KiB on Linux, bytes on macOS
-    rss = rusage.ru_maxrss if sys.platform == "darwin" else rusage.ru_maxrss * 1024
-    return Run(wall_s=round(wall, 3), peak_rss_bytes=rss, rc=proc.returncode, stderr_tail=tail)
+    return Run(wall_s=round(wall, 3), peak_rss_bytes=rss_kib * 1024, rc=proc.returncode, stderr_tail=tail)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -142,6 +160,24 @@ def _uncompressed_size(path: Path) -> int:
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 
 
+def _kineto_bytes(e: dict, dumps) -> bytes:
+    """One event laid out the way Kineto writes it (one event over a few lines, args indented), so the
+    generated file has about the source's bytes per event rather than compact JSON's ~20% fewer."""
+    head, tail = [], []
+    for k, v in e.items():
+        if k == "args":
+            continue
+        (tail if k in ("ts", "dur") else head).append(b'"' + k.encode() + b'": ' + dumps(v))
+    out = b"  {\n    " + b", ".join(head)
+    if tail:
+        out += b",\n    " + b", ".join(tail)
+    args = e.get("args")
+    if args is not None:
+        items = b",".join(dumps(k) + b": " + dumps(v) for k, v in args.items())
+        out += b',\n    "args": {\n      ' + items + b"\n    }"
+    return out + b"\n  }"
+
+
 def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
     """Write ``dest`` (gzip) with ``source``'s events repeated K times, K chosen for ~size_gb GB of JSON.
 
@@ -149,6 +185,7 @@ def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
     k * (their max + 1) so they stay unique; ``ProfilerStep#N`` becomes ``ProfilerStep#(N + k*1000)``.
     Metadata (ph "M") events are written once, with the first copy. Each copy is serialized on its own,
     so the generator holds one parsed trace plus one copy's bytes, not the whole output.
+    Reuses ``dest`` when its ``.meta.json`` says it was made from the same source and size.
     """
     import orjson
 
@@ -176,6 +213,7 @@ def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
     shift_us = (t_max - t_min) + 1000  # trace span + 1 ms
     if isinstance(shift_us, float):
         shift_us = round(shift_us, 3)
+    del timed
 
     def int_max(values) -> int:
         return max((v for v in values if isinstance(v, int) and not isinstance(v, bool)), default=0)
@@ -186,35 +224,35 @@ def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
     ext_span = int_max((e.get("args") or {}).get("External id") for e in events) + 1
     meta_events = [e for e in events if e.get("ph") == "M"]
     body = [e for e in events if e.get("ph") != "M"]
+    del events
 
-    def copy_events(k: int) -> list[dict]:
+    def shifted(e: dict, k: int) -> dict:
         if k == 0:
-            return meta_events + body
-        out = []
-        dt, dc, dx = k * shift_us, k * corr_span, k * ext_span
-        for e in body:
-            e = dict(e)
-            if isinstance(e.get("ts"), (int, float)):
-                e["ts"] = e["ts"] + dt
-            if isinstance(e.get("id"), int):
-                e["id"] = e["id"] + dc
-            name = e.get("name")
-            if isinstance(name, str) and name.startswith("ProfilerStep#"):
-                e["name"] = _STEP.sub(lambda m: f"ProfilerStep#{int(m.group(1)) + k * 1000}", name)
-            args = e.get("args")
-            if args and ("correlation" in args or "External id" in args):
-                args = dict(args)
-                if isinstance(args.get("correlation"), int):
-                    args["correlation"] += dc
-                if isinstance(args.get("External id"), int):
-                    args["External id"] += dx
-                e["args"] = args
-            out.append(e)
-        return out
+            return e
+        e = dict(e)
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = e["ts"] + k * shift_us
+        if isinstance(e.get("id"), int):
+            e["id"] = e["id"] + k * corr_span
+        name = e.get("name")
+        if isinstance(name, str) and name.startswith("ProfilerStep#"):
+            e["name"] = _STEP.sub(lambda m: f"ProfilerStep#{int(m.group(1)) + k * 1000}", name)
+        args = e.get("args")
+        if args and ("correlation" in args or "External id" in args):
+            args = dict(args)
+            if isinstance(args.get("correlation"), int):
+                args["correlation"] += k * corr_span
+            if isinstance(args.get("External id"), int):
+                args["External id"] += k * ext_span
+            e["args"] = args
+        return e
 
-    first = orjson.dumps(copy_events(0))
-    per_copy = len(first)
-    copies = max(1, round(size_gb * 1e9 / per_copy))
+    def copy_bytes(k: int) -> bytes:
+        evs = (meta_events if k == 0 else []) + body
+        return b",\n".join(_kineto_bytes(shifted(e, k), orjson.dumps) for e in evs)
+
+    first = copy_bytes(0)
+    copies = max(1, round(size_gb * 1e9 / len(first)))
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
@@ -225,23 +263,22 @@ def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
             out.write(b)
             json_bytes += len(b)
 
-        write(b"{")
+        write(b"{\n")
         for key, value in header.items():
-            write(orjson.dumps(key) + b":" + orjson.dumps(value) + b",")
-        write(b'"traceEvents":[')
+            write(b"  " + orjson.dumps(key) + b": " + orjson.dumps(value) + b",\n")
+        write(b'  "traceEvents": [\n')
         for k in range(copies):
-            chunk = first if k == 0 else orjson.dumps(copy_events(k))
             if k:
-                write(b",")
-            write(chunk[1:-1])  # the array's items without its brackets
-            print(f"  wrote copy {k + 1}/{copies}", file=sys.stderr, end="\r")
-        write(b"]}")
+                write(b",\n")
+            write(first if k == 0 else copy_bytes(k))
+            print(f"  wrote copy {k + 1}/{copies}", file=sys.stderr)
+        write(b"\n  ]\n}\n")
     tmp.replace(dest)
     meta = dict(want, copies=copies, json_bytes=json_bytes, events=len(meta_events) + copies * len(body),
                 gz_bytes=dest.stat().st_size, seconds=round(time.perf_counter() - t0, 1))
     meta_path.write_text(json.dumps(meta, indent=2))
-    print(f"\nwrote {dest}: {copies} copies, {json_bytes / 1e9:.2f} GB of JSON, {meta['gz_bytes'] / 1e6:.0f} MB gz, "
-          f"in {meta['seconds']} s", file=sys.stderr)
+    print(f"wrote {dest}: {copies} copies, {meta['events']:,} events, {json_bytes / 1e9:.2f} GB of JSON, "
+          f"{meta['gz_bytes'] / 1e6:.0f} MB gz, in {meta['seconds']} s", file=sys.stderr)
     return meta
 
 
@@ -267,6 +304,7 @@ def bench_trace(label: str, path: Path, json_bytes: int, args, work: Path) -> li
     base_env.pop("OPSCOPE_CACHE_DIR", None)
     cli = [py, "-m", "opscope.cli", "summary", str(path)]
     cases: list[Case] = []
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", label)
 
     def measure(case: Case, env=None, cwd=None, before=None) -> Case:
         print(f"[{label}] {case.case}: ", end="", file=sys.stderr, flush=True)
@@ -287,7 +325,7 @@ def bench_trace(label: str, path: Path, json_bytes: int, args, work: Path) -> li
     measure(Case(label, "opscope summary --no-cache", cli + ["--no-cache"]), env=base_env)
 
     # cold: each repetition gets a fresh, empty cache dir; warm: re-open from the last one
-    cache_root = work / f"cache-{label}"
+    cache_root = work / f"cache-{slug}"
     shutil.rmtree(cache_root, ignore_errors=True)
     counter = iter(range(10**6))
     last_env: dict[str, str] = {}
@@ -320,7 +358,7 @@ def bench_trace(label: str, path: Path, json_bytes: int, args, work: Path) -> li
         hta_case.error = f"not run: {args.hta_why}"
         cases.append(hta_case)
     else:
-        trace_dir = work / f"hta-{label}"
+        trace_dir = work / f"hta-{slug}"
         shutil.rmtree(trace_dir, ignore_errors=True)
         trace_dir.mkdir(parents=True)
         os.symlink(path, trace_dir / path.name)
@@ -351,8 +389,9 @@ def markdown_table(traces: list[dict]) -> str:
                 lines.append(f"| {t['label']} | {c['case']} | - | - | - | - |")
                 lines.append(f"| | ↳ error: {err[:300]} | | | | |")
                 continue
+            ratio = "-" if c["wall_ratio"] is None else f"{c['wall_ratio']:.2f}x"
             lines.append(f"| {t['label']} | {c['case']} | {c['wall_s']:.2f} | {c['peak_rss_bytes'] / 1e6:,.0f} "
-                         f"| {c['wall_ratio']:.2f}x | {c['rss_over_json']:.2f}x |")
+                         f"| {ratio} | {c['rss_over_json']:.2f}x |")
     return "\n".join(lines)
 
 
@@ -367,6 +406,14 @@ def machine_info() -> dict:
             if line.startswith("model name"):
                 info["cpu"] = line.split(":", 1)[1].strip()
                 break
+    except OSError:
+        pass
+    try:  # which opscope was measured: the commit, and the files that differ from it
+        git = ["git", "-C", str(REPO)]
+        info["git_head"] = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                                          text=True).stdout.strip()
+        info["git_dirty"] = subprocess.run(git + ["status", "--porcelain", "--", "src"], capture_output=True,
+                                           text=True).stdout.split("\n")[:-1]
     except OSError:
         pass
     for mod in ("orjson", "pyarrow", "msgspec", "opscope"):
@@ -390,7 +437,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the big trace and temporary caches go (default: %(default)s)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed")
     ap.add_argument("--out", type=Path, default=OUT_DIR / "ingest.json")
+    ap.add_argument("--generate-only", type=Path, metavar="DEST", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+
+    if args.generate_only:
+        make_big_trace(args.trace.resolve(), args.generate_only, args.size_gb)
+        return 0
 
     if not args.trace.exists():
         print(f"trace not found: {args.trace}", file=sys.stderr)
@@ -400,10 +452,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_hta:
         print(f"HTA: {'version ' + args.hta_why if args.hta_ok else args.hta_why}", file=sys.stderr)
 
+    machine = machine_info()  # before the run: records which opscope (commit, dirty files) gets measured
     traces = [("sample", args.trace, None)]
     if not args.skip_big:
         big = args.work_dir / f"big-{args.size_gb:g}gb.json.gz"
-        meta = make_big_trace(args.trace, big, args.size_gb)
+        # in a child: parsing the source here would leave this process (and the RSS floor of the
+        # children it forks, where /usr/bin/time is missing) hundreds of MB larger
+        subprocess.run([sys.executable, __file__, "--generate-only", str(big), "--trace", str(args.trace),
+                        "--size-gb", str(args.size_gb)], check=True)
+        meta = json.loads(big.with_name(big.name + ".meta.json").read_text())
         traces.append((f"big {meta['json_bytes'] / 1e9:.2f} GB", big, meta))
 
     results = []
@@ -419,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown_table(results)
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine_info(), "repeat": args.repeat,
+    report = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine, "repeat": args.repeat,
               "hta": args.hta_why if args.hta_ok else None, "traces": results, "table_md": table}
     args.out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.out}", file=sys.stderr)

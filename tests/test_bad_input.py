@@ -827,8 +827,8 @@ def test_lone_surrogate_escapes_are_replaced(tmp_path):
     ]
     trace = open_trace(write(tmp_path / "surrogates.json", document(events)), use_cache=False)
     got = names(trace)
-    assert got == ["aten::op0", "bad\ufffdx", "smile\U0001f600", "aten::op1"]
-    assert args_of(trace, 2) == {"External id": 9, "n": "\ufffd", "e": "\\ud800"}
+    assert got == ["aten::op0", "aten::op1", "bad\ufffdx", "smile\U0001f600"]  # rows are in time order
+    assert args_of(trace, 3) == {"External id": 9, "n": "\ufffd", "e": "\\ud800"}
     assert warnings_of(trace) == {UTF8: 2}
 
 

@@ -6,9 +6,8 @@ import statistics
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from opscope.analyses.intervals import union_ns
+from opscope.analyses.intervals import union_by_group
 from opscope.analyses.kernels import DEVICE_WORK
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -41,13 +40,11 @@ def step_table(trace: Trace) -> pa.Table:
     has_device = device.num_rows > 0
     numbers = steps["step"].to_pylist()
     durs = steps["dur_ns"].to_pylist()
-    busy: list[int | None] = []
-    for k in numbers:
-        if not has_device:
-            busy.append(None)
-            continue
-        mine = device.filter(pc.fill_null(pc.equal(device["step"], k), False))
-        busy.append(union_ns(mine["ts_ns"], mine["dur_ns"]))
+    if has_device:
+        per_step = union_by_group(device["ts_ns"], device["dur_ns"], device["step"])
+        busy: list[int | None] = [per_step.get(k, 0) for k in numbers]
+    else:
+        busy = [None] * len(numbers)
     flags = outlier_flags(durs)
     pct = [None if b is None or not d else round(100.0 * b / d, 2) for b, d in zip(busy, durs)]
     return pa.table({

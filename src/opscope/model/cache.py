@@ -12,16 +12,18 @@ import json
 import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from opscope.errors import TraceError
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
 
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _PROBE = 1 << 20
 
 
@@ -53,17 +55,27 @@ def load(path: Path, root: Path | None = None) -> Trace | None:
         return None
     try:
         metadata = json.loads(meta_file.read_text())
-        tables = {}
-        for name in TABLE_SCHEMAS:
-            if name == "args":
-                continue
-            tables[name] = pq.read_table(entry / f"{name}.parquet", memory_map=True)
+        tables: dict = {"events": _read(entry / "events.parquet")}
     except (OSError, ValueError, pa.ArrowException):
         return None  # unreadable entry: behave as a miss; the next write replaces it
-    args_file = entry / "args.parquet"
-    tables["args"] = lambda: pq.read_table(args_file, memory_map=True)
+    for name in TABLE_SCHEMAS:
+        if name != "events":
+            # Read on first use: most commands never touch flows, memory or the JSON args.
+            tables[name] = partial(_read_later, entry / f"{name}.parquet")
     metadata["from_cache"] = str(entry)
     return Trace(metadata=metadata, **tables)
+
+
+def _read(file: Path) -> pa.Table:
+    return pq.read_table(file, memory_map=True)
+
+
+def _read_later(file: Path) -> pa.Table:
+    try:
+        return _read(file)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise TraceError(file, f"cache entry is unreadable ({exc})",
+                         f"run again with --no-cache, or delete {file.parent}") from None
 
 
 def store(path: Path, trace: Trace, root: Path | None = None) -> Path | None:

@@ -1,12 +1,13 @@
 """Columns computed from the events once a reader is done: nesting, self time, steps.
 
 Pure functions on Arrow tables; :func:`complete` is what every reader's output goes through.
-Invariants after it: ``event_id`` is the row index, ``parent`` holds a row index (or null).
+Invariants after it: rows are in time order, ``event_id`` is the row index, ``parent`` holds a row index (or null).
 """
 
 from __future__ import annotations
 
 import re
+from array import array
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,11 +28,20 @@ _MASK_STEP_LIMIT = 512
 def complete(trace: Trace) -> Trace:
     """Validate and derive: drop rows without times, mark comm kernels, nest, assign steps."""
     events = trace.events.unify_dictionaries()
+    trace.events = None  # no other reference: each column below is freed as soon as it is replaced
     bad = pc.or_(pc.is_null(events["ts_ns"]), pc.is_null(events["dur_ns"]))
     n_bad = pc.sum(pc.cast(bad, pa.int64())).as_py() or 0
     if n_bad:
         events = events.filter(pc.invert(bad))
         trace.warn("events whose ts/dur do not fit 64-bit nanoseconds (dropped)", n_bad)
+    # Time order (longest first on ties) is part of the model: interval analyses then need no sort.
+    order = pc.sort_indices(events, [("ts_ns", "ascending"), ("dur_ns", "descending")])
+    names, columns = events.column_names, events.columns
+    del events
+    for i in range(len(columns)):  # column by column: peak memory is one column, not a second table
+        columns[i] = columns[i].take(order)
+    events = pa.table(columns, names=names)
+    del columns
     events = _mark_comm(events)
     parent, depth, self_ns = nest(events)
     steps = find_steps(events)
@@ -54,7 +64,7 @@ def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
     args = trace.args
     where = pc.index_in(args["event_id"], value_set=old)
     keep = pc.is_valid(where)
-    trace._args = pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()),
+    trace.args = pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()),
                             "args": pc.filter(args["args"], keep)})
     return events.set_column(events.schema.get_field_index("event_id"), "event_id", new)
 
@@ -83,15 +93,17 @@ def _codes(column: pa.ChunkedArray) -> pa.ChunkedArray:
 def nest(events: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Parent row index, depth and self time per event, computed per thread and per layer.
 
-    GPU and instant events get no parent (null), depth 0 and ``self_ns == dur_ns``.
+    GPU and instant events get no parent (null), depth 0 and ``self_ns == dur_ns``. ``events`` must be in
+    time order (longest first on ties), as :func:`complete` leaves them.
     """
     n = events.num_rows
-    parent: list = [None] * n
-    depth: list = [0] * n
-    self_ns = events["dur_ns"].to_pylist()
+    # Typed arrays, not lists: 8 bytes per row instead of a Python int object per row.
+    parent = array("q", [-1]) * n
+    depth = array("i", [0]) * n
+    self_ns = array("q", _int64_view(events["dur_ns"]))
     for layer in (OP_LAYER, PYTHON_LAYER):
         in_layer = pc.and_(kind_mask(events, layer), pc.is_null(events["stream"]))
-        rows = pc.indices_nonzero(in_layer)
+        rows = pc.cast(pc.indices_nonzero(in_layer), pa.int64())
         if len(rows) == 0:
             continue
         thread = pc.add(pc.multiply(pc.cast(_codes(events["pid"]).take(rows), pa.int64()), 1 << 31),
@@ -102,11 +114,23 @@ def nest(events: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
             "ts": events["ts_ns"].take(rows),
             "dur": events["dur_ns"].take(rows),
         })
-        order = pc.sort_indices(sub, [("thread", "ascending"), ("ts", "ascending"), ("dur", "descending")])
-        sub = sub.take(order)
-        _nest_sorted(sub["row"].to_pylist(), sub["thread"].to_pylist(),
-                     sub["ts"].to_pylist(), sub["dur"].to_pylist(), parent, depth, self_ns)
-    return (pa.array(parent, pa.int64()), pa.array(depth, pa.int32()), pa.array(self_ns, pa.int64()))
+        # A stable sort by thread keeps each thread's rows in the table's time order.
+        sub = sub.take(pc.sort_indices(sub["thread"]))
+        _nest_sorted(*(_int64_view(sub[c]) for c in ("row", "thread", "ts", "dur")), parent, depth, self_ns)
+    parent_arr = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent)])
+    parent_arr = pc.if_else(pc.equal(parent_arr, -1), pa.scalar(None, pa.int64()), parent_arr)
+    depth_arr = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)])
+    # A child that overruns its parent (clock jitter) must not make self time negative.
+    self_arr = pc.max_element_wise(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self_ns)]), 0)
+    return parent_arr, depth_arr, self_arr
+
+
+def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:
+    """The values of a null-free int64 column as a memoryview (no Python object per value)."""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(arr) == 0:
+        return memoryview(array("q"))
+    return memoryview(arr.buffers()[1]).cast("q")[arr.offset:arr.offset + len(arr)]
 
 
 def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns) -> None:
@@ -132,10 +156,6 @@ def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns) -> None:
                 self_ns[up] -= dur
         push_end(ts + dur)
         push_row(row)
-    # A child that overruns its parent (clock jitter) must not make self time negative.
-    for row in rows:
-        if self_ns[row] < 0:
-            self_ns[row] = 0
 
 
 def find_steps(events: pa.Table) -> pa.Table:

@@ -9,6 +9,9 @@ import pyarrow as pa
 
 from opscope.model.schema import TABLE_SCHEMAS
 
+Table = pa.Table
+Loader = Callable[[], pa.Table]
+
 
 class Trace:
     """Arrow tables (``events``, ``flows``, ``counters``, ``memory``, ``steps``, ``args``) and metadata.
@@ -16,32 +19,39 @@ class Trace:
     ``metadata`` holds JSON-able facts: ``source`` (path), ``format``, ``tool``, ``device_properties``,
     ``rank``, ``world_size``, ``process_names``, ``thread_names``, ``header`` (the file's other top-level
     keys) and ``warnings`` (a list of ``{"problem": str, "count": int}``: what the reader could not map).
-    The ``args`` table (full JSON args per event) may be loaded lazily from the cache on first use.
+    Every table but ``events`` may be given as a zero-argument loader instead: the cache does that, so
+    that a command reads from disk only the tables it touches.
     """
 
     def __init__(
         self,
         events: pa.Table,
-        flows: pa.Table,
-        counters: pa.Table,
-        memory: pa.Table,
-        steps: pa.Table,
-        args: pa.Table | Callable[[], pa.Table],
+        flows: Table | Loader,
+        counters: Table | Loader,
+        memory: Table | Loader,
+        steps: Table | Loader,
+        args: Table | Loader,
         metadata: dict[str, Any] | None = None,
     ) -> None:
         self.events = events
-        self.flows = flows
-        self.counters = counters
-        self.memory = memory
-        self.steps = steps
-        self._args = args
+        self._tables: dict[str, Table | Loader] = {
+            "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
 
-    @property
-    def args(self) -> pa.Table:
-        if callable(self._args):
-            self._args = self._args()
-        return self._args
+    def _table(self, name: str) -> pa.Table:
+        value = self._tables[name]
+        if callable(value):
+            value = self._tables[name] = value()
+        return value
+
+    def _set(self, name: str, table: pa.Table) -> None:
+        self._tables[name] = table
+
+    flows = property(lambda self: self._table("flows"), lambda self, t: self._set("flows", t))
+    counters = property(lambda self: self._table("counters"), lambda self, t: self._set("counters", t))
+    memory = property(lambda self: self._table("memory"), lambda self, t: self._set("memory", t))
+    steps = property(lambda self: self._table("steps"), lambda self, t: self._set("steps", t))
+    args = property(lambda self: self._table("args"), lambda self, t: self._set("args", t))
 
     def tables(self) -> dict[str, pa.Table]:
         return {name: getattr(self, name) for name in TABLE_SCHEMAS}
