@@ -3,6 +3,9 @@
 The pipeline runs in one direction: ``ingest`` turns a trace file into a
 :class:`~opscope.model.Trace` (Arrow tables), ``analyses`` turn a Trace into
 tables, ``render`` shows tables. ``capture`` and ``cli`` sit at the edges.
+
+The API for programs and notebooks: :func:`profile` (record), :func:`step` (mark a step),
+:func:`load` (a trace or a recording as data frames).
 """
 
 from opscope.errors import TraceError
@@ -10,11 +13,17 @@ from opscope.errors import TraceError
 __version__ = "0.1.0"
 
 
-def load(path, *, cache: bool = True):
-    """Open a trace file (any supported format) and return its :class:`~opscope.model.Trace`."""
-    from opscope.ingest import open_trace
+def __getattr__(name: str):
+    # Imported on first use so that `import opscope` does not pull in pyarrow or torch.
+    if name in ("profile", "load", "Loaded"):
+        from opscope import api
 
-    return open_trace(path, use_cache=cache)
+        return getattr(api, name)
+    if name == "step":
+        from opscope.capture.session import step
+
+        return step
+    raise AttributeError(f"module 'opscope' has no attribute {name!r}")
 
 
-__all__ = ["TraceError", "load", "__version__"]
+__all__ = ["TraceError", "Loaded", "load", "profile", "step", "__version__"]

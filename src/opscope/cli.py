@@ -237,6 +237,132 @@ def demo(
     summary(path, format=format, no_cache=False)
 
 
+_PROGRAM = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command(context_settings=_PROGRAM)
+def record(
+    ctx: typer.Context,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the traces and run.json; "
+                                         "if it holds a recording, DIR-1, DIR-2... is used.")]
+    = Path("opscope-record"),
+    wait: Annotated[int, typer.Option(help="Steps to skip before warming up.")] = 1,
+    warmup: Annotated[int, typer.Option(help="Steps profiled but discarded (profiler warm-up).")] = 1,
+    active: Annotated[int, typer.Option(help="Steps recorded per window.")] = 3,
+    repeat: Annotated[int, typer.Option(help="Windows to record (0 = until the program ends).")] = 1,
+    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Record input shapes.")] = True,
+    memory: Annotated[bool, typer.Option("--memory/--no-memory", help="Record allocations.")] = True,
+    stack: Annotated[bool, typer.Option("--stack/--no-stack", help="Record Python stacks.")] = True,
+    modules: Annotated[bool, typer.Option("--modules/--no-modules", help="Record nn.Module scopes.")] = True,
+    flops: Annotated[bool, typer.Option("--flops/--no-flops", help="Estimate FLOPs of matmul/conv.")] = True,
+    cpu: Annotated[bool, typer.Option("--cpu", help="CPU activity only.")] = False,
+    cuda: Annotated[bool, typer.Option("--cuda", help="CPU and CUDA activity (default: CUDA when "
+                                                      "available).")] = False,
+    intra_op_threads: Annotated[int | None, typer.Option(help="torch.set_num_threads before the program "
+                                                              "starts.")] = None,
+    inter_op_threads: Annotated[int | None, typer.Option(help="torch.set_num_interop_threads before the "
+                                                              "program starts.")] = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Run a Python program under the profiler without changing it, then print the summary.
+
+    Usage: opscope record [OPTIONS] -- python train.py ARGS   (or -- python -m package.module ARGS)
+
+    A step is one optimizer.step() (or, for programs without an optimizer, one opscope.step() call).
+    The output directory gets the trace(s) and run.json (command, versions, devices, threads, the
+    performance-relevant environment, git commit). The program's output and exit code are its own; if
+    it crashes, the steps recorded so far are kept.
+    """
+    from opscope.capture.launch import fresh_output_dir, parse_command, run_program
+    from opscope.capture.session import RecordOptions
+
+    if cpu and cuda:
+        raise UsageError("choose one of --cpu and --cuda")
+    options = RecordOptions(wait=wait, warmup=warmup, active=active, repeat=repeat, shapes=shapes, memory=memory,
+                            stack=stack, modules=modules, flops=flops,
+                            activities="cpu" if cpu else "cuda" if cuda else "auto",
+                            intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads).validate()
+    target = parse_command(ctx.args)
+    directory, renamed = fresh_output_dir(output)
+    if renamed:
+        err.print(f"opscope: {output} already holds a recording; writing to {directory}", highlight=False)
+    run = run_program(target, directory, options)
+    info = run.info
+    if info is None or info.get("status") == "running" and "steps" not in info:
+        raise typer.Exit(run.exit_code or 2)  # the runner said why (one line) before the program started
+    _report_recording(info, directory, options, run.exit_code)
+    traces = [directory / name for name in info.get("traces", [])]
+    if traces:
+        summary(traces[0], format=format, no_cache=False)
+    raise typer.Exit(run.exit_code)
+
+
+def _report_recording(info: dict, directory: Path, options, exit_code: int) -> None:
+    def say(text: str) -> None:
+        err.print(f"opscope: {text}", highlight=False, markup=False)
+
+    steps = info.get("steps", 0)
+    if info.get("status") == "crashed":
+        say(f"the program crashed ({info.get('crash')}); what was recorded before the crash is saved")
+    elif info.get("status") == "interrupted":
+        say("the program was interrupted; what was recorded so far is saved")
+    recorded = info.get("recorded_steps") or []
+    if steps == 0 and info.get("traces"):
+        say("the program never stepped (no optimizer.step() or opscope.step() call): the whole run is saved "
+            "as one window")
+    elif steps < options.steps_needed:
+        held = f"the trace holds only step(s) {_ranges(recorded)}" if recorded else "nothing was recorded"
+        say(f"the program made only {steps} steps but the schedule needs {options.steps_needed} (--wait "
+            f"{options.wait} --warmup {options.warmup} --active {options.active}): {held}; lower them or run "
+            "more steps")
+    what = f"steps {_ranges(recorded)}" if recorded and recorded != [0] else "one window"
+    say(f"{steps} steps ({info.get('step_source') or 'none'}), exit code {exit_code}; recorded {what} into "
+        f"{directory}: {', '.join(info.get('traces', [])) or 'no trace'} + run.json")
+
+
+def _ranges(numbers: list[int]) -> str:
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ",".join(parts)
+
+
+@app.command("tune-threads", context_settings=_PROGRAM)
+def tune_threads_cmd(
+    ctx: typer.Context,
+    show_output: Annotated[bool, typer.Option("--show-output", help="Let the program print.")] = False,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Run a program under a grid of intra-/inter-op thread counts and find the fastest.
+
+    Usage: opscope tune-threads -- python train.py ARGS
+
+    The grid is bounded by the usable cores: intra-op 1, 2, 4... up to the core count, each with 1 or 2
+    inter-op threads, plus torch's default. Each run's mean step time leaves out the warm-up and slow
+    outlier steps. The program must step (optimizer.step() or opscope.step()) at least 3 times.
+    """
+    from opscope.capture.launch import parse_command
+    from opscope.capture.threads import best_setting, thread_grid, tune_threads, usable_cores
+    from opscope.render.units import format_ns
+
+    target = parse_command(ctx.args)
+    cores = usable_cores()
+    grid = thread_grid(cores)
+    table = tune_threads(target, grid, show_output=show_output,
+                         on_run=lambda s: err.print(f"opscope: running with {s.label}", highlight=False))
+    best = best_setting(table)
+    note = (f"best: {best['setting']} ({best['intra_op_threads']} intra-op, {best['inter_op_threads']} inter-op "
+            f"threads): mean step {format_ns(best['mean_step_ns'])}, {best['speedup']:.2f}x the default's speed "
+            f"({cores} usable cores)")
+    _emit(table, format, "Thread settings", 0, note)
+    if format is not Format.table:
+        err.print(f"opscope: {note}", highlight=False, markup=False)
+
+
 def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 

@@ -1,0 +1,123 @@
+"""The parent side of ``opscope record`` and ``tune-threads``: parse the program's command line, pick
+the output directory, run the program in a child Python under the runner, and read its ``run.json``.
+
+Running the program in its own process keeps its exit code, stdout and stderr its own, and keeps
+opscope's analysis (and its memory) out of the measured process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opscope.capture.runner import ENV
+from opscope.capture.session import RecordOptions
+from opscope.errors import UsageError
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
+
+
+@dataclass
+class Target:
+    """A Python program: ``interpreter script args`` or ``interpreter -m module args``."""
+
+    interpreter: str
+    kind: str  # script | module
+    value: str
+    args: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+
+
+def parse_command(argv: list[str]) -> Target:
+    """``python train.py --lr 1``, ``python -m pkg.train``, or just ``train.py ...``."""
+    if not argv:
+        raise UsageError("no program given: put it after --, e.g. opscope record -- python train.py")
+    head, rest = argv[0], list(argv[1:])
+    if _PYTHON.match(Path(head).name) or Path(head).resolve() == Path(sys.executable).resolve():
+        interpreter = sys.executable if Path(head).name == head and not _on_path(head) else head
+    elif head.endswith(".py") or head == "-m":
+        interpreter, rest = sys.executable, list(argv)
+    else:
+        raise UsageError(f"{head!r} is not a Python program: give `-- python script.py ARGS` or "
+                         "`-- python -m module ARGS`")
+    while rest and rest[0].startswith("-") and rest[0] != "-m":
+        rest.pop(0)  # interpreter flags such as -u or -O: the runner's interpreter runs as is
+    if not rest:
+        raise UsageError("no script or -m module after the interpreter")
+    if rest[0] == "-m":
+        if len(rest) < 2 or not rest[1]:
+            raise UsageError("-m needs a module name")
+        return Target(interpreter, "module", rest[1], rest[2:], list(argv))
+    script = Path(rest[0])
+    if not script.exists():
+        raise UsageError(f"{script}: no such script")
+    if not script.is_file():
+        raise UsageError(f"{script}: is not a file (give the script to run)")
+    return Target(interpreter, "script", str(script), rest[1:], list(argv))
+
+
+def _on_path(name: str) -> bool:
+    import shutil
+
+    return shutil.which(name) is not None
+
+
+def fresh_output_dir(path: Path) -> tuple[Path, bool]:
+    """``path`` if it is new or empty, else ``path-1``, ``path-2``...: a recording is never overwritten."""
+    def taken(p: Path) -> bool:
+        return p.exists() and (not p.is_dir() or any(p.iterdir()))
+
+    if not taken(path):
+        return path, False
+    n = 1
+    while taken(path.with_name(f"{path.name}-{n}")):
+        n += 1
+    return path.with_name(f"{path.name}-{n}"), True
+
+
+@dataclass
+class ChildRun:
+    exit_code: int
+    output: Path
+    info: dict[str, Any] | None  # run.json, None when the program could not be started
+
+
+def run_program(target: Target, output: Path, options: RecordOptions, mode: str = "record",
+                quiet: bool = False) -> ChildRun:
+    """Run ``target`` under the runner; returns its exit code and run.json."""
+    config = {"mode": mode, "output": str(output), "options": options.to_dict(),
+              "command": target.command,
+              "target": {"kind": target.kind, "value": target.value, "args": target.args}}
+    env = dict(os.environ)
+    env[ENV] = json.dumps(config)
+    # The program's interpreter may be another venv: make this opscope importable there.
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    if options.intra_op_threads:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(options.intra_op_threads)
+    cmd = [target.interpreter, "-m", "opscope.capture.runner"]
+    sink = subprocess.DEVNULL if quiet else None
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the program; we then report
+    try:
+        try:
+            proc = subprocess.run(cmd, env=env, stdout=sink, stderr=sink)
+        except OSError as exc:
+            raise UsageError(f"cannot start {target.interpreter}: {exc.strerror}") from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    info = None
+    run_json = output / "run.json"
+    if run_json.is_file():
+        try:
+            info = json.loads(run_json.read_text())
+        except ValueError:
+            info = None
+    return ChildRun(proc.returncode, output, info)

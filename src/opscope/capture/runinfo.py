@@ -1,0 +1,107 @@
+"""What ``run.json`` records about a run: versions, devices, threads, environment, code version.
+
+Everything here is what one needs to explain why two runs of the same program differ.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Environment variables that change performance (thread pools, allocators, kernels, collectives).
+PERF_ENV = re.compile(r"^(OMP_|MKL_|KMP_|GOMP_|OPENBLAS_|CUDA_|CUBLAS|CUDNN|NVIDIA_|TORCH|PYTORCH_|NCCL_|RCCL_|"
+                      r"HIP_|HSA_|ROCM_|ROCR_|MIOPEN_|TF_|XLA_|ONEDNN_|DNNL_|LD_PRELOAD$|MALLOC_)")
+#: Never copy values that look like credentials into a file people share.
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY", re.IGNORECASE)
+
+
+def perf_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(env.items()) if PERF_ENV.match(k) and not _SECRET.search(k)}
+
+
+def cpu_info() -> dict[str, Any]:
+    model = platform.processor() or None
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    return {"model": model, "logical_cores": os.cpu_count(), "usable_cores": usable,
+            "machine": platform.machine(), "system": platform.system(), "release": platform.release()}
+
+
+def torch_info(torch) -> dict[str, Any]:
+    """Versions, GPUs and thread settings as torch sees them."""
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
+        "cudnn": None,
+        "threads": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()},
+        "gpus": [],
+    }
+    try:
+        info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception:  # noqa: BLE001 - a broken CUDA install must not stop the recording
+        pass
+    try:
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                p = torch.cuda.get_device_properties(i)
+                info["gpus"].append({"index": i, "name": p.name, "total_memory": p.total_memory,
+                                     "capability": f"{p.major}.{p.minor}",
+                                     "multi_processor_count": p.multi_processor_count})
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        info["parallel_info"] = torch.__config__.parallel_info()
+    except Exception:  # noqa: BLE001
+        pass
+    return info
+
+
+def git_info(directory: Path) -> dict[str, Any] | None:
+    """Commit and dirty flag of the repository holding ``directory``, or None outside git."""
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status), "root": git("rev-parse", "--show-toplevel")}
+
+
+def run_info(command: list[str], program_dir: Path, torch=None) -> dict[str, Any]:
+    from opscope import __version__
+
+    info: dict[str, Any] = {
+        "command": command,
+        "cwd": os.getcwd(),
+        "versions": {"python": platform.python_version(), "opscope": __version__,
+                     "executable": sys.executable},
+        "cpu": cpu_info(),
+        "environment": perf_environment(),
+        "git": git_info(program_dir),
+    }
+    if torch is not None:
+        t = torch_info(torch)
+        info["versions"].update({k: t.pop(k) for k in ("torch", "cuda", "hip", "cudnn")})
+        info.update(t)
+    return info
