@@ -132,3 +132,24 @@ def test_demo_records_and_summarizes(tmp_path):
     # A second run never overwrites the first recording.
     res = run("demo", "--output", str(out), "--steps", "2")
     assert res.returncode == 0 and (out / "demo-1.pt.trace.json").is_file()
+
+
+def test_cached_open_reads_columns_lazily_and_answers_the_same(trace_file, cache_dir):
+    from opscope.analyses.kernels import kernel_table
+    from opscope.analyses.ops import op_table
+    from opscope.analyses.steps import step_table
+    from opscope.analyses.summary import summarize
+
+    fresh = open_trace(trace_file)
+    cached = open_trace(trace_file)
+    assert "from_cache" in cached.metadata
+    # Only the columns the op table needs are read from the cache...
+    assert op_table(cached).to_pylist() == op_table(fresh).to_pylist()
+    assert cached._events is None and set(cached._event_columns) < set(fresh.events.column_names)
+    # ...and every other answer is the same as from the file itself.
+    assert kernel_table(cached).to_pylist() == kernel_table(fresh).to_pylist()
+    assert step_table(cached).to_pylist() == step_table(fresh).to_pylist()
+    assert summarize(cached).rows() == summarize(fresh).rows()
+    assert cached.events.to_pylist() == fresh.events.to_pylist()
+    starts = cached.events["ts_ns"].to_pylist()
+    assert starts == sorted(starts)  # the model keeps events in time order

@@ -207,8 +207,8 @@ def query(
     """Run SQL over the trace's tables (DuckDB dialect).
 
     Tables: events (kind, name, cat, ts_ns, dur_ns, pid, tid, device, stream, correlation, external_id,
-    shapes, dtypes, strides, concrete_inputs, event_id, parent, depth, self_ns, step), steps (step, name,
-    pid, tid, ts_ns, dur_ns), flows (id, cat, phase, ts_ns, pid, tid), counters (name, series, ts_ns,
+    shapes, dtypes, strides, concrete_inputs, event_id, parent, depth, self_ns, step, merged, op_self_ns),
+    steps (step, name, pid, tid, ts_ns, dur_ns), flows (id, cat, phase, ts_ns, pid, tid), counters (name, series, ts_ns,
     pid, value), memory (ts_ns, pid, tid, device_type, device_id, addr, bytes, total_allocated,
     total_reserved), args (event_id, args as JSON text).
 

@@ -19,7 +19,7 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
     filt = filt or EventFilter()
     kinds = filt.kinds or DEVICE_WORK
     filt = EventFilter(kinds=kinds, match=filt.match, exclude=filt.exclude, steps=filt.steps)
-    rows = filt.apply(trace.events.select(["kind", "name", "dur_ns", "stream", "step", "correlation"]))
+    rows = filt.apply(trace.select(["kind", "name", "dur_ns", "stream", "step", "correlation"]))
     table = pa.table({
         "name": rows["name"].cast(pa.string()),
         "kind": rows["kind"].cast(pa.string()),

@@ -9,8 +9,6 @@ import pyarrow.compute as pc
 
 from opscope.analyses.filters import EventFilter
 from opscope.errors import UsageError
-from opscope.model.derive import OP_LAYER
-from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
 GROUP_KEYS = ("name", "shapes", "dtypes", "kind", "pid", "tid", "step")
@@ -38,10 +36,12 @@ def op_table(
             raise UsageError(f"cannot group by {key!r}; choose from {', '.join(GROUP_KEYS)}")
     filt = filt or EventFilter(kinds=("cpu_op",))
     columns = list(dict.fromkeys(list(by) + ["dur_ns", "self_ns", "kind", "name", "step"]))
-    events = trace.events.select(columns)
-    if merge_duplicates:
-        keep, self_ns = fold_duplicate_ops(trace.events)
-        events = events.set_column(events.schema.get_field_index("self_ns"), "self_ns", self_ns).filter(keep)
+    if merge_duplicates:  # folded once at ingest (model.derive.fold_duplicate_ops)
+        events = trace.select(columns + ["op_self_ns", "merged"])
+        events = events.set_column(events.schema.get_field_index("self_ns"), "self_ns", events["op_self_ns"])
+        events = events.filter(pc.invert(events["merged"]))
+    else:
+        events = trace.select(columns)
     events = filt.apply(events).select(list(by) + ["dur_ns", "self_ns"])
     events = _plain_keys(events, by)
     grouped = events.group_by(list(by), use_threads=False).aggregate([
@@ -63,51 +63,6 @@ def op_table(
         "total_pct": _pct(total, denominator),
     })
     return sort_table(out, sort)
-
-
-def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
-    """Rows to keep and adjusted self time after folding same-name only-child ops into their parent.
-
-    The folded child's self time moves to its nearest kept ancestor, as torch's profiler does when it
-    removes duplicate nodes before ``key_averages()``.
-    """
-    n = events.num_rows
-    self_ns = events["self_ns"].combine_chunks() if n else pa.array([], pa.int64())
-    if n == 0:
-        return pa.array([], pa.bool_()), self_ns
-    keep = pc.is_valid(self_ns)
-    is_op = kind_mask(events, ("cpu_op",)).combine_chunks()
-    parent = events["parent"].combine_chunks()
-    # Compare dictionary codes, not strings: one int32 per row instead of a copy of every name.
-    names = events.select(["name"]).unify_dictionaries()["name"]
-    codes = pa.chunked_array([c.indices for c in names.chunks], pa.int32()).combine_chunks() \
-        if pa.types.is_dictionary(names.type) else names.combine_chunks()
-    same = pc.fill_null(pc.and_(is_op, pc.equal(codes, pc.take(codes, parent))), False)
-    candidates = pc.indices_nonzero(same).to_pylist()
-    if not candidates:
-        return keep, self_ns
-    layer = kind_mask(events, OP_LAYER).combine_chunks()
-    candidate_parents = pc.take(parent, pa.array(candidates, pa.int64()))
-    n_children = pc.value_counts(pc.drop_null(pc.filter(parent, pc.and_(layer, pc.is_in(
-        parent, candidate_parents))))).to_pylist()
-    children = {c["values"]: c["counts"] for c in n_children}
-    parent_of = dict(zip(candidates, candidate_parents.to_pylist()))
-    dup = {r for r in candidates if children.get(parent_of[r]) == 1}
-    if not dup:
-        return keep, self_ns
-    own = dict(zip(sorted(dup), pc.take(self_ns, pa.array(sorted(dup), pa.int64())).to_pylist()))
-    added: dict[int, int] = {}
-    for r in dup:
-        target = parent_of[r]
-        while target in dup:
-            target = parent_of[target]
-        added[target] = added.get(target, 0) + own[r]
-    row_ids = events["event_id"].combine_chunks()  # event_id is the row index
-    targets = pa.array(list(added), pa.int64())
-    where = pc.index_in(row_ids, value_set=targets)
-    extra = pc.fill_null(pc.take(pa.array(list(added.values()), pa.int64()), where), 0)
-    keep = pc.invert(pc.is_in(row_ids, value_set=pa.array(sorted(dup), pa.int64())))
-    return keep, pc.add(self_ns, extra)
 
 
 def _plain_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:

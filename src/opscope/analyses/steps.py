@@ -35,7 +35,7 @@ def step_table(trace: Trace) -> pa.Table:
         return pa.table({"step": pa.array([], pa.int64()), "dur_ns": pa.array([], pa.int64()),
                          "gpu_busy_ns": pa.array([], pa.int64()), "gpu_busy_pct": pa.array([], pa.float64()),
                          "outlier": pa.array([], pa.string())})
-    events = trace.events
+    events = trace.select(["kind", "ts_ns", "dur_ns", "step"])
     device = events.select(["ts_ns", "dur_ns", "step"]).filter(kind_mask(events, DEVICE_WORK))
     has_device = device.num_rows > 0
     numbers = steps["step"].to_pylist()

@@ -69,7 +69,7 @@ def _share(part: int | None, whole: int) -> float | None:
 
 
 def summarize(trace: Trace, top: int = 5) -> Summary:
-    events = trace.events
+    events = trace.select(["kind", "ts_ns", "dur_ns", "device", "self_ns"])
     n = events.num_rows
     if n:
         start = pc.min(events["ts_ns"]).as_py()

@@ -6,18 +6,19 @@ keeps a Parquet cache so that the next open of the same file is fast.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 
 from opscope.errors import TraceError
-from opscope.ingest import chrome_json
 from opscope.ingest.source import ByteSource, check_readable
 from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.trace import Trace
 
-#: Readers in the order they are asked; the first whose ``sniff`` says yes reads the file.
-READERS = (chrome_json,)
+#: Reader modules in the order they are asked; the first whose ``sniff`` says yes reads the file.
+#: Imported only when a file is parsed: a cached open needs none of them.
+READERS = ("opscope.ingest.chrome_json",)
 _HEAD = 64 << 10
 
 Progress = Callable[[int, int], None]
@@ -40,11 +41,13 @@ def pick_reader(path: Path):
     head = read_head(path)
     if not head.strip():
         raise TraceError(path, "holds no data (only whitespace or an empty gzip stream)")
-    for reader in READERS:
+    for name in READERS:
+        reader = importlib.import_module(name)
         if reader.sniff(path, head):
             return reader
     if head.lstrip()[:1] in (b"{", b"["):
-        return chrome_json  # JSON of some other shape: the reader says precisely what is missing
+        # JSON of some other shape: the reader says precisely what is missing
+        return importlib.import_module("opscope.ingest.chrome_json")
     raise TraceError(path, "is not a trace format opscope reads",
                      "expected PyTorch/Kineto or Chrome trace JSON (.json or .json.gz)")
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.model import Trace
-from opscope.model.schema import COUNTERS, EVENTS, FLOWS, MEMORY, STEPS
+from opscope.model.schema import COUNTERS, DERIVED_COLUMNS, EVENTS, FLOWS, MEMORY, STEPS
 
 _dict = pa.dictionary(pa.int32(), pa.string())
 
@@ -540,7 +540,7 @@ class EventColumns:
 
     # -- result -------------------------------------------------------------
     def finish(self, header: dict, source: str, fmt: str) -> Trace:
-        cols = [n for n in EVENTS.names if n not in ("parent", "depth", "self_ns", "step")]
+        cols = [n for n in EVENTS.names if n not in DERIVED_COLUMNS]
         schema = pa.schema([EVENTS.field(n) for n in cols])
         if self._event_batches:
             events = pa.Table.from_batches(self._event_batches).cast(schema)

@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 
 from opscope.errors import TraceError
 from opscope.model.schema import TABLE_SCHEMAS
-from opscope.model.trace import Trace
+from opscope.model.trace import ColumnLoader, Trace
 
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 _PROBE = 1 << 20
 
 
@@ -55,7 +55,9 @@ def load(path: Path, root: Path | None = None) -> Trace | None:
         return None
     try:
         metadata = json.loads(meta_file.read_text())
-        tables: dict = {"events": _read(entry / "events.parquet")}
+        events_file = entry / "events.parquet"
+        names = pq.read_schema(events_file).names
+        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file))}
     except (OSError, ValueError, pa.ArrowException):
         return None  # unreadable entry: behave as a miss; the next write replaces it
     for name in TABLE_SCHEMAS:
@@ -68,6 +70,14 @@ def load(path: Path, root: Path | None = None) -> Trace | None:
 
 def _read(file: Path) -> pa.Table:
     return pq.read_table(file, memory_map=True)
+
+
+def _read_columns(file: Path, names: list[str]) -> pa.Table:
+    try:
+        return pq.read_table(file, columns=names, memory_map=True)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise TraceError(file, f"cache entry is unreadable ({exc})",
+                         f"run again with --no-cache, or delete {file.parent}") from None
 
 
 def _read_later(file: Path) -> pa.Table:

@@ -50,6 +50,9 @@ def complete(trace: Trace) -> Trace:
     events = events.append_column("depth", depth)
     events = events.append_column("self_ns", self_ns)
     events = events.append_column("step", step)
+    merged, op_self_ns = fold_duplicate_ops(events)
+    events = events.append_column("merged", merged)
+    events = events.append_column("op_self_ns", op_self_ns)
     trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS), trace)
     trace.steps = steps
     return trace
@@ -156,6 +159,51 @@ def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns) -> None:
                 self_ns[up] -= dur
         push_end(ts + dur)
         push_row(row)
+
+
+def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """``merged`` (a same-name only-child op folded into its parent) and the self time after folding.
+
+    The folded child's self time moves to its nearest kept ancestor, as torch's profiler does when it
+    removes duplicate nodes before ``key_averages()``.
+    """
+    n = events.num_rows
+    self_ns = events["self_ns"].combine_chunks() if n else pa.array([], pa.int64())
+    none_merged = pa.nulls(n, pa.bool_()).fill_null(False)
+    if n == 0:
+        return none_merged, self_ns
+    is_op = kind_mask(events, ("cpu_op",)).combine_chunks()
+    parent = events["parent"].combine_chunks()
+    # Compare dictionary codes, not strings: one int32 per row instead of a copy of every name.
+    names = events.select(["name"]).unify_dictionaries()["name"]
+    codes = pa.chunked_array([c.indices for c in names.chunks], pa.int32()).combine_chunks() \
+        if pa.types.is_dictionary(names.type) else names.combine_chunks()
+    same = pc.fill_null(pc.and_(is_op, pc.equal(codes, pc.take(codes, parent))), False)
+    candidates = pc.indices_nonzero(same).to_pylist()
+    if not candidates:
+        return none_merged, self_ns
+    layer = kind_mask(events, OP_LAYER).combine_chunks()
+    candidate_parents = pc.take(parent, pa.array(candidates, pa.int64()))
+    n_children = pc.value_counts(pc.drop_null(pc.filter(parent, pc.and_(layer, pc.is_in(
+        parent, candidate_parents))))).to_pylist()
+    children = {c["values"]: c["counts"] for c in n_children}
+    parent_of = dict(zip(candidates, candidate_parents.to_pylist()))
+    dup = {r for r in candidates if children.get(parent_of[r]) == 1}
+    if not dup:
+        return none_merged, self_ns
+    own = dict(zip(sorted(dup), pc.take(self_ns, pa.array(sorted(dup), pa.int64())).to_pylist()))
+    added: dict[int, int] = {}
+    for r in dup:
+        target = parent_of[r]
+        while target in dup:
+            target = parent_of[target]
+        added[target] = added.get(target, 0) + own[r]
+    row_ids = pa.array(range(n), pa.int64())
+    targets = pa.array(list(added), pa.int64())
+    where = pc.index_in(row_ids, value_set=targets)
+    extra = pc.fill_null(pc.take(pa.array(list(added.values()), pa.int64()), where), 0)
+    merged = pc.is_in(row_ids, value_set=pa.array(sorted(dup), pa.int64()))
+    return merged, pc.add(self_ns, extra)
 
 
 def find_steps(events: pa.Table) -> pa.Table:

@@ -51,7 +51,14 @@ EVENTS = pa.schema([
     ("depth", pa.int32()),
     ("self_ns", pa.int64()),
     ("step", pa.int64()),
+    # an op whose only child is an op of the same name (aten::div -> aten::div): torch's key_averages()
+    # counts the pair once; op_self_ns is the self time with such children folded into their parent
+    ("merged", pa.bool_()),
+    ("op_self_ns", pa.int64()),
 ])
+
+#: EVENTS columns that :func:`opscope.model.derive.complete` computes; readers leave them out.
+DERIVED_COLUMNS = ("parent", "depth", "self_ns", "step", "merged", "op_self_ns")
 
 FLOWS = pa.schema([
     ("id", pa.string()),
@@ -108,13 +115,37 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
 
 
 def kind_mask(events: pa.Table, kinds) -> pa.ChunkedArray:
-    """Boolean mask of rows whose ``kind`` is in ``kinds``, computed on the dictionary (no string copy)."""
+    """Boolean mask of rows whose ``kind`` is in ``kinds``, computed on the dictionary (no string copy).
+
+    Memoized per ``kind`` column: one command asks for the same few masks many times.
+    """
+    column = events["kind"]
+    key = (_identity(column), tuple(kinds))
+    hit = _MASKS.get(key)
+    if hit is not None:
+        return hit[1]
     wanted = pa.array(list(kinds), pa.string())
     chunks = []
-    for chunk in events["kind"].chunks:
+    for chunk in column.chunks:
         if pa.types.is_dictionary(chunk.type):
             hit = pa.compute.is_in(chunk.dictionary, wanted)
             chunks.append(pa.compute.fill_null(hit.take(chunk.indices), False))
         else:
             chunks.append(pa.compute.fill_null(pa.compute.is_in(chunk, wanted), False))
-    return pa.chunked_array(chunks, type=pa.bool_())
+    mask = pa.chunked_array(chunks, type=pa.bool_())
+    if len(_MASKS) >= 32:
+        _MASKS.clear()
+    _MASKS[key] = (column, mask)  # holding the column keeps its buffers (the key) from being reused
+    return mask
+
+
+def _identity(column: pa.ChunkedArray) -> tuple:
+    """Where the column's data lives: the same for every wrapper of the same column."""
+    parts: list = [len(column), column.num_chunks]
+    for chunk in column.chunks[:1] + column.chunks[-1:]:
+        parts.extend((b.address, b.size) if b is not None else (0, 0) for b in chunk.buffers())
+        parts.append(chunk.offset)
+    return tuple(parts)
+
+
+_MASKS: dict[tuple, tuple[pa.ChunkedArray, pa.ChunkedArray]] = {}

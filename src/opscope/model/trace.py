@@ -13,19 +13,28 @@ Table = pa.Table
 Loader = Callable[[], pa.Table]
 
 
+class ColumnLoader:
+    """Reads chosen columns of a table on demand (the cache's Parquet file)."""
+
+    def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table]) -> None:
+        self.names = list(names)
+        self.load = load
+
+
 class Trace:
     """Arrow tables (``events``, ``flows``, ``counters``, ``memory``, ``steps``, ``args``) and metadata.
 
     ``metadata`` holds JSON-able facts: ``source`` (path), ``format``, ``tool``, ``device_properties``,
     ``rank``, ``world_size``, ``process_names``, ``thread_names``, ``header`` (the file's other top-level
     keys) and ``warnings`` (a list of ``{"problem": str, "count": int}``: what the reader could not map).
-    Every table but ``events`` may be given as a zero-argument loader instead: the cache does that, so
-    that a command reads from disk only the tables it touches.
+    Every table but ``events`` may be given as a zero-argument loader instead, and ``events`` as a
+    :class:`ColumnLoader`: the cache does that, so that a command reads from disk only the tables, and
+    with :meth:`select` only the event columns, it touches.
     """
 
     def __init__(
         self,
-        events: pa.Table,
+        events: pa.Table | ColumnLoader,
         flows: Table | Loader,
         counters: Table | Loader,
         memory: Table | Loader,
@@ -33,10 +42,36 @@ class Trace:
         args: Table | Loader,
         metadata: dict[str, Any] | None = None,
     ) -> None:
+        self._events: pa.Table | None = None
+        self._event_loader: ColumnLoader | None = None
+        self._event_columns: dict[str, pa.ChunkedArray] = {}
         self.events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+
+    @property
+    def events(self) -> pa.Table:
+        if self._events is None and self._event_loader is not None:
+            self._events = self.select(self._event_loader.names)
+        return self._events
+
+    @events.setter
+    def events(self, value: pa.Table | ColumnLoader | None) -> None:
+        self._event_columns = {}
+        if isinstance(value, ColumnLoader):
+            self._events, self._event_loader = None, value
+        else:
+            self._events, self._event_loader = value, None
+
+    def select(self, names: list[str] | tuple[str, ...]) -> pa.Table:
+        """The events table with only these columns; from the cache, only they are read."""
+        if self._events is not None or self._event_loader is None:
+            return self.events.select(list(names))
+        missing = [n for n in names if n not in self._event_columns]
+        if missing:
+            self._event_columns.update(zip(missing, self._event_loader.load(missing).columns))
+        return pa.table({n: self._event_columns[n] for n in names})
 
     def _table(self, name: str) -> pa.Table:
         value = self._tables[name]
