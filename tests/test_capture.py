@@ -204,6 +204,7 @@ def test_step_timing_leaves_out_warmup_and_slow_steps():
     # median 12; 100 and 30 are > 1.5x it; the first step is also > 1.2x the others' median (11.5)
     t = step_timing([100, 10, 12, 11, 30])
     assert (t.steps, t.used, t.mean_ns, t.median_ns) == (5, 3, 11, 11)
+    assert t.spread_pct == round(100 * 1.0 / 11, 1)  # stdev of 10, 12, 11 is 1
     assert step_timing([5]) is None
 
 
@@ -222,7 +223,8 @@ def test_perf_environment_keeps_knobs_not_secrets():
 def test_tune_threads_runs_the_grid(tmp_path, train):
     from opscope.capture.threads import usable_cores
 
-    r = opscope_cli("tune-threads", "--format", "json", "--", "python", str(train), "6", cwd=tmp_path)
+    r = opscope_cli("tune-threads", "--format", "json", "--repeat", "1", "--", "python", str(train), "6",
+                    cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     grid = thread_grid(usable_cores())
@@ -233,3 +235,13 @@ def test_tune_threads_runs_the_grid(tmp_path, train):
     assert all(row["mean_step_ns"] > 0 and row["steps"] == 5 for row in rows)
     best = min(rows, key=lambda row: row["mean_step_ns"])
     assert f"best: {best['setting']}" in r.stderr
+
+
+def test_pooled_runs_drop_each_runs_warmup_and_noise_is_flagged():
+    from opscope.capture.threads import _pooled, within_noise
+
+    # each run's first step is a warm-up (> 1.2x the others' median); the rest pool to 10, 12, 11, 11
+    t = _pooled([[50, 10, 12], [40, 11, 11]])
+    assert (t.steps, t.used, t.mean_ns) == (6, 4, 11)
+    assert within_noise({"mean_step_ns": 100, "spread_pct": 5.0}, {"mean_step_ns": 105, "spread_pct": 3.0})
+    assert not within_noise({"mean_step_ns": 100, "spread_pct": 2.0}, {"mean_step_ns": 130, "spread_pct": 3.0})

@@ -335,6 +335,8 @@ def _ranges(numbers: list[int]) -> str:
 def tune_threads_cmd(
     ctx: typer.Context,
     show_output: Annotated[bool, typer.Option("--show-output", help="Let the program print.")] = False,
+    repeat: Annotated[int, typer.Option(help="Runs per setting (round-robin); more runs, less noise.",
+                                        min=1, max=20)] = 2,
     format: FormatOpt = Format.table,
 ) -> None:
     """Run a program under a grid of intra-/inter-op thread counts and find the fastest.
@@ -346,18 +348,21 @@ def tune_threads_cmd(
     outlier steps. The program must step (optimizer.step() or opscope.step()) at least 3 times.
     """
     from opscope.capture.launch import parse_command
-    from opscope.capture.threads import best_setting, thread_grid, tune_threads, usable_cores
+    from opscope.capture.threads import best_setting, thread_grid, tune_threads, usable_cores, within_noise
     from opscope.render.units import format_ns
 
     target = parse_command(ctx.args)
     cores = usable_cores()
     grid = thread_grid(cores)
-    table = tune_threads(target, grid, show_output=show_output,
-                         on_run=lambda s: err.print(f"opscope: running with {s.label}", highlight=False))
+    table = tune_threads(target, grid, repeat=repeat, show_output=show_output,
+                         on_run=lambda s, k: err.print(f"opscope: run {k + 1}/{repeat} with {s.label}",
+                                                       highlight=False))
     best = best_setting(table)
     note = (f"best: {best['setting']} ({best['intra_op_threads']} intra-op, {best['inter_op_threads']} inter-op "
             f"threads): mean step {format_ns(best['mean_step_ns'])}, {best['speedup']:.2f}x the default's speed "
             f"({cores} usable cores)")
+    if within_noise(best, table.to_pylist()[0]):
+        note += "; the gain is within the step-to-step noise (spread_pct): try --repeat 5 or more steps"
     _emit(table, format, "Thread settings", 0, note)
     if format is not Format.table:
         err.print(f"opscope: {note}", highlight=False, markup=False)

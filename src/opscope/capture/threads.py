@@ -51,6 +51,7 @@ class StepTiming:
     used: int
     mean_ns: int
     median_ns: int
+    spread_pct: float  # standard deviation of the used steps, in % of their mean
 
 
 def step_timing(durations_ns: list[int]) -> StepTiming | None:
@@ -59,32 +60,57 @@ def step_timing(durations_ns: list[int]) -> StepTiming | None:
         return None
     flags = outlier_flags(durations_ns)
     used = [d for d, f in zip(durations_ns, flags) if f is None] or durations_ns
-    return StepTiming(len(durations_ns), len(used), round(statistics.fmean(used)), round(statistics.median(used)))
+    mean = statistics.fmean(used)
+    spread = 100.0 * statistics.stdev(used) / mean if len(used) > 1 and mean else 0.0
+    return StepTiming(len(durations_ns), len(used), round(mean), round(statistics.median(used)), round(spread, 1))
 
 
-def tune_threads(target: Target, settings: list[Setting], show_output: bool = False,
-                 on_run: Callable[[Setting], None] | None = None) -> pa.Table:
-    """Run ``target`` once per setting; one row per setting with its step timing and speed-up."""
+def _pooled(runs: list[list[int]]) -> StepTiming | None:
+    """Each run's steps have their own warm-up: drop outliers per run, then time the pooled steps."""
+    kept: list[int] = []
+    total = 0
+    for durations in runs:
+        if len(durations) < 2:
+            return None
+        flags = outlier_flags(durations)
+        kept.extend(d for d, f in zip(durations, flags) if f is None)
+        total += len(durations)
+    timing = step_timing(kept) if len(kept) >= 2 else None
+    if timing is None:
+        return None
+    return StepTiming(total, timing.used, timing.mean_ns, timing.median_ns, timing.spread_pct)
+
+
+def tune_threads(target: Target, settings: list[Setting], repeat: int = 1, show_output: bool = False,
+                 on_run: Callable[[Setting, int], None] | None = None) -> pa.Table:
+    """Run ``target`` ``repeat`` times per setting, round-robin so that drift of the machine hits every
+    setting alike; one row per setting with its step timing and speed-up over the default."""
+    durations: dict[Setting, list[list[int]]] = {s: [] for s in settings}
+    threads: dict[Setting, dict] = {}
+    for round_ in range(repeat):
+        for setting in settings:
+            if on_run:
+                on_run(setting, round_)
+            options = RecordOptions(intra_op_threads=setting.intra, inter_op_threads=setting.inter)
+            with tempfile.TemporaryDirectory(prefix="opscope-tune-") as tmp:
+                run = run_program(target, Path(tmp), options, mode="time", quiet=not show_output)
+            if run.info is None or run.exit_code != 0:
+                why = (run.info or {}).get("crash") or f"exit code {run.exit_code}"
+                raise UsageError(f"the program failed under {setting.label} ({why}); run it with opscope "
+                                 "record to see its output")
+            durations[setting].append(run.info.get("step_times_ns") or [])
+            threads[setting] = run.info.get("threads") or {}
     rows = []
     for setting in settings:
-        if on_run:
-            on_run(setting)
-        options = RecordOptions(intra_op_threads=setting.intra, inter_op_threads=setting.inter)
-        with tempfile.TemporaryDirectory(prefix="opscope-tune-") as tmp:
-            run = run_program(target, Path(tmp), options, mode="time", quiet=not show_output)
-        if run.info is None or run.exit_code != 0:
-            why = (run.info or {}).get("crash") or f"exit code {run.exit_code}"
-            raise UsageError(f"the program failed under {setting.label} ({why}); run it with opscope record "
-                             "to see its output")
-        timing = step_timing(run.info.get("step_times_ns") or [])
+        timing = _pooled(durations[setting])
         if timing is None:
+            made = max((len(d) + 1 for d in durations[setting]), default=0)
             raise UsageError("tune-threads needs a program that steps at least 3 times (optimizer.step() or "
-                             f"opscope.step()); it made {run.info.get('steps', 0)}")
-        threads = run.info.get("threads") or {}
-        rows.append({"setting": setting.label, "intra_op_threads": threads.get("intra_op"),
-                     "inter_op_threads": threads.get("inter_op"), "steps": timing.steps,
+                             f"opscope.step()); it made {made}")
+        rows.append({"setting": setting.label, "intra_op_threads": threads[setting].get("intra_op"),
+                     "inter_op_threads": threads[setting].get("inter_op"), "steps": timing.steps,
                      "steps_used": timing.used, "mean_step_ns": timing.mean_ns,
-                     "median_step_ns": timing.median_ns})
+                     "median_step_ns": timing.median_ns, "spread_pct": timing.spread_pct})
     base = rows[0]["mean_step_ns"]
     for r in rows:
         r["speedup"] = round(base / r["mean_step_ns"], 3) if r["mean_step_ns"] else None
@@ -94,3 +120,9 @@ def tune_threads(target: Target, settings: list[Setting], show_output: bool = Fa
 def best_setting(table: pa.Table) -> dict:
     rows = table.to_pylist()
     return min(rows, key=lambda r: r["mean_step_ns"])
+
+
+def within_noise(best: dict, default: dict) -> bool:
+    """True when the best setting's gain is smaller than twice the step-to-step spread of either run."""
+    gain_pct = 100.0 * (default["mean_step_ns"] / best["mean_step_ns"] - 1) if best["mean_step_ns"] else 0.0
+    return gain_pct < 2 * max(best["spread_pct"], default["spread_pct"])
