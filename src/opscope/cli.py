@@ -368,6 +368,187 @@ def tune_threads_cmd(
         err.print(f"opscope: {note}", highlight=False, markup=False)
 
 
+# --- model statistics and numerics ----------------------------------------------------------------
+
+@app.command("model")
+def model_cmd(
+    target: Annotated[str, typer.Argument(help="path/to/file.py:factory or package.module:factory (a function "
+                                               "called with no arguments that returns an nn.Module), or demo.",
+                                          show_default=False)],
+    input_shape: Annotated[str, typer.Option("--input-shape", help="Shape of the example input (float32 randn), "
+                                                                   "e.g. 8,3,224,224.", show_default=False)],
+    max_depth: Annotated[int | None, typer.Option("--max-depth", help="Only modules at most this deep (0 = the "
+                                                                      "model alone); figures stay subtree totals.")]
+    = None,
+    sort: Annotated[str, typer.Option(help="order (tree order), params, flops (largest first) or name.")] = "order",
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 0,
+) -> None:
+    """Per module: parameters, output shape and FLOPs of one forward pass (like tfprof's model analysis).
+
+    One row per nn.Module in tree order; params and flops are totals of the module and everything
+    under it. The forward runs once under torch.no_grad() in eval mode on a float32 randn input.
+    FLOPs come from torch.utils.flop_counter: matmul/conv/attention ops only, a multiply-add counts 2,
+    bias additions and elementwise ops (norms, activations, pooling) count 0.
+    """
+    from opscope.capture import modelstats
+
+    _need_torch("opscope model")
+    if sort not in modelstats.SORTS:
+        raise UsageError(f"cannot sort by {sort!r}: choose one of {', '.join(modelstats.SORTS)}")
+    shape = modelstats.parse_input_shape(input_shape)
+    module = modelstats.load_model(target)
+    stats = modelstats.model_stats(module, modelstats.example_input(module, shape), max_depth=max_depth)
+    total = stats.slice(0, 1).to_pylist()[0]  # the root row comes first in tree order
+    note = (f"model total: {total['params']:,} params ({total['param_bytes']:,} bytes), {total['flops']:,} FLOPs. "
+            "params and flops include everything under a module; FLOPs of matmul/conv/attention ops only "
+            "(a multiply-add is 2, bias adds not counted)")
+    table = modelstats.sort_stats(stats, sort)
+    if format is Format.table:
+        table = modelstats.indented(table)
+    _emit(table, format, f"Model {target}, input {'x'.join(map(str, shape))}", limit, note)
+
+
+def _need_torch(command: str) -> None:
+    try:
+        from opscope.capture.models import _require_torch
+
+        _require_torch()
+    except ImportError as exc:
+        raise UsageError(f"{command} needs PyTorch ({exc})") from None
+
+
+_NUMERICS_VIEW = ["index", "op", "module", "backward", "output_index", "shape", "dtype", "min", "max", "mean", "std",
+                  "nan_count", "inf_count"]
+
+
+@app.command("numerics", context_settings=_PROGRAM)
+def numerics_cmd(
+    ctx: typer.Context,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for numerics.parquet; if it holds a "
+                                         "dump, DIR-1, DIR-2... is used.")] = Path("opscope-numerics"),
+    sort: Annotated[str, typer.Option(help="order (execution order), size (elements, largest first) or name "
+                                           "(op name).")] = "order",
+    max_ops: Annotated[int, typer.Option("--max-ops", help="Keep at most this many rows; after that only outputs "
+                                                           "with NaN/Inf are kept (0 = no limit).", min=0)]
+    = 200_000,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 30,
+) -> None:
+    """Run a Python program recording every op's outputs: min/max/mean/std, NaN/Inf counts, first NaN/Inf.
+
+    Usage: opscope numerics [OPTIONS] -- python script.py ARGS   (or -- python -m package.module ARGS)
+
+    The program runs in a child process with opscope's Python under a TorchDispatchMode: each aten op
+    (forward, backward and optimizer) is recorded with the nn.Module it ran in, and per tensor output
+    its shape, dtype, min/max/mean/std (over the finite values; population std), NaN and Inf counts,
+    first/last 5 values and a strided sample of up to 64 values. The stats of each op's inputs are
+    kept too and shown for the first op whose output holds a NaN or Inf. The dump is
+    DIR/numerics.parquet (compare two with numerics-diff). The program's output and exit code are its
+    own; with --format json/csv its stdout goes to stderr so that stdout holds only the data. Every
+    op is read in full: expect the program to run several times slower.
+    """
+    from opscope.capture.launch import parse_command
+    from opscope.capture.numerics import DUMP_NAME, first_nonfinite, fresh_dump_dir, load_dump, run_program, sort_rows
+
+    if not ctx.args:
+        raise UsageError("no program given: put it after --, e.g. opscope numerics -- python train.py")
+    if sort not in ("order", "size", "name"):
+        raise UsageError(f"cannot sort by {sort!r}: choose one of order, size, name")
+    target = parse_command(ctx.args)
+    directory, renamed = fresh_dump_dir(output)
+    if renamed:
+        err.print(f"opscope: {output} already holds a dump; writing to {directory}", highlight=False, markup=False)
+    code = run_program(target.kind, target.value, target.args, directory / DUMP_NAME, max_ops or None,
+                       stdout_to_stderr=format is not Format.table)
+    dump = directory / DUMP_NAME
+    if not dump.is_file():
+        raise typer.Exit(code or 2)  # the runner said why before the program started
+    table = load_dump(dump)
+    ops = len(set(table["index"].to_pylist()))
+    err.print(f"opscope: {table.num_rows} outputs of {ops} ops recorded into {dump} (exit code {code})",
+              highlight=False, markup=False)
+    shown = sort_rows(table, sort)
+    if format is Format.table:
+        shown = shown.select(_NUMERICS_VIEW)
+    elif format is Format.csv:
+        shown = shown.drop_columns(["inputs"])  # nested: in the JSON output and the dump
+    _emit(shown, format, f"Op outputs by {sort}", limit, "min/max/mean/std over the finite values (std: population)")
+    _report_nonfinite(first_nonfinite(table), format)
+    raise typer.Exit(code)
+
+
+def _report_nonfinite(row: dict | None, fmt: Format) -> None:
+    """The first NaN/Inf output and the stats of its op's inputs: stdout for tables, else stderr."""
+    import pyarrow as pa
+
+    if row is None:
+        line = "no NaN or Inf in any recorded output"
+    else:
+        line = (f"first non-finite output: op {row['op']} in module {row['module'] or '(none)'} (index "
+                f"{row['index']}, output {row['output_index']}: {row['nan_count']} NaN, {row['inf_count']} Inf, "
+                f"shape {row['shape']})")
+    if fmt is Format.table:
+        out.print(line, highlight=False, markup=False)
+        if row is not None and row["inputs"]:
+            _emit(pa.Table.from_pylist(row["inputs"]), Format.table, f"Inputs of {row['op']} (before it ran)", 0)
+        return
+    err.print(f"opscope: {line}", highlight=False, markup=False)
+    for i in row["inputs"] if row else []:
+        err.print(f"opscope:   input {i['arg']}: {i['shape']} {i['dtype']} min {i['min']} max {i['max']} mean "
+                  f"{i['mean']} std {i['std']} nan {i['nan_count']} inf {i['inf_count']}", highlight=False,
+                  markup=False)
+
+
+@app.command("numerics-diff")
+def numerics_diff_cmd(
+    a: Annotated[Path, typer.Argument(help="Reference dump: numerics.parquet or its directory.", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="Dump to compare with A.", show_default=False)],
+    rtol: Annotated[float, typer.Option(help="Relative tolerance (to A's values).")] = 1e-3,
+    atol: Annotated[float, typer.Option(help="Absolute tolerance.")] = 1e-5,
+    all_rows: Annotated[bool, typer.Option("--all", help="Show every matched op output, not only diverged ones.")]
+    = False,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 20,
+) -> None:
+    """Compare two numerics dumps op by op; show where they first diverge beyond the tolerance.
+
+    The errors are computed on what a dump stores, not on all elements: per op output a strided
+    sample of up to 64 values (max_abs_err, max_rel_err) plus its min/max/mean/std (mean_diff,
+    std_diff: B - A) and NaN/Inf counts. A value diverges when |b - a| > atol + rtol * |a|; changed
+    NaN/Inf counts or shapes diverge too. Rows are matched by (index, op, output_index) when both dumps
+    hold the same ones, else aligned on the sequence of ops. Exit code 1 when they diverge, 0 when not.
+    """
+    from opscope.capture.numerics import diff_dumps, load_dump
+
+    table_a, table_b = load_dump(a), load_dump(b)
+    diff = diff_dumps(table_a, table_b, rtol=rtol, atol=atol)
+    first = diff.first_divergence()
+    shown = diff.table if all_rows else diff.table.filter(diff.table["diverged"])
+    matched = f"{diff.table.num_rows} outputs matched by {diff.matched_by}"
+    if diff.unmatched_a or diff.unmatched_b:
+        matched += f" ({diff.unmatched_a} only in A, {diff.unmatched_b} only in B)"
+    if first is None:
+        line = f"no divergence beyond rtol {rtol:g}, atol {atol:g}; {matched}"
+    else:
+        line = (f"first divergence: op {first['op']} in module {first['module'] or '(none)'} (index {first['index']}"
+                f", output {first['output_index']}): max abs error {_num(first['max_abs_err'])}, max rel error "
+                f"{_num(first['max_rel_err'])}, mean diff {_num(first['mean_diff'])}, NaN diff {first['nan_diff']}, "
+                f"Inf diff {first['inf_diff']}; {matched}")
+    if format is not Format.table:
+        _emit(shown, format, "", limit)
+        err.print(f"opscope: {line}", highlight=False, markup=False)
+    elif shown.num_rows:
+        _emit(shown, format, f"Numerics: {b} vs {a} (rtol {rtol:g}, atol {atol:g})", limit, line)
+    else:
+        out.print(line, highlight=False, markup=False)
+    raise typer.Exit(1 if first is not None else 0)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
 def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
