@@ -323,6 +323,11 @@ def bench_trace(label: str, path: Path, json_bytes: int, args, work: Path) -> li
     measure(Case(label, "reference: gunzip + orjson.loads", [py, "-c", REFERENCE_CODE, str(path)]),
             env=base_env)
     measure(Case(label, "opscope summary --no-cache", cli + ["--no-cache"]), env=base_env)
+    if args.light_python:
+        # The analysis-only install (`pip install opscope`, no torch extra) has no numpy, which pyarrow
+        # would otherwise import (~12 MB, ~70 ms).
+        light = [args.light_python, "-m", "opscope.cli", "summary", str(path), "--no-cache"]
+        measure(Case(label, "opscope summary --no-cache (analysis-only install)", light), env=base_env)
 
     # cold: each repetition gets a fresh, empty cache dir; warm: re-open from the last one
     cache_root = work / f"cache-{slug}"
@@ -435,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python", help="interpreter that has HTA installed")
     ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "opscope-bench",
                     help="where the big trace and temporary caches go (default: %(default)s)")
+    ap.add_argument("--light-python", default=None,
+                    help="interpreter of an analysis-only install (`pip install -e .` in a venv without the "
+                         "torch extra) to measure as well")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed")
     ap.add_argument("--out", type=Path, default=OUT_DIR / "ingest.json")
     ap.add_argument("--generate-only", type=Path, metavar="DEST", help=argparse.SUPPRESS)

@@ -153,3 +153,11 @@ def test_cached_open_reads_columns_lazily_and_answers_the_same(trace_file, cache
     assert cached.events.to_pylist() == fresh.events.to_pylist()
     starts = cached.events["ts_ns"].to_pylist()
     assert starts == sorted(starts)  # the model keeps events in time order
+
+
+def test_uncached_open_reads_args_again_only_when_asked(trace_file):
+    plain = open_trace(trace_file, use_cache=False)
+    assert callable(plain._tables["args"])  # not kept while parsing: most commands never read them
+    cached = open_trace(trace_file)
+    assert plain.args.to_pylist() == cached.args.to_pylist()
+    assert plain.args.num_rows == plain.events.num_rows

@@ -51,15 +51,19 @@ StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only these steps,
 
 def _load(path: Path, no_cache: bool):
     from opscope.ingest import open_trace
+    from opscope.sysmem import release_free_memory
 
     _use_system_allocator()
     progress = _progress_for(path)
     if progress is None:
-        return open_trace(path, use_cache=not no_cache)
-    with progress as bar:
-        task = bar.add_task(f"reading {path.name}", total=path.stat().st_size)
-        return open_trace(path, use_cache=not no_cache,
-                          progress=lambda done, total: bar.update(task, completed=done, total=total))
+        trace = open_trace(path, use_cache=not no_cache)
+    else:
+        with progress as bar:
+            task = bar.add_task(f"reading {path.name}", total=path.stat().st_size)
+            trace = open_trace(path, use_cache=not no_cache,
+                               progress=lambda done, total: bar.update(task, completed=done, total=total))
+    release_free_memory()
+    return trace
 
 
 def _use_system_allocator() -> None:

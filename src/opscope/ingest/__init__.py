@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from opscope.errors import TraceError
@@ -15,6 +16,7 @@ from opscope.ingest.source import ByteSource, check_readable
 from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.trace import Trace
+from opscope.sysmem import release_free_memory
 
 #: Reader modules in the order they are asked; the first whose ``sniff`` says yes reads the file.
 #: Imported only when a file is parsed: a cached open needs none of them.
@@ -59,7 +61,11 @@ def open_trace(
     progress: Progress | None = None,
     cache_dir: Path | None = None,
 ) -> Trace:
-    """Read a trace file into the model, from the cache when the file has not changed."""
+    """Read a trace file into the model, from the cache when the file has not changed.
+
+    Without the cache, the full JSON args of every event (the ``args`` table, which only ``query``
+    and a few analyses read) are not kept: the first use of ``trace.args`` reads the file again.
+    """
     path = Path(path)
     check_readable(path)
     if use_cache:
@@ -68,14 +74,23 @@ def open_trace(
             return cached
     reader = pick_reader(path)
     try:
-        trace = reader.read(path, progress=progress)
+        trace = reader.read(path, progress=progress, keep_args=use_cache)
     except TraceError:
         raise
     except MemoryError:
         raise TraceError(path, "does not fit in memory", "try a machine with more RAM") from None
     except RecursionError:
         raise TraceError(path, "is nested too deeply to be a trace (hostile input?)") from None
+    release_free_memory()
     trace = complete(trace)
     if use_cache:
         cache.store(path, trace, cache_dir)
+    else:
+        trace.args = partial(_args_of, path)
     return trace
+
+
+def _args_of(path: Path):
+    """The args table, read again from the file (same events, same order: the model is deterministic)."""
+    reader = pick_reader(path)
+    return complete(reader.read(path, keep_args=True)).args

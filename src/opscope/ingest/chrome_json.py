@@ -59,14 +59,17 @@ def sniff(path: Path, head: bytes) -> bool:
     return False
 
 
-def read(path: Path, progress=None) -> Trace:
-    """Read ``path`` into a Trace. ``progress(done_bytes, total_bytes)`` is called as blocks arrive."""
+def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
+    """Read ``path`` into a Trace. ``progress(done_bytes, total_bytes)`` is called as blocks arrive.
+
+    With ``keep_args=False`` the full JSON args are not kept (the ``args`` table is then empty).
+    """
     source = ByteSource(path)
     blocks = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
     stream = EventArrayStream(blocks, _decode_batch, _decode_one_exact)
-    columns = EventColumns()
+    columns = EventColumns(keep_args=keep_args)
     try:
         for events, chunk in stream.batches():
             exact = _exact_times(events, chunk)

@@ -246,7 +246,8 @@ def _safe_str(v: Any) -> str:
 class EventColumns:
     """Accumulates events into per-table Arrow record batches."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_args: bool = True) -> None:
+        self.keep_args = keep_args
         self._event_batches: list[pa.RecordBatch] = []
         self._args_batches: list[pa.RecordBatch] = []
         self._flow_batches: list[pa.RecordBatch] = []
@@ -448,16 +449,17 @@ class EventColumns:
             "event_id": ids,
         }
         batch = pa.RecordBatch.from_pydict(columns)
-        args_text, invalid_utf8 = _raw_array_counted(raws)
-        self.invalid_utf8_args += invalid_utf8
-        args_batch = pa.RecordBatch.from_arrays([ids, args_text], names=["event_id", "args"])
         if n_bad:
             self.bad_time += n_bad
             batch = batch.filter(valid)
-            args_batch = args_batch.filter(valid)
+        # Converted even when not kept: invalid UTF-8 in args is counted (and warned about) either way.
+        args_text, invalid_utf8 = _raw_array_counted(raws)
+        self.invalid_utf8_args += invalid_utf8
+        if self.keep_args:
+            args_batch = pa.RecordBatch.from_arrays([ids, args_text], names=["event_id", "args"])
+            self._args_batches.append(args_batch.filter(valid) if n_bad else args_batch)
         self.n_events += n
         self._event_batches.append(batch)
-        self._args_batches.append(args_batch)
 
     def _flow_events(self, flows: list) -> None:
         batch = {

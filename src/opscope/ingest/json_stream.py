@@ -83,7 +83,7 @@ class EventArrayStream:
         decode_batch: Callable[[bytes], list],
         decode_one: Callable[[bytes], Any],
         array_key: bytes = b"traceEvents",
-        chunk_size: int = 2 << 20,
+        chunk_size: int = 1 << 20,
     ) -> None:
         self._blocks = blocks
         self._decode_batch = decode_batch
