@@ -169,6 +169,31 @@ def test_bad_record_input_is_one_line_exit_2(tmp_path, train, args, problem):
     assert "Traceback" not in r.stderr
 
 
+def test_module_that_fails_to_import_is_one_line_exit_2(tmp_path):
+    (tmp_path / "needs_missing.py").write_text("import torch\nimport no_such_dependency_xyz\n")
+    r = opscope_cli("record", "-o", "r", "--", "python", "-m", "needs_missing", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("opscope")]
+    assert lines == [lines[0]] and "failed to import a module" in lines[0] and "no_such_dependency_xyz" in lines[0]
+    assert "Traceback" not in r.stderr
+    assert run_json(tmp_path / "r")["status"] == "import-error"
+
+
+def test_profile_works_as_a_decorator(tmp_path):
+    import opscope
+
+    @opscope.profile(tmp_path / "d", wait=0, warmup=0, active=1, stack=False)
+    def work():
+        x = torch.ones(8, 8)
+        for _ in range(2):
+            x = x @ x
+            opscope.step()
+
+    work()
+    info = run_json(tmp_path / "d")
+    assert info["steps"] == 2 and info["step_source"] == "opscope.step()" and info["traces"]
+
+
 def test_existing_recording_is_never_overwritten(tmp_path, train):
     first = tmp_path / "r"
     first.mkdir()

@@ -292,8 +292,10 @@ def record(
         err.print(f"opscope: {output} already holds a recording; writing to {directory}", highlight=False)
     run = run_program(target, directory, options)
     info = run.info
-    if info is None or info.get("status") == "running" and "steps" not in info:
+    if info is None or info.get("status") in ("running", "import-error") and "steps" not in info:
         raise typer.Exit(run.exit_code or 2)  # the runner said why (one line) before the program started
+    if info.get("status") == "import-error":
+        raise typer.Exit(run.exit_code)  # one line already printed by the runner
     _report_recording(info, directory, options, run.exit_code)
     traces = [directory / name for name in info.get("traces", [])]
     if traces:

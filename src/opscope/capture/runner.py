@@ -100,6 +100,10 @@ def main() -> None:
         code = _exit_code(exc)
     except KeyboardInterrupt:
         code, status, crash = 130, "interrupted", "KeyboardInterrupt"
+    except ImportError as exc:  # a module the program needs is missing: say so in one line
+        code, status, crash = SETUP_ERROR, "import-error", f"{type(exc).__name__}: {exc}"
+        print(f"opscope: error: the program failed to import a module ({exc}); run it without opscope to "
+              "see the traceback", file=sys.stderr)
     except BaseException as exc:  # noqa: BLE001 - the program's crash is reported, then passed on
         traceback.print_exc()
         code, status, crash = 1, "crashed", f"{type(exc).__name__}: {exc}"

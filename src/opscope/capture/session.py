@@ -131,7 +131,7 @@ class Recording:
         self.output.mkdir(parents=True, exist_ok=True)
         if self.profile:
             base = self._base_schedule()
-            if base(0) is self._action().RECORD:
+            if base(0) in (self._action().RECORD, self._action().RECORD_AND_SAVE):
                 self._prof = self._make_profiler(base, first_step=0)
             else:
                 self._startup = True
