@@ -34,7 +34,8 @@ def test_ops_json_and_csv(trace_file):
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     conv = next(r for r in rows if r["name"] == "aten::conv2d")
-    assert conv == {"name": "aten::conv2d", "calls": 2, "total_ns": 500 * US, "self_ns": 210 * US,
+    assert conv == {"name": "aten::conv2d", "python_api": "torch.nn.functional.conv2d",
+                    "calls": 2, "total_ns": 500 * US, "self_ns": 210 * US,
                     "avg_ns": 250 * US, "min_ns": 200 * US, "max_ns": 300 * US,
                     "self_pct": round(100 * 210 / 580, 2), "total_pct": round(100 * 500 / 580, 2)}
     res = run("ops", str(trace_file), "--format", "csv", "--sort", "-calls", "--limit", "1")

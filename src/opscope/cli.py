@@ -133,7 +133,13 @@ def ops(
     = "name",
     kinds: Annotated[str, typer.Option(help="Event kinds to count, comma-separated (e.g. "
                                             "cpu_op,user_annotation,runtime,python).")] = "cpu_op",
-    sort: Annotated[str, typer.Option(help="Column to sort by (prefix - for ascending).")] = "self_ns",
+    sort: Annotated[str | None, typer.Option(help="Column to sort by (prefix - for ascending); default self_ns, "
+                                                  "gpu_ns with --gpu.", show_default=False)] = None,
+    gpu: Annotated[bool, typer.Option("--gpu", help="The device work each op launched (itself or through the ops "
+                                                    "it called): kernels, GPU time, GPU/CPU ratio, top kernels.")]
+    = False,
+    full_names: Annotated[bool, typer.Option("--full-names", help="With --gpu: whole demangled kernel names "
+                                                                  "instead of short ones.")] = False,
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
     steps: StepsOpt = None,
@@ -141,14 +147,28 @@ def ops(
     limit: LimitOpt = 20,
     no_cache: NoCacheOpt = False,
 ) -> None:
-    """Per operator: calls, total, self, avg/min/max time and share of self time."""
+    """Per operator: calls, total, self, avg/min/max time and share of self time; the Python API that runs it.
+
+    With --gpu: per operator, the device events it launched (directly or through the ops it called),
+    their summed GPU time, the op's CPU time (total, inclusive), gpu_cpu_ratio and the top kernels.
+    """
     from opscope.analyses.filters import EventFilter, parse_steps
-    from opscope.analyses.ops import op_table
+    from opscope.analyses.ops import gpu_op_table, op_table
 
     t = _load(trace, no_cache)
     _warn_recovered(t)
     filt = EventFilter(kinds=_split(kinds), match=match, exclude=exclude, steps=parse_steps(steps))
-    table = op_table(t, by=_split(by), filt=filt, sort=sort)
+    if gpu:
+        sort = sort or "gpu_ns"
+        table = gpu_op_table(t, by=_split(by), filt=filt, sort=sort, names="full" if full_names else "short")
+        note = ("gpu_ns: device time of the kernels/memcpys/memsets launched inside the op (nested ops included); "
+                "cpu_ns: the op's total host time; top_kernels: share of the op's gpu_ns")
+        if not table.num_rows:
+            note = "no device work linked to these ops (a CPU-only profile, or no launch inside an op)"
+        _emit(table, format, f"Operators ({kinds}) by device time launched, sorted by {sort}", limit, note)
+        return
+    sort = sort or "self_ns"
+    table = op_table(t, by=_split(by), filt=filt, sort=sort, python_api=True)
     _emit(table, format, f"Operators ({kinds}) by {sort}", limit,
           "self_pct: share of the self time of all rows; total includes nested ops.")
 
@@ -158,6 +178,8 @@ def kernels(
     trace: TraceArg,
     by_op: Annotated[bool, typer.Option("--by-op", help="Split each kernel by the operator that launched it.")]
     = False,
+    full_names: Annotated[bool, typer.Option("--full-names", help="One row per whole (demangled) kernel name "
+                                                                  "instead of per short name.")] = False,
     sort: Annotated[str, typer.Option(help="Column to sort by (prefix - for ascending).")] = "total_ns",
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
@@ -166,14 +188,19 @@ def kernels(
     limit: LimitOpt = 20,
     no_cache: NoCacheOpt = False,
 ) -> None:
-    """Per device kernel (and memcpy/memset): calls, total/avg/min/max, share of device time, streams."""
+    """Per device kernel (and memcpy/memset): calls, total/avg/min/max, share of device time, streams.
+
+    Kernels are named short (no return type, template arguments or parameters; C++ names demangled),
+    and the template instances of one kernel share a row (variants counts them); --full-names gives
+    one row per whole demangled name. --match/--exclude search the names as the trace has them.
+    """
     from opscope.analyses.filters import EventFilter, parse_steps
     from opscope.analyses.kernels import kernel_table
 
     t = _load(trace, no_cache)
     _warn_recovered(t)
     table = kernel_table(t, EventFilter(match=match, exclude=exclude, steps=parse_steps(steps)), by_op=by_op,
-                         sort=sort)
+                         sort=sort, names="full" if full_names else "short")
     note = None if table.num_rows else "no device kernels in this trace (a CPU-only profile?)"
     _emit(table, format, "Device kernels", limit, note)
 

@@ -7,40 +7,56 @@ import pyarrow.compute as pc
 
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.launch import launching_op
+from opscope.analyses.names import demangled, short_names
 from opscope.analyses.ops import _pct, sort_table
+from opscope.errors import UsageError
 from opscope.model.trace import Trace
 
 DEVICE_WORK = ("kernel", "comm", "memcpy", "memset")
+#: How kernel names are shown: as the trace has them, demangled, or short (no templates/parameters).
+NAME_FORMS = ("raw", "full", "short")
 
 
 def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = False,
-                 sort: str = "total_ns") -> pa.Table:
-    """One row per kernel name: calls, total/avg/min/max, share of all device time, streams."""
+                 sort: str = "total_ns", names: str = "raw") -> pa.Table:
+    """One row per kernel name: calls, total/avg/min/max, share of all device time, streams.
+
+    ``names="full"`` demangles C++ names; ``names="short"`` groups by the short form
+    (``at::native::vectorized_elementwise_kernel``), so the template instances of one kernel share a row
+    and ``variants`` counts the distinct full names in it.
+    """
+    if names not in NAME_FORMS:
+        raise UsageError(f"names must be one of {', '.join(NAME_FORMS)}, not {names!r}")
     filt = filt or EventFilter()
     kinds = filt.kinds or DEVICE_WORK
     filt = EventFilter(kinds=kinds, match=filt.match, exclude=filt.exclude, steps=filt.steps)
-    rows = filt.apply(trace.select(["kind", "name", "dur_ns", "stream", "step", "correlation"]))
+    columns = ["kind", "name", "dur_ns", "stream", "step", "correlation"] + (["event_id"] if by_op else [])
+    rows = filt.apply(trace.select(columns))
+    shown = {"raw": lambda c: c.cast(pa.string()), "full": demangled, "short": short_names}[names]
     table = pa.table({
-        "name": rows["name"].cast(pa.string()),
+        "name": shown(rows["name"]),
         "kind": rows["kind"].cast(pa.string()),
         "dur_ns": rows["dur_ns"],
         "stream": pc.cast(rows["stream"], pa.string()),
     })
+    aggregates = [("dur_ns", "count"), ("dur_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max"),
+                  ("stream", "distinct")]
+    if names == "short":
+        # distinct as the trace writes them; one dictionary (chunks read from the cache may differ in theirs)
+        table = table.append_column("full", rows["name"].combine_chunks() if rows.num_rows else rows["name"])
+        aggregates.append(("full", "count_distinct"))
     keys = ["name", "kind"]
     if by_op:
         table = table.append_column("op", launching_op(trace, rows))
         table = table.set_column(table.schema.get_field_index("op"), "op",
                                  pc.fill_null(table["op"], "(no launching op)"))
         keys = ["op"] + keys
-    grouped = table.group_by(keys, use_threads=False).aggregate([
-        ("dur_ns", "count"), ("dur_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max"),
-        ("stream", "distinct"),
-    ])
+    grouped = table.group_by(keys, use_threads=False).aggregate(aggregates)
     total = grouped["dur_ns_sum"]
     calls = grouped["dur_ns_count"]
     streams = [",".join(sorted((s for s in v if s is not None), key=_num)) for v in
                grouped["stream_distinct"].to_pylist()]
-    out = pa.table({
+    out = {
         **{k: grouped[k] for k in keys},
         "calls": calls,
         "total_ns": total,
@@ -49,8 +65,10 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
         "max_ns": grouped["dur_ns_max"],
         "pct": _pct(total, pc.sum(total).as_py() or 0),
         "streams": pa.array(streams, pa.string()),
-    })
-    return sort_table(out, sort)
+    }
+    if names == "short":
+        out["variants"] = grouped["full_count_distinct"]
+    return sort_table(pa.table(out), sort)
 
 
 def _num(text: str):

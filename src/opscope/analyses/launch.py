@@ -1,37 +1,276 @@
-"""Kernel -> launch -> operator links through correlation ids."""
+"""Device event -> runtime launch -> CPU operator links.
+
+A kernel (memcpy, memset, collective) is linked to the runtime call that launched it through its
+correlation id; a CUDA/HIP graph launch has one correlation id for all the kernels it runs, so they all
+link to it. Traces without correlation ids (older tools, other writers) are linked by order instead:
+the launches (``cudaLaunchKernel``, ``hipExtModuleLaunchKernel``, ``cudaMemcpyAsync``...) of each kind of
+work are paired first-in first-out with the device events of that kind, per stream when the launches
+say which stream, else per device, else over the trace, never with a device event that starts before
+its launch. Those links are marked ``link_inferred``.
+
+From the launch, the host nesting (``parent``) gives the innermost ``cpu_op`` (the op that launched
+the work), the outermost one (the top-level op the user called) and the innermost user annotation
+(``record_function``), leaving out ``ProfilerStep#N`` (that is the ``step`` column).
+"""
 
 from __future__ import annotations
+
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
-_MAX_CLIMB = 16
+#: Device work that a launch creates.
+LINKED_KINDS = ("kernel", "comm", "memcpy", "memset")
+#: Runtime calls that put work on a device, by the kind of work (used when there are no correlation ids).
+LAUNCH_NAMES = {
+    "kernel": r"^(cuda|cu|hip)\w*Launch\w*Kernel|^cudaLaunch$",
+    "memcpy": r"^(cuda|cu|hip)Memcpy",
+    "memset": r"^(cuda|cu|hip)Memset",
+}
+_WORK_CLASS = {"kernel": "kernel", "comm": "kernel", "memcpy": "memcpy", "memset": "memset"}
+_STEP_ANNOTATION = r"^ProfilerStep#"
+_MAX_CLIMB = 512
+_COLUMNS = ["kind", "name", "ts_ns", "device", "stream", "correlation", "parent"]
+
+LINK_SCHEMA = pa.schema([
+    ("device_row", pa.int64()),
+    ("launch_row", pa.int64()),
+    ("op_row", pa.int64()),
+    ("op_name", pa.string()),
+    ("top_op_name", pa.string()),
+    ("annotation", pa.string()),
+    ("link_inferred", pa.bool_()),
+])
+
+
+def link_table(trace: Trace) -> pa.Table:
+    """One row per device event (kernel, comm, memcpy, memset), in time order.
+
+    ``device_row``/``launch_row``/``op_row`` are event rows (== ``event_id``); ``op_name`` is the innermost
+    ``cpu_op`` around the launch, ``top_op_name`` the outermost, ``annotation`` the innermost user
+    annotation other than ``ProfilerStep#N``. Nulls where there is no such event or no link.
+    ``link_inferred`` is true where the launch was paired by order, not by correlation id.
+    """
+    links = _links(trace)
+    events = trace.select(["name"])
+    names = events["name"]
+    return pa.table({
+        "device_row": links["device_row"],
+        "launch_row": links["launch_row"],
+        "op_row": links["op_row"],
+        "op_name": _names_at(names, links["op_row"]),
+        "top_op_name": _names_at(names, links["top_row"]),
+        "annotation": _names_at(names, links["annotation_row"]),
+        "link_inferred": links["link_inferred"],
+    }, schema=LINK_SCHEMA)
+
+
+def _links(trace: Trace) -> dict[str, pa.Array]:
+    """The link rows as arrays: device_row, launch_row, op_row, top_row, annotation_row, link_inferred."""
+    events = trace.select(_COLUMNS)
+    device_rows = _rows(kind_mask(events, LINKED_KINDS))
+    launch, inferred = launch_rows(events, device_rows)
+    op_row, top_row, annotation_row = climb(events, launch)
+    return {"device_row": device_rows, "launch_row": launch, "op_row": op_row, "top_row": top_row,
+            "annotation_row": annotation_row, "link_inferred": inferred}
+
+
+def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The launch row of each device row (null where none) and whether it was inferred by order."""
+    runtime = _rows(kind_mask(events, ("runtime",)))
+    correlation = events["correlation"]
+    runtime_corr = _one(pc.take(correlation, runtime))
+    has_corr = pc.is_valid(runtime_corr)
+    keyed_runtime = pc.filter(runtime, has_corr)
+    device_corr = _one(pc.take(correlation, device_rows))
+    where = pc.index_in(device_corr, value_set=pc.filter(runtime_corr, has_corr))
+    launch = pc.take(keyed_runtime, where)
+    inferred = pa.nulls(len(device_rows), pa.bool_()).fill_null(False)
+    # Without correlation ids on either side: pair by order.
+    orphan_devices = pc.filter(device_rows, pc.is_null(device_corr))
+    orphan_launches = pc.filter(runtime, pc.invert(has_corr))
+    if len(orphan_devices) and len(orphan_launches):
+        paired_devices, paired_launches = _pair_by_order(events, orphan_devices, orphan_launches)
+        if len(paired_devices):
+            position = pc.index_in(paired_devices, value_set=device_rows)
+            by_order = _scatter(len(device_rows), position, paired_launches)
+            inferred = pc.and_(pc.is_null(launch), pc.is_valid(by_order))
+            launch = pc.coalesce(launch, by_order)
+    return _one(launch), _one(inferred)
+
+
+def _pair_by_order(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """First-in first-out pairs (device row, launch row) of each kind of work and each queue."""
+    kinds = pc.take(events["kind"], devices).cast(pa.string())
+    device_class = pc.fill_null(_one(pc.replace_substring_regex(
+        _one(kinds), r"^comm$", "kernel")), "")
+    launch_names = _one(pc.take(events["name"], launches).cast(pa.string()))
+    out_devices, out_launches = [], []
+    for work, pattern in LAUNCH_NAMES.items():
+        these_launches = pc.filter(launches, pc.fill_null(pc.match_substring_regex(launch_names, pattern), False))
+        these_devices = pc.filter(devices, pc.equal(device_class, work))
+        if not len(these_launches) or not len(these_devices):
+            continue
+        for dev_group, launch_group in _queues(events, these_devices, these_launches):
+            d, la = _fifo(events, dev_group, launch_group)
+            out_devices.append(d)
+            out_launches.append(la)
+    if not out_devices:
+        empty = pa.array([], pa.int64())
+        return empty, empty
+    return pa.concat_arrays(out_devices), pa.concat_arrays(out_launches)
+
+
+def _queues(events: pa.Table, devices: pa.Array, launches: pa.Array):
+    """Split into the queues that keep launch order: per (device, stream) when every launch names its
+    stream, per device when every launch names its device, else one queue."""
+    for columns in (("device", "stream"), ("device",)):
+        launch_keys = [_one(pc.take(events[c], launches)) for c in columns]
+        if all(k.null_count == 0 for k in launch_keys):
+            device_keys = [_one(pc.take(events[c], devices)) for c in columns]
+            launch_key, device_key = _combine(launch_keys), _combine(device_keys)
+            for key in pc.unique(launch_key).to_pylist():
+                yield (pc.filter(devices, pc.fill_null(pc.equal(device_key, key), False)),
+                       pc.filter(launches, pc.equal(launch_key, key)))
+            return
+    yield devices, launches
+
+
+def _combine(keys: list[pa.Array]) -> pa.Array:
+    if len(keys) == 1:
+        return pc.cast(keys[0], pa.string())
+    return pc.binary_join_element_wise(*[pc.cast(k, pa.string()) for k in keys], "/")
+
+
+def _fifo(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Pair the i-th launch with the i-th device event, skipping device events that start before any
+    launch left unpaired (they were launched before the trace began).
+
+    Merged in time order (a launch before a device event at the same instant), launches count +1 and
+    device events -1; the running sum's running minimum below zero counts the device events that found
+    no launch. The m-th device event that did find one is paired with the m-th launch.
+    """
+    if not len(devices) or not len(launches):
+        empty = pa.array([], pa.int64())
+        return empty, empty
+    ts = events["ts_ns"]
+    merged = pa.table({
+        "ts": pa.concat_arrays([_one(pc.take(ts, launches)), _one(pc.take(ts, devices))]),
+        "order": pa.concat_arrays([pa.repeat(pa.scalar(0, pa.int8()), len(launches)),
+                                   pa.repeat(pa.scalar(1, pa.int8()), len(devices))]),
+        "row": pa.concat_arrays([launches, devices]),
+    })
+    merged = merged.take(pc.sort_indices(merged, [("ts", "ascending"), ("order", "ascending"), ("row", "ascending")]))
+    is_device = pc.equal(merged["order"], 1)
+    step = pc.if_else(is_device, -1, 1)
+    running = pc.cumulative_sum(pc.cast(step, pa.int64()))
+    unmatched = pc.negate(pc.min_element_wise(pc.cumulative_min(running), 0))  # device events without a launch
+    previous = pa.concat_arrays([pa.array([0], pa.int64()), _one(unmatched).slice(0, len(unmatched) - 1)])
+    found = pc.and_(is_device, pc.equal(unmatched, previous))
+    device_rows = _one(pc.filter(merged["row"], found))
+    n = min(len(device_rows), len(launches))
+    return device_rows.slice(0, n), launches.slice(0, n)
+
+
+def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Innermost ``cpu_op``, outermost ``cpu_op`` and innermost annotation (not ``ProfilerStep#``) above
+    each launch row (rows; null where none)."""
+    parents = _one(events["parent"])
+    is_op = _one(kind_mask(events, ("cpu_op",)))
+    is_annotation = pc.and_(_one(kind_mask(events, ("user_annotation",))),
+                            pc.invert(_dictionary_match(events["name"], _STEP_ANNOTATION)))
+    null = pa.nulls(len(launch), pa.int64())
+    op, top, annotation = null, null, null
+    current = pc.take(parents, launch)
+    for _ in range(_MAX_CLIMB):
+        if current.null_count == len(current):
+            break
+        here_op = pc.fill_null(pc.take(is_op, current), False)
+        op = pc.if_else(pc.and_(here_op, pc.is_null(op)), current, op)
+        top = pc.if_else(here_op, current, top)
+        here_annotation = pc.fill_null(pc.take(is_annotation, current), False)
+        annotation = pc.if_else(pc.and_(here_annotation, pc.is_null(annotation)), current, annotation)
+        current = pc.take(parents, current)
+    return op, top, annotation
+
+
+def op_ancestors(events: pa.Table, launch: pa.Array, kinds=("cpu_op",)) -> tuple[pa.Array, pa.Array]:
+    """Every event of these kinds around each launch (the launch itself for ``runtime``): pairs
+    (index into ``launch``, event row), innermost first."""
+    parents = _one(events["parent"])
+    is_op = _one(kind_mask(events, tuple(kinds)))
+    index = _arange(len(launch))
+    current = launch
+    keep = pc.is_valid(current)
+    index, current = pc.filter(index, keep), pc.filter(current, keep)
+    out_index, out_op = [], []
+    for _ in range(_MAX_CLIMB):
+        if not len(current):
+            break
+        here = pc.take(is_op, current)
+        out_index.append(pc.filter(index, here))
+        out_op.append(pc.filter(current, here))
+        current = pc.take(parents, current)
+        keep = pc.is_valid(current)
+        index, current = pc.filter(index, keep), pc.filter(current, keep)
+    if not out_index:
+        empty = pa.array([], pa.int64())
+        return empty, empty
+    return pa.concat_arrays(out_index), pa.concat_arrays(out_op)
 
 
 def launching_op(trace: Trace, device_rows: pa.Table) -> pa.Array:
-    """For each device event in ``device_rows``, the name of the innermost ``cpu_op`` that launched it.
+    """For each row of ``device_rows`` (a selection of device events with their ``event_id``), the name
+    of the innermost ``cpu_op`` that launched it; null where the trace has no such link."""
+    links = _links(trace)
+    where = pc.index_in(device_rows["event_id"], value_set=links["device_row"])
+    return _names_at(trace.select(["name"])["name"], pc.take(links["op_row"], where))
 
-    The device event's correlation id finds its runtime launch; the launch's ancestors are climbed
-    until a ``cpu_op``. Null where the trace has no such link.
-    """
-    events = trace.events
-    kind = events["kind"].cast(pa.string())
-    runtime = pc.equal(kind, "runtime")
-    rt_corr = pc.filter(events["correlation"], runtime).combine_chunks()
-    rt_row = pc.filter(events["event_id"], runtime).combine_chunks()
-    where = pc.index_in(device_rows["correlation"], value_set=rt_corr)
-    row = pc.take(rt_row, where)  # event_id == row index (events are stored in id order)
-    parents = events["parent"].combine_chunks()
-    kinds = kind.combine_chunks()
-    names = events["name"].cast(pa.string()).combine_chunks()
-    found = pa.nulls(len(row), pa.string())
-    current = pc.take(parents, row)
-    for _ in range(_MAX_CLIMB):
-        if pc.all(pc.is_null(current)).as_py() is not False:
-            break
-        is_op = pc.fill_null(pc.equal(pc.take(kinds, current), "cpu_op"), False)
-        found = pc.if_else(pc.and_(is_op, pc.is_null(found)), pc.take(names, current), found)
-        current = pc.if_else(is_op, pa.scalar(None, pa.int64()), pc.take(parents, current))
-    return found
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+def _rows(mask: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return pc.cast(pc.indices_nonzero(_one(mask)), pa.int64())
+
+
+def _one(values) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    return values
+
+
+def _names_at(names: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
+    """The names at these rows as plain strings (null rows stay null)."""
+    if not len(rows):
+        return pa.array([], pa.string())
+    return _one(pc.take(names, rows)).cast(pa.string())
+
+
+def _dictionary_match(column: pa.ChunkedArray, pattern: str) -> pa.Array:
+    """Regex match of a dictionary-encoded string column, computed once per distinct value."""
+    re.compile(pattern)
+    chunks = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            hit = pc.match_substring_regex(chunk.dictionary, pattern)
+            chunks.append(pc.fill_null(pc.take(hit, chunk.indices), False))
+        else:
+            chunks.append(pc.fill_null(pc.match_substring_regex(chunk, pattern), False))
+    return _one(pa.chunked_array(chunks, pa.bool_()))
+
+
+def _scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
+    """An array of ``n`` nulls with ``values`` put at ``positions``."""
+    order = pc.index_in(_arange(n), value_set=pc.cast(positions, pa.int64()))
+    return pc.take(values, order)
+
+
+def _arange(n: int) -> pa.Array:
+    """0, 1, ..., n - 1 as int64, built by Arrow (no Python int per value)."""
+    if n == 0:
+        return pa.array([], pa.int64())
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)

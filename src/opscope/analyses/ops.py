@@ -21,6 +21,7 @@ def op_table(
     filt: EventFilter | None = None,
     sort: str = "self_ns",
     merge_duplicates: bool = True,
+    python_api: bool = False,
 ) -> pa.Table:
     """One row per group of host events (default: ``cpu_op`` events grouped by name).
 
@@ -29,7 +30,8 @@ def op_table(
 
     ``self_pct`` is the group's share of the self time of all selected events (the shares add up
     to 100); ``total_pct`` is its total time over the same denominator, so it can exceed 100 when
-    ops nest.
+    ops nest. With ``python_api`` (and ``name`` among ``by``), a ``python_api`` column names the Python
+    function that records the op (``aten::conv2d`` -> ``torch.nn.functional.conv2d``).
     """
     for key in by:
         if key not in GROUP_KEYS:
@@ -53,6 +55,7 @@ def op_table(
     denominator = pc.sum(self_total).as_py() or 0
     out = pa.table({
         **{k: grouped[k] for k in by},
+        **_api_column(trace, grouped, by, python_api),
         "calls": calls,
         "total_ns": total,
         "self_ns": self_total,
@@ -63,6 +66,14 @@ def op_table(
         "total_pct": _pct(total, denominator),
     })
     return sort_table(out, sort)
+
+
+def _api_column(trace: Trace, grouped: pa.Table, by: Sequence[str], wanted: bool) -> dict[str, pa.Array]:
+    if not wanted or "name" not in by:
+        return {}
+    from opscope.analyses.names import framework_of, python_apis
+
+    return {"python_api": python_apis(grouped["name"], framework_of(trace.metadata))}
 
 
 def _plain_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -86,3 +97,110 @@ def sort_table(table: pa.Table, sort: str, descending: bool = True) -> pa.Table:
     order = "descending" if descending else "ascending"
     tiebreak = [(c, "ascending") for c in ("name",) if c in table.column_names and c != sort]
     return table.take(pc.sort_indices(table, [(sort, order)] + tiebreak))
+
+
+GPU_COLUMNS = ("calls", "cpu_ns", "kernels", "gpu_ns", "gpu_cpu_ratio", "top_kernels")
+
+
+def gpu_op_table(
+    trace: Trace,
+    by: Sequence[str] = ("name",),
+    filt: EventFilter | None = None,
+    sort: str = "gpu_ns",
+    names: str = "short",
+    top: int = 3,
+) -> pa.Table:
+    """Per op group: the device work it launched, itself or through the ops it called.
+
+    ``kernels`` counts the device events (kernels, memcpys, memsets, collectives) whose launch lies
+    inside an op of the group, ``gpu_ns`` adds up their durations (an event counts once per group, even
+    when ops of the group nest), ``cpu_ns`` is the ops' total (inclusive) host time as in
+    :func:`op_table`, and ``gpu_cpu_ratio`` is ``gpu_ns / cpu_ns``. ``top_kernels`` names the ``top``
+    kernels by device time with their share of the group's ``gpu_ns``, in ``names`` form (short or full).
+    Only groups that launched device work are listed.
+    """
+    from opscope.analyses.launch import _links, op_ancestors
+    from opscope.analyses.names import demangled, short_names
+
+    filt = filt or EventFilter(kinds=("cpu_op",))
+    kinds = tuple(filt.kinds or ("cpu_op",))
+    base = op_table(trace, by=by, filt=filt, sort="total_ns", python_api=True)
+    links = _links(trace)
+    events = trace.select(list(dict.fromkeys(list(by) + ["kind", "name", "step", "merged", "event_id", "parent",
+                                                         "dur_ns"])))
+    index, op_rows = op_ancestors(events, links["launch_row"], kinds)
+    # The op rows that op_table counts: selected by the filter, same-name only children folded away.
+    counted = filt.apply(events.select([c for c in events.column_names if c != "parent"]).filter(
+        pc.invert(pc.fill_null(events["merged"], False))))["event_id"]
+    keep = pc.is_in(op_rows, value_set=_one(counted))
+    index, op_rows = pc.filter(index, keep), pc.filter(op_rows, keep)
+    device_rows = pc.take(links["device_row"], index)
+    pairs = pa.table({
+        "device": device_rows,
+        **{k: _one(pc.take(events[k], op_rows)) for k in by},  # dictionary codes where the column has them
+    })
+    # One event counts once per group even when ops of that group nest (aten::to inside aten::to).
+    pairs = pairs.group_by(["device"] + list(by), use_threads=False).aggregate([])
+    pairs = pairs.append_column("dur", pc.take(events["dur_ns"], pairs["device"]))
+    pairs = pairs.append_column("kernel", _one(pc.take(events["name"], pairs["device"])))
+    per_group = pairs.group_by(list(by), use_threads=False).aggregate([("dur", "count"), ("dur", "sum")])
+    # Kernel names are shown (demangled, shortened) only once grouped: a few rows per op, not one per launch.
+    per_kernel = pairs.group_by(list(by) + ["kernel"], use_threads=False).aggregate([("dur", "sum")])
+    shown = short_names if names == "short" else demangled
+    per_kernel = per_kernel.set_column(per_kernel.schema.get_field_index("kernel"), "kernel",
+                                       shown(per_kernel["kernel"]))
+    per_kernel = per_kernel.group_by(list(by) + ["kernel"], use_threads=False).aggregate([("dur_sum", "sum")])
+    per_kernel = per_kernel.rename_columns(["dur_sum" if c == "dur_sum_sum" else c for c in per_kernel.column_names])
+    tops = _top_kernels(per_kernel, by, top)
+
+    base_key = _key(base, by)
+    where = pc.index_in(base_key, value_set=_key(per_group, by))
+    kernels = pc.take(per_group["dur_count"], where)
+    gpu = pc.take(per_group["dur_sum"], where)
+    cpu = base["total_ns"]
+    ratio = pc.if_else(pc.greater(cpu, 0), pc.round(pc.divide(pc.cast(gpu, pa.float64()), cpu), 3), None)
+    top_text = pc.take(pa.array([tops.get(k) for k in _key(per_group, by).to_pylist()], pa.string()), where)
+    out = pa.table({
+        **{k: base[k] for k in by},
+        "python_api": base["python_api"] if "python_api" in base.column_names else pa.nulls(base.num_rows,
+                                                                                              pa.string()),
+        "calls": base["calls"],
+        "cpu_ns": cpu,
+        "kernels": kernels,
+        "gpu_ns": gpu,
+        "gpu_cpu_ratio": ratio,
+        "top_kernels": top_text,
+    })
+    out = out.filter(pc.is_valid(out["gpu_ns"]))
+    return sort_table(out, sort)
+
+
+def _top_kernels(per_kernel: pa.Table, by: Sequence[str], top: int) -> dict[str, str]:
+    """``{group key: "kernel (45%), kernel (30%), ..."}`` from (group, kernel, dur_sum) rows."""
+    keys = _key(per_kernel, by).to_pylist()
+    rows: dict[str, list[tuple[int, str]]] = {}
+    for key, name, total in zip(keys, per_kernel["kernel"].to_pylist(), per_kernel["dur_sum"].to_pylist()):
+        rows.setdefault(key, []).append((total, name or "?"))
+    out = {}
+    for key, items in rows.items():
+        items.sort(key=lambda item: (-item[0], item[1]))
+        whole = sum(t for t, _ in items) or 1
+        text = ", ".join(f"{name} ({100 * t / whole:.0f}%)" for t, name in items[:top])
+        if len(items) > top:
+            text += f", +{len(items) - top} more"
+        out[key] = text
+    return out
+
+
+def _key(table: pa.Table, by: Sequence[str]) -> pa.Array:
+    """One string per row that identifies its group (the group columns joined; nulls kept apart)."""
+    parts = [pc.fill_null(pc.cast(_one(table[k]), pa.string()), "\x00") for k in by]
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, "\x1f")
+
+
+def _one(values) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    return values

@@ -1,0 +1,207 @@
+"""Demangled and short kernel names, and the Python API of ops, against c++filt, hand-written strings and
+torch's own namespaces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import subprocess
+
+import pyarrow as pa
+import pytest
+from conftest import shared_trace
+from tracefiles import small_gpu_trace, write_trace, x
+
+from opscope.analyses import names
+from opscope.analyses.kernels import kernel_table
+from opscope.analyses.names import demangle, demangle_all, map_distinct, python_api, short_name
+from opscope.analyses.ops import op_table
+from opscope.ingest import open_trace
+
+# A name as nvcc mangles it, and what the C++ ABI says it means (written out by hand).
+FILL = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_"
+FILL_DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                  "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
+MANGLED_TRACES = [
+    "tracelens/traces/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+    "hta/nccl_parser_config/nccl_data.json.gz",
+    "tracelens/traces/inference/vllm_decode_full/graph_execution.json.gz",
+]
+
+
+def _mangled_names_of(relative: str) -> list[str]:
+    doc = json.loads(gzip.decompress(shared_trace(relative).read_bytes()))
+    return sorted({e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("_Z")})
+
+
+def test_the_cxa_demangle_library_works_here():
+    import cxxfilt
+
+    assert cxxfilt.demangle(FILL) == FILL_DEMANGLED
+    assert demangle(FILL) == FILL_DEMANGLED
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="needs the c++filt program to compare with")
+def test_real_mangled_names_demangle_as_cxxfilt_does():
+    mangled = [n for r in MANGLED_TRACES for n in _mangled_names_of(r)]
+    assert len(mangled) >= 8
+    reference = subprocess.run(["c++filt"], input="\n".join(mangled) + "\n", capture_output=True, text=True,
+                               check=True).stdout.split("\n")
+    ours = demangle_all(mangled)
+    assert [ours[n] for n in mangled] == reference[:len(mangled)]
+    # the bfloat16 kernels of the sglang trace do demangle (c++filt leaves unreadable names as they are)
+    assert any(v.startswith("void aiter::add_rmsnorm_quant_kernel<") for v in ours.values())
+
+
+def test_names_that_are_not_mangled_or_are_broken_are_kept():
+    for name in ("volta_sgemm_128x64_nn", "_Zfoo", "_Z", "", "Memcpy HtoD (Pageable -> Device)", "ncclKernel_x"):
+        assert demangle(name) == name
+
+
+SHORT = {
+    FILL_DEMANGLED: "at::native::vectorized_elementwise_kernel",
+    FILL: "at::native::vectorized_elementwise_kernel",
+    # a return type with templates and a comparison in it (vllm)
+    "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+    "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*, "
+    "c10::BFloat16 const*, float, int, int)": "vllm::fused_add_rms_norm_kernel",
+    "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 4, 64, 64>(float*, "
+    "at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, unsigned int, 64, 64>, int)":
+        "at::native::(anonymous namespace)::CatArrayBatchedCopy",
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
+    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}>"
+    "(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::"
+    "operator()() const::{lambda(float)#1} const&)::{lambda(int)#1}>(int, int)": "at::native::elementwise_kernel",
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": "ncclKernel_AllReduce_RING_LL_Sum_float",
+    "volta_sgemm_128x64_nn": "volta_sgemm_128x64_nn",
+    # Tensile GEMMs keep their problem type and tile shape, not their ~60 tuning parameters
+    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_"
+    "CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_WS64_WG64_4_1":
+        "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1",
+    "Memcpy HtoD (Pageable -> Device)": "Memcpy HtoD (Pageable -> Device)",
+    "Memset (Device)": "Memset (Device)",
+    # generic entry points keep the kernel they wrap
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4>(cutlass_80_tensorop_s1688gemm_"
+    "64x64_16x6_nt_align4::Params)": "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4>",
+    "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, "
+    "int, int, int>(int*, int*, int*, int const*, long*, long const*, int*, int const*, int, int, int)":
+        "cub::DeviceRadixSortOnesweepKernel",
+}
+
+
+def test_short_forms():
+    for full, short in SHORT.items():
+        assert short_name(full) == short, full
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="this runtime's __cxa_demangle predates DF16b")
+def test_short_form_of_a_real_bfloat16_kernel():
+    name = next(n for n in _mangled_names_of(MANGLED_TRACES[0]) if "add_rmsnorm_quant_kernel" in n)
+    assert short_name(name) == "aiter::add_rmsnorm_quant_kernel"
+
+
+def test_each_distinct_name_is_mapped_once():
+    seen: list[str] = []
+    values = pa.array(["b", "a", "b", None, "a", "b"]).dictionary_encode()
+    out = map_distinct(pa.chunked_array([values, values]), lambda v: seen.append(v) or v.upper())
+    assert out.to_pylist() == ["B", "A", "B", None, "A", "B"] * 2
+    assert sorted(seen) == ["a", "b"]
+
+
+COMMON_OPS = {
+    "aten::conv2d": "torch.nn.functional.conv2d",
+    "aten::addmm": "torch.addmm",
+    "aten::linear": "torch.nn.functional.linear",
+    "aten::add_": "torch.Tensor.add_",
+    "aten::cross_entropy_loss": "torch.nn.functional.cross_entropy",
+    "aten::linalg_vector_norm": "torch.linalg.vector_norm",
+    "aten::to": "torch.Tensor.to",
+    "aten::mm": "torch.mm",
+}
+MORE_OPS = ["aten::relu", "aten::relu_", "aten::matmul", "aten::bmm", "aten::softmax", "aten::layer_norm",
+            "aten::batch_norm", "aten::max_pool2d", "aten::adaptive_avg_pool2d", "aten::embedding",
+            "aten::dropout", "aten::gelu", "aten::cat", "aten::sum", "aten::mean", "aten::mul", "aten::copy_",
+            "aten::view", "aten::transpose", "aten::scaled_dot_product_attention", "aten::empty",
+            "aten::zero_", "aten::fill_", "aten::_foreach_add_", "aten::upsample_bilinear2d", "aten::nll_loss_nd"]
+
+
+def _resolve(dotted: str):
+    import importlib
+
+    parts = dotted.split(".")
+    obj = importlib.import_module(parts[0])
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def test_python_api_of_common_torch_ops():
+    torch = pytest.importorskip("torch")
+    for op, api in COMMON_OPS.items():
+        assert python_api(op) == api, op
+    for op in list(COMMON_OPS) + MORE_OPS:
+        api = python_api(op)
+        assert api is not None, op
+        assert callable(_resolve(api)), (op, api)
+    # The function the table names really dispatches to the op: profile it and look.
+    with torch.profiler.profile() as prof:
+        torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 3, 3))
+        torch.addmm(torch.ones(2, 2), torch.ones(2, 2), torch.ones(2, 2))
+        torch.ones(2).add_(1)
+    recorded = {e.name for e in prof.events()}
+    assert {"aten::conv2d", "aten::addmm", "aten::add_"} <= recorded
+
+
+def test_every_table_entry_exists_in_this_torch():
+    torch = pytest.importorskip("torch")
+    table = names._api_table()
+    if table["torch_version"].split("+")[0].rsplit(".", 1)[0] != torch.__version__.split("+")[0].rsplit(".", 1)[0]:
+        pytest.skip(f"table made with torch {table['torch_version']}, this is {torch.__version__}")
+    missing = [api for api in table["aten"].values() if not callable(_resolve(api))]
+    assert not missing
+    assert len(table["aten"]) > 1000
+
+
+def test_python_api_of_tensorflow_ops():
+    # tf.raw_ops holds every op type under its own CamelCase name; the public functions are TF's documented ones.
+    assert python_api("Conv2DBackpropInput") == "tf.raw_ops.Conv2DBackpropInput"
+    assert python_api("FusedBatchNormV3") == "tf.raw_ops.FusedBatchNormV3"
+    assert python_api("MatMul") in ("tf.matmul", "tf.linalg.matmul")
+    assert python_api("Relu") == "tf.nn.relu"
+    assert python_api("ParallelFor") is None  # an XProf region, not an op type
+    assert python_api("MatMul", framework="pytorch") is None  # a CamelCase annotation in a PyTorch trace
+    assert python_api("MatMul", framework="onnxruntime") is None  # an ONNX op type of the same name
+    assert python_api("MatMul", framework="tensorflow") == python_api("MatMul")
+    assert python_api("autograd::engine::evaluate_function: AddmmBackward0") is None
+
+
+def test_ops_table_shows_the_api_on_real_tf_and_torch_traces():
+    tf = open_trace(shared_trace("tf-timeline/FrankWork-conv_relation/timeline.ctf.json"), use_cache=False)
+    rows = {r["name"]: r["python_api"] for r in op_table(tf, python_api=True).to_pylist()}
+    assert rows["Conv2DBackpropInput"] == "tf.raw_ops.Conv2DBackpropInput"
+    assert rows["Conv2DBackpropFilter"] == "tf.raw_ops.Conv2DBackpropFilter"
+    assert all(v is None or re.match(r"^tf\.[\w.]+$", v) for v in rows.values())
+    torch_trace = open_trace(shared_trace("hta/trace_diff/control/control.json.gz"), use_cache=False)
+    rows = {r["name"]: r["python_api"] for r in op_table(torch_trace, python_api=True).to_pylist()}
+    assert rows["aten::mm"] == "torch.mm" and rows["aten::add_"] == "torch.Tensor.add_"
+
+
+def test_kernels_short_and_full_names(tmp_path):
+    events = small_gpu_trace() + [
+        x("cudaLaunchKernel", 1500, 10, cat="cuda_runtime", correlation=4),
+        x("cudaLaunchKernel", 1600, 10, cat="cuda_runtime", correlation=5),
+        x(FILL, 1700, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=4),
+        x("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+          "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+          1800, 7, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=5),
+    ]
+    trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    short = {r["name"]: r for r in kernel_table(trace, names="short").to_pylist()}
+    row = short["at::native::vectorized_elementwise_kernel"]
+    assert (row["calls"], row["total_ns"], row["variants"]) == (2, 12_000, 2)
+    full = {r["name"]: r["calls"] for r in kernel_table(trace, names="full").to_pylist()}
+    assert full[FILL_DEMANGLED] == 1 and FILL not in full
+    raw = {r["name"] for r in kernel_table(trace).to_pylist()}
+    assert FILL in raw
