@@ -582,6 +582,342 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+# --- scope and code views (op time by nn.Module and by Python frame) ------------------------------------
+
+_VIEW_SORT_HELP = ("Order of siblings in the tree (flat: of rows): total_ns, self_ns, wall_ns, calls, ops, order "
+                   "(first call), name; prefix - to reverse.")
+
+
+def _frame_view(tree, fmt: Format, limit: int, title: str, column: str, sort: str, max_depth: int | None,
+                flat: bool, note: str) -> None:
+    from opscope.analyses.views import flat_table, tree_table
+
+    if tree.note:  # nothing to show: say why in one line, exit 0 (a valid trace, just without that data)
+        if fmt is Format.table:
+            out.print(f"opscope: {tree.note}", highlight=False, markup=False)
+        else:
+            _emit(flat_table(tree, sort, column) if flat else tree_table(tree, sort, max_depth, column), fmt, "", 0)
+            err.print(f"opscope: {tree.note}", highlight=False, markup=False)
+        return
+    if flat:
+        table = flat_table(tree, sort, column)
+    else:
+        table = tree_table(tree, sort, max_depth, column, indent=fmt is Format.table)
+        if fmt is Format.table:
+            table = table.drop_columns(["path", "depth"])
+    _emit(table, fmt, title, limit, note)
+
+
+@app.command()
+def scope(
+    trace: TraceArg,
+    max_depth: Annotated[int | None, typer.Option("--max-depth", help="Only modules at most this deep (0 = the "
+                                                                      "top modules); totals still include the "
+                                                                      "modules below.", min=0)] = None,
+    sort: Annotated[str, typer.Option(help=_VIEW_SORT_HELP)] = "total_ns",
+    match: MatchOpt = None,
+    exclude: ExcludeOpt = None,
+    steps: StepsOpt = None,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 30,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Op time by nn.Module (like tfprof's scope view): a tree of module paths such as Net_0/Sequential_1/Conv2d_5.
+
+    Modules come from the Python events of nn.Module calls (record with with_stack=True, with_modules=True).
+    An op belongs to the innermost module call on its thread that is running when it starts. total_ns is
+    the op time inside the module and everything under it, self_ns the op time directly in it (an op's
+    time excludes the ops nested in it, so nothing counts twice); wall_ns is the duration of the module's
+    calls, Python included. Ops outside every module (backward, optimizer) form the '(no module)' row.
+    --match/--exclude/--steps choose the ops counted (by op name and step).
+    """
+    from opscope.analyses.filters import EventFilter, parse_steps
+    from opscope.analyses.views import module_tree
+
+    t = _load(trace, no_cache)
+    _warn_recovered(t)
+    tree = module_tree(t, EventFilter(kinds=("cpu_op",), match=match, exclude=exclude, steps=parse_steps(steps)))
+    _frame_view(tree, format, limit, f"Op time by module, siblings by {sort}", "module", sort, max_depth, False,
+                "total_ns: op time in the module and below; self_ns: directly in it; wall_ns: its calls' duration; "
+                "pct: share of all selected op time")
+
+
+@app.command()
+def code(
+    trace: TraceArg,
+    flat: Annotated[bool, typer.Option("--flat", help="One row per frame (file:line function) instead of a tree "
+                                                      "of call paths.")] = False,
+    frames: Annotated[str | None, typer.Option("--frames", help="Keep only frames matching this regex (e.g. "
+                                                                "'train.py|model/'); ops count for their nearest "
+                                                                "kept frame.")] = None,
+    max_depth: Annotated[int | None, typer.Option("--max-depth", help="Tree: only frames at most this deep "
+                                                                      "(0 = outermost).", min=0)] = None,
+    sort: Annotated[str | None, typer.Option(help=_VIEW_SORT_HELP + " Default total_ns for the tree, self_ns with "
+                                                  "--flat.", show_default=False)] = None,
+    match: MatchOpt = None,
+    exclude: ExcludeOpt = None,
+    steps: StepsOpt = None,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 30,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Op time by Python stack frame (like tfprof's code view), as a tree of call paths or a flat list.
+
+    Frames come from the python_function events (record with with_stack=True) and read 'file:line
+    function'. An op's time counts for every frame on its Python stack (total_ns) and as self_ns for the
+    innermost one; a frame that recurses counts once per stack in --flat. Ops with no Python frame around
+    them (e.g. backward ops on autograd threads) form the '(no python frame)' row. In JSON/CSV the tree's
+    path joins the frames with ';' (the folded-stack format of flame graph tools). --match/--exclude/--steps
+    choose the ops counted (by op name and step); --frames chooses the frames shown.
+    """
+    from opscope.analyses.filters import EventFilter, parse_steps
+    from opscope.analyses.views import code_tree
+
+    sort = sort or ("self_ns" if flat else "total_ns")
+    t = _load(trace, no_cache)
+    _warn_recovered(t)
+    tree = code_tree(t, EventFilter(kinds=("cpu_op",), match=match, exclude=exclude, steps=parse_steps(steps)),
+                     frames=frames)
+    shape = "by frame" if flat else "by call path, siblings"
+    _frame_view(tree, format, limit, f"Op time {shape} by {sort}", "frame", sort, max_depth, flat,
+                "total_ns: op time under the frame; self_ns: in ops whose innermost frame it is; wall_ns: the "
+                "frame's own duration; pct: share of all selected op time")
+
+
+# --- memory ---------------------------------------------------------------------------------------------
+
+class MemoryView(str, Enum):
+    peak = "peak"
+    holders = "holders"
+    allocations = "allocations"
+    timeline = "timeline"
+    counters = "counters"
+
+
+@app.command()
+def memory(
+    trace: TraceArg,
+    view: Annotated[MemoryView | None, typer.Option(help="One table: peak (per device), holders (ops holding "
+                                                         "memory at each peak), allocations (by op), timeline, "
+                                                         "counters. Default: all but timeline as sections (JSON/"
+                                                         "CSV: peak, or timeline with --timeline).",
+                                                    show_default=False)] = None,
+    timeline: Annotated[int, typer.Option("--timeline", help="Add a timeline of N equal time buckets per device "
+                                                             "(most allocated/reserved in each).", min=0)] = 0,
+    device: Annotated[str | None, typer.Option("--device", help="Only these devices, e.g. cuda:0 or cpu,cuda:1.")]
+    = None,
+    sort: Annotated[str, typer.Option(help="holders/allocations: column to sort by (prefix - for ascending).")]
+    = "bytes",
+    steps: StepsOpt = None,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 10,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Memory per device from profile_memory records: peaks, the ops holding memory at the peak, allocations by op.
+
+    The peak is the largest 'Total Allocated' of a device (also reserved, for caching allocators), with
+    when it happened (time after the trace start) and its step. Holders: the allocations made before the
+    peak and not freed by then (a free matches the allocation at the same address), charged to the op
+    that made them (the innermost cpu_op running on the allocating thread); memory allocated before the
+    trace (or before --steps) is one more row, so the rows add up to the peak. Allocations: per op, how
+    many, bytes in all, largest, average. --timeline N: the most allocated in each of N time buckets.
+    """
+    from rich.markup import escape
+
+    from opscope.analyses import memory as mem
+    from opscope.analyses.filters import parse_steps
+
+    t = _load(trace, no_cache)
+    _warn_recovered(t)
+    rec = mem.memory_records(t, steps=parse_steps(steps), devices=_split(device) if device else None)
+    counters = mem.counter_table(t)
+    notes = rec.notes()
+    if rec.table.num_rows == 0 and counters.num_rows == 0:
+        note = mem.NO_RECORDS if not steps else "no memory records in these steps"
+        if format is Format.table:
+            out.print(f"opscope: {note}", highlight=False, markup=False)
+        else:
+            _emit(mem.peak_table(rec), format, "", 0)
+            err.print(f"opscope: {note}", highlight=False, markup=False)
+        return
+    buckets = timeline or 20
+    if format is not Format.table:
+        chosen = view or (MemoryView.timeline if timeline else MemoryView.peak)
+        _emit(_memory_view(mem, rec, counters, chosen, buckets, sort), format, "", limit)
+        for line in notes:
+            err.print(f"opscope: {line}", highlight=False, markup=False)
+        return
+    shown = [view] if view else [MemoryView.peak, MemoryView.holders, MemoryView.allocations, MemoryView.counters]
+    if timeline and not view:
+        shown.append(MemoryView.timeline)
+    titles = {MemoryView.peak: "Peak memory per device (times after the trace start)",
+              MemoryView.holders: "Held at each device's peak, by the op that allocated it",
+              MemoryView.allocations: "Allocations by op", MemoryView.timeline: f"Memory over time ({buckets} buckets)",
+              MemoryView.counters: "Memory counters"}
+    for v in shown:
+        table = _memory_view(mem, rec, counters, v, buckets, sort)
+        if v is MemoryView.counters and not table.num_rows and not view:
+            continue
+        if v is MemoryView.peak:
+            table = _with_sparklines(mem, rec, table)
+        if v is MemoryView.timeline:
+            table = _with_bars(table)
+        _emit(_human_bytes(table), format, titles[v], 0 if v in (MemoryView.peak, MemoryView.timeline) else limit)
+    for line in notes:
+        out.print(f"[dim]note: {escape(line)}[/dim]", highlight=False)
+
+
+def _memory_view(mem, rec, counters, view: MemoryView, buckets: int, sort: str):
+    if view is MemoryView.peak:
+        return mem.peak_table(rec)
+    if view is MemoryView.holders:
+        return mem.holders_table(rec, sort)
+    if view is MemoryView.allocations:
+        return mem.allocation_table(rec, sort)
+    if view is MemoryView.timeline:
+        return mem.timeline_table(rec, buckets)
+    return counters
+
+
+def _with_sparklines(mem, rec, table):
+    """Peak table plus a 24-character sketch of each device's allocated memory over the trace."""
+    import pyarrow as pa
+
+    line = mem.timeline_table(rec, 24)
+    sketches = []
+    for device, peak in zip(table["device"].to_pylist(), table["peak_allocated_bytes"].to_pylist()):
+        values = [v for d, v in zip(line["device"].to_pylist(), line["allocated_bytes"].to_pylist()) if d == device]
+        sketches.append(mem.sparkline(values, peak))
+    return table.append_column("over_time", pa.array(sketches, pa.string()))
+
+
+def _with_bars(table, width: int = 30):
+    """Timeline plus a bar per bucket, scaled to the device's own peak."""
+    import pyarrow as pa
+
+    devices, values = table["device"].to_pylist(), table["allocated_bytes"].to_pylist()
+    peaks: dict[str, int] = {}
+    for d, v in zip(devices, values):
+        peaks[d] = max(peaks.get(d, 0), v or 0)
+    bars = ["" if not peaks[d] or v is None else "█" * max(0, round(width * v / peaks[d]))
+            for d, v in zip(devices, values)]
+    return table.append_column("allocated", pa.array(bars, pa.string()))
+
+
+def _human_bytes(table):
+    """Byte columns as right-aligned KiB/MiB/GiB text, for the terminal only (JSON/CSV keep integers)."""
+    import pyarrow as pa
+
+    for i, name in enumerate(table.column_names):
+        if name != "bytes" and not name.endswith("_bytes"):
+            continue
+        text = [_bytes_text(v) for v in table[name].to_pylist()]
+        width = max([len(s) for s in text] + [len(name)])  # as wide as the header: reads right-aligned
+        table = table.set_column(i, name, pa.array([s.rjust(width) for s in text], pa.string()))
+    return table
+
+
+def _bytes_text(value: int | None) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.2f} {unit}"
+        size /= 1024
+    return str(value)
+
+
+# --- gpu: where device time goes ------------------------------------------------------------------------
+
+@app.command()
+def gpu(
+    trace: TraceArg,
+    idle: Annotated[bool, typer.Option("--idle", help="Only the idle-causes table (JSON/CSV: its rows).")] = False,
+    launches: Annotated[bool, typer.Option("--launches", help="Only the launches-and-concurrency table (JSON/CSV: "
+                                                              "its rows).")] = False,
+    short_gap_us: Annotated[float, typer.Option("--short-gap-us", help="Idle gaps between busy periods shorter "
+                                                                       "than this (µs) are launch_overhead (next "
+                                                                       "work launched late) or kernel_gap (next "
+                                                                       "work already queued).", min=0)]
+    = 10.0,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 0,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Where GPU time goes per device and stream: compute, memcpy by direction, memset, communication, idle.
+
+    Window: from the start of the first ProfilerStep#N to the end of the last one; in a trace without
+    steps, from its first event (of any kind) to the end of its last. Work outside the window is not
+    counted and percentages are of the window. Work = kernels, collectives (comm: NCCL/RCCL), memcpys,
+    memsets. Busy = the union of their intervals (overlaps count once); a device's busy time is the
+    union over its streams (its row has stream '-'). An event that runs past the start of the next one on
+    its stream is cut there (counted in 'clipped'). concurrent_ns: time with two or more streams busy.
+
+    The terminal shows the breakdown, then the idle time of each device by cause (every idle ns has one
+    cause, the first that holds: sync = host in a synchronising call, input_pipeline = host in the
+    DataLoader, launch_overhead = short gap whose next work was launched after it began, kernel_gap =
+    short gap with the next work already queued, host_wait = nothing launched and not started, other),
+    then concurrency and launches (kernels per step, median kernel time, launch delay median/p90, graph
+    launches, clock skew). --idle or --launches shows one of them; JSON/CSV give the breakdown unless one
+    is chosen.
+    """
+    from opscope.analyses.gpu import GpuAnalysis
+    from opscope.analyses.idle import IDLE_NOTE
+    from opscope.render.units import format_ns
+
+    if idle and launches:
+        raise UsageError("choose one of --idle and --launches")
+    t = _load(trace, no_cache)
+    _warn_recovered(t)
+    analysis = GpuAnalysis(t, short_gap_ns=int(round(short_gap_us * 1000)))
+    breakdown = analysis.breakdown()
+    if breakdown.num_rows == 0:
+        note = analysis.notes()[0]
+        if format is Format.table:
+            out.print(f"opscope: {note}", highlight=False, markup=False)
+        else:
+            _emit(breakdown, format, "", 0)
+            err.print(f"opscope: {note}", highlight=False, markup=False)
+        return
+    idle_note = IDLE_NOTE.format(short=format_ns(analysis.short_gap_ns))
+    sections = []
+    if not launches:
+        sections.append(("idle", analysis.idle(), "Idle time by cause, per device", [idle_note]))
+    if not idle:
+        sections.append(("launches", analysis.launches(), "Launches and concurrency, per device",
+                         analysis.launch_notes()))
+    if not idle and not launches:
+        sections.insert(0, ("breakdown", breakdown, "GPU time per device and stream", analysis.notes()))
+    if format is not Format.table:
+        name, table, _, notes = sections[0]
+        _emit(table, format, "", limit)
+        for line in notes:
+            err.print(f"opscope: {line}", highlight=False, markup=False)
+        return
+    for name, table, title, notes in sections:
+        if name == "breakdown":
+            table = _gpu_table_view(table)
+        if name == "launches":  # two narrower tables for the terminal
+            concurrency = ["streams", "launch_threads", "concurrent_ns", "concurrent_pct", "max_concurrent_streams"]
+            _emit(table.select(["device", *concurrency]), format, "Concurrency of streams, per device", 0)
+            table = table.drop_columns(concurrency)
+            title = "Launches, per device"
+        _emit(table, format, title, limit if name == "breakdown" else 0, "\n".join(notes))
+
+
+def _gpu_table_view(table):
+    """The breakdown for the terminal: without columns that say nothing here (all-zero memcpy directions,
+    no clipping) and without window_ns (the note gives it)."""
+    import pyarrow.compute as pc
+
+    drop = ["window_ns"]
+    for name in table.column_names:
+        if (name.startswith("memcpy_") or name == "clipped") and not (pc.max(table[name]).as_py() or 0):
+            drop.append(name)
+    return table.drop_columns(drop)
+
+
 def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 

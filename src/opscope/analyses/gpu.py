@@ -1,0 +1,648 @@
+"""Where GPU time goes: busy time per device and stream by kind of work, idle time, true concurrency, launches.
+
+Definitions (``opscope gpu --help`` says the same):
+
+- **window**: the profiled window, from the start of the first ``ProfilerStep#N`` to the end of the last one;
+  a trace without steps: from the start of its first event (of any kind) to the end of its last. Device
+  work is clipped to the window and every percentage is a share of it.
+- **work**: kernels, collectives (``comm``: NCCL/RCCL kernels), memcpys and memsets. Sync records and GPU
+  annotations on the device timeline are not work: they say what the host waited for, not what ran.
+- **busy**: the union of the work's intervals (overlaps count once); a device's busy time is the union over
+  its streams. The compute/comm/memset/memcpy columns are unions of that kind of work, so on a device row
+  they overlap where streams ran concurrently and may add up to more than busy.
+- **clipping**: a stream runs its work in order, so an event that ends after the next event on its stream
+  starts (ROCm writes such durations; µs rounding of ns times makes them too) is cut at that start and
+  counted. Kernels of one graph launch (same correlation id) are not cut: a graph's branches run concurrently.
+- **concurrent**: time two or more streams of the device were busy at once (a sweep over the per-stream
+  unions), whatever the number of host threads that launched the work.
+- **launch delay**: per launch (correlation id), the start of its first device event minus the start of the
+  runtime call; a CUDA/HIP graph launch counts once. Negative delays mean CPU/GPU clock skew.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.model.schema import kind_mask
+from opscope.model.trace import Trace
+
+#: Kinds of device work (sync records and annotations are not work).
+DEVICE_WORK = ("kernel", "comm", "memcpy", "memset")
+MEMCPY_DIRECTIONS = ("htod", "dtoh", "dtod", "ptop", "other")
+#: Category codes of work rows: 0 compute, 1 comm, 2 memset, 3.. memcpy by direction.
+CATEGORIES = ("compute", "comm", "memset") + tuple(f"memcpy_{d}" for d in MEMCPY_DIRECTIONS)
+COMPUTE, COMM, MEMSET, MEMCPY = 0, 1, 2, 3
+_ANY_MEMCPY = len(CATEGORIES)  # extra group code: memcpy of any direction
+_CODES = 16  # group key = id * _CODES + category
+_KIND_CODE = {"kernel": COMPUTE, "comm": COMM, "memset": MEMSET, "memcpy": MEMCPY}
+# "Memcpy HtoD (Pageable -> Device)" (CUPTI/Kineto), "CopyHostToDevice" (rocprof), "hipMemcpyDtoH"
+_DIRECTION_SHORT = re.compile(r"(?i)memcpy\w*?\s*([hdpa])\s*to\s*([hdpa])(?![a-z])")
+_PLACE = r"(host|device|peer|pinned|pageable)"
+_DIRECTION_WORDS = re.compile(rf"(?i){_PLACE}\s*(?:to|->)\s*{_PLACE}")
+_WORD_LETTER = {"host": "h", "pinned": "h", "pageable": "h", "device": "d", "peer": "p"}
+_DIRECTION_CODE = {"hd": 0, "dh": 1, "dd": 2, "pp": 3}
+_COPY_NAME = re.compile(r"(?i)memcpy|dma")
+_FILL_NAME = re.compile(r"(?i)memset")
+_INT64_MIN = -(1 << 63)
+
+BREAKDOWN_SCHEMA = pa.schema([
+    ("device", pa.int64()), ("stream", pa.int64()), ("events", pa.int64()),
+    ("compute_ns", pa.int64()), ("memcpy_ns", pa.int64()),
+    *[(f"memcpy_{d}_ns", pa.int64()) for d in MEMCPY_DIRECTIONS],
+    ("memset_ns", pa.int64()), ("comm_ns", pa.int64()), ("busy_ns", pa.int64()), ("idle_ns", pa.int64()),
+    ("window_ns", pa.int64()), ("busy_pct", pa.float64()), ("concurrent_ns", pa.int64()), ("clipped", pa.int64()),
+])
+
+LAUNCH_SCHEMA = pa.schema([
+    ("device", pa.int64()), ("streams", pa.int64()), ("launch_threads", pa.int64()), ("concurrent_ns", pa.int64()),
+    ("concurrent_pct", pa.float64()), ("max_concurrent_streams", pa.int64()), ("kernels", pa.int64()),
+    ("kernels_per_step", pa.float64()), ("median_kernel_ns", pa.int64()), ("launches", pa.int64()),
+    ("graph_launches", pa.int64()), ("launch_delay_median_ns", pa.int64()), ("launch_delay_p90_ns", pa.int64()),
+    ("skewed_launches", pa.int64()),
+])
+
+
+def direction_code(name: str | None) -> int:
+    """Index into :data:`MEMCPY_DIRECTIONS` of a memcpy event's name ("Memcpy HtoD (Pageable -> Device)")."""
+    if not name:
+        return len(MEMCPY_DIRECTIONS) - 1
+    m = _DIRECTION_SHORT.search(name)
+    if m:
+        pair = (m.group(1) + m.group(2)).lower()
+    else:
+        m = _DIRECTION_WORDS.search(name)
+        pair = _WORD_LETTER[m.group(1).lower()] + _WORD_LETTER[m.group(2).lower()] if m else ""
+    return _DIRECTION_CODE.get(pair, len(MEMCPY_DIRECTIONS) - 1)
+
+
+# --- interval helpers ----------------------------------------------------------------------------------------
+
+def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted: bool = False) -> pa.Table:
+    """The union of ``[start, end)`` per group as disjoint intervals: a table ``group, start, end, first``.
+
+    Unless ``presorted`` (rows grouped, in start order within each group), rows are sorted by group and start.
+    ``first`` is the input row that opens each interval. One running maximum serves every group: group k's
+    times are shifted by k spans.
+    """
+    n = len(start)
+    empty = pa.table({"group": pa.array([], pa.int64()), "start": pa.array([], pa.int64()),
+                      "end": pa.array([], pa.int64()), "first": pa.array([], pa.int64())})
+    if n == 0:
+        return empty
+    rows = _arange(n)
+    if not presorted:
+        order = pc.sort_indices(pa.table({"g": group, "s": start}), [("g", "ascending"), ("s", "ascending")])
+        group, start, end, rows = group.take(order), start.take(order), end.take(order), order
+    changed = pa.concat_arrays([pa.array([True]), pc.not_equal(group.slice(1), group.slice(0, n - 1))])
+    rank = pc.subtract(pc.cumulative_sum(pc.cast(changed, pa.int64())), 1)
+    base = pc.min(start).as_py()
+    span = pc.max(end).as_py() - base + 1
+    try:
+        offset = pc.subtract_checked(pc.multiply_checked(rank, span), base)
+        s = pc.add_checked(start, offset)
+        e = pc.add_checked(end, offset)
+    except pa.ArrowInvalid:  # too many groups over too long a time to shift within int64: one at a time
+        parts = []
+        for g in pc.unique(group).to_pylist():
+            keep = pc.equal(group, g)
+            part = merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep), True)
+            parts.append(part.set_column(3, "first", pc.take(pc.filter(rows, keep), part["first"])))
+        return pa.concat_tables(parts)
+    running = pc.cumulative_max(e)
+    prev = pa.concat_arrays([pa.array([_INT64_MIN], pa.int64()), running.slice(0, n - 1)])
+    new = pc.greater(s, prev)
+    last = pa.concat_arrays([new.slice(1), pa.array([True])])
+    return pa.table({
+        "group": pc.filter(group, new),
+        "start": pc.filter(start, new),
+        "end": pc.subtract(pc.filter(running, last), pc.filter(offset, last)),
+        "first": pc.filter(rows, new),
+    })
+
+
+def covered_by_group(merged: pa.Table) -> dict[int, int]:
+    """``{group: covered ns}`` of a :func:`merged_intervals` table."""
+    if merged.num_rows == 0:
+        return {}
+    t = pa.table({"g": merged["group"], "d": pc.subtract(merged["end"], merged["start"])})
+    sums = t.group_by("g", use_threads=False).aggregate([("d", "sum")])
+    return dict(zip(sums["g"].to_pylist(), sums["d_sum"].to_pylist()))
+
+
+# --- the device work, prepared once ----------------------------------------------------------------------
+
+@dataclass
+class GpuWork:
+    """The device work of a trace, one row per event, with what every GPU analysis needs.
+
+    ``table`` is sorted by (device, stream) and time; columns: ``device``, ``stream``, ``sid`` (dense id of the
+    (device, stream) pair), ``cat`` (a :data:`CATEGORIES` index), ``raw_start``/``raw_end`` (as the trace says),
+    ``cut_end`` (the end cut at the next event's start on the stream), ``cut`` (whether it was), ``start``/``end``
+    (cut, then clipped to the window; ``end >= start``), ``correlation``, ``launch`` (ts of the runtime call with
+    the same correlation id; null when none), ``thread`` (a number for the host thread of that call), ``step``.
+    """
+
+    window_start: int
+    window_end: int
+    window_from_steps: bool
+    steps: int
+    table: pa.Table
+    clipped: int
+    last_step_start: int | None = None
+    devices: list[int] = field(default_factory=list)
+
+    @property
+    def window_ns(self) -> int:
+        return max(0, self.window_end - self.window_start)
+
+
+def device_work(trace: Trace) -> GpuWork:
+    """Select and prepare the device work: categories, launches, per-stream clipping, the window."""
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "device", "stream", "correlation", "step", "pid", "tid"])
+    steps = trace.steps
+    if steps.num_rows:
+        w0 = pc.min(steps["ts_ns"]).as_py()
+        w1 = pc.max(pc.add(steps["ts_ns"], steps["dur_ns"])).as_py()
+        last_step = pc.max(steps["ts_ns"]).as_py()
+    elif ev.num_rows:
+        w0 = pc.min(ev["ts_ns"]).as_py()
+        w1 = pc.max(pc.add(ev["ts_ns"], ev["dur_ns"])).as_py()
+        last_step = None
+    else:
+        w0 = w1 = 0
+        last_step = None
+    work = ev.filter(kind_mask(ev, DEVICE_WORK))
+    n = work.num_rows
+    if n == 0:
+        return GpuWork(w0, w1, bool(steps.num_rows), steps.num_rows, _empty_work(), 0, last_step)
+    cat = _categories(work["kind"], work["name"])
+    launch, thread = _launches(ev, _one(work["correlation"]))
+    device = pc.fill_null(_one(work["device"]), -1)
+    stream = pc.fill_null(_one(work["stream"]), -1)
+    t = pa.table({
+        "device": device, "stream": stream, "cat": cat,
+        "raw_start": _one(work["ts_ns"]), "raw_end": pc.add(_one(work["ts_ns"]), _one(work["dur_ns"])),
+        "correlation": _one(work["correlation"]), "launch": launch, "thread": thread, "step": _one(work["step"]),
+    })
+    del work, ev
+    # Stable: each stream's rows stay in time order (start, longest first).
+    t = t.take(pc.sort_indices(t, [("device", "ascending"), ("stream", "ascending")]))
+    d, s = t["device"].combine_chunks(), t["stream"].combine_chunks()
+    changed = pa.concat_arrays([pa.array([True]), pc.or_(pc.not_equal(d.slice(1), d.slice(0, n - 1)),
+                                                         pc.not_equal(s.slice(1), s.slice(0, n - 1)))])
+    sid = pc.subtract(pc.cumulative_sum(pc.cast(changed, pa.int64())), 1)
+    start = t["raw_start"].combine_chunks()
+    end = t["raw_end"].combine_chunks()
+    corr = t["correlation"].combine_chunks()
+    # A stream runs in order: cut an event at the start of the next one on its stream (not within a graph).
+    same_next = pa.concat_arrays([pc.invert(changed.slice(1)), pa.array([False])])
+    next_start = pa.concat_arrays([start.slice(1), pa.array([0], pa.int64())])
+    next_corr = pa.concat_arrays([corr.slice(1), pa.nulls(1, pa.int64())])
+    same_graph = pc.fill_null(pc.equal(corr, next_corr), False)
+    cut = pc.and_(pc.and_(same_next, pc.greater(end, next_start)), pc.invert(same_graph))
+    clipped = int(pc.sum(pc.cast(cut, pa.int64())).as_py() or 0)
+    end = pc.if_else(cut, pc.max_element_wise(start, next_start), end)
+    start_w = pc.min_element_wise(pc.max_element_wise(start, w0), w1)
+    end_w = pc.max_element_wise(pc.min_element_wise(end, w1), start_w)
+    t = t.append_column("sid", sid).append_column("start", start_w).append_column("end", end_w) \
+        .append_column("cut_end", end).append_column("cut", cut)
+    devices = pc.unique(d).sort().to_pylist()
+    return GpuWork(w0, w1, bool(steps.num_rows), steps.num_rows, t, clipped, last_step, devices)
+
+
+def _empty_work() -> pa.Table:
+    i64 = pa.array([], pa.int64())
+    return pa.table({"device": i64, "stream": i64, "cat": pa.array([], pa.int8()), "raw_start": i64,
+                     "raw_end": i64, "correlation": i64, "launch": i64, "thread": i64, "step": i64, "sid": i64,
+                     "start": i64, "end": i64, "cut_end": i64, "cut": pa.array([], pa.bool_())})
+
+
+def _categories(kind: pa.ChunkedArray, name: pa.ChunkedArray) -> pa.Array:
+    """Category code per row, computed once per distinct kind and name (dictionaries), not per row.
+
+    memcpy rows get their direction from the name; a ``kernel`` whose name says it is a copy or a fill
+    (``Memcpy...``/``dma...``/``Memset...``, as MTIA and some writers record them) counts as memcpy/memset.
+    """
+    base = _map_values(kind, lambda k: _KIND_CODE.get(k, COMPUTE))
+    by_name = _map_values(name, _name_category)
+    is_memcpy = pc.equal(base, MEMCPY)
+    renamed = pc.and_(pc.equal(base, COMPUTE), pc.greater_equal(by_name, 0))
+    if pc.any(is_memcpy).as_py():
+        direction = _map_values(name, lambda n: MEMCPY + direction_code(n))
+        base = pc.if_else(is_memcpy, direction, base)
+    return pc.if_else(renamed, by_name, base)
+
+
+def _name_category(name: str | None) -> int:
+    """MEMCPY + direction for copy names, MEMSET for fills, -1 for anything else."""
+    if not name:
+        return -1
+    if _COPY_NAME.match(name):
+        return MEMCPY + direction_code(name)
+    if _FILL_NAME.match(name):
+        return MEMSET
+    return -1
+
+
+def _map_values(column: pa.ChunkedArray, fn) -> pa.Array:
+    memo: dict = {}
+
+    def code(v):
+        if v not in memo:
+            memo[v] = fn(v)
+        return memo[v]
+
+    chunks = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            codes = pa.array([code(v) for v in chunk.dictionary.to_pylist()], pa.int8())
+            chunks.append(codes.take(chunk.indices))
+        else:
+            chunks.append(pa.array([code(v) for v in chunk.to_pylist()], pa.int8()))
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.int8())
+
+
+def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Start of the runtime call with each row's correlation id, and a number for the host thread that made it
+    (nulls where there is no such call)."""
+    runtime = events.select(["ts_ns", "correlation", "pid", "tid"]).filter(kind_mask(events, ("runtime",)))
+    runtime = runtime.filter(pc.is_valid(runtime["correlation"]))
+    if runtime.num_rows == 0 or correlation.null_count == len(correlation):
+        return pa.nulls(len(correlation), pa.int64()), pa.nulls(len(correlation), pa.int64())
+    where = pc.index_in(correlation, value_set=runtime["correlation"].combine_chunks())
+    thread = pc.binary_join_element_wise(pc.cast(runtime["pid"], pa.string()), pc.cast(runtime["tid"], pa.string()),
+                                         "/")
+    thread = pc.cast(_one(pc.dictionary_encode(thread)).indices, pa.int64())
+    return pc.take(runtime["ts_ns"].combine_chunks(), where), pc.take(thread, where)
+
+
+# --- analyses ------------------------------------------------------------------------------------------
+
+class GpuAnalysis:
+    """Every GPU table of one trace, sharing the prepared work and the merged intervals."""
+
+    def __init__(self, trace: Trace, short_gap_ns: int = 10_000) -> None:
+        self.trace = trace
+        self.short_gap_ns = short_gap_ns
+        self.work = device_work(trace)
+
+    @cached_property
+    def stream_busy(self) -> pa.Table:
+        """Merged busy intervals per stream (``group`` = sid), with ``device`` and the ``launch`` of the work
+        that opens each interval."""
+        t = self.work.table
+        m = merged_intervals(t["sid"].combine_chunks(), t["start"].combine_chunks(), t["end"].combine_chunks(),
+                             presorted=True)
+        return m.append_column("device", pc.take(t["device"], m["first"])) \
+                .append_column("launch", pc.take(t["launch"], m["first"]))
+
+    @cached_property
+    def device_busy(self) -> pa.Table:
+        """Merged busy intervals per device (``group`` = device), with the ``launch`` of the opening work."""
+        sb = self.stream_busy
+        if sb.num_rows == 0:
+            return merged_intervals(*(pa.array([], pa.int64()),) * 3).append_column("launch", pa.array([], pa.int64()))
+        order = pc.sort_indices(sb, [("device", "ascending"), ("start", "ascending")])
+        sb = sb.take(order)
+        m = merged_intervals(sb["device"].combine_chunks(), sb["start"].combine_chunks(),
+                             sb["end"].combine_chunks(), presorted=True)
+        return m.append_column("launch", pc.take(sb["launch"], m["first"]))
+
+    @cached_property
+    def concurrency(self) -> dict[int, tuple[int, int]]:
+        """``{device: (ns with >= 2 streams busy, most streams busy at once)}``."""
+        sb = self.stream_busy.filter(pc.greater(self.stream_busy["end"], self.stream_busy["start"]))
+        if sb.num_rows == 0:
+            return {}
+        k = sb.num_rows
+        points = pa.table({
+            "device": pa.concat_arrays([sb["device"].combine_chunks()] * 2),
+            "t": pa.concat_arrays([sb["start"].combine_chunks(), sb["end"].combine_chunks()]),
+            "delta": pa.concat_arrays([pa.repeat(pa.scalar(1, pa.int64()), k),
+                                       pa.repeat(pa.scalar(-1, pa.int64()), k)]),
+        })
+        points = points.take(pc.sort_indices(points, [("device", "ascending"), ("t", "ascending"),
+                                                      ("delta", "ascending")]))
+        level = pc.cumulative_sum(points["delta"].combine_chunks())
+        t = points["t"].combine_chunks()
+        dev = points["device"].combine_chunks()
+        m = len(t)
+        seg = pc.subtract(pa.concat_arrays([t.slice(1), t.slice(m - 1)]), t)
+        seg = pc.if_else(pc.equal(dev, pa.concat_arrays([dev.slice(1), dev.slice(m - 1)])), seg, 0)
+        over = pc.if_else(pc.greater_equal(level, 2), seg, 0)
+        agg = pa.table({"device": dev, "over": over, "level": level}).group_by("device", use_threads=False) \
+            .aggregate([("over", "sum"), ("level", "max")])
+        return {d: (o, lv) for d, o, lv in zip(agg["device"].to_pylist(), agg["over_sum"].to_pylist(),
+                                                agg["level_max"].to_pylist())}
+
+    def breakdown(self) -> pa.Table:
+        """One row per device (``stream`` null: the union over its streams) followed by one per stream."""
+        w = self.work
+        t = w.table
+        if t.num_rows == 0:
+            return BREAKDOWN_SCHEMA.empty_table()
+        window = w.window_ns
+        sid = t["sid"].combine_chunks()
+        cat = pc.cast(t["cat"].combine_chunks(), pa.int64())
+        start, end = t["start"].combine_chunks(), t["end"].combine_chunks()
+        is_memcpy = pc.greater_equal(cat, MEMCPY)
+        # Per stream and category (plus memcpy of any direction); rows of one key stay in time order.
+        key = pa.concat_arrays([pc.add(pc.multiply(sid, _CODES), cat),
+                                pc.add(pc.multiply(pc.filter(sid, is_memcpy), _CODES), _ANY_MEMCPY)])
+        by_cat = merged_intervals(key, pa.concat_arrays([start, pc.filter(start, is_memcpy)]),
+                                  pa.concat_arrays([end, pc.filter(end, is_memcpy)]))
+        stream_cat = covered_by_group(by_cat)
+        stream_all = covered_by_group(self.stream_busy)
+        # Per device: re-merge the per-stream intervals.
+        streams = t.select(["sid", "device", "stream"]).group_by(["sid", "device", "stream"], use_threads=False) \
+            .aggregate([]).sort_by("sid")
+        sid_device = dict(zip(streams["sid"].to_pylist(), streams["device"].to_pylist()))
+        group = by_cat["group"].combine_chunks()
+        stream_id = pc.divide(group, _CODES)  # integer division: keys are >= 0
+        category = pc.subtract(group, pc.multiply(stream_id, _CODES))
+        device_of = pc.take(streams["device"].combine_chunks(), stream_id)
+        dt = pa.table({"k": pc.add(pc.multiply(device_of, _CODES), category), "s": by_cat["start"],
+                       "e": by_cat["end"]})
+        dt = dt.take(pc.sort_indices(dt, [("k", "ascending"), ("s", "ascending")]))
+        device_cat = covered_by_group(merged_intervals(dt["k"].combine_chunks(), dt["s"].combine_chunks(),
+                                                       dt["e"].combine_chunks(), presorted=True))
+        device_all = covered_by_group(self.device_busy)
+        counts = _count_by(pc.filter(sid, _in_window(w)))
+        clipped = _count_by(pc.filter(sid, t["cut"]))
+        conc = self.concurrency
+        rows = []
+        for dev in w.devices:
+            sids = [s for s, d in sid_device.items() if d == dev]
+            rows.append(_row(dev, None, sum(counts.get(s, 0) for s in sids), device_cat, dev, device_all.get(dev, 0),
+                             window, conc.get(dev, (0, 0))[0], sum(clipped.get(s, 0) for s in sids)))
+            for s, stream in zip(streams["sid"].to_pylist(), streams["stream"].to_pylist()):
+                if sid_device[s] == dev:
+                    rows.append(_row(dev, stream, counts.get(s, 0), stream_cat, s, stream_all.get(s, 0), window,
+                                     None, clipped.get(s, 0)))
+        return pa.Table.from_pylist(rows, schema=BREAKDOWN_SCHEMA)
+
+    def launches(self) -> pa.Table:
+        """Per device: streams, true concurrency, kernel counts and durations, launch delays."""
+        w = self.work
+        t = w.table
+        if t.num_rows == 0:
+            return LAUNCH_SCHEMA.empty_table()
+        busy = covered_by_group(self.device_busy)
+        conc = self.concurrency
+        in_window = t.filter(_in_window(w))
+        kernels = in_window.filter(pc.less_equal(in_window["cat"], COMM))
+        stream_counts = _count_by(t.select(["device", "sid"]).group_by(["device", "sid"], use_threads=False)
+                                  .aggregate([])["device"])
+        rows = []
+        for dev in w.devices:
+            k = kernels.filter(pc.equal(kernels["device"], dev))
+            durs = pc.subtract(k["raw_end"], k["raw_start"])
+            per_launch = k.filter(pc.is_valid(k["launch"])).select(["correlation", "launch", "raw_start"]) \
+                .group_by(["correlation", "launch"], use_threads=False) \
+                .aggregate([("raw_start", "min"), ("raw_start", "count")])
+            delay = pc.subtract(per_launch["raw_start_min"], per_launch["launch"])
+            median, p90 = _quantiles(delay, (0.5, 0.9))
+            stepped = pc.sum(pc.cast(pc.is_valid(k["step"]), pa.int64())).as_py() or 0
+            concurrent, most = conc.get(dev, (0, 0))
+            rows.append({
+                "device": dev, "streams": stream_counts.get(dev, 0),
+                "launch_threads": len(pc.unique(pc.drop_null(pc.filter(in_window["thread"],
+                                                                       pc.equal(in_window["device"], dev))))),
+                "concurrent_ns": concurrent,
+                "concurrent_pct": _pct(concurrent, busy.get(dev, 0)), "max_concurrent_streams": most,
+                "kernels": k.num_rows,
+                "kernels_per_step": round(stepped / w.steps, 2) if w.steps else None,
+                "median_kernel_ns": _quantiles(durs, (0.5,))[0],
+                "launches": per_launch.num_rows,
+                "graph_launches": int(pc.sum(pc.cast(pc.greater(per_launch["raw_start_count"], 1), pa.int64()))
+                                      .as_py() or 0),
+                "launch_delay_median_ns": median, "launch_delay_p90_ns": p90,
+                "skewed_launches": int(pc.sum(pc.cast(pc.less(delay, 0), pa.int64())).as_py() or 0),
+            })
+        return pa.Table.from_pylist(rows, schema=LAUNCH_SCHEMA)
+
+    def min_launch_delay(self) -> int | None:
+        """The most negative (or smallest) launch delay over all devices, for the skew note."""
+        t = self.work.table
+        k = t.filter(pc.and_(pc.less_equal(t["cat"], COMM), pc.is_valid(t["launch"])))
+        if k.num_rows == 0:
+            return None
+        per = k.group_by(["correlation", "launch"], use_threads=False).aggregate([("raw_start", "min")])
+        return pc.min(pc.subtract(per["raw_start_min"], per["launch"])).as_py()
+
+    def idle(self) -> pa.Table:
+        from opscope.analyses.idle import idle_causes
+
+        return idle_causes(self)
+
+    def notes(self) -> list[str]:
+        """What to know about the breakdown: the window, what busy means, clipped events."""
+        w = self.work
+        if w.table.num_rows == 0:
+            return [NO_GPU]
+        from opscope.render.units import format_ns
+
+        if w.window_from_steps:
+            out = [f"window: from the first ProfilerStep's start to the last one's end ({w.steps} steps, "
+                   f"{format_ns(w.window_ns)}); device work outside it is not counted"]
+        else:
+            out = [f"window: the whole trace, first to last event ({format_ns(w.window_ns)}; no ProfilerStep#N "
+                   "annotations)"]
+        out.append("busy = union of the work's intervals; on a device row (stream -) compute/memcpy/memset/comm are "
+                   "unions over its streams and may overlap; concurrent = time with >= 2 streams busy")
+        if w.clipped:
+            out.append(f"{w.clipped} device events ran past the start of the next event on their stream (ROCm "
+                       "durations or rounded times); they were cut at that start for busy time")
+        return out
+
+    def launch_notes(self) -> list[str]:
+        """What to know about launches: none linked, or clock skew."""
+        w = self.work
+        if w.table.num_rows == 0:
+            return [NO_GPU]
+        from opscope.render.units import format_ns
+
+        out = ["launch delay: start of a kernel launch's first kernel minus the start of its runtime call (a graph "
+               "launch counts once); concurrent_pct: share of the device's busy time"]
+        if w.table["launch"].null_count == w.table.num_rows:
+            out.append("no launches: no device event has a runtime launch with its correlation id, so there are no "
+                       "launch delays and idle time cannot be put down to waiting on the host or launch overhead")
+        else:
+            skew = self.min_launch_delay()
+            if skew is not None and skew < 0:
+                out.append(f"clock skew: some work starts on the GPU up to {format_ns(-skew)} before the CPU call that "
+                           "launched it (skewed_launches); the CPU and GPU clocks disagree, so launch delays are "
+                           "approximate")
+        return out
+
+
+NO_GPU = "no GPU activity: this trace has no kernels, memcpys, memsets or collectives (a CPU-only profile)"
+
+
+def _in_window(w: GpuWork) -> pa.ChunkedArray:
+    """Rows of work that overlap the window (an instant event: that starts in it)."""
+    t = w.table
+    starts_before_end = pc.less(t["raw_start"], w.window_end)
+    overlaps = pc.and_(starts_before_end, pc.greater(t["raw_end"], w.window_start))
+    instant_inside = pc.and_(pc.and_(pc.equal(t["raw_end"], t["raw_start"]), starts_before_end),
+                             pc.greater_equal(t["raw_start"], w.window_start))
+    return pc.or_(overlaps, instant_inside)
+
+
+def _row(device, stream, events, by_cat: dict[int, int], key: int, busy: int, window: int, concurrent, clipped):
+    def cov(code):
+        return by_cat.get(key * _CODES + code, 0)
+
+    row = {"device": device, "stream": stream, "events": events, "compute_ns": cov(COMPUTE),
+           "memcpy_ns": cov(_ANY_MEMCPY)}
+    for i, d in enumerate(MEMCPY_DIRECTIONS):
+        row[f"memcpy_{d}_ns"] = cov(MEMCPY + i)
+    row.update({"memset_ns": cov(MEMSET), "comm_ns": cov(COMM), "busy_ns": busy, "idle_ns": max(0, window - busy),
+                "window_ns": window, "busy_pct": _pct(busy, window), "concurrent_ns": concurrent,
+                "clipped": clipped})
+    return row
+
+
+def gpu_breakdown(trace: Trace) -> pa.Table:
+    """Busy time per device and stream by kind of work, idle time and utilization (see the module docstring)."""
+    return GpuAnalysis(trace).breakdown()
+
+
+def launch_stats(trace: Trace) -> pa.Table:
+    """Per device: true concurrency of streams, kernels per step, median kernel time, launch delays."""
+    return GpuAnalysis(trace).launches()
+
+
+# --- HTA's definitions (Holistic Trace Analysis 0.5.0), computed from the model ----------------------------
+
+TEMPORAL_SCHEMA = pa.schema([
+    ("rank", pa.int64()), ("device", pa.int64()), ("window_ns", pa.int64()), ("busy_ns", pa.int64()),
+    ("idle_ns", pa.int64()), ("compute_ns", pa.int64()), ("non_compute_ns", pa.int64()), ("comm_ns", pa.int64()),
+    ("memory_ns", pa.int64()), ("idle_pct", pa.float64()), ("compute_pct", pa.float64()),
+    ("non_compute_pct", pa.float64()), ("comm_pct", pa.float64()), ("memory_pct", pa.float64()),
+])
+KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
+
+
+def _hta_rows(work: GpuWork, drop_last_step: bool) -> pa.Table:
+    """The work HTA counts, over its own span (no window): with ``drop_last_step`` and two or more steps, only
+    work launched before the last step began (HTA's default, ``include_last_profiler_step=False``)."""
+    t = work.table
+    if drop_last_step and work.steps >= 2 and work.last_step_start is not None:
+        t = t.filter(pc.fill_null(pc.less(t["launch"], work.last_step_start), False))
+    return t.set_column(t.schema.get_field_index("start"), "start", t["raw_start"]) \
+            .set_column(t.schema.get_field_index("end"), "end", t["cut_end"])
+
+
+def temporal_breakdown(trace: Trace, drop_last_step: bool = False) -> pa.Table:
+    """Per device, HTA's ``get_temporal_breakdown``: over the span of the device work (first start to last end),
+    idle = span - busy, compute = union of kernels (not collectives), non-compute = busy - compute; plus the
+    communication and memory (memcpy + memset) unions. Percentages are of the span."""
+    work = device_work(trace)
+    t = _hta_rows(work, drop_last_step)
+    if t.num_rows == 0:
+        return TEMPORAL_SCHEMA.empty_table()
+    rank = trace.metadata.get("rank")
+    cat = pc.cast(t["cat"], pa.int64())
+    klass = pc.if_else(pc.equal(cat, COMPUTE), 0, pc.if_else(pc.equal(cat, COMM), 1, 2))
+    dev = t["device"].combine_chunks()
+    start, end, klass = t["start"].combine_chunks(), t["end"].combine_chunks(), _one(klass)
+    busy = covered_by_group(merged_intervals(dev, start, end))
+    by_class = covered_by_group(merged_intervals(pc.add(pc.multiply(dev, 4), klass), start, end))
+    spans = pa.table({"d": dev, "s": start, "e": end}).group_by("d", use_threads=False) \
+        .aggregate([("s", "min"), ("e", "max")])
+    rows = []
+    for d, s0, e1 in zip(spans["d"].to_pylist(), spans["s_min"].to_pylist(), spans["e_max"].to_pylist()):
+        window = e1 - s0
+        b = busy.get(d, 0)
+        compute, comm, memory = (by_class.get(d * 4 + k, 0) for k in range(3))
+        rows.append({"rank": rank if isinstance(rank, int) else None, "device": d, "window_ns": window,
+                     "busy_ns": b, "idle_ns": window - b, "compute_ns": compute, "non_compute_ns": b - compute,
+                     "comm_ns": comm, "memory_ns": memory, "idle_pct": _pct(window - b, window),
+                     "compute_pct": _pct(compute, window), "non_compute_pct": _pct(b - compute, window),
+                     "comm_pct": _pct(comm, window), "memory_pct": _pct(memory, window)})
+    return pa.Table.from_pylist(rows, schema=TEMPORAL_SCHEMA)
+
+
+def kernel_type_breakdown(trace: Trace, drop_last_step: bool = False) -> pa.Table:
+    """HTA's ``get_gpu_kernel_breakdown`` kernel-type table (with memory kernels): the busy time split by which
+    types ran (COMPUTATION, COMMUNICATION, MEMORY, or "A overlapping B" when several did), summed over devices,
+    with each part's share of the total."""
+    work = device_work(trace)
+    t = _hta_rows(work, drop_last_step)
+    schema = pa.schema([("kernel_type", pa.string()), ("time_ns", pa.int64()), ("pct", pa.float64())])
+    if t.num_rows == 0:
+        return schema.empty_table()
+    cat = pc.cast(t["cat"], pa.int64())
+    bit = pc.if_else(pc.equal(cat, COMPUTE), 1, pc.if_else(pc.equal(cat, COMM), 2, 4))
+    key = pc.add(pc.multiply(pc.add(_one(t["device"]), 1), 8), _one(bit))  # device -1 (unknown) stays >= 0
+    m = merged_intervals(key, _one(t["start"]), _one(t["end"]))
+    m = m.filter(pc.greater(m["end"], m["start"]))
+    if m.num_rows == 0:
+        return schema.empty_table()
+    g = m["group"].combine_chunks()
+    device = pc.divide(g, 8)
+    value = pc.subtract(g, pc.multiply(device, 8))
+    k = m.num_rows
+    points = pa.table({
+        "d": pa.concat_arrays([device, device]),
+        "t": pa.concat_arrays([m["start"].combine_chunks(), m["end"].combine_chunks()]),
+        "v": pa.concat_arrays([value, pc.negate(value)]),
+    })
+    points = points.take(pc.sort_indices(points, [("d", "ascending"), ("t", "ascending")]))
+    state = pc.cumulative_sum(points["v"].combine_chunks())
+    tt, dd = points["t"].combine_chunks(), points["d"].combine_chunks()
+    n = 2 * k
+    seg = pc.subtract(pa.concat_arrays([tt.slice(1), tt.slice(n - 1)]), tt)
+    seg = pc.if_else(pc.equal(dd, pa.concat_arrays([dd.slice(1), dd.slice(n - 1)])), seg, 0)
+    agg = pa.table({"state": state, "seg": seg}).filter(pc.greater(state, 0)) \
+        .group_by("state", use_threads=False).aggregate([("seg", "sum")])
+    total = pc.sum(agg["seg_sum"]).as_py() or 0
+    rows = []
+    for st, ns in zip(agg["state"].to_pylist(), agg["seg_sum"].to_pylist()):
+        if ns <= 0:
+            continue
+        label = " overlapping ".join(name for i, name in enumerate(KERNEL_TYPES) if st & (1 << i))
+        rows.append({"kernel_type": label, "time_ns": ns, "pct": _pct(ns, total)})
+    rows.sort(key=lambda r: -r["time_ns"])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+
+def _one(values) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    return values
+
+
+def _arange(n: int) -> pa.Array:
+    if n == 0:
+        return pa.array([], pa.int64())
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+def _count_by(values) -> dict:
+    if len(values) == 0:
+        return {}
+    counts = pc.value_counts(_one(values))
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+
+
+def _quantiles(values, qs: tuple[float, ...]) -> list[int | None]:
+    values = _one(values)
+    if len(values) == 0:
+        return [None] * len(qs)
+    out = pc.quantile(values, q=list(qs), interpolation="linear").to_pylist()
+    return [int(round(v)) for v in out]
+
+
+def _pct(part: int | None, whole: int | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return round(100.0 * part / whole, 2)

@@ -1,0 +1,186 @@
+"""Why the GPU sat idle: every idle nanosecond of a device put down to exactly one cause.
+
+Idle time is the window minus the device's busy time (the union of its work, see ``gpu.py``). The causes,
+by priority (the first that holds at an instant wins):
+
+1. ``sync``: the host was inside a synchronising call (cudaStreamSynchronize, cudaDeviceSynchronize,
+   cudaEventSynchronize, a blocking cudaMemcpy; their hip/cu equivalents) or a sync record of the device
+   timeline (Kineto's cuda_sync) covers the instant.
+2. ``input_pipeline``: the host was inside the data loader (an op, annotation or Python frame whose name
+   holds "DataLoader"/"dataloader", e.g. ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``).
+3. ``launch_overhead``: a gap between two busy periods shorter than ``short_gap_ns`` whose next work was
+   launched only after the gap began: short kernels finish faster than the host launches them.
+4. ``kernel_gap``: a gap shorter than ``short_gap_ns`` whose next work was already launched when it began:
+   the device's own turnaround between back-to-back kernels (HTA's "kernel wait"; graphs have them too).
+5. ``host_wait``: no launch was outstanding (everything launched so far had started): the device waited
+   for the host to queue work.
+6. ``other``: none of these: work was queued but did not start for longer than a short gap (stream/event
+   dependencies, a copy staged by the host), or the trace has no launches to tell host waits from the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.model.schema import kind_mask
+
+if TYPE_CHECKING:
+    from opscope.analyses.gpu import GpuAnalysis
+
+IDLE_CAUSES = ("sync", "input_pipeline", "launch_overhead", "kernel_gap", "host_wait", "other")
+#: Host calls that block until device work is done.
+SYNC_CALLS = r"^(cuda|hip|cu)(Stream|Device|Event|Ctx|Thread)Synchronize|^(cuda|hip|cu)Memcpy(?!\w*Async)"
+#: Names of the data loader's host events.
+INPUT_PIPELINE = r"(?i)dataloader"
+INPUT_KINDS = ("python", "user_annotation", "cpu_op")
+
+IDLE_SCHEMA = pa.schema([
+    ("device", pa.int64()), ("cause", pa.string()), ("idle_ns", pa.int64()), ("idle_pct", pa.float64()),
+    ("window_pct", pa.float64()),
+])
+#: One line for the reader of the idle table.
+IDLE_NOTE = ("each idle ns has one cause, the first that holds: sync (host in a synchronising call), input_pipeline "
+             "(host in the DataLoader), launch_overhead (gap < {short} between busy periods, next work launched "
+             "after it began), kernel_gap (such a gap with the next work already queued), host_wait (nothing "
+             "launched and not yet started), other; idle_pct: share of the device's idle time")
+_GAP, _SHORT_LATE, _SHORT_QUEUED, _SYNC, _INPUT, _OUTSTANDING = range(6)
+
+
+def idle_causes(analysis: GpuAnalysis) -> pa.Table:
+    """One row per device and cause (all five, in priority order): idle ns, share of the device's idle time and
+    of the window."""
+    work = analysis.work
+    if work.table.num_rows == 0:
+        return IDLE_SCHEMA.empty_table()
+    w0, w1 = work.window_start, work.window_end
+    window = work.window_ns
+    sync, data = _host_covers(analysis.trace, w0, w1)
+    busy = analysis.device_busy
+    busy = busy.filter(pc.greater(busy["end"], busy["start"]))
+    t = work.table
+    pending = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
+    rows = []
+    for dev in work.devices:
+        d = busy.filter(pc.equal(busy["group"], dev))
+        gap_s, gap_e, short_late, short_queued = _gaps(d, w0, w1, analysis.short_gap_ns)
+        mine = pending.filter(pc.equal(pending["device"], dev))
+        o_s = pc.max_element_wise(mine["launch"].combine_chunks() if mine.num_rows else pa.array([], pa.int64()), w0)
+        o_e = pc.min_element_wise(mine["raw_start"].combine_chunks() if mine.num_rows else pa.array([], pa.int64()),
+                                  w1)
+        launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
+            pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
+        covers = {_GAP: (gap_s, gap_e), _SHORT_LATE: short_late, _SHORT_QUEUED: short_queued, _SYNC: sync,
+                  _INPUT: data, _OUTSTANDING: (o_s, o_e)}
+        by_cause = _attribute(covers, launches_known)
+        idle = sum(by_cause.values())
+        for i, cause in enumerate(IDLE_CAUSES):
+            ns = by_cause.get(i, 0)
+            rows.append({"device": dev, "cause": cause, "idle_ns": ns, "idle_pct": _pct(ns, idle),
+                         "window_pct": _pct(ns, window)})
+    return pa.Table.from_pylist(rows, schema=IDLE_SCHEMA)
+
+
+def _host_covers(trace, w0: int, w1: int) -> tuple[tuple[pa.Array, pa.Array], tuple[pa.Array, pa.Array]]:
+    """Spans (clipped to the window) of host synchronisation and of the data loader."""
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns"])
+    is_sync = pc.or_(pc.and_(kind_mask(ev, ("runtime",)), _name_match(ev["name"], SYNC_CALLS)),
+                     kind_mask(ev, ("sync",)))
+    is_data = pc.and_(kind_mask(ev, INPUT_KINDS), _name_match(ev["name"], INPUT_PIPELINE))
+    out = []
+    for mask in (is_sync, is_data):
+        spans = ev.select(["ts_ns", "dur_ns"]).filter(mask)
+        s = spans["ts_ns"].combine_chunks() if spans.num_rows else pa.array([], pa.int64())
+        e = pc.add(s, spans["dur_ns"].combine_chunks()) if spans.num_rows else pa.array([], pa.int64())
+        out.append((pc.max_element_wise(s, w0), pc.min_element_wise(e, w1)))
+    return out[0], out[1]
+
+
+def _name_match(names: pa.ChunkedArray, pattern: str) -> pa.ChunkedArray:
+    """Python regex search (lookaheads allowed) on a dictionary column, once per distinct name."""
+    regex = re.compile(pattern)
+    memo: dict = {}
+
+    def hit(values: pa.Array) -> pa.Array:
+        out = []
+        for v in values.to_pylist():
+            if v not in memo:
+                memo[v] = v is not None and regex.search(v) is not None
+            out.append(memo[v])
+        return pa.array(out, pa.bool_())
+
+    chunks = []
+    for chunk in names.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            chunks.append(hit(chunk.dictionary).take(chunk.indices))
+        else:
+            chunks.append(hit(chunk))
+    return pa.chunked_array(chunks, pa.bool_())
+
+
+def _gaps(busy: pa.Table, w0: int, w1: int, short_gap_ns: int):
+    """The idle gaps of one device (its merged busy intervals in start order), and among the gaps between two
+    busy periods shorter than ``short_gap_ns`` those whose next work was launched after the gap began (launch
+    overhead) and those whose next work was already queued (kernel gap)."""
+    s, e = busy["start"].combine_chunks(), busy["end"].combine_chunks()
+    launch = busy["launch"].combine_chunks()
+    k = len(s)
+    gap_s = pa.concat_arrays([pa.array([w0], pa.int64()), e])
+    gap_e = pa.concat_arrays([s, pa.array([w1], pa.int64())])
+    next_launch = pa.concat_arrays([launch, pa.nulls(1, pa.int64())])
+    if k == 0:
+        interior = pa.array([False])
+    else:  # gap 0 is before the first busy period, gap k after the last
+        interior = pa.concat_arrays([pa.array([False]), pa.repeat(pa.scalar(True), k - 1), pa.array([False])])
+    length = pc.subtract(gap_e, gap_s)
+    short = pc.and_(interior, pc.less(length, short_gap_ns))
+    late = pc.greater(next_launch, gap_s)
+    short_late = pc.fill_null(pc.and_(short, late), False)
+    short_queued = pc.fill_null(pc.and_(short, pc.invert(late)), False)
+    keep = pc.greater(length, 0)
+    gap_s, gap_e = pc.filter(gap_s, keep), pc.filter(gap_e, keep)
+    short_late, short_queued = pc.filter(short_late, keep), pc.filter(short_queued, keep)
+    return (gap_s, gap_e, (pc.filter(gap_s, short_late), pc.filter(gap_e, short_late)),
+            (pc.filter(gap_s, short_queued), pc.filter(gap_e, short_queued)))
+
+
+def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> dict[int, int]:
+    """Sweep over the boundaries of every cover: each stretch of a gap goes to the first cause that holds."""
+    times, codes, deltas = [], [], []
+    for code, (s, e) in covers.items():
+        keep = pc.greater(e, s)
+        s, e = pc.filter(s, keep), pc.filter(e, keep)
+        n = len(s)
+        if n == 0:
+            continue
+        times += [s, e]
+        codes += [pa.repeat(pa.scalar(code, pa.int8()), 2 * n)]
+        deltas += [pa.repeat(pa.scalar(1, pa.int64()), n), pa.repeat(pa.scalar(-1, pa.int64()), n)]
+    if not times or len(covers[_GAP][0]) == 0:
+        return {}
+    pts = pa.table({"t": pa.concat_arrays(times), "code": pa.concat_arrays(codes),
+                    "delta": pa.concat_arrays(deltas)})
+    pts = pts.take(pc.sort_indices(pts["t"]))
+    t, code, delta = (pts[c].combine_chunks() for c in ("t", "code", "delta"))
+    n = len(t)
+    seg = pc.subtract(pa.concat_arrays([t.slice(1), t.slice(n - 1)]), t)
+    active = {}
+    for c in covers:
+        level = pc.cumulative_sum(pc.if_else(pc.equal(code, c), delta, 0))
+        active[c] = pc.greater(level, 0)
+    host_wait = pc.invert(active[_OUTSTANDING]) if launches_known else pa.repeat(pa.scalar(False), n)
+    # the cause's index in IDLE_CAUSES: the first condition that holds
+    cause = pa.repeat(pa.scalar(len(IDLE_CAUSES) - 1, pa.int64()), n)
+    for i, holds in reversed(list(enumerate([active[_SYNC], active[_INPUT], active[_SHORT_LATE],
+                                             active[_SHORT_QUEUED], host_wait]))):
+        cause = pc.if_else(holds, i, cause)
+    idle = pa.table({"cause": cause, "seg": seg}).filter(active[_GAP])
+    sums = idle.group_by("cause", use_threads=False).aggregate([("seg", "sum")])
+    return dict(zip(sums["cause"].to_pylist(), sums["seg_sum"].to_pylist()))
+
+
+def _pct(part: int, whole: int) -> float | None:
+    return round(100.0 * part / whole, 2) if whole else None
