@@ -391,3 +391,29 @@ def test_memcpy_of_unknown_direction_counts_as_other(tmp_path):
     row = rows_by_stream(analyze(tmp_path, events))[(0, None)]
     assert (row["memcpy_ns"], row["memcpy_other_ns"], row["memcpy_dtoh_ns"], row["memcpy_htod_ns"]) == (
         25 * US, 20 * US, 5 * US, 0)
+
+
+def test_overlapping_host_events_on_one_thread_still_answer(tmp_path):
+    """Two ops on one thread that overlap without nesting (a broken writer): op_a [100, 300) and op_b
+    [200, 400) us, each launching one kernel (5 us launches at 110 and 210). Every command still
+    answers, and by hand: op_b starts inside op_a so it is taken as op_a's child, but only its part
+    inside op_a, [200, 300), comes off op_a's self time: 200 - 5 - 100 = 95 us; op_b keeps 200 - 5 =
+    195 us. The kernels give the device [150, 250) and [350, 380) = 130 us busy in the window [0, 1000)."""
+    events = [
+        step(1, 0, 1000),
+        x("op_a", 100, 200), launch(110, 1),
+        x("op_b", 200, 200), launch(210, 2),
+        kernel("k_a", 150, 100, corr=1), kernel("k_b", 350, 30, corr=2),
+    ]
+    path = write_trace(tmp_path / "overlap.json", events)
+    trace = open_trace(path, use_cache=False)
+    rows = {r["name"]: r for r in __import__("opscope.analyses.ops", fromlist=["op_table"]).op_table(trace)
+            .to_pylist()}
+    assert rows["op_a"]["self_ns"] == 95 * US and rows["op_b"]["self_ns"] == 195 * US
+    assert all(r["self_ns"] >= 0 for r in rows.values())
+    device = rows_by_stream(GpuAnalysis(trace))[(0, None)]
+    assert device["busy_ns"] == 130 * US and device["idle_ns"] == 870 * US
+    runner = CliRunner()
+    for args in (["ops", "--gpu"], ["gpu"], ["kernels", "--by-op"], ["scope"], ["steps"]):
+        result = runner.invoke(app, [*args, str(path), "--no-cache", "-f", "json"])
+        assert result.exit_code == 0, (args, result.output)

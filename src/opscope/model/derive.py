@@ -156,7 +156,10 @@ def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns) -> None:
                 up = stack_row[-1]
                 parent[row] = up
                 depth[row] = len(stack_row)
-                self_ns[up] -= dur
+                # A child running past its parent's end (jitter, or a writer's overlapping events) takes
+                # from the parent's self time only the part inside the parent.
+                end = stack_end[-1]
+                self_ns[up] -= dur if ts + dur <= end else end - ts
         push_end(ts + dur)
         push_row(row)
 
