@@ -5,16 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from opscope.capture.models import _require_torch, mobilenet_v2_mini
+from opscope.paths import first_free
 
 
 def unused_path(directory: Path, stem: str, suffix: str) -> Path:
     """``directory/stem+suffix``, or ``stem-1``, ``stem-2``... so an earlier recording is never overwritten."""
-    candidate = directory / f"{stem}{suffix}"
-    n = 0
-    while candidate.exists():
-        n += 1
-        candidate = directory / f"{stem}-{n}{suffix}"
-    return candidate
+    return first_free(directory / f"{stem}{suffix}", Path.exists, suffix)[0]
 
 
 def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 64, threads: int | None = None,

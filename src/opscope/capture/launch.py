@@ -20,6 +20,7 @@ from typing import Any
 from opscope.capture.runner import ENV
 from opscope.capture.session import RecordOptions
 from opscope.errors import UsageError
+from opscope.paths import first_free
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 
@@ -71,15 +72,7 @@ def _on_path(name: str) -> bool:
 
 def fresh_output_dir(path: Path) -> tuple[Path, bool]:
     """``path`` if it is new or empty, else ``path-1``, ``path-2``...: a recording is never overwritten."""
-    def taken(p: Path) -> bool:
-        return p.exists() and (not p.is_dir() or any(p.iterdir()))
-
-    if not taken(path):
-        return path, False
-    n = 1
-    while taken(path.with_name(f"{path.name}-{n}")):
-        n += 1
-    return path.with_name(f"{path.name}-{n}"), True
+    return first_free(path, lambda p: p.exists() and (not p.is_dir() or any(p.iterdir())))
 
 
 @dataclass

@@ -385,15 +385,9 @@ def first_nonfinite(table: pa.Table) -> dict[str, Any] | None:
 
 def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
     """``path``, or ``path-1``, ``path-2``... when it already holds a dump: a dump is never overwritten."""
-    def taken(p: Path) -> bool:
-        return (p / DUMP_NAME).exists() or (p.exists() and not p.is_dir())
+    from opscope.paths import first_free
 
-    if not taken(path):
-        return path, False
-    n = 1
-    while taken(path.with_name(f"{path.name}-{n}")):
-        n += 1
-    return path.with_name(f"{path.name}-{n}"), True
+    return first_free(path, lambda p: (p / DUMP_NAME).exists() or (p.exists() and not p.is_dir()))
 
 
 # --- diff of two dumps ------------------------------------------------------------------------------
