@@ -28,6 +28,7 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.intervals import covered_by_group, merged_intervals
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -48,7 +49,6 @@ _WORD_LETTER = {"host": "h", "pinned": "h", "pageable": "h", "device": "d", "pee
 _DIRECTION_CODE = {"hd": 0, "dh": 1, "dd": 2, "pp": 3}
 _COPY_NAME = re.compile(r"(?i)memcpy|dma")
 _FILL_NAME = re.compile(r"(?i)memset")
-_INT64_MIN = -(1 << 63)
 
 BREAKDOWN_SCHEMA = pa.schema([
     ("device", pa.int64()), ("stream", pa.int64()), ("events", pa.int64()),
@@ -81,58 +81,6 @@ def direction_code(name: str | None) -> int:
 
 
 # --- interval helpers ----------------------------------------------------------------------------------------
-
-def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted: bool = False) -> pa.Table:
-    """The union of ``[start, end)`` per group as disjoint intervals: a table ``group, start, end, first``.
-
-    Unless ``presorted`` (rows grouped, in start order within each group), rows are sorted by group and start.
-    ``first`` is the input row that opens each interval. One running maximum serves every group: group k's
-    times are shifted by k spans.
-    """
-    n = len(start)
-    empty = pa.table({"group": pa.array([], pa.int64()), "start": pa.array([], pa.int64()),
-                      "end": pa.array([], pa.int64()), "first": pa.array([], pa.int64())})
-    if n == 0:
-        return empty
-    rows = _arange(n)
-    if not presorted:
-        order = pc.sort_indices(pa.table({"g": group, "s": start}), [("g", "ascending"), ("s", "ascending")])
-        group, start, end, rows = group.take(order), start.take(order), end.take(order), order
-    changed = pa.concat_arrays([pa.array([True]), pc.not_equal(group.slice(1), group.slice(0, n - 1))])
-    rank = pc.subtract(pc.cumulative_sum(pc.cast(changed, pa.int64())), 1)
-    base = pc.min(start).as_py()
-    span = pc.max(end).as_py() - base + 1
-    try:
-        offset = pc.subtract_checked(pc.multiply_checked(rank, span), base)
-        s = pc.add_checked(start, offset)
-        e = pc.add_checked(end, offset)
-    except pa.ArrowInvalid:  # too many groups over too long a time to shift within int64: one at a time
-        parts = []
-        for g in pc.unique(group).to_pylist():
-            keep = pc.equal(group, g)
-            part = merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep), True)
-            parts.append(part.set_column(3, "first", pc.take(pc.filter(rows, keep), part["first"])))
-        return pa.concat_tables(parts)
-    running = pc.cumulative_max(e)
-    prev = pa.concat_arrays([pa.array([_INT64_MIN], pa.int64()), running.slice(0, n - 1)])
-    new = pc.greater(s, prev)
-    last = pa.concat_arrays([new.slice(1), pa.array([True])])
-    return pa.table({
-        "group": pc.filter(group, new),
-        "start": pc.filter(start, new),
-        "end": pc.subtract(pc.filter(running, last), pc.filter(offset, last)),
-        "first": pc.filter(rows, new),
-    })
-
-
-def covered_by_group(merged: pa.Table) -> dict[int, int]:
-    """``{group: covered ns}`` of a :func:`merged_intervals` table."""
-    if merged.num_rows == 0:
-        return {}
-    t = pa.table({"g": merged["group"], "d": pc.subtract(merged["end"], merged["start"])})
-    sums = t.group_by("g", use_threads=False).aggregate([("d", "sum")])
-    return dict(zip(sums["g"].to_pylist(), sums["d_sum"].to_pylist()))
-
 
 # --- the device work, prepared once ----------------------------------------------------------------------
 
@@ -619,12 +567,6 @@ def _one(values) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
     return values
-
-
-def _arange(n: int) -> pa.Array:
-    if n == 0:
-        return pa.array([], pa.int64())
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
 
 
 def _count_by(values) -> dict:

@@ -20,6 +20,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import arange
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -203,7 +204,7 @@ def op_ancestors(events: pa.Table, launch: pa.Array, kinds=("cpu_op",)) -> tuple
     (index into ``launch``, event row), innermost first."""
     parents = _one(events["parent"])
     is_op = _one(kind_mask(events, tuple(kinds)))
-    index = _arange(len(launch))
+    index = arange(len(launch))
     current = launch
     keep = pc.is_valid(current)
     index, current = pc.filter(index, keep), pc.filter(current, keep)
@@ -265,12 +266,5 @@ def _dictionary_match(column: pa.ChunkedArray, pattern: str) -> pa.Array:
 
 def _scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
     """An array of ``n`` nulls with ``values`` put at ``positions``."""
-    order = pc.index_in(_arange(n), value_set=pc.cast(positions, pa.int64()))
+    order = pc.index_in(arange(n), value_set=pc.cast(positions, pa.int64()))
     return pc.take(values, order)
-
-
-def _arange(n: int) -> pa.Array:
-    """0, 1, ..., n - 1 as int64, built by Arrow (no Python int per value)."""
-    if n == 0:
-        return pa.array([], pa.int64())
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
