@@ -1,0 +1,154 @@
+"""What the rules look at: one trace's analyses, computed once and shared by every rule."""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.model.trace import Trace
+
+
+class AdviceContext:
+    """A trace, the analyses rules ask for (lazily, each once) and what is known about the run.
+
+    Every saving is expressed *per step*: the window is the first ProfilerStep's start to the last one's end
+    (the whole trace when it has no steps), ``steps`` the number of steps in it (1 without steps), and
+    ``step_ns`` = window / steps, the mean step time. A rule turns a total over the window into a per-step
+    figure with :meth:`per_step` and into a share of the step with :meth:`pct`.
+
+    ``run`` is the recording's run.json when there is one (thread settings, CPU cores, GPUs); ``peers`` are
+    traces of the other ranks of the same job, for comparisons across ranks.
+    """
+
+    def __init__(self, trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, ...] = ()) -> None:
+        self.trace = trace
+        self.run = run
+        self.peers = peers
+
+    # --- the window and per-step arithmetic ---------------------------------------------------------
+
+    @cached_property
+    def window(self) -> tuple[int, int]:
+        steps = self.trace.steps
+        if steps.num_rows:
+            return (pc.min(steps["ts_ns"]).as_py(), pc.max(pc.add(steps["ts_ns"], steps["dur_ns"])).as_py())
+        ev = self.trace.select(["ts_ns", "dur_ns"])
+        if ev.num_rows == 0:
+            return (0, 0)
+        return (pc.min(ev["ts_ns"]).as_py(), pc.max(pc.add(ev["ts_ns"], ev["dur_ns"])).as_py())
+
+    @property
+    def window_ns(self) -> int:
+        return max(0, self.window[1] - self.window[0])
+
+    @cached_property
+    def steps(self) -> int:
+        return max(1, self.trace.steps.num_rows)
+
+    @property
+    def has_steps(self) -> bool:
+        return self.trace.steps.num_rows > 0
+
+    @property
+    def step_ns(self) -> int:
+        return self.window_ns // self.steps
+
+    @property
+    def unit(self) -> str:
+        """What a saving is per: "step", or "trace" for a trace without steps."""
+        return "step" if self.has_steps else "trace"
+
+    def per_step(self, total_ns: int | float) -> int:
+        return int(round(total_ns / self.steps))
+
+    def pct(self, per_step_ns: int | float | None) -> float | None:
+        if per_step_ns is None or not self.step_ns:
+            return None
+        return round(100.0 * per_step_ns / self.step_ns, 2)
+
+    # --- analyses, computed once ------------------------------------------------------------------------
+
+    @cached_property
+    def step_table(self) -> pa.Table:
+        from opscope.analyses.steps import step_table
+
+        return step_table(self.trace)
+
+    @cached_property
+    def gpu(self):
+        """The GpuAnalysis of the trace, or None when it has no device work."""
+        from opscope.analyses.gpu import GpuAnalysis
+
+        analysis = GpuAnalysis(self.trace)
+        return analysis if analysis.work.table.num_rows else None
+
+    @cached_property
+    def breakdown(self) -> pa.Table:
+        """Device rows of the GPU breakdown (stream null), empty without device work."""
+        from opscope.analyses.gpu import BREAKDOWN_SCHEMA
+
+        if self.gpu is None:
+            return BREAKDOWN_SCHEMA.empty_table()
+        b = self.gpu.breakdown()
+        return b.filter(pc.is_null(b["stream"]))
+
+    @cached_property
+    def idle(self) -> pa.Table:
+        from opscope.analyses.idle import IDLE_SCHEMA
+
+        return IDLE_SCHEMA.empty_table() if self.gpu is None else self.gpu.idle()
+
+    @cached_property
+    def launches(self) -> pa.Table:
+        from opscope.analyses.gpu import LAUNCH_SCHEMA
+
+        return LAUNCH_SCHEMA.empty_table() if self.gpu is None else self.gpu.launches()
+
+    @cached_property
+    def ops(self) -> pa.Table:
+        """cpu_op groups by name (self time with duplicate ops folded), with the Python API."""
+        from opscope.analyses.ops import op_table
+
+        return op_table(self.trace, python_api=True)
+
+    @cached_property
+    def kernels(self) -> pa.Table:
+        """Device work grouped by short kernel name."""
+        from opscope.analyses.kernels import kernel_table
+
+        return kernel_table(self.trace, names="short")
+
+    @cached_property
+    def device_properties(self) -> list[dict[str, Any]]:
+        """GPUs as the trace (Kineto's deviceProperties) or the run (torch's properties) describe them, with
+        ``name``, ``capability`` ("8.0") and ``total_memory`` (bytes) where known."""
+        out = []
+        for p in self.trace.metadata.get("device_properties") or []:
+            major, minor = p.get("computeMajor"), p.get("computeMinor")
+            out.append({"id": p.get("id"), "name": p.get("name"),
+                        "capability": f"{major}.{minor}" if major is not None else None,
+                        "total_memory": p.get("totalGlobalMem")})
+        if not out and self.run:
+            for g in self.run.get("gpus") or []:
+                out.append({"id": g.get("index"), "name": g.get("name"), "capability": g.get("capability"),
+                            "total_memory": g.get("total_memory")})
+        return out
+
+
+def find_run_info(trace_path: Path) -> dict[str, Any] | None:
+    """The run.json of the recording a trace belongs to (``opscope record`` writes it beside its traces)."""
+    candidate = trace_path.parent / "run.json"
+    if not candidate.is_file():
+        return None
+    try:
+        run = json.loads(candidate.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(run, dict) or trace_path.name not in (run.get("traces") or []):
+        return None
+    return run

@@ -1,0 +1,57 @@
+"""What a rule reports: a Finding, and the Rule that produces findings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opscope.advise.context import AdviceContext
+
+
+@dataclass
+class Finding:
+    """One problem found in a trace, with the numbers behind it.
+
+    ``saving_ns`` is the estimated time saved *per step* (per trace window when the trace has no steps) if
+    ``change`` is made, ``saving_pct`` the same as a share of the step time; both are None when the rule cannot
+    put a number on it (the finding then ranks after every estimated one). ``estimate`` says how the figure was
+    reached, with its inputs, so a reader can check it. ``evidence`` holds rows from the analyses (plain dicts of
+    JSON-able values; times in ns, with the step and time of each row where it has one).
+    """
+
+    rule: str
+    title: str
+    saving_ns: int | None
+    saving_pct: float | None
+    estimate: str
+    change: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence_title: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+    """Raised by a rule whose inputs the trace does not have (the reason is shown to the user)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A detector: ``check`` looks at the analyses of a trace and returns findings (or raises NotApplicable).
+
+    ``explain`` is the text of ``opscope advise --explain ID``: what triggers the rule, how the saving is
+    estimated and what the estimate leaves out.
+    """
+
+    id: str
+    title: str
+    explain: str
+    check: Callable[[AdviceContext], list[Finding]]
+
+
+def ranked(findings: list[Finding]) -> list[Finding]:
+    """Largest estimated saving first; findings without an estimate last (in rule order)."""
+    return sorted(findings, key=lambda f: (f.saving_ns is None, -(f.saving_ns or 0)))

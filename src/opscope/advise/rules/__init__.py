@@ -1,0 +1,1 @@
+"""One module per advice rule; each exposes RULE (opscope.advise.finding.Rule)."""

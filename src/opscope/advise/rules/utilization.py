@@ -1,0 +1,107 @@
+"""Low accelerator utilization: the device idles for a large part of each step.
+
+Evidence: the idle time per step split by cause (from :func:`opscope.analyses.idle.idle_causes`) and the
+longest idle gaps with the step they fall in, so an injected or accidental stall can be found on the timeline.
+"""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+
+from opscope.advise.context import AdviceContext
+from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.render.units import format_ns
+
+#: The rule fires when a device is idle for at least this share of the window.
+IDLE_SHARE = 0.10
+#: Longest gaps shown as evidence.
+TOP_GAPS = 5
+
+#: What to change, per cause of idle time.
+CHANGE_FOR = {
+    "sync": "remove host-device synchronisation inside the step (see the host-sync finding)",
+    "input_pipeline": "overlap data loading with compute (see the input-pipeline finding)",
+    "launch_overhead": "launch fewer, larger kernels: CUDA graphs or torch.compile (see launch-bound)",
+    "kernel_gap": "the queue was full yet the device paused between kernels: fuse small kernels (torch.compile)",
+    "host_wait": "the host launched nothing: look at the host ops running in these gaps (opscope ops --steps N)",
+    "other": "look at the longest gaps on the timeline (opscope export) to see what the host was doing",
+}
+
+
+def check(ctx: AdviceContext) -> list[Finding]:
+    if ctx.gpu is None:
+        raise NotApplicable("no GPU activity in this trace")
+    findings = []
+    for row in ctx.breakdown.to_pylist():
+        device, window, idle = row["device"], row["window_ns"], row["idle_ns"]
+        if not window or idle < IDLE_SHARE * window:
+            continue
+        causes = ctx.idle.filter(pc.equal(ctx.idle["device"], device)).to_pylist()
+        causes = sorted((c for c in causes if c["idle_ns"]), key=lambda c: -c["idle_ns"])
+        evidence = [{"what": f"idle: {c['cause']}", "step": None, "at_ns": None,
+                     "idle_ns": ctx.per_step(c["idle_ns"]), "step_pct": ctx.pct(ctx.per_step(c["idle_ns"]))}
+                    for c in causes]
+        evidence += [{"what": "gap", "step": step, "at_ns": at, "idle_ns": length,
+                      "step_pct": ctx.pct(length)} for step, at, length in longest_gaps(ctx, device)]
+        saving = ctx.per_step(idle)
+        top = causes[0]["cause"] if causes else "other"
+        findings.append(Finding(
+            rule=RULE.id,
+            title=f"GPU {device} is idle {100.0 * idle / window:.1f}% of the time "
+                  f"({format_ns(saving)} per {ctx.unit})",
+            saving_ns=saving,
+            saving_pct=ctx.pct(saving),
+            estimate=(f"upper bound: the device's idle time in the window ({format_ns(idle)} over {ctx.steps} "
+                      f"{ctx.unit}(s)); a step cannot shrink by more than the time its device waits, and only "
+                      f"if the host can keep it fed. The cause-specific findings claim parts of the same time."),
+            change=f"largest cause is {top}: {CHANGE_FOR[top]}",
+            evidence=evidence,
+            evidence_title="idle time per step by cause, then the longest gaps (at_ns: from the step's start)",
+        ))
+    return findings
+
+
+def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[tuple[int | None, int, int]]:
+    """The ``top`` longest idle gaps of a device inside the window: (step, start from the step's start (from the
+    window's start without steps), length), longest first."""
+    busy = ctx.gpu.device_busy
+    busy = busy.filter(pc.and_(pc.equal(busy["group"], device), pc.greater(busy["end"], busy["start"])))
+    w0, w1 = ctx.window
+    starts = busy["start"].to_pylist()
+    ends = busy["end"].to_pylist()
+    edges_start = [w0] + ends
+    edges_end = starts + [w1]
+    gaps = [(s, e - s) for s, e in zip(edges_start, edges_end) if e > s]
+    gaps.sort(key=lambda g: -g[1])
+    steps = ctx.trace.steps
+    spans = list(zip(steps["step"].to_pylist(), steps["ts_ns"].to_pylist(), steps["dur_ns"].to_pylist()))
+    out = []
+    for start, length in gaps[:top]:
+        step, origin = None, w0
+        for number, ts, dur in spans:
+            if ts <= start < ts + dur:
+                step, origin = number, ts
+                break
+        out.append((step, start - origin, length))
+    return out
+
+
+RULE = Rule(
+    id="gpu-idle",
+    title="Low accelerator utilization",
+    explain=f"""\
+Fires when a device is idle for at least {IDLE_SHARE:.0%} of the window (first ProfilerStep start to last
+ProfilerStep end; the whole trace without steps). Busy = union of its kernels, copies, memsets and collectives
+over all streams, so overlapping work counts once.
+
+Estimated saving = the device's idle time per step. This is an upper bound: a step cannot get shorter by more
+than the time its device waits, and it gets that much shorter only if the host can keep the device fed.
+
+Evidence: idle time per step by cause (each idle nanosecond has one cause, the first that holds: sync, the
+host in a synchronising call; input_pipeline, the host in the DataLoader; launch_overhead, a short gap whose
+next work was launched after the gap began; kernel_gap, a short gap with the next work already queued;
+host_wait, nothing launched yet; other), then the {TOP_GAPS} longest gaps with their step and offset from the
+step's start. The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time,
+so their savings are not to be added to this one.""",
+    check=check,
+)

@@ -1,0 +1,116 @@
+"""The advice framework (registry, ranking, CLI) and the gpu-idle rule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import shared_trace
+from tracefiles import small_gpu_trace, write_trace, x
+from typer.testing import CliRunner
+
+from opscope.advise import advise, all_rules, rule
+from opscope.advise.finding import Finding, ranked
+from opscope.cli import app
+from opscope.ingest import open_trace
+
+runner = CliRunner()
+
+
+def test_every_rule_has_an_id_title_explanation_and_its_own_module():
+    rules = all_rules()
+    ids = [r.id for r in rules]
+    assert len(ids) == len(set(ids))
+    for r in rules:
+        assert r.title and len(r.explain) > 200, r.id
+        assert r.check.__module__.startswith("opscope.advise.rules."), r.id
+    assert "gpu-idle" in ids
+
+
+def test_ranking_puts_the_largest_saving_first_and_unestimated_last():
+    def f(rule, saving):
+        return Finding(rule, rule, saving, None, "", "")
+
+    order = [x.rule for x in ranked([f("a", 5), f("b", None), f("c", 50), f("d", 0)])]
+    assert order == ["c", "a", "d", "b"]
+
+
+def test_gpu_idle_on_a_hand_built_trace(tmp_path):
+    # small_gpu_trace: steps [0, 1000) and [1000, 3000) us; kernels [150, 350), [1200, 1260) and [2950, 3050),
+    # the last clipped at the window's end (3000). Busy = 200 + 60 + 50 = 310 us of 3000 -> idle 2690 us.
+    t = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()))
+    found = advise(t, only=["gpu-idle"]).findings
+    assert len(found) == 1
+    f = found[0]
+    assert f.saving_ns == 2_690_000 // 2  # per step: 2 steps
+    assert f.saving_pct == pytest.approx(100 * 1_345_000 / 1_500_000, abs=0.01)
+    gaps = [e for e in f.evidence if e["what"] == "gap"]
+    # longest gap: [1260, 2950) us, in step 2 (starts at 1000): 260 us into it
+    assert (gaps[0]["step"], gaps[0]["at_ns"], gaps[0]["idle_ns"]) == (2, 260_000, 1_690_000)
+    # then [350, 1000) up to step 2's start and beyond: the gap [350, 1200) spans the step boundary
+    assert (gaps[1]["step"], gaps[1]["at_ns"], gaps[1]["idle_ns"]) == (1, 350_000, 850_000)
+    causes = sum(e["idle_ns"] for e in f.evidence if e["what"].startswith("idle:"))
+    assert abs(causes - 1_345_000) <= 3  # the per-cause rows add up to the idle time (rounded per row)
+
+
+def test_gpu_idle_stays_silent_on_a_busy_device(tmp_path):
+    # one step of 1000 us with kernels covering 950 us of it: idle 5% < 10%
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              x("cudaLaunchKernel", 1, 2, cat="cuda_runtime", correlation=1),
+              x("k", 20, 950, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1)]
+    t = open_trace(write_trace(tmp_path / "t.json", events))
+    assert advise(t, only=["gpu-idle"]).findings == []
+
+
+def test_gpu_idle_is_not_applicable_without_gpu(tmp_path):
+    t = open_trace(write_trace(tmp_path / "t.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+                                                     x("aten::mm", 10, 50)]))
+    a = advise(t, only=["gpu-idle"])
+    assert a.findings == [] and "no GPU" in a.not_applicable["gpu-idle"]
+
+
+def test_gpu_idle_on_a_real_trace_matches_the_raw_json():
+    import tracemutate as tm
+
+    path = shared_trace("hta/trace_diff/control/control.json.gz")
+    doc = tm.load(path)
+    steps = tm.steps(doc)
+    w0, w1 = steps[0][1], steps[-1][2]
+    busy = sum(min(e, w1) - max(s, w0) for s, e in tm.busy_union(doc, 3) if e > w0 and s < w1)
+    idle_us = (w1 - w0) - busy
+    f = advise(open_trace(path), only=["gpu-idle"]).findings[0]
+    assert abs(f.saving_ns - idle_us * 1000 / len(steps)) <= 1
+
+
+def test_cli_advise_json_and_explain(tmp_path):
+    p = write_trace(tmp_path / "t.json", small_gpu_trace())
+    r = runner.invoke(app, ["advise", str(p), "--format", "json", "--rules", "gpu-idle"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert rows[0]["rule"] == "gpu-idle" and rows[0]["saving_ns"] == 1_345_000
+    assert {"title", "evidence", "estimate", "change", "saving_pct"} <= set(rows[0])
+    r = runner.invoke(app, ["advise", "--explain", "gpu-idle"])
+    assert r.exit_code == 0 and rule("gpu-idle").explain.splitlines()[0] in r.stdout
+    r = runner.invoke(app, ["advise", "--explain", "all"])
+    assert all(x.id in r.stdout for x in all_rules())
+
+
+def test_cli_advise_table_names_the_finding(tmp_path):
+    p = write_trace(tmp_path / "t.json", small_gpu_trace())
+    r = runner.invoke(app, ["advise", str(p)])
+    assert r.exit_code == 0, r.output
+    assert "GPU 0 is idle" in r.stdout and "gpu-idle" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["advise", "--explain", "no-such-rule"], "no rule 'no-such-rule'"),
+    (["advise"], "give a trace"),
+    (["advise", "--rules", "nope", "{trace}"], "no rule 'nope'"),
+])
+def test_cli_advise_usage_errors(tmp_path, cache_dir, args, message):
+    from test_bad_input import run_cli
+
+    p = write_trace(tmp_path / "t.json", small_gpu_trace())
+    res = run_cli(*[a.format(trace=p) for a in args], cache=cache_dir)
+    assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -1,0 +1,71 @@
+"""Edit real Kineto traces in known ways (a kernel made slower, an idle gap inserted) for trust tests.
+
+Works on the raw JSON document, independently of opscope's reader, and computes the expected effect from the
+raw events (times in microseconds as the file has them) so tests can compare opscope's answers against it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation_not")
+
+
+def load(path: Path) -> dict:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def save(doc: dict, path: Path) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def device_work(doc: dict) -> list[dict]:
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy",
+                                                                                     "gpu_memset")]
+
+
+def steps(doc: dict) -> list[tuple[int, float, float]]:
+    """(number, start, end) of every ProfilerStep#N, in µs."""
+    out = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
+           if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    return sorted(out, key=lambda s: s[1])
+
+
+def busy_union(doc: dict, device: int) -> list[tuple[float, float]]:
+    """Merged busy intervals (µs) of one device's kernels, copies and memsets over all its streams."""
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in device_work(doc) if e["args"].get("device") == device)
+    merged: list[list[float]] = []
+    for s, e in spans:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return [(s, e) for s, e in merged]
+
+
+def double_kernel(doc: dict, name: str) -> int:
+    """Make every kernel called ``name`` twice as long; returns how many were changed."""
+    n = 0
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and e.get("name") == name:
+            e["dur"] = e["dur"] * 2
+            n += 1
+    return n
+
+
+def insert_gap(doc: dict, at: float, length: float) -> None:
+    """Stretch time at ``at`` (µs) by ``length``: events starting at or after it move later, events running
+    across it get longer (their children moved with them), so nothing else changes but an idle stretch."""
+    for e in doc["traceEvents"]:
+        ts = e.get("ts")
+        if not isinstance(ts, (int, float)):
+            continue
+        if ts >= at:
+            e["ts"] = ts + length
+        elif e.get("ph") == "X" and ts + e.get("dur", 0) > at:
+            e["dur"] = e["dur"] + length
