@@ -917,6 +917,91 @@ def _gpu_table_view(table):
             drop.append(name)
     return table.drop_columns(drop)
 
+@app.command()
+def advise(
+    traces: Annotated[list[Path] | None, typer.Argument(
+        help="Trace file, or a recording directory from `opscope record`. More traces after the first: the other "
+             "ranks of the same job (for straggler and communication findings).", show_default=False)] = None,
+    explain: Annotated[str | None, typer.Option("--explain", help="Say how rule RULE decides and estimates its "
+                                                                  "saving, then exit ('all' for every rule).",
+                                                metavar="RULE")] = None,
+    rules: Annotated[str | None, typer.Option("--rules", help="Run only these rules, comma-separated.")] = None,
+    run_info: Annotated[Path | None, typer.Option("--run", help="The recording's run.json (thread settings, cores, "
+                                                               "GPUs); found beside the trace when not given.")]
+    = None,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 0,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Findings ranked by estimated saving: what slows each step, the evidence, and a change to try.
+
+    Every rule looks at the analyses of the trace (GPU idle time by cause, ops, kernels, launches, copies,
+    synchronisation, communication, steps, memory, thread settings) and reports a finding with its evidence
+    rows, the time it would save per step (and as a share of the mean step) with the reasoning behind that
+    figure, and a concrete change. Savings of different findings can overlap (the GPU-idle finding is an upper
+    bound that the cause-specific ones split), so do not add them up. `--explain RULE` tells how a rule
+    decides and estimates. JSON gives the findings with their evidence; CSV one line per finding.
+    """
+    import json
+
+    from opscope.advise import advise as run_rules
+    from opscope.advise import all_rules, rule
+    from opscope.advise.context import find_run_info
+
+    if explain is not None:
+        chosen = all_rules() if explain == "all" else [rule(explain)]
+        for r in chosen:
+            out.print(f"[bold]{r.id}[/bold] — {r.title}", highlight=False)
+            out.print(r.explain, highlight=False, markup=False)
+            out.print()
+        return
+    if not traces:
+        raise UsageError("give a trace to advise on (or --explain RULE); see opscope advise --help")
+    first, *others = traces
+    run = None
+    if first.is_dir():
+        first, run = _recording_trace(first)
+    elif run_info is None:
+        run = find_run_info(first)
+    if run_info is not None:
+        try:
+            run = json.loads(run_info.read_text())
+        except (OSError, ValueError) as exc:
+            raise TraceError(run_info, f"cannot read run info ({exc.__class__.__name__})",
+                             "give the run.json that opscope record wrote") from None
+    t = _load(first, no_cache)
+    _warn_recovered(t)
+    peers = tuple(_load(p, no_cache) for p in others)
+    only = _split(rules) if rules else None
+    result = run_rules(t, run=run, peers=peers, only=only)
+    if format is Format.table:
+        from opscope.render.advice import print_advice
+
+        print_advice(out, result, str(first), limit or None)
+        return
+    rows = result.rows()[: limit or None]
+    if format is Format.csv:
+        rows = [{k: v for k, v in r.items() if k not in ("evidence", "evidence_title")} for r in rows]
+    _emit(rows, format, "", 0)
+    for rule_id, reason in result.not_applicable.items():
+        err.print(f"opscope: rule {rule_id} did not run: {reason}", highlight=False, markup=False)
+
+
+def _recording_trace(directory: Path):
+    """The first trace of a recording directory, and its run.json."""
+    import json
+
+    run_file = directory / "run.json"
+    try:
+        run = json.loads(run_file.read_text())
+    except (OSError, ValueError):
+        raise TraceError(directory, "is a directory without a readable run.json",
+                         "give a trace file or a directory written by opscope record") from None
+    names = run.get("traces") or [] if isinstance(run, dict) else []
+    if not names:
+        raise TraceError(directory, "the recording holds no trace", "see its run.json for what happened")
+    return directory / names[0], run
+
 
 def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
