@@ -1002,6 +1002,102 @@ def _recording_trace(directory: Path):
         raise TraceError(directory, "the recording holds no trace", "see its run.json for what happened")
     return directory / names[0], run
 
+@app.command()
+def diff(
+    base: Annotated[Path, typer.Argument(help="The baseline trace.", show_default=False)],
+    new: Annotated[Path, typer.Argument(help="The trace to compare with it.", show_default=False)],
+    by: Annotated[str, typer.Option(help="Match ops by: name, name,shapes (name and input shapes) or api (the "
+                                         "Python API, across frameworks: aten::conv2d and TF's Conv2D meet as "
+                                         "conv2d).")] = "name",
+    steps: StepsOpt = None,
+    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="Compare whole-trace totals, not per step.")]
+    = False,
+    fail_if_slower: Annotated[str | None, typer.Option(
+        "--fail-if-slower", help="CI gate: exit 1 when the per-step time (whole-trace time without steps) grew by "
+                                 "more than this: 5% (of the base) or a time such as 2ms.", metavar="LIMIT")] = None,
+    only: Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")] = None,
+    full_names: Annotated[bool, typer.Option("--full-names", help="Table: kernel names in full (JSON/CSV always "
+                                                                  "have them as the trace writes them).")] = False,
+    format: FormatOpt = Format.table,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all); JSON/CSV: all unless given.")]
+    = 20,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Compare two traces (two devices, versions or frameworks): what got slower, per step.
+
+    Both traces are normalised to one step: when both have ProfilerStep#N annotations, every time is the total
+    over the compared steps (all of them, but a first step flagged as a warm-up outlier; or --steps) divided by
+    their number, and calls are per step too; when neither has steps, whole-trace totals are compared. Rows:
+    host ops (kind op, self time) and device work (kind kernel: kernels, copies, memsets, collectives), matched
+    by name (see --by), sorted by absolute change; status is changed, same, added (only in NEW) or removed
+    (only in BASE). The table also shows where the difference comes from (step time split into device compute,
+    memcpy, memset, comm and idle; host ops on CPU-only traces) and kernel choice changes: the same op with the
+    same input shapes running different kernels. --format json gives the rows as an array of objects (kind,
+    name, base_ns, new_ns, delta_ns, calls_base, calls_new, status).
+
+    Exit codes: 0 compared (and within --fail-if-slower), 1 slower than --fail-if-slower allows, 2 no
+    comparison possible (unreadable or empty trace, the same file twice, traces of different frameworks without
+    --by api, steps in one trace only without --whole-trace).
+    """
+    from opscope.diff import check_inputs, compare
+    from opscope.diff.gate import parse_threshold
+
+    threshold = parse_threshold(fail_if_slower) if fail_if_slower is not None else None
+    if only not in (None, "ops", "kernels"):
+        raise UsageError(f"--only takes ops or kernels, not {only!r}")
+    if base.exists() and new.exists() and base.samefile(new):
+        raise TraceError(new, f"is the same file as {base}; nothing to compare",
+                         "give two different traces (a baseline and a new run)")
+    a = _load(base, no_cache)
+    b = _load(new, no_cache)
+    check_inputs(base, new, a, b)
+    for t in (a, b):
+        _warn_recovered(t)
+    result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
+                     ops=only != "kernels", kernels=only != "ops")
+    if format is Format.table:
+        out.print(f"[bold]{escape_markup(result.summary)}[/bold]", highlight=False)
+        import pyarrow as pa
+
+        _emit(pa.Table.from_pylist(result.headline), format, "Where the time per step goes" if result.per_step
+              else "Where the time goes (whole trace)", 0)
+        rows = result.rows if full_names else _short_kernel_names(result.rows)
+        _emit(rows, format, "Ops and kernels by absolute change", limit)
+        if result.kernel_choice.num_rows:
+            _emit(result.kernel_choice, format, "Kernel choice changes: same op and input shapes, other kernels",
+                  limit)
+        for line in result.notes:
+            out.print(f"[dim]{escape_markup(line)}[/dim]", highlight=False)
+    else:
+        given = any(a in sys.argv for a in ("--limit", "-n"))
+        _emit(result.rows, format, "", limit if given else 0)
+        err.print(f"opscope: {result.summary}", highlight=False, markup=False)
+    if threshold is not None:
+        failed, reason = result.gate(threshold)
+        err.print(f"opscope: {reason}", highlight=False, markup=False)
+        if failed:
+            raise typer.Exit(1)
+
+
+def _short_kernel_names(rows):
+    """Kernel rows with short names (no templates or parameters) for the terminal."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from opscope.analyses.names import short_names
+
+    if rows.num_rows == 0:
+        return rows
+    is_kernel = pc.equal(rows["kind"], "kernel")
+    shown = pc.if_else(is_kernel, short_names(rows["name"]).cast(pa.string()), rows["name"])
+    return rows.set_column(rows.schema.get_field_index("name"), "name", shown)
+
+
+def escape_markup(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
 
 def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]

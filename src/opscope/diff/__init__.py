@@ -1,0 +1,130 @@
+"""Compare two traces: per-step ops and kernels matched by name (or shapes, or Python API), kernel choice
+changes, a headline of where the difference comes from, and a CI gate on the step time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.diff.gate import Threshold, verdict
+from opscope.diff.headline import headline_rows, sentence
+from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
+from opscope.diff.normalize import Span, spans
+from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, rows_table, sort_rows
+from opscope.errors import TraceError, UsageError
+from opscope.model.trace import Trace
+
+__all__ = ["Comparison", "compare", "check_inputs", "framework_guess"]
+
+
+@dataclass
+class Comparison:
+    rows: pa.Table
+    kernel_choice: pa.Table
+    headline: list[dict]
+    summary: str
+    span_base: Span
+    span_new: Span
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def per_step(self) -> bool:
+        return self.span_base.per_step
+
+    def gate(self, threshold: Threshold) -> tuple[bool, str]:
+        unit = "per-step" if self.per_step else "whole-trace"
+        failed, reason = verdict(self.span_base.step_ns, self.span_new.step_ns, threshold, unit)
+        if failed:
+            worst = [r for r in self.rows.slice(0, 3).to_pylist() if r["delta_ns"] > 0]
+            if worst:
+                from opscope.render.units import format_ns
+
+                reason += "; biggest changes: " + ", ".join(
+                    f"{r['kind']} {_short(r['name'])} {'+' if r['delta_ns'] > 0 else ''}{format_ns(r['delta_ns'])}"
+                    for r in worst)
+        return failed, reason
+
+
+def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None, whole_trace: bool = False,
+            labels: tuple[str, str] = ("base", "new"), ops: bool = True, kernels: bool = True) -> Comparison:
+    """Compare ``new`` against ``base`` (both already checked by :func:`check_inputs` when they come from
+    files). Times are per step when both traces have steps, else whole-trace totals."""
+    by = check_by(by)
+    fb, fn = framework_guess(base), framework_guess(new)
+    if by != "api" and fb and fn and fb != fn:
+        raise UsageError(f"{labels[0]} is a {fb} trace and {labels[1]} a {fn} trace: their ops have different names; "
+                         "pass --by api to match ops across frameworks by their Python API")
+    sb, sn = spans(base, new, labels, steps=steps, whole_trace=whole_trace)
+    rows: list[dict] = []
+    with_shapes = by == "name,shapes"
+    if ops:
+        rows += combine("op", op_totals(base, sb, by, fb), op_totals(new, sn, by, fn), sb, sn, with_shapes)
+    if kernels:
+        rows += combine("kernel", kernel_totals(base, sb), kernel_totals(new, sn), sb, sn, with_shapes)
+    table = rows_table(sort_rows(rows), with_shapes, sb.per_step)
+    choice = kernel_choice_changes(kernels_by_op(base, sb), kernels_by_op(new, sn), sb, sn)
+    head = headline_rows(base, new, sb, sn)
+    notes = _notes(sb, sn, labels, by)
+    return Comparison(table, choice, head, sentence(head, sb.per_step), sb, sn, notes)
+
+
+def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> None:
+    """Refuse what cannot be compared: the same file twice, a trace without events."""
+    try:
+        same = base_path.samefile(new_path)
+    except OSError:
+        same = False
+    if same:
+        raise TraceError(new_path, f"is the same file as {base_path}; nothing to compare",
+                         "give two different traces (a baseline and a new run)")
+    for path, trace in ((base_path, base), (new_path, new)):
+        if trace.events.num_rows == 0:
+            raise TraceError(path, "has no events; nothing to compare", "check that the profiler recorded a step")
+
+
+def framework_guess(trace: Trace) -> str | None:
+    """pytorch / tensorflow / onnxruntime from the reader, else from the op names (aten:: is PyTorch; names
+    that are TensorFlow ops, e.g. Conv2D, MatMul, make it TensorFlow); None when it cannot tell."""
+    from opscope.analyses.names import framework_of, python_api
+
+    known = framework_of(trace.metadata)
+    if known:
+        return known
+    ev = trace.select(["kind", "name"])
+    names = pc.unique(ev.filter(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"))["name"].cast(pa.string()))
+    names = [n for n in names.to_pylist() if n]
+    if not names:
+        return None
+    aten = sum(n.startswith("aten::") for n in names)
+    if aten >= 0.2 * len(names):
+        return "pytorch"
+    tf = sum(bool(python_api(n, "tensorflow")) for n in names if "::" not in n)
+    return "tensorflow" if tf >= 3 and aten == 0 else None
+
+
+def _notes(sb: Span, sn: Span, labels: tuple[str, str], by: str) -> list[str]:
+    from opscope.render.units import format_ns
+
+    notes = []
+    if sb.per_step:
+        for label, s in zip(labels, (sb, sn)):
+            text = f"{label}: {s.divisor} step(s) compared, mean {format_ns(s.step_ns)}"
+            if s.dropped_warmup is not None:
+                text += f" (step {s.dropped_warmup} left out: a warm-up outlier; --steps to choose)"
+            notes.append(text)
+        notes.append("times and calls are per step; device work belongs to the step whose host call launched it")
+    else:
+        notes.append("no steps in " + ("either trace" if not sb.steps and not sn.steps else "the comparison") +
+                     ": times and calls are whole-trace totals")
+    notes.append("op rows: host self time (cpu_op, nested ops not counted twice); kernel rows: device time of "
+                 "kernels, copies, memsets and collectives, matched by name"
+                 + ("; ops matched by name and input shapes" if by == "name,shapes" else
+                    "; ops matched by their Python API (last name, lower case)" if by == "api" else ""))
+    return notes
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."

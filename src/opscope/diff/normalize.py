@@ -1,0 +1,80 @@
+"""Which steps two traces are compared over, and what "per step" divides by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from opscope.analyses.filters import parse_steps
+from opscope.analyses.steps import step_table
+from opscope.errors import UsageError
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class Span:
+    """What one trace is compared over: ``steps`` (step numbers; None = the whole trace), the ``divisor`` that
+    turns totals into per-step figures (1 for the whole trace) and the mean time of one step (the trace's span,
+    first event start to last event end, for the whole trace)."""
+
+    steps: tuple[int, ...] | None
+    divisor: int
+    step_ns: int
+    dropped_warmup: int | None = None
+
+    @property
+    def per_step(self) -> bool:
+        return self.steps is not None
+
+
+def spans(base: Trace, new: Trace, labels: tuple[str, str], steps: str | None = None,
+          whole_trace: bool = False) -> tuple[Span, Span]:
+    """The spans of both traces. Per step when both have ProfilerSteps (all of them, but a first step flagged as
+    warm-up; or those ``steps`` names), the whole trace when neither has or ``whole_trace`` is set."""
+    counts = (base.steps.num_rows, new.steps.num_rows)
+    if whole_trace or counts == (0, 0):
+        if steps:
+            raise UsageError("--steps needs steps in both traces (and no --whole-trace)")
+        return _whole(base), _whole(new)
+    if 0 in counts:
+        has, lacks = (labels[0], labels[1]) if counts[0] else (labels[1], labels[0])
+        n = max(counts)
+        raise UsageError(f"{has} has {n} steps and {lacks} has none, so there is no per-step comparison; pass "
+                         "--whole-trace to compare whole-trace totals")
+    chosen = parse_steps(steps) if steps else None
+    return _stepped(base, chosen, labels[0]), _stepped(new, chosen, labels[1])
+
+
+def _whole(trace: Trace) -> Span:
+    ev = trace.select(["ts_ns", "dur_ns"])
+    if ev.num_rows == 0:
+        return Span(None, 1, 0)
+    start = pc.min(ev["ts_ns"]).as_py()
+    end = pc.max(pc.add(ev["ts_ns"], ev["dur_ns"])).as_py()
+    return Span(None, 1, end - start)
+
+
+def _stepped(trace: Trace, chosen: list[int] | None, label: str) -> Span:
+    table = step_table(trace)
+    numbers = table["step"].to_pylist()
+    durs = dict(zip(numbers, table["dur_ns"].to_pylist()))
+    dropped = None
+    if chosen is None:
+        used = numbers
+        flags = table["outlier"].to_pylist()
+        if len(numbers) > 1 and flags[0] == "warm-up":
+            dropped, used = numbers[0], numbers[1:]
+    else:
+        used = [n for n in chosen if n in durs]
+        if not used:
+            raise UsageError(f"{label} has none of the steps {', '.join(map(str, chosen))} (its steps: "
+                             f"{_ranges(numbers)})")
+    mean = sum(durs[n] for n in used) // len(used)
+    return Span(tuple(used), len(used), mean, dropped)
+
+
+def _ranges(numbers: list[int]) -> str:
+    if not numbers:
+        return "none"
+    return f"{min(numbers)}-{max(numbers)}" if len(numbers) > 1 else str(numbers[0])

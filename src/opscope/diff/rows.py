@@ -1,0 +1,106 @@
+"""The comparison rows: ops and kernels of two traces matched by a key, per step, sorted by absolute change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from opscope.analyses.filters import EventFilter
+from opscope.analyses.kernels import kernel_table
+from opscope.analyses.names import python_api
+from opscope.analyses.ops import op_table
+from opscope.diff.normalize import Span
+from opscope.errors import UsageError
+from opscope.model.trace import Trace
+
+#: How ops are matched: by name, by name and input shapes, or by the Python API across frameworks.
+MATCH_KEYS = ("name", "name,shapes", "api")
+ROW_FIELDS = ("kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status")
+
+Totals = dict[tuple[str, ...], tuple[int, int]]  # key -> (ns, calls) over the span
+
+
+def check_by(by: str) -> str:
+    by = by.replace(" ", "")
+    if by not in MATCH_KEYS:
+        raise UsageError(f"--by must be one of {', '.join(MATCH_KEYS)} (got {by!r})")
+    return by
+
+
+def op_totals(trace: Trace, span: Span, by: str, framework: str | None) -> Totals:
+    """Self time and calls of the host ops (cpu_op) over the span, per match key. Self time (duplicate
+    dispatches folded, as in ``opscope ops``) so rows add up to the host's op time without counting twice."""
+    keys = ("name", "shapes") if by == "name,shapes" else ("name",)
+    table = op_table(trace, by=keys, filt=EventFilter(kinds=("cpu_op",), steps=span.steps))
+    names = table["name"].to_pylist()
+    shapes = table["shapes"].to_pylist() if "shapes" in keys else [None] * len(names)
+    out: Totals = {}
+    for name, shape, ns, calls in zip(names, shapes, table["self_ns"].to_pylist(), table["calls"].to_pylist()):
+        if by == "api":
+            name = api_key(name, framework)
+        key = (name, shape or "") if "shapes" in keys else (name,)
+        prev = out.get(key, (0, 0))
+        out[key] = (prev[0] + ns, prev[1] + calls)
+    return out
+
+
+def api_key(op: str, framework: str | None) -> str:
+    """The Python function an op comes from, reduced to its last name in lower case, so that torch's
+    ``aten::conv2d`` (torch.nn.functional.conv2d) and TensorFlow's ``Conv2D`` (tf.nn.conv2d) meet as ``conv2d``;
+    an op with no known API keeps its own name."""
+    api = python_api(op, framework)
+    return api.rsplit(".", 1)[-1].lower() if api else op
+
+
+def kernel_totals(trace: Trace, span: Span) -> Totals:
+    """Duration and count of the device work (kernels, copies, memsets, collectives) over the span, per name as
+    the trace writes it. Device work belongs to the step of the host call that launched it."""
+    table = kernel_table(trace, filt=EventFilter(steps=span.steps), names="raw")
+    return {(n,): (ns, c) for n, ns, c in zip(table["name"].to_pylist(), table["total_ns"].to_pylist(),
+                                              table["calls"].to_pylist())}
+
+
+def combine(kind: str, base: Totals, new: Totals, span_base: Span, span_new: Span,
+            with_shapes: bool = False) -> list[dict]:
+    """One row per key found in either trace: per-step times and calls, delta, status."""
+    rows = []
+    for key in sorted(set(base) | set(new)):
+        b, n = base.get(key), new.get(key)
+        base_ns = _per(b[0], span_base) if b else 0
+        new_ns = _per(n[0], span_new) if n else 0
+        row = {"kind": kind, "name": key[0]}
+        if with_shapes:
+            row["shapes"] = key[1] if len(key) > 1 else None
+        row.update({
+            "base_ns": base_ns, "new_ns": new_ns, "delta_ns": new_ns - base_ns,
+            "calls_base": _calls(b[1], span_base) if b else 0, "calls_new": _calls(n[1], span_new) if n else 0,
+            "status": "added" if b is None else "removed" if n is None else
+                      "same" if new_ns == base_ns else "changed",
+        })
+        rows.append(row)
+    return rows
+
+
+def sort_rows(rows: Iterable[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["kind"], r["name"], r.get("shapes") or ""))
+
+
+def rows_table(rows: list[dict], with_shapes: bool, per_step: bool) -> pa.Table:
+    fields = list(ROW_FIELDS)
+    if with_shapes:
+        fields.insert(2, "shapes")
+    calls = pa.float64() if per_step else pa.int64()
+    types = {"kind": pa.string(), "name": pa.string(), "shapes": pa.string(), "base_ns": pa.int64(),
+             "new_ns": pa.int64(), "delta_ns": pa.int64(), "calls_base": calls, "calls_new": calls,
+             "status": pa.string()}
+    schema = pa.schema([(f, types[f]) for f in fields])
+    return pa.Table.from_pylist([{f: r.get(f) for f in fields} for r in rows], schema=schema)
+
+
+def _per(total: int, span: Span) -> int:
+    return int(round(total / span.divisor))
+
+
+def _calls(calls: int, span: Span) -> float | int:
+    return round(calls / span.divisor, 2) if span.per_step else int(calls)
