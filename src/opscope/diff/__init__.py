@@ -117,12 +117,15 @@ def _notes(sb: Span, sn: Span, labels: tuple[str, str], by: str) -> list[str]:
             notes.append(text)
         notes.append("times and calls are per step; device work belongs to the step whose host call launched it")
     else:
-        notes.append("no steps in " + ("either trace" if not sb.steps and not sn.steps else "the comparison") +
-                     ": times and calls are whole-trace totals")
-    notes.append("op rows: host self time (cpu_op, nested ops not counted twice); kernel rows: device time of "
-                 "kernels, copies, memsets and collectives, matched by name"
-                 + ("; ops matched by name and input shapes" if by == "name,shapes" else
-                    "; ops matched by their Python API (last name, lower case)" if by == "api" else ""))
+        notes.append("times and calls are whole-trace totals")
+    if by == "api":
+        notes.append("op rows: the outermost ops that have a Python API, matched by its last name in lower case "
+                     "(aten::conv2d and TF's Conv2D/_FusedConv2D are both conv2d), inclusive time; ops without an "
+                     "API are left out")
+    else:
+        notes.append("op rows: host self time (cpu_op, nested ops not counted twice)"
+                     + (", matched by name and input shapes" if by == "name,shapes" else ", matched by name"))
+    notes.append("kernel rows: device time of kernels, copies, memsets and collectives, matched by name")
     return notes
 
 

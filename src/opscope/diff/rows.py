@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.kernels import kernel_table
-from opscope.analyses.names import python_api
+from opscope.analyses.names import map_distinct, python_api
 from opscope.analyses.ops import op_table
 from opscope.diff.normalize import Span
 from opscope.errors import UsageError
@@ -30,27 +31,62 @@ def check_by(by: str) -> str:
 
 def op_totals(trace: Trace, span: Span, by: str, framework: str | None) -> Totals:
     """Self time and calls of the host ops (cpu_op) over the span, per match key. Self time (duplicate
-    dispatches folded, as in ``opscope ops``) so rows add up to the host's op time without counting twice."""
+    dispatches folded, as in ``opscope ops``) so rows add up to the host's op time without counting twice.
+    With ``by="api"``: see :func:`api_totals`."""
+    if by == "api":
+        return api_totals(trace, span, framework)
     keys = ("name", "shapes") if by == "name,shapes" else ("name",)
     table = op_table(trace, by=keys, filt=EventFilter(kinds=("cpu_op",), steps=span.steps))
     names = table["name"].to_pylist()
     shapes = table["shapes"].to_pylist() if "shapes" in keys else [None] * len(names)
     out: Totals = {}
     for name, shape, ns, calls in zip(names, shapes, table["self_ns"].to_pylist(), table["calls"].to_pylist()):
-        if by == "api":
-            name = api_key(name, framework)
         key = (name, shape or "") if "shapes" in keys else (name,)
         prev = out.get(key, (0, 0))
         out[key] = (prev[0] + ns, prev[1] + calls)
     return out
 
 
-def api_key(op: str, framework: str | None) -> str:
+def api_key(op: str | None, framework: str | None) -> str | None:
     """The Python function an op comes from, reduced to its last name in lower case, so that torch's
-    ``aten::conv2d`` (torch.nn.functional.conv2d) and TensorFlow's ``Conv2D`` (tf.nn.conv2d) meet as ``conv2d``;
-    an op with no known API keeps its own name."""
+    ``aten::conv2d`` (torch.nn.functional.conv2d) and TensorFlow's ``Conv2D`` (tf.raw_ops.Conv2D) meet as
+    ``conv2d``; TensorFlow's fused ops (``_FusedConv2D``: Conv2D + BiasAdd + activation) count as the op they
+    start with. None for an op with no known API."""
+    if not op:
+        return None
     api = python_api(op, framework)
-    return api.rsplit(".", 1)[-1].lower() if api else op
+    if api is None and op.startswith("_Fused"):
+        api = python_api(op[len("_Fused"):], framework)
+    return api.rsplit(".", 1)[-1].lower() if api else None
+
+
+def api_totals(trace: Trace, span: Span, framework: str | None) -> Totals:
+    """Per Python API: the inclusive time and calls of the outermost ops that have one (an op inside another
+    op with an API is part of that call: ``aten::convolution`` inside ``aten::conv2d``). Framework-internal ops
+    without an API are left out: across frameworks only what the user called can be matched."""
+    ev = trace.select(["kind", "name", "dur_ns", "parent", "step", "merged"])
+    names = ev["name"].combine_chunks() if ev.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    keys = map_distinct(names, lambda n: api_key(n, framework))
+    is_op = pc.fill_null(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"), False)
+    has_api = pc.and_(is_op.combine_chunks() if isinstance(is_op, pa.ChunkedArray) else is_op, pc.is_valid(keys))
+    parent = ev["parent"].combine_chunks()
+    inside_api = pa.array([False] * ev.num_rows)
+    current = parent
+    for _ in range(512):  # climb until no row has an ancestor left
+        valid = pc.is_valid(current)
+        if not pc.any(valid).as_py():
+            break
+        safe = pc.fill_null(current, 0)
+        inside_api = pc.or_(inside_api, pc.and_(valid, pc.take(has_api, safe)))
+        current = pc.if_else(valid, pc.take(parent, safe), pa.nulls(len(current), pa.int64()))
+    keep = pc.and_(pc.and_(has_api, pc.invert(inside_api)), pc.invert(pc.fill_null(ev["merged"].combine_chunks(),
+                                                                                    False)))
+    if span.steps is not None:
+        keep = pc.and_(keep, pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
+    table = pa.table({"key": pc.filter(keys, keep), "dur_ns": pc.filter(ev["dur_ns"], keep)})
+    grouped = table.group_by("key", use_threads=False).aggregate([("dur_ns", "sum"), ("dur_ns", "count")])
+    return {(k,): (ns, c) for k, ns, c in zip(grouped["key"].to_pylist(), grouped["dur_ns_sum"].to_pylist(),
+                                             grouped["dur_ns_count"].to_pylist())}
 
 
 def kernel_totals(trace: Trace, span: Span) -> Totals:
