@@ -23,19 +23,6 @@ def real_doc() -> dict:
     return tm.load(shared_trace(REAL))
 
 
-def _step_of_launch(doc: dict) -> dict[int, int]:
-    """correlation id -> ProfilerStep number of the runtime call that launched it (how steps own device work)."""
-    steps = tm.steps(doc)
-    out = {}
-    for e in doc["traceEvents"]:
-        if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {}):
-            for number, s, end in steps:
-                if s <= e["ts"] < end:
-                    out[e["args"]["correlation"]] = number
-                    break
-    return out
-
-
 def test_diff_puts_a_kernel_made_twice_as_long_first_with_its_delta(tmp_path, real_doc):
     doc = json.loads(json.dumps(real_doc))
     kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
@@ -44,9 +31,8 @@ def test_diff_puts_a_kernel_made_twice_as_long_first_with_its_delta(tmp_path, re
     for e in kernels:
         totals[e["name"]] = totals.get(e["name"], 0) + e["dur"]
     name = sorted(totals, key=lambda n: -totals[n])[4]
-    owner = _step_of_launch(doc)
-    steps = tm.steps(doc)
-    in_steps = sum(e["dur"] for e in kernels if e["name"] == name and owner.get(e["args"]["correlation"]))
+    owner, steps = tm.launch_steps(doc), tm.steps(doc)
+    in_steps = sum(e["dur"] for e in kernels if e["name"] == name and tm.device_step(e, owner, steps) is not None)
     base = tm.save(real_doc, tmp_path / "base.json")
     assert tm.double_kernel(doc, name) > 0
     new = tm.save(doc, tmp_path / "new.json")

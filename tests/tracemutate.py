@@ -69,3 +69,44 @@ def insert_gap(doc: dict, at: float, length: float) -> None:
             e["ts"] = ts + length
         elif e.get("ph") == "X" and ts + e.get("dur", 0) > at:
             e["dur"] = e["dur"] + length
+
+
+def launch_steps(doc: dict) -> dict[int, int]:
+    """correlation id -> ProfilerStep number of the runtime call that launched it (how steps own device work)."""
+    spans = steps(doc)
+    out = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {}):
+            for number, s, end in spans:
+                if s <= e["ts"] < end:
+                    out[e["args"]["correlation"]] = number
+                    break
+    return out
+
+
+def kernels_of_op(doc: dict, op: str) -> dict[str, set[str]]:
+    """For every call of ``op``: its input shapes (compact JSON) -> names of the kernels launched inside it,
+    through the runtime calls on the same thread within the op's span and their correlation ids."""
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    kernels: dict[int, list[str]] = {}
+    for e in events:
+        if e.get("cat") == "kernel":
+            kernels.setdefault(e["args"].get("correlation"), []).append(e["name"])
+    runtime = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
+    out: dict[str, set[str]] = {}
+    for e in events:
+        if e.get("cat") == "cpu_op" and e.get("name") == op:
+            shapes = json.dumps(e["args"].get("Input Dims"), separators=(",", ":"))
+            for r in runtime:
+                if r["tid"] == e["tid"] and r["pid"] == e["pid"] and e["ts"] <= r["ts"] <= e["ts"] + e["dur"]:
+                    out.setdefault(shapes, set()).update(kernels.get(r["args"]["correlation"], []))
+    return out
+
+
+def device_step(e: dict, owner: dict[int, int], spans: list[tuple[int, float, float]]) -> int | None:
+    """The step a device event belongs to: that of its launch, or without a launch in the trace (launched before
+    it started) the step it starts in."""
+    step = owner.get(e["args"].get("correlation"))
+    if step is None:
+        step = next((n for n, s, end in spans if s <= e["ts"] < end), None)
+    return step

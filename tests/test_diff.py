@@ -1,0 +1,181 @@
+"""opscope diff: per-step rows, headline, kernel choice changes, --by api, the CI gate and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import tracemutate as tm
+from conftest import shared_trace
+from test_bad_input import assert_one_line_error, run_cli
+from tracefiles import write_trace, x
+from typer.testing import CliRunner
+
+from opscope.cli import app
+from opscope.diff import compare
+from opscope.diff.gate import Threshold, parse_threshold, verdict
+from opscope.ingest import open_trace
+
+runner = CliRunner()
+
+
+def launch(ts, corr):
+    return x("cudaLaunchKernel", ts, 2, cat="cuda_runtime", correlation=corr)
+
+
+def kernel(name, ts, dur, corr):
+    return x(name, ts, dur, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=corr)
+
+
+def base_events():
+    """Two steps of 1000 us. Per step: aten::mm 100 us self (launches k_mm, 200 us); step 1 also aten::relu
+    50 us (launches k_relu, 30 us)."""
+    return [
+        x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        x("aten::mm", 10, 100), launch(20, 1), kernel("k_mm", 120, 200, 1),
+        x("aten::relu", 300, 50), launch(310, 2), kernel("k_relu", 400, 30, 2),
+        x("ProfilerStep#2", 1000, 1000, cat="user_annotation"),
+        x("aten::mm", 1010, 100), launch(1020, 3), kernel("k_mm", 1120, 200, 3),
+    ]
+
+
+def new_events():
+    """Two steps of 1200 us. Per step: aten::mm 150 us (k_mm 300 us), aten::add 20 us (k_add 10 us); no relu."""
+    out = []
+    for i, s in enumerate((0, 1200)):
+        c = 10 * (i + 1)
+        out += [x(f"ProfilerStep#{i + 1}", s, 1200, cat="user_annotation"),
+                x("aten::mm", s + 10, 150), launch(s + 20, c), kernel("k_mm", s + 200, 300, c),
+                x("aten::add", s + 600, 20), launch(s + 605, c + 1), kernel("k_add", s + 700, 10, c + 1)]
+    return out
+
+
+@pytest.fixture
+def pair(tmp_path) -> tuple[Path, Path]:
+    return write_trace(tmp_path / "base.json", base_events()), write_trace(tmp_path / "new.json", new_events())
+
+
+def test_rows_are_per_step_sorted_by_absolute_change(pair):
+    c = compare(open_trace(pair[0]), open_trace(pair[1]))
+    rows = {(r["kind"], r["name"]): r for r in c.rows.to_pylist()}
+    assert rows[("kernel", "k_mm")] == {"kind": "kernel", "name": "k_mm", "base_ns": 200_000, "new_ns": 300_000,
+                                        "delta_ns": 100_000, "calls_base": 1.0, "calls_new": 1.0,
+                                        "status": "changed"}
+    assert rows[("op", "aten::mm")]["delta_ns"] == 50_000
+    # 50 us in one of two steps, less its 2 us launch call (a child): 24 us and half a call per step
+    relu = rows[("op", "aten::relu")]
+    assert (relu["base_ns"], relu["new_ns"], relu["calls_base"], relu["status"]) == (24_000, 0, 0.5, "removed")
+    assert rows[("kernel", "k_relu")]["base_ns"] == 15_000
+    add = rows[("op", "aten::add")]
+    assert (add["base_ns"], add["new_ns"], add["status"]) == (0, 18_000, "added")  # 20 us less its launch
+    deltas = [abs(r["delta_ns"]) for r in c.rows.to_pylist()]
+    assert deltas == sorted(deltas, reverse=True) and c.rows["name"][0].as_py() == "k_mm"
+
+
+def test_headline_splits_the_step_time(pair):
+    c = compare(open_trace(pair[0]), open_trace(pair[1]))
+    head = {r["part"]: r for r in c.headline}
+    assert (head["step"]["base_ns"], head["step"]["new_ns"]) == (1_000_000, 1_200_000)
+    # device compute per step: base (200 + 200 + 30) / 2 = 215 us; new 300 + 10 = 310 us
+    assert (head["compute"]["base_ns"], head["compute"]["new_ns"]) == (215_000, 310_000)
+    assert head["idle"]["base_ns"] == 1_000_000 - 215_000 and head["idle"]["new_ns"] == 1_200_000 - 310_000
+    assert c.summary.startswith("new is 20.0% slower per step")
+
+
+def test_json_rows_have_exactly_the_documented_keys(pair):
+    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert all(set(row) == {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status"}
+               for row in rows)
+    assert rows[0]["name"] == "k_mm"
+    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json", "--by", "name,shapes"])
+    assert all("shapes" in row for row in json.loads(r.stdout))
+
+
+@pytest.mark.parametrize("limit, code", [("10%", 1), ("25%", 0), ("20", 0), ("150us", 1), ("250us", 0),
+                                         ("0.2ms", 0)])
+def test_ci_gate_exit_codes(pair, limit, code):
+    # the step went from 1000 us to 1200 us: +20%, +200 us
+    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--fail-if-slower", limit, "-f", "json"])
+    assert r.exit_code == code, r.output
+    assert ("regression" if code else "ok:") in r.stderr
+
+
+def test_threshold_parsing_and_verdict():
+    assert parse_threshold("5%") == Threshold(relative=0.05) == parse_threshold("5")
+    assert parse_threshold("2ms") == Threshold(absolute_ns=2_000_000)
+    assert parse_threshold("1.5s") == Threshold(absolute_ns=1_500_000_000)
+    failed, reason = verdict(1_000, 1_100, Threshold(relative=0.05))
+    assert failed and "+10.0%" in reason
+    assert not verdict(1_000, 1_040, Threshold(relative=0.05))[0]
+    assert not verdict(1_000, 900, Threshold(relative=0.0))[0]
+
+
+def test_real_traces_rows_match_the_raw_json():
+    a, b = shared_trace("hta/trace_diff/control/control.json.gz"), shared_trace("hta/trace_diff/test/test.json.gz")
+    c = compare(open_trace(a), open_trace(b))
+    rows = {(r["kind"], r["name"]): r for r in c.rows.to_pylist()}
+    name = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    for path, column in ((a, "base_ns"), (b, "new_ns")):
+        doc = tm.load(path)
+        owner, spans = tm.launch_steps(doc), tm.steps(doc)
+        total = sum(e["dur"] for e in tm.device_work(doc) if e["name"] == name and
+                    tm.device_step(e, owner, spans) is not None)
+        assert rows[("kernel", name)][column] == pytest.approx(total * 1000 / len(tm.steps(doc)), abs=1)
+
+
+def test_kernel_choice_changes_between_gpus():
+    a = shared_trace("tracelens/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz")
+    b = shared_trace("tracelens/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz")
+    c = compare(open_trace(a), open_trace(b))
+    rows = {(r["op"], r["shapes"]): r for r in c.kernel_choice.to_pylist()}
+    op = "aten::_flash_attention_forward"
+    for path, column in ((a, "kernels_base"), (b, "kernels_new")):
+        raw = tm.kernels_of_op(tm.load(path), op)  # shapes -> kernel names, from correlation ids in the raw JSON
+        for shapes, names in raw.items():
+            listed = rows[(op, shapes)][column].split(", ")
+            assert all(any(short in full for short in listed) for full in names), (names, listed)
+    assert any("flash_fwd_kernel" in r["kernels_base"] and "attn_fwd" in r["kernels_new"]
+               for (o, _), r in rows.items() if o == op)
+
+
+def test_by_api_matches_ops_across_frameworks():
+    a = shared_trace("generated/torch_cpu_mobilenetv2_train.json")
+    b = shared_trace("generated/tf_keras_cpu_trace_viewer.json")
+    c = compare(open_trace(a), open_trace(b), by="api", whole_trace=True)
+    conv = next(r for r in c.rows.to_pylist() if r["name"] == "conv2d")
+    torch_convs = [e for e in tm.load(a)["traceEvents"] if e.get("name") == "aten::conv2d" and e.get("ph") == "X"]
+    tf_convs = [e for e in tm.load(b)["traceEvents"] if e.get("name") in ("Conv2D", "_FusedConv2D")
+                and e.get("ph") == "X"]
+    assert conv["calls_base"] == len(torch_convs) and conv["calls_new"] == len(tf_convs)
+    assert conv["base_ns"] == pytest.approx(sum(e["dur"] for e in torch_convs) * 1000, abs=len(torch_convs))
+    assert conv["new_ns"] == pytest.approx(sum(e["dur"] for e in tf_convs) * 1000, abs=len(tf_convs))
+
+
+def test_different_frameworks_need_by_api(cache_dir):
+    a = shared_trace("generated/torch_cpu_mobilenetv2_train.json")
+    b = shared_trace("generated/tf_keras_cpu_trace_viewer.json")
+    res = run_cli("diff", str(a), str(b), cache=cache_dir)
+    line = assert_one_line_error(res, a, "pytorch", "tensorflow", "--by api")
+    assert str(b) in line
+
+
+def test_bad_input_gets_one_line_and_exit_2(tmp_path, cache_dir, pair):
+    empty = write_trace(tmp_path / "empty.json", [])
+    nosteps = write_trace(tmp_path / "nosteps.json", [x("aten::mm", 0, 10)])
+    cases = [
+        (("diff", str(pair[0]), str(pair[0])), pair[0], ("same file",)),
+        (("diff", str(pair[0]), str(empty)), empty, ()),
+        (("diff", str(pair[0]), str(nosteps)), nosteps, ("--whole-trace",)),
+        (("diff", str(pair[0]), str(tmp_path / "missing.json")), tmp_path / "missing.json", ()),
+    ]
+    for args, path, words in cases:
+        assert_one_line_error(run_cli(*args, cache=cache_dir), path, *words)
+    for args, words in [(("diff", str(pair[0]), str(pair[1]), "--fail-if-slower", "fast"), "--fail-if-slower"),
+                        (("diff", str(pair[0]), str(pair[1]), "--by", "color"), "--by")]:
+        res = run_cli(*args, cache=cache_dir)
+        assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr
+    ok = run_cli("diff", str(pair[0]), str(nosteps), "--whole-trace", "-f", "json", cache=cache_dir)
+    assert ok.returncode == 0, ok.stderr
