@@ -10,13 +10,15 @@ import gzip
 import json
 from pathlib import Path
 
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation_not")
+#: Device work categories as Kineto writes them (its 2021 releases capitalised them).
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
 
 
 def load(path: Path) -> dict:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
-        return json.load(f)
+        doc = json.load(f)
+    return doc if isinstance(doc, dict) else {"traceEvents": doc}  # early Kineto wrote a bare array
 
 
 def save(doc: dict, path: Path) -> Path:
@@ -25,8 +27,7 @@ def save(doc: dict, path: Path) -> Path:
 
 
 def device_work(doc: dict) -> list[dict]:
-    return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy",
-                                                                                     "gpu_memset")]
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in DEVICE_CATS]
 
 
 def steps(doc: dict) -> list[tuple[int, float, float]]:
@@ -76,7 +77,7 @@ def launch_steps(doc: dict) -> dict[int, int]:
     spans = steps(doc)
     out = {}
     for e in doc["traceEvents"]:
-        if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {}):
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "Runtime") and "correlation" in e.get("args", {}):
             for number, s, end in spans:
                 if s <= e["ts"] < end:
                     out[e["args"]["correlation"]] = number

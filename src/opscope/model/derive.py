@@ -210,9 +210,10 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
 
 
 def find_steps(events: pa.Table) -> pa.Table:
-    """The ``ProfilerStep#N`` annotations as a steps table, sorted by start."""
+    """The ``ProfilerStep#N`` annotations as a steps table, sorted by start. (Kineto writes them as
+    user annotations; its 2021 releases wrote them as operators, category "Operator".)"""
     annotations = events.select(["name", "pid", "tid", "ts_ns", "dur_ns"]).filter(
-        kind_mask(events, ("user_annotation",)))
+        kind_mask(events, ("user_annotation", "cpu_op")))
     found = annotations.filter(pc.starts_with(annotations["name"].cast(pa.string()), "ProfilerStep#"))
     rows = []
     for name, pid, tid, ts, dur in zip(*(found[c].to_pylist() for c in ("name", "pid", "tid", "ts_ns",
