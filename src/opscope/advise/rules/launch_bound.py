@@ -1,0 +1,110 @@
+"""Launch-bound steps: most kernels run for less time than the host takes to launch them, so the device waits
+on the launches (a gap after nearly every kernel). CUDA graphs (or torch.compile's "reduce-overhead" mode,
+which uses them) launch a whole step's kernels at once; fusion (torch.compile) launches fewer kernels."""
+
+from __future__ import annotations
+
+import statistics
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.advise.context import AdviceContext
+from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.analyses.names import short_names
+from opscope.model.schema import kind_mask
+from opscope.render.units import format_ns
+
+#: The rule fires when at least this share of the singly launched kernels is shorter than its launch call...
+SHORT_SHARE = 0.5
+#: ...and the estimated saving is at least this share of the step.
+SAVING_SHARE = 0.02
+TOP = 8
+
+
+def launched_kernels(ctx: AdviceContext) -> pa.Table:
+    """Kernels launched one per runtime call: ``name``, ``dur_ns`` and ``launch_ns`` (that call's duration).
+    Kernels of a graph launch (one call, many kernels) are left out: they are not launched one by one."""
+    ev = ctx.trace.select(["kind", "name", "dur_ns", "correlation"])
+    kernels = ev.filter(pc.and_(kind_mask(ev, ("kernel", "comm")), pc.is_valid(ev["correlation"])))
+    calls = ev.filter(pc.and_(kind_mask(ev, ("runtime",)), pc.is_valid(ev["correlation"])))
+    if kernels.num_rows == 0 or calls.num_rows == 0:
+        return pa.table({"name": pa.array([], pa.string()), "dur_ns": pa.array([], pa.int64()),
+                         "launch_ns": pa.array([], pa.int64())})
+    per_corr = kernels.select(["correlation"]).group_by("correlation", use_threads=False) \
+        .aggregate([("correlation", "count")])
+    single = per_corr.filter(pc.equal(per_corr["correlation_count"], 1))["correlation"]
+    kernels = kernels.filter(pc.is_in(kernels["correlation"], value_set=single.combine_chunks()))
+    calls = calls.group_by("correlation", use_threads=False).aggregate([("dur_ns", "max")])
+    where = pc.index_in(kernels["correlation"], value_set=calls["correlation"].combine_chunks())
+    launch = pc.take(calls["dur_ns_max"].combine_chunks(), where)
+    t = pa.table({"name": kernels["name"], "dur_ns": kernels["dur_ns"], "launch_ns": launch})
+    return t.filter(pc.is_valid(t["launch_ns"]))
+
+
+def check(ctx: AdviceContext) -> list[Finding]:
+    if ctx.gpu is None:
+        raise NotApplicable("no GPU activity in this trace")
+    k = launched_kernels(ctx)
+    if k.num_rows == 0:
+        raise NotApplicable("no kernel has a runtime launch call with its correlation id (or all are graph "
+                            "launches)")
+    short = pc.less(k["dur_ns"], k["launch_ns"])
+    n_short = pc.sum(pc.cast(short, pa.int64())).as_py() or 0
+    share = n_short / k.num_rows
+    idle = ctx.idle
+    waiting = pc.sum(idle.filter(pc.is_in(idle["cause"], pa.array(["launch_overhead", "host_wait"])))["idle_ns"]) \
+        .as_py() or 0
+    launching = pc.sum(k["launch_ns"]).as_py() or 0
+    saving = ctx.per_step(min(waiting, launching))
+    if share < SHORT_SHARE or saving < SAVING_SHARE * ctx.step_ns:
+        return []
+    median_kernel = int(statistics.median(k["dur_ns"].to_pylist()))
+    median_launch = int(statistics.median(k["launch_ns"].to_pylist()))
+    by_name = pa.table({"name": short_names(k["name"]), "dur_ns": k["dur_ns"], "launch_ns": k["launch_ns"],
+                        "short": pc.cast(short, pa.int64())}) \
+        .group_by("name", use_threads=False) \
+        .aggregate([("dur_ns", "count"), ("dur_ns", "approximate_median"), ("launch_ns", "approximate_median"),
+                    ("short", "sum")])
+    by_name = by_name.sort_by([("short_sum", "descending"), ("name", "ascending")]).slice(0, TOP)
+    evidence = [{"kernel": r["name"], "calls_per_step": round(r["dur_ns_count"] / ctx.steps, 2),
+                 "median_kernel_ns": int(r["dur_ns_approximate_median"]),
+                 "median_launch_ns": int(r["launch_ns_approximate_median"]),
+                 "shorter_than_launch": r["short_sum"]} for r in by_name.to_pylist()]
+    per_step = k.num_rows / ctx.steps
+    return [Finding(
+        rule=RULE.id,
+        title=f"Launch-bound: {share:.0%} of {per_step:,.0f} kernels per {ctx.unit} run shorter than their launch "
+              f"(median kernel {format_ns(median_kernel)}, launch call {format_ns(median_launch)})",
+        saving_ns=saving,
+        saving_pct=ctx.pct(saving),
+        estimate=(f"the host spends {format_ns(ctx.per_step(launching))} per {ctx.unit} in launch calls of "
+                  f"these kernels and the device waits {format_ns(ctx.per_step(waiting))} per {ctx.unit} for the "
+                  f"host (launch_overhead + host_wait idle); a CUDA graph replaces the launches with one call, so "
+                  f"the step can shrink by the smaller of the two: {format_ns(saving)}. Python and framework time "
+                  f"between ops, which graphs also remove, is not counted."),
+        change=("capture the step in a CUDA graph: torch.compile(model, mode=\"reduce-overhead\") or "
+                "torch.cuda.graphs (static shapes needed); or fuse small ops with torch.compile to launch fewer "
+                "kernels; raise the batch size so each kernel does more work"),
+        evidence=evidence,
+        evidence_title="kernels launched one by one, most often shorter than their launch call first",
+    )]
+
+
+RULE = Rule(
+    id="launch-bound",
+    title="Launch-bound steps (kernels shorter than their launch cost)",
+    explain=f"""\
+Looks at kernels launched one per runtime call (cudaLaunchKernel, hipLaunchKernel... matched by correlation
+id; kernels of a CUDA/HIP graph launch are left out). Fires when at least {SHORT_SHARE:.0%} of them run for
+less time than the host call that launched them and the estimated saving is at least {SAVING_SHARE:.0%} of the
+step.
+
+Estimated saving per step = min(L, W): L is the time the host spends in the launch calls of those kernels,
+W the device's idle time waiting for the host (the launch_overhead and host_wait causes of the idle
+breakdown). A CUDA graph replays the step's launches with one call, so it saves at most the launch time, and
+the step gets shorter only by time the device was waiting. Left out: the Python and framework time between
+ops, which graphs (and torch.compile's fusion) also remove, so the real gain can be larger; graphs need
+static shapes.""",
+    check=check,
+)

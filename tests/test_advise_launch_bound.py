@@ -1,0 +1,76 @@
+"""launch-bound rule: kernels shorter than their launch calls, on a real eager trace, a graph trace and by hand."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import tracemutate as tm
+from conftest import shared_trace
+from tracefiles import write_trace, x
+
+from opscope.advise import advise
+from opscope.advise.context import AdviceContext
+from opscope.ingest import open_trace
+
+
+def singly_launched(doc: dict) -> list[tuple[float, float]]:
+    """(kernel dur, launch-call dur) of kernels that are the only kernel of their correlation id."""
+    kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    count = Counter(e["args"].get("correlation") for e in kernels)
+    calls: dict[int, float] = {}  # runtime or driver launch call (cudaLaunchKernel, cuLaunchKernelEx...)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]:
+            c = e["args"]["correlation"]
+            calls[c] = max(calls.get(c, 0), e["dur"])
+    return [(e["dur"], calls[c]) for e in kernels if count[(c := e["args"].get("correlation"))] == 1 and c in calls]
+
+
+def test_eager_trace_is_launch_bound_and_the_saving_is_its_launch_time():
+    path = shared_trace("tracelens/traces/b200/eager_trace.json.gz")
+    pairs = singly_launched(tm.load(path))
+    launch_us = sum(launch for _, launch in pairs)
+    share = sum(k < launch for k, launch in pairs) / len(pairs)
+    trace = open_trace(path)
+    idle = {r["cause"]: r["idle_ns"] for r in AdviceContext(trace).idle.to_pylist()}
+    assert idle["host_wait"] + idle["launch_overhead"] > launch_us * 1000  # so the launch time is the bound
+    f = advise(trace, only=["launch-bound"]).findings
+    assert len(f) == 1
+    assert f[0].saving_ns == pytest.approx(launch_us * 1000, abs=1)  # no steps: per trace
+    assert f"{share:.0%} of {len(pairs)} kernels" in f[0].title
+    assert "reduce-overhead" in f[0].change
+
+
+def test_a_cuda_graph_trace_is_not_launch_bound():
+    path = shared_trace("tracelens/traces/inference/vllm_decode_full/graph_execution.json.gz")
+    assert advise(open_trace(path), only=["launch-bound"]).findings == []
+
+
+def test_hand_built_launch_bound_step(tmp_path):
+    # one 1000 us step; ten 20 us launch calls every 30 us, each kernel 5 us right after its call
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
+    for i in range(10):
+        events.append(x("cudaLaunchKernel", 10 + 30 * i, 20, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("tiny", 31 + 30 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1))
+    trace = open_trace(write_trace(tmp_path / "t.json", events))
+    idle = {r["cause"]: r["idle_ns"] for r in AdviceContext(trace).idle.to_pylist()}
+    assert idle["host_wait"] + idle["launch_overhead"] >= 200_000
+    f = advise(trace, only=["launch-bound"]).findings
+    assert len(f) == 1 and f[0].saving_ns == 10 * 20_000 and f[0].saving_pct == 20.0
+    row = f[0].evidence[0]
+    assert (row["kernel"], row["calls_per_step"], row["shorter_than_launch"]) == ("tiny", 10, 10)
+    assert (row["median_kernel_ns"], row["median_launch_ns"]) == (5_000, 20_000)
+
+
+def test_long_kernels_are_not_launch_bound(tmp_path):
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
+    for i in range(4):
+        events.append(x("cudaLaunchKernel", 10 + 5 * i, 4, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("big", 40 + 200 * i, 190, cat="kernel", pid=0, tid=7, device=0, stream=7,
+                        correlation=i + 1))
+    assert advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"]).findings == []
+
+
+def test_not_applicable_on_cpu_traces(tmp_path):
+    t = open_trace(write_trace(tmp_path / "t.json", [x("aten::mm", 0, 10)]))
+    assert "no GPU" in advise(t, only=["launch-bound"]).not_applicable["launch-bound"]
