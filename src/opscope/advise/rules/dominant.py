@@ -209,8 +209,12 @@ def check(ctx: AdviceContext) -> list[Finding]:
 
 def _rows(ctx: AdviceContext, matched: list[Item], total: int) -> list[dict]:
     matched = sorted(matched, key=lambda i: -i.ns)[:TOP]
-    return [{"name": i.name, "shapes": i.shapes, "calls_per_step": round(i.calls / ctx.steps, 2),
+    rows = [{"name": i.name, "shapes": i.shapes, "calls_per_step": round(i.calls / ctx.steps, 2),
              "time_ns": ctx.per_step(i.ns), "share_pct": round(100.0 * i.ns / total, 2)} for i in matched]
+    if ctx.gpu is not None:  # kernels have no shapes of their own
+        for r in rows:
+            del r["shapes"]
+    return rows
 
 
 RULE = Rule(
