@@ -114,3 +114,23 @@ def test_cli_advise_usage_errors(tmp_path, cache_dir, args, message):
     res = run_cli(*[a.format(trace=p) for a in args], cache=cache_dir)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_advise_on_bad_files_gets_one_line_and_exit_2(tmp_path, cache_dir):
+    import gzip
+
+    from test_bad_input import assert_one_line_error, run_cli_many
+
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(b"\x1f\x8b\x08\x00" + b"\xff" * 64)
+    not_trace = tmp_path / "config.json"
+    not_trace.write_text('{"model": "resnet", "lr": 0.1}')
+    half = tmp_path / "half.json.gz"
+    half.write_bytes(gzip.compress(b'{"traceEvents": [')[:10])
+    cases = [empty, corrupt, not_trace, half, tmp_path / "missing.json"]
+    results = run_cli_many([("advise", str(p)) for p in cases] + [("diff", str(cases[0]), str(cases[1]))],
+                           cache=cache_dir)
+    for path, res in zip(cases + [empty], results):
+        assert_one_line_error(res, path)

@@ -258,7 +258,7 @@ def demo(
     steps: Annotated[int, typer.Option(help="Active profiled training steps.", min=1, max=100)] = 4,
     format: FormatOpt = Format.table,
 ) -> None:
-    """Profile a small MobileNetV2-style model (depthwise convs) on the CPU and print its summary."""
+    """Profile a small MobileNetV2-style model (depthwise convs) on the CPU; print its summary and the top advice."""
     try:
         from opscope.capture.demo import record_demo
         path, _ = record_demo(output, steps=steps)
@@ -266,6 +266,13 @@ def demo(
         raise UsageError(f"opscope demo needs PyTorch ({exc})") from None
     err.print(f"trace saved to {path}", highlight=False)
     summary(path, format=format, no_cache=False)
+    if format is Format.table:
+        from opscope.advise import advise as run_rules
+        from opscope.render.advice import print_advice
+
+        out.print()
+        print_advice(out, run_rules(_load(path, False)), f"advice for {path.name}", limit=3, evidence_rows=4)
+        out.print(f"[dim]all of it: opscope advise {path}[/dim]", highlight=False)
 
 
 _PROGRAM = {"allow_extra_args": True, "ignore_unknown_options": True}
