@@ -179,3 +179,64 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, cache_dir, pair):
         assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr
     ok = run_cli("diff", str(pair[0]), str(nosteps), "--whole-trace", "-f", "json", cache=cache_dir)
     assert ok.returncode == 0, ok.stderr
+
+
+#: HTA 0.5.0's TraceDiff.compare_traces on the trace_diff pair, all six iterations, GPU kernels (counts, total
+#: µs): control then test. Recorded from a run of HTA in /tmp/htavenv.
+HTA_TRACE_DIFF = {
+    "Memcpy DtoD (Device -> Device)": (18, 2735, 4608, 92625),
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": (18, 32880, 18, 80480),
+    "volta_sgemm_128x32_nt": (0, 0, 204, 27263),
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)": (42, 130655, 42, 148554),
+}
+
+HTA_DIFF_CODE = """
+import json, logging, sys, warnings
+warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
+from hta.trace_diff import DeviceType, LabeledTrace, TraceDiff
+a, b = LabeledTrace("c", trace_dir=sys.argv[1]), LabeledTrace("t", trace_dir=sys.argv[2])
+df = TraceDiff.compare_traces(a, b, control_iteration=a.iterations(), test_iteration=b.iterations(),
+                              device_type=DeviceType.GPU)
+print(df.reset_index().to_json(orient="records"))
+"""
+
+
+def _kernel_rows_as_totals() -> dict[str, tuple[float, float, float, float]]:
+    """opscope's kernel rows of the trace_diff pair, per step, turned back into totals over the six steps."""
+    a, b = shared_trace("hta/trace_diff/control/control.json.gz"), shared_trace("hta/trace_diff/test/test.json.gz")
+    c = compare(open_trace(a), open_trace(b), ops=False)
+    n = c.span_base.divisor
+    assert n == c.span_new.divisor == 6
+    return {r["name"]: (r["calls_base"] * n, r["base_ns"] * n / 1000, r["calls_new"] * n, r["new_ns"] * n / 1000)
+            for r in c.rows.to_pylist()}
+
+
+def test_kernel_rows_agree_with_hta_trace_diff_recorded():
+    ours = _kernel_rows_as_totals()
+    for name, (cc, cd, tc, td) in HTA_TRACE_DIFF.items():
+        assert ours[name] == pytest.approx((cc, cd, tc, td), abs=0.05), name
+
+
+def test_kernel_rows_agree_with_hta_trace_diff_live(tmp_path):
+    import subprocess
+
+    from test_hta_fidelity import HTA_PYTHON, _hta_missing
+
+    missing = _hta_missing()
+    if missing:
+        pytest.skip(missing)
+    dirs = []
+    for name, rel in (("c", "hta/trace_diff/control/control.json.gz"), ("t", "hta/trace_diff/test/test.json.gz")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / Path(rel).name).symlink_to(shared_trace(rel))
+        dirs.append(str(d))
+    done = subprocess.run([str(HTA_PYTHON), "-c", HTA_DIFF_CODE, *dirs], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    hta = {r["name"]: (r["c_counts"], r["c_total_duration"], r["t_counts"], r["t_total_duration"])
+           for r in json.loads(done.stdout.strip().splitlines()[-1])}
+    ours = _kernel_rows_as_totals()
+    assert set(ours) == set(hta)
+    for name in hta:  # every kernel: calls and total µs over the six iterations, both traces
+        assert ours[name] == pytest.approx(hta[name], abs=0.05), name

@@ -105,9 +105,9 @@ def kernels_of_op(doc: dict, op: str) -> dict[str, set[str]]:
 
 
 def device_step(e: dict, owner: dict[int, int], spans: list[tuple[int, float, float]]) -> int | None:
-    """The step a device event belongs to: that of its launch, or without a launch in the trace (launched before
-    it started) the step it starts in."""
-    step = owner.get(e["args"].get("correlation"))
-    if step is None:
-        step = next((n for n, s, end in spans if s <= e["ts"] < end), None)
-    return step
+    """The step a device event belongs to: that of its launch. Without a launch in the trace (launched before it
+    began) none, unless the event has no correlation id at all: then the step it starts in."""
+    corr = e["args"].get("correlation")
+    if corr is not None:
+        return owner.get(corr)
+    return next((n for n, s, end in spans if s <= e["ts"] < end), None)

@@ -23,7 +23,7 @@ from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 _PROBE = 1 << 20
 
 

@@ -228,7 +228,8 @@ def find_steps(events: pa.Table) -> pa.Table:
 
 
 def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:
-    """Step number per event: host events by time, device work by its launch (correlation)."""
+    """Step number per event: host events by time, device work by its launch (correlation); device work with a
+    correlation id but no launch in the trace belongs to no recorded step."""
     n = events.num_rows
     if steps.num_rows == 0:
         return pa.nulls(n, pa.int64())
@@ -259,4 +260,8 @@ def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:
         launched = pc.take(runtime_step, where)
         is_device = pc.is_valid(events["stream"])
         step = pc.if_else(pc.and_(is_device, pc.is_valid(where)), launched, step)
+        # Work whose launch is not in the trace was launched before it began, by a step that was not recorded
+        # (as Holistic Trace Analysis counts it too); without correlation ids, time is all there is to go by.
+        unlaunched = pc.and_(pc.and_(is_device, pc.is_valid(events["correlation"])), pc.is_null(where))
+        step = pc.if_else(unlaunched, pa.scalar(None, pa.int64()), step)
     return step.combine_chunks() if isinstance(step, pa.ChunkedArray) else step
