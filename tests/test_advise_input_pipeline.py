@@ -10,8 +10,10 @@ import pytest
 import tracemutate as tm
 from conftest import shared_trace
 from tracefiles import write_trace, x
+from typer.testing import CliRunner
 
 from opscope.advise import advise
+from opscope.cli import app
 from opscope.ingest import open_trace
 
 LOADER_CATS = ("cpu_op", "user_annotation", "python_function", "Operator")
@@ -50,17 +52,64 @@ def test_single_process_loader_on_a_gpu_trace_matches_the_raw_json():
     assert len(f) == 1 and "single process" in f[0].title
     assert f[0].saving_ns == pytest.approx(waiting * 1000 / len(steps), abs=1)
     assert "num_workers=" in f[0].change
-    per_step = {r["step"]: r["dataloader_ns"] for r in f[0].evidence}
+    per_step = {r["step"]: r for r in f[0].evidence}
     for number, s, e in steps:
         inside = union([(ev["ts"], ev["ts"] + ev["dur"]) for ev in doc["traceEvents"] if is_loader(ev)
                         and s <= ev["ts"] < e])
-        assert per_step[number] == sum(b - a for a, b in inside) * 1000
+        assert per_step[number]["dataloader_ns"] == sum(b - a for a, b in inside) * 1000
+        in_step = [(max(a, w0), min(b, w1)) for a, b in inside]
+        idle = sum(b - a for a, b in in_step) - overlap(in_step, busy)
+        assert per_step[number]["device_idle_ns"] == pytest.approx(idle * 1000, abs=1)
+    assert per_step[6]["device_idle_ns"] > 0.9 * per_step[6]["dataloader_ns"]  # the device waits for the batch
 
 
 def test_loader_with_workers_is_not_a_bottleneck():
+    # the same model with num_workers=4: by the raw JSON, the device is idle while the host is in the
+    # DataLoader for far less than the rule's 5% of a step
     path = shared_trace("kineto/samples/resnet50_num_workers_4/worker0.pt.trace.json.gz")
+    doc = tm.load(path)
+    steps = tm.steps(doc)
+    w0, w1 = steps[0][1], steps[-1][2]
+    loader = union([(max(e["ts"], w0), min(e["ts"] + e["dur"], w1)) for e in doc["traceEvents"]
+                    if is_loader(e) and e["ts"] < w1 and e["ts"] + e["dur"] > w0])
+    busy = [(max(s, w0), min(e, w1)) for s, e in tm.busy_union(doc, 0) if e > w0 and s < w1]
+    waiting = sum(e - s for s, e in loader) - overlap(loader, busy)
+    assert loader and waiting < 0.001 * (w1 - w0)  # under 0.1% of the window
     a = advise(open_trace(path), only=["input-pipeline"])
     assert a.findings == [] and "input-pipeline" not in a.not_applicable
+
+
+def test_worker_count_comes_from_the_run_cores(tmp_path):
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              x("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 400, cat="user_annotation"),
+              x("aten::mm", 420, 500)]
+    trace = open_trace(write_trace(tmp_path / "t.json", events))
+    for cores, workers in ((6, 5), (32, 8), (1, 1)):
+        f = advise(trace, run={"cpu": {"usable_cores": cores}}, only=["input-pipeline"]).findings
+        assert f"num_workers={workers}," in f[0].change
+    f = advise(trace, only=["input-pipeline"]).findings  # CPU trace, no run.json
+    assert f[0].saving_ns == 400_000 and f[0].saving_pct == 40.0
+    assert f[0].evidence == [{"step": 1, "dataloader_ns": 400_000, "device_idle_ns": None, "step_ns": 1_000_000,
+                              "step_pct": 40.0}]
+    assert "num_workers=4," in f[0].change and "unknown" in f[0].change
+
+
+def test_hand_built_gpu_step_counts_only_the_idle_part_of_the_load(tmp_path):
+    # step [0, 1000) us; loader [0, 300); the previous kernel runs [0, 100), the next one [350, 900):
+    # the device idles 200 us of the 300 us load (and 50 us after it, which is not the loader's)
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              x("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 300, cat="user_annotation"),
+              x("cudaLaunchKernel", 310, 10, cat="cuda_runtime", correlation=2),
+              x("k0", 0, 100, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1),
+              x("k1", 350, 550, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2)]
+    f = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["input-pipeline"]).findings
+    assert len(f) == 1 and f[0].saving_ns == 200_000 and f[0].saving_pct == 20.0
+    assert (f[0].evidence[0]["dataloader_ns"], f[0].evidence[0]["device_idle_ns"]) == (300_000, 200_000)
+
+
+def test_explain(tmp_path):
+    r = CliRunner().invoke(app, ["advise", "--explain", "input-pipeline"])
+    assert r.exit_code == 0 and "Fires when waiting for input" in r.stdout and "num_workers" in r.stdout
 
 
 def test_cpu_trace_with_a_small_loader_share_stays_silent(tmp_path):

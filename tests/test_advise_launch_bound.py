@@ -2,43 +2,95 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 
 import pytest
 import tracemutate as tm
 from conftest import shared_trace
 from tracefiles import write_trace, x
+from typer.testing import CliRunner
 
 from opscope.advise import advise
 from opscope.advise.context import AdviceContext
+from opscope.cli import app
 from opscope.ingest import open_trace
 
 
-def singly_launched(doc: dict) -> list[tuple[float, float]]:
-    """(kernel dur, launch-call dur) of kernels that are the only kernel of their correlation id."""
-    kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+def singly_launched(doc: dict, owner: dict[int, int] | None = None) -> list[tuple[float, float]]:
+    """(kernel dur, launch-call dur) of kernels that are the only kernel of their correlation id (with ``owner``,
+    correlation -> step, only those launched inside a step)."""
+    kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")]
     count = Counter(e["args"].get("correlation") for e in kernels)
     calls: dict[int, float] = {}  # runtime or driver launch call (cudaLaunchKernel, cuLaunchKernelEx...)
     for e in doc["traceEvents"]:
-        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") \
+                and "correlation" in e["args"]:
             c = e["args"]["correlation"]
             calls[c] = max(calls.get(c, 0), e["dur"])
-    return [(e["dur"], calls[c]) for e in kernels if count[(c := e["args"].get("correlation"))] == 1 and c in calls]
+    return [(e["dur"], calls[c]) for e in kernels if count[(c := e["args"].get("correlation"))] == 1 and c in calls
+            and (owner is None or c in owner)]
 
 
 def test_eager_trace_is_launch_bound_and_the_saving_is_its_launch_time():
     path = shared_trace("tracelens/traces/b200/eager_trace.json.gz")
     pairs = singly_launched(tm.load(path))
-    launch_us = sum(launch for _, launch in pairs)
-    share = sum(k < launch for k, launch in pairs) / len(pairs)
+    median_launch = statistics.median(launch for _, launch in pairs)
+    launch_us = len(pairs) * median_launch  # kernels x the median launch call
+    short = sum(k < launch for k, launch in pairs)
     trace = open_trace(path)
     idle = {r["cause"]: r["idle_ns"] for r in AdviceContext(trace).idle.to_pylist()}
     assert idle["host_wait"] + idle["launch_overhead"] > launch_us * 1000  # so the launch time is the bound
     f = advise(trace, only=["launch-bound"]).findings
     assert len(f) == 1
-    assert f[0].saving_ns == pytest.approx(launch_us * 1000, abs=1)  # no steps: per trace
-    assert f"{share:.0%} of {len(pairs)} kernels" in f[0].title
+    assert f[0].saving_ns == pytest.approx(launch_us * 1000, abs=len(pairs))  # no steps: per trace; µs floats
+    assert f"{short / len(pairs):.0%} of {len(pairs)} kernels" in f[0].title
     assert "reduce-overhead" in f[0].change
+    total = f[0].evidence[0]
+    assert (total["calls_per_step"], total["shorter_than_launch"]) == (len(pairs), short)
+    assert total["median_launch_ns"] == pytest.approx(median_launch * 1000, abs=1)
+    assert total["median_kernel_ns"] == pytest.approx(statistics.median(k for k, _ in pairs) * 1000, abs=1)
+    assert {tuple(sorted(r)) for r in f[0].evidence} == {tuple(sorted(total))}  # same keys in every row
+
+
+def test_real_training_steps_per_step_figures():
+    # resnet50 on a V100 (2021 Kineto): the optimizer and BN launch thousands of microsecond kernels per step
+    path = shared_trace("kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz")
+    doc = tm.load(path)
+    steps = tm.steps(doc)
+    pairs = singly_launched(doc, tm.launch_steps(doc))
+    launching = len(pairs) * statistics.median(launch for _, launch in pairs) * 1000
+    trace = open_trace(path)
+    idle = {r["cause"]: r["idle_ns"] for r in AdviceContext(trace).idle.to_pylist()}
+    waiting = idle["host_wait"] + idle["launch_overhead"]
+    f = advise(trace, only=["launch-bound"]).findings
+    assert len(f) == 1
+    assert f[0].saving_ns == pytest.approx(min(launching, waiting) / len(steps), abs=1)
+    assert f[0].evidence[0]["calls_per_step"] == pytest.approx(len(pairs) / len(steps), abs=0.01)
+    assert f[0].evidence[0]["shorter_than_launch"] == sum(k < launch for k, launch in pairs)
+
+
+def test_a_slow_first_launch_does_not_count_as_a_per_step_cost(tmp_path):
+    # the first launch call takes 5 ms (lazy module loading), the nine others 20 us, each kernel 5 us:
+    # L = 10 kernels x the median call (20 us) = 200 us, not 5 ms + 9 x 20 us; the device idles > 4 ms after them
+    events = [x("ProfilerStep#1", 0, 10_000, cat="user_annotation"),
+              x("cudaLaunchKernel", 10, 5_000, cat="cuda_runtime", correlation=1),
+              x("tiny", 5_011, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1)]
+    for i in range(1, 10):
+        events.append(x("cudaLaunchKernel", 5_010 + 30 * i, 20, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("tiny", 5_031 + 30 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7,
+                        correlation=i + 1))
+    f = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"]).findings
+    assert len(f) == 1 and f[0].saving_ns == 10 * 20_000
+
+
+def test_single_kernel_graph_launches_are_not_counted(tmp_path):
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
+    for i in range(10):
+        events.append(x("cudaGraphLaunch", 10 + 30 * i, 20, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("tiny", 31 + 30 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1))
+    a = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"])
+    assert "graph" in a.not_applicable["launch-bound"]
 
 
 def test_a_cuda_graph_trace_is_not_launch_bound():
@@ -57,7 +109,8 @@ def test_hand_built_launch_bound_step(tmp_path):
     assert idle["host_wait"] + idle["launch_overhead"] >= 200_000
     f = advise(trace, only=["launch-bound"]).findings
     assert len(f) == 1 and f[0].saving_ns == 10 * 20_000 and f[0].saving_pct == 20.0
-    row = f[0].evidence[0]
+    total, row = f[0].evidence[0], f[0].evidence[1]
+    assert (total["calls_per_step"], total["shorter_than_launch"], total["short_pct"]) == (10, 10, 100.0)
     assert (row["kernel"], row["calls_per_step"], row["shorter_than_launch"]) == ("tiny", 10, 10)
     assert (row["median_kernel_ns"], row["median_launch_ns"]) == (5_000, 20_000)
 
@@ -69,6 +122,11 @@ def test_long_kernels_are_not_launch_bound(tmp_path):
         events.append(x("big", 40 + 200 * i, 190, cat="kernel", pid=0, tid=7, device=0, stream=7,
                         correlation=i + 1))
     assert advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"]).findings == []
+
+
+def test_explain():
+    r = CliRunner().invoke(app, ["advise", "--explain", "launch-bound"])
+    assert r.exit_code == 0 and "min(L, W)" in r.stdout and "graph" in r.stdout
 
 
 def test_not_applicable_on_cpu_traces(tmp_path):

@@ -1,10 +1,18 @@
-"""Host<->device copies that cost more than they need: pageable host memory (the driver stages it through a
-pinned buffer, at lower bandwidth, and the copy blocks the host) and many tiny copies, each paying the fixed
-cost of a transfer."""
+"""Copies that cost more than they need: host->device copies from pageable memory (the driver stages them
+through a pinned buffer, at lower bandwidth, and the host blocks) and many tiny copies issued one after
+another, each paying the fixed cost of a transfer call.
+
+Sizes come from the copy events' ``bytes`` argument (Kineto writes it on every memcpy); pinned and pageable
+are told apart by Kineto's names ("Memcpy HtoD (Pageable -> Device)", "(Pinned -> Device)"); ROCm traces
+("Host -> Device") do not say, so their copies are never called pageable.
+"""
 
 from __future__ import annotations
 
+import bisect
 import statistics
+from collections import Counter, defaultdict
+from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -12,80 +20,159 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
+from opscope.analyses.launch import link_table
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
 
-#: A finding needs at least this share of the step.
+#: A finding needs an estimated saving of at least this share of the step.
 SAVING_SHARE = 0.01
-#: Pinned copies assumed this much faster when the trace has no pinned host->device copy to measure.
+#: Pinned host->device copies are assumed this much faster than pageable ones when the trace has no pinned copy
+#: of a similar size to measure (an assumption: the usual ratio on PCIe hosts; the finding says when it is used).
 ASSUMED_PINNED_SPEEDUP = 2.0
-#: A copy of at most this many bytes is "tiny"...
+#: The assumed ratio is applied only to copies this large; smaller ones take mostly fixed latency.
+BANDWIDTH_BYTES = 256 << 10
+#: A pinned copy measures a pageable one when their sizes are within this factor.
+SIMILAR_SIZE = 4
+#: A copy of at most this many bytes is tiny...
 TINY_BYTES = 64 << 10
-#: ...and this many of them per step are worth batching.
+#: ...and at least this many per step are worth a look.
 TINY_PER_STEP = 16
+#: Evidence rows.
+TOP = 10
+
+_BATCH_CHANGE = {
+    "htod": "build small inputs on the device, or pack them into one pinned buffer and copy it once "
+            "(torch.cat(...).pin_memory().to(device, non_blocking=True)), then split with views",
+    "dtoh": "read results back once: torch.stack the scalars and call .cpu()/.tolist() once instead of .item() or "
+            ".cpu() per tensor",
+    "dtod": "copy many tensors in one call: torch._foreach_copy_(dst, src), or keep them in one flat buffer "
+            "(torch.cat) and copy that",
+}
 
 
-def copy_table(ctx: AdviceContext) -> pa.Table:
-    """The memcpy events inside the steps: ``name``, ``dur_ns``, ``bytes`` (from the event's args; null when the
-    trace does not say), ``step``."""
-    ev = ctx.trace.select(["kind", "name", "dur_ns", "step", "event_id"])
-    copies = ev.filter(kind_mask(ev, ("memcpy",)))
-    if ctx.has_steps:
-        copies = copies.filter(pc.is_valid(copies["step"]))
+def copy_table(ctx: AdviceContext, links: pa.Table | None = None) -> list[dict[str, Any]]:
+    """Every copy of the trace, as dicts: ``row``, ``name``, ``direction`` (htod, dtoh, dtod, ptop, other),
+    ``memory`` ("pageable", "pinned" or None when the name does not say), ``bytes`` (None when unknown),
+    ``ts_ns``, ``dur_ns``, ``step``, ``counted`` (inside the steps; the whole trace without steps), ``call_ns``
+    (the duration of the runtime call that issued it, None without one), ``host_ns`` (that call's time less
+    its wait for earlier device work: a call that returns after its copy ends waited from its start to the
+    copy's start), ``thread``, ``call_ts`` and ``op`` (the outermost op around the call). ``links`` is
+    :func:`launch_links` when the caller has it."""
+    ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid", "event_id"])
+    mask = pc.fill_null(kind_mask(ev, ("memcpy",)), False)
+    rows = pc.indices_nonzero(mask)
+    if len(rows) == 0:
+        return []
+    copies = ev.take(rows)
+    links = launch_links(ctx) if links is None else links
+    where = pc.index_in(rows, value_set=links["device_row"].combine_chunks())
+    launch = pc.take(links["launch_row"].combine_chunks(), where)
+    op = pc.take(links["top_op_name"].combine_chunks(), where).to_pylist()
+    calls = ev.select(["ts_ns", "dur_ns", "pid", "tid"]).take(pc.fill_null(launch, 0))
+    has_call = pc.is_valid(launch).to_pylist()
+    call_start, call_dur, call_pid, call_tid = (calls[c].to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid"))
+    nbytes = _bytes(ctx, copies["event_id"].combine_chunks())
+    out = []
+    for i, (row, name, ts, dur, step, eid) in enumerate(zip(
+            rows.to_pylist(), copies["name"].to_pylist(), copies["ts_ns"].to_pylist(), copies["dur_ns"].to_pylist(),
+            copies["step"].to_pylist(), copies["event_id"].to_pylist())):
+        lower = (name or "").lower()
+        call_ns = host_ns = thread = call_ts = None
+        if has_call[i]:
+            call_ts, call_ns = call_start[i], call_dur[i]
+            waited = max(0, ts - call_ts) if call_ts + call_ns >= ts + dur else 0
+            host_ns = max(0, call_ns - waited)
+            thread = f"{call_pid[i]}/{call_tid[i]}"
+        out.append({
+            "row": row, "name": name, "direction": MEMCPY_DIRECTIONS[direction_code(name)],
+            "memory": "pageable" if "pageable" in lower else "pinned" if "pinned" in lower else None,
+            "bytes": nbytes.get(eid), "ts_ns": ts, "dur_ns": dur, "step": step,
+            "counted": step is not None or not ctx.has_steps, "call_ns": call_ns, "host_ns": host_ns,
+            "thread": thread, "call_ts": call_ts, "op": op[i],
+        })
+    return out
+
+
+def launch_links(ctx: AdviceContext) -> pa.Table:
+    """The device events that have a launch call: ``device_row``, ``launch_row``, ``top_op_name``."""
+    links = link_table(ctx.trace)
+    return links.filter(pc.is_valid(links["launch_row"])).select(["device_row", "launch_row", "top_op_name"])
+
+
+def _bytes(ctx: AdviceContext, event_ids: pa.Array) -> dict[int, int]:
+    """event_id -> the ``bytes`` argument of those events that have one."""
     args = ctx.trace.args
-    nbytes = pa.nulls(copies.num_rows, pa.int64())
-    if copies.num_rows and args.num_rows:
-        mine = args.filter(pc.is_in(args["event_id"], value_set=copies["event_id"].combine_chunks()))
-        decoded = {}
-        for eid, text in zip(mine["event_id"].to_pylist(), mine["args"].to_pylist()):
-            try:
-                value = msgspec.json.decode(text).get("bytes") if text else None
-            except (msgspec.DecodeError, AttributeError):
-                value = None
-            decoded[eid] = value if isinstance(value, int) and value >= 0 else None
-        nbytes = pa.array([decoded.get(e) for e in copies["event_id"].to_pylist()], pa.int64())
-    return pa.table({"name": copies["name"].cast(pa.string()), "dur_ns": copies["dur_ns"], "bytes": nbytes,
-                     "step": copies["step"]})
+    if args.num_rows == 0:
+        return {}
+    mine = args.filter(pc.is_in(args["event_id"], value_set=event_ids))
+    out = {}
+    for eid, text in zip(mine["event_id"].to_pylist(), mine["args"].to_pylist()):
+        try:
+            value = msgspec.json.decode(text).get("bytes") if text else None
+        except (msgspec.DecodeError, AttributeError):
+            continue
+        if isinstance(value, int) and value >= 0:
+            out[eid] = value
+    return out
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.gpu is None:
         raise NotApplicable("no GPU activity in this trace")
-    copies = copy_table(ctx)
-    if copies.num_rows == 0:
-        raise NotApplicable("no host<->device copies inside the steps")
-    rows = copies.to_pylist()
-    return [f for f in (_pageable(ctx, rows), _tiny(ctx, rows)) if f is not None]
+    links = launch_links(ctx)
+    copies = copy_table(ctx, links)
+    if not any(c["counted"] for c in copies):
+        raise NotApplicable("no copies" + (" inside the steps" if ctx.has_steps else ""))
+    return [f for f in (_pageable(ctx, copies), _tiny(ctx, copies, links)) if f is not None]
 
 
-def _pageable(ctx: AdviceContext, rows: list[dict]) -> Finding | None:
-    pageable = [r for r in rows if _is_htod(r["name"]) and "pageable" in r["name"].lower()]
+# --- pageable host->device copies ----------------------------------------------------------------------------
+
+def _pageable(ctx: AdviceContext, copies: list[dict[str, Any]]) -> Finding | None:
+    pageable = [c for c in copies if c["counted"] and c["direction"] == "htod" and c["memory"] == "pageable"]
     if not pageable:
         return None
-    pinned = [r for r in rows if _is_htod(r["name"]) and "pinned" in r["name"].lower() and r["bytes"]]
-    time_total = sum(r["dur_ns"] for r in pageable)
-    sized = [r for r in pageable if r["bytes"]]
-    measured = bool(pinned) and bool(sized)
-    if measured:
-        pinned_bw = sum(r["bytes"] for r in pinned) / max(1, sum(r["dur_ns"] for r in pinned))  # bytes per ns
-        pageable_bw = sum(r["bytes"] for r in sized) / max(1, sum(r["dur_ns"] for r in sized))
-        ideal = sum(r["bytes"] for r in sized) / pinned_bw + sum(r["dur_ns"] for r in pageable if not r["bytes"]) \
-            * (pageable_bw / pinned_bw)
-        basis = (f"the trace's pinned host->device copies move {pinned_bw:.2f} GB/s against {pageable_bw:.2f} GB/s "
-                 f"for the pageable ones; at the pinned rate the same bytes take {format_ns(ideal / ctx.steps)} "
-                 f"per {ctx.unit}")
-    else:
-        ideal = time_total / ASSUMED_PINNED_SPEEDUP
-        basis = (f"assumed: pinned copies reach {ASSUMED_PINNED_SPEEDUP:g}x the bandwidth of pageable ones (the trace "
-                 f"has no pinned host->device copy with a size to measure); the driver stages pageable memory "
-                 f"through a pinned buffer")
-    saving = ctx.per_step(max(0.0, time_total - ideal))
+    pinned = sorted((c["bytes"], c["dur_ns"]) for c in copies
+                    if c["direction"] == "htod" and c["memory"] == "pinned" and c["bytes"] and c["dur_ns"] > 0)
+    rate = _PinnedRate(pinned)
+    rows = []
+    for c in pageable:
+        pinned_rate = rate.near(c["bytes"]) if c["bytes"] else None  # bytes per ns
+        if pinned_rate:
+            basis, saving = "measured", max(0.0, c["dur_ns"] - c["bytes"] / pinned_rate)
+        elif c["bytes"] and c["bytes"] >= BANDWIDTH_BYTES:
+            basis, saving = "assumed", c["dur_ns"] * (1 - 1 / ASSUMED_PINNED_SPEEDUP)
+        else:
+            basis, saving = ("latency" if c["bytes"] else "size unknown"), 0.0
+        rows.append({"step": c["step"], "at_ns": c["ts_ns"] - _origin(ctx, c["step"]), "bytes": c["bytes"],
+                     "dur_ns": c["dur_ns"], "gbps": _gbps(c["bytes"], c["dur_ns"]),
+                     "pinned_gbps": round(pinned_rate, 2) if pinned_rate else None, "basis": basis,
+                     "saving_ns": int(round(saving))})
+    total_saving = sum(r["saving_ns"] for r in rows)
+    saving = ctx.per_step(total_saving)
     if saving < SAVING_SHARE * ctx.step_ns:
         return None
-    total_bytes = sum(r["bytes"] or 0 for r in pageable)
-    evidence = [{"step": r["step"], "copy": r["name"], "bytes": r["bytes"], "dur_ns": r["dur_ns"],
-                 "gbps": round(r["bytes"] / r["dur_ns"], 2) if r["bytes"] and r["dur_ns"] else None}
-                for r in sorted(pageable, key=lambda r: -r["dur_ns"])[:10]]
+    time_total = sum(c["dur_ns"] for c in pageable)
+    total_bytes = sum(c["bytes"] or 0 for c in pageable)
+    count = Counter(r["basis"] for r in rows)
+    parts = []
+    if count["measured"]:
+        measured = [r for r in rows if r["basis"] == "measured"]
+        pinned_gbps = statistics.median(r["pinned_gbps"] for r in measured)
+        pageable_gbps = statistics.median(r["gbps"] or 0 for r in measured)
+        parts.append(f"{count['measured']} copies measured against this trace's pinned host->device copies of a "
+                     f"similar size (within {SIMILAR_SIZE}x; median {pinned_gbps:g} GB/s pinned vs {pageable_gbps:g} "
+                     f"GB/s pageable)")
+    if count["assumed"]:
+        parts.append(f"{count['assumed']} copies of at least {BANDWIDTH_BYTES >> 10} KB at an ASSUMED "
+                     f"{ASSUMED_PINNED_SPEEDUP:g}x pinned bandwidth (no pinned copy of a similar size in the trace to "
+                     f"measure; typical of PCIe hosts, the real ratio depends on the machine), saving "
+                     f"{1 - 1 / ASSUMED_PINNED_SPEEDUP:.0%} of their time")
+    if count["latency"] or count["size unknown"]:
+        parts.append(f"{count['latency'] + count['size unknown']} small or unsized copies counted as no saving "
+                     f"(their time is mostly fixed latency)")
+    rows.sort(key=lambda r: (-r["saving_ns"], -r["dur_ns"]))
     return Finding(
         rule=RULE.id,
         title=f"Pageable host->device copies: {len(pageable) / ctx.steps:g} per {ctx.unit}, "
@@ -93,71 +180,140 @@ def _pageable(ctx: AdviceContext, rows: list[dict]) -> Finding | None:
               + (f" ({total_bytes / ctx.steps / 1e6:.1f} MB)" if total_bytes else ""),
         saving_ns=saving,
         saving_pct=ctx.pct(saving),
-        estimate=basis + f"; saving = copy time now - copy time at the pinned rate = {format_ns(saving)} per "
-                         f"{ctx.unit} (and the host no longer blocks on each copy)",
+        estimate=(f"copy time now - copy time from pinned memory, {format_ns(saving)} per {ctx.unit}: "
+                  + "; ".join(parts) + ". Not counted: the host no longer blocking on each copy with "
+                  "non_blocking=True."),
         change=("allocate the host tensors in pinned memory and copy asynchronously: DataLoader(pin_memory=True), "
-                "or tensor.pin_memory() once and x.to(device, non_blocking=True)"),
-        evidence=evidence,
-        evidence_title="pageable host->device copies, longest first",
+                "or x.pin_memory() (once, for a reused buffer) and x.to(device, non_blocking=True)"),
+        evidence=rows[:TOP],
+        evidence_title="pageable host->device copies, largest saving first (at_ns: from the step's start; "
+                       "basis: measured against pinned copies, assumed ratio, or latency-bound)",
     )
 
 
-def _tiny(ctx: AdviceContext, rows: list[dict]) -> Finding | None:
-    tiny = [r for r in rows if r["bytes"] is not None and r["bytes"] <= TINY_BYTES]
+class _PinnedRate:
+    """Bandwidth (bytes per ns) of the pinned copies whose size is within SIMILAR_SIZE of a given one."""
+
+    def __init__(self, pinned: list[tuple[int, int]]) -> None:
+        self.sizes = [b for b, _ in pinned]
+        self.bytes_before, self.ns_before = [0], [0]
+        for b, d in pinned:
+            self.bytes_before.append(self.bytes_before[-1] + b)
+            self.ns_before.append(self.ns_before[-1] + d)
+
+    def near(self, nbytes: int) -> float | None:
+        lo = bisect.bisect_left(self.sizes, nbytes / SIMILAR_SIZE)
+        hi = bisect.bisect_right(self.sizes, nbytes * SIMILAR_SIZE)
+        if hi <= lo:
+            return None
+        return (self.bytes_before[hi] - self.bytes_before[lo]) / (self.ns_before[hi] - self.ns_before[lo])
+
+
+# --- tiny copies ---------------------------------------------------------------------------------------------
+
+def _tiny(ctx: AdviceContext, copies: list[dict[str, Any]], links: pa.Table) -> Finding | None:
+    tiny = [c for c in copies if c["counted"] and c["bytes"] is not None and c["bytes"] <= TINY_BYTES
+            and c["host_ns"] is not None]
     if len(tiny) < TINY_PER_STEP * ctx.steps:
         return None
-    total = sum(r["dur_ns"] for r in tiny)
-    per_copy = statistics.median(r["dur_ns"] for r in tiny)
-    batches = ctx.steps  # one batched copy per step and direction
-    directions = {r["name"] for r in tiny}
-    saving = ctx.per_step(max(0.0, total - per_copy * batches * len(directions)))
+    batches = _batches(ctx, tiny, links)
+    by_direction: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in tiny:
+        by_direction[c["direction"]].append(c)
+    rows = []
+    for direction, cs in by_direction.items():
+        cost = statistics.median(c["host_ns"] for c in cs)
+        runs = batches[direction]
+        rows.append({"direction": direction, "copy": Counter(c["name"] for c in cs).most_common(1)[0][0],
+                     "op": Counter(c["op"] for c in cs).most_common(1)[0][0],
+                     "copies_per_step": round(len(cs) / ctx.steps, 2), "batches_per_step": round(runs / ctx.steps, 2),
+                     "median_bytes": int(statistics.median(c["bytes"] for c in cs)),
+                     "median_dur_ns": int(statistics.median(c["dur_ns"] for c in cs)),
+                     "median_call_ns": int(cost), "saving_ns": ctx.per_step(cost * (len(cs) - runs))})
+    saving = sum(r["saving_ns"] for r in rows)
     if saving < SAVING_SHARE * ctx.step_ns:
         return None
-    by_name: dict[str, list[dict]] = {}
-    for r in tiny:
-        by_name.setdefault(r["name"], []).append(r)
-    evidence = [{"copy": name, "copies_per_step": round(len(rs) / ctx.steps, 2),
-                 "median_bytes": int(statistics.median(r["bytes"] for r in rs)),
-                 "median_dur_ns": int(statistics.median(r["dur_ns"] for r in rs)),
-                 "total_ns": ctx.per_step(sum(r["dur_ns"] for r in rs))} for name, rs in sorted(by_name.items())]
+    rows.sort(key=lambda r: -r["saving_ns"])
+    n_runs = sum(batches.values())
     return Finding(
         rule=RULE.id,
-        title=f"{len(tiny) / ctx.steps:,.0f} tiny copies (<= {TINY_BYTES >> 10} KB) per {ctx.unit}",
+        title=f"{len(tiny) / ctx.steps:,.0f} tiny copies (<= {TINY_BYTES >> 10} KB) per {ctx.unit}, issued in "
+              f"{n_runs / ctx.steps:,.0f} back-to-back batches",
         saving_ns=saving,
         saving_pct=ctx.pct(saving),
-        estimate=(f"each tiny copy costs about its fixed latency (median {format_ns(per_copy)}); batched into one "
-                  f"copy per direction and {ctx.unit}, {len(tiny)} copies become {batches * len(directions)}: "
-                  f"saving = their time ({format_ns(total)}) - one median copy per batch, per {ctx.unit}"),
-        change=("gather the small tensors into one buffer (torch.cat / a flat pinned staging tensor) and copy once; "
-                "keep scalars on the device instead of moving them back and forth; torch._foreach_* ops and "
-                "multi-tensor APIs avoid per-tensor copies"),
-        evidence=evidence,
-        evidence_title="tiny copies by direction",
+        estimate=("each copy's call costs the host a fixed time (median per direction: "
+                  + ", ".join(f"{r['direction']} {format_ns(r['median_call_ns'])}" for r in rows)
+                  + f"); copying each batch of back-to-back copies in one call, {len(tiny)} calls become {n_runs}: "
+                  f"saving = (copies - batches) x that median = {format_ns(saving)} per {ctx.unit}. Host time: the "
+                  f"step shrinks by it where the host is what the device waits for; packing the tensors is not "
+                  f"counted."),
+        change="; ".join(_BATCH_CHANGE.get(r["direction"], "copy the tensors in one call") for r in rows
+                         if r["saving_ns"] > 0) or "copy the tensors in one call",
+        evidence=rows[:TOP],
+        evidence_title="tiny copies by direction (op: the outermost op that issued most of them)",
     )
 
 
-def _is_htod(name: str) -> bool:
-    n = name.lower().replace(" ", "")
-    return "htod" in n or "hosttodevice" in n or "pageable->device" in n or "pinned->device" in n
+def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) -> Counter:
+    """Per direction, how many batches the tiny copies form: runs of them issued one after another by one
+    host thread in one step, with no other device work launched in between."""
+    key = {c["row"]: (c["direction"], c["step"]) for c in tiny}
+    launches: dict[int, Any] = {}  # launch row -> the tiny copy's key, or None for any other work
+    for device_row, launch_row in zip(links["device_row"].to_pylist(), links["launch_row"].to_pylist()):
+        k = key.get(device_row)
+        launches[launch_row] = k if launches.get(launch_row, k) == k else None
+    rows = list(launches)
+    calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(pa.array(rows, pa.int64()))
+    order = sorted(zip(calls["pid"].to_pylist(), calls["tid"].to_pylist(), calls["ts_ns"].to_pylist(), rows))
+    runs: Counter = Counter()
+    previous = None
+    for pid, tid, _, row in order:
+        k = launches[row]
+        here = (pid, tid, k)
+        if k is not None and here != previous:
+            runs[k[0]] += 1
+        previous = here
+    return runs
+
+
+def _origin(ctx: AdviceContext, step: int | None) -> int:
+    """Start of a step (the window's start without one)."""
+    if step is not None and ctx.has_steps:
+        steps = ctx.trace.steps
+        hit = steps.filter(pc.equal(steps["step"], step))
+        if hit.num_rows:
+            return hit["ts_ns"][0].as_py()
+    return ctx.window[0]
+
+
+def _gbps(nbytes: int | None, dur_ns: int) -> float | None:
+    return round(nbytes / dur_ns, 2) if nbytes and dur_ns else None  # bytes per ns = GB/s
 
 
 RULE = Rule(
     id="memcpy",
-    title="Pageable or tiny host<->device copies",
+    title="Pageable or tiny copies",
     explain=f"""\
-Looks at the copies inside the steps (sizes from the events' "bytes" argument).
+Looks at the copies inside the steps (the whole trace without steps); sizes come from the events' "bytes"
+argument. Each finding needs an estimated saving of at least {SAVING_SHARE:.0%} of the step.
 
-Pageable host->device copies (Kineto names them "Memcpy HtoD (Pageable -> Device)"): the driver copies
-pageable memory through a pinned staging buffer, at lower bandwidth, and cudaMemcpyAsync from pageable
-memory does not return before the copy is staged, so the host blocks. Estimated saving = their time - the
-time the same bytes take at the bandwidth of the trace's own pinned host->device copies. When the trace has
-no pinned copy with a size to measure, we assume pinned copies reach {ASSUMED_PINNED_SPEEDUP:g}x the pageable
-bandwidth (typical of PCIe hosts; the real ratio depends on the machine) and say so in the finding.
+Pageable host->device copies (Kineto names them "Memcpy HtoD (Pageable -> Device)"; ROCm traces do not say,
+so they are never flagged): the driver stages pageable memory through a pinned buffer, at lower bandwidth,
+and the host blocks until it is staged. Estimated saving per copy = its time - the time of the same bytes at
+the bandwidth of the trace's own pinned host->device copies of a similar size (within {SIMILAR_SIZE}x). Where
+the trace has no such pinned copy, an ASSUMPTION: pinned copies reach {ASSUMED_PINNED_SPEEDUP:g}x the pageable
+bandwidth (typical of PCIe hosts; the real ratio depends on the machine), applied only to copies of at least
+{BANDWIDTH_BYTES >> 10} KB; smaller ones count as no saving, their time being mostly fixed latency. The finding
+says which copies were measured and which assumed. Not counted: the host no longer blocking on the copies
+with non_blocking=True. Device->host copies into pageable memory are left out: they are mostly .item() and
+.cpu() reads the host waits for anyway (see host-sync).
 
-Tiny copies (at most {TINY_BYTES >> 10} KB, at least {TINY_PER_STEP} per step): each costs about a fixed
-latency whatever its size. Estimated saving = their total time - one median copy per step and direction
-(all of them batched into one copy), an upper bound that ignores the time to pack them.
-
-Each finding needs at least {SAVING_SHARE:.0%} of the step.""",
+Tiny copies (at most {TINY_BYTES >> 10} KB, at least {TINY_PER_STEP} per step, any direction): each call costs
+the host a fixed time whatever the size. A batch is a run of tiny copies of one direction that one host thread
+issued one after another in a step, with no other device work launched in between: those could be one copy.
+Estimated saving = (copies - batches) x the median host time of their calls, per direction (a call that
+returns after its copy ends waited for earlier device work; that wait is left out of its cost). This is host
+time: the step shrinks by it where the host is what the device waits for. Packing the tensors into one
+buffer is not counted.""",
     check=check,
 )

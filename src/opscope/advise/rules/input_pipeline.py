@@ -8,13 +8,15 @@ thread spends in them inside the steps.
 
 from __future__ import annotations
 
+import bisect
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE, _name_match
-from opscope.analyses.intervals import union_by_group
+from opscope.analyses.intervals import merged_intervals, union_by_group
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
 
@@ -35,6 +37,37 @@ def loader_spans(ctx: AdviceContext) -> pa.Table:
         spans = spans.set_column(spans.schema.get_field_index("step"), "step",
                                  pa.array([0] * spans.num_rows, pa.int64()))
     return spans
+
+
+def idle_while_loading(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
+    """Per step: how long a device was idle while the host was in a DataLoader span, summed over devices (the
+    window-clipped spans minus their overlap with each device's busy time)."""
+    w0, w1 = ctx.window
+    starts = pc.max_element_wise(spans["ts_ns"], w0)
+    ends = pc.max_element_wise(pc.min_element_wise(pc.add(spans["ts_ns"], spans["dur_ns"]), w1), starts)
+    loading = merged_intervals(spans["step"].combine_chunks(), starts.combine_chunks(), ends.combine_chunks())
+    busy = ctx.gpu.device_busy
+    groups, lo, hi = loading["group"].to_pylist(), loading["start"].to_pylist(), loading["end"].to_pylist()
+    out: dict[int, int] = {}
+    for device in ctx.gpu.work.devices:
+        mine = busy.filter(pc.equal(busy["group"], device)).sort_by("start")
+        covered = _busy_until(mine["start"].to_pylist(), mine["end"].to_pylist())
+        for step, s, e in zip(groups, lo, hi):
+            out[step] = out.get(step, 0) + (e - s) - (covered(e) - covered(s))
+    return out
+
+
+def _busy_until(starts: list[int], ends: list[int]):
+    """For disjoint sorted intervals: t -> their total length before t."""
+    before = [0]
+    for s, e in zip(starts, ends):
+        before.append(before[-1] + e - s)
+
+    def covered(t: int) -> int:
+        i = bisect.bisect_right(starts, t) - 1
+        return before[i] + min(t, ends[i]) - starts[i] if i >= 0 else 0
+
+    return covered
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
@@ -63,7 +96,9 @@ def check(ctx: AdviceContext) -> list[Finding]:
     steps = ctx.trace.steps
     durations = dict(zip(steps["step"].to_pylist(), steps["dur_ns"].to_pylist())) if ctx.has_steps else \
         {0: ctx.window_ns}
-    evidence = [{"step": s if ctx.has_steps else None, "dataloader_ns": ns, "step_ns": durations.get(s),
+    idle = idle_while_loading(ctx, spans) if ctx.gpu is not None else {}
+    evidence = [{"step": s if ctx.has_steps else None, "dataloader_ns": ns,
+                 "device_idle_ns": idle.get(s, 0) if ctx.gpu is not None else None, "step_ns": durations.get(s),
                  "step_pct": round(100.0 * ns / durations[s], 2) if durations.get(s) else None}
                 for s, ns in sorted(per_step.items())][:10]
     cores = ((ctx.run or {}).get("cpu") or {}).get("usable_cores")
@@ -85,7 +120,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
         estimate=basis + ".",
         change=change,
         evidence=evidence,
-        evidence_title="DataLoader time per step (union of its spans on the host)",
+        evidence_title="per step: DataLoader time (union of its spans on the host), device idle time meanwhile "
+                       "(summed over devices; none on a CPU trace), the step's time and the loader's share of it",
     )]
 
 
@@ -104,6 +140,10 @@ are all busy computing, workers compete with the compute threads and the saving 
 
 Change: num_workers > 0 (we suggest usable cores - 1, at most 8, from run.json; 4 when unknown),
 pin_memory=True, persistent_workers=True and prefetch_factor for single-process loaders; more workers or a
-cheaper __getitem__ when workers already exist but fall behind.""",
+cheaper __getitem__ when workers already exist but fall behind.
+
+Evidence, per step (the first 10): the DataLoader time, the device idle time meanwhile (summed over devices:
+the time the saving counts, step by step, except where a synchronising call inside the loader claims it), the
+step's time and the loader's share of it.""",
     check=check,
 )

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.analyses.idle import _name_match
 from opscope.analyses.names import short_names
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
@@ -20,14 +21,21 @@ SHORT_SHARE = 0.5
 #: ...and the estimated saving is at least this share of the step.
 SAVING_SHARE = 0.02
 TOP = 8
+#: Runtime calls that launch a whole CUDA/HIP graph.
+GRAPH_LAUNCH = r"(?i)graph\w*launch"
 
 
 def launched_kernels(ctx: AdviceContext) -> pa.Table:
-    """Kernels launched one per runtime call: ``name``, ``dur_ns`` and ``launch_ns`` (that call's duration).
-    Kernels of a graph launch (one call, many kernels) are left out: they are not launched one by one."""
-    ev = ctx.trace.select(["kind", "name", "dur_ns", "correlation"])
+    """Kernels launched one per runtime call inside the steps (the whole trace without steps): ``name``,
+    ``dur_ns`` and ``launch_ns`` (that call's duration). Kernels of a graph launch (one call, many kernels, or a
+    call named like cudaGraphLaunch) are left out: they are not launched one by one."""
+    ev = ctx.trace.select(["kind", "name", "dur_ns", "correlation", "step"])
     kernels = ev.filter(pc.and_(kind_mask(ev, ("kernel", "comm")), pc.is_valid(ev["correlation"])))
+    if ctx.has_steps:  # the steps' kernels only: the saving is per step
+        kernels = kernels.filter(pc.is_valid(kernels["step"]))
     calls = ev.filter(pc.and_(kind_mask(ev, ("runtime",)), pc.is_valid(ev["correlation"])))
+    # a graph launch is one call for the whole graph even when the trace shows one kernel of it
+    calls = calls.filter(pc.invert(_name_match(calls["name"], GRAPH_LAUNCH)))
     if kernels.num_rows == 0 or calls.num_rows == 0:
         return pa.table({"name": pa.array([], pa.string()), "dur_ns": pa.array([], pa.int64()),
                          "launch_ns": pa.array([], pa.int64())})
@@ -55,39 +63,45 @@ def check(ctx: AdviceContext) -> list[Finding]:
     idle = ctx.idle
     waiting = pc.sum(idle.filter(pc.is_in(idle["cause"], pa.array(["launch_overhead", "host_wait"])))["idle_ns"]) \
         .as_py() or 0
-    launching = pc.sum(k["launch_ns"]).as_py() or 0
+    median_kernel = int(statistics.median(k["dur_ns"].to_pylist()))
+    median_launch = int(statistics.median(k["launch_ns"].to_pylist()))
+    # kernels x median call: a few slow first launches (module loading, lazy init) are not a per-step cost
+    launching = k.num_rows * median_launch
     saving = ctx.per_step(min(waiting, launching))
     if share < SHORT_SHARE or saving < SAVING_SHARE * ctx.step_ns:
         return []
-    median_kernel = int(statistics.median(k["dur_ns"].to_pylist()))
-    median_launch = int(statistics.median(k["launch_ns"].to_pylist()))
     by_name = pa.table({"name": short_names(k["name"]), "dur_ns": k["dur_ns"], "launch_ns": k["launch_ns"],
                         "short": pc.cast(short, pa.int64())}) \
         .group_by("name", use_threads=False) \
         .aggregate([("dur_ns", "count"), ("dur_ns", "approximate_median"), ("launch_ns", "approximate_median"),
                     ("short", "sum")])
     by_name = by_name.sort_by([("short_sum", "descending"), ("name", "ascending")]).slice(0, TOP)
-    evidence = [{"kernel": r["name"], "calls_per_step": round(r["dur_ns_count"] / ctx.steps, 2),
-                 "median_kernel_ns": int(r["dur_ns_approximate_median"]),
-                 "median_launch_ns": int(r["launch_ns_approximate_median"]),
-                 "shorter_than_launch": r["short_sum"]} for r in by_name.to_pylist()]
     per_step = k.num_rows / ctx.steps
+    evidence = [{"kernel": "(all launched one by one)", "calls_per_step": round(per_step, 2),
+                 "median_kernel_ns": median_kernel, "median_launch_ns": median_launch,
+                 "shorter_than_launch": n_short, "short_pct": round(100.0 * share, 2)}]
+    evidence += [{"kernel": r["name"], "calls_per_step": round(r["dur_ns_count"] / ctx.steps, 2),
+                  "median_kernel_ns": int(r["dur_ns_approximate_median"]),
+                  "median_launch_ns": int(r["launch_ns_approximate_median"]),
+                  "shorter_than_launch": r["short_sum"],
+                  "short_pct": round(100.0 * r["short_sum"] / r["dur_ns_count"], 2)} for r in by_name.to_pylist()]
     return [Finding(
         rule=RULE.id,
         title=f"Launch-bound: {share:.0%} of {per_step:,.0f} kernels per {ctx.unit} run shorter than their launch "
               f"(median kernel {format_ns(median_kernel)}, launch call {format_ns(median_launch)})",
         saving_ns=saving,
         saving_pct=ctx.pct(saving),
-        estimate=(f"the host spends {format_ns(ctx.per_step(launching))} per {ctx.unit} in launch calls of "
-                  f"these kernels and the device waits {format_ns(ctx.per_step(waiting))} per {ctx.unit} for the "
-                  f"host (launch_overhead + host_wait idle); a CUDA graph replaces the launches with one call, so "
-                  f"the step can shrink by the smaller of the two: {format_ns(saving)}. Python and framework time "
-                  f"between ops, which graphs also remove, is not counted."),
+        estimate=(f"{per_step:,.0f} kernels per {ctx.unit} x the median launch call ({format_ns(median_launch)}) = "
+                  f"{format_ns(ctx.per_step(launching))} of launching per {ctx.unit}, and the device waits "
+                  f"{format_ns(ctx.per_step(waiting))} per {ctx.unit} for the host (launch_overhead + host_wait "
+                  f"idle); a CUDA graph replaces the launches with one call, so the step can shrink by the smaller "
+                  f"of the two: {format_ns(saving)}. Python and framework time between ops, which graphs also "
+                  f"remove, is not counted."),
         change=("capture the step in a CUDA graph: torch.compile(model, mode=\"reduce-overhead\") or "
                 "torch.cuda.graphs (static shapes needed); or fuse small ops with torch.compile to launch fewer "
                 "kernels; raise the batch size so each kernel does more work"),
         evidence=evidence,
-        evidence_title="kernels launched one by one, most often shorter than their launch call first",
+        evidence_title="all kernels launched one by one, then by name, most often shorter than their launch first",
     )]
 
 
@@ -100,11 +114,16 @@ id; kernels of a CUDA/HIP graph launch are left out). Fires when at least {SHORT
 less time than the host call that launched them and the estimated saving is at least {SAVING_SHARE:.0%} of the
 step.
 
-Estimated saving per step = min(L, W): L is the time the host spends in the launch calls of those kernels,
-W the device's idle time waiting for the host (the launch_overhead and host_wait causes of the idle
-breakdown). A CUDA graph replays the step's launches with one call, so it saves at most the launch time, and
-the step gets shorter only by time the device was waiting. Left out: the Python and framework time between
-ops, which graphs (and torch.compile's fusion) also remove, so the real gain can be larger; graphs need
-static shapes.""",
+Estimated saving per step = min(L, W). L is the launching time: the number of those kernels x the median
+duration of their launch calls (the median, so that a few slow first launches, module loading or lazy
+initialisation that graphs do not remove, do not count). W is the device's idle time waiting for the host
+(the launch_overhead and host_wait causes of the idle breakdown; not kernel_gap, the device's own turnaround
+between queued kernels, which graphs have too). A CUDA graph replays the step's launches with one call, so it
+saves at most the launch time, and the step gets shorter only by time the device was waiting. Left out: the
+Python and framework time between ops, which graphs (and torch.compile's fusion) also remove, so the real
+gain can be larger; graphs need static shapes.
+
+Evidence: all kernels launched one by one (per step, median duration, median launch call, how many and
+what share ran shorter than their launch), then the {TOP} kernel names most often shorter than their launch.""",
     check=check,
 )
