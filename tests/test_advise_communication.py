@@ -7,9 +7,11 @@ import pytest
 import tracemutate as tm
 from conftest import shared_trace
 from tracefiles import write_trace, x
+from typer.testing import CliRunner
 
 import opscope.advise.rules.communication as comm_rule
 from opscope.advise import advise
+from opscope.cli import app
 from opscope.ingest import open_trace
 
 
@@ -35,15 +37,37 @@ def is_comm(name: str) -> bool:
     return "nccl" in name.lower()
 
 
-def test_exposed_communication_on_a_real_rank_matches_the_raw_json():
-    path = shared_trace("hta/trace_filter/sampled_rank-0.json.gz")
+def expected_from_json(path):
+    """(exposed, hideable) µs per step of a one-GPU trace, from the raw JSON: comm minus its overlap with compute,
+    and min(exposed, compute not under comm)."""
     doc = tm.load(path)
     comm = clipped(doc, is_comm)
     compute = clipped(doc, lambda n: not is_comm(n))
-    exposed = union(comm) - (union(comm) + union(compute) - union(comm + compute))  # comm minus its overlap
+    overlapped = union(comm) + union(compute) - union(comm + compute)
+    exposed = union(comm) - overlapped
+    n = len(tm.steps(doc))
+    return exposed / n, min(exposed, union(compute) - overlapped) / n
+
+
+@pytest.mark.parametrize("name", ["hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz",
+                                  "hta/nccl_parser_config/nccl_data.json.gz"])
+def test_exposed_communication_on_real_ranks_matches_the_raw_json(name):
+    path = shared_trace(name)
+    exposed, hideable = expected_from_json(path)
     f = advise(open_trace(path), only=["communication"]).findings
     assert len(f) == 1
-    assert f[0].saving_ns == pytest.approx(exposed * 1000 / len(tm.steps(doc)), rel=0.005)
+    assert f[0].saving_ns == pytest.approx(hideable * 1000, rel=0.005)
+    assert f[0].evidence[0]["exposed_ns"] == pytest.approx(exposed * 1000, rel=0.005)
+    assert "straggler check did not run" in f[0].estimate  # no other ranks given
+
+
+def test_real_rank_where_compute_bounds_the_saving():
+    # rank 0 spends more time in collectives than computing: overlap can hide only as much as there is compute
+    path = shared_trace("hta/trace_filter/sampled_rank-0.json.gz")
+    exposed, hideable = expected_from_json(path)
+    assert hideable < 0.6 * exposed  # the precondition, from the raw JSON
+    f = advise(open_trace(path), only=["communication"]).findings[0]
+    assert f.evidence[0]["hideable_ns"] == f.saving_ns < f.evidence[0]["exposed_ns"]
 
 
 def step(kernels, rank=None):
@@ -57,44 +81,122 @@ def step(kernels, rank=None):
     return events, header
 
 
+def comm_findings(tmp_path, kernels, name="t.json"):
+    events, _ = step(kernels)
+    return advise(open_trace(write_trace(tmp_path / name, events)), only=["communication"]).findings
+
+
 def test_hand_built_exposure_and_full_overlap(tmp_path):
-    events, _ = step([("gemm", 100, 400, 7), ("ncclKernel_AllReduce", 400, 400, 20)])
-    f = advise(open_trace(write_trace(tmp_path / "a.json", events)), only=["communication"]).findings
-    assert len(f) == 1 and f[0].saving_ns == 300_000 and f[0].saving_pct == 30.0  # 400 comm, 100 under gemm
+    # gemm [100, 500), all-reduce [400, 800) on another stream: comm 400, overlapped 100, exposed 300; compute
+    # not under comm 300 -> hideable min(300, 300)
+    f = comm_findings(tmp_path, [("gemm", 100, 400, 7), ("ncclKernel_AllReduce", 400, 400, 20)])
+    assert len(f) == 1 and f[0].saving_ns == 300_000 and f[0].saving_pct == 30.0
     row = f[0].evidence[0]
-    assert (row["comm_ns"], row["overlapped_ns"], row["exposed_ns"]) == (400_000, 100_000, 300_000)
-    events, _ = step([("gemm", 100, 800, 7), ("ncclKernel_AllReduce", 200, 400, 20)])
-    assert advise(open_trace(write_trace(tmp_path / "b.json", events)), only=["communication"]).findings == []
+    assert (row["comm_ns"], row["compute_ns"], row["overlapped_ns"], row["exposed_ns"]) == \
+        (400_000, 400_000, 100_000, 300_000)
+    assert row["exposed_pct"] == 75.0
+    # the all-reduce entirely under a longer gemm: nothing exposed
+    assert comm_findings(tmp_path, [("gemm", 100, 800, 7), ("ncclKernel_AllReduce", 200, 400, 20)], "b.json") == []
+
+
+def test_saving_is_bounded_by_the_compute_there_is(tmp_path):
+    # gemm [100, 200), all-reduce [300, 900): 600 exposed, but only 100 of compute to hide it under
+    f = comm_findings(tmp_path, [("gemm", 100, 100, 7), ("ncclKernel_AllReduce", 300, 600, 20)])
+    assert len(f) == 1
+    assert f[0].evidence[0]["exposed_ns"] == 600_000 and f[0].saving_ns == 100_000 and f[0].saving_pct == 10.0
+    assert "600.000 us per step of collectives" in f[0].title
+
+
+def test_small_exposure_stays_silent(tmp_path, monkeypatch):
+    # 40 us of 1000 exposed: under the 5% threshold
+    kernels = [("gemm", 100, 500, 7), ("ncclKernel_AllReduce", 560, 80, 20)]
+    assert comm_findings(tmp_path, kernels) == []
+    monkeypatch.setattr(comm_rule, "EXPOSED_SHARE", 0.0)
+    assert comm_findings(tmp_path, kernels, "b.json")[0].saving_ns == 40_000
+
+
+def ranks(tmp_path, *kernel_sets):
+    traces = []
+    for rank, kernels in enumerate(kernel_sets):
+        events, header = step(kernels, rank=rank)
+        traces.append(open_trace(write_trace(tmp_path / f"r{rank}.json", events, header=header)))
+    return traces
+
+
+def stragglers(findings):
+    return [f for f in findings if f.title.startswith("Straggler")]
 
 
 def test_straggler_rank_by_hand(tmp_path):
-    fast, h0 = step([("gemm", 100, 300, 7), ("ncclKernel_AllReduce", 400, 50, 7)], rank=0)
-    slow, h1 = step([("gemm", 100, 600, 7), ("ncclKernel_AllReduce", 700, 50, 7)], rank=1)
-    a = open_trace(write_trace(tmp_path / "r0.json", fast, header=h0))
-    b = open_trace(write_trace(tmp_path / "r1.json", slow, header=h1))
-    found = [f for f in advise(a, peers=(b,), only=["communication"]).findings if f.title.startswith("Straggler")]
+    # rank 0 computes 300 us and waits 300 us in the all-reduce; rank 1 computes 600 us and all-reduces 50 us
+    a, b = ranks(tmp_path, [("gemm", 100, 300, 7), ("ncclKernel_AllReduce", 400, 350, 7)],
+                 [("gemm", 100, 600, 7), ("ncclKernel_AllReduce", 700, 50, 7)])
+    found = stragglers(advise(a, peers=(b,), only=["communication"]).findings)
     assert len(found) == 1
-    assert found[0].title.startswith("Straggler: rank 1") and found[0].saving_ns == 600_000 - 450_000
-    assert [r["rank"] for r in found[0].evidence] == [1, 0]
-    assert not [f for f in advise(a, only=["communication"]).findings if f.title.startswith("Straggler")]
+    f = found[0]
+    assert f.title.startswith("Straggler: rank 1")
+    assert f.saving_ns == 600_000 - 450_000 and f.saving_pct == 15.0  # median of 300 and 600 us: 450 us
+    assert [(r["rank"], r["compute_ns"], r["comm_ns"], r["compute_vs_median_ns"]) for r in f.evidence] == \
+        [(1, 600_000, 50_000, 150_000), (0, 300_000, 350_000, -150_000)]
+    assert "also spends the least time in collectives" in f.estimate
+    # without the other ranks the straggler part says nothing
+    assert not stragglers(advise(a, only=["communication"]).findings)
+    # the straggler seen from the slow rank's trace is the same rank
+    assert stragglers(advise(b, peers=(a,), only=["communication"]).findings)[0].title.startswith("Straggler: rank 1")
+
+
+def test_straggler_whose_collectives_are_not_the_shortest_is_flagged_with_a_caveat(tmp_path):
+    a, b, c = ranks(tmp_path, [("gemm", 100, 300, 7), ("ncclKernel_AllReduce", 400, 100, 7)],
+                    [("gemm", 100, 600, 7), ("ncclKernel_AllReduce", 700, 200, 7)],
+                    [("gemm", 100, 300, 7), ("ncclKernel_AllReduce", 400, 150, 7)])
+    f = stragglers(advise(a, peers=(b, c), only=["communication"]).findings)[0]
+    assert f.title.startswith("Straggler: rank 1") and f.saving_ns == 300_000  # 600 - median(300, 600, 300)
+    assert "rank 0, not it, spends the least time in collectives" in f.estimate
+
+
+def test_balanced_ranks_have_no_straggler(tmp_path):
+    a, b = ranks(tmp_path, [("gemm", 100, 500, 7), ("ncclKernel_AllReduce", 600, 100, 7)],
+                 [("gemm", 100, 520, 7), ("ncclKernel_AllReduce", 620, 80, 7)])
+    assert not stragglers(advise(a, peers=(b,), only=["communication"]).findings)  # 10 us over the median
 
 
 def test_real_ranks_straggler_figures(monkeypatch):
     p0 = shared_trace("hta/trace_filter/sampled_rank-0.json.gz")
     p1 = shared_trace("hta/trace_filter/sampled_rank-1.json.gz")
-    assert not [f for f in advise(open_trace(p0), peers=(open_trace(p1),), only=["communication"]).findings
-                if f.title.startswith("Straggler")]  # 15 ms of a 615 ms step: under the 5% threshold
-    monkeypatch.setattr(comm_rule, "STRAGGLER_SHARE", 0.0)
-    f = next(f for f in advise(open_trace(p0), peers=(open_trace(p1),), only=["communication"]).findings
-             if f.title.startswith("Straggler"))
+    assert not stragglers(advise(open_trace(p0), peers=(open_trace(p1),), only=["communication"]).findings)
+    monkeypatch.setattr(comm_rule, "STRAGGLER_SHARE", 0.0)  # 15 ms of a 615 ms step: under the 5% threshold
+    f = stragglers(advise(open_trace(p0), peers=(open_trace(p1),), only=["communication"]).findings)[0]
     per_rank = {}
     for rank, path in ((0, p0), (1, p1)):
         doc = tm.load(path)
-        per_rank[rank] = union(clipped(doc, lambda n: not is_comm(n))) * 1000 / len(tm.steps(doc))
+        n = len(tm.steps(doc))
+        per_rank[rank] = (union(clipped(doc, lambda n: not is_comm(n))) * 1000 / n,
+                          union(clipped(doc, is_comm)) * 1000 / n)
     assert f.title.startswith("Straggler: rank 1")
-    assert {r["rank"]: r["compute_ns"] for r in f.evidence} == pytest.approx(per_rank, rel=0.005)
+    assert {r["rank"]: (r["compute_ns"], r["comm_ns"]) for r in f.evidence} == {
+        k: pytest.approx(v, rel=0.005) for k, v in per_rank.items()}
+    assert f.saving_ns == pytest.approx((per_rank[1][0] - per_rank[0][0]) / 2, rel=0.01)
+    assert "also spends the least time in collectives" in f.estimate  # rank 1: more compute, less comm
 
 
-def test_no_collectives_is_not_applicable():
+def test_no_collectives_or_no_gpu_is_not_applicable(tmp_path):
     path = shared_trace("kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz")  # one V100, no NCCL
     assert "no collectives" in advise(open_trace(path), only=["communication"]).not_applicable["communication"]
+    cpu = open_trace(write_trace(tmp_path / "cpu.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+                                                         x("aten::mm", 10, 50)]))
+    assert "no GPU" in advise(cpu, only=["communication"]).not_applicable["communication"]
+
+
+def test_trace_without_steps_is_one_window(tmp_path):
+    # no ProfilerStep: the window is the trace, [100, 900) us; 300 us of the all-reduce exposed
+    events = [x("cudaLaunchKernel", 100, 1, cat="cuda_runtime", correlation=1),
+              x("cudaLaunchKernel", 101, 1, cat="cuda_runtime", correlation=2),
+              x("gemm", 100, 500, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1),
+              x("ncclKernel_AllGather", 300, 600, cat="kernel", pid=0, tid=20, device=0, stream=20, correlation=2)]
+    a = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["communication"])
+    assert a.unit == "trace" and a.findings[0].saving_ns == 200_000  # min(exposed 300, compute not under comm 200)
+
+
+def test_explain():
+    r = CliRunner().invoke(app, ["advise", "--explain", "communication"])
+    assert r.exit_code == 0 and "min(exposed, compute not yet" in r.stdout and "Stragglers" in r.stdout

@@ -1,5 +1,9 @@
 """Communication: collectives (NCCL/RCCL) that compute does not hide, and straggler ranks that the others wait
-for in every collective."""
+for in every collective.
+
+Exposed communication is measured per device from the device work (collectives against compute kernels on any
+stream of the same device); stragglers need the other ranks' traces (``opscope advise RANK0 RANK1 ...``).
+"""
 
 from __future__ import annotations
 
@@ -13,30 +17,33 @@ from opscope.analyses.gpu import COMM, COMPUTE
 from opscope.analyses.intervals import union_by_group
 from opscope.render.units import format_ns
 
-#: Exposed communication worth a finding, as a share of the step.
+#: Hideable communication worth a finding, as a share of the step.
 EXPOSED_SHARE = 0.05
-#: A straggler's extra compute worth a finding, as a share of the step.
+#: A straggler's extra compute (over the median rank) worth a finding, as a share of the step.
 STRAGGLER_SHARE = 0.05
 
 
 def exposure(ctx: AdviceContext) -> list[dict]:
-    """Per device: comm time (union), the part of it overlapped by compute kernels, and the exposed rest."""
+    """Per device, over the window: the union of collectives (comm), of compute kernels (compute), the part of
+    comm that compute covers (overlapped), the rest (exposed), and how much of it overlap could hide at most
+    (hideable: the compute not yet under a collective bounds it)."""
     t = ctx.gpu.work.table
     t = t.filter(pc.greater(t["end"], t["start"]))
-    rows = []
     cat = t["cat"]
-    comm = t.filter(pc.equal(cat, COMM))
-    compute = t.filter(pc.equal(cat, COMPUTE))
-    both = t.filter(pc.or_(pc.equal(cat, COMM), pc.equal(cat, COMPUTE)))
 
-    def union(table):
+    def union(table) -> dict[int, int]:
         return union_by_group(table["start"], pc.subtract(table["end"], table["start"]), table["device"])
 
-    u_comm, u_compute, u_both = union(comm), union(compute), union(both)
+    u_comm = union(t.filter(pc.equal(cat, COMM)))
+    u_compute = union(t.filter(pc.equal(cat, COMPUTE)))
+    u_both = union(t.filter(pc.or_(pc.equal(cat, COMM), pc.equal(cat, COMPUTE))))
+    rows = []
     for device in sorted(u_comm):
-        c = u_comm[device]
-        overlapped = c + u_compute.get(device, 0) - u_both.get(device, 0)
-        rows.append({"device": device, "comm_ns": c, "overlapped_ns": overlapped, "exposed_ns": c - overlapped})
+        comm, compute = u_comm[device], u_compute.get(device, 0)
+        overlapped = comm + compute - u_both[device]
+        exposed = comm - overlapped
+        rows.append({"device": device, "comm_ns": comm, "compute_ns": compute, "overlapped_ns": overlapped,
+                     "exposed_ns": exposed, "hideable_ns": max(0, min(exposed, compute - overlapped))})
     return rows
 
 
@@ -47,28 +54,36 @@ def check(ctx: AdviceContext) -> list[Finding]:
     if not rows:
         raise NotApplicable("no collectives (NCCL/RCCL kernels) in this trace")
     findings = []
-    exposed = sum(r["exposed_ns"] for r in rows) / len(rows)  # per device, averaged: devices run side by side
-    saving = ctx.per_step(exposed)
-    if saving >= EXPOSED_SHARE * ctx.step_ns:
+    # Devices of one trace run side by side: the per-device figures are averaged, not added.
+    exposed = ctx.per_step(sum(r["exposed_ns"] for r in rows) / len(rows))
+    saving = ctx.per_step(sum(r["hideable_ns"] for r in rows) / len(rows))
+    if saving and saving >= EXPOSED_SHARE * ctx.step_ns:
         evidence = [{"device": r["device"], "comm_ns": ctx.per_step(r["comm_ns"]),
-                     "overlapped_ns": ctx.per_step(r["overlapped_ns"]), "exposed_ns": ctx.per_step(r["exposed_ns"]),
+                     "compute_ns": ctx.per_step(r["compute_ns"]), "overlapped_ns": ctx.per_step(r["overlapped_ns"]),
+                     "exposed_ns": ctx.per_step(r["exposed_ns"]), "hideable_ns": ctx.per_step(r["hideable_ns"]),
                      "exposed_pct": round(100.0 * r["exposed_ns"] / r["comm_ns"], 2) if r["comm_ns"] else None}
                     for r in rows]
+        ranks = (f"the other ranks' traces were compared ({len(ctx.peers)} given)" if ctx.peers else
+                 "without the other ranks' traces the straggler check did not run")
         findings.append(Finding(
             rule=RULE.id,
-            title=f"Communication not overlapped with compute: {format_ns(saving)} per {ctx.unit} of collectives "
+            title=f"Communication not overlapped with compute: {format_ns(exposed)} per {ctx.unit} of collectives "
                   f"run while no kernel computes",
             saving_ns=saving,
             saving_pct=ctx.pct(saving),
-            estimate=("upper bound: the collectives' time not covered by compute kernels on the same device (per "
-                      "device, averaged over the devices of the trace); if all of it overlapped compute, the step "
-                      "would shrink by that much, provided there is independent compute to overlap it with"),
+            estimate=(f"upper bound: {format_ns(exposed)} of collectives per {ctx.unit} run with no compute kernel "
+                      f"on their device; fully overlapped, compute and collectives would take max(compute, comm) "
+                      f"instead of their union, which saves min(exposed, compute not yet overlapped) = "
+                      f"{format_ns(saving)} (averaged over {len(rows)} device(s)). Time a collective spends waiting "
+                      f"for slower ranks is counted too and does not go away by overlapping; {ranks}"),
             change=("overlap gradients' all-reduce with the backward pass: DDP(bucket_cap_mb=25..100, "
-                    "gradient_as_bucket_view=True), FSDP(forward_prefetch=True, backward_prefetch=BACKWARD_PRE); "
-                    "issue collectives async (async_op=True) and wait late; for tensor parallelism, overlap with "
-                    "the next layer's compute"),
+                    "gradient_as_bucket_view=True) (smaller first buckets start communicating earlier), "
+                    "FSDP(forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, "
+                    "limit_all_gathers=True); issue collectives with async_op=True on their own stream and "
+                    "wait() only where the result is needed; for tensor parallelism, overlap with the next "
+                    "layer's compute"),
             evidence=evidence,
-            evidence_title="per device, per step",
+            evidence_title="per device, per step (hideable: the most that overlapping can save)",
         ))
     straggler = _straggler(ctx)
     if straggler is not None:
@@ -77,6 +92,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
 
 
 def _rank_row(ctx: AdviceContext, label) -> dict | None:
+    """Compute and collective time per step of one rank (union over streams, averaged over its devices)."""
     if ctx.gpu is None:
         return None
     b = ctx.breakdown.to_pylist()
@@ -86,22 +102,35 @@ def _rank_row(ctx: AdviceContext, label) -> dict | None:
             "step_ns": ctx.step_ns}
 
 
+def _label(trace, i: int):
+    rank = trace.metadata.get("rank")
+    return rank if isinstance(rank, int) else f"trace {i}"
+
+
 def _straggler(ctx: AdviceContext) -> Finding | None:
     """With the other ranks' traces: the rank with the most compute per step holds the others up in every
-    collective."""
+    collective (they wait inside it, so they show the most collective time)."""
     if not ctx.peers:
         return None
-    ranks = [_rank_row(ctx, ctx.trace.metadata.get("rank", 0))]
-    for i, peer in enumerate(ctx.peers, start=1):
-        ranks.append(_rank_row(AdviceContext(peer), peer.metadata.get("rank", f"#{i}")))
+    ranks = [_rank_row(ctx, _label(ctx.trace, 0))]
+    ranks += [_rank_row(AdviceContext(peer), _label(peer, i)) for i, peer in enumerate(ctx.peers, start=1)]
     ranks = [r for r in ranks if r is not None]
     if len(ranks) < 2:
         return None
     median = statistics.median(r["compute_ns"] for r in ranks)
     slowest = max(ranks, key=lambda r: r["compute_ns"])
     saving = int(slowest["compute_ns"] - median)
-    if saving < STRAGGLER_SHARE * ctx.step_ns:
+    if saving <= 0 or saving < STRAGGLER_SHARE * ctx.step_ns:
         return None
+    least_comm = min(ranks, key=lambda r: r["comm_ns"])
+    if least_comm is slowest:
+        agrees = (f"it also spends the least time in collectives ({format_ns(slowest['comm_ns'])} per step against "
+                  f"up to {format_ns(max(r['comm_ns'] for r in ranks))}): the others wait in them for it")
+    else:
+        agrees = (f"but rank {least_comm['rank']}, not it, spends the least time in collectives, so the wait may "
+                  f"come from elsewhere too (host work, input): compare the ranks with opscope diff")
+    for r in ranks:
+        r["compute_vs_median_ns"] = int(r["compute_ns"] - median)
     return Finding(
         rule=RULE.id,
         title=f"Straggler: rank {slowest['rank']} computes {format_ns(saving)} per step more than the median rank",
@@ -109,12 +138,12 @@ def _straggler(ctx: AdviceContext) -> Finding | None:
         saving_pct=ctx.pct(saving),
         estimate=(f"every collective waits for the slowest rank, so the others idle in it for the difference; "
                   f"balanced, each rank would compute the median ({format_ns(int(median))} per step): saving = "
-                  f"slowest - median compute per step, over {len(ranks)} ranks"),
+                  f"slowest - median compute per step, over {len(ranks)} ranks; {agrees}"),
         change=("balance the work across ranks (uneven data shards, variable sequence lengths: bucket or pack "
                 "them; uneven pipeline stages), and check the slow rank's host: thermal throttling, a noisy "
-                "neighbour, a slower link; compare it with opscope diff RANK0 RANK_SLOW"),
+                "neighbour, a slower link; compare it with opscope diff RANK_FAST RANK_SLOW"),
         evidence=sorted(ranks, key=lambda r: -r["compute_ns"]),
-        evidence_title="per rank, per step (compute and comm averaged over the rank's devices)",
+        evidence_title="per rank, per step (compute and collectives averaged over the rank's devices)",
     )
 
 
@@ -124,15 +153,19 @@ RULE = Rule(
     explain=f"""\
 Collectives are the NCCL/RCCL kernels of the trace (kind comm).
 
-Exposed communication: per device, the union of the collectives' intervals minus the part covered by compute
-kernels on the same device (any stream). Fires when it is at least {EXPOSED_SHARE:.0%} of the step. Estimated
-saving = the exposed time per step (averaged over the trace's devices): an upper bound, reached only if there
-is independent compute to overlap every collective with (DDP's bucketed all-reduce during backward, FSDP
-prefetching).
+Exposed communication: per device, the union of the collectives' intervals (comm) minus the part covered by
+compute kernels on the same device, any stream (exposed). Overlapping perfectly, the device would spend
+max(compute, comm) instead of their union on the two, so the saving is at most min(exposed, compute not yet
+under a collective) per step ("hideable"), averaged over the trace's devices. Fires when that is at least
+{EXPOSED_SHARE:.0%} of the step. It is an upper bound: it needs independent compute to run during each
+collective (DDP's bucketed all-reduce during backward, FSDP prefetching), and a collective's time includes
+the wait for slower ranks, which overlapping does not remove (see stragglers).
 
 Stragglers (needs the other ranks' traces: opscope advise RANK0 RANK1 ...): per rank, compute time per step
-(kernels, union over streams, averaged over its devices). In every collective the other ranks wait for the
-slowest, so balancing saves the slowest rank's compute minus the median rank's, per step. Fires when that is
-at least {STRAGGLER_SHARE:.0%} of the step. Without other ranks' traces this part stays silent.""",
+(kernels, union over streams, averaged over its devices) and time in collectives. In every collective the
+other ranks wait for the slowest, so the straggler is the rank with the most compute, and normally the least
+time in collectives (the finding says when the two disagree). Balanced, every rank would compute the median:
+saving = the slowest rank's compute minus the median rank's, per step. Fires when that is at least
+{STRAGGLER_SHARE:.0%} of the step. Without other ranks' traces this part stays silent.""",
     check=check,
 )
