@@ -1,6 +1,10 @@
 """Device memory close to capacity (an allocation spike away from out-of-memory, and the caching allocator
-retrying cudaMalloc) or reserved far above what is allocated (fragmentation: memory held by the allocator's
-cache that tensors cannot use)."""
+freeing its cache and retrying cudaMalloc before that) or reserved far above what is allocated (fragmentation:
+memory the allocator's cache holds that the requested sizes cannot use).
+
+Reads the ``[memory]`` records of torch.profiler(profile_memory=True) through :mod:`opscope.analyses.memory`;
+no time saving is claimed, the findings give the bytes at stake.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.memory import _first_max, memory_records, peak_table
 
-#: Peak memory at or above this share of the device's capacity is "close to capacity".
+#: Peak memory (allocated or reserved) at or above this share of the device's capacity is "close to capacity".
 CAPACITY_SHARE = 0.90
 #: Reserved-but-unallocated memory at the reserved peak at or above this share of reserved is fragmentation...
 FRAGMENTED_SHARE = 0.30
@@ -19,74 +23,91 @@ FRAGMENTED_CAPACITY_SHARE = 0.10
 FRAGMENTED_BYTES = 256 << 20
 
 
-def _gib(n: int | None) -> str:
+def _gib(n: int | float | None) -> str:
     return "-" if n is None else f"{n / (1 << 30):.2f} GiB"
+
+
+def _pct(part: int | None, whole: int | None) -> float | None:
+    return round(100.0 * part / whole, 2) if part is not None and whole else None
+
+
+def _device_index(label: str) -> int | None:
+    """``cuda:1`` -> 1; host memory (``cpu``) and labels without an index -> None."""
+    kind, _, index = label.partition(":")
+    return int(index) if kind != "cpu" and index.isdigit() else None
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.trace.memory.num_rows == 0:
-        raise NotApplicable("no memory records (record with profile_memory=True; opscope record does)")
+        raise NotApplicable("no memory records (record with torch.profiler.profile(profile_memory=True); "
+                            "opscope record does)")
     rec = memory_records(ctx.trace)
+    devices = [d for d in rec.devices if _device_index(d) is not None]
+    if not devices:
+        raise NotApplicable("only host memory records: the host's capacity is not in the trace")
     peaks = {r["device"]: r for r in peak_table(rec, ctx.trace.steps).to_pylist()}
     capacity = {p.get("id"): p.get("total_memory") for p in ctx.device_properties}
     findings = []
-    for label, p in peaks.items():
-        if ":" not in label:  # host memory: its capacity is not in the trace
-            continue
-        try:
-            index = int(label.split(":", 1)[1])
-        except ValueError:
-            continue
-        total = capacity.get(index)
-        held = max(p["peak_allocated_bytes"] or 0, p["peak_reserved_bytes"] or 0)
+    for label in devices:
+        p, total = peaks[label], capacity.get(_device_index(label))
+        allocated, reserved = p["peak_allocated_bytes"] or 0, p["peak_reserved_bytes"] or 0
+        held = max(allocated, reserved)
         if total and held >= CAPACITY_SHARE * total:
+            which = "reserved" if reserved > allocated else "allocated"
+            at, step = ((p["reserved_at_ns"], p["reserved_step"]) if which == "reserved" else
+                        (p["peak_at_ns"], p["peak_step"]))
             findings.append(Finding(
                 rule=RULE.id,
-                title=f"{label} peaks at {100.0 * held / total:.1f}% of its {_gib(total)}",
+                title=f"{label}: {which} memory peaks at {100.0 * held / total:.1f}% of its {_gib(total)}",
                 saving_ns=None,
                 saving_pct=None,
-                estimate=(f"no time saving is estimated: {_gib(total - held)} are left at the peak, so a larger "
-                          f"batch or input, or fragmentation, ends in out-of-memory, and the caching allocator "
-                          f"frees its cache and retries cudaMalloc (slow) before that"),
+                estimate=(f"no time saving is estimated: {_gib(total - held)} are left at the peak "
+                          f"({_gib(allocated)} allocated, {_gib(reserved)} reserved), so a larger batch or input, "
+                          f"or fragmentation, ends in out-of-memory, and before that the caching allocator frees "
+                          f"its cache and retries cudaMalloc (hipMalloc on ROCm; a device sync each time)"),
                 change=("if the framework reserves memory on purpose (vLLM's gpu_memory_utilization, a KV cache), "
-                        "check that its share is what you chose; otherwise lower the batch size, use activation "
-                        "checkpointing (torch.utils.checkpoint), bf16/fp16 activations, or free references to "
-                        "tensors held across steps"),
-                evidence=[_row(label, p, total)],
-                evidence_title="memory peaks",
+                        "check that its share is what you chose; otherwise: a smaller batch (with gradient "
+                        "accumulation to keep the effective batch), activation checkpointing "
+                        "(torch.utils.checkpoint), bf16/fp16 activations (torch.autocast), "
+                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and no references to tensors kept "
+                        "across steps (losses appended without .item())"),
+                evidence=[{"device": label, "capacity_bytes": total, "peak_allocated_bytes": allocated,
+                           "peak_reserved_bytes": reserved, "allocated_pct": _pct(allocated, total),
+                           "reserved_pct": _pct(reserved, total), "step": step, "at_ns": at}],
+                evidence_title="memory peaks (at_ns: after the trace start)",
             ))
         t = rec.table.filter(pc.equal(rec.table["device"], label))
-        at = _first_max(t["reserved"])
-        if at is None:
+        row = _first_max(t["reserved"])
+        if row is None:
             continue
-        reserved, allocated = t["reserved"][at].as_py(), t["allocated"][at].as_py()
-        if reserved is None or allocated is None:
+        top, allocated_then = t["reserved"][row].as_py(), t["allocated"][row].as_py()
+        if not top or allocated_then is None:
             continue
-        unused = reserved - allocated
+        unused = top - allocated_then
         floor = FRAGMENTED_CAPACITY_SHARE * total if total else FRAGMENTED_BYTES
-        if unused >= floor and unused >= FRAGMENTED_SHARE * reserved:
+        if unused >= floor and unused >= FRAGMENTED_SHARE * top:
             findings.append(Finding(
                 rule=RULE.id,
                 title=f"{label}: {_gib(unused)} reserved but not allocated at the reserved peak "
-                      f"({100.0 * unused / reserved:.0f}% of {_gib(reserved)})",
+                      f"({100.0 * unused / top:.0f}% of {_gib(top)})",
                 saving_ns=None,
                 saving_pct=None,
-                estimate=(f"no time saving is estimated: the allocator's cache holds {_gib(unused)} that tensors of "
-                          f"the sizes asked for could not use (fragmentation), which is memory lost to the batch "
-                          f"size and a path to out-of-memory"),
-                change=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of splitting); "
-                        "allocate the large, long-lived buffers first; avoid torch.cuda.empty_cache() inside the "
-                        "loop; keep tensor sizes steady across steps (pad variable lengths to a few buckets)"),
-                evidence=[_row(label, p, total) | {"allocated_at_reserved_peak_bytes": allocated}],
-                evidence_title="memory at the reserved peak",
+                estimate=(f"no time saving is estimated: when reserved memory last grew, to {_gib(top)}, the "
+                          f"allocator's cache already held {_gib(unused)} that the requested sizes could not "
+                          f"use (fragmentation); even at the allocated peak ({_gib(allocated)}) "
+                          f"{_gib(top - allocated)} stay unused. That memory is lost to the batch size and a path "
+                          f"to out-of-memory"),
+                change=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of new ones "
+                        "being carved up); allocate the large, long-lived buffers first; no "
+                        "torch.cuda.empty_cache() inside the training loop; keep tensor sizes steady across steps "
+                        "(pad variable lengths to a few buckets)"),
+                evidence=[{"device": label, "capacity_bytes": total, "reserved_bytes": top,
+                           "allocated_bytes": allocated_then, "unused_bytes": unused,
+                           "unused_pct": _pct(unused, top), "peak_allocated_bytes": allocated,
+                           "step": t["step"][row].as_py(), "at_ns": t["ts_ns"][row].as_py() - rec.start_ns}],
+                evidence_title="memory when reserved peaked (at_ns: after the trace start)",
             ))
     return findings
-
-
-def _row(label: str, p: dict, total: int | None) -> dict:
-    return {"device": label, "capacity_bytes": total, "peak_allocated_bytes": p["peak_allocated_bytes"],
-            "peak_reserved_bytes": p["peak_reserved_bytes"], "peak_step": p["peak_step"],
-            "peak_at_ns": p["peak_at_ns"]}
 
 
 RULE = Rule(
@@ -95,15 +116,19 @@ RULE = Rule(
     explain=f"""\
 Reads the memory records of the trace (torch.profiler(profile_memory=True)): the total allocated and reserved
 after each record, per device, and each GPU's capacity from the device properties (Kineto's
-deviceProperties, or run.json).
+deviceProperties, or run.json's GPUs).
 
-Close to capacity: the peak of allocated or reserved memory is at least {CAPACITY_SHARE:.0%} of the device's memory.
-Fragmentation: at the reserved peak, reserved minus allocated is at least {FRAGMENTED_SHARE:.0%} of reserved and at
-least {FRAGMENTED_CAPACITY_SHARE:.0%} of the device's capacity ({FRAGMENTED_BYTES >> 20} MiB when the capacity is
-unknown): the caching allocator holds blocks that the requested sizes cannot reuse, in an amount that matters.
+Close to capacity: the peak of allocated or reserved memory is at least {CAPACITY_SHARE:.0%} of the device's memory
+(reserved counts: it is what the driver has handed out, and what the allocator must free and re-request when
+a new block does not fit).
+Fragmentation: when reserved memory peaks, reserved minus allocated is at least {FRAGMENTED_SHARE:.0%} of reserved
+and at least {FRAGMENTED_CAPACITY_SHARE:.0%} of the device's capacity ({FRAGMENTED_BYTES >> 20} MiB when the capacity
+is unknown): the caching allocator had to grow although its cache held that much, because the blocks did not
+fit the requested sizes.
 
-No time saving is estimated for either: the cost is risk (out-of-memory, allocator retries that free the
-cache and call cudaMalloc again) and memory that a larger batch could have used; the findings give the
-bytes at stake instead. Host memory is not checked (its capacity is not in the trace).""",
+No time saving is estimated for either: the cost is risk (out-of-memory; allocator retries that free the
+cache, synchronise and call cudaMalloc again) and memory a larger batch could have used; the findings give
+the bytes at stake instead. Host memory is not checked (its capacity is not in the trace): a trace with only
+host records is not applicable.""",
     check=check,
 )
