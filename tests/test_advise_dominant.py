@@ -1,76 +1,373 @@
-"""dominant-op rule: dominating items and known faster alternatives, on real CPU and GPU traces and by hand."""
+"""dominant-op rule: dominating kernels/ops and known faster alternatives, on real CPU and GPU traces (expected
+values computed from the raw JSON) and on hand-built traces with exact numbers."""
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
 import pytest
 import tracemutate as tm
 from conftest import shared_trace
 from tracefiles import write_trace, x
+from typer.testing import CliRunner
 
 from opscope.advise import advise
+from opscope.cli import app
 from opscope.ingest import open_trace
 
 
-def by_title(findings, word):
-    return [f for f in findings if word in f.title]
+def findings(path):
+    return advise(open_trace(path), only=["dominant-op"]).findings
 
 
-def test_depthwise_backward_on_the_cpu_mobilenet_trace():
+def by_title(found, word):
+    return [f for f in found if word in f.title]
+
+
+# --- raw-JSON helpers (independent of opscope's reader) -------------------------------------------------------
+
+def self_times(doc: dict) -> dict[int, float]:
+    """id(event) -> self time (µs) of every cpu_op: its duration less its direct cpu_op children's."""
+    threads = defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            threads[(e["pid"], e["tid"])].append(e)
+    out = {}
+    for events in threads.values():
+        events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack: list[dict] = []
+        for e in events:
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+                stack.pop()
+            out[id(e)] = e["dur"]
+            if stack:
+                out[id(stack[-1])] -= e["dur"]
+            stack.append(e)
+    return out
+
+
+def in_steps(e: dict, spans) -> bool:
+    return any(s <= e["ts"] < end for _, s, end in spans)
+
+
+def nsteps(doc: dict) -> int:
+    return len({n for n, _, _ in tm.steps(doc)})  # a step can be annotated twice (nested ProfilerStep#1)
+
+
+def step_kernels(doc: dict) -> list[dict]:
+    """Compute kernels launched inside a step: a kernel belongs to the step its launch (runtime or driver call,
+    same correlation id) falls in; collectives (nccl kernels) are communication, not compute."""
+    spans = tm.steps(doc)
+    owner = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") \
+                and "correlation" in e.get("args", {}):
+            step = next((n for n, s, end in spans if s <= e["ts"] < end), None)
+            if step is not None:
+                owner[e["args"]["correlation"]] = step
+    return [e for e in tm.device_work(doc) if e["cat"] in ("kernel", "Kernel") and not e["name"].startswith("nccl")
+            and e["args"].get("correlation") in owner]
+
+
+# --- CPU: MobileNetV2 training with depthwise convolutions ---------------------------------------------------
+
+def test_depthwise_backward_and_nchw_depthwise_on_the_cpu_mobilenet_trace():
     path = shared_trace("generated/torch_cpu_mobilenetv2_train.json")
     doc = tm.load(path)
     spans = tm.steps(doc)
-    # depthwise: the weight (third input of convolution_backward) has one input channel per group
-    dw = [e for e in doc["traceEvents"] if e.get("name") == "aten::convolution_backward" and e.get("ph") == "X"
-          and e["args"]["Input Dims"][2][1] == 1 and any(s <= e["ts"] < end for _, s, end in spans)]
-    inclusive = sum(e["dur"] for e in dw) * 1000 / len(spans)
-    f = by_title(advise(open_trace(path), only=["dominant-op"]).findings, "Depthwise")
+    selfs = self_times(doc)
+    ops = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op" and in_steps(e, spans)]
+    total = sum(selfs[id(e)] for e in ops)
+
+    def depthwise(x_dims, w_dims):  # weight [C*m, 1, kh, kw] on an input of C > 1 channels
+        return len(w_dims) == 4 and w_dims[1] == 1 and x_dims[1] > 1
+
+    bwd = [e for e in ops if e["name"] == "aten::convolution_backward"
+           and depthwise(e["args"]["Input Dims"][1], e["args"]["Input Dims"][2])]
+    bwd_us = sum(selfs[id(e)] for e in bwd)
+    fwd = [e for e in ops if e["name"] in ("aten::mkldnn_convolution", "aten::convolution", "aten::_convolution",
+                                           "aten::conv2d")
+           and depthwise(e["args"]["Input Dims"][0], e["args"]["Input Dims"][1])
+           and e["args"]["Input Strides"][0][3] == 1]  # NCHW: the innermost stride is along W
+    fwd_us = sum(selfs[id(e)] for e in fwd)
+    n = nsteps(doc)
+    found = findings(path)
+
+    f = by_title(found, "Depthwise")
     assert len(f) == 1
-    matched = sum(r["time_ns"] for r in f[0].evidence)  # self time: inclusive less the few ops inside
-    assert 0.97 * inclusive <= matched <= inclusive + len(dw)
-    assert all(r["shapes"] and "[1," not in r["shapes"].split("],[")[0] for r in f[0].evidence)
-    assert f[0].saving_ns == pytest.approx(matched / 2, abs=len(f[0].evidence))
+    assert f[0].saving_ns == pytest.approx(bwd_us * 1000 / n / 2, abs=2)  # assumed 2x
+    assert f"{100 * bwd_us / total:.1f}%" in f[0].title
+    assert all(r["name"] == "aten::convolution_backward" and ",1,3,3]" in r["shapes"] for r in f[0].evidence)
+    assert "channels_last" in f[0].change and "oneDNN" in f[0].change
+
+    f = by_title(found, "NCHW")
+    assert len(f) == 1
+    assert f[0].saving_ns == pytest.approx(fwd_us * 1000 / n * (1 - 1 / 1.25), abs=2)
+    assert {r["name"] for r in f[0].evidence} <= {"aten::mkldnn_convolution", "aten::convolution",
+                                                  "aten::_convolution", "aten::conv2d"}
+    # convolution_backward dominates (over a quarter of the self time) but the depthwise finding covers enough of
+    # it that what is left is under the threshold: no estimate-less finding for it
+    conv_bwd = sum(selfs[id(e)] for e in ops if e["name"] == "aten::convolution_backward")
+    assert conv_bwd > 0.25 * total and conv_bwd - bwd_us < 0.25 * total
+    assert all(f.saving_ns is not None for f in found)
+
+
+# --- GPU: fp32 math on tensor-core GPUs --------------------------------------------------------------------
+
+FP32 = re.compile(r"sgemm|scudnn|_SB_")
+
+
+def test_fp32_kernels_on_a_v100_with_device_properties_and_not_on_the_tf32_a100_run():
+    slow = shared_trace("hta/trace_diff/test/test.json.gz")  # V100s: fp32 volta_sgemm kernels
+    fast = shared_trace("hta/trace_diff/control/control.json.gz")  # the same job on A100s: cutlass TF32 kernels
+    doc = tm.load(slow)
+    assert (doc["deviceProperties"][0]["computeMajor"], doc["deviceProperties"][0]["computeMinor"]) == (7, 0)
+    fp32 = sum(e["dur"] for e in step_kernels(doc) if FP32.search(e["name"]))
+    f = by_title(findings(slow), "Fp32")
+    assert len(f) == 1
+    assert f[0].saving_ns == pytest.approx(fp32 * 1000 / nsteps(doc) / 2, abs=2)
+    assert {r["basis"] for r in f[0].evidence} == {"name: fp32 math"}
+    # compute capability 7.0: fp16 tensor cores, no TF32
+    assert "float16" in f[0].change and "tf32" not in f[0].change and "V100" in f[0].estimate
+    assert by_title(findings(fast), "Fp32") == []
+
+
+def test_fp32_convolutions_of_the_old_resnet50_sample_found_by_kernel_names():
+    path = shared_trace("kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz")
+    doc = tm.load(path)
+    assert "deviceProperties" not in doc  # the GPU is known only from kernel names: volta_sgemm_...
+    f = by_title(findings(path), "Fp32")
+    assert len(f) == 1
+    assert "kernel name volta_" in f[0].estimate and "float16" in f[0].change
+    # fp32 by name: SIMT GEMMs/cuDNN kernels, and cuDNN's engines instantiated on float
+    fp32 = sum(e["dur"] for e in step_kernels(doc)
+               if FP32.search(e["name"]) or re.search(r"(dgrad|wgrad|fprop)\w*_engine<float,", e["name"]))
+    assert f[0].saving_ns == pytest.approx(fp32 * 1000 / nsteps(doc) / 2, abs=2)
+
+
+def test_fp32_gemms_on_an_amd_gpu_with_matrix_cores():
+    path = shared_trace("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    doc = tm.load(path)
+    # the device properties say only "AMD Radeon Graphics" 9.0; the Tensile kernels name an MFMA instruction
+    assert doc["deviceProperties"][0]["name"] == "AMD Radeon Graphics"
+    sb = [e for e in step_kernels(doc) if re.match(r"Cijk_\w*_SB_\w*_MI16x16x1", e["name"])]
+    assert sb
+    f = by_title(findings(path), "Fp32")
+    assert len(f) == 1
+    assert f[0].saving_ns == pytest.approx(sum(e["dur"] for e in sb) * 1000 / nsteps(doc) / 2, abs=2)
+    assert "bfloat16" in f[0].change and "MFMA" in f[0].estimate
+
+
+def test_bf16_models_on_h100_and_mi300_have_no_fp32_finding():
+    for gpu in ("h100", "mi300"):
+        path = shared_trace(f"tracelens/traces/{gpu}/gaunernst_bert-small-uncased__1016001.json.gz")
+        assert by_title(findings(path), "Fp32") == []
+
+
+# --- GPU: layouts, pooling ------------------------------------------------------------------------------------
+
+def test_layout_transposes_and_nchw_convolutions_on_an_a100_trace():
+    path = shared_trace("hta/nccl_parser_config/nccl_data.json.gz")
+    doc = tm.load(path)
+    kernels = step_kernels(doc)
+    transposes = sum(e["dur"] for e in kernels if re.search(r"nchwToNhwc|nhwcToNchw", e["name"]))
+    # convolution kernels whose name says their activations are NCHW ("nhwckrsc" names the filter layout), not
+    # the batch norms' and pooling's NCHW kernels
+    nchw = sum(e["dur"] for e in kernels if "nchw" in e["name"].lower().replace("nhwckrsc", "")
+               and not re.search(r"nchwToNhwc|nhwcToNchw|bn_|pool", e["name"]))
+    assert transposes and nchw
+    f = by_title(findings(path), "NCHW")
+    assert len(f) == 1
+    n = nsteps(doc)
+    assert f[0].saving_ns == pytest.approx((transposes + nchw * (1 - 1 / 1.25)) * 1000 / n, abs=3)
+    assert {r["basis"] for r in f[0].evidence} == {"layout transpose", "NCHW convolution kernel"}
+    assert {r["op"] for r in f[0].evidence} <= {"aten::cudnn_convolution", "aten::convolution_backward"}
     assert "channels_last" in f[0].change
 
 
-def test_fp32_kernels_on_tensor_core_gpus_and_tf32_ones_not():
-    slow = shared_trace("hta/trace_diff/test/test.json.gz")  # a V100: fp32 volta_sgemm / scudnn kernels
-    fast = shared_trace("hta/trace_diff/control/control.json.gz")  # the same job on A100s, cutlass TF32 kernels
-    f = by_title(advise(open_trace(slow), only=["dominant-op"]).findings, "Fp32")
-    assert len(f) == 1
-    doc = tm.load(slow)
-    owner, spans = tm.launch_steps(doc), tm.steps(doc)
-    fp32 = sum(e["dur"] for e in tm.device_work(doc) if e["cat"] == "kernel" and
-               re.search(r"sgemm|scudnn", e["name"]) and tm.device_step(e, owner, spans) is not None)
-    assert f[0].saving_ns == pytest.approx(fp32 * 1000 / len(spans) / 2, abs=2)
-    # compute capability 7.0 from the trace's deviceProperties: fp16 tensor cores, no TF32
-    assert tm.load(slow)["deviceProperties"][0]["computeMajor"] == 7
-    assert "float16" in f[0].change and "tf32" not in f[0].change
-    assert by_title(advise(open_trace(fast), only=["dominant-op"]).findings, "Fp32") == []
+def test_max_pooling_fp32_and_nchw_on_alexnet_without_steps():
+    path = shared_trace("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz")
+    doc = tm.load(path)
+    kernels = [e for e in tm.device_work(doc) if e["cat"] == "kernel"]
+    total = sum(e["dur"] for e in kernels)
+    pool = sum(e["dur"] for e in kernels if "max_pool" in e["name"])
+    a = advise(open_trace(path), only=["dominant-op"])
+    assert a.unit == "trace"
+    f = by_title(a.findings, "Max pooling")
+    assert len(f) == 1 and f[0].saving_ns == pytest.approx(pool * 1000, abs=1)  # all of it, an upper bound
+    assert f"{100 * pool / total:.1f}%" in f[0].title
+    assert by_title(a.findings, "Fp32") and "allow_tf32" in by_title(a.findings, "Fp32")[0].change
 
 
-def gpu_step(kernels: list[tuple[str, float]]) -> list[dict]:
+def test_a_dominant_kernel_without_alternative_on_a_real_trace():
+    path = shared_trace("tracelens/traces/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    doc = tm.load(path)
+    kernels = step_kernels(doc)
+    softmax = sum(e["dur"] for e in kernels if "cunn_SoftMaxForward" in e["name"])
+    share = 100 * softmax / sum(e["dur"] for e in kernels)
+    f = by_title(findings(path), "SoftMax")
+    assert len(f) == 1 and f[0].saving_ns is None and f[0].saving_pct is None
+    assert f"{share:.1f}%" in f[0].title and "(aten::_softmax)" in f[0].title
+    assert "no known faster alternative" in f[0].estimate
+    assert f[0].evidence[0]["shapes"] == "[[16,5185,5185],[],[]]"  # the launching op's input shapes
+
+
+def test_no_kernel_above_the_threshold_gives_nothing_on_a_real_trace():
+    path = shared_trace("tracelens/traces/mi300/Falconsai_nsfw_image_detection__1016002.json.gz")
+    doc = tm.load(path)
+    kernels = step_kernels(doc)
+    total = sum(e["dur"] for e in kernels)
+    per_name = defaultdict(float)
+    for e in kernels:
+        per_name[e["name"]] += e["dur"]
+    assert max(per_name.values()) < 0.25 * total  # no kernel over a quarter; bf16 throughout
+    assert findings(path) == []
+
+
+# --- hand-built traces with exact numbers --------------------------------------------------------------------
+
+def gpu_step(kernels: list[tuple], capability: tuple[int, int] | None = (8, 0), devices=(0,)) -> list[dict]:
+    """One step [0, 10000) µs; each kernel (name, dur[, op, dtypes, device]) launched by its own op."""
     events = [x("ProfilerStep#1", 0, 10_000, cat="user_annotation")]
-    t = 100
-    for i, (name, dur) in enumerate(kernels):
-        events.append(x("cudaLaunchKernel", 1 + i, 1, cat="cuda_runtime", correlation=i + 1))
-        events.append(x(name, t, dur, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1))
-        t += dur
+    t = {d: 100 for d in devices}
+    for i, k in enumerate(kernels):
+        name, dur = k[0], k[1]
+        op = k[2] if len(k) > 2 else None
+        dtypes = k[3] if len(k) > 3 else None
+        device = k[4] if len(k) > 4 else devices[0]
+        at = 10 + 3 * i
+        if op:
+            events.append(x(op, at, 2, **({"Input type": dtypes} if dtypes else {})))
+        events.append(x("cudaLaunchKernel", at + 0.5, 1, cat="cuda_runtime", correlation=i + 1))
+        events.append(x(name, t[device], dur, cat="kernel", pid=device, tid=7, device=device, stream=7,
+                        correlation=i + 1))
+        t[device] += dur
     return events
 
 
-def test_dominant_kernel_without_alternative_has_no_estimate(tmp_path):
-    events = gpu_step([("attention_kernel", 600), ("gelu_kernel", 200), ("max_pool2d_kernel", 200)])
-    found = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["dominant-op"]).findings
+def header(capability: tuple[int, int] | None, name: str = "NVIDIA A100-SXM4-40GB") -> dict:
+    if capability is None:
+        return {}
+    return {"deviceProperties": [{"id": 0, "name": name, "computeMajor": capability[0],
+                                  "computeMinor": capability[1], "totalGlobalMem": 1 << 34}]}
+
+
+def test_hand_built_gpu_step_exact_savings_and_ranking(tmp_path):
+    # kernel time 1000 µs: attention 500 (50%), an fp32 SIMT GEMM 200, max pooling 100, a cuDNN layout transpose
+    # 100, gelu 100; A100 (8.0)
+    events = gpu_step([("attention_kernel", 500), ("volta_sgemm_128x64_nn", 200, "aten::mm", ["float", "float"]),
+                       ("max_pool2d_kernel", 100),
+                       ("void cudnn::ops::nchwToNhwcKernel<float>(int)", 100, "aten::cudnn_convolution"),
+                       ("gelu_kernel", 100)])
+    found = findings(write_trace(tmp_path / "t.json", events, header((8, 0))))
+    titles = [f.title for f in found]
+    fp32, pool, nchw = by_title(found, "Fp32"), by_title(found, "Max pooling"), by_title(found, "NCHW")
+    assert fp32[0].saving_ns == 100_000 and fp32[0].saving_pct == 1.0  # 200 µs x (1 - 1/2) of a 10 ms step
+    assert "allow_tf32" in fp32[0].change and "NVIDIA A100-SXM4-40GB (8)" in fp32[0].estimate
+    assert pool[0].saving_ns == 100_000 and nchw[0].saving_ns == 100_000  # both go away entirely
     dominant = by_title(found, "attention_kernel")
-    assert len(dominant) == 1 and dominant[0].saving_ns is None
-    assert dominant[0].evidence[0]["share_pct"] == 60.0
-    pool = by_title(found, "Max pooling")  # 20% of kernel time, all of it saved (upper bound)
-    assert len(pool) == 1 and pool[0].saving_ns == 200_000 and pool[0].saving_pct == 2.0
-    assert [f.title for f in found if f.saving_ns is None] == [dominant[0].title]
+    assert len(dominant) == 1 and dominant[0].saving_ns is None and "50.0%" in dominant[0].title
+    assert dominant[0].evidence[0]["share_pct"] == 50.0 and dominant[0].evidence[0]["time_ns"] == 500_000
+    assert len(found) == 4 and titles[-1] == dominant[0].title  # estimate-less findings rank last
+    row = fp32[0].evidence[0]
+    assert (row["name"], row["op"], row["basis"], row["factor"], row["calls_per_step"]) == \
+        ("volta_sgemm_128x64_nn", "aten::mm", "name: fp32 math", "2x", 1.0)
 
 
-def test_even_kernels_without_alternatives_give_nothing(tmp_path):
+def test_tensor_cores_come_from_the_device_properties(tmp_path):
+    kernels = [("volta_sgemm_128x64_nn", 300, "aten::mm", ["float", "float"]), ("k", 700)]
+    # a Pascal GPU (6.0) has no tensor cores: the volta_ in the name does not count against the properties
+    assert by_title(findings(write_trace(tmp_path / "p.json", gpu_step(kernels), header((6, 0)))), "Fp32") == []
+    v100 = by_title(findings(write_trace(tmp_path / "v.json", gpu_step(kernels), header((7, 0)))), "Fp32")
+    assert v100[0].saving_ns == 150_000 and "GradScaler" in v100[0].change
+    mi300 = by_title(findings(write_trace(tmp_path / "m.json", gpu_step(kernels),
+                                          header((9, 4), "AMD Instinct MI300X"))), "Fp32")
+    assert mi300[0].saving_ns == 150_000 and "bfloat16" in mi300[0].change
+
+
+def test_fp32_from_the_op_dtypes_when_the_name_does_not_say(tmp_path):
+    fp32 = [("gemm_kernel_tile128", 400, "aten::addmm", ["float", "float", "float", "Scalar", "Scalar"]),
+            ("k", 600)]
+    f = by_title(findings(write_trace(tmp_path / "f.json", gpu_step(fp32), header((9, 0)))), "Fp32")
+    assert f[0].saving_ns == 200_000 and f[0].evidence[0]["basis"] == "op dtypes: float"
+    bf16 = [("gemm_kernel_tile128", 400, "aten::addmm", ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"]), ("k", 600)]
+    assert by_title(findings(write_trace(tmp_path / "b.json", gpu_step(bf16), header((9, 0)))), "Fp32") == []
+    tf32 = [("sm80_xmma_gemm_tf32f32_tf32f32_f32_nn", 400, "aten::addmm", ["float"] * 3), ("k", 600)]
+    assert by_title(findings(write_trace(tmp_path / "t.json", gpu_step(tf32), header((9, 0)))), "Fp32") == []
+
+
+def test_each_device_is_compared_on_its_own(tmp_path):
+    events = gpu_step([("a_kernel", 900, None, None, 0), ("b_kernel", 100, None, None, 0),
+                       ("c_kernel", 500, None, None, 1), ("d_kernel", 500, None, None, 1)], devices=(0, 1))
+    found = findings(write_trace(tmp_path / "t.json", events, header((8, 0))))
+    titles = sorted(f.title for f in found)
+    assert any(t.startswith("a_kernel takes 90.0% of the device kernel time on GPU 0") for t in titles)
+    assert any(t.startswith("c_kernel takes 50.0% of the device kernel time on GPU 1") for t in titles)
+    assert not any("b_kernel" in t for t in titles)
+
+
+def test_even_kernels_give_nothing(tmp_path):
     events = gpu_step([(f"k{i}", 100) for i in range(6)])
-    assert advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["dominant-op"]).findings == []
+    assert findings(write_trace(tmp_path / "t.json", events, header((8, 0)))) == []
+
+
+def test_hand_built_cpu_ops_exact(tmp_path):
+    # one step of 1000 µs: a depthwise convolution backward (weight [32,1,3,3] on 32 channels) 400 µs, a
+    # convolution backward on a 1-channel input (weight [32,1,3,3] too, but not depthwise) 100, max pooling 100,
+    # aten::mm 400 (40%: dominant, no known alternative)
+    dw = [[8, 32, 10, 10], [8, 32, 10, 10], [32, 1, 3, 3]]
+    gray = [[8, 32, 10, 10], [8, 1, 10, 10], [32, 1, 3, 3]]
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              x("aten::convolution_backward", 0, 400, **{"Input Dims": dw}),
+              x("aten::convolution_backward", 400, 100, **{"Input Dims": gray}),
+              x("aten::max_pool2d_with_indices", 500, 100, **{"Input Dims": [[8, 32, 10, 10]]}),
+              x("aten::mm", 600, 400, **{"Input Dims": [[64, 64], [64, 64]]})]
+    found = findings(write_trace(tmp_path / "t.json", events))
+    dwf = by_title(found, "Depthwise")
+    assert len(dwf) == 1 and dwf[0].saving_ns == 200_000 and dwf[0].saving_pct == 20.0
+    assert [r["shapes"] for r in dwf[0].evidence] == ["[[8,32,10,10],[8,32,10,10],[32,1,3,3]]"]
+    assert by_title(found, "Max pooling")[0].saving_ns == 100_000
+    mm = by_title(found, "aten::mm")
+    assert len(mm) == 1 and mm[0].saving_ns is None and "40.0% of the host op self time" in mm[0].title
+    assert len(found) == 3
+
+
+def test_cpu_trace_without_steps_and_a_trace_with_nothing_to_compare(tmp_path):
+    events = [x("aten::addmm", 0, 800), x("aten::relu", 800, 200)]
+    found = findings(write_trace(tmp_path / "t.json", events))
+    assert [f.title for f in found] == ["aten::addmm takes 80.0% of the host op self time (800.000 us per trace)"]
+    empty = advise(open_trace(write_trace(tmp_path / "e.json", [x("note", 0, 10, cat="user_annotation")])),
+                   only=["dominant-op"])
+    assert empty.findings == [] and empty.not_applicable == {}
+
+
+def test_explain():
+    r = CliRunner().invoke(app, ["advise", "--explain", "dominant-op"])
+    assert r.exit_code == 0
+    for text in ("depthwise-backward", "max-pool", "fp32-on-tensor-cores", "nchw-conv", "assume 2x", "1.25x",
+                 "25%", "5%", "compute capability >= 8.0"):
+        assert text in r.stdout, text
+
+
+def test_depthwise_backward_kernels_on_a_gpu_by_name_or_by_the_ops_weight(tmp_path):
+    dw = [[8, 32, 10, 10], [8, 32, 10, 10], [32, 1, 3, 3]]
+    # both kernels launched inside a depthwise convolution backward (weight [32,1,3,3] on 32 channels): one named
+    # so, one a generic cuDNN name found through its op
+    events = [x("ProfilerStep#1", 0, 10_000, cat="user_annotation"),
+              x("aten::convolution_backward", 10, 5, **{"Input Dims": dw}),
+              x("cudaLaunchKernel", 11, 1, cat="cuda_runtime", correlation=1),
+              x("cudaLaunchKernel", 13, 1, cat="cuda_runtime", correlation=2),
+              x("aten::mm", 20, 5, **{"Input Dims": [[64, 64], [64, 64]]}),
+              x("cudaLaunchKernel", 21, 1, cat="cuda_runtime", correlation=3),
+              x("void at::native::conv_depthwise2d_grad_weight_kernel<float>(int)", 100, 300, cat="kernel", pid=0,
+                tid=7, device=0, stream=7, correlation=1),
+              x("cudnn::cnn::wgrad2d_grouped_direct_kernel", 400, 100, cat="kernel", pid=0, tid=7, device=0,
+                stream=7, correlation=2),
+              x("gemm_k", 500, 600, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=3)]
+    found = findings(write_trace(tmp_path / "t.json", events, header((8, 0))))
+    f = by_title(found, "Depthwise")
+    assert len(f) == 1 and f[0].saving_ns == 200_000  # (300 + 100) µs x (1 - 1/2)
+    assert {r["basis"] for r in f[0].evidence} == {"name: depthwise backward",
+                                                   "aten::convolution_backward with weight [32,1,3,3]"}
+    assert "cudnn.benchmark" in f[0].change
