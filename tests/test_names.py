@@ -16,7 +16,14 @@ from tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses import names
 from opscope.analyses.kernels import kernel_table
-from opscope.analyses.names import demangle, demangle_all, map_distinct, python_api, short_name
+from opscope.analyses.names import (
+    demangle,
+    demangle_all,
+    distinct_short_names,
+    map_distinct,
+    python_api,
+    short_name,
+)
 from opscope.analyses.ops import op_table
 from opscope.ingest import open_trace
 
@@ -108,6 +115,20 @@ def test_each_distinct_name_is_mapped_once():
     out = map_distinct(pa.chunked_array([values, values]), lambda v: seen.append(v) or v.upper())
     assert out.to_pylist() == ["B", "A", "B", None, "A", "B"] * 2
     assert sorted(seen) == ["a", "b"]
+
+
+def test_distinct_short_names_keep_what_tells_names_apart():
+    five = "void k<float, 5ul>(at::Accessor<float, 2ul>, int)"
+    two = "void k<float, 2ul>(at::Accessor<float, 2ul>, int)"
+    two_long = "void k<float, 2ul>(at::Accessor<float, 2ul>, long)"
+    alone = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)"
+    out = distinct_short_names(pa.array([five, two, alone, "volta_sgemm_128x64_nn", five, None])).to_pylist()
+    # same short form "k": the template arguments tell them apart; the others stay short
+    assert out == ["k<float, 5ul>", "k<float, 2ul>", "at::native::vectorized_elementwise_kernel",
+                   "volta_sgemm_128x64_nn", "k<float, 5ul>", None]
+    # same template arguments too: only the whole name tells them apart
+    out = distinct_short_names(pa.array([two, two_long, five])).to_pylist()
+    assert out == [two, two_long, "k<float, 5ul>"]
 
 
 COMMON_OPS = {

@@ -1087,16 +1087,17 @@ def diff(
 
 
 def _short_kernel_names(rows):
-    """Kernel rows with short names (no templates or parameters) for the terminal."""
+    """Kernel rows with short names (no templates or parameters) for the terminal; names that would read the
+    same keep what tells them apart."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from opscope.analyses.names import short_names
+    from opscope.analyses.names import distinct_short_names
 
     if rows.num_rows == 0:
         return rows
     is_kernel = pc.equal(rows["kind"], "kernel")
-    shown = pc.if_else(is_kernel, short_names(rows["name"]).cast(pa.string()), rows["name"])
+    shown = pc.if_else(is_kernel, distinct_short_names(rows["name"]).cast(pa.string()), rows["name"])
     return rows.set_column(rows.schema.get_field_index("name"), "name", shown)
 
 

@@ -316,5 +316,31 @@ def short_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return map_distinct(values, short_name, prepare=demangle_all)
 
 
+def distinct_short_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Short names that still tell different names apart: where two distinct names share a short form
+    (``k<float, 5ul>(...)`` and ``k<float, 2ul>(...)``), those keep their template arguments, and where even
+    that is the same (they differ in parameters), the whole demangled name. For tables that list names
+    side by side (``opscope diff``), where two rows must not read the same."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    distinct = [v for v in pc.unique(values).to_pylist() if v is not None]
+    demangle_all(distinct)
+    shown = {v: short_name(v) for v in distinct}
+    for forms in (_with_templates, demangle):
+        seen: dict[str, int] = {}
+        for form in shown.values():
+            seen[form] = seen.get(form, 0) + 1
+        shown = {v: forms(v) if seen[s] > 1 else s for v, s in shown.items()}
+    return map_distinct(values, lambda v: shown.get(v, v))
+
+
+def _with_templates(name: str) -> str:
+    """The qualified name with its template arguments: no return type, no parameter list."""
+    short = short_name(name)
+    head = _drop_parameters(demangle(name).strip())
+    at = head.rfind(short.split("<", 1)[0] + "<")
+    return head[at:] if at >= 0 else head
+
+
 def python_apis(values: pa.Array | pa.ChunkedArray, framework: str | None = None) -> pa.Array:
     return map_distinct(values, lambda op: python_api(op, framework))
