@@ -83,6 +83,25 @@ def test_headline_splits_the_step_time(pair):
     assert c.summary.startswith("new is 20.0% slower per step")
 
 
+def test_gpu_run_against_a_cpu_run_shares_the_host_parts(tmp_path, pair):
+    # the CPU run: two steps of 900 us, per step aten::mm 400 us with aten::relu 100 us after it
+    cpu = []
+    for i, s in enumerate((0, 900)):
+        cpu += [x(f"ProfilerStep#{i + 1}", s, 900, cat="user_annotation"), x("aten::mm", s + 10, 400),
+                x("aten::relu", s + 500, 100)]
+    cpu_path = write_trace(tmp_path / "cpu.json", cpu)
+    c = compare(open_trace(pair[0]), open_trace(cpu_path), labels=("GPU", "CPU"))
+    head = {r["part"]: r for r in c.headline}
+    # base host ops per step: step 1 mm 10-110 and relu 300-350 (150 us), step 2 mm 100 us -> 125 us
+    assert (head["host_ops"]["base_ns"], head["host_ops"]["new_ns"]) == (125_000, 500_000)
+    assert (head["outside_ops"]["base_ns"], head["outside_ops"]["new_ns"]) == (875_000, 400_000)
+    assert head["compute"]["new_ns"] == 0 and head["compute"]["base_ns"] == 215_000
+    assert c.notes[0].startswith("only GPU has device activity") and "CPU" in c.notes[0]
+    # two GPU runs: no host parts, no such note
+    both = compare(open_trace(pair[0]), open_trace(pair[1]))
+    assert "host_ops" not in {r["part"] for r in both.headline} and not both.notes[0].startswith("only")
+
+
 def test_json_rows_have_exactly_the_documented_keys(pair):
     r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json"])
     assert r.exit_code == 0, r.output

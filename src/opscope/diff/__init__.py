@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.diff.gate import Threshold, verdict
-from opscope.diff.headline import headline_rows, sentence
+from opscope.diff.headline import device_mismatch, headline_rows, sentence
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
 from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, rows_table, sort_rows
@@ -68,6 +68,9 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     choice = kernel_choice_changes(kernels_by_op(base, sb), kernels_by_op(new, sn), sb, sn)
     head = headline_rows(base, new, sb, sn)
     notes = _notes(sb, sn, labels, by)
+    mismatch = device_mismatch(base, new, labels)
+    if mismatch:
+        notes.insert(0, mismatch)
     return Comparison(table, choice, head, sentence(head, sb.per_step), sb, sn, notes)
 
 

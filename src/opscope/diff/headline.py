@@ -15,10 +15,10 @@ from opscope.render.units import format_ns
 DEVICE_PARTS = {"compute": ("kernel",), "memcpy": ("memcpy",), "memset": ("memset",), "comm": ("comm",)}
 
 
-def parts(trace: Trace, span: Span, device_work: bool) -> dict[str, int]:
-    """``{part: ns per step}``: with device work, compute/memcpy/memset/comm (each the union of that kind's
-    intervals per device, summed over devices) and idle (device time not covered by any work); on a CPU-only
-    trace, host ops (union of cpu_op spans) and the rest of the step."""
+def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) -> dict[str, int]:
+    """``{part: ns per step}``: with ``device_work``, compute/memcpy/memset/comm (each the union of that kind's
+    intervals per device, summed over devices) and idle (device time not covered by any work); with
+    ``host_work`` (or without device work), host ops (union of cpu_op spans) and the rest of the step."""
     ev = trace.select(["kind", "ts_ns", "dur_ns", "device", "step"])
     if span.steps is not None:
         ev = ev.filter(pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
@@ -34,7 +34,7 @@ def parts(trace: Trace, span: Span, device_work: bool) -> dict[str, int]:
             out[part] = sum(covered.values())
         busy = union_by_group(work["ts_ns"], work["dur_ns"], device)
         out["idle"] = sum(max(0, total - b) for b in busy.values())
-    else:
+    if host_work or not device_work:
         ops = ev.filter(kind_mask(ev, ("cpu_op",)))
         covered = union_by_group(ops["ts_ns"], ops["dur_ns"], pa.chunked_array(
             [pa.array([0] * ops.num_rows, pa.int64())]))
@@ -44,14 +44,26 @@ def parts(trace: Trace, span: Span, device_work: bool) -> dict[str, int]:
 
 
 def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> list[dict]:
-    """The step time and its parts as rows ``part, base_ns, new_ns, delta_ns`` (device parts when either trace
-    has device work)."""
-    device = _any_device(base) or _any_device(new)
-    pb, pn = parts(base, span_base, device), parts(new, span_new, device)
+    """The step time and its parts as rows ``part, base_ns, new_ns, delta_ns``: device parts when both traces
+    have device work, host parts when neither has, both kinds when only one has (its device parts are then
+    compared with nothing, and the host parts are what the two have in common)."""
+    device_base, device_new = _any_device(base), _any_device(new)
+    device, host = device_base or device_new, device_base != device_new
+    pb, pn = parts(base, span_base, device, host), parts(new, span_new, device, host)
     rows = [{"part": "step", "base_ns": span_base.step_ns, "new_ns": span_new.step_ns,
              "delta_ns": span_new.step_ns - span_base.step_ns}]
     rows += [{"part": k, "base_ns": pb[k], "new_ns": pn[k], "delta_ns": pn[k] - pb[k]} for k in pb]
     return rows
+
+
+def device_mismatch(base: Trace, new: Trace, labels: tuple[str, str]) -> str | None:
+    """A note when only one of the traces has device activity (a GPU run against a CPU run), else None."""
+    device_base, device_new = _any_device(base), _any_device(new)
+    if device_base == device_new:
+        return None
+    with_device, without = labels if device_base else labels[::-1]
+    return (f"only {with_device} has device activity: its device parts are compared with nothing in {without}; "
+            f"host_ops and outside_ops are the parts the two traces share")
 
 
 def _any_device(trace: Trace) -> bool:
