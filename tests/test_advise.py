@@ -49,6 +49,11 @@ def test_gpu_idle_on_a_hand_built_trace(tmp_path):
     assert (gaps[0]["step"], gaps[0]["at_ns"], gaps[0]["idle_ns"]) == (2, 260_000, 1_690_000)
     # then [350, 1000) up to step 2's start and beyond: the gap [350, 1200) spans the step boundary
     assert (gaps[1]["step"], gaps[1]["at_ns"], gaps[1]["idle_ns"]) == (1, 350_000, 850_000)
+    # what the host did meanwhile (step markers aside). Gap 1: conv2d [1100, 1300) covers 40 us of it and a launch
+    # [1400, 1410) 10 us: 50 of 1690 us. Gap 2: conv2d [100, 400) 50 us, relu [500, 600) 100 us, conv2d
+    # [1100, 1300) 100 us (its launch inside it): 250 of 850 us; relu and the second conv2d tie, relu is shorter.
+    assert (gaps[0]["host_busy_pct"], gaps[0]["host_op"]) == (round(100 * 50 / 1690, 2), "aten::conv2d")
+    assert (gaps[1]["host_busy_pct"], gaps[1]["host_op"]) == (round(100 * 250 / 850, 2), "aten::relu")
     causes = sum(e["idle_ns"] for e in f.evidence if e["what"].startswith("idle:"))
     assert abs(causes - 1_345_000) <= 3  # the per-cause rows add up to the idle time (rounded per row)
 
@@ -134,3 +139,30 @@ def test_advise_on_bad_files_gets_one_line_and_exit_2(tmp_path, cache_dir):
                            cache=cache_dir)
     for path, res in zip(cases + [empty], results):
         assert_one_line_error(res, path)
+
+
+def test_longest_gaps_of_a_real_trace_show_the_data_loader_from_the_raw_json():
+    import tracemutate as tm
+
+    path = shared_trace("kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz")
+    doc = tm.load(path)
+    steps = tm.steps(doc)
+    w0, w1 = steps[0][1], steps[-1][2]
+    busy = [(s, e) for s, e in tm.busy_union(doc, 0) if e > w0 and s < w1]
+    edges = [w0] + [e for _, e in busy]
+    gaps = sorted(((s, e) for s, e in zip(edges, [s for s, _ in busy] + [w1]) if e > s), key=lambda g: g[0] - g[1])
+    host = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator", "Runtime",
+                                                                                      "cuda_runtime", "user_annotation")
+            and not e["name"].startswith("ProfilerStep#")]
+    f = advise(open_trace(path), only=["gpu-idle"]).findings[0]
+    shown = [e for e in f.evidence if e["what"] == "gap"]
+    for (g0, g1), row in zip(gaps[:3], shown):
+        assert row["idle_ns"] == round((g1 - g0) * 1000)
+        inside = sorted((max(e["ts"], g0), min(e["ts"] + e["dur"], g1)) for e in host
+                        if e["ts"] < g1 and e["ts"] + e["dur"] > g0)
+        covered, end = 0.0, g0
+        for s, e in inside:
+            covered += max(0.0, e - max(s, end))
+            end = max(end, e)
+        assert row["host_busy_pct"] == pytest.approx(100 * covered / (g1 - g0), abs=0.01)
+        assert row["host_op"].startswith("enumerate(DataLoader)#")

@@ -1,21 +1,30 @@
 """Low accelerator utilization: the device idles for a large part of each step.
 
 Evidence: the idle time per step split by cause (from :func:`opscope.analyses.idle.idle_causes`) and the
-longest idle gaps with the step they fall in, so an injected or accidental stall can be found on the timeline.
+longest idle gaps with the step they fall in, so an injected or accidental stall can be found on the timeline,
+each with what the host was doing meanwhile (how much of the gap host ops and runtime calls cover, and which
+one covers the most).
 """
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.analyses.intervals import union_ns
+from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
 
 #: The rule fires when a device is idle for at least this share of the window.
 IDLE_SHARE = 0.10
 #: Longest gaps shown as evidence.
 TOP_GAPS = 5
+#: A cause's change is suggested when it holds at least this share of the idle time (the largest always is).
+CAUSE_SHARE = 0.2
+#: Host events that are not the host's work: the step markers.
+STEP_MARKER = r"^ProfilerStep#"
 
 #: What to change, per cause of idle time.
 CHANGE_FOR = {
@@ -24,7 +33,7 @@ CHANGE_FOR = {
     "launch_overhead": "launch fewer, larger kernels: CUDA graphs or torch.compile (see launch-bound)",
     "kernel_gap": "the queue was full yet the device paused between kernels: fuse small kernels (torch.compile)",
     "host_wait": "the host launched nothing: look at the host ops running in these gaps (opscope ops --steps N)",
-    "other": "look at the longest gaps on the timeline (opscope export) to see what the host was doing",
+    "other": "open the trace in Perfetto (ui.perfetto.dev) at the longest gaps below to see what the host was doing",
 }
 
 
@@ -39,12 +48,16 @@ def check(ctx: AdviceContext) -> list[Finding]:
         causes = ctx.idle.filter(pc.equal(ctx.idle["device"], device)).to_pylist()
         causes = sorted((c for c in causes if c["idle_ns"]), key=lambda c: -c["idle_ns"])
         evidence = [{"what": f"idle: {c['cause']}", "step": None, "at_ns": None,
-                     "idle_ns": ctx.per_step(c["idle_ns"]), "step_pct": ctx.pct(ctx.per_step(c["idle_ns"]))}
+                     "idle_ns": ctx.per_step(c["idle_ns"]), "step_pct": ctx.pct(ctx.per_step(c["idle_ns"])),
+                     "host_busy_pct": None, "host_op": None}
                     for c in causes]
-        evidence += [{"what": "gap", "step": step, "at_ns": at, "idle_ns": length,
-                      "step_pct": ctx.pct(length)} for step, at, length in longest_gaps(ctx, device)]
+        evidence += [{"what": "gap", "step": step, "at_ns": at, "idle_ns": length, "step_pct": ctx.pct(length),
+                      **host_during(ctx, start, length)}
+                     for step, at, length, start in longest_gaps(ctx, device)]
         saving = ctx.per_step(idle)
-        top = causes[0]["cause"] if causes else "other"
+        named = [c for i, c in enumerate(causes) if i == 0 or c["idle_ns"] >= CAUSE_SHARE * idle]
+        change = "; ".join(f"{c['cause']} ({100.0 * c['idle_ns'] / idle:.0f}% of the idle time): "
+                           f"{CHANGE_FOR[c['cause']]}" for c in named) or CHANGE_FOR["other"]
         findings.append(Finding(
             rule=RULE.id,
             title=f"GPU {device} is idle {100.0 * idle / window:.1f}% of the time "
@@ -54,16 +67,18 @@ def check(ctx: AdviceContext) -> list[Finding]:
             estimate=(f"upper bound: the device's idle time in the window ({format_ns(idle)} over {ctx.steps} "
                       f"{ctx.unit}(s)); a step cannot shrink by more than the time its device waits, and only "
                       f"if the host can keep it fed. The cause-specific findings claim parts of the same time."),
-            change=f"largest cause is {top}: {CHANGE_FOR[top]}",
+            change=change,
             evidence=evidence,
-            evidence_title="idle time per step by cause, then the longest gaps (at_ns: from the step's start)",
+            evidence_title="idle time per step by cause, then the longest gaps (at_ns: from the step's start; "
+                           "host_busy_pct: share of the gap covered by host ops and runtime calls; host_op: the "
+                           "one covering the most)",
         ))
     return findings
 
 
-def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[tuple[int | None, int, int]]:
+def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[tuple[int | None, int, int, int]]:
     """The ``top`` longest idle gaps of a device inside the window: (step, start from the step's start (from the
-    window's start without steps), length), longest first."""
+    window's start without steps), length, absolute start), longest first."""
     busy = ctx.gpu.device_busy
     busy = busy.filter(pc.and_(pc.equal(busy["group"], device), pc.greater(busy["end"], busy["start"])))
     w0, w1 = ctx.window
@@ -82,8 +97,39 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[t
             if ts <= start < ts + dur:
                 step, origin = number, ts
                 break
-        out.append((step, start - origin, length))
+        out.append((step, start - origin, length, start))
     return out
+
+
+def host_during(ctx: AdviceContext, start: int, length: int) -> dict:
+    """What the host did during a gap: the share of it covered by host ops and runtime calls (any thread; the
+    step markers do not count), and the op covering the most of it (the innermost one on a tie)."""
+    ev = _host_events(ctx)
+    end = start + length
+    lo = pc.max_element_wise(ev["ts_ns"], start)
+    hi = pc.min_element_wise(pc.add(ev["ts_ns"], ev["dur_ns"]), end)
+    inside = pc.greater(hi, lo)
+    lo, hi, names, durs = (pc.filter(a, inside) for a in (lo, hi, ev["name"], ev["dur_ns"]))
+    if len(lo) == 0 or not length:
+        return {"host_busy_pct": 0.0 if length else None, "host_op": None}
+    overlap = pc.subtract(hi, lo)
+    covered = union_ns(lo, overlap)
+    # the largest overlap; among equal ones the shortest event (the innermost of nested ops)
+    order = pc.sort_indices(pa.table({"o": overlap, "d": durs}), [("o", "descending"), ("d", "ascending")])
+    best = order[0].as_py()
+    return {"host_busy_pct": round(100.0 * covered / length, 2), "host_op": names[best].as_py()}
+
+
+def _host_events(ctx: AdviceContext) -> pa.Table:
+    cached = getattr(ctx, "_gpu_idle_host_events", None)
+    if cached is None:
+        ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns"])
+        ev = ev.filter(kind_mask(ev, ("cpu_op", "runtime", "user_annotation")))
+        names = ev["name"].cast(pa.string())
+        marker = pc.fill_null(pc.match_substring_regex(names, STEP_MARKER), False)
+        cached = pa.table({"name": names, "ts_ns": ev["ts_ns"], "dur_ns": ev["dur_ns"]}).filter(pc.invert(marker))
+        ctx._gpu_idle_host_events = cached
+    return cached
 
 
 RULE = Rule(
@@ -101,7 +147,10 @@ Evidence: idle time per step by cause (each idle nanosecond has one cause, the f
 host in a synchronising call; input_pipeline, the host in the DataLoader; launch_overhead, a short gap whose
 next work was launched after the gap began; kernel_gap, a short gap with the next work already queued;
 host_wait, nothing launched yet; other), then the {TOP_GAPS} longest gaps with their step and offset from the
-step's start. The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time,
+step's start, and what the host did meanwhile: the share of the gap that host ops, annotations and runtime
+calls cover (any thread; a low share means the host ran Python outside ops, or waited), and the event that
+covers the most of it. The suggested change covers every cause holding at least {CAUSE_SHARE:.0%} of the idle
+time. The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time,
 so their savings are not to be added to this one.""",
     check=check,
 )
