@@ -189,6 +189,8 @@ def test_bad_input_gets_one_line_and_exit_2(tmp_path, cache_dir, pair):
         (("diff", str(pair[0]), str(empty)), empty, ()),
         (("diff", str(pair[0]), str(nosteps)), nosteps, ("--whole-trace",)),
         (("diff", str(pair[0]), str(tmp_path / "missing.json")), tmp_path / "missing.json", ()),
+        # steps that neither trace has: no steps in common to compare
+        (("diff", str(pair[0]), str(pair[1]), "--steps", "7-9"), pair[0], ("steps", "1-2")),
     ]
     for args, path, words in cases:
         assert_one_line_error(run_cli(*args, cache=cache_dir), path, *words)
