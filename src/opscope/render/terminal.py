@@ -11,6 +11,15 @@ from opscope.analyses.summary import Summary
 from opscope.render.units import format_cell, format_ns, format_pct
 
 _NUMERIC_SUFFIXES = ("_ns", "pct", "calls", "events")
+#: Columns whose text can run to thousands of characters (a fused op's inputs): cut on the terminal only,
+#: JSON and CSV keep them whole.
+_CUT_COLUMNS = ("shapes", "dtypes", "strides")
+CUT_AT = 100
+
+
+def cut(text: str, at: int = CUT_AT) -> str:
+    """``text``, or its first ``at`` characters and how many more there are."""
+    return text if len(text) <= at + 20 else f"{text[:at]}... (+{len(text) - at:,} chars)"
 
 
 def table_view(table: pa.Table, title: str | None = None, limit: int | None = None) -> Table:
@@ -25,7 +34,8 @@ def table_view(table: pa.Table, title: str | None = None, limit: int | None = No
     shown = table.slice(0, limit) if limit else table
     for row in shown.to_pylist():
         # escape(): trace text must never be read as rich markup.
-        view.add_row(*(escape(format_cell(k, v)) for k, v in row.items()))
+        view.add_row(*(escape(cut(format_cell(k, v)) if k in _CUT_COLUMNS else format_cell(k, v))
+                       for k, v in row.items()))
     return view
 
 

@@ -268,7 +268,7 @@ def hardware(ctx: AdviceContext, kernel_names: list[str]) -> Hardware | None:
             continue
         if cap is not None:
             decided = True
-            found = _nvidia(cap, f"device properties: {name} ({cap:g})")
+            found = _nvidia(cap, f"device properties: {name} (compute capability {cap:.1f})")
             if found and (best is None or (found.capability or 0) > (best.capability or 0)):
                 best = found
     if decided:
