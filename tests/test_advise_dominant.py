@@ -264,7 +264,7 @@ def test_hand_built_gpu_step_exact_savings_and_ranking(tmp_path):
     titles = [f.title for f in found]
     fp32, pool, nchw = by_title(found, "Fp32"), by_title(found, "Max pooling"), by_title(found, "NCHW")
     assert fp32[0].saving_ns == 100_000 and fp32[0].saving_pct == 1.0  # 200 µs x (1 - 1/2) of a 10 ms step
-    assert "allow_tf32" in fp32[0].change and "NVIDIA A100-SXM4-40GB (8)" in fp32[0].estimate
+    assert "allow_tf32" in fp32[0].change and "NVIDIA A100-SXM4-40GB (compute capability 8.0)" in fp32[0].estimate
     assert pool[0].saving_ns == 100_000 and nchw[0].saving_ns == 100_000  # both go away entirely
     dominant = by_title(found, "attention_kernel")
     assert len(dominant) == 1 and dominant[0].saving_ns is None and "50.0%" in dominant[0].title
