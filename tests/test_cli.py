@@ -162,3 +162,18 @@ def test_uncached_open_reads_args_again_only_when_asked(trace_file):
     cached = open_trace(trace_file)
     assert plain.args.to_pylist() == cached.args.to_pylist()
     assert plain.args.num_rows == plain.events.num_rows
+
+
+def test_terminal_tables_cut_long_shapes_but_json_keeps_them():
+    import pyarrow as pa
+    from rich.console import Console
+
+    from opscope.render.terminal import CUT_AT, cut, table_view
+
+    long = "[" + ",".join(["[128,440]"] * 200) + "]"
+    assert cut("[[1,2]]") == "[[1,2]]"
+    assert cut(long) == long[:CUT_AT] + f"... (+{len(long) - CUT_AT:,} chars)"
+    console = Console(width=400, record=True)
+    console.print(table_view(pa.table({"name": ["aten::mm"], "shapes": [long]})))
+    text = console.export_text()
+    assert f"(+{len(long) - CUT_AT:,} chars)" in text and long not in text

@@ -87,9 +87,9 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
 def _host_covers(trace, w0: int, w1: int) -> tuple[tuple[pa.Array, pa.Array], tuple[pa.Array, pa.Array]]:
     """Spans (clipped to the window) of host synchronisation and of the data loader."""
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns"])
-    is_sync = pc.or_(pc.and_(kind_mask(ev, ("runtime",)), _name_match(ev["name"], SYNC_CALLS)),
+    is_sync = pc.or_(pc.and_(kind_mask(ev, ("runtime",)), name_match(ev["name"], SYNC_CALLS)),
                      kind_mask(ev, ("sync",)))
-    is_data = pc.and_(kind_mask(ev, INPUT_KINDS), _name_match(ev["name"], INPUT_PIPELINE))
+    is_data = pc.and_(kind_mask(ev, INPUT_KINDS), name_match(ev["name"], INPUT_PIPELINE))
     out = []
     for mask in (is_sync, is_data):
         spans = ev.select(["ts_ns", "dur_ns"]).filter(mask)
@@ -99,7 +99,7 @@ def _host_covers(trace, w0: int, w1: int) -> tuple[tuple[pa.Array, pa.Array], tu
     return out[0], out[1]
 
 
-def _name_match(names: pa.ChunkedArray, pattern: str) -> pa.ChunkedArray:
+def name_match(names: pa.ChunkedArray, pattern: str) -> pa.ChunkedArray:
     """Python regex search (lookaheads allowed) on a dictionary column, once per distinct name."""
     regex = re.compile(pattern)
     memo: dict = {}

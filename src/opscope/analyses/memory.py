@@ -64,9 +64,11 @@ _EMPTY = pa.schema([("pos", pa.int64()), ("ts_ns", pa.int64()), ("device", pa.st
                     ("end_pos", pa.int64())])
 
 
-def memory_records(trace: Trace, steps: list[int] | None = None, devices: list[str] | None = None) -> MemoryRecords:
+def memory_records(trace: Trace, steps: list[int] | None = None, devices: list[str] | None = None,
+                   with_ops: bool = True) -> MemoryRecords:
     """The records with ops and lifetimes; ``steps``/``devices`` keep only the records of those (the
-    allocations made before the window that are still alive then show as held 'before the window')."""
+    allocations made before the window that are still alive then show as held 'before the window').
+    ``with_ops=False`` leaves the ``op`` column empty (finding each record's op is most of the work)."""
     mem = trace.memory
     first = trace.select(["ts_ns"])["ts_ns"]
     start = first[0].as_py() if len(first) else None
@@ -90,7 +92,7 @@ def memory_records(trace: Trace, steps: list[int] | None = None, devices: list[s
     table = pa.table({
         "pos": arange(n), "ts_ns": mem["ts_ns"].combine_chunks(), "device": device, "bytes": nbytes,
         "allocated": allocated, "reserved": reserved,
-        "op": _ops_of(trace, mem), "step": _steps_of(trace, mem["ts_ns"]),
+        "op": _ops_of(trace, mem) if with_ops else pa.nulls(n, pa.string()), "step": _steps_of(trace, mem["ts_ns"]),
         "end_pos": _lifetimes(device, mem["addr"].combine_chunks(), nbytes, problems),
     })
     all_devices = sorted(set(pc.unique(device).to_pylist()))

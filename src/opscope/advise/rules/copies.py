@@ -256,24 +256,44 @@ def _tiny(ctx: AdviceContext, copies: list[dict[str, Any]], links: pa.Table) -> 
 
 def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) -> Counter:
     """Per direction, how many batches the tiny copies form: runs of them issued one after another by one
-    host thread in one step, with no other device work launched in between."""
-    key = {c["row"]: (c["direction"], c["step"]) for c in tiny}
-    launches: dict[int, Any] = {}  # launch row -> the tiny copy's key, or None for any other work
-    for device_row, launch_row in zip(links["device_row"].to_pylist(), links["launch_row"].to_pylist()):
-        k = key.get(device_row)
-        launches[launch_row] = k if launches.get(launch_row, k) == k else None
-    rows = list(launches)
-    calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(pa.array(rows, pa.int64()))
-    order = sorted(zip(calls["pid"].to_pylist(), calls["tid"].to_pylist(), calls["ts_ns"].to_pylist(), rows))
+    host thread in one step, with no other device work launched in between. Vectorised over all launches
+    (a big trace has a million)."""
+    keys = list(dict.fromkeys((c["direction"], c["step"]) for c in tiny))  # (direction, step) -> its position
+    key_id = {k: i for i, k in enumerate(keys)}
+    tiny_rows = pa.array([c["row"] for c in tiny], pa.int64())
+    tiny_key = pa.array([key_id[(c["direction"], c["step"])] for c in tiny], pa.int64())
+    device_rows = links["device_row"].combine_chunks()
+    # each device event's key; -1 for any other work
+    key = pc.fill_null(pc.take(tiny_key, pc.index_in(device_rows, value_set=tiny_rows)), -1)
+    # a launch is a tiny copy's when everything it launched has that key (a graph launch of mixed work is not)
+    per_launch = pa.table({"launch": links["launch_row"].combine_chunks(), "key": key}).group_by("launch").aggregate(
+        [("key", "min"), ("key", "max")])
+    launch_key = pc.if_else(pc.equal(per_launch["key_min"], per_launch["key_max"]), per_launch["key_min"], -1)
+    calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(per_launch["launch"])
+    thread = {c: _codes(calls[c]) for c in ("pid", "tid")}  # thread ids as integers (they may be text)
+    order = pc.sort_indices(pa.table({"pid": thread["pid"], "tid": thread["tid"], "ts": calls["ts_ns"],
+                                      "row": per_launch["launch"]}),
+                            [("pid", "ascending"), ("tid", "ascending"), ("ts", "ascending"), ("row", "ascending")])
+    pid, tid, k = (pc.take(a, order) for a in (thread["pid"], thread["tid"], launch_key))
+    pid, tid, k = (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in (pid, tid, k))
+    if len(k) == 0:
+        return Counter()
+    # a batch starts at a tiny copy's launch whose predecessor (on the same thread) is not of the same key
+    same = pc.and_(pc.and_(pc.equal(pid[1:], pid[:-1]), pc.equal(tid[1:], tid[:-1])), pc.equal(k[1:], k[:-1]))
+    continues = pc.fill_null(pa.concat_arrays([pa.array([False]), same]), False)
+    starts = pc.filter(k, pc.and_(pc.greater_equal(k, 0), pc.invert(continues)))
     runs: Counter = Counter()
-    previous = None
-    for pid, tid, _, row in order:
-        k = launches[row]
-        here = (pid, tid, k)
-        if k is not None and here != previous:
-            runs[k[0]] += 1
-        previous = here
+    for value, count in zip(*pc.value_counts(starts).flatten()):
+        runs[keys[value.as_py()][0]] += count.as_py()
     return runs
+
+
+def _codes(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Equal values -> equal integers (nulls -> -1), for sorting and comparing ids of any type."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
+    return pc.fill_null(pc.dictionary_encode(values).indices.cast(pa.int64()), -1)
 
 
 def _origin(ctx: AdviceContext, step: int | None) -> int:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE, _name_match
+from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE, name_match
 from opscope.analyses.intervals import merged_intervals, union_by_group
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
@@ -29,7 +29,7 @@ DEFAULT_WORKERS = 4
 def loader_spans(ctx: AdviceContext) -> pa.Table:
     """DataLoader spans (``ts_ns``, ``dur_ns``, ``step``, ``name``) inside the steps (the window without steps)."""
     ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "step"])
-    mask = pc.and_(kind_mask(ev, INPUT_KINDS), _name_match(ev["name"], INPUT_PIPELINE))
+    mask = pc.and_(kind_mask(ev, INPUT_KINDS), name_match(ev["name"], INPUT_PIPELINE))
     spans = ev.filter(mask)
     if ctx.has_steps:
         spans = spans.filter(pc.is_valid(spans["step"]))

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import _name_match
+from opscope.analyses.idle import name_match
 from opscope.analyses.names import short_names
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
@@ -35,7 +35,7 @@ def launched_kernels(ctx: AdviceContext) -> pa.Table:
         kernels = kernels.filter(pc.is_valid(kernels["step"]))
     calls = ev.filter(pc.and_(kind_mask(ev, ("runtime",)), pc.is_valid(ev["correlation"])))
     # a graph launch is one call for the whole graph even when the trace shows one kernel of it
-    calls = calls.filter(pc.invert(_name_match(calls["name"], GRAPH_LAUNCH)))
+    calls = calls.filter(pc.invert(name_match(calls["name"], GRAPH_LAUNCH)))
     if kernels.num_rows == 0 or calls.num_rows == 0:
         return pa.table({"name": pa.array([], pa.string()), "dur_ns": pa.array([], pa.int64()),
                          "launch_ns": pa.array([], pa.int64())})

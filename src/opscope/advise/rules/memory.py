@@ -41,7 +41,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.trace.memory.num_rows == 0:
         raise NotApplicable("no memory records (record with torch.profiler.profile(profile_memory=True); "
                             "opscope record does)")
-    rec = memory_records(ctx.trace)
+    rec = memory_records(ctx.trace, with_ops=False)  # peaks and totals only
     devices = [d for d in rec.devices if _device_index(d) is not None]
     if not devices:
         raise NotApplicable("only host memory records: the host's capacity is not in the trace")

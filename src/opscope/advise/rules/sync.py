@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import SYNC_CALLS, _name_match
+from opscope.analyses.idle import SYNC_CALLS, name_match
 from opscope.analyses.launch import op_ancestors
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
@@ -79,10 +79,10 @@ def sync_calls(ctx: AdviceContext) -> list[Sync]:
     ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid", "correlation", "external_id",
                            "device", "parent"])
     runtime = kind_mask(ev, ("runtime",))
-    copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), _name_match(ev["name"], PAGEABLE_DTOH)))
+    copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), name_match(ev["name"], PAGEABLE_DTOH)))
     pageable = pc.drop_null(copies["correlation"]).combine_chunks() if copies.num_rows else pa.array([], pa.int64())
-    blocking = pc.or_(_name_match(ev["name"], SYNC_CALLS),
-                      pc.and_(_name_match(ev["name"], ASYNC_COPY),
+    blocking = pc.or_(name_match(ev["name"], SYNC_CALLS),
+                      pc.and_(name_match(ev["name"], ASYNC_COPY),
                               pc.fill_null(pc.is_in(ev["correlation"], value_set=pageable), False)))
     call_rows = _rows(pc.and_(runtime, blocking))
     records = _rows(kind_mask(ev, ("sync",)))
@@ -92,7 +92,7 @@ def sync_calls(ctx: AdviceContext) -> list[Sync]:
                   if c is not None and d is not None and d >= 0}
     # records without a runtime call in the trace stand for the call when they are blocking kinds
     runtime_corr = pc.drop_null(ev.filter(runtime)["correlation"]).combine_chunks()
-    orphan = pc.and_(_name_match(rec["name"], BLOCKING_RECORD),
+    orphan = pc.and_(name_match(rec["name"], BLOCKING_RECORD),
                      pc.invert(pc.fill_null(pc.is_in(rec["correlation"], value_set=runtime_corr), False)))
     orphans = pc.filter(records, orphan)
     # an orphan's host side: the cpu_op with its external id (how Kineto links them)

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.analyses.idle import name_match
 from opscope.analyses.intervals import union_ns
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
@@ -125,9 +126,7 @@ def _host_events(ctx: AdviceContext) -> pa.Table:
     if cached is None:
         ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns"])
         ev = ev.filter(kind_mask(ev, ("cpu_op", "runtime", "user_annotation")))
-        names = ev["name"].cast(pa.string())
-        marker = pc.fill_null(pc.match_substring_regex(names, STEP_MARKER), False)
-        cached = pa.table({"name": names, "ts_ns": ev["ts_ns"], "dur_ns": ev["dur_ns"]}).filter(pc.invert(marker))
+        cached = ev.filter(pc.invert(pc.fill_null(name_match(ev["name"], STEP_MARKER), False)))
         ctx._gpu_idle_host_events = cached
     return cached
 
