@@ -130,6 +130,8 @@ def test_demo_records_and_summarizes(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "Top operators by self time" in res.stdout
     assert (out / "demo.pt.trace.json").is_file()
+    # the profiler's own start/stop lines (Kineto writes them to stderr) are held back: the user sees our line
+    assert res.stderr.strip().splitlines() == [f"trace saved to {out / 'demo.pt.trace.json'}"], res.stderr
     # A second run never overwrites the first recording.
     res = run("demo", "--output", str(out), "--steps", "2")
     assert res.returncode == 0 and (out / "demo-1.pt.trace.json").is_file()
@@ -177,3 +179,17 @@ def test_terminal_tables_cut_long_shapes_but_json_keeps_them():
     console.print(table_view(pa.table({"name": ["aten::mm"], "shapes": [long]})))
     text = console.export_text()
     assert f"(+{len(long) - CUT_AT:,} chars)" in text and long not in text
+
+
+def test_demo_holds_back_profiler_chatter_but_not_on_failure(capfd):
+    from opscope.capture.demo import profiler_chatter_held
+
+    with profiler_chatter_held():
+        os.write(2, b"profiler_start chatter\n")
+    assert "chatter" not in capfd.readouterr().err
+    with pytest.raises(ValueError), profiler_chatter_held():
+        os.write(2, b"the reason it failed\n")
+        raise ValueError("boom")
+    assert "the reason it failed" in capfd.readouterr().err
+    os.write(2, b"stderr works again\n")
+    assert "stderr works again" in capfd.readouterr().err

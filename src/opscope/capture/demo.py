@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from opscope.capture.models import _require_torch, mobilenet_v2_mini
@@ -11,6 +16,30 @@ from opscope.paths import first_free
 def unused_path(directory: Path, stem: str, suffix: str) -> Path:
     """``directory/stem+suffix``, or ``stem-1``, ``stem-2``... so an earlier recording is never overwritten."""
     return first_free(directory / f"{stem}{suffix}", Path.exists, suffix)[0]
+
+
+@contextlib.contextmanager
+def profiler_chatter_held() -> Iterator[None]:
+    """Hold back what the profiler's C++ side writes to stderr (Kineto's start/stop lines, allocator notes):
+    on the demo's own model it is noise. If the block fails, what was held back is written out after all."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (embedded, tests capturing it): nothing to hold back
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            os.write(2, held.read())
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 64, threads: int | None = None,
@@ -33,7 +62,7 @@ def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 6
     y = torch.randint(0, 10, (batch,))
     output_dir.mkdir(parents=True, exist_ok=True)
     path = unused_path(output_dir, "demo", ".pt.trace.json")
-    with profile(
+    with profiler_chatter_held(), profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
         record_shapes=True,
