@@ -22,6 +22,7 @@ from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
 from opscope.analyses.launch import link_table
+from opscope.analyses.views import thread_keys, vocabulary
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
 
@@ -270,30 +271,21 @@ def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) ->
         [("key", "min"), ("key", "max")])
     launch_key = pc.if_else(pc.equal(per_launch["key_min"], per_launch["key_max"]), per_launch["key_min"], -1)
     calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(per_launch["launch"])
-    thread = {c: _codes(calls[c]) for c in ("pid", "tid")}  # thread ids as integers (they may be text)
-    order = pc.sort_indices(pa.table({"pid": thread["pid"], "tid": thread["tid"], "ts": calls["ts_ns"],
-                                      "row": per_launch["launch"]}),
-                            [("pid", "ascending"), ("tid", "ascending"), ("ts", "ascending"), ("row", "ascending")])
-    pid, tid, k = (pc.take(a, order) for a in (thread["pid"], thread["tid"], launch_key))
-    pid, tid, k = (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in (pid, tid, k))
+    thread = thread_keys(calls["pid"], calls["tid"], vocabulary(calls["pid"]), vocabulary(calls["tid"]))
+    order = pc.sort_indices(pa.table({"thread": thread, "ts": calls["ts_ns"], "row": per_launch["launch"]}),
+                            [("thread", "ascending"), ("ts", "ascending"), ("row", "ascending")])
+    thread, k = (pc.take(a, order) for a in (thread, launch_key))
+    thread, k = (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in (thread, k))
     if len(k) == 0:
         return Counter()
     # a batch starts at a tiny copy's launch whose predecessor (on the same thread) is not of the same key
-    same = pc.and_(pc.and_(pc.equal(pid[1:], pid[:-1]), pc.equal(tid[1:], tid[:-1])), pc.equal(k[1:], k[:-1]))
+    same = pc.and_(pc.equal(thread[1:], thread[:-1]), pc.equal(k[1:], k[:-1]))
     continues = pc.fill_null(pa.concat_arrays([pa.array([False]), same]), False)
     starts = pc.filter(k, pc.and_(pc.greater_equal(k, 0), pc.invert(continues)))
     runs: Counter = Counter()
     for value, count in zip(*pc.value_counts(starts).flatten()):
         runs[keys[value.as_py()][0]] += count.as_py()
     return runs
-
-
-def _codes(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Equal values -> equal integers (nulls -> -1), for sorting and comparing ids of any type."""
-    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if pa.types.is_dictionary(values.type):
-        values = values.cast(values.type.value_type)
-    return pc.fill_null(pc.dictionary_encode(values).indices.cast(pa.int64()), -1)
 
 
 def _origin(ctx: AdviceContext, step: int | None) -> int:
