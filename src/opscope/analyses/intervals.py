@@ -30,6 +30,17 @@ def union_ns(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArra
     return int(pc.sum(added).as_py() or 0)
 
 
+def clip(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray, lo: int,
+         hi: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The parts of the spans ``[start, start + dur)`` inside ``[lo, hi)``: ``(inside, start, end)``, where
+    ``inside`` marks the input spans that overlap it and ``start``/``end`` are the clipped parts of those."""
+    s, d = _one_chunk(starts), _one_chunk(durs)
+    start = pc.max_element_wise(s, lo)
+    end = pc.min_element_wise(pc.add(s, d), hi)
+    inside = pc.greater(end, start)
+    return inside, pc.filter(start, inside), pc.filter(end, inside)
+
+
 def _one_chunk(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.idle import SYNC_CALLS, name_match
+from opscope.analyses.intervals import merged_intervals, union_ns
 from opscope.analyses.launch import op_ancestors
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
@@ -159,7 +160,9 @@ def check(ctx: AdviceContext) -> list[Finding]:
         rows.append({"step": c.step, "at_ns": c.ts - step_start.get(c.step, ctx.window[0]), "device": d,
                      "call": c.call, "op": c.op, "python": c.python, "wait_ns": c.dur, "drained_ns": drained,
                      "idle_during_ns": idle_during, "idle_after_ns": after, "cost_ns": cost})
-    totals = {d: _union(free[d]) for d in devices}
+    # overlapping calls count once
+    totals = {d: union_ns(pa.array([a for a, _ in free[d]], pa.int64()),
+                          pa.array([b - a for a, b in free[d]], pa.int64())) for d in devices}
     device = max(devices, key=lambda d: totals[d])
     total = totals[device]
     saving = ctx.per_step(total)
@@ -207,9 +210,14 @@ def _changes(rows: list[dict]) -> list[str]:
 def _busy(ctx: AdviceContext) -> dict[int, tuple[list[int], list[int]]]:
     """Per device, its busy intervals (merged over streams, clipped to the window), in time order."""
     b = ctx.gpu.device_busy
-    b = b.filter(pc.greater(b["end"], b["start"]))
+    return _per_group(b.filter(pc.greater(b["end"], b["start"])))
+
+
+def _per_group(intervals: pa.Table) -> dict[int, tuple[list[int], list[int]]]:
+    """``group, start, end`` rows -> per group, its starts and ends in time order."""
     out: dict[int, tuple[list[int], list[int]]] = {}
-    for d, s, e in sorted(zip(b["group"].to_pylist(), b["start"].to_pylist(), b["end"].to_pylist())):
+    for d, s, e in sorted(zip(intervals["group"].to_pylist(), intervals["start"].to_pylist(),
+                              intervals["end"].to_pylist())):
         starts, ends = out.setdefault(d, ([], []))
         starts.append(s)
         ends.append(e)
@@ -242,8 +250,6 @@ def _idle_after(starts: list[int], ends: list[int], t: int, limit: int | None) -
 def _blocked(ctx: AdviceContext) -> dict[int, tuple[list[int], list[int]]]:
     """Per device, when it could not have taken new work from the host: busy, or holding launched work that had
     not started yet (waiting on something else: another stream, an event, work the trace does not show)."""
-    from opscope.analyses.intervals import merged_intervals
-
     b = ctx.gpu.device_busy
     t = ctx.gpu.work.table
     pending = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
@@ -255,13 +261,7 @@ def _blocked(ctx: AdviceContext) -> dict[int, tuple[list[int], list[int]]]:
     end = pa.concat_arrays([b["end"].combine_chunks(),
                             pc.min_element_wise(pending["raw_start"].combine_chunks(), w1)])
     keep = pc.greater(end, start)
-    m = merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep))
-    out: dict[int, tuple[list[int], list[int]]] = {}
-    for d, s, e in sorted(zip(m["group"].to_pylist(), m["start"].to_pylist(), m["end"].to_pylist())):
-        starts, ends = out.setdefault(d, ([], []))
-        starts.append(s)
-        ends.append(e)
-    return out
+    return _per_group(merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep)))
 
 
 def _free(starts: list[int], ends: list[int], a: int, b: int) -> list[tuple[int, int]]:
@@ -277,21 +277,6 @@ def _free(starts: list[int], ends: list[int], a: int, b: int) -> list[tuple[int,
     if t < b:
         out.append((t, b))
     return out
-
-
-def _union(spans: list[tuple[int, int]]) -> int:
-    """Length of the union of the spans."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(spans):
-        if cur_e is not None and s <= cur_e:
-            cur_e = max(cur_e, e)
-            continue
-        if cur_s is not None:
-            total += cur_e - cur_s
-        cur_s, cur_e = s, e
-    if cur_s is not None:
-        total += cur_e - cur_s
-    return total
 
 
 def _sync_idle(ctx: AdviceContext, device: int | None) -> int:

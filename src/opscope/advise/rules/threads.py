@@ -5,12 +5,14 @@ disagree with torch's own setting. The settings come from the run.json that ``op
 
 from __future__ import annotations
 
-import pyarrow as pa
+import re
+
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.intervals import union_ns
+from opscope.analyses.idle import name_match
+from opscope.analyses.intervals import clip, union_ns
 from opscope.model.schema import kind_mask
 
 #: Variables that set the size of the math libraries' thread pools.
@@ -111,24 +113,16 @@ def _cpu_busy_share(ctx: AdviceContext) -> float | None:
     next batch (which old Kineto traces record as cpu_op) do not count."""
     ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns"])
     ops = ev.filter(kind_mask(ev, ("cpu_op",)))
-    waiting = pc.match_substring_regex(ops["name"].cast(pa.string()), NOT_WORK)
-    ops = ops.filter(pc.invert(pc.fill_null(waiting, False)))
+    ops = ops.filter(pc.invert(pc.fill_null(name_match(ops["name"], NOT_WORK), False)))
     if not ops.num_rows or not ctx.window_ns:
         return None
-    w0, w1 = ctx.window
-    start = pc.max_element_wise(ops["ts_ns"], w0)
-    end = pc.min_element_wise(pc.add(ops["ts_ns"], ops["dur_ns"]), w1)
-    keep = pc.greater(end, start)
-    start, end = pc.filter(start, keep), pc.filter(end, keep)
+    _, start, end = clip(ops["ts_ns"], ops["dur_ns"], *ctx.window)
     return union_ns(start, pc.subtract(end, start)) / ctx.window_ns
 
 
 def _multiprocess_loader(ctx: AdviceContext) -> bool:
-    for chunk in ctx.trace.select(["name"])["name"].chunks:
-        values = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
-        if pc.any(pc.match_substring(values, MULTIPROCESS_LOADER)).as_py():
-            return True
-    return False
+    names = ctx.trace.select(["name"])["name"]
+    return bool(pc.any(name_match(names, re.escape(MULTIPROCESS_LOADER))).as_py())
 
 
 RULE = Rule(

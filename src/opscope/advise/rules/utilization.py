@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.idle import name_match
-from opscope.analyses.intervals import union_ns
+from opscope.analyses.intervals import clip, union_ns
 from opscope.model.schema import kind_mask
 from opscope.render.units import format_ns
 
@@ -42,6 +42,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.gpu is None:
         raise NotApplicable("no GPU activity in this trace")
     findings = []
+    host = host_events(ctx)
     for row in ctx.breakdown.to_pylist():
         device, window, idle = row["device"], row["window_ns"], row["idle_ns"]
         if not window or idle < IDLE_SHARE * window:
@@ -53,7 +54,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                      "host_busy_pct": None, "host_op": None}
                     for c in causes]
         evidence += [{"what": "gap", "step": step, "at_ns": at, "idle_ns": length, "step_pct": ctx.pct(length),
-                      **host_during(ctx, start, length)}
+                      **host_during(host, start, length)}
                      for step, at, length, start in longest_gaps(ctx, device)]
         saving = ctx.per_step(idle)
         named = [c for i, c in enumerate(causes) if i == 0 or c["idle_ns"] >= CAUSE_SHARE * idle]
@@ -102,33 +103,26 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[t
     return out
 
 
-def host_during(ctx: AdviceContext, start: int, length: int) -> dict:
-    """What the host did during a gap: the share of it covered by host ops and runtime calls (any thread; the
-    step markers do not count), and the op covering the most of it (the innermost one on a tie)."""
-    ev = _host_events(ctx)
-    end = start + length
-    lo = pc.max_element_wise(ev["ts_ns"], start)
-    hi = pc.min_element_wise(pc.add(ev["ts_ns"], ev["dur_ns"]), end)
-    inside = pc.greater(hi, lo)
-    lo, hi, names, durs = (pc.filter(a, inside) for a in (lo, hi, ev["name"], ev["dur_ns"]))
+def host_events(ctx: AdviceContext) -> pa.Table:
+    """Host ops, annotations and runtime calls (any thread), without the step markers."""
+    ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns"])
+    ev = ev.filter(kind_mask(ev, ("cpu_op", "runtime", "user_annotation")))
+    return ev.filter(pc.invert(pc.fill_null(name_match(ev["name"], STEP_MARKER), False)))
+
+
+def host_during(host: pa.Table, start: int, length: int) -> dict:
+    """What the host did during a gap: the share of it covered by ``host`` events (:func:`host_events`), and
+    the one covering the most of it (the innermost one on a tie)."""
+    inside, lo, hi = clip(host["ts_ns"], host["dur_ns"], start, start + length)
     if len(lo) == 0 or not length:
         return {"host_busy_pct": 0.0 if length else None, "host_op": None}
+    names, durs = pc.filter(host["name"], inside), pc.filter(host["dur_ns"], inside)
     overlap = pc.subtract(hi, lo)
     covered = union_ns(lo, overlap)
     # the largest overlap; among equal ones the shortest event (the innermost of nested ops)
     order = pc.sort_indices(pa.table({"o": overlap, "d": durs}), [("o", "descending"), ("d", "ascending")])
     best = order[0].as_py()
     return {"host_busy_pct": round(100.0 * covered / length, 2), "host_op": names[best].as_py()}
-
-
-def _host_events(ctx: AdviceContext) -> pa.Table:
-    cached = getattr(ctx, "_gpu_idle_host_events", None)
-    if cached is None:
-        ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns"])
-        ev = ev.filter(kind_mask(ev, ("cpu_op", "runtime", "user_annotation")))
-        cached = ev.filter(pc.invert(pc.fill_null(name_match(ev["name"], STEP_MARKER), False)))
-        ctx._gpu_idle_host_events = cached
-    return cached
 
 
 RULE = Rule(
