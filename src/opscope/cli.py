@@ -210,7 +210,7 @@ def steps(trace: TraceArg, format: FormatOpt = Format.table, limit: LimitOpt = 0
           no_cache: NoCacheOpt = False) -> None:
     """Per step: duration, GPU busy time, and outliers (slow first step, > 1.5x the median)."""
     from opscope.analyses.steps import step_stats, step_table
-    from opscope.render.units import format_ns
+    from opscope.units import format_ns
 
     t = _load(trace, no_cache)
     _warn_recovered(t)
@@ -389,7 +389,7 @@ def tune_threads_cmd(
     """
     from opscope.capture.launch import parse_command
     from opscope.capture.threads import best_setting, thread_grid, tune_threads, usable_cores, within_noise
-    from opscope.render.units import format_ns
+    from opscope.units import format_ns
 
     target = parse_command(ctx.args)
     cores = usable_cores()
@@ -871,7 +871,7 @@ def gpu(
     """
     from opscope.analyses.gpu import GpuAnalysis
     from opscope.analyses.idle import IDLE_NOTE
-    from opscope.render.units import format_ns
+    from opscope.units import format_ns
 
     if idle and launches:
         raise UsageError("choose one of --idle and --launches")

@@ -393,7 +393,7 @@ class GpuAnalysis:
         w = self.work
         if w.table.num_rows == 0:
             return [NO_GPU]
-        from opscope.render.units import format_ns
+        from opscope.units import format_ns
 
         if w.window_from_steps:
             out = [f"window: from the first ProfilerStep's start to the last one's end ({w.steps} steps, "
@@ -413,7 +413,7 @@ class GpuAnalysis:
         w = self.work
         if w.table.num_rows == 0:
             return [NO_GPU]
-        from opscope.render.units import format_ns
+        from opscope.units import format_ns
 
         out = ["launch delay: start of a kernel launch's first kernel minus the start of its runtime call (a graph "
                "launch counts once); concurrent_pct: share of the device's busy time"]

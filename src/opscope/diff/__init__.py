@@ -40,7 +40,7 @@ class Comparison:
         if failed:
             worst = [r for r in self.rows.slice(0, 3).to_pylist() if r["delta_ns"] > 0]
             if worst:
-                from opscope.render.units import format_ns
+                from opscope.units import format_ns
 
                 reason += "; biggest changes: " + ", ".join(
                     f"{r['kind']} {_short(r['name'])} {'+' if r['delta_ns'] > 0 else ''}{format_ns(r['delta_ns'])}"
@@ -109,7 +109,7 @@ def framework_guess(trace: Trace) -> str | None:
 
 
 def _notes(sb: Span, sn: Span, labels: tuple[str, str], by: str) -> list[str]:
-    from opscope.render.units import format_ns
+    from opscope.units import format_ns
 
     notes = []
     if sb.per_step:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from opscope.errors import UsageError
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _THRESHOLD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|ns|us|µs|ms|s)?\s*$")

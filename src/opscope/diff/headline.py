@@ -10,7 +10,7 @@ from opscope.analyses.intervals import union_by_group
 from opscope.diff.normalize import Span
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 DEVICE_PARTS = {"compute": ("kernel",), "memcpy": ("memcpy",), "memset": ("memset",), "comm": ("comm",)}
 

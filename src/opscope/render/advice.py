@@ -8,7 +8,7 @@ from rich.markup import escape
 
 from opscope.advise import Advice
 from opscope.render.terminal import print_table
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 
 def print_advice(console: Console, advice: Advice, source: str, limit: int | None = None,

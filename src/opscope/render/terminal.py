@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from opscope.analyses.summary import Summary
-from opscope.render.units import format_cell, format_ns, format_pct
+from opscope.units import format_cell, format_ns, format_pct
 
 _NUMERIC_SUFFIXES = ("_ns", "pct", "calls", "events")
 #: Columns whose text can run to thousands of characters (a fused op's inputs): cut on the terminal only,

@@ -15,7 +15,7 @@ from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.gpu import COMM, COMPUTE
 from opscope.analyses.intervals import union_by_group
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: Hideable communication worth a finding, as a share of the step.
 EXPOSED_SHARE = 0.05

@@ -24,7 +24,7 @@ from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
 from opscope.analyses.launch import link_table
 from opscope.analyses.views import thread_keys, vocabulary
 from opscope.model.schema import kind_mask
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: A finding needs an estimated saving of at least this share of the step.
 SAVING_SHARE = 0.01

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, Rule
 from opscope.model.schema import kind_mask
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: An item (a kernel's short name with its launching op, or an op's name) taking this share of the time dominates.
 DOMINANT_SHARE = 0.25

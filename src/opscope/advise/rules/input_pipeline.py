@@ -18,7 +18,7 @@ from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE, name_match
 from opscope.analyses.intervals import merged_intervals, union_by_group
 from opscope.model.schema import kind_mask
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: The rule fires when the input pipeline costs at least this share of the step.
 INPUT_SHARE = 0.05

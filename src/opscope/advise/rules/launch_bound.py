@@ -14,7 +14,7 @@ from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.idle import name_match
 from opscope.analyses.names import short_names
 from opscope.model.schema import kind_mask
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: The rule fires when at least this share of the singly launched kernels is shorter than its launch call...
 SHORT_SHARE = 0.5

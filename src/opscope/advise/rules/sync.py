@@ -25,7 +25,7 @@ from opscope.analyses.idle import SYNC_CALLS, name_match
 from opscope.analyses.intervals import merged_intervals, union_ns
 from opscope.analyses.launch import op_ancestors
 from opscope.model.schema import kind_mask
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: The rule fires when synchronisation costs at least this share of the step.
 SAVING_SHARE = 0.01

@@ -16,7 +16,7 @@ from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.idle import name_match
 from opscope.analyses.intervals import clip, union_ns
 from opscope.model.schema import kind_mask
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: The rule fires when a device is idle for at least this share of the window.
 IDLE_SHARE = 0.10

@@ -16,7 +16,7 @@ from opscope.analyses.filters import EventFilter
 from opscope.analyses.ops import op_table
 from opscope.analyses.steps import SLOW_FACTOR, WARMUP_FACTOR
 from opscope.model.derive import OP_LAYER
-from opscope.render.units import format_ns
+from opscope.units import format_ns
 
 #: Ops with the largest excess over a typical step shown per outlier step.
 TOP_OPS = 3

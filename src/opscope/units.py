@@ -1,4 +1,4 @@
-"""Human units for nanosecond integers, chosen only at rendering time."""
+"""Human units for nanosecond integers, byte counts and shares: usable by every layer, chosen only when shown."""
 
 from __future__ import annotations
 
