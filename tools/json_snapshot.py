@@ -1,6 +1,6 @@
 """Record every table command's output on every file under a folder, to check a refactor changes nothing.
 
-    python tools/json_snapshot.py ../shared/traces OUTDIR [--formats json,table]
+    python tools/json_snapshot.py ../shared/traces OUTDIR [--formats json,table] [--only SUBFOLDER]
 
 Runs the commands in this process (``opscope.cli.main`` with a patched argv) so a full pass takes minutes,
 not the hour that 3,000 interpreter starts would. Each run writes OUTDIR/<case>.out (stdout), .err (stderr)
@@ -60,10 +60,13 @@ def _consoles(cli):
 
 def main() -> None:
     root, dest = Path(sys.argv[1]), Path(sys.argv[2])
-    formats = (sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--formats" else "json").split(",")
+    options = dict(zip(sys.argv[3::2], sys.argv[4::2]))
+    formats = options.get("--formats", "json").split(",")
+    only = options.get("--only", "")
     dest.mkdir(parents=True, exist_ok=True)
     os.environ["OPSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="opscope-snap-cache-")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".tsv", ".md"))
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".tsv", ".md")
+                   and p.relative_to(root).as_posix().startswith(only))
     for path in files:
         rel = path.relative_to(root).as_posix()
         cases = [(c, f) for c in COMMANDS for f in formats]

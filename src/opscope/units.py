@@ -32,3 +32,15 @@ def format_cell(column: str, value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def format_bytes(value: int | float | None) -> str:
+    """A byte count in B, KiB, MiB, GiB or TiB (powers of 1024)."""
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.2f} {unit}"
+        size /= 1024
+    return str(value)

@@ -1,20 +1,131 @@
-"""Terminal rendering with rich: tables of analysis results and the summary screen."""
+"""The terminal: a report's sections as rich tables and grids, trace text always shown as plain text."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from opscope.analyses.summary import Summary
-from opscope.units import format_cell, format_ns, format_pct
+from opscope.report import Column, Report, Section
+from opscope.units import format_bytes, format_cell
 
 _NUMERIC_SUFFIXES = ("_ns", "pct", "calls", "events")
 #: Columns whose text can run to thousands of characters (a fused op's inputs): cut on the terminal only,
 #: JSON and CSV keep them whole.
 _CUT_COLUMNS = ("shapes", "dtypes", "strides")
 CUT_AT = 100
+_SPARK = "▁▂▃▄▅▆▇█"
+BAR_WIDTH = 30
+
+
+def render(report: Report, out: Console, err: Console) -> None:
+    if report.empty is not None:
+        out.print(f"opscope: {report.empty}", highlight=False, markup=False)
+        return
+    for heading in (report.title, report.headline):
+        if heading:
+            out.print(Text(heading, style="bold"))
+    for section in report.sections:
+        if section.terminal:
+            print_section(out, section)
+    if report.notes and any(s.terminal for s in report.sections):
+        out.print()
+    for line in report.notes:
+        out.print(Text(line, style="dim"))
+    if report.legend:
+        out.print(Text(report.legend, style="dim"))
+
+
+def print_section(console: Console, section: Section) -> None:
+    heading = bool(section.fields or section.text) and bool(section.title)
+    if heading:
+        console.print()
+        console.print(Text(section.title, style="bold"))
+    if section.table is not None:
+        caption = section.caption if heading else section.title
+        for title, table in _parts(section, _shown(section)):
+            console.print(table_view(table, title or caption, section.limit, section.columns))
+        hidden = section.arrow.num_rows - section.limit if section.arrow is not None and section.limit else 0
+        if hidden > 0:
+            console.print(Text(f"... {hidden} more rows (use --limit 0 for all)", style="dim"))
+    if section.fields:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        for label, value in section.fields:
+            grid.add_row(Text(label), Text(value))
+        console.print(grid)
+        if not heading:
+            console.print()
+    if section.text:
+        console.print(Text(section.text))
+    for line in ([section.legend] if section.legend else []) + list(section.said):
+        console.print(Text(line, style="dim"))
+
+
+def _shown(section: Section) -> pa.Table:
+    """The section's table as the terminal shows it: drawn sketches, human bytes, indented trees, no columns
+    meant for data formats or saying nothing."""
+    raw = section.arrow
+    assert raw is not None
+    table = raw
+    for name in raw.column_names:  # sketches and indents read the raw values, before any is turned into text
+        hint = section.column(name)
+        if hint.sketch == "sparkline":
+            table = _set(table, name, _sparklines(raw[name].to_pylist(), _scale(raw, hint)))
+        elif hint.sketch == "bar":
+            table = _set(table, name, _bars(raw[name].to_pylist(), _scale(raw, hint)))
+        elif hint.unit == "bytes" or name == "bytes" or name.endswith("_bytes"):
+            table = _set(table, name, [format_bytes(v) for v in raw[name].to_pylist()])
+        if hint.indent_by:
+            depth = raw[hint.indent_by].to_pylist()
+            table = _set(table, name, [("  " * (d or 0)) + (v or "") for v, d in zip(raw[name].to_pylist(), depth)])
+    drop = [n for n in table.column_names if section.column(n).show in ("data", "json")
+            or section.column(n).hide_if_zero and not (pc.max(raw[n]).as_py() or 0)]
+    return table.drop_columns(drop)
+
+
+def _parts(section: Section, table: pa.Table) -> list[tuple[str | None, pa.Table]]:
+    if not section.parts:
+        return [(None, table)]
+    named = {c for _, columns in section.parts for c in columns}
+    rest = [c for i, c in enumerate(table.column_names) if i == 0 or c not in named]
+    return [(title, table.select([c for c in columns or rest if c in table.column_names]))
+            for title, columns in section.parts]
+
+
+def _set(table: pa.Table, name: str, values: list[Any]) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
+
+
+def _scale(table: pa.Table, hint: Column) -> list[Any]:
+    return table[hint.scale].to_pylist() if hint.scale else [None] * table.num_rows
+
+
+def _sparklines(series: list[list[int | None] | None], peaks: list[Any]) -> list[str]:
+    """One block character per value, scaled to the row's peak."""
+    lines = []
+    for values, peak in zip(series, peaks):
+        if not peak or peak <= 0 or values is None:
+            lines.append("")
+            continue
+        lines.append("".join(" " if v is None else _SPARK[min(len(_SPARK) - 1, max(0, v * len(_SPARK) // (peak + 1)))]
+                             for v in values))
+    return lines
+
+
+def _bars(values: list[int | None], groups: list[Any]) -> list[str]:
+    """A bar per value, scaled to the largest value of its group."""
+    peaks: dict[Any, int] = {}
+    for g, v in zip(groups, values):
+        peaks[g] = max(peaks.get(g, 0), v or 0)
+    return ["" if not peaks[g] or v is None else "█" * max(0, round(BAR_WIDTH * v / peaks[g]))
+            for g, v in zip(groups, values)]
 
 
 def cut(text: str, at: int = CUT_AT) -> str:
@@ -22,71 +133,21 @@ def cut(text: str, at: int = CUT_AT) -> str:
     return text if len(text) <= at + 20 else f"{text[:at]}... (+{len(text) - at:,} chars)"
 
 
-def table_view(table: pa.Table, title: str | None = None, limit: int | None = None) -> Table:
+def table_view(table: pa.Table, title: str | None = None, limit: int | None = None,
+               columns: Any = None) -> Table:
+    hints = columns or {}
     view = Table(title=escape(title) if title else None, title_justify="left", header_style="bold")
     for field in table.schema:
         name = field.name
         numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) \
             or pa.types.is_decimal(field.type)
-        right = numeric or name.endswith(_NUMERIC_SUFFIXES)
-        view.add_column(name, justify="right" if right else "left",
+        hint = hints.get(name)
+        right = numeric or name.endswith(_NUMERIC_SUFFIXES + ("bytes",)) or (hint is not None and hint.unit == "bytes")
+        view.add_column(escape(name), justify="right" if right else "left",
                         overflow="fold", max_width=80 if name in ("name", "op", "shapes") else None)
     shown = table.slice(0, limit) if limit else table
     for row in shown.to_pylist():
-        # escape(): trace text must never be read as rich markup.
-        view.add_row(*(escape(cut(format_cell(k, v)) if k in _CUT_COLUMNS else format_cell(k, v))
+        # Text(): trace text must never be read as rich markup.
+        view.add_row(*(Text(cut(format_cell(k, v)) if k in _CUT_COLUMNS else format_cell(k, v))
                        for k, v in row.items()))
     return view
-
-
-def print_table(console: Console, table: pa.Table, title: str | None = None, limit: int | None = None,
-                note: str | None = None) -> None:
-    console.print(table_view(table, title, limit))
-    hidden = table.num_rows - limit if limit and table.num_rows > limit else 0
-    if hidden:
-        console.print(f"[dim]... {hidden} more rows (use --limit 0 for all)[/dim]")
-    if note:
-        console.print(f"[dim]{escape(note)}[/dim]")
-
-
-def print_summary(console: Console, s: Summary) -> None:
-    console.print(f"[bold]{escape(s.source)}[/bold]")
-    overview = Table.grid(padding=(0, 2))
-    overview.add_column(style="bold")
-    overview.add_column()
-    overview.add_row("events", f"{s.events:,}")
-    overview.add_row("wall time", format_ns(s.wall_ns))
-    st = s.steps
-    if st.count:
-        steps = f"{st.count} (mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, " \
-                f"p90 {format_ns(st.p90_ns)})"
-        if st.excluded:
-            steps += f"; outlier steps {', '.join(map(str, st.excluded))} left out of these figures"
-        overview.add_row("steps", steps)
-    else:
-        overview.add_row("steps", "none found (no ProfilerStep#N annotations)")
-    overview.add_row("CPU busy", f"{format_ns(s.cpu_busy_ns)} ({format_pct(_share(s.cpu_busy_ns, s.wall_ns))}"
-                                 " of wall; union of ops and runtime calls)")
-    if s.gpu_busy_ns is None:
-        overview.add_row("GPU busy", "no device activity in this trace")
-    else:
-        devices = ", ".join(map(str, s.devices)) or "?"
-        overview.add_row("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(_share(s.gpu_busy_ns, s.wall_ns))}"
-                                     f" of wall; device(s) {escape(devices)})")
-    console.print(overview)
-    console.print()
-    if s.top_ops.num_rows:
-        print_table(console, s.top_ops.select(["name", "calls", "self_ns", "total_ns", "self_pct"]),
-                    "Top operators by self time")
-    if s.top_kernels.num_rows:
-        print_table(console, s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"]),
-                    "Top device kernels")
-    print_table(console, s.by_kind, "Time by event kind (self time)")
-    if s.warnings:
-        console.print("[bold yellow]Not mapped / recovered[/bold yellow]")
-        for w in s.warnings:
-            console.print(f"  {w['count']:>8,}  {escape(w['problem'])}")
-
-
-def _share(part, whole):
-    return None if part is None or not whole else 100.0 * part / whole

@@ -1,0 +1,46 @@
+"""Advice as a Report: one section per finding (evidence, estimate, change), the findings as the data document."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from opscope.advise.finding import Finding, Rule
+from opscope.report import Column, Report, Section
+from opscope.units import format_ns
+
+#: JSON has each finding's evidence rows; a CSV line cannot hold them.
+_NESTED = {"evidence": Column(show="json"), "evidence_title": Column(show="json")}
+
+
+def advice_report(advice, source: str, limit: int | None = None, evidence_rows: int | None = 8) -> Report:
+    """Findings ranked by estimated saving (``advice``: an :class:`opscope.advise.Advice`)."""
+    title = f"{source}: {len(advice.findings)} finding(s) from {len(advice.checked)} rules"
+    if advice.unit == "step":
+        title += f"; mean step {format_ns(advice.step_ns)} over {advice.steps} step(s)"
+    sections = [Section("findings", records=advice.rows(), limit=limit or None, columns=_NESTED, terminal=False)]
+    shown = advice.findings[: limit or None]
+    sections += [_finding(rank, f, advice.unit, evidence_rows) for rank, f in enumerate(shown, 1)]
+    notes = [] if advice.findings else ["no rule found anything to improve in this trace"]
+    notes += [f"rule {rule_id} did not run: {reason}" for rule_id, reason in advice.not_applicable.items()]
+    legend = "how each estimate is made: opscope advise --explain RULE"
+    if limit and len(advice.findings) > limit:
+        legend = f"... {len(advice.findings) - limit} more finding(s) (use --limit 0 for all)\n{legend}"
+    return Report(sections, title=title, notes=notes, legend=legend)
+
+
+def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None) -> Section:
+    per = "per step" if unit == "step" else "over the trace (no steps)"
+    if f.saving_ns is None:
+        saving = "saving not estimated"
+    else:
+        saving = f"saves ~{format_ns(f.saving_ns)} {per}"
+        if f.saving_pct is not None and unit == "step":
+            saving += f" ({f.saving_pct:.1f}% of the step)"
+    return Section(f"finding_{rank}", f"{rank}. {f.title}  {saving}  [{f.rule}]", caption=f.evidence_title or None,
+                   table=pa.Table.from_pylist(f.evidence) if f.evidence else None, limit=evidence_rows or None,
+                   fields=[("  estimate:", f.estimate), ("  try:", f.change)], data=False)
+
+
+def explain_report(rules: list[Rule]) -> Report:
+    """How each rule decides and estimates (``opscope advise --explain``)."""
+    return Report([Section(r.id, f"{r.id} — {r.title}", text=r.explain, data=False) for r in rules])

@@ -1,0 +1,226 @@
+"""The analyses' answers as Reports: what each table command shows, with its title, legend and notes.
+
+One function per command (the CLI, the API and the HTML report call the same one); each takes a trace and
+typed options and computes nothing the chosen renderer does not show (sections are lazy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+from typing import Literal
+
+import pyarrow as pa
+
+from opscope.analyses.filters import EventFilter
+from opscope.model.trace import Trace
+from opscope.report import Column, Report, Section, single
+from opscope.units import format_ns, format_pct
+
+Names = Literal["short", "full"]
+
+
+def summary_report(trace: Trace, top: int = 5) -> Report:
+    """Wall time, steps, CPU/GPU busy, top ops and kernels, time by kind, what was not mapped."""
+    from opscope.analyses.summary import summarize
+
+    s = summarize(trace, top=top)
+    st = s.steps
+    if st.count:
+        steps = (f"{st.count} (mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, "
+                 f"p90 {format_ns(st.p90_ns)})")
+        if st.excluded:
+            steps += f"; outlier steps {', '.join(map(str, st.excluded))} left out of these figures"
+    else:
+        steps = "none found (no ProfilerStep#N annotations)"
+    fields = [("events", f"{s.events:,}"), ("wall time", format_ns(s.wall_ns)), ("steps", steps),
+              ("CPU busy", f"{format_ns(s.cpu_busy_ns)} ({format_pct(_share(s.cpu_busy_ns, s.wall_ns))} of wall; "
+                           "union of ops and runtime calls)")]
+    if s.gpu_busy_ns is None:
+        fields.append(("GPU busy", "no device activity in this trace"))
+    else:
+        devices = ", ".join(map(str, s.devices)) or "?"
+        fields.append(("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(_share(s.gpu_busy_ns, s.wall_ns))} of "
+                                   f"wall; device(s) {devices})"))
+    sections = [Section("summary", records=s.rows(), terminal=False),
+                Section("overview", fields=fields, data=False)]
+    if s.top_ops.num_rows:
+        sections.append(Section("top_ops", "Top operators by self time", data=False,
+                                table=s.top_ops.select(["name", "calls", "self_ns", "total_ns", "self_pct"])))
+    if s.top_kernels.num_rows:
+        sections.append(Section("top_kernels", "Top device kernels", data=False,
+                                table=s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])))
+    sections.append(Section("by_kind", "Time by event kind (self time)", s.by_kind, data=False))
+    if s.warnings:
+        sections.append(Section("not_mapped", "Not mapped / recovered", data=False,
+                                table=pa.Table.from_pylist([{"count": w["count"], "problem": w["problem"]}
+                                                            for w in s.warnings])))
+    return Report(sections, title=s.source)
+
+
+def _share(part: int | None, whole: int) -> float | None:
+    return None if part is None or not whole else 100.0 * part / whole
+
+
+def ops_report(trace: Trace, by: list[str], filt: EventFilter, sort: str, kinds: str, limit: int | None) -> Report:
+    """Per operator: calls, total, self, avg/min/max and share of self time; the Python API behind it."""
+    from opscope.analyses.ops import op_table
+
+    table = op_table(trace, by=by, filt=filt, sort=sort, python_api=True)
+    return single(table, f"Operators ({kinds}) by {sort}", limit,
+                  legend="self_pct: share of the self time of all rows; total includes nested ops.")
+
+
+def gpu_ops_report(trace: Trace, by: list[str], filt: EventFilter, sort: str, kinds: str, names: Names,
+                   limit: int | None) -> Report:
+    """Per operator: the device work it launched (itself or through the ops it called)."""
+    from opscope.analyses.ops import gpu_op_table
+
+    table = gpu_op_table(trace, by=by, filt=filt, sort=sort, names=names)
+    legend = ("gpu_ns: device time of the kernels/memcpys/memsets launched inside the op (nested ops included); "
+              "cpu_ns: the op's total host time; top_kernels: share of the op's gpu_ns")
+    if not table.num_rows:
+        legend = "no device work linked to these ops (a CPU-only profile, or no launch inside an op)"
+    return single(table, f"Operators ({kinds}) by device time launched, sorted by {sort}", limit, legend=legend)
+
+
+def kernels_report(trace: Trace, filt: EventFilter, by_op: bool, sort: str, names: Names,
+                   limit: int | None) -> Report:
+    """Per device kernel (and memcpy/memset): calls, times, share of device time, streams."""
+    from opscope.analyses.kernels import kernel_table
+
+    table = kernel_table(trace, filt, by_op=by_op, sort=sort, names=names)
+    legend = None if table.num_rows else "no device kernels in this trace (a CPU-only profile?)"
+    return single(table, "Device kernels", limit, legend=legend)
+
+
+def steps_report(trace: Trace, limit: int | None) -> Report:
+    """Per step: duration, GPU busy time, outliers."""
+    from opscope.analyses.steps import step_stats, step_table
+
+    table = step_table(trace)
+    if table.num_rows == 0:
+        legend = "no steps: the trace has no ProfilerStep#N annotations (use torch.profiler's schedule/step())"
+    else:
+        st = step_stats(table)
+        legend = (f"mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, p90 {format_ns(st.p90_ns)} "
+                  f"over {st.used} of {st.count} steps")
+        if st.excluded:
+            legend += f" (outliers {', '.join(map(str, st.excluded))} left out)"
+    return single(table, "Steps", limit, legend=legend)
+
+
+GpuPart = Literal["breakdown", "idle", "launches"]
+_CONCURRENCY = ("streams", "launch_threads", "concurrent_ns", "concurrent_pct", "max_concurrent_streams")
+
+
+def gpu_report(trace: Trace, short_gap_ns: int, only: GpuPart | None, limit: int | None) -> Report:
+    """Device time per device and stream, idle time by cause, concurrency and launches (or ``only`` one)."""
+    from opscope.analyses.gpu import GpuAnalysis
+    from opscope.analyses.idle import IDLE_NOTE
+
+    analysis = GpuAnalysis(trace, short_gap_ns=short_gap_ns)
+    breakdown = analysis.breakdown()
+    if breakdown.num_rows == 0:
+        return Report([Section("breakdown", table=breakdown)], empty=analysis.notes()[0])
+    idle_note = IDLE_NOTE.format(short=format_ns(analysis.short_gap_ns))
+    hidden = {"window_ns": Column(show="data"), "clipped": Column(hide_if_zero=True)}
+    hidden.update({n: Column(hide_if_zero=True) for n in breakdown.column_names if n.startswith("memcpy_")})
+    sections = {
+        "breakdown": Section("breakdown", "GPU time per device and stream", breakdown, notes=analysis.notes,
+                             limit=limit or None, columns=hidden),
+        "idle": Section("idle", "Idle time by cause, per device", analysis.idle, notes=[idle_note],
+                        limit=limit or None),
+        "launches": Section("launches", table=analysis.launches, notes=analysis.launch_notes, limit=limit or None,
+                            parts=[("Concurrency of streams, per device", ("device", *_CONCURRENCY)),
+                                   ("Launches, per device", ())]),  # () = the other columns
+    }
+    chosen: list[GpuPart] = [only] if only else ["breakdown", "idle", "launches"]
+    return Report([replace(sections[name], data=i == 0) for i, name in enumerate(chosen)])
+
+
+MemoryView = Literal["peak", "holders", "allocations", "timeline", "counters"]
+_MEMORY_TITLES = {"peak": "Peak memory per device (times after the trace start)",
+                  "holders": "Held at each device's peak, by the op that allocated it",
+                  "allocations": "Allocations by op", "counters": "Memory counters"}
+
+
+def memory_report(trace: Trace, view: MemoryView | None, timeline: int, devices: list[str] | None, sort: str,
+                  steps: list[int] | None, limit: int | None) -> Report:
+    """Memory per device: peaks, holders at the peak, allocations by op, counters, a timeline."""
+    from opscope.analyses import memory as mem
+
+    rec = mem.memory_records(trace, steps=steps, devices=devices)
+    counters = mem.counter_table(trace)
+    if rec.table.num_rows == 0 and counters.num_rows == 0:
+        empty = mem.NO_RECORDS if not steps else "no memory records in these steps"
+        return Report([Section("peak", table=mem.peak_table(rec))], empty=empty)
+    buckets = timeline or 20
+    data: MemoryView = view or ("timeline" if timeline else "peak")
+    shown: list[MemoryView] = [view] if view else ["peak", "holders", "allocations", "counters"]
+    if timeline and not view:
+        shown.append("timeline")
+    if not view and counters.num_rows == 0:
+        shown.remove("counters")
+
+    def peak() -> pa.Table:
+        table = mem.peak_table(rec)
+        return table.append_column("over_time", _per_device(mem.timeline_table(rec, 24), table["device"]))
+
+    def over_time() -> pa.Table:
+        table = mem.timeline_table(rec, buckets)
+        return table.append_column("allocated", table["allocated_bytes"])
+
+    tables = {"peak": cache(peak), "holders": lambda: mem.holders_table(rec, sort),
+              "allocations": lambda: mem.allocation_table(rec, sort), "timeline": cache(over_time),
+              "counters": lambda: counters}
+    titles = {**_MEMORY_TITLES, "timeline": f"Memory over time ({buckets} buckets)"}
+    columns = {"over_time": Column(show="terminal", sketch="sparkline", scale="peak_allocated_bytes"),
+               "allocated": Column(show="terminal", sketch="bar", scale="device")}
+    whole = ("peak", "timeline")  # the terminal shows these whole; the data document is cut at --limit
+    sections = [Section(v, titles[v], tables[v], limit=None if v in whole else limit or None, columns=columns,
+                        data=v == data and v not in whole) for v in shown]
+    if data in whole or data not in shown:
+        sections.append(Section(data, table=tables[data], limit=limit or None, columns=columns, terminal=False))
+    return Report(sections, notes=rec.notes())
+
+
+def _per_device(line: pa.Table, devices: pa.ChunkedArray) -> pa.Array:
+    """Each device's allocated bytes over the timeline's buckets, as one list per device."""
+    values: dict[str, list[int | None]] = {}
+    for d, v in zip(line["device"].to_pylist(), line["allocated_bytes"].to_pylist()):
+        values.setdefault(d, []).append(v)
+    return pa.array([values.get(d, []) for d in devices.to_pylist()], pa.list_(pa.int64()))
+
+
+_TREE_COLUMNS = {"path": Column(show="data"), "depth": Column(show="data")}
+
+
+def scope_report(trace: Trace, filt: EventFilter, sort: str, max_depth: int | None, limit: int | None) -> Report:
+    """Op time by nn.Module, as a tree of module paths."""
+    from opscope.analyses.views import module_tree, tree_table
+
+    tree = module_tree(trace, filt)
+    table = tree_table(tree, sort, max_depth, "module")
+    if tree.note:
+        return Report([Section("tree", table=table)], empty=tree.note)
+    return single(table, f"Op time by module, siblings by {sort}", limit,
+                  legend="total_ns: op time in the module and below; self_ns: directly in it; wall_ns: its calls' "
+                         "duration; pct: share of all selected op time",
+                  module=Column(indent_by="depth"), **_TREE_COLUMNS)
+
+
+def code_report(trace: Trace, filt: EventFilter, frames: str | None, flat: bool, sort: str,
+                max_depth: int | None, limit: int | None) -> Report:
+    """Op time by Python stack frame, as a tree of call paths or one row per frame."""
+    from opscope.analyses.views import code_tree, flat_table, tree_table
+
+    tree = code_tree(trace, filt, frames=frames)
+    table = flat_table(tree, sort, "frame") if flat else tree_table(tree, sort, max_depth, "frame")
+    if tree.note:
+        return Report([Section("tree", table=table)], empty=tree.note)
+    shape = "by frame" if flat else "by call path, siblings"
+    return single(table, f"Op time {shape} by {sort}", limit,
+                  legend="total_ns: op time under the frame; self_ns: in ops whose innermost frame it is; wall_ns: "
+                         "the frame's own duration; pct: share of all selected op time",
+                  frame=Column(indent_by=None if flat else "depth"), **_TREE_COLUMNS)

@@ -1,0 +1,19 @@
+"""The ``opscope`` command line: thin commands that load traces, call an analysis and hand its Report to a renderer.
+
+One module per command group registers its commands on :data:`app`; the imports below are the whole CLI, in the
+order ``opscope --help`` lists the commands.
+"""
+
+from __future__ import annotations
+
+# isort: off
+from opscope.cli.app import app, main
+from opscope.cli import tables  # noqa: F401  summary, ops, kernels, steps, query
+from opscope.cli import capture  # noqa: F401  demo, record, tune-threads, model, numerics, numerics-diff
+from opscope.cli import views  # noqa: F401  scope, code
+from opscope.cli import memory  # noqa: F401
+from opscope.cli import gpu  # noqa: F401
+from opscope.cli import advice  # noqa: F401  advise, diff
+# isort: on
+
+__all__ = ["app", "main"]

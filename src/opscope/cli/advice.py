@@ -1,0 +1,145 @@
+"""`opscope advise` (ranked findings with estimated savings) and `opscope diff` (two runs, per step; a CI gate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from opscope.cli.app import app
+from opscope.cli.common import Format, FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, load, say, show, split
+from opscope.errors import TraceError, UsageError
+
+
+@app.command()
+def advise(
+    traces: Annotated[list[Path] | None, typer.Argument(
+        help="Trace file, or a recording directory from `opscope record`. More traces after the first: the other "
+             "ranks of the same job (for straggler and communication findings).", show_default=False)] = None,
+    explain: Annotated[str | None, typer.Option("--explain", help="Say how rule RULE decides and estimates its "
+                                                                  "saving, then exit ('all' for every rule).",
+                                                metavar="RULE")] = None,
+    rules: Annotated[str | None, typer.Option("--rules", help="Run only these rules, comma-separated.")] = None,
+    run_info: Annotated[Path | None, typer.Option("--run", help="The recording's run.json (thread settings, cores, "
+                                                               "GPUs); found beside the trace when not given.")]
+    = None,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 0,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Findings ranked by estimated saving: what slows each step, the evidence, and a change to try.
+
+    Every rule looks at the analyses of the trace (GPU idle time by cause, ops, kernels, launches, copies,
+    synchronisation, communication, steps, memory, thread settings) and reports a finding with its evidence
+    rows, the time it would save per step (and as a share of the mean step) with the reasoning behind that
+    figure, and a concrete change. Savings of different findings can overlap (the GPU-idle finding is an upper
+    bound that the cause-specific ones split), so do not add them up. `--explain RULE` tells how a rule
+    decides and estimates. JSON gives the findings with their evidence; CSV one line per finding.
+    """
+    from opscope.advise import advise as run_rules
+    from opscope.advise import all_rules, rule
+    from opscope.advise.context import find_run_info
+    from opscope.advise.report import advice_report, explain_report
+
+    if explain is not None:
+        show(explain_report(all_rules() if explain == "all" else [rule(explain)]), Format.table)
+        return
+    if not traces:
+        raise UsageError("give a trace to advise on (or --explain RULE); see opscope advise --help")
+    first, *others = traces
+    run = None
+    if first.is_dir():
+        first, run = recording_trace(first)
+    elif run_info is None:
+        run = find_run_info(first)
+    if run_info is not None:
+        run = _read_run_info(run_info)
+    t = load(first, no_cache)
+    peers = tuple(load(p, no_cache) for p in others)
+    result = run_rules(t, run=run, peers=peers, only=split(rules) if rules else None)
+    show(advice_report(result, str(first), limit), format)
+
+
+def _read_run_info(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TraceError(path, f"cannot read run info ({exc.__class__.__name__})",
+                         "give the run.json that opscope record wrote") from None
+
+
+def recording_trace(directory: Path) -> tuple[Path, Any]:
+    """The first trace of a recording directory, and its run.json."""
+    run_file = directory / "run.json"
+    try:
+        run = json.loads(run_file.read_text())
+    except (OSError, ValueError):
+        raise TraceError(directory, "is a directory without a readable run.json",
+                         "give a trace file or a directory written by opscope record") from None
+    names = run.get("traces") or [] if isinstance(run, dict) else []
+    if not names:
+        raise TraceError(directory, "the recording holds no trace", "see its run.json for what happened")
+    return directory / names[0], run
+
+
+@app.command()
+def diff(
+    base: Annotated[Path, typer.Argument(help="The baseline trace.", show_default=False)],
+    new: Annotated[Path, typer.Argument(help="The trace to compare with it.", show_default=False)],
+    by: Annotated[str, typer.Option(help="Match ops by: name, name,shapes (name and input shapes) or api (the "
+                                         "Python API, across frameworks: aten::conv2d and TF's Conv2D meet as "
+                                         "conv2d).")] = "name",
+    steps: StepsOpt = None,
+    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="Compare whole-trace totals, not per step.")]
+    = False,
+    fail_if_slower: Annotated[str | None, typer.Option(
+        "--fail-if-slower", help="CI gate: exit 1 when the per-step time (whole-trace time without steps) grew by "
+                                 "more than this: 5% (of the base) or a time such as 2ms.", metavar="LIMIT")] = None,
+    only: Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")] = None,
+    full_names: Annotated[bool, typer.Option("--full-names", help="Table: kernel names in full (JSON/CSV always "
+                                                                  "have them as the trace writes them).")] = False,
+    format: FormatOpt = Format.table,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", help="Rows to show (0 = all); default 20 in the "
+                                                                    "table, all in JSON/CSV.", show_default=False)]
+    = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Compare two traces (two devices, versions or frameworks): what got slower, per step.
+
+    Both traces are normalised to one step: when both have ProfilerStep#N annotations, every time is the total
+    over the compared steps (all of them, but a first step flagged as a warm-up outlier; or --steps) divided by
+    their number, and calls are per step too; when neither has steps, whole-trace totals are compared. Rows:
+    host ops (kind op, self time) and device work (kind kernel: kernels, copies, memsets, collectives), matched
+    by name (see --by), sorted by absolute change; status is changed, same, added (only in NEW) or removed
+    (only in BASE). The table also shows where the difference comes from (step time split into device compute,
+    memcpy, memset, comm and idle; host ops on CPU-only traces) and kernel choice changes: the same op with the
+    same input shapes running different kernels. --format json gives the rows as an array of objects (kind,
+    name, base_ns, new_ns, delta_ns, calls_base, calls_new, status).
+
+    Exit codes: 0 compared (and within --fail-if-slower), 1 slower than --fail-if-slower allows, 2 no
+    comparison possible (unreadable or empty trace, the same file twice, traces of different frameworks without
+    --by api, steps in one trace only without --whole-trace).
+    """
+    from opscope.diff import check_inputs, compare
+    from opscope.diff.gate import parse_threshold
+    from opscope.diff.report import comparison_report
+
+    threshold = parse_threshold(fail_if_slower) if fail_if_slower is not None else None
+    if only not in (None, "ops", "kernels"):
+        raise UsageError(f"--only takes ops or kernels, not {only!r}")
+    if base.exists() and new.exists() and base.samefile(new):
+        raise TraceError(new, f"is the same file as {base}; nothing to compare",
+                         "give two different traces (a baseline and a new run)")
+    a, b = load(base, no_cache), load(new, no_cache)
+    check_inputs(base, new, a, b)
+    result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
+                     ops=only != "kernels", kernels=only != "ops")
+    shown = limit if limit is not None else 20 if format is Format.table else 0
+    show(comparison_report(result, full_names, shown), format)
+    if threshold is not None:
+        failed, reason = result.gate(threshold)
+        say(reason)
+        if failed:
+            raise typer.Exit(1)

@@ -1,0 +1,251 @@
+"""Commands that run a program: demo, record, tune-threads, model, numerics (and numerics-diff of two dumps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from opscope.cli.app import app
+from opscope.cli.common import Format, FormatOpt, LimitOpt, err, load, out, say, show
+from opscope.errors import UsageError
+
+#: Commands that take a program after `--` and pass its arguments through.
+_PROGRAM = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command()
+def demo(
+    output: Annotated[Path, typer.Option(help="Directory for the recorded trace.")] = Path("opscope-demo"),
+    steps: Annotated[int, typer.Option(help="Active profiled training steps.", min=1, max=100)] = 4,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Profile a small MobileNetV2-style model (depthwise convs) on the CPU; print its summary and the top advice."""
+    from opscope.advise import advise as run_rules
+    from opscope.advise.report import advice_report
+    from opscope.analyses.reports import summary_report
+
+    try:
+        from opscope.capture.demo import record_demo
+        path, _ = record_demo(output, steps=steps)
+    except ImportError as exc:
+        raise UsageError(f"opscope demo needs PyTorch ({exc})") from None
+    err.print(f"trace saved to {path}", highlight=False, markup=False)
+    trace = load(path)
+    show(summary_report(trace), format)
+    if format is Format.table:
+        out.print()
+        show(advice_report(run_rules(trace), f"advice for {path.name}", limit=3, evidence_rows=4), format)
+        out.print(f"all of it: opscope advise {path}", style="dim", highlight=False, markup=False)
+
+
+@app.command(context_settings=_PROGRAM)
+def record(
+    ctx: typer.Context,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the traces and run.json; "
+                                         "if it holds a recording, DIR-1, DIR-2... is used.")]
+    = Path("opscope-record"),
+    wait: Annotated[int, typer.Option(help="Steps to skip before warming up.")] = 1,
+    warmup: Annotated[int, typer.Option(help="Steps profiled but discarded (profiler warm-up).")] = 1,
+    active: Annotated[int, typer.Option(help="Steps recorded per window.")] = 3,
+    repeat: Annotated[int, typer.Option(help="Windows to record (0 = until the program ends).")] = 1,
+    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Record input shapes.")] = True,
+    memory: Annotated[bool, typer.Option("--memory/--no-memory", help="Record allocations.")] = True,
+    stack: Annotated[bool, typer.Option("--stack/--no-stack", help="Record Python stacks.")] = True,
+    modules: Annotated[bool, typer.Option("--modules/--no-modules", help="Record nn.Module scopes.")] = True,
+    flops: Annotated[bool, typer.Option("--flops/--no-flops", help="Estimate FLOPs of matmul/conv.")] = True,
+    cpu: Annotated[bool, typer.Option("--cpu", help="CPU activity only.")] = False,
+    cuda: Annotated[bool, typer.Option("--cuda", help="CPU and CUDA activity (default: CUDA when "
+                                                      "available).")] = False,
+    intra_op_threads: Annotated[int | None, typer.Option(help="torch.set_num_threads before the program "
+                                                              "starts.")] = None,
+    inter_op_threads: Annotated[int | None, typer.Option(help="torch.set_num_interop_threads before the "
+                                                              "program starts.")] = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Run a Python program under the profiler without changing it, then print the summary.
+
+    Usage: opscope record [OPTIONS] -- python train.py ARGS   (or -- python -m package.module ARGS)
+
+    A step is one optimizer.step() (or, for programs without an optimizer, one opscope.step() call).
+    The output directory gets the trace(s) and run.json (command, versions, devices, threads, the
+    performance-relevant environment, git commit). The program's output and exit code are its own; if
+    it crashes, the steps recorded so far are kept.
+    """
+    from opscope.analyses.reports import summary_report
+    from opscope.capture.launch import fresh_output_dir, parse_command, run_program
+    from opscope.capture.reports import recording_lines
+    from opscope.capture.session import RecordOptions
+
+    if cpu and cuda:
+        raise UsageError("choose one of --cpu and --cuda")
+    options = RecordOptions(wait=wait, warmup=warmup, active=active, repeat=repeat, shapes=shapes, memory=memory,
+                            stack=stack, modules=modules, flops=flops,
+                            activities="cpu" if cpu else "cuda" if cuda else "auto",
+                            intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads).validate()
+    target = parse_command(ctx.args)
+    directory, renamed = fresh_output_dir(output)
+    if renamed:
+        say(f"{output} already holds a recording; writing to {directory}")
+    run = run_program(target, directory, options)
+    info = run.info
+    if info is None or info.get("status") in ("running", "import-error") and "steps" not in info:
+        raise typer.Exit(run.exit_code or 2)  # the runner said why (one line) before the program started
+    if info.get("status") == "import-error":
+        raise typer.Exit(run.exit_code)  # one line already printed by the runner
+    for line in recording_lines(info, directory, options, run.exit_code):
+        say(line)
+    traces = [directory / name for name in info.get("traces", [])]
+    if traces:
+        show(summary_report(load(traces[0])), format)
+    raise typer.Exit(run.exit_code)
+
+
+@app.command("tune-threads", context_settings=_PROGRAM)
+def tune_threads_cmd(
+    ctx: typer.Context,
+    show_output: Annotated[bool, typer.Option("--show-output", help="Let the program print.")] = False,
+    repeat: Annotated[int, typer.Option(help="Runs per setting (round-robin); more runs, less noise.",
+                                        min=1, max=20)] = 2,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Run a program under a grid of intra-/inter-op thread counts and find the fastest.
+
+    Usage: opscope tune-threads -- python train.py ARGS
+
+    The grid is bounded by the usable cores: intra-op 1, 2, 4... up to the core count, each with 1 or 2
+    inter-op threads, plus torch's default. Each run's mean step time leaves out the warm-up and slow
+    outlier steps. The program must step (optimizer.step() or opscope.step()) at least 3 times.
+    """
+    from opscope.capture.launch import parse_command
+    from opscope.capture.reports import tune_threads_report
+    from opscope.capture.threads import thread_grid, tune_threads, usable_cores
+
+    target = parse_command(ctx.args)
+    cores = usable_cores()
+    table = tune_threads(target, thread_grid(cores), repeat=repeat, show_output=show_output,
+                         on_run=lambda s, k: say(f"run {k + 1}/{repeat} with {s.label}"))
+    show(tune_threads_report(table, cores), format)
+
+
+@app.command("model")
+def model_cmd(
+    target: Annotated[str, typer.Argument(help="path/to/file.py:factory or package.module:factory (a function "
+                                               "called with no arguments that returns an nn.Module), or demo.",
+                                          show_default=False)],
+    input_shape: Annotated[str, typer.Option("--input-shape", help="Shape of the example input (float32 randn), "
+                                                                   "e.g. 8,3,224,224.", show_default=False)],
+    max_depth: Annotated[int | None, typer.Option("--max-depth", help="Only modules at most this deep (0 = the "
+                                                                      "model alone); figures stay subtree totals.")]
+    = None,
+    sort: Annotated[str, typer.Option(help="order (tree order), params, flops (largest first) or name.")] = "order",
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 0,
+) -> None:
+    """Per module: parameters, output shape and FLOPs of one forward pass (like tfprof's model analysis).
+
+    One row per nn.Module in tree order; params and flops are totals of the module and everything
+    under it. The forward runs once under torch.no_grad() in eval mode on a float32 randn input.
+    FLOPs come from torch.utils.flop_counter: matmul/conv/attention ops only, a multiply-add counts 2,
+    bias additions and elementwise ops (norms, activations, pooling) count 0.
+    """
+    from opscope.capture import modelstats
+    from opscope.capture.reports import model_report
+
+    _need_torch("opscope model")
+    if sort not in modelstats.SORTS:
+        raise UsageError(f"cannot sort by {sort!r}: choose one of {', '.join(modelstats.SORTS)}")
+    shape = modelstats.parse_input_shape(input_shape)
+    module = modelstats.load_model(target)
+    stats = modelstats.model_stats(module, modelstats.example_input(module, shape), max_depth=max_depth)
+    show(model_report(stats, target, shape, sort, limit), format)
+
+
+def _need_torch(command: str) -> None:
+    try:
+        from opscope.capture.models import _require_torch
+
+        _require_torch()
+    except ImportError as exc:
+        raise UsageError(f"{command} needs PyTorch ({exc})") from None
+
+
+@app.command("numerics", context_settings=_PROGRAM)
+def numerics_cmd(
+    ctx: typer.Context,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for numerics.parquet; if it holds a "
+                                         "dump, DIR-1, DIR-2... is used.")] = Path("opscope-numerics"),
+    sort: Annotated[str, typer.Option(help="order (execution order), size (elements, largest first) or name "
+                                           "(op name).")] = "order",
+    max_ops: Annotated[int, typer.Option("--max-ops", help="Keep at most this many rows; after that only outputs "
+                                                           "with NaN/Inf are kept (0 = no limit).", min=0)]
+    = 200_000,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 30,
+) -> None:
+    """Run a Python program recording every op's outputs: min/max/mean/std, NaN/Inf counts, first NaN/Inf.
+
+    Usage: opscope numerics [OPTIONS] -- python script.py ARGS   (or -- python -m package.module ARGS)
+
+    The program runs in a child process with opscope's Python under a TorchDispatchMode: each aten op
+    (forward, backward and optimizer) is recorded with the nn.Module it ran in, and per tensor output
+    its shape, dtype, min/max/mean/std (over the finite values; population std), NaN and Inf counts,
+    first/last 5 values and a strided sample of up to 64 values. The stats of each op's inputs are
+    kept too and shown for the first op whose output holds a NaN or Inf. The dump is
+    DIR/numerics.parquet (compare two with numerics-diff). The program's output and exit code are its
+    own; with --format json/csv its stdout goes to stderr so that stdout holds only the data. Every
+    op is read in full: expect the program to run several times slower.
+    """
+    from opscope.capture.launch import parse_command
+    from opscope.capture.numerics import DUMP_NAME, fresh_dump_dir, load_dump, run_program
+    from opscope.capture.reports import numerics_report
+
+    if not ctx.args:
+        raise UsageError("no program given: put it after --, e.g. opscope numerics -- python train.py")
+    if sort not in ("order", "size", "name"):
+        raise UsageError(f"cannot sort by {sort!r}: choose one of order, size, name")
+    target = parse_command(ctx.args)
+    directory, renamed = fresh_dump_dir(output)
+    if renamed:
+        say(f"{output} already holds a dump; writing to {directory}")
+    code = run_program(target.kind, target.value, target.args, directory / DUMP_NAME, max_ops or None,
+                       stdout_to_stderr=format is not Format.table)
+    dump = directory / DUMP_NAME
+    if not dump.is_file():
+        raise typer.Exit(code or 2)  # the runner said why before the program started
+    table = load_dump(dump)
+    say(f"{table.num_rows} outputs of {len(set(table['index'].to_pylist()))} ops recorded into {dump} "
+        f"(exit code {code})")
+    show(numerics_report(table, sort, limit), format)
+    raise typer.Exit(code)
+
+
+@app.command("numerics-diff")
+def numerics_diff_cmd(
+    a: Annotated[Path, typer.Argument(help="Reference dump: numerics.parquet or its directory.", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="Dump to compare with A.", show_default=False)],
+    rtol: Annotated[float, typer.Option(help="Relative tolerance (to A's values).")] = 1e-3,
+    atol: Annotated[float, typer.Option(help="Absolute tolerance.")] = 1e-5,
+    all_rows: Annotated[bool, typer.Option("--all", help="Show every matched op output, not only diverged ones.")]
+    = False,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 20,
+) -> None:
+    """Compare two numerics dumps op by op; show where they first diverge beyond the tolerance.
+
+    The errors are computed on what a dump stores, not on all elements: per op output a strided
+    sample of up to 64 values (max_abs_err, max_rel_err) plus its min/max/mean/std (mean_diff,
+    std_diff: B - A) and NaN/Inf counts. A value diverges when |b - a| > atol + rtol * |a|; changed
+    NaN/Inf counts or shapes diverge too. Rows are matched by (index, op, output_index) when both dumps
+    hold the same ones, else aligned on the sequence of ops. Exit code 1 when they diverge, 0 when not.
+    """
+    from opscope.capture.numerics import diff_dumps, load_dump
+    from opscope.capture.reports import numerics_diff_report
+
+    diff = diff_dumps(load_dump(a), load_dump(b), rtol=rtol, atol=atol)
+    show(numerics_diff_report(diff, f"Numerics: {b} vs {a} (rtol {rtol:g}, atol {atol:g})", all_rows, limit,
+                              rtol, atol), format)
+    raise typer.Exit(1 if diff.first_divergence() is not None else 0)
+
+

@@ -1,0 +1,130 @@
+"""Table commands over one trace: summary, ops, kernels, steps, query."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from opscope.cli.app import app
+from opscope.cli.common import (
+    ExcludeOpt,
+    Format,
+    FormatOpt,
+    LimitOpt,
+    MatchOpt,
+    NoCacheOpt,
+    StepsOpt,
+    TraceArg,
+    event_filter,
+    load,
+    show,
+    split,
+)
+
+
+@app.command()
+def summary(trace: TraceArg, format: FormatOpt = Format.table, no_cache: NoCacheOpt = False,
+            top: Annotated[int, typer.Option(help="Rows in the top-ops and top-kernels lists.")] = 5) -> None:
+    """Wall time, steps, CPU/GPU busy time, top ops and kernels, time by kind, what was not mapped."""
+    from opscope.analyses.reports import summary_report
+
+    show(summary_report(load(trace, no_cache), top=top), format)
+
+
+@app.command()
+def ops(
+    trace: TraceArg,
+    by: Annotated[str, typer.Option(help="Group by these columns: name, shapes, dtypes, kind, pid, tid, step.")]
+    = "name",
+    kinds: Annotated[str, typer.Option(help="Event kinds to count, comma-separated (e.g. "
+                                            "cpu_op,user_annotation,runtime,python).")] = "cpu_op",
+    sort: Annotated[str | None, typer.Option(help="Column to sort by (prefix - for ascending); default self_ns, "
+                                                  "gpu_ns with --gpu.", show_default=False)] = None,
+    gpu: Annotated[bool, typer.Option("--gpu", help="The device work each op launched (itself or through the ops "
+                                                    "it called): kernels, GPU time, GPU/CPU ratio, top kernels.")]
+    = False,
+    full_names: Annotated[bool, typer.Option("--full-names", help="With --gpu: whole demangled kernel names "
+                                                                  "instead of short ones.")] = False,
+    match: MatchOpt = None,
+    exclude: ExcludeOpt = None,
+    steps: StepsOpt = None,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 20,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Per operator: calls, total, self, avg/min/max time and share of self time; the Python API that runs it.
+
+    With --gpu: per operator, the device events it launched (directly or through the ops it called),
+    their summed GPU time, the op's CPU time (total, inclusive), gpu_cpu_ratio and the top kernels.
+    """
+    from opscope.analyses.reports import gpu_ops_report, ops_report
+
+    t = load(trace, no_cache)
+    filt = event_filter(kinds, match, exclude, steps)
+    if gpu:
+        show(gpu_ops_report(t, split(by), filt, sort or "gpu_ns", kinds, "full" if full_names else "short", limit),
+             format)
+    else:
+        show(ops_report(t, split(by), filt, sort or "self_ns", kinds, limit), format)
+
+
+@app.command()
+def kernels(
+    trace: TraceArg,
+    by_op: Annotated[bool, typer.Option("--by-op", help="Split each kernel by the operator that launched it.")]
+    = False,
+    full_names: Annotated[bool, typer.Option("--full-names", help="One row per whole (demangled) kernel name "
+                                                                  "instead of per short name.")] = False,
+    sort: Annotated[str, typer.Option(help="Column to sort by (prefix - for ascending).")] = "total_ns",
+    match: MatchOpt = None,
+    exclude: ExcludeOpt = None,
+    steps: StepsOpt = None,
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 20,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Per device kernel (and memcpy/memset): calls, total/avg/min/max, share of device time, streams.
+
+    Kernels are named short (no return type, template arguments or parameters; C++ names demangled),
+    and the template instances of one kernel share a row (variants counts them); --full-names gives
+    one row per whole demangled name. --match/--exclude search the names as the trace has them.
+    """
+    from opscope.analyses.reports import kernels_report
+
+    show(kernels_report(load(trace, no_cache), event_filter(None, match, exclude, steps), by_op, sort,
+                        "full" if full_names else "short", limit), format)
+
+
+@app.command()
+def steps(trace: TraceArg, format: FormatOpt = Format.table, limit: LimitOpt = 0,
+          no_cache: NoCacheOpt = False) -> None:
+    """Per step: duration, GPU busy time, and outliers (slow first step, > 1.5x the median)."""
+    from opscope.analyses.reports import steps_report
+
+    show(steps_report(load(trace, no_cache), limit), format)
+
+
+@app.command()
+def query(
+    trace: TraceArg,
+    sql: Annotated[str, typer.Argument(help="DuckDB SQL over the tables events, steps, flows, counters, "
+                                            "memory, args.", show_default=False)],
+    format: FormatOpt = Format.table,
+    limit: LimitOpt = 50,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Run SQL over the trace's tables (DuckDB dialect).
+
+    Tables: events (kind, name, cat, ts_ns, dur_ns, pid, tid, device, stream, correlation, external_id,
+    shapes, dtypes, strides, concrete_inputs, event_id, parent, depth, self_ns, step, merged, op_self_ns),
+    steps (step, name, pid, tid, ts_ns, dur_ns), flows (id, cat, phase, ts_ns, pid, tid), counters (name, series, ts_ns,
+    pid, value), memory (ts_ns, pid, tid, device_type, device_id, addr, bytes, total_allocated,
+    total_reserved), args (event_id, args as JSON text).
+
+    Example: opscope query t.json "select name, sum(dur_ns) from events where kind='kernel' group by 1"
+    """
+    from opscope.query import run_sql
+    from opscope.report import single
+
+    show(single(run_sql(load(trace, no_cache), sql), "query", limit), format)

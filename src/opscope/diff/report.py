@@ -1,0 +1,36 @@
+"""A comparison as a Report: where the time per step goes, rows by absolute change, kernel-choice changes."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.names import distinct_short_names
+from opscope.report import Report, Section
+
+
+def comparison_report(result, full_names: bool, limit: int | None) -> Report:
+    """``result``: an :class:`opscope.diff.Comparison`. The terminal shortens kernel names unless
+    ``full_names``; the data document always has them as the traces wrote them."""
+    rows = result.rows
+    sections = [
+        Section("headline", "Where the time per step goes" if result.per_step else "Where the time goes (whole trace)",
+                pa.Table.from_pylist(result.headline), data=False),
+        Section("rows", "Ops and kernels by absolute change", rows if full_names else lambda: short_kernel_names(rows),
+                limit=limit or None, data=False),
+        Section("rows", table=rows, limit=limit or None, terminal=False),
+    ]
+    if result.kernel_choice.num_rows:
+        sections.append(Section("kernel_choice", "Kernel choice changes: same op and input shapes, other kernels",
+                                result.kernel_choice, limit=limit or None, data=False))
+    return Report(sections, headline=result.summary, notes=result.notes)
+
+
+def short_kernel_names(rows: pa.Table) -> pa.Table:
+    """Kernel rows with short names (no templates or parameters); names that would read the same keep what
+    tells them apart."""
+    if rows.num_rows == 0:
+        return rows
+    is_kernel = pc.equal(rows["kind"], "kernel")
+    shown = pc.if_else(is_kernel, distinct_short_names(rows["name"]).cast(pa.string()), rows["name"])
+    return rows.set_column(rows.schema.get_field_index("name"), "name", shown)
