@@ -15,9 +15,6 @@ def main() -> None:
     before, after = Path(sys.argv[1]), Path(sys.argv[2])
     formats = tuple((sys.argv[4] if len(sys.argv) > 4 else "json,csv,table").split(","))
     index = {p.name: p for p in before.iterdir()}
-    by_suffix: dict[str, Path] = {}
-    for name, p in index.items():
-        by_suffix[name] = p
     same = differ = missing = 0
     stderr_differ = []
     for p in sorted(after.rglob("*")):
@@ -26,7 +23,7 @@ def main() -> None:
         fmt = p.name.rsplit(".", 2)[-2]
         if fmt not in formats:
             continue
-        match = next((q for n, q in by_suffix.items() if n.endswith(p.name) and (n == p.name or n.endswith("__" + p.name))), None)
+        match = index.get(p.name) or next((q for n, q in index.items() if n.endswith("__" + p.name)), None)
         if match is None:
             missing += 1
             continue

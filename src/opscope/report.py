@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
 Rows = list[dict[str, Any]]
 #: a table, or how to compute it: renderers compute only what they show (JSON of `gpu` needs no idle causes)
-TableSource = pa.Table | Callable[[], pa.Table] | None
-NotesSource = Sequence[str] | Callable[[], Sequence[str]]
+TableSource: TypeAlias = "pa.Table | Callable[[], pa.Table] | None"
+NotesSource: TypeAlias = "Sequence[str] | Callable[[], Sequence[str]]"
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,20 @@ class Report:
     def data_section(self) -> Section | None:
         return next((s for s in self.sections if s.data), None)
 
+    def then(self, other: Report) -> Report:
+        """This report followed on the terminal by ``other`` (its title as a heading); the data document stays
+        this report's."""
+        from dataclasses import replace
+
+        heading = [Section("heading", other.title, data=False)] if other.title else []
+        tail = [replace(s, data=False) for s in other.sections if s.terminal]
+        legend = "\n".join(t for t in (self.legend, other.legend) if t) or None
+        return replace(self, sections=[*self.sections, *heading, *tail], notes=[*self.notes, *other.notes],
+                       legend=legend)
+
 
 def single(table: pa.Table, title: str, limit: int | None = None, legend: str | None = None,
-           notes: Sequence[str] = (), key: str = "rows", **columns: Column) -> Report:
+           notes: Sequence[str] = (), columns: Mapping[str, Column] | None = None, key: str = "rows") -> Report:
     """The common case: one table that is both what the terminal shows and the data document."""
     return Report(sections=[Section(key, title, table, legend=legend, notes=notes, limit=limit or None,
-                                    columns=columns)])
+                                    columns=columns or {})])

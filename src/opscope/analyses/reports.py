@@ -207,7 +207,7 @@ def scope_report(trace: Trace, filt: EventFilter, sort: str, max_depth: int | No
     return single(table, f"Op time by module, siblings by {sort}", limit,
                   legend="total_ns: op time in the module and below; self_ns: directly in it; wall_ns: its calls' "
                          "duration; pct: share of all selected op time",
-                  module=Column(indent_by="depth"), **_TREE_COLUMNS)
+                  columns={"module": Column(indent_by="depth"), **_TREE_COLUMNS})
 
 
 def code_report(trace: Trace, filt: EventFilter, frames: str | None, flat: bool, sort: str,
@@ -223,4 +223,4 @@ def code_report(trace: Trace, filt: EventFilter, frames: str | None, flat: bool,
     return single(table, f"Op time {shape} by {sort}", limit,
                   legend="total_ns: op time under the frame; self_ns: in ops whose innermost frame it is; wall_ns: "
                          "the frame's own duration; pct: share of all selected op time",
-                  frame=Column(indent_by=None if flat else "depth"), **_TREE_COLUMNS)
+                  columns={"frame": Column(indent_by=None if flat else "depth"), **_TREE_COLUMNS})

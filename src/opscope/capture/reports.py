@@ -24,7 +24,7 @@ def model_report(stats: pa.Table, target: str, shape: tuple[int, ...], sort: str
               "params and flops include everything under a module; FLOPs of matmul/conv/attention ops only "
               "(a multiply-add is 2, bias adds not counted)")
     return single(sort_stats(stats, sort), f"Model {target}, input {'x'.join(map(str, shape))}", limit, legend=legend,
-                  module=Column(indent_by="depth"))
+                  columns={"module": Column(indent_by="depth")})
 
 
 def tune_threads_report(table: pa.Table, cores: int) -> Report:

@@ -136,8 +136,7 @@ def diff(
     check_inputs(base, new, a, b)
     result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
                      ops=only != "kernels", kernels=only != "ops")
-    shown = limit if limit is not None else 20 if format is Format.table else 0
-    show(comparison_report(result, full_names, shown), format)
+    show(comparison_report(result, full_names, limit), format)
     if threshold is not None:
         failed, reason = result.gate(threshold)
         say(reason)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import Format, FormatOpt, LimitOpt, err, load, out, say, show
+from opscope.cli.common import Format, FormatOpt, LimitOpt, err, load, say, show
 from opscope.errors import UsageError
 
 #: Commands that take a program after `--` and pass its arguments through.
@@ -33,11 +34,8 @@ def demo(
         raise UsageError(f"opscope demo needs PyTorch ({exc})") from None
     err.print(f"trace saved to {path}", highlight=False, markup=False)
     trace = load(path)
-    show(summary_report(trace), format)
-    if format is Format.table:
-        out.print()
-        show(advice_report(run_rules(trace), f"advice for {path.name}", limit=3, evidence_rows=4), format)
-        out.print(f"all of it: opscope advise {path}", style="dim", highlight=False, markup=False)
+    advice = advice_report(run_rules(trace), f"advice for {path.name}", limit=3, evidence_rows=4)
+    show(summary_report(trace).then(replace(advice, legend=f"all of it: opscope advise {path}")), format)
 
 
 @app.command(context_settings=_PROGRAM)
@@ -210,7 +208,7 @@ def numerics_cmd(
     if renamed:
         say(f"{output} already holds a dump; writing to {directory}")
     code = run_program(target.kind, target.value, target.args, directory / DUMP_NAME, max_ops or None,
-                       stdout_to_stderr=format is not Format.table)
+                       stdout_to_stderr=format.is_document)
     dump = directory / DUMP_NAME
     if not dump.is_file():
         raise typer.Exit(code or 2)  # the runner said why before the program started

@@ -30,6 +30,11 @@ class Format(str, Enum):
     json = "json"
     csv = "csv"
 
+    @property
+    def is_document(self) -> bool:
+        """Stdout holds one machine-read document: nothing else may be written there."""
+        return self is not Format.table
+
 
 TraceArg = Annotated[Path, typer.Argument(help="Trace file (.json or .json.gz).", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]

@@ -43,9 +43,9 @@ def gpu(
     launches, clock skew). --idle or --launches shows one of them; JSON/CSV give the breakdown unless one
     is chosen.
     """
-    from opscope.analyses.reports import gpu_report
+    from opscope.analyses.reports import GpuPart, gpu_report
 
     if idle and launches:
         raise UsageError("choose one of --idle and --launches")
-    only = "idle" if idle else "launches" if launches else None
+    only: GpuPart | None = "idle" if idle else "launches" if launches else None
     show(gpu_report(load(trace, no_cache), int(round(short_gap_us * 1000)), only, limit), format)

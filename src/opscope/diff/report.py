@@ -8,21 +8,25 @@ import pyarrow.compute as pc
 from opscope.analyses.names import distinct_short_names
 from opscope.report import Report, Section
 
+TERMINAL_ROWS = 20
+
 
 def comparison_report(result, full_names: bool, limit: int | None) -> Report:
     """``result``: an :class:`opscope.diff.Comparison`. The terminal shortens kernel names unless
-    ``full_names``; the data document always has them as the traces wrote them."""
+    ``full_names``; the data document always has them as the traces wrote them. ``limit`` None: 20 rows on the
+    terminal, all in the data document."""
+    shown = TERMINAL_ROWS if limit is None else limit
     rows = result.rows
     sections = [
         Section("headline", "Where the time per step goes" if result.per_step else "Where the time goes (whole trace)",
                 pa.Table.from_pylist(result.headline), data=False),
         Section("rows", "Ops and kernels by absolute change", rows if full_names else lambda: short_kernel_names(rows),
-                limit=limit or None, data=False),
+                limit=shown or None, data=False),
         Section("rows", table=rows, limit=limit or None, terminal=False),
     ]
     if result.kernel_choice.num_rows:
         sections.append(Section("kernel_choice", "Kernel choice changes: same op and input shapes, other kernels",
-                                result.kernel_choice, limit=limit or None, data=False))
+                                result.kernel_choice, limit=shown or None, data=False))
     return Report(sections, headline=result.summary, notes=result.notes)
 
 

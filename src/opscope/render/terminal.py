@@ -42,7 +42,8 @@ def render(report: Report, out: Console, err: Console) -> None:
 
 
 def print_section(console: Console, section: Section) -> None:
-    heading = bool(section.fields or section.text) and bool(section.title)
+    # a title is a heading of its own when the section has more than a table (or nothing else at all)
+    heading = bool(section.title) and (bool(section.fields or section.text) or section.table is None)
     if heading:
         console.print()
         console.print(Text(section.title, style="bold"))
