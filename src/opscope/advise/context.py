@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import share_pct
 from opscope.model.trace import Trace
 
 
@@ -34,13 +35,9 @@ class AdviceContext:
 
     @cached_property
     def window(self) -> tuple[int, int]:
-        steps = self.trace.steps
-        if steps.num_rows:
-            return (pc.min(steps["ts_ns"]).as_py(), pc.max(pc.add(steps["ts_ns"], steps["dur_ns"])).as_py())
-        ev = self.trace.select(["ts_ns", "dur_ns"])
-        if ev.num_rows == 0:
-            return (0, 0)
-        return (pc.min(ev["ts_ns"]).as_py(), pc.max(pc.add(ev["ts_ns"], ev["dur_ns"])).as_py())
+        from opscope.analyses.steps import step_window
+
+        return step_window(self.trace)
 
     @property
     def window_ns(self) -> int:
@@ -67,9 +64,7 @@ class AdviceContext:
         return int(round(total_ns / self.steps))
 
     def pct(self, per_step_ns: int | float | None) -> float | None:
-        if per_step_ns is None or not self.step_ns:
-            return None
-        return round(100.0 * per_step_ns / self.step_ns, 2)
+        return share_pct(per_step_ns, self.step_ns)
 
     # --- analyses, computed once ------------------------------------------------------------------------
 

@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.analyses.arrays import thread_keys, vocabulary
 from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
-from opscope.analyses.launch import link_table
-from opscope.analyses.views import thread_keys, vocabulary
+from opscope.analyses.links import link_table
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 

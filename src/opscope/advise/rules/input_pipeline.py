@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE, name_match
+from opscope.analyses.arrays import name_match
+from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import merged_intervals, union_by_group
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns

@@ -21,9 +21,10 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import SYNC_CALLS, name_match
+from opscope.analyses.arrays import name_match
+from opscope.analyses.idle import SYNC_CALLS
 from opscope.analyses.intervals import merged_intervals, union_ns
-from opscope.analyses.launch import op_ancestors
+from opscope.analyses.links import op_ancestors
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
@@ -316,7 +317,8 @@ def _op_chains(ctx: AdviceContext, starts: list[int | None]) -> list[str | None]
 def _python_frames(ctx: AdviceContext, where: list[tuple[int | None, str | None, str | None]]) -> list[str | None]:
     """The innermost Python frame of the user's code (not a built-in, not torch's own files) running on each
     call's thread when it began; the innermost frame of any kind when there is none; None without stacks."""
-    from opscope.analyses.views import innermost_enclosing, local_index, thread_keys, vocabulary
+    from opscope.analyses.arrays import local_index, thread_keys, vocabulary
+    from opscope.analyses.intervals import innermost_enclosing
 
     events = ctx.trace.select(["kind", "ts_ns", "dur_ns", "pid", "tid", "parent", "name"])
     layer = kind_mask(events, ("python",))
