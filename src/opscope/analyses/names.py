@@ -246,7 +246,7 @@ def _split_top_level_spaces(text: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _api_table() -> dict:
-    """The generated table (``data/python_api.json``, see ``gen_python_api``); empty if it is missing."""
+    """The generated table (``data/python_api.json``, see ``tools/gen_python_api.py``); empty if it is missing."""
     try:
         text = resources.files("opscope.analyses").joinpath("data/python_api.json").read_text()
         data = json.loads(text)
