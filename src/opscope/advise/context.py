@@ -119,6 +119,27 @@ class AdviceContext:
         return kernel_table(self.trace, names="short")
 
     @cached_property
+    def sync_calls(self) -> list:
+        """The blocking host-device synchronisations inside the steps (:func:`opscope.analyses.sync.sync_calls`)."""
+        from opscope.analyses.sync import sync_calls
+
+        return sync_calls(self.trace)
+
+    @cached_property
+    def copy_links(self) -> pa.Table:
+        """The device events that have a launch call (:func:`opscope.analyses.copies.launch_links`)."""
+        from opscope.analyses.copies import launch_links
+
+        return launch_links(self.trace)
+
+    @cached_property
+    def copies(self) -> list[dict[str, Any]]:
+        """Every memcpy with direction, memory, size and issuing call (:func:`~opscope.analyses.copies.copy_table`)."""
+        from opscope.analyses.copies import copy_table
+
+        return copy_table(self.trace, self.copy_links)
+
+    @cached_property
     def device_properties(self) -> list[dict[str, Any]]:
         """GPUs as the trace (Kineto's deviceProperties) or the run (torch's properties) describe them, with
         ``name``, ``capability`` ("8.0") and ``total_memory`` (bytes) where known."""

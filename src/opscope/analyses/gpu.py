@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, count_by, share_pct
-from opscope.analyses.intervals import covered_by_group, merged_intervals, sweep
+from opscope.analyses.intervals import covered_by_group, merged_intervals, sweep, union_by_group
 from opscope.analyses.steps import step_window
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -252,6 +252,57 @@ class GpuAnalysis:
         m = merged_intervals(sb["device"].combine_chunks(), sb["start"].combine_chunks(),
                              sb["end"].combine_chunks(), presorted=True)
         return m.append_column("launch", pc.take(sb["launch"], m["first"]))
+
+    @property
+    def devices(self) -> list[int]:
+        """The devices that ran work, in order."""
+        return self.work.devices
+
+    @cached_property
+    def pending(self) -> pa.Table:
+        """Launched work waiting to start: for each work row launched before it started, its ``device`` and the
+        span from the launch (``start``) to its start (``end``), clipped to the window (``end`` may be <= ``start``)."""
+        w = self.work
+        t = w.table
+        p = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
+        return pa.table({"device": combined(p["device"]),
+                         "start": pc.max_element_wise(combined(p["launch"]), w.window_start),
+                         "end": pc.min_element_wise(combined(p["raw_start"]), w.window_end)})
+
+    def blocked(self) -> pa.Table:
+        """When each device could not have taken new work from the host: busy, or holding launched work that had
+        not started yet (waiting on something else: another stream, an event, work the trace does not show).
+        Merged intervals: ``group`` (the device), ``start``, ``end``, ``first``."""
+        b, p = self.device_busy, self.pending
+        group = pa.concat_arrays([combined(b["group"]).cast(pa.int64()), combined(p["device"]).cast(pa.int64())])
+        start = pa.concat_arrays([combined(b["start"]), combined(p["start"])])
+        end = pa.concat_arrays([combined(b["end"]), combined(p["end"])])
+        keep = pc.greater(end, start)
+        return merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep))
+
+    def comm_exposure(self) -> list[dict]:
+        """Per device with collectives, over the window: the union of collectives (``comm_ns``), of compute
+        kernels (``compute_ns``), the part of comm that compute covers (``overlapped_ns``), the rest
+        (``exposed_ns``), and how much of it overlap could hide at most (``hideable_ns``: the compute not yet under
+        a collective bounds it)."""
+        t = self.work.table
+        t = t.filter(pc.greater(t["end"], t["start"]))
+        cat = t["cat"]
+
+        def union(table) -> dict[int, int]:
+            return union_by_group(table["start"], pc.subtract(table["end"], table["start"]), table["device"])
+
+        u_comm = union(t.filter(pc.equal(cat, COMM)))
+        u_compute = union(t.filter(pc.equal(cat, COMPUTE)))
+        u_both = union(t.filter(pc.or_(pc.equal(cat, COMM), pc.equal(cat, COMPUTE))))
+        rows = []
+        for device in sorted(u_comm):
+            comm, compute = u_comm[device], u_compute.get(device, 0)
+            overlapped = comm + compute - u_both[device]
+            exposed = comm - overlapped
+            rows.append({"device": device, "comm_ns": comm, "compute_ns": compute, "overlapped_ns": overlapped,
+                         "exposed_ns": exposed, "hideable_ns": max(0, min(exposed, compute - overlapped))})
+        return rows
 
     @cached_property
     def concurrency(self) -> dict[int, tuple[int, int]]:

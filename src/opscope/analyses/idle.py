@@ -63,15 +63,13 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
     busy = analysis.device_busy
     busy = busy.filter(pc.greater(busy["end"], busy["start"]))
     t = work.table
-    pending = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
+    pending = analysis.pending
     rows = []
     for dev in work.devices:
         d = busy.filter(pc.equal(busy["group"], dev))
         gap_s, gap_e, short_late, short_queued = _gaps(d, w0, w1, analysis.short_gap_ns)
         mine = pending.filter(pc.equal(pending["device"], dev))
-        o_s = pc.max_element_wise(mine["launch"].combine_chunks() if mine.num_rows else pa.array([], pa.int64()), w0)
-        o_e = pc.min_element_wise(mine["raw_start"].combine_chunks() if mine.num_rows else pa.array([], pa.int64()),
-                                  w1)
+        o_s, o_e = combined(mine["start"]), combined(mine["end"])
         launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
             pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
         covers = {_GAP: (gap_s, gap_e), _SHORT_LATE: short_late, _SHORT_QUEUED: short_queued, _SYNC: sync,

@@ -50,7 +50,7 @@ def idle_while_loading(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
     busy = ctx.gpu.device_busy
     groups, lo, hi = loading["group"].to_pylist(), loading["start"].to_pylist(), loading["end"].to_pylist()
     out: dict[int, int] = {}
-    for device in ctx.gpu.work.devices:
+    for device in ctx.gpu.devices:
         mine = busy.filter(pc.equal(busy["group"], device)).sort_by("start")
         covered = _busy_until(mine["start"].to_pylist(), mine["end"].to_pylist())
         for step, s, e in zip(groups, lo, hi):
