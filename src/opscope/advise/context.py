@@ -80,7 +80,7 @@ class AdviceContext:
         from opscope.analyses.gpu import GpuAnalysis
 
         analysis = GpuAnalysis(self.trace)
-        return analysis if analysis.work.table.num_rows else None
+        return analysis if analysis.has_work else None
 
     @cached_property
     def breakdown(self) -> pa.Table:

@@ -254,6 +254,11 @@ class GpuAnalysis:
         return m.append_column("launch", pc.take(sb["launch"], m["first"]))
 
     @property
+    def has_work(self) -> bool:
+        """Whether the trace has any device work (kernels, collectives, memcpys, memsets)."""
+        return self.work.table.num_rows > 0
+
+    @property
     def devices(self) -> list[int]:
         """The devices that ran work, in order."""
         return self.work.devices
