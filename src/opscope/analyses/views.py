@@ -2,7 +2,7 @@
 
 Ops and Python frames nest in separate layers of the model, so an op's enclosing frame is found by
 time: the innermost Python event on the same thread whose span holds the op's start
-(:func:`innermost_enclosing`, a vectorized sweep that memory attribution uses too). Each op counts its
+(:func:`opscope.analyses.intervals.innermost_enclosing`, which memory attribution uses too). Each op counts its
 time exclusive of the selected ops nested in it, so a module's total is the time of the outermost ops
 inside it, and nothing is counted twice.
 """

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import thread_keys, vocabulary
+from opscope.analyses.arrays import combined, thread_keys, vocabulary
 from opscope.units import format_ns
 
 #: A finding needs an estimated saving of at least this share of the step.
@@ -205,7 +205,7 @@ def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) ->
     order = pc.sort_indices(pa.table({"thread": thread, "ts": calls["ts_ns"], "row": per_launch["launch"]}),
                             [("thread", "ascending"), ("ts", "ascending"), ("row", "ascending")])
     thread, k = (pc.take(a, order) for a in (thread, launch_key))
-    thread, k = (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in (thread, k))
+    thread, k = combined(thread), combined(k)
     if len(k) == 0:
         return Counter()
     # a batch starts at a tiny copy's launch whose predecessor (on the same thread) is not of the same key
