@@ -43,6 +43,8 @@ def test_gpu_tables_have_rows_and_the_analysis_is_shared(loaded):
     assert loaded.gpu_breakdown().num_rows > 0
     assert loaded.gpu() is loaded.gpu()
     assert loaded.gpu(5_000) is not loaded.gpu()
+    assert loaded.copies().num_rows == 0 and "direction" in loaded.copies().column_names  # no memcpy here
+    assert loaded.links().num_rows == 3
 
 
 def test_advise_and_filters(loaded):

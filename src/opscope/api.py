@@ -207,11 +207,9 @@ class Loaded:
 
     def copies(self):
         """Every memcpy with direction, memory, size and issuing call (:func:`opscope.analyses.copies.copy_table`)."""
-        import pyarrow as pa
+        from opscope.analyses.copies import copies_table
 
-        from opscope.analyses.copies import copy_table
-
-        return self._frame(pa.Table.from_pylist(copy_table(self.trace)))
+        return self._frame(copies_table(self.trace))
 
     def memory_records(self, steps: str | Sequence[int] | None = None, devices: Sequence[str] | None = None):
         """The allocation records the ``opscope memory`` tables read (a

@@ -85,3 +85,16 @@ def _bytes(trace: Trace, event_ids: pa.Array) -> dict[int, int]:
         if isinstance(value, int) and value >= 0:
             out[eid] = value
     return out
+
+
+COPY_SCHEMA = pa.schema([
+    ("row", pa.int64()), ("name", pa.string()), ("direction", pa.string()), ("memory", pa.string()),
+    ("bytes", pa.int64()), ("ts_ns", pa.int64()), ("dur_ns", pa.int64()), ("step", pa.int64()),
+    ("counted", pa.bool_()), ("call_ns", pa.int64()), ("host_ns", pa.int64()), ("thread", pa.string()),
+    ("call_ts", pa.int64()), ("op", pa.string()),
+])
+
+
+def copies_table(trace: Trace) -> pa.Table:
+    """:func:`copy_table` as an Arrow table (the same columns when the trace has no copies)."""
+    return pa.Table.from_pylist(copy_table(trace), schema=COPY_SCHEMA)
