@@ -10,10 +10,11 @@ import json
 import re
 
 import pytest
+from support.hta_compat import kernel_type_breakdown, temporal_breakdown
 from tracefiles import write_trace, x
 from typer.testing import CliRunner
 
-from opscope.analyses.gpu import GpuAnalysis, direction_code, kernel_type_breakdown, temporal_breakdown
+from opscope.analyses.gpu import GpuAnalysis, direction_code
 from opscope.analyses.idle import SYNC_CALLS
 from opscope.cli import app
 from opscope.ingest import open_trace

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED_TRACES, shared_trace
+from support.hta_compat import kernel_type_breakdown, temporal_breakdown
 
-from opscope.analyses.gpu import kernel_type_breakdown, temporal_breakdown
 from opscope.ingest import open_trace
 
 TOLERANCE_PP = 0.5

@@ -13,7 +13,7 @@ import pytest
 from conftest import shared_trace
 from tracefiles import small_gpu_trace, write_trace, x
 
-from opscope.analyses.launch import launch_rows, link_table
+from opscope.analyses.links import launch_rows, link_table
 from opscope.analyses.ops import gpu_op_table
 from opscope.ingest import open_trace
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import ContextDecorator
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,9 @@ class profile(ContextDecorator):  # noqa: N801 - used like a function: `with ops
 class Loaded:
     """A trace's model with its tables as data frames: ``events``, ``steps``, ``flows``, ``counters``,
     ``memory``, ``args``; ``trace`` is the Arrow model the analyses take, ``run`` the recording's
-    run.json (when loaded from a recording directory)."""
+    run.json (when loaded from a recording directory). Every table of the commands has a method here that
+    calls the same analysis function (ops, gpu_ops, kernels, step_table, gpu_breakdown, gpu_idle, gpu_launches,
+    memory_*, scope, code, advise, sql...) and returns it as a data frame."""
 
     def __init__(self, trace: Trace, frames: str, run: dict[str, Any] | None, path: Path) -> None:
         self.trace = trace
@@ -129,23 +132,165 @@ class Loaded:
     memory = property(lambda self: self.table("memory"))
     args = property(lambda self: self.table("args"))
 
+    # --- analyses: the same functions the commands call, one method each --------------------------------
+
     def summary(self):
+        """The ``opscope summary`` figures (a :class:`~opscope.analyses.summary.Summary`)."""
         from opscope.analyses.summary import summarize
 
         return summarize(self.trace)
 
     def ops(self, **kwargs):
-        """The ``opscope ops`` table as a data frame (keywords of :func:`opscope.analyses.ops.op_table`)."""
+        """The ``opscope ops`` table (keywords of :func:`opscope.analyses.ops.op_table`; build ``filt`` with
+        :meth:`event_filter`)."""
         from opscope.analyses.ops import op_table
 
         return self._frame(op_table(self.trace, **kwargs))
 
+    def gpu_ops(self, **kwargs):
+        """The ``opscope ops --gpu`` table: the device work each op launched (keywords of
+        :func:`opscope.analyses.ops.gpu_op_table`)."""
+        from opscope.analyses.ops import gpu_op_table
+
+        return self._frame(gpu_op_table(self.trace, **kwargs))
+
     def kernels(self, **kwargs):
+        """The ``opscope kernels`` table (keywords of :func:`opscope.analyses.kernels.kernel_table`)."""
         from opscope.analyses.kernels import kernel_table
 
         return self._frame(kernel_table(self.trace, **kwargs))
 
+    def step_table(self):
+        """The ``opscope steps`` table: per step, duration, GPU busy time and outlier flag."""
+        from opscope.analyses.steps import step_table
+
+        return self._frame(step_table(self.trace))
+
+    def step_stats(self):
+        """Mean/median/p90 step time without the outliers (a :class:`~opscope.analyses.steps.StepStats`)."""
+        from opscope.analyses.steps import step_stats, step_table
+
+        return step_stats(step_table(self.trace))
+
+    def gpu(self, short_gap_ns: int = 10_000):
+        """The :class:`~opscope.analyses.gpu.GpuAnalysis` behind ``opscope gpu`` (computed once per gap)."""
+        key = f"gpu:{short_gap_ns}"
+        if key not in self._cache:
+            from opscope.analyses.gpu import GpuAnalysis
+
+            self._cache[key] = GpuAnalysis(self.trace, short_gap_ns=short_gap_ns)
+        return self._cache[key]
+
+    def gpu_breakdown(self, short_gap_ns: int = 10_000):
+        """The ``opscope gpu`` table: busy time per device and stream by kind of work, idle, concurrency."""
+        return self._frame(self.gpu(short_gap_ns).breakdown())
+
+    def gpu_idle(self, short_gap_ns: int = 10_000):
+        """The ``opscope gpu --idle`` table: each device's idle time by cause."""
+        return self._frame(self.gpu(short_gap_ns).idle())
+
+    def gpu_launches(self, short_gap_ns: int = 10_000):
+        """The ``opscope gpu --launches`` table: stream concurrency, kernels and launch delays per device."""
+        return self._frame(self.gpu(short_gap_ns).launches())
+
+    def links(self):
+        """Device event -> launch -> op links (:func:`opscope.analyses.links.link_table`)."""
+        from opscope.analyses.links import link_table
+
+        return self._frame(link_table(self.trace))
+
+    def sync_calls(self):
+        """The blocking host-device synchronisations inside the steps (:func:`opscope.analyses.sync.sync_table`)."""
+        from opscope.analyses.sync import sync_table
+
+        return self._frame(sync_table(self.trace))
+
+    def copies(self):
+        """Every memcpy with direction, memory, size and issuing call (:func:`opscope.analyses.copies.copy_table`)."""
+        from opscope.analyses.copies import copies_table
+
+        return self._frame(copies_table(self.trace))
+
+    def memory_records(self, steps: str | Sequence[int] | None = None, devices: Sequence[str] | None = None):
+        """The allocation records the ``opscope memory`` tables read (a
+        :class:`~opscope.analyses.memory.MemoryRecords`), for the steps and devices given."""
+        from opscope.analyses.memory import memory_records
+
+        return memory_records(self.trace, steps=_steps(steps), devices=list(devices) if devices else None)
+
+    def memory_peaks(self, steps: str | Sequence[int] | None = None, devices: Sequence[str] | None = None):
+        """The ``opscope memory --view peak`` table: each device's peak allocated/reserved memory."""
+        from opscope.analyses.memory import peak_table
+
+        return self._frame(peak_table(self.memory_records(steps, devices)))
+
+    def memory_holders(self, sort: str = "bytes", steps: str | Sequence[int] | None = None,
+                       devices: Sequence[str] | None = None):
+        """The ``opscope memory --view holders`` table: the ops holding memory at each device's peak."""
+        from opscope.analyses.memory import holders_table
+
+        return self._frame(holders_table(self.memory_records(steps, devices), sort))
+
+    def memory_allocations(self, sort: str = "bytes", steps: str | Sequence[int] | None = None,
+                           devices: Sequence[str] | None = None):
+        """The ``opscope memory --view allocations`` table: allocations by op."""
+        from opscope.analyses.memory import allocation_table
+
+        return self._frame(allocation_table(self.memory_records(steps, devices), sort))
+
+    def memory_timeline(self, buckets: int = 20, steps: str | Sequence[int] | None = None,
+                        devices: Sequence[str] | None = None):
+        """The ``opscope memory --timeline N`` table: the most memory in each of ``buckets`` time buckets."""
+        from opscope.analyses.memory import timeline_table
+
+        return self._frame(timeline_table(self.memory_records(steps, devices), buckets))
+
+    def memory_counters(self):
+        """The ``opscope memory --view counters`` table: the trace's memory counters."""
+        from opscope.analyses.memory import counter_table
+
+        return self._frame(counter_table(self.trace))
+
+    def event_filter(self, kinds: Sequence[str] | None = ("cpu_op",), match: str | None = None,
+                     exclude: str | None = None, steps: str | Sequence[int] | None = None):
+        """An :class:`~opscope.analyses.filters.EventFilter` as the commands' --kinds/--match/--exclude/--steps
+        build it (``steps`` as "2-4,7" or a list of numbers)."""
+        from opscope.analyses.filters import EventFilter
+
+        return EventFilter(kinds=tuple(kinds) if kinds else None, match=match, exclude=exclude, steps=_steps(steps))
+
+    def scope(self, sort: str = "total_ns", max_depth: int | None = None, filt=None):
+        """The ``opscope scope`` table: op time by nn.Module, one row per module path in tree order."""
+        from opscope.analyses.views import module_tree, tree_table
+
+        return self._frame(tree_table(module_tree(self.trace, filt or self.event_filter()), sort, max_depth, "module"))
+
+    def code(self, flat: bool = False, frames: str | None = None, sort: str | None = None,
+             max_depth: int | None = None, filt=None):
+        """The ``opscope code`` table: op time by Python frame, as a tree of call paths or (``flat``) per frame."""
+        from opscope.analyses.views import code_tree, flat_table, tree_table
+
+        tree = code_tree(self.trace, filt or self.event_filter(), frames=frames)
+        sort = sort or ("self_ns" if flat else "total_ns")
+        return self._frame(flat_table(tree, sort, "frame") if flat else tree_table(tree, sort, max_depth, "frame"))
+
+    def advise(self, rules: Sequence[str] | None = None, peers: Sequence[Loaded] = ()):
+        """The ``opscope advise`` findings (an :class:`~opscope.advise.Advice`), with the recording's run.json
+        when there is one; ``peers``: the other ranks of the same job."""
+        from opscope.advise import advise
+        from opscope.advise.context import find_run_info
+
+        run = self.run if self.run is not None else find_run_info(self.path)
+        return advise(self.trace, run=run, peers=tuple(p.trace for p in peers), only=list(rules) if rules else None)
+
+    def sql(self, query: str):
+        """The ``opscope query`` result: DuckDB SQL over the trace's tables."""
+        from opscope.query import run_sql
+
+        return self._frame(run_sql(self.trace, query))
+
     def _frame(self, table):
+        """An Arrow table as this object's kind of data frame."""
         if self.frames == "arrow":
             return table
         if self.frames == "pandas":
@@ -156,6 +301,12 @@ class Loaded:
 
     def __repr__(self) -> str:
         return f"Loaded({self.path}, {self.trace!r})"
+
+
+def _steps(steps: str | Sequence[int] | None) -> list[int] | None:
+    from opscope.analyses.filters import parse_steps
+
+    return parse_steps(steps) if isinstance(steps, str) else list(steps) if steps else None
 
 
 def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: bool = True) -> Loaded:

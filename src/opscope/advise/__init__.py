@@ -1,56 +1,63 @@
 """Advice: rules that look at a trace's analyses and report ranked findings with estimated savings.
 
 Each rule is a small module in :mod:`opscope.advise.rules` exposing ``RULE`` (a :class:`Rule`); the registry
-below lists them in the order they run. :func:`advise` runs them on one trace and ranks what they find.
+below (:data:`RULES`) lists them, imported explicitly, in the order they run. :func:`advise` runs them on one
+trace and ranks what they find.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule, ranked
+from opscope.advise.rules import (
+    communication,
+    copies,
+    dominant,
+    input_pipeline,
+    launch_bound,
+    memory,
+    sync,
+    threads,
+    utilization,
+    warmup,
+)
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
 
-#: Rule modules under opscope.advise.rules, in the order they run (and are listed by --explain).
-RULE_MODULES = (
-    "utilization",
-    "input_pipeline",
-    "dominant",
-    "launch_bound",
-    "sync",
-    "copies",
-    "communication",
-    "warmup",
-    "threads",
-    "memory",
+#: The rules, in the order they run (and are listed by --explain). A new rule is one module and one line here.
+RULES: tuple[Rule, ...] = (
+    utilization.RULE,
+    input_pipeline.RULE,
+    dominant.RULE,
+    launch_bound.RULE,
+    sync.RULE,
+    copies.RULE,
+    communication.RULE,
+    warmup.RULE,
+    threads.RULE,
+    memory.RULE,
 )
+_BY_ID = {r.id: r for r in RULES}
+if len(_BY_ID) != len(RULES):
+    raise RuntimeError(f"two rules share an id: {[r.id for r in RULES]}")
 
-__all__ = ["Advice", "AdviceContext", "Finding", "NotApplicable", "Rule", "advise", "all_rules", "rule"]
+__all__ = ["RULES", "Advice", "AdviceContext", "Finding", "NotApplicable", "Rule", "advise", "all_rules", "rule"]
 
 
 def all_rules() -> list[Rule]:
-    rules = []
-    for name in RULE_MODULES:
-        try:
-            module = importlib.import_module(f"opscope.advise.rules.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"opscope.advise.rules.{name}":
-                raise
-            continue  # a rule not written yet
-        rules.append(module.RULE)
-    return rules
+    """Every rule, in the order they run."""
+    return list(RULES)
 
 
 def rule(rule_id: str) -> Rule:
-    rules = all_rules()
-    for r in rules:
-        if r.id == rule_id:
-            return r
-    raise UsageError(f"no rule {rule_id!r}; rules are: {', '.join(r.id for r in rules)}")
+    """The rule with this id; a usage error naming the rules when there is none."""
+    found = _BY_ID.get(rule_id)
+    if found is None:
+        raise UsageError(f"no rule {rule_id!r}; rules are: {', '.join(r.id for r in RULES)}")
+    return found
 
 
 @dataclass

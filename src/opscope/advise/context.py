@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import share_pct
 from opscope.model.trace import Trace
 
 
@@ -34,13 +35,9 @@ class AdviceContext:
 
     @cached_property
     def window(self) -> tuple[int, int]:
-        steps = self.trace.steps
-        if steps.num_rows:
-            return (pc.min(steps["ts_ns"]).as_py(), pc.max(pc.add(steps["ts_ns"], steps["dur_ns"])).as_py())
-        ev = self.trace.select(["ts_ns", "dur_ns"])
-        if ev.num_rows == 0:
-            return (0, 0)
-        return (pc.min(ev["ts_ns"]).as_py(), pc.max(pc.add(ev["ts_ns"], ev["dur_ns"])).as_py())
+        from opscope.analyses.steps import step_window
+
+        return step_window(self.trace)
 
     @property
     def window_ns(self) -> int:
@@ -67,9 +64,7 @@ class AdviceContext:
         return int(round(total_ns / self.steps))
 
     def pct(self, per_step_ns: int | float | None) -> float | None:
-        if per_step_ns is None or not self.step_ns:
-            return None
-        return round(100.0 * per_step_ns / self.step_ns, 2)
+        return share_pct(per_step_ns, self.step_ns)
 
     # --- analyses, computed once ------------------------------------------------------------------------
 
@@ -85,7 +80,7 @@ class AdviceContext:
         from opscope.analyses.gpu import GpuAnalysis
 
         analysis = GpuAnalysis(self.trace)
-        return analysis if analysis.work.table.num_rows else None
+        return analysis if analysis.has_work else None
 
     @cached_property
     def breakdown(self) -> pa.Table:
@@ -122,6 +117,27 @@ class AdviceContext:
         from opscope.analyses.kernels import kernel_table
 
         return kernel_table(self.trace, names="short")
+
+    @cached_property
+    def sync_calls(self) -> list:
+        """The blocking host-device synchronisations inside the steps (:func:`opscope.analyses.sync.sync_calls`)."""
+        from opscope.analyses.sync import sync_calls
+
+        return sync_calls(self.trace)
+
+    @cached_property
+    def copy_links(self) -> pa.Table:
+        """The device events that have a launch call (:func:`opscope.analyses.copies.launch_links`)."""
+        from opscope.analyses.copies import launch_links
+
+        return launch_links(self.trace)
+
+    @cached_property
+    def copies(self) -> list[dict[str, Any]]:
+        """Every memcpy with direction, memory, size and issuing call (:func:`~opscope.analyses.copies.copy_table`)."""
+        from opscope.analyses.copies import copy_table
+
+        return copy_table(self.trace, self.copy_links)
 
     @cached_property
     def device_properties(self) -> list[dict[str, Any]]:

@@ -1,9 +1,22 @@
-"""Small Arrow array builders shared by the analyses."""
+"""Small Arrow helpers every analysis uses: one array from chunks, index arrays, dictionary codes, name
+matching on (dictionary) string columns, and percentages."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pyarrow as pa
 import pyarrow.compute as pc
+
+# --- arrays ----------------------------------------------------------------------------------------------
+
+def combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One contiguous array: the chunks of a chunked array combined (an empty one of the same type when it has
+    none); a plain array as it is."""
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    return values
 
 
 def arange(n: int) -> pa.Array:
@@ -11,3 +24,140 @@ def arange(n: int) -> pa.Array:
     if n == 0:
         return pa.array([], pa.int64())
     return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+def scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
+    """An array of length ``n`` holding ``values`` at ``positions`` (unique) and null elsewhere."""
+    if len(positions) == 0:
+        return pa.nulls(n, values.type)
+    return pc.take(values, pc.index_in(arange(n), value_set=pc.cast(positions, pa.int64())))
+
+
+def rows_where(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The positions (int64) of the true values of a boolean mask."""
+    return pc.cast(pc.indices_nonzero(combined(mask)), pa.int64())
+
+
+def local_index(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """For a boolean mask over rows: each row's position among the selected rows (the subset's index)."""
+    counts = pc.cumulative_sum(pc.cast(combined(mask), pa.int64()))
+    return pc.subtract(counts, 1)
+
+
+def count_by(values: pa.Array | pa.ChunkedArray) -> dict:
+    """``{value: how many times it occurs}``."""
+    if len(values) == 0:
+        return {}
+    counts = pc.value_counts(combined(values))
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+
+
+def top_down(parent: pa.Array, depth: pa.Array, step: Callable[[pa.Array, pa.Array | None, pa.Array | None],
+                                                                 pa.Array]) -> pa.Array:
+    """A value per row of a forest computed from its parent's value, one depth at a time (vectorized per depth).
+
+    ``parent`` holds positions in the same arrays; a row at depth d > 0 has its parent at depth d - 1 (as the
+    model's nesting guarantees). ``step(rows, parents, parent_values)`` returns the values of ``rows``; at
+    depth 0 it gets ``None`` for both.
+    """
+    n = len(parent)
+    if n == 0:
+        return step(pa.array([], pa.int64()), None, None)
+    depth = pc.cast(combined(depth), pa.int64())
+    order = pc.cast(pc.sort_indices(depth), pa.int64())  # stable: rows of one depth keep their order
+    rank = pc.cast(pc.sort_indices(order), pa.int64())  # inverse permutation
+    counts = pc.value_counts(depth).to_pylist()
+    by_depth = {c["values"]: c["counts"] for c in counts}
+    starts, offset = {}, 0
+    for d in sorted(by_depth):
+        starts[d] = offset
+        offset += by_depth[d]
+    start_of = pc.take(pa.array([starts.get(d, 0) for d in range(max(by_depth) + 1)], pa.int64()), depth)
+    pos_in_level = pc.subtract(rank, start_of)
+    levels: list[pa.Array] = []
+    for d in range(max(by_depth) + 1):
+        rows = order.slice(starts.get(d, 0), by_depth.get(d, 0))
+        if d == 0:
+            levels.append(step(rows, None, None))
+            continue
+        parents = pc.take(parent, rows)
+        values = pc.take(levels[d - 1], pc.take(pos_in_level, parents))
+        levels.append(step(rows, parents, values))
+    return pc.take(pa.concat_arrays(levels), rank)
+
+
+# --- dictionary codes ------------------------------------------------------------------------------------
+
+def vocabulary(*columns) -> pa.Array:
+    """Every distinct string of these dictionary or string columns (for codes comparable across tables)."""
+    parts = []
+    for column in columns:
+        for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]):
+            values = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
+            parts.append(values.cast(pa.string()))
+    if not parts:
+        return pa.array([], pa.string())
+    return pc.unique(pa.concat_arrays(parts))
+
+
+def codes_in(column, vocab: pa.Array) -> pa.Array:
+    """Position of each value of a dictionary or string column in ``vocab`` (int64; null for nulls)."""
+    out = []
+    for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]):
+        if pa.types.is_dictionary(chunk.type):
+            where = pc.index_in(chunk.dictionary.cast(pa.string()), value_set=vocab)
+            out.append(pc.take(where, chunk.indices))
+        else:
+            out.append(pc.index_in(chunk.cast(pa.string()), value_set=vocab))
+    if not out:
+        return pa.array([], pa.int64())
+    return pc.cast(pa.concat_arrays([pc.cast(o, pa.int32()) for o in out]), pa.int64())
+
+
+def thread_keys(pid, tid, pid_vocab: pa.Array, tid_vocab: pa.Array) -> pa.Array:
+    """One int64 per row naming its (pid, tid) thread, comparable across tables built on the same vocabularies."""
+    p = pc.fill_null(codes_in(pid, pid_vocab), -1)
+    t = pc.fill_null(codes_in(tid, tid_vocab), -1)
+    return pc.add(pc.multiply(p, 1 << 32), t)
+
+
+# --- names -----------------------------------------------------------------------------------------------
+
+def name_match(names: pa.Array | pa.ChunkedArray, pattern: str, nulls: bool | None = False) -> pa.ChunkedArray:
+    """Python regex search (lookaheads allowed) in each value of a (dictionary) string column, run once per
+    distinct value. A null value gives ``nulls`` (False by default; None keeps it null)."""
+    regex = re.compile(pattern)
+    memo: dict = {}
+
+    def hit(values: pa.Array) -> pa.Array:
+        out = []
+        for v in values.to_pylist():
+            if v not in memo:
+                memo[v] = nulls if v is None else regex.search(v) is not None
+            out.append(memo[v])
+        return pa.array(out, pa.bool_())
+
+    chunks = []
+    for chunk in (names.chunks if isinstance(names, pa.ChunkedArray) else [names]):
+        if pa.types.is_dictionary(chunk.type):
+            found = hit(chunk.dictionary).take(chunk.indices)
+            chunks.append(found if nulls is None else pc.fill_null(found, nulls))  # null indices: null values
+        else:
+            chunks.append(hit(chunk))
+    return pa.chunked_array(chunks, pa.bool_())
+
+
+# --- percentages -----------------------------------------------------------------------------------------
+
+def share_pct(part: int | float | None, whole: int | float | None, digits: int = 2) -> float | None:
+    """``part`` as a percentage of ``whole``, rounded to ``digits``; None without a part or a whole."""
+    if part is None or not whole:
+        return None
+    return round(100.0 * part / whole, digits)
+
+
+def shares_pct(values: pa.Array | pa.ChunkedArray, whole: int | float) -> pa.Array:
+    """Each value as a percentage of ``whole``, rounded to 2 digits; zeros when ``whole`` is 0."""
+    if not whole:
+        return pc.multiply(pc.cast(values, pa.float64()), 0.0)
+    return pc.round(pc.multiply(pc.divide(pc.cast(values, pa.float64()), whole), 100.0), 2)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import name_match
 from opscope.errors import UsageError
 from opscope.model.schema import kind_mask
 
@@ -27,11 +28,9 @@ class EventFilter:
         if self.kinds:
             mask = _and(mask, kind_mask(events, self.kinds))
         if self.match:
-            mask = _and(mask, pc.match_substring_regex(events["name"].cast(pa.string()),
-                                                       _checked(self.match)))
+            mask = _and(mask, name_match(events["name"], _checked(self.match), nulls=None))
         if self.exclude:
-            mask = _and(mask, pc.invert(pc.match_substring_regex(events["name"].cast(pa.string()),
-                                                                 _checked(self.exclude))))
+            mask = _and(mask, pc.invert(name_match(events["name"], _checked(self.exclude), nulls=None)))
         if self.steps:
             mask = _and(mask, pc.fill_null(pc.is_in(events["step"], pa.array(list(self.steps), pa.int64())),
                                            False))

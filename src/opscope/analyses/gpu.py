@@ -28,7 +28,9 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.intervals import covered_by_group, merged_intervals
+from opscope.analyses.arrays import combined, count_by, share_pct
+from opscope.analyses.intervals import covered_by_group, merged_intervals, sweep, union_by_group
+from opscope.analyses.steps import step_window
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -80,8 +82,6 @@ def direction_code(name: str | None) -> int:
     return _DIRECTION_CODE.get(pair, len(MEMCPY_DIRECTIONS) - 1)
 
 
-# --- interval helpers ----------------------------------------------------------------------------------------
-
 # --- the device work, prepared once ----------------------------------------------------------------------
 
 @dataclass
@@ -113,29 +113,21 @@ def device_work(trace: Trace) -> GpuWork:
     """Select and prepare the device work: categories, launches, per-stream clipping, the window."""
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "device", "stream", "correlation", "step", "pid", "tid"])
     steps = trace.steps
-    if steps.num_rows:
-        w0 = pc.min(steps["ts_ns"]).as_py()
-        w1 = pc.max(pc.add(steps["ts_ns"], steps["dur_ns"])).as_py()
-        last_step = pc.max(steps["ts_ns"]).as_py()
-    elif ev.num_rows:
-        w0 = pc.min(ev["ts_ns"]).as_py()
-        w1 = pc.max(pc.add(ev["ts_ns"], ev["dur_ns"])).as_py()
-        last_step = None
-    else:
-        w0 = w1 = 0
-        last_step = None
+    w0, w1 = step_window(trace)
+    last_step = pc.max(steps["ts_ns"]).as_py() if steps.num_rows else None
     work = ev.filter(kind_mask(ev, DEVICE_WORK))
     n = work.num_rows
     if n == 0:
         return GpuWork(w0, w1, bool(steps.num_rows), steps.num_rows, _empty_work(), 0, last_step)
     cat = _categories(work["kind"], work["name"])
-    launch, thread = _launches(ev, _one(work["correlation"]))
-    device = pc.fill_null(_one(work["device"]), -1)
-    stream = pc.fill_null(_one(work["stream"]), -1)
+    launch, thread = _launches(ev, combined(work["correlation"]))
+    device = pc.fill_null(combined(work["device"]), -1)
+    stream = pc.fill_null(combined(work["stream"]), -1)
     t = pa.table({
         "device": device, "stream": stream, "cat": cat,
-        "raw_start": _one(work["ts_ns"]), "raw_end": pc.add(_one(work["ts_ns"]), _one(work["dur_ns"])),
-        "correlation": _one(work["correlation"]), "launch": launch, "thread": thread, "step": _one(work["step"]),
+        "raw_start": combined(work["ts_ns"]), "raw_end": pc.add(combined(work["ts_ns"]), combined(work["dur_ns"])),
+        "correlation": combined(work["correlation"]), "launch": launch, "thread": thread,
+        "step": combined(work["step"]),
     })
     del work, ev
     # Stable: each stream's rows stay in time order (start, longest first).
@@ -225,7 +217,7 @@ def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Arr
     where = pc.index_in(correlation, value_set=runtime["correlation"].combine_chunks())
     thread = pc.binary_join_element_wise(pc.cast(runtime["pid"], pa.string()), pc.cast(runtime["tid"], pa.string()),
                                          "/")
-    thread = pc.cast(_one(pc.dictionary_encode(thread)).indices, pa.int64())
+    thread = pc.cast(combined(pc.dictionary_encode(thread)).indices, pa.int64())
     return pc.take(runtime["ts_ns"].combine_chunks(), where), pc.take(thread, where)
 
 
@@ -261,27 +253,71 @@ class GpuAnalysis:
                              sb["end"].combine_chunks(), presorted=True)
         return m.append_column("launch", pc.take(sb["launch"], m["first"]))
 
+    @property
+    def has_work(self) -> bool:
+        """Whether the trace has any device work (kernels, collectives, memcpys, memsets)."""
+        return self.work.table.num_rows > 0
+
+    @property
+    def devices(self) -> list[int]:
+        """The devices that ran work, in order."""
+        return self.work.devices
+
+    @cached_property
+    def pending(self) -> pa.Table:
+        """Launched work waiting to start: for each work row launched before it started, its ``device`` and the
+        span from the launch (``start``) to its start (``end``), clipped to the window (``end`` may be <= ``start``)."""
+        w = self.work
+        t = w.table
+        p = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
+        return pa.table({"device": combined(p["device"]),
+                         "start": pc.max_element_wise(combined(p["launch"]), w.window_start),
+                         "end": pc.min_element_wise(combined(p["raw_start"]), w.window_end)})
+
+    def blocked(self) -> pa.Table:
+        """When each device could not have taken new work from the host: busy, or holding launched work that had
+        not started yet (waiting on something else: another stream, an event, work the trace does not show).
+        Merged intervals: ``group`` (the device), ``start``, ``end``, ``first``."""
+        b, p = self.device_busy, self.pending
+        group = pa.concat_arrays([combined(b["group"]).cast(pa.int64()), combined(p["device"]).cast(pa.int64())])
+        start = pa.concat_arrays([combined(b["start"]), combined(p["start"])])
+        end = pa.concat_arrays([combined(b["end"]), combined(p["end"])])
+        keep = pc.greater(end, start)
+        return merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep))
+
+    def comm_exposure(self) -> list[dict]:
+        """Per device with collectives, over the window: the union of collectives (``comm_ns``), of compute
+        kernels (``compute_ns``), the part of comm that compute covers (``overlapped_ns``), the rest
+        (``exposed_ns``), and how much of it overlap could hide at most (``hideable_ns``: the compute not yet under
+        a collective bounds it)."""
+        t = self.work.table
+        t = t.filter(pc.greater(t["end"], t["start"]))
+        cat = t["cat"]
+
+        def union(table) -> dict[int, int]:
+            return union_by_group(table["start"], pc.subtract(table["end"], table["start"]), table["device"])
+
+        u_comm = union(t.filter(pc.equal(cat, COMM)))
+        u_compute = union(t.filter(pc.equal(cat, COMPUTE)))
+        u_both = union(t.filter(pc.or_(pc.equal(cat, COMM), pc.equal(cat, COMPUTE))))
+        rows = []
+        for device in sorted(u_comm):
+            comm, compute = u_comm[device], u_compute.get(device, 0)
+            overlapped = comm + compute - u_both[device]
+            exposed = comm - overlapped
+            rows.append({"device": device, "comm_ns": comm, "compute_ns": compute, "overlapped_ns": overlapped,
+                         "exposed_ns": exposed, "hideable_ns": max(0, min(exposed, compute - overlapped))})
+        return rows
+
     @cached_property
     def concurrency(self) -> dict[int, tuple[int, int]]:
         """``{device: (ns with >= 2 streams busy, most streams busy at once)}``."""
         sb = self.stream_busy.filter(pc.greater(self.stream_busy["end"], self.stream_busy["start"]))
         if sb.num_rows == 0:
             return {}
-        k = sb.num_rows
-        points = pa.table({
-            "device": pa.concat_arrays([sb["device"].combine_chunks()] * 2),
-            "t": pa.concat_arrays([sb["start"].combine_chunks(), sb["end"].combine_chunks()]),
-            "delta": pa.concat_arrays([pa.repeat(pa.scalar(1, pa.int64()), k),
-                                       pa.repeat(pa.scalar(-1, pa.int64()), k)]),
-        })
-        points = points.take(pc.sort_indices(points, [("device", "ascending"), ("t", "ascending"),
-                                                      ("delta", "ascending")]))
-        level = pc.cumulative_sum(points["delta"].combine_chunks())
-        t = points["t"].combine_chunks()
-        dev = points["device"].combine_chunks()
-        m = len(t)
-        seg = pc.subtract(pa.concat_arrays([t.slice(1), t.slice(m - 1)]), t)
-        seg = pc.if_else(pc.equal(dev, pa.concat_arrays([dev.slice(1), dev.slice(m - 1)])), seg, 0)
+        points = sweep(pa.table({"device": sb["device"], "start": sb["start"], "end": sb["end"]}), by="device")
+        level = pc.cumulative_sum(combined(points["delta"]))
+        dev, seg = combined(points["device"]), combined(points["seg"])
         over = pc.if_else(pc.greater_equal(level, 2), seg, 0)
         agg = pa.table({"device": dev, "over": over, "level": level}).group_by("device", use_threads=False) \
             .aggregate([("over", "sum"), ("level", "max")])
@@ -320,8 +356,8 @@ class GpuAnalysis:
         device_cat = covered_by_group(merged_intervals(dt["k"].combine_chunks(), dt["s"].combine_chunks(),
                                                        dt["e"].combine_chunks(), presorted=True))
         device_all = covered_by_group(self.device_busy)
-        counts = _count_by(pc.filter(sid, _in_window(w)))
-        clipped = _count_by(pc.filter(sid, t["cut"]))
+        counts = count_by(pc.filter(sid, _in_window(w)))
+        clipped = count_by(pc.filter(sid, t["cut"]))
         conc = self.concurrency
         rows = []
         for dev in w.devices:
@@ -344,7 +380,7 @@ class GpuAnalysis:
         conc = self.concurrency
         in_window = t.filter(_in_window(w))
         kernels = in_window.filter(pc.less_equal(in_window["cat"], COMM))
-        stream_counts = _count_by(t.select(["device", "sid"]).group_by(["device", "sid"], use_threads=False)
+        stream_counts = count_by(t.select(["device", "sid"]).group_by(["device", "sid"], use_threads=False)
                                   .aggregate([])["device"])
         rows = []
         for dev in w.devices:
@@ -362,7 +398,7 @@ class GpuAnalysis:
                 "launch_threads": len(pc.unique(pc.drop_null(pc.filter(in_window["thread"],
                                                                        pc.equal(in_window["device"], dev))))),
                 "concurrent_ns": concurrent,
-                "concurrent_pct": _pct(concurrent, busy.get(dev, 0)), "max_concurrent_streams": most,
+                "concurrent_pct": share_pct(concurrent, busy.get(dev, 0)), "max_concurrent_streams": most,
                 "kernels": k.num_rows,
                 "kernels_per_step": round(stepped / w.steps, 2) if w.steps else None,
                 "median_kernel_ns": _quantiles(durs, (0.5,))[0],
@@ -451,140 +487,17 @@ def _row(device, stream, events, by_cat: dict[int, int], key: int, busy: int, wi
     for i, d in enumerate(MEMCPY_DIRECTIONS):
         row[f"memcpy_{d}_ns"] = cov(MEMCPY + i)
     row.update({"memset_ns": cov(MEMSET), "comm_ns": cov(COMM), "busy_ns": busy, "idle_ns": max(0, window - busy),
-                "window_ns": window, "busy_pct": _pct(busy, window), "concurrent_ns": concurrent,
+                "window_ns": window, "busy_pct": share_pct(busy, window), "concurrent_ns": concurrent,
                 "clipped": clipped})
     return row
 
 
-def gpu_breakdown(trace: Trace) -> pa.Table:
-    """Busy time per device and stream by kind of work, idle time and utilization (see the module docstring)."""
-    return GpuAnalysis(trace).breakdown()
-
-
-def launch_stats(trace: Trace) -> pa.Table:
-    """Per device: true concurrency of streams, kernels per step, median kernel time, launch delays."""
-    return GpuAnalysis(trace).launches()
-
-
-# --- HTA's definitions (Holistic Trace Analysis 0.5.0), computed from the model ----------------------------
-
-TEMPORAL_SCHEMA = pa.schema([
-    ("rank", pa.int64()), ("device", pa.int64()), ("window_ns", pa.int64()), ("busy_ns", pa.int64()),
-    ("idle_ns", pa.int64()), ("compute_ns", pa.int64()), ("non_compute_ns", pa.int64()), ("comm_ns", pa.int64()),
-    ("memory_ns", pa.int64()), ("idle_pct", pa.float64()), ("compute_pct", pa.float64()),
-    ("non_compute_pct", pa.float64()), ("comm_pct", pa.float64()), ("memory_pct", pa.float64()),
-])
-KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
-
-
-def _hta_rows(work: GpuWork, drop_last_step: bool) -> pa.Table:
-    """The work HTA counts, over its own span (no window): with ``drop_last_step`` and two or more steps, only
-    work launched before the last step began (HTA's default, ``include_last_profiler_step=False``)."""
-    t = work.table
-    if drop_last_step and work.steps >= 2 and work.last_step_start is not None:
-        t = t.filter(pc.fill_null(pc.less(t["launch"], work.last_step_start), False))
-    return t.set_column(t.schema.get_field_index("start"), "start", t["raw_start"]) \
-            .set_column(t.schema.get_field_index("end"), "end", t["cut_end"])
-
-
-def temporal_breakdown(trace: Trace, drop_last_step: bool = False) -> pa.Table:
-    """Per device, HTA's ``get_temporal_breakdown``: over the span of the device work (first start to last end),
-    idle = span - busy, compute = union of kernels (not collectives), non-compute = busy - compute; plus the
-    communication and memory (memcpy + memset) unions. Percentages are of the span."""
-    work = device_work(trace)
-    t = _hta_rows(work, drop_last_step)
-    if t.num_rows == 0:
-        return TEMPORAL_SCHEMA.empty_table()
-    rank = trace.metadata.get("rank")
-    cat = pc.cast(t["cat"], pa.int64())
-    klass = pc.if_else(pc.equal(cat, COMPUTE), 0, pc.if_else(pc.equal(cat, COMM), 1, 2))
-    dev = t["device"].combine_chunks()
-    start, end, klass = t["start"].combine_chunks(), t["end"].combine_chunks(), _one(klass)
-    busy = covered_by_group(merged_intervals(dev, start, end))
-    by_class = covered_by_group(merged_intervals(pc.add(pc.multiply(dev, 4), klass), start, end))
-    spans = pa.table({"d": dev, "s": start, "e": end}).group_by("d", use_threads=False) \
-        .aggregate([("s", "min"), ("e", "max")])
-    rows = []
-    for d, s0, e1 in zip(spans["d"].to_pylist(), spans["s_min"].to_pylist(), spans["e_max"].to_pylist()):
-        window = e1 - s0
-        b = busy.get(d, 0)
-        compute, comm, memory = (by_class.get(d * 4 + k, 0) for k in range(3))
-        rows.append({"rank": rank if isinstance(rank, int) else None, "device": d, "window_ns": window,
-                     "busy_ns": b, "idle_ns": window - b, "compute_ns": compute, "non_compute_ns": b - compute,
-                     "comm_ns": comm, "memory_ns": memory, "idle_pct": _pct(window - b, window),
-                     "compute_pct": _pct(compute, window), "non_compute_pct": _pct(b - compute, window),
-                     "comm_pct": _pct(comm, window), "memory_pct": _pct(memory, window)})
-    return pa.Table.from_pylist(rows, schema=TEMPORAL_SCHEMA)
-
-
-def kernel_type_breakdown(trace: Trace, drop_last_step: bool = False) -> pa.Table:
-    """HTA's ``get_gpu_kernel_breakdown`` kernel-type table (with memory kernels): the busy time split by which
-    types ran (COMPUTATION, COMMUNICATION, MEMORY, or "A overlapping B" when several did), summed over devices,
-    with each part's share of the total."""
-    work = device_work(trace)
-    t = _hta_rows(work, drop_last_step)
-    schema = pa.schema([("kernel_type", pa.string()), ("time_ns", pa.int64()), ("pct", pa.float64())])
-    if t.num_rows == 0:
-        return schema.empty_table()
-    cat = pc.cast(t["cat"], pa.int64())
-    bit = pc.if_else(pc.equal(cat, COMPUTE), 1, pc.if_else(pc.equal(cat, COMM), 2, 4))
-    key = pc.add(pc.multiply(pc.add(_one(t["device"]), 1), 8), _one(bit))  # device -1 (unknown) stays >= 0
-    m = merged_intervals(key, _one(t["start"]), _one(t["end"]))
-    m = m.filter(pc.greater(m["end"], m["start"]))
-    if m.num_rows == 0:
-        return schema.empty_table()
-    g = m["group"].combine_chunks()
-    device = pc.divide(g, 8)
-    value = pc.subtract(g, pc.multiply(device, 8))
-    k = m.num_rows
-    points = pa.table({
-        "d": pa.concat_arrays([device, device]),
-        "t": pa.concat_arrays([m["start"].combine_chunks(), m["end"].combine_chunks()]),
-        "v": pa.concat_arrays([value, pc.negate(value)]),
-    })
-    points = points.take(pc.sort_indices(points, [("d", "ascending"), ("t", "ascending")]))
-    state = pc.cumulative_sum(points["v"].combine_chunks())
-    tt, dd = points["t"].combine_chunks(), points["d"].combine_chunks()
-    n = 2 * k
-    seg = pc.subtract(pa.concat_arrays([tt.slice(1), tt.slice(n - 1)]), tt)
-    seg = pc.if_else(pc.equal(dd, pa.concat_arrays([dd.slice(1), dd.slice(n - 1)])), seg, 0)
-    agg = pa.table({"state": state, "seg": seg}).filter(pc.greater(state, 0)) \
-        .group_by("state", use_threads=False).aggregate([("seg", "sum")])
-    total = pc.sum(agg["seg_sum"]).as_py() or 0
-    rows = []
-    for st, ns in zip(agg["state"].to_pylist(), agg["seg_sum"].to_pylist()):
-        if ns <= 0:
-            continue
-        label = " overlapping ".join(name for i, name in enumerate(KERNEL_TYPES) if st & (1 << i))
-        rows.append({"kernel_type": label, "time_ns": ns, "pct": _pct(ns, total)})
-    rows.sort(key=lambda r: -r["time_ns"])
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
 # --- helpers -------------------------------------------------------------------------------------------
 
-def _one(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
-    return values
-
-
-def _count_by(values) -> dict:
-    if len(values) == 0:
-        return {}
-    counts = pc.value_counts(_one(values))
-    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
-
-
 def _quantiles(values, qs: tuple[float, ...]) -> list[int | None]:
-    values = _one(values)
+    values = combined(values)
     if len(values) == 0:
         return [None] * len(qs)
     out = pc.quantile(values, q=list(qs), interpolation="linear").to_pylist()
     return [int(round(v)) for v in out]
 
-
-def _pct(part: int | None, whole: int | None) -> float | None:
-    if part is None or not whole:
-        return None
-    return round(100.0 * part / whole, 2)

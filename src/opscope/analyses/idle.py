@@ -20,12 +20,13 @@ by priority (the first that holds at an instant wins):
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import combined, name_match, share_pct
+from opscope.analyses.intervals import sweep
 from opscope.model.schema import kind_mask
 
 if TYPE_CHECKING:
@@ -62,15 +63,13 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
     busy = analysis.device_busy
     busy = busy.filter(pc.greater(busy["end"], busy["start"]))
     t = work.table
-    pending = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
+    pending = analysis.pending
     rows = []
     for dev in work.devices:
         d = busy.filter(pc.equal(busy["group"], dev))
         gap_s, gap_e, short_late, short_queued = _gaps(d, w0, w1, analysis.short_gap_ns)
         mine = pending.filter(pc.equal(pending["device"], dev))
-        o_s = pc.max_element_wise(mine["launch"].combine_chunks() if mine.num_rows else pa.array([], pa.int64()), w0)
-        o_e = pc.min_element_wise(mine["raw_start"].combine_chunks() if mine.num_rows else pa.array([], pa.int64()),
-                                  w1)
+        o_s, o_e = combined(mine["start"]), combined(mine["end"])
         launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
             pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
         covers = {_GAP: (gap_s, gap_e), _SHORT_LATE: short_late, _SHORT_QUEUED: short_queued, _SYNC: sync,
@@ -79,8 +78,8 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
         idle = sum(by_cause.values())
         for i, cause in enumerate(IDLE_CAUSES):
             ns = by_cause.get(i, 0)
-            rows.append({"device": dev, "cause": cause, "idle_ns": ns, "idle_pct": _pct(ns, idle),
-                         "window_pct": _pct(ns, window)})
+            rows.append({"device": dev, "cause": cause, "idle_ns": ns, "idle_pct": share_pct(ns, idle),
+                         "window_pct": share_pct(ns, window)})
     return pa.Table.from_pylist(rows, schema=IDLE_SCHEMA)
 
 
@@ -97,28 +96,6 @@ def _host_covers(trace, w0: int, w1: int) -> tuple[tuple[pa.Array, pa.Array], tu
         e = pc.add(s, spans["dur_ns"].combine_chunks()) if spans.num_rows else pa.array([], pa.int64())
         out.append((pc.max_element_wise(s, w0), pc.min_element_wise(e, w1)))
     return out[0], out[1]
-
-
-def name_match(names: pa.ChunkedArray, pattern: str) -> pa.ChunkedArray:
-    """Python regex search (lookaheads allowed) on a dictionary column, once per distinct name."""
-    regex = re.compile(pattern)
-    memo: dict = {}
-
-    def hit(values: pa.Array) -> pa.Array:
-        out = []
-        for v in values.to_pylist():
-            if v not in memo:
-                memo[v] = v is not None and regex.search(v) is not None
-            out.append(memo[v])
-        return pa.array(out, pa.bool_())
-
-    chunks = []
-    for chunk in names.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            chunks.append(hit(chunk.dictionary).take(chunk.indices))
-        else:
-            chunks.append(hit(chunk))
-    return pa.chunked_array(chunks, pa.bool_())
 
 
 def _gaps(busy: pa.Table, w0: int, w1: int, short_gap_ns: int):
@@ -149,24 +126,17 @@ def _gaps(busy: pa.Table, w0: int, w1: int, short_gap_ns: int):
 
 def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> dict[int, int]:
     """Sweep over the boundaries of every cover: each stretch of a gap goes to the first cause that holds."""
-    times, codes, deltas = [], [], []
+    parts = []
     for code, (s, e) in covers.items():
         keep = pc.greater(e, s)
         s, e = pc.filter(s, keep), pc.filter(e, keep)
-        n = len(s)
-        if n == 0:
-            continue
-        times += [s, e]
-        codes += [pa.repeat(pa.scalar(code, pa.int8()), 2 * n)]
-        deltas += [pa.repeat(pa.scalar(1, pa.int64()), n), pa.repeat(pa.scalar(-1, pa.int64()), n)]
-    if not times or len(covers[_GAP][0]) == 0:
+        if len(s):
+            parts.append(pa.table({"code": pa.repeat(pa.scalar(code, pa.int8()), len(s)), "start": s, "end": e}))
+    if not parts or len(covers[_GAP][0]) == 0:
         return {}
-    pts = pa.table({"t": pa.concat_arrays(times), "code": pa.concat_arrays(codes),
-                    "delta": pa.concat_arrays(deltas)})
-    pts = pts.take(pc.sort_indices(pts["t"]))
-    t, code, delta = (pts[c].combine_chunks() for c in ("t", "code", "delta"))
-    n = len(t)
-    seg = pc.subtract(pa.concat_arrays([t.slice(1), t.slice(n - 1)]), t)
+    points = sweep(pa.concat_tables(parts))
+    code, delta, seg = (combined(points[c]) for c in ("code", "delta", "seg"))
+    n = len(code)
     active = {}
     for c in covers:
         level = pc.cumulative_sum(pc.if_else(pc.equal(code, c), delta, 0))
@@ -180,7 +150,3 @@ def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: boo
     idle = pa.table({"cause": cause, "seg": seg}).filter(active[_GAP])
     sums = idle.group_by("cause", use_threads=False).aggregate([("seg", "sum")])
     return dict(zip(sums["cause"].to_pylist(), sums["seg_sum"].to_pylist()))
-
-
-def _pct(part: int, whole: int) -> float | None:
-    return round(100.0 * part / whole, 2) if whole else None

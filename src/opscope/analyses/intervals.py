@@ -1,11 +1,12 @@
-"""Interval arithmetic on Arrow arrays: how long a set of (possibly overlapping) spans covers."""
+"""Interval arithmetic on Arrow arrays: how long a set of (possibly overlapping) spans covers, the sweep over
+span boundaries, and which span encloses an instant."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange
+from opscope.analyses.arrays import arange, combined, scatter
 
 _INT64_MIN = -(1 << 63)
 
@@ -18,8 +19,8 @@ def union_ns(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArra
     """
     if len(starts) == 0:
         return 0
-    s = _one_chunk(starts)
-    e = pc.add(s, _one_chunk(durs))
+    s = combined(starts)
+    e = pc.add(s, combined(durs))
     if not _is_sorted(s):  # the model keeps events in time order; other callers may not
         order = pc.sort_indices(s)
         s, e = s.take(order), e.take(order)
@@ -34,15 +35,11 @@ def clip(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray, l
          hi: int) -> tuple[pa.Array, pa.Array, pa.Array]:
     """The parts of the spans ``[start, start + dur)`` inside ``[lo, hi)``: ``(inside, start, end)``, where
     ``inside`` marks the input spans that overlap it and ``start``/``end`` are the clipped parts of those."""
-    s, d = _one_chunk(starts), _one_chunk(durs)
+    s, d = combined(starts), combined(durs)
     start = pc.max_element_wise(s, lo)
     end = pc.min_element_wise(pc.add(s, d), hi)
     inside = pc.greater(end, start)
     return inside, pc.filter(start, inside), pc.filter(end, inside)
-
-
-def _one_chunk(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def _is_sorted(values: pa.Array) -> bool:
@@ -56,7 +53,7 @@ def union_by_group(starts: pa.ChunkedArray, durs: pa.ChunkedArray, groups: pa.Ch
     t = pa.table({"g": groups, "s": starts, "e": pc.add(starts, durs)}).filter(pc.is_valid(groups))
     if t.num_rows == 0:
         return {}
-    return covered_by_group(merged_intervals(_one_chunk(t["g"]), _one_chunk(t["s"]), _one_chunk(t["e"])))
+    return covered_by_group(merged_intervals(combined(t["g"]), combined(t["s"]), combined(t["e"])))
 
 
 def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted: bool = False) -> pa.Table:
@@ -111,3 +108,82 @@ def covered_by_group(merged: pa.Table) -> dict[int, int]:
     return dict(zip(sums["g"].to_pylist(), sums["d_sum"].to_pylist()))
 
 
+def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
+    """For each query (``thread``, ``ts``): the position in ``spans`` of the innermost accepted span on the same
+    thread with ``ts <= query ts < end``; null when there is none.
+
+    ``spans`` has ``thread``, ``ts``, ``end``, ``parent`` (position of the enclosing span, as the model nests
+    them) and optionally ``accept`` (bool), in time order (start, longest first). One stable sort merges the
+    queries among the span starts; the last span started at or before a query is the first candidate, and
+    the answer lies on its chain of parents (every span holding the query is open when it starts), so a
+    vectorized walk up the chain, dropping the queries answered at each step, finds it.
+    """
+    n_s, n_q = spans.num_rows, queries.num_rows
+    if n_q == 0 or n_s == 0:
+        return pa.nulls(n_q, pa.int64())
+    span_thread, span_end = combined(spans["thread"]), combined(spans["end"])
+    span_parent = combined(spans["parent"])
+    accept = combined(spans["accept"]) if "accept" in spans.column_names else None
+    q_thread, q_ts = combined(queries["thread"]), combined(queries["ts"])
+    merged = pa.table({
+        "thread": pa.concat_arrays([span_thread, q_thread]),
+        "ts": pa.concat_arrays([combined(spans["ts"]), q_ts]),
+        "q": pa.concat_arrays([pa.nulls(n_s, pa.int8()).fill_null(0), pa.nulls(n_q, pa.int8()).fill_null(1)]),
+    })
+    # At equal times a span sorts before a query (it holds it); the stable sort keeps spans longest first.
+    order = pc.cast(pc.sort_indices(merged, [("thread", "ascending"), ("ts", "ascending"), ("q", "ascending")]),
+                    pa.int64())
+    del merged
+    is_query = pc.greater_equal(order, n_s)
+    last_span = pc.fill_null_forward(pc.if_else(is_query, pa.scalar(None, pa.int64()), order))
+    cand_sorted = pc.filter(last_span, is_query)
+    query_pos = pc.subtract(pc.filter(order, is_query), n_s)
+    cand = pc.take(cand_sorted, pc.sort_indices(query_pos))  # back to query order
+    same = pc.fill_null(pc.equal(pc.take(span_thread, cand), q_thread), False)
+    pending = pc.cast(pc.indices_nonzero(same), pa.int64())
+    c = pc.filter(cand, same)
+    ts = pc.filter(q_ts, same)
+    found_at, found = [], []
+    while len(pending):
+        hit = pc.greater(pc.take(span_end, c), ts)
+        if accept is not None:
+            hit = pc.and_(hit, pc.take(accept, c))
+        found_at.append(pc.filter(pending, hit))
+        found.append(pc.filter(c, hit))
+        miss = pc.invert(hit)
+        up = pc.take(span_parent, pc.filter(c, miss))
+        pending, ts = pc.filter(pending, miss), pc.filter(ts, miss)
+        valid = pc.is_valid(up)
+        pending, ts, c = pc.filter(pending, valid), pc.filter(ts, valid), pc.filter(up, valid)
+    if not found_at:
+        return pa.nulls(n_q, pa.int64())
+    return scatter(n_q, pa.concat_arrays(found_at), pc.cast(pa.concat_arrays(found), pa.int64()))
+
+
+def sweep(spans: pa.Table, by: str | None = None) -> pa.Table:
+    """The boundaries of the spans (a table with ``start``, ``end`` and any columns to carry along) in time
+    order: one row per boundary with the span's other columns, ``t``, ``delta`` (+1 at a start, -1 at an end)
+    and ``seg``, the time to the next boundary (0 for the last one, and with ``by`` for the last of each group).
+
+    Sorted by ``by`` (when given), ``t`` and ``delta``: at equal times ends come first, so spans that only touch
+    never count as open together. The running sum of ``delta`` up to a row is how many spans are open over its
+    ``seg``.
+    """
+    n = spans.num_rows
+    carried = {c: pa.concat_arrays([combined(spans[c])] * 2) for c in spans.column_names if c not in ("start", "end")}
+    points = pa.table({
+        **carried,
+        "t": pa.concat_arrays([combined(spans["start"]), combined(spans["end"])]),
+        "delta": pa.concat_arrays([pa.repeat(pa.scalar(1, pa.int64()), n), pa.repeat(pa.scalar(-1, pa.int64()), n)]),
+    })
+    if n == 0:
+        return points.append_column("seg", pa.array([], pa.int64()))
+    keys = ([(by, "ascending")] if by else []) + [("t", "ascending"), ("delta", "ascending")]
+    points = points.take(pc.sort_indices(points, keys))
+    t = combined(points["t"])
+    m = len(t)
+    seg = pc.subtract(pa.concat_arrays([t.slice(1), t.slice(m - 1)]), t)
+    if by:
+        g = combined(points[by])
+        seg = pc.if_else(pc.equal(g, pa.concat_arrays([g.slice(1), g.slice(m - 1)])), seg, 0)
+    return points.append_column("seg", seg)

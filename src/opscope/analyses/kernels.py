@@ -5,10 +5,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import shares_pct
 from opscope.analyses.filters import EventFilter
-from opscope.analyses.launch import launching_op
+from opscope.analyses.links import launching_op
 from opscope.analyses.names import demangled, short_names
-from opscope.analyses.ops import _pct, sort_table
+from opscope.analyses.ops import sort_table
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
 
@@ -63,7 +64,7 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
         "avg_ns": pc.cast(pc.round(pc.divide(pc.cast(total, pa.float64()), calls)), pa.int64()),
         "min_ns": grouped["dur_ns_min"],
         "max_ns": grouped["dur_ns_max"],
-        "pct": _pct(total, pc.sum(total).as_py() or 0),
+        "pct": shares_pct(total, pc.sum(total).as_py() or 0),
         "streams": pa.array(streams, pa.string()),
     }
     if names == "short":

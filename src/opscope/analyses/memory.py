@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.views import arange, innermost_enclosing, local_index, scatter, thread_keys, vocabulary
+from opscope.analyses.arrays import arange, combined, local_index, scatter, share_pct, thread_keys, vocabulary
+from opscope.analyses.intervals import innermost_enclosing
 from opscope.errors import UsageError
 from opscope.model.derive import OP_LAYER
 from opscope.model.schema import kind_mask
@@ -155,24 +156,20 @@ def _lifetimes(device: pa.Array, addr: pa.Array, nbytes: pa.Array, problems: dic
     t = t.take(pc.sort_indices(t, [("device", "ascending"), ("addr", "ascending"), ("pos", "ascending")]))
     same = pc.and_(pc.equal(t["device"].slice(1), t["device"].slice(0, n - 1)),
                    pc.equal(t["addr"].slice(1), t["addr"].slice(0, n - 1)))
-    same = pc.fill_null(pa.concat_arrays([_one(same), pa.array([False])]), False)  # row i and row i + 1
+    same = pc.fill_null(pa.concat_arrays([combined(same), pa.array([False])]), False)  # row i and row i + 1
     is_alloc = pc.greater(t["bytes"], 0)
     is_free = pc.less(t["bytes"], 0)
-    next_pos = pa.concat_arrays([_one(t["pos"]).slice(1), pa.array([None], pa.int64())])
-    next_bytes = pa.concat_arrays([_one(t["bytes"]).slice(1), pa.array([0], pa.int64())])
+    next_pos = pa.concat_arrays([combined(t["pos"]).slice(1), pa.array([None], pa.int64())])
+    next_bytes = pa.concat_arrays([combined(t["bytes"]).slice(1), pa.array([0], pa.int64())])
     ends = pc.and_(pc.and_(is_alloc, same), pc.not_equal(next_bytes, 0))
     problems["allocations whose address was allocated again without a free (ended there)"] = _count(
         pc.and_(ends, pc.greater(next_bytes, 0)))
-    prev_alloc = pc.and_(pa.concat_arrays([pa.array([False]), _one(same).slice(0, n - 1)]),
-                         pa.concat_arrays([pa.array([False]), _one(is_alloc).slice(0, n - 1)]))
+    prev_alloc = pc.and_(pa.concat_arrays([pa.array([False]), combined(same).slice(0, n - 1)]),
+                         pa.concat_arrays([pa.array([False]), combined(is_alloc).slice(0, n - 1)]))
     problems["frees without an allocation in the trace (made before it started)"] = _count(
         pc.and_(is_free, pc.invert(prev_alloc)))
     end = pc.if_else(ends, next_pos, pa.scalar(None, pa.int64()))
     return pc.take(end, pc.sort_indices(t["pos"]))
-
-
-def _one(values) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def _ops_of(trace: Trace, mem: pa.Table) -> pa.Array:
@@ -185,7 +182,7 @@ def _ops_of(trace: Trace, mem: pa.Table) -> pa.Array:
         return pa.nulls(n, pa.string())
     pid_vocab = vocabulary(sub["pid"], mem["pid"])
     tid_vocab = vocabulary(sub["tid"], mem["tid"])
-    parent = pc.take(local_index(layer), pc.cast(_one(sub["parent"]), pa.int64()))
+    parent = pc.take(local_index(layer), pc.cast(combined(sub["parent"]), pa.int64()))
     spans = pa.table({
         "thread": thread_keys(sub["pid"], sub["tid"], pid_vocab, tid_vocab),
         "ts": sub["ts_ns"], "end": pc.add(sub["ts_ns"], sub["dur_ns"]), "parent": parent,
@@ -218,8 +215,8 @@ def peak_table(rec: MemoryRecords, trace_steps: pa.Table | None = None) -> pa.Ta
     rows = []
     for label in rec.devices:
         t = rec.table.filter(pc.equal(rec.table["device"], label))
-        at = _first_max(t["allocated"])
-        rat = _first_max(t["reserved"])
+        at = first_max(t["allocated"])
+        rat = first_max(t["reserved"])
         last = t["allocated"].drop_null()
         rows.append({
             "device": label,
@@ -241,9 +238,9 @@ def peak_table(rec: MemoryRecords, trace_steps: pa.Table | None = None) -> pa.Ta
         ("frees", pa.int64()), ("alloc_bytes", pa.int64())]))
 
 
-def _first_max(values) -> int | None:
+def first_max(values) -> int | None:
     """Row of the first largest non-null value (records are in time order)."""
-    values = _one(values)
+    values = combined(values)
     top = pc.max(values).as_py()
     if top is None:
         return None
@@ -257,7 +254,7 @@ def holders_table(rec: MemoryRecords, sort: str = "bytes") -> pa.Table:
     table = rec.table
     for label in rec.devices:
         t = table.filter(pc.equal(table["device"], label))
-        at = _first_max(t["allocated"])
+        at = first_max(t["allocated"])
         if at is None:
             continue
         peak = t["allocated"][at].as_py()
@@ -276,7 +273,7 @@ def holders_table(rec: MemoryRecords, sort: str = "bytes") -> pa.Table:
             "op": pa.array(ops, pa.string()),
             "bytes": pa.array(held, pa.int64()),
             "allocations": pa.array(counts, pa.int64()),
-            "peak_pct": pa.array([round(100.0 * h / peak, 2) if peak else None for h in held], pa.float64()),
+            "peak_pct": pa.array([share_pct(h, peak) for h in held], pa.float64()),
         }))
     if not parts:
         return pa.table({"device": pa.array([], pa.string()), "op": pa.array([], pa.string()),
@@ -342,7 +339,7 @@ def _bucket_max(t: pa.Table, column: str, start: int, span: int, buckets: int) -
     g = pa.table({"b": bucket, "v": t[column]}).group_by("b", use_threads=False).aggregate([("v", "max")])
     top = dict(zip(g["b"].to_pylist(), g["v_max"].to_pylist()))
     # the level when a bucket ends: its last record's value (records are in time order)
-    bucket = _one(bucket)
+    bucket = combined(bucket)
     last_rows = pc.indices_nonzero(pc.not_equal(pa.concat_arrays([bucket.slice(1), pa.array([-1], pa.int64())]),
                                                 bucket))
     last = dict(zip(pc.take(bucket, last_rows).to_pylist(), pc.take(t[column], last_rows).to_pylist()))
@@ -388,7 +385,7 @@ def counter_table(trace: Trace) -> pa.Table:
     for n, s in zip(keys["name"].to_pylist(), keys["series"].to_pylist()):
         mine = pc.and_(_eq(c["name"], n), _eq(c["series"], s))
         part = c.filter(mine)
-        at = _first_max(part["value"])
+        at = first_max(part["value"])
         rows.append({"counter": n, "series": s, "samples": part.num_rows,
                      "peak": None if at is None else part["value"][at].as_py(),
                      "peak_at_ns": None if at is None else part["ts"][at].as_py() - start,

@@ -15,6 +15,8 @@ from importlib import resources
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import combined
+
 _MEMORY_NAME = re.compile(r"^(Memcpy|Memset)\b")
 #: Tensile (rocBLAS/hipBLASLt) GEMM kernels: the problem type, macro tile and matrix instruction, then
 #: dozens of tuning parameters (``..._MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_...``) that the short form drops.
@@ -246,7 +248,7 @@ def _split_top_level_spaces(text: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _api_table() -> dict:
-    """The generated table (``data/python_api.json``, see ``gen_python_api``); empty if it is missing."""
+    """The generated table (``data/python_api.json``, see ``tools/gen_python_api.py``); empty if it is missing."""
     try:
         text = resources.files("opscope.analyses").joinpath("data/python_api.json").read_text()
         data = json.loads(text)
@@ -294,8 +296,7 @@ def map_distinct(values: pa.Array | pa.ChunkedArray, fn: Callable[[str], str | N
     ``prepare`` (e.g. :func:`demangle_all`) sees all distinct values first, in one call, so that what it
     caches (demangled names) is computed in one batch before ``fn`` runs on each value.
     """
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    values = combined(values)
     if pa.types.is_dictionary(values.type):
         dictionary, indices = values.dictionary, values.indices
     else:
@@ -321,8 +322,7 @@ def distinct_short_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     (``k<float, 5ul>(...)`` and ``k<float, 2ul>(...)``), those keep their template arguments, and where even
     that is the same (they differ in parameters), the whole demangled name. For tables that list names
     side by side (``opscope diff``), where two rows must not read the same."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    values = combined(values)
     distinct = [v for v in pc.unique(values).to_pylist() if v is not None]
     demangle_all(distinct)
     shown = {v: short_name(v) for v in distinct}

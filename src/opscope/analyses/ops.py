@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import combined, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
 
 GROUP_KEYS = ("name", "shapes", "dtypes", "kind", "pid", "tid", "step")
-OP_COLUMNS = ("calls", "total_ns", "self_ns", "avg_ns", "min_ns", "max_ns", "self_pct", "total_pct")
 
 
 def op_table(
@@ -62,8 +62,8 @@ def op_table(
         "avg_ns": pc.cast(pc.round(pc.divide(pc.cast(total, pa.float64()), calls)), pa.int64()),
         "min_ns": grouped["dur_ns_min"],
         "max_ns": grouped["dur_ns_max"],
-        "self_pct": _pct(self_total, denominator),
-        "total_pct": _pct(total, denominator),
+        "self_pct": shares_pct(self_total, denominator),
+        "total_pct": shares_pct(total, denominator),
     })
     return sort_table(out, sort)
 
@@ -83,12 +83,6 @@ def _plain_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:
     return table
 
 
-def _pct(values, denominator: int) -> pa.Array:
-    if not denominator:
-        return pc.multiply(pc.cast(values, pa.float64()), 0.0)
-    return pc.round(pc.multiply(pc.divide(pc.cast(values, pa.float64()), denominator), 100.0), 2)
-
-
 def sort_table(table: pa.Table, sort: str, descending: bool = True) -> pa.Table:
     if sort.startswith("-"):
         sort, descending = sort[1:], False
@@ -97,9 +91,6 @@ def sort_table(table: pa.Table, sort: str, descending: bool = True) -> pa.Table:
     order = "descending" if descending else "ascending"
     tiebreak = [(c, "ascending") for c in ("name",) if c in table.column_names and c != sort]
     return table.take(pc.sort_indices(table, [(sort, order)] + tiebreak))
-
-
-GPU_COLUMNS = ("calls", "cpu_ns", "kernels", "gpu_ns", "gpu_cpu_ratio", "top_kernels")
 
 
 def gpu_op_table(
@@ -119,30 +110,30 @@ def gpu_op_table(
     kernels by device time with their share of the group's ``gpu_ns``, in ``names`` form (short or full).
     Only groups that launched device work are listed.
     """
-    from opscope.analyses.launch import _links, op_ancestors
+    from opscope.analyses.links import device_links, op_ancestors
     from opscope.analyses.names import demangled, short_names
 
     filt = filt or EventFilter(kinds=("cpu_op",))
     kinds = tuple(filt.kinds or ("cpu_op",))
     base = op_table(trace, by=by, filt=filt, sort="total_ns", python_api=True)
-    links = _links(trace)
+    links = device_links(trace)
     events = trace.select(list(dict.fromkeys(list(by) + ["kind", "name", "step", "merged", "event_id", "parent",
                                                          "dur_ns"])))
     index, op_rows = op_ancestors(events, links["launch_row"], kinds)
     # The op rows that op_table counts: selected by the filter, same-name only children folded away.
     counted = filt.apply(events.select([c for c in events.column_names if c != "parent"]).filter(
         pc.invert(pc.fill_null(events["merged"], False))))["event_id"]
-    keep = pc.is_in(op_rows, value_set=_one(counted))
+    keep = pc.is_in(op_rows, value_set=combined(counted))
     index, op_rows = pc.filter(index, keep), pc.filter(op_rows, keep)
     device_rows = pc.take(links["device_row"], index)
     pairs = pa.table({
         "device": device_rows,
-        **{k: _one(pc.take(events[k], op_rows)) for k in by},  # dictionary codes where the column has them
+        **{k: combined(pc.take(events[k], op_rows)) for k in by},  # dictionary codes where the column has them
     })
     # One event counts once per group even when ops of that group nest (aten::to inside aten::to).
     pairs = pairs.group_by(["device"] + list(by), use_threads=False).aggregate([])
     pairs = pairs.append_column("dur", pc.take(events["dur_ns"], pairs["device"]))
-    pairs = pairs.append_column("kernel", _one(pc.take(events["name"], pairs["device"])))
+    pairs = pairs.append_column("kernel", combined(pc.take(events["name"], pairs["device"])))
     per_group = pairs.group_by(list(by), use_threads=False).aggregate([("dur", "count"), ("dur", "sum")])
     # Kernel names are shown (demangled, shortened) only once grouped: a few rows per op, not one per launch.
     per_kernel = pairs.group_by(list(by) + ["kernel"], use_threads=False).aggregate([("dur", "sum")])
@@ -194,13 +185,8 @@ def _top_kernels(per_kernel: pa.Table, by: Sequence[str], top: int) -> dict[str,
 
 def _key(table: pa.Table, by: Sequence[str]) -> pa.Array:
     """One string per row that identifies its group (the group columns joined; nulls kept apart)."""
-    parts = [pc.fill_null(pc.cast(_one(table[k]), pa.string()), "\x00") for k in by]
+    parts = [pc.fill_null(pc.cast(combined(table[k]), pa.string()), "\x00") for k in by]
     if len(parts) == 1:
         return parts[0]
     return pc.binary_join_element_wise(*parts, "\x1f")
 
-
-def _one(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
-    return values

@@ -1,4 +1,4 @@
-"""Per-step durations, device busy time, and the outliers that distort averages."""
+"""The profiled window, per-step durations, device busy time, and the outliers that distort averages."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import statistics
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from opscope.analyses.arrays import share_pct
 from opscope.analyses.intervals import union_by_group
 from opscope.analyses.kernels import DEVICE_WORK
 from opscope.model.schema import kind_mask
@@ -28,6 +30,18 @@ class StepStats:
     excluded: tuple[int, ...]
 
 
+def step_window(trace: Trace) -> tuple[int, int]:
+    """The profiled window ``(start, end)``: the first ``ProfilerStep#N``'s start to the last one's end; in a
+    trace without steps, its first event's start to its last event's end; ``(0, 0)`` for an empty trace."""
+    steps = trace.steps
+    if steps.num_rows:
+        return (pc.min(steps["ts_ns"]).as_py(), pc.max(pc.add(steps["ts_ns"], steps["dur_ns"])).as_py())
+    events = trace.select(["ts_ns", "dur_ns"])
+    if events.num_rows == 0:
+        return (0, 0)
+    return (pc.min(events["ts_ns"]).as_py(), pc.max(pc.add(events["ts_ns"], events["dur_ns"])).as_py())
+
+
 def step_table(trace: Trace) -> pa.Table:
     """One row per ``ProfilerStep#N``: duration, device busy time and share, outlier flag."""
     steps = trace.steps
@@ -46,7 +60,7 @@ def step_table(trace: Trace) -> pa.Table:
     else:
         busy = [None] * len(numbers)
     flags = outlier_flags(durs)
-    pct = [None if b is None or not d else round(100.0 * b / d, 2) for b, d in zip(busy, durs)]
+    pct = [share_pct(b, d) for b, d in zip(busy, durs)]
     return pa.table({
         "step": pa.array(numbers, pa.int64()),
         "dur_ns": pa.array(durs, pa.int64()),

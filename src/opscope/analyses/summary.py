@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import share_pct, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.intervals import union_ns
 from opscope.analyses.kernels import DEVICE_WORK, kernel_table
@@ -51,8 +52,8 @@ class Summary:
         add("overview", "step_median_ns", self.steps.median_ns)
         add("overview", "step_p90_ns", self.steps.p90_ns)
         add("overview", "steps_excluded_as_outliers", ",".join(map(str, self.steps.excluded)) or None)
-        add("overview", "cpu_busy_ns", self.cpu_busy_ns, _share(self.cpu_busy_ns, self.wall_ns))
-        add("overview", "gpu_busy_ns", self.gpu_busy_ns, _share(self.gpu_busy_ns, self.wall_ns))
+        add("overview", "cpu_busy_ns", self.cpu_busy_ns, share_pct(self.cpu_busy_ns, self.wall_ns))
+        add("overview", "gpu_busy_ns", self.gpu_busy_ns, share_pct(self.gpu_busy_ns, self.wall_ns))
         for r in self.top_ops.to_pylist():
             add("top_ops_self_ns", r["name"], r["self_ns"], r["self_pct"])
         for r in self.top_kernels.to_pylist():
@@ -62,10 +63,6 @@ class Summary:
         for w in self.warnings:
             add("not_mapped", w["problem"], w["count"])
         return out
-
-
-def _share(part: int | None, whole: int) -> float | None:
-    return None if part is None or not whole else round(100.0 * part / whole, 2)
 
 
 def summarize(trace: Trace, top: int = 5) -> Summary:
@@ -90,7 +87,7 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
         "kind": by_kind["kind"].cast(pa.string()),
         "events": by_kind["dur_ns_count"],
         "total_ns": self_sum,
-        "pct": pc.round(pc.multiply(pc.divide(pc.cast(self_sum, pa.float64()), max(total_self, 1)), 100.0), 2),
+        "pct": shares_pct(self_sum, max(total_self, 1)),
     }).sort_by([("total_ns", "descending")])
     return Summary(
         source=str(trace.metadata.get("source")),

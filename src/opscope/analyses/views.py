@@ -2,7 +2,7 @@
 
 Ops and Python frames nest in separate layers of the model, so an op's enclosing frame is found by
 time: the innermost Python event on the same thread whose span holds the op's start
-(:func:`innermost_enclosing`, a vectorized sweep that memory attribution uses too). Each op counts its
+(:func:`opscope.analyses.intervals.innermost_enclosing`, which memory attribution uses too). Each op counts its
 time exclusive of the selected ops nested in it, so a module's total is the time of the outermost ops
 inside it, and nothing is counted twice.
 """
@@ -16,7 +16,19 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import (
+    arange,
+    codes_in,
+    combined,
+    local_index,
+    scatter,
+    shares_pct,
+    thread_keys,
+    top_down,
+    vocabulary,
+)
 from opscope.analyses.filters import EventFilter
+from opscope.analyses.intervals import innermost_enclosing
 from opscope.errors import UsageError
 from opscope.model.derive import OP_LAYER
 from opscope.model.schema import kind_mask
@@ -33,153 +45,6 @@ OUTSIDE_FRAMES = "(no python frame)"
 SORTS = ("order", "name", "calls", "wall_ns", "total_ns", "self_ns", "ops", "total_pct", "self_pct")
 NO_PYTHON = ("no Python events in this trace: record with torch.profiler.profile(with_stack=True, "
              "with_modules=True) (opscope record does by default)")
-
-
-# --- generic helpers ---------------------------------------------------------------------------------
-
-def _one(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
-    return values
-
-
-def arange(n: int) -> pa.Array:
-    """0, 1, ..., n-1 as int64 without a Python int per value."""
-    if n == 0:
-        return pa.array([], pa.int64())
-    return pc.subtract(pc.cumulative_sum(pa.nulls(n, pa.int64()).fill_null(1)), 1)
-
-
-def scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
-    """An array of length ``n`` holding ``values`` at ``positions`` (unique) and null elsewhere."""
-    if len(positions) == 0:
-        return pa.nulls(n, values.type)
-    return pc.take(values, pc.index_in(arange(n), value_set=pc.cast(positions, pa.int64())))
-
-
-def vocabulary(*columns) -> pa.Array:
-    """Every distinct string of these dictionary or string columns (for codes comparable across tables)."""
-    parts = []
-    for column in columns:
-        for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]):
-            values = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
-            parts.append(values.cast(pa.string()))
-    if not parts:
-        return pa.array([], pa.string())
-    return pc.unique(pa.concat_arrays(parts))
-
-
-def codes_in(column, vocab: pa.Array) -> pa.Array:
-    """Position of each value of a dictionary or string column in ``vocab`` (int64; null for nulls)."""
-    out = []
-    for chunk in (column.chunks if isinstance(column, pa.ChunkedArray) else [column]):
-        if pa.types.is_dictionary(chunk.type):
-            where = pc.index_in(chunk.dictionary.cast(pa.string()), value_set=vocab)
-            out.append(pc.take(where, chunk.indices))
-        else:
-            out.append(pc.index_in(chunk.cast(pa.string()), value_set=vocab))
-    if not out:
-        return pa.array([], pa.int64())
-    return pc.cast(pa.concat_arrays([pc.cast(o, pa.int32()) for o in out]), pa.int64())
-
-
-def thread_keys(pid, tid, pid_vocab: pa.Array, tid_vocab: pa.Array) -> pa.Array:
-    """One int64 per row naming its (pid, tid) thread, comparable across tables built on the same vocabularies."""
-    p = pc.fill_null(codes_in(pid, pid_vocab), -1)
-    t = pc.fill_null(codes_in(tid, tid_vocab), -1)
-    return pc.add(pc.multiply(p, 1 << 32), t)
-
-
-def local_index(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """For a boolean mask over rows: each row's position among the selected rows (the subset's index)."""
-    counts = pc.cumulative_sum(pc.cast(_one(mask), pa.int64()))
-    return pc.subtract(counts, 1)
-
-
-def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
-    """For each query (``thread``, ``ts``): the position in ``spans`` of the innermost accepted span on the same
-    thread with ``ts <= query ts < end``; null when there is none.
-
-    ``spans`` has ``thread``, ``ts``, ``end``, ``parent`` (position of the enclosing span, as the model nests
-    them) and optionally ``accept`` (bool), in time order (start, longest first). One stable sort merges the
-    queries among the span starts; the last span started at or before a query is the first candidate, and
-    the answer lies on its chain of parents (every span holding the query is open when it starts), so a
-    vectorized walk up the chain, dropping the queries answered at each step, finds it.
-    """
-    n_s, n_q = spans.num_rows, queries.num_rows
-    if n_q == 0 or n_s == 0:
-        return pa.nulls(n_q, pa.int64())
-    span_thread, span_end = _one(spans["thread"]), _one(spans["end"])
-    span_parent = _one(spans["parent"])
-    accept = _one(spans["accept"]) if "accept" in spans.column_names else None
-    q_thread, q_ts = _one(queries["thread"]), _one(queries["ts"])
-    merged = pa.table({
-        "thread": pa.concat_arrays([span_thread, q_thread]),
-        "ts": pa.concat_arrays([_one(spans["ts"]), q_ts]),
-        "q": pa.concat_arrays([pa.nulls(n_s, pa.int8()).fill_null(0), pa.nulls(n_q, pa.int8()).fill_null(1)]),
-    })
-    # At equal times a span sorts before a query (it holds it); the stable sort keeps spans longest first.
-    order = pc.cast(pc.sort_indices(merged, [("thread", "ascending"), ("ts", "ascending"), ("q", "ascending")]),
-                    pa.int64())
-    del merged
-    is_query = pc.greater_equal(order, n_s)
-    last_span = pc.fill_null_forward(pc.if_else(is_query, pa.scalar(None, pa.int64()), order))
-    cand_sorted = pc.filter(last_span, is_query)
-    query_pos = pc.subtract(pc.filter(order, is_query), n_s)
-    cand = pc.take(cand_sorted, pc.sort_indices(query_pos))  # back to query order
-    same = pc.fill_null(pc.equal(pc.take(span_thread, cand), q_thread), False)
-    pending = pc.cast(pc.indices_nonzero(same), pa.int64())
-    c = pc.filter(cand, same)
-    ts = pc.filter(q_ts, same)
-    found_at, found = [], []
-    while len(pending):
-        hit = pc.greater(pc.take(span_end, c), ts)
-        if accept is not None:
-            hit = pc.and_(hit, pc.take(accept, c))
-        found_at.append(pc.filter(pending, hit))
-        found.append(pc.filter(c, hit))
-        miss = pc.invert(hit)
-        up = pc.take(span_parent, pc.filter(c, miss))
-        pending, ts = pc.filter(pending, miss), pc.filter(ts, miss)
-        valid = pc.is_valid(up)
-        pending, ts, c = pc.filter(pending, valid), pc.filter(ts, valid), pc.filter(up, valid)
-    if not found_at:
-        return pa.nulls(n_q, pa.int64())
-    return scatter(n_q, pa.concat_arrays(found_at), pc.cast(pa.concat_arrays(found), pa.int64()))
-
-
-def top_down(parent: pa.Array, depth: pa.Array, step: Callable[[pa.Array, pa.Array | None, pa.Array | None],
-                                                                 pa.Array]) -> pa.Array:
-    """A value per row of a forest computed from its parent's value, one depth at a time (vectorized per depth).
-
-    ``parent`` holds positions in the same arrays; a row at depth d > 0 has its parent at depth d - 1 (as the
-    model's nesting guarantees). ``step(rows, parents, parent_values)`` returns the values of ``rows``; at
-    depth 0 it gets ``None`` for both.
-    """
-    n = len(parent)
-    if n == 0:
-        return step(pa.array([], pa.int64()), None, None)
-    depth = pc.cast(_one(depth), pa.int64())
-    order = pc.cast(pc.sort_indices(depth), pa.int64())  # stable: rows of one depth keep their order
-    rank = pc.cast(pc.sort_indices(order), pa.int64())  # inverse permutation
-    counts = pc.value_counts(depth).to_pylist()
-    by_depth = {c["values"]: c["counts"] for c in counts}
-    starts, offset = {}, 0
-    for d in sorted(by_depth):
-        starts[d] = offset
-        offset += by_depth[d]
-    start_of = pc.take(pa.array([starts.get(d, 0) for d in range(max(by_depth) + 1)], pa.int64()), depth)
-    pos_in_level = pc.subtract(rank, start_of)
-    levels: list[pa.Array] = []
-    for d in range(max(by_depth) + 1):
-        rows = order.slice(starts.get(d, 0), by_depth.get(d, 0))
-        if d == 0:
-            levels.append(step(rows, None, None))
-            continue
-        parents = pc.take(parent, rows)
-        values = pc.take(levels[d - 1], pc.take(pos_in_level, parents))
-        levels.append(step(rows, parents, values))
-    return pc.take(pa.concat_arrays(levels), rank)
 
 
 # --- frame trees ---------------------------------------------------------------------------------------
@@ -343,7 +208,7 @@ def frame_tree(trace: Trace, filt: EventFilter | None, kept: Callable[[list[str]
 
 def _parent_local(parent: pa.ChunkedArray | pa.Array, local: pa.Array) -> pa.Array:
     """Event-row parents mapped to positions in a subset (``local`` = each event row's subset position)."""
-    parent = pc.cast(_one(parent), pa.int64())
+    parent = pc.cast(combined(parent), pa.int64())
     return pc.take(local, parent)  # null parents stay null
 
 
@@ -354,8 +219,8 @@ def op_times(events: pa.Table, layer: pa.Array | pa.ChunkedArray, filt: EventFil
     selected = pc.invert(pc.fill_null(sub["merged"], False))
     chosen = filt.apply(pa.table({"kind": sub["kind"], "name": sub["name"], "step": sub["step"],
                                   "row": arange(sub.num_rows)}))["row"]
-    selected = pc.and_(selected, pc.is_in(arange(sub.num_rows), value_set=_one(chosen)))
-    selected = _one(selected)
+    selected = pc.and_(selected, pc.is_in(arange(sub.num_rows), value_set=combined(chosen)))
+    selected = combined(selected)
     if not pc.any(selected).as_py():
         return pa.table({"ts_ns": pa.array([], pa.int64()), "pid": pa.array([], pa.string()),
                          "tid": pa.array([], pa.string()), "time": pa.array([], pa.int64())})
@@ -367,7 +232,7 @@ def op_times(events: pa.Table, layer: pa.Array | pa.ChunkedArray, filt: EventFil
         return pc.if_else(pc.fill_null(pc.take(selected, parents), False), parents, values)
 
     near = top_down(parent, sub["depth"], nearest)
-    dur = _one(sub["dur_ns"])
+    dur = combined(sub["dur_ns"])
     nested = pa.table({"up": pc.filter(near, selected), "dur": pc.filter(dur, selected)}).filter(
         pc.is_valid(pc.filter(near, selected))).group_by("up", use_threads=False).aggregate([("dur", "sum")])
     inner = pc.fill_null(scatter(sub.num_rows, nested["up"], nested["dur_sum"]), 0)
@@ -516,12 +381,6 @@ def _rows_table(rows: list[tuple], grand: int, column: str, indent: bool) -> pa.
         "total_ns": total,
         "self_ns": self_ns,
         "ops": pa.array(cols[7], pa.int64()),
-        "total_pct": _pct(total, grand),
-        "self_pct": _pct(self_ns, grand),
+        "total_pct": shares_pct(total, grand),
+        "self_pct": shares_pct(self_ns, grand),
     })
-
-
-def _pct(values: pa.Array, grand: int) -> pa.Array:
-    if not grand:
-        return pc.multiply(pc.cast(values, pa.float64()), 0.0)
-    return pc.round(pc.multiply(pc.divide(pc.cast(values, pa.float64()), grand), 100.0), 2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.launch import _links
+from opscope.analyses.links import device_links
 from opscope.analyses.names import short_names
 from opscope.diff.normalize import Span
 from opscope.model.trace import Trace
@@ -20,7 +20,7 @@ Choice = dict[tuple[str, str], tuple[frozenset[str], int]]  # (op, shapes) -> (k
 def kernels_by_op(trace: Trace, span: Span) -> Choice:
     """For each (innermost launching op, its input shapes): the short names of the kernels it launched and
     their total duration, over the span."""
-    links = _links(trace)
+    links = device_links(trace)
     linked = pc.is_valid(links["op_row"])
     device_rows = pc.filter(links["device_row"], linked)
     op_rows = pc.filter(links["op_row"], linked)

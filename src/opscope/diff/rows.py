@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import combined
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.names import map_distinct, python_api
@@ -68,7 +69,7 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> Totals:
     names = ev["name"].combine_chunks() if ev.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     keys = map_distinct(names, lambda n: api_key(n, framework))
     is_op = pc.fill_null(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"), False)
-    has_api = pc.and_(is_op.combine_chunks() if isinstance(is_op, pa.ChunkedArray) else is_op, pc.is_valid(keys))
+    has_api = pc.and_(combined(is_op), pc.is_valid(keys))
     parent = ev["parent"].combine_chunks()
     inside_api = pa.array([False] * ev.num_rows)
     current = parent

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import statistics
 
-import pyarrow.compute as pc
-
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.gpu import COMM, COMPUTE
-from opscope.analyses.intervals import union_by_group
 from opscope.units import format_ns
 
 #: Hideable communication worth a finding, as a share of the step.
@@ -23,34 +19,10 @@ EXPOSED_SHARE = 0.05
 STRAGGLER_SHARE = 0.05
 
 
-def exposure(ctx: AdviceContext) -> list[dict]:
-    """Per device, over the window: the union of collectives (comm), of compute kernels (compute), the part of
-    comm that compute covers (overlapped), the rest (exposed), and how much of it overlap could hide at most
-    (hideable: the compute not yet under a collective bounds it)."""
-    t = ctx.gpu.work.table
-    t = t.filter(pc.greater(t["end"], t["start"]))
-    cat = t["cat"]
-
-    def union(table) -> dict[int, int]:
-        return union_by_group(table["start"], pc.subtract(table["end"], table["start"]), table["device"])
-
-    u_comm = union(t.filter(pc.equal(cat, COMM)))
-    u_compute = union(t.filter(pc.equal(cat, COMPUTE)))
-    u_both = union(t.filter(pc.or_(pc.equal(cat, COMM), pc.equal(cat, COMPUTE))))
-    rows = []
-    for device in sorted(u_comm):
-        comm, compute = u_comm[device], u_compute.get(device, 0)
-        overlapped = comm + compute - u_both[device]
-        exposed = comm - overlapped
-        rows.append({"device": device, "comm_ns": comm, "compute_ns": compute, "overlapped_ns": overlapped,
-                     "exposed_ns": exposed, "hideable_ns": max(0, min(exposed, compute - overlapped))})
-    return rows
-
-
 def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.gpu is None:
         raise NotApplicable("no GPU activity in this trace")
-    rows = exposure(ctx)
+    rows = ctx.gpu.comm_exposure()
     if not rows:
         raise NotApplicable("no collectives (NCCL/RCCL kernels) in this trace")
     findings = []

@@ -14,16 +14,12 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
-from opscope.analyses.launch import link_table
-from opscope.analyses.views import thread_keys, vocabulary
-from opscope.model.schema import kind_mask
+from opscope.analyses.arrays import combined, thread_keys, vocabulary
 from opscope.units import format_ns
 
 #: A finding needs an estimated saving of at least this share of the step.
@@ -52,77 +48,11 @@ _BATCH_CHANGE = {
 }
 
 
-def copy_table(ctx: AdviceContext, links: pa.Table | None = None) -> list[dict[str, Any]]:
-    """Every copy of the trace, as dicts: ``row``, ``name``, ``direction`` (htod, dtoh, dtod, ptop, other),
-    ``memory`` ("pageable", "pinned" or None when the name does not say), ``bytes`` (None when unknown),
-    ``ts_ns``, ``dur_ns``, ``step``, ``counted`` (inside the steps; the whole trace without steps), ``call_ns``
-    (the duration of the runtime call that issued it, None without one), ``host_ns`` (that call's time less
-    its wait for earlier device work: a call that returns after its copy ends waited from its start to the
-    copy's start), ``thread``, ``call_ts`` and ``op`` (the outermost op around the call). ``links`` is
-    :func:`launch_links` when the caller has it."""
-    ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid", "event_id"])
-    mask = pc.fill_null(kind_mask(ev, ("memcpy",)), False)
-    rows = pc.indices_nonzero(mask)
-    if len(rows) == 0:
-        return []
-    copies = ev.take(rows)
-    links = launch_links(ctx) if links is None else links
-    where = pc.index_in(rows, value_set=links["device_row"].combine_chunks())
-    launch = pc.take(links["launch_row"].combine_chunks(), where)
-    op = pc.take(links["top_op_name"].combine_chunks(), where).to_pylist()
-    calls = ev.select(["ts_ns", "dur_ns", "pid", "tid"]).take(pc.fill_null(launch, 0))
-    has_call = pc.is_valid(launch).to_pylist()
-    call_start, call_dur, call_pid, call_tid = (calls[c].to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid"))
-    nbytes = _bytes(ctx, copies["event_id"].combine_chunks())
-    out = []
-    for i, (row, name, ts, dur, step, eid) in enumerate(zip(
-            rows.to_pylist(), copies["name"].to_pylist(), copies["ts_ns"].to_pylist(), copies["dur_ns"].to_pylist(),
-            copies["step"].to_pylist(), copies["event_id"].to_pylist())):
-        lower = (name or "").lower()
-        call_ns = host_ns = thread = call_ts = None
-        if has_call[i]:
-            call_ts, call_ns = call_start[i], call_dur[i]
-            waited = max(0, ts - call_ts) if call_ts + call_ns >= ts + dur else 0
-            host_ns = max(0, call_ns - waited)
-            thread = f"{call_pid[i]}/{call_tid[i]}"
-        out.append({
-            "row": row, "name": name, "direction": MEMCPY_DIRECTIONS[direction_code(name)],
-            "memory": "pageable" if "pageable" in lower else "pinned" if "pinned" in lower else None,
-            "bytes": nbytes.get(eid), "ts_ns": ts, "dur_ns": dur, "step": step,
-            "counted": step is not None or not ctx.has_steps, "call_ns": call_ns, "host_ns": host_ns,
-            "thread": thread, "call_ts": call_ts, "op": op[i],
-        })
-    return out
-
-
-def launch_links(ctx: AdviceContext) -> pa.Table:
-    """The device events that have a launch call: ``device_row``, ``launch_row``, ``top_op_name``."""
-    links = link_table(ctx.trace)
-    return links.filter(pc.is_valid(links["launch_row"])).select(["device_row", "launch_row", "top_op_name"])
-
-
-def _bytes(ctx: AdviceContext, event_ids: pa.Array) -> dict[int, int]:
-    """event_id -> the ``bytes`` argument of those events that have one."""
-    args = ctx.trace.args
-    if args.num_rows == 0:
-        return {}
-    mine = args.filter(pc.is_in(args["event_id"], value_set=event_ids))
-    out = {}
-    for eid, text in zip(mine["event_id"].to_pylist(), mine["args"].to_pylist()):
-        try:
-            value = msgspec.json.decode(text).get("bytes") if text else None
-        except (msgspec.DecodeError, AttributeError):
-            continue
-        if isinstance(value, int) and value >= 0:
-            out[eid] = value
-    return out
-
-
 def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.gpu is None:
         raise NotApplicable("no GPU activity in this trace")
-    links = launch_links(ctx)
-    copies = copy_table(ctx, links)
+    links = ctx.copy_links
+    copies = ctx.copies
     if not any(c["counted"] for c in copies):
         raise NotApplicable("no copies" + (" inside the steps" if ctx.has_steps else ""))
     return [f for f in (_pageable(ctx, copies), _tiny(ctx, copies, links)) if f is not None]
@@ -275,7 +205,7 @@ def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) ->
     order = pc.sort_indices(pa.table({"thread": thread, "ts": calls["ts_ns"], "row": per_launch["launch"]}),
                             [("thread", "ascending"), ("ts", "ascending"), ("row", "ascending")])
     thread, k = (pc.take(a, order) for a in (thread, launch_key))
-    thread, k = (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in (thread, k))
+    thread, k = combined(thread), combined(k)
     if len(k) == 0:
         return Counter()
     # a batch starts at a tiny copy's launch whose predecessor (on the same thread) is not of the same key

@@ -364,9 +364,9 @@ ALTERNATIVES = (
 def gpu_items(ctx: AdviceContext) -> dict[int, list[Item]]:
     """Per device, its kernels inside the steps (the whole trace without steps), grouped by name and the
     launching op with its inputs."""
-    from opscope.analyses.launch import link_table
+    from opscope.analyses.arrays import scatter
+    from opscope.analyses.links import link_table
     from opscope.analyses.names import short_names
-    from opscope.analyses.views import scatter
 
     ev = ctx.trace.select(["kind", "name", "dur_ns", "step", "device", "event_id"])
     mask = kind_mask(ev, ("kernel",))

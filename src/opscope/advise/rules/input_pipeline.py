@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE, name_match
+from opscope.analyses.arrays import name_match
+from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import merged_intervals, union_by_group
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
@@ -49,7 +50,7 @@ def idle_while_loading(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
     busy = ctx.gpu.device_busy
     groups, lo, hi = loading["group"].to_pylist(), loading["start"].to_pylist(), loading["end"].to_pylist()
     out: dict[int, int] = {}
-    for device in ctx.gpu.work.devices:
+    for device in ctx.gpu.devices:
         mine = busy.filter(pc.equal(busy["group"], device)).sort_by("start")
         covered = _busy_until(mine["start"].to_pylist(), mine["end"].to_pylist())
         for step, s, e in zip(groups, lo, hi):

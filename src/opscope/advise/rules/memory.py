@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.memory import _first_max, memory_records, peak_table
+from opscope.analyses.memory import first_max, memory_records, peak_table
 
 #: Peak memory (allocated or reserved) at or above this share of the device's capacity is "close to capacity".
 CAPACITY_SHARE = 0.90
@@ -77,7 +77,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                 evidence_title="memory peaks (at_ns: after the trace start)",
             ))
         t = rec.table.filter(pc.equal(rec.table["device"], label))
-        row = _first_max(t["reserved"])
+        row = first_max(t["reserved"])
         if row is None:
             continue
         top, allocated_then = t["reserved"][row].as_py(), t["allocated"][row].as_py()

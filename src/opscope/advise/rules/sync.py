@@ -14,30 +14,18 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import SYNC_CALLS, name_match
-from opscope.analyses.intervals import merged_intervals, union_ns
-from opscope.analyses.launch import op_ancestors
-from opscope.model.schema import kind_mask
+from opscope.analyses.intervals import union_ns
 from opscope.units import format_ns
 
 #: The rule fires when synchronisation costs at least this share of the step.
 SAVING_SHARE = 0.01
 TOP = 10
-#: Asynchronous copies that block the host all the same: device to pageable host memory.
-ASYNC_COPY = r"^(cuda|hip)Memcpy\w*Async"
-PAGEABLE_DTOH = r"(?i)DtoH.*Pageable|Device -> Pageable"
-#: Device-timeline sync records that stand for a blocking host call (not "Stream Wait Event": device-side).
-BLOCKING_RECORD = r"^(Stream|Event|Context|Device) Sync"
-#: Python frames that say where in the user's code the sync was made: not built-ins, not torch's own files.
-_INTERNAL_FRAME = re.compile(r"^<built-in|^nn\.Module:|(^|/)torch/|^<frozen ")
-
 #: What to do about a sync, by the op (or call) that made it.
 CHANGE_FOR = (
     (re.compile(r"aten::(cudnn|miopen)\w*convolution"),
@@ -62,77 +50,10 @@ CHANGE_FOR = (
 GENERAL_CHANGE = "torch.cuda.set_sync_debug_mode('warn') reports every synchronising call with its Python line"
 
 
-@dataclass
-class Sync:
-    """One blocking call: when, where, and (filled in by the rule) what it cost."""
-
-    call: str
-    ts: int
-    dur: int
-    step: int | None
-    device: int | None  # the device it waited for, when the trace says
-    op: str | None = None
-    python: str | None = None
-
-
-def sync_calls(ctx: AdviceContext) -> list[Sync]:
-    """The synchronisations inside the steps (the whole trace without steps), in time order."""
-    ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid", "correlation", "external_id",
-                           "device", "parent"])
-    runtime = kind_mask(ev, ("runtime",))
-    copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), name_match(ev["name"], PAGEABLE_DTOH)))
-    pageable = pc.drop_null(copies["correlation"]).combine_chunks() if copies.num_rows else pa.array([], pa.int64())
-    blocking = pc.or_(name_match(ev["name"], SYNC_CALLS),
-                      pc.and_(name_match(ev["name"], ASYNC_COPY),
-                              pc.fill_null(pc.is_in(ev["correlation"], value_set=pageable), False)))
-    call_rows = _rows(pc.and_(runtime, blocking))
-    records = _rows(kind_mask(ev, ("sync",)))
-    rec = ev.take(records)
-    # the device each runtime call waited for, from its sync record (same correlation id)
-    rec_device = {c: d for c, d in zip(rec["correlation"].to_pylist(), rec["device"].to_pylist())
-                  if c is not None and d is not None and d >= 0}
-    # records without a runtime call in the trace stand for the call when they are blocking kinds
-    runtime_corr = pc.drop_null(ev.filter(runtime)["correlation"]).combine_chunks()
-    orphan = pc.and_(name_match(rec["name"], BLOCKING_RECORD),
-                     pc.invert(pc.fill_null(pc.is_in(rec["correlation"], value_set=runtime_corr), False)))
-    orphans = pc.filter(records, orphan)
-    # an orphan's host side: the cpu_op with its external id (how Kineto links them)
-    ops = ev.filter(kind_mask(ev, ("cpu_op",)))
-    op_rows = _rows(kind_mask(ev, ("cpu_op",)))
-    host_of = dict(zip(ops["external_id"].to_pylist(), op_rows.to_pylist()))
-    step_spans = list(zip(ctx.trace.steps["step"].to_pylist(), ctx.trace.steps["ts_ns"].to_pylist(),
-                          ctx.trace.steps["dur_ns"].to_pylist()))
-
-    calls: list[Sync] = []
-    starts: list[int | None] = call_rows.to_pylist()  # the host row each one's ops are found from
-    where: list[tuple[int | None, str | None, str | None]] = []  # (ts, pid, tid) for the Python frame
-    for r in ev.take(call_rows).to_pylist():
-        calls.append(Sync(r["name"], r["ts_ns"], r["dur_ns"], r["step"], rec_device.get(r["correlation"])))
-        where.append((r["ts_ns"], r["pid"], r["tid"]))
-    for r in ev.take(orphans).to_pylist():
-        host = host_of.get(r["external_id"]) if r["external_id"] is not None else None
-        step = next((n for n, s, d in step_spans if s <= r["ts_ns"] < s + d), None)
-        device = r["device"] if r["device"] is not None and r["device"] >= 0 else None
-        calls.append(Sync(f"{r['name']} (record; no runtime call in the trace)", r["ts_ns"], r["dur_ns"], step,
-                          device))
-        starts.append(host)
-        if host is None:
-            where.append((None, None, None))
-        else:
-            h = ev.slice(host, 1).to_pylist()[0]
-            where.append((r["ts_ns"], h["pid"], h["tid"]))
-    chains = _op_chains(ctx, starts)
-    frames = _python_frames(ctx, where)
-    for c, chain, frame in zip(calls, chains, frames):
-        c.op, c.python = chain, frame
-    keep = [c for c in calls if c.step is not None or not ctx.has_steps]
-    return sorted(keep, key=lambda c: c.ts)
-
-
 def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.gpu is None:
         raise NotApplicable("no GPU activity in this trace")
-    calls = sync_calls(ctx)
+    calls = ctx.sync_calls
     if not calls:
         return []
     busy, blocked = _busy(ctx), _blocked(ctx)
@@ -248,20 +169,8 @@ def _idle_after(starts: list[int], ends: list[int], t: int, limit: int | None) -
 
 
 def _blocked(ctx: AdviceContext) -> dict[int, tuple[list[int], list[int]]]:
-    """Per device, when it could not have taken new work from the host: busy, or holding launched work that had
-    not started yet (waiting on something else: another stream, an event, work the trace does not show)."""
-    b = ctx.gpu.device_busy
-    t = ctx.gpu.work.table
-    pending = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
-    w0, w1 = ctx.gpu.work.window_start, ctx.gpu.work.window_end
-    group = pa.concat_arrays([b["group"].combine_chunks().cast(pa.int64()),
-                              pending["device"].combine_chunks().cast(pa.int64())])
-    start = pa.concat_arrays([b["start"].combine_chunks(),
-                              pc.max_element_wise(pending["launch"].combine_chunks(), w0)])
-    end = pa.concat_arrays([b["end"].combine_chunks(),
-                            pc.min_element_wise(pending["raw_start"].combine_chunks(), w1)])
-    keep = pc.greater(end, start)
-    return _per_group(merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep)))
+    """Per device, when it could not have taken new work from the host (see :meth:`GpuAnalysis.blocked`)."""
+    return _per_group(ctx.gpu.blocked())
 
 
 def _free(starts: list[int], ends: list[int], a: int, b: int) -> list[tuple[int, int]]:
@@ -284,63 +193,6 @@ def _sync_idle(ctx: AdviceContext, device: int | None) -> int:
     rows = idle.filter(pc.and_(pc.equal(idle["device"], device if device is not None else -1),
                                pc.equal(idle["cause"], "sync")))
     return sum(rows["idle_ns"].to_pylist())
-
-
-# --- who made the call -------------------------------------------------------------------------------------
-
-def _rows(mask) -> pa.Array:
-    mask = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
-    return pc.cast(pc.indices_nonzero(mask), pa.int64())
-
-
-def _op_chains(ctx: AdviceContext, starts: list[int | None]) -> list[str | None]:
-    """For each start row (a runtime call, or an op), the cpu_ops around it from the outermost to the innermost,
-    as "outer > ... > inner" (at most the outermost two and the innermost two); None without ops."""
-    events = ctx.trace.select(["kind", "parent", "name"])
-    known = [i for i, s in enumerate(starts) if s is not None]
-    chains: list[list[str]] = [[] for _ in starts]
-    if known:
-        index, found = op_ancestors(events, pa.array([starts[i] for i in known], pa.int64()), ("cpu_op",))
-        names = pc.take(events["name"], found).cast(pa.string()).to_pylist() if len(found) else []
-        for i, name in zip(index.to_pylist(), names):  # innermost first
-            chains[known[i]].append(name)
-    out = []
-    for chain in chains:
-        chain = chain[::-1]
-        if len(chain) > 4:
-            chain = chain[:2] + ["..."] + chain[-2:]
-        out.append(" > ".join(chain) if chain else None)
-    return out
-
-
-def _python_frames(ctx: AdviceContext, where: list[tuple[int | None, str | None, str | None]]) -> list[str | None]:
-    """The innermost Python frame of the user's code (not a built-in, not torch's own files) running on each
-    call's thread when it began; the innermost frame of any kind when there is none; None without stacks."""
-    from opscope.analyses.views import innermost_enclosing, local_index, thread_keys, vocabulary
-
-    events = ctx.trace.select(["kind", "ts_ns", "dur_ns", "pid", "tid", "parent", "name"])
-    layer = kind_mask(events, ("python",))
-    py = events.filter(layer)
-    known = [i for i, w in enumerate(where) if w[0] is not None]
-    out: list[str | None] = [None] * len(where)
-    if py.num_rows == 0 or not known:
-        return out
-    pid = pa.array([where[i][1] for i in known], pa.string())
-    tid = pa.array([where[i][2] for i in known], pa.string())
-    pid_vocab, tid_vocab = vocabulary(py["pid"], pid), vocabulary(py["tid"], tid)
-    names = py["name"].combine_chunks().cast(pa.string())
-    user = pa.array([not _INTERNAL_FRAME.search(n or "") for n in names.to_pylist()], pa.bool_())
-    spans = pa.table({"thread": thread_keys(py["pid"], py["tid"], pid_vocab, tid_vocab), "ts": py["ts_ns"],
-                      "end": pc.add(py["ts_ns"], py["dur_ns"]),
-                      "parent": pc.take(local_index(layer), pc.cast(py["parent"].combine_chunks(), pa.int64()))})
-    queries = pa.table({"thread": thread_keys(pid, tid, pid_vocab, tid_vocab),
-                        "ts": pa.array([where[i][0] for i in known], pa.int64())})
-    mine = innermost_enclosing(spans.append_column("accept", user), queries)
-    any_frame = innermost_enclosing(spans, queries)
-    chosen = pc.coalesce(mine, any_frame)
-    for i, name in zip(known, pc.take(names, chosen).to_pylist()):
-        out[i] = name
-    return out
 
 
 RULE = Rule(

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.idle import name_match
+from opscope.analyses.arrays import name_match
 from opscope.analyses.intervals import clip, union_ns
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns

@@ -1,4 +1,4 @@
-"""Device event -> runtime launch -> CPU operator links.
+"""Device event -> runtime launch -> CPU operator links (kernel -> launch -> op).
 
 A kernel (memcpy, memset, collective) is linked to the runtime call that launched it through its
 correlation id; a CUDA/HIP graph launch has one correlation id for all the kernels it runs, so they all
@@ -15,12 +15,10 @@ the work), the outermost one (the top-level op the user called) and the innermos
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange
+from opscope.analyses.arrays import arange, combined, name_match, rows_where, scatter
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -56,7 +54,7 @@ def link_table(trace: Trace) -> pa.Table:
     annotation other than ``ProfilerStep#N``. Nulls where there is no such event or no link.
     ``link_inferred`` is true where the launch was paired by order, not by correlation id.
     """
-    links = _links(trace)
+    links = device_links(trace)
     events = trace.select(["name"])
     names = events["name"]
     return pa.table({
@@ -70,10 +68,10 @@ def link_table(trace: Trace) -> pa.Table:
     }, schema=LINK_SCHEMA)
 
 
-def _links(trace: Trace) -> dict[str, pa.Array]:
+def device_links(trace: Trace) -> dict[str, pa.Array]:
     """The link rows as arrays: device_row, launch_row, op_row, top_row, annotation_row, link_inferred."""
     events = trace.select(_COLUMNS)
-    device_rows = _rows(kind_mask(events, LINKED_KINDS))
+    device_rows = rows_where(kind_mask(events, LINKED_KINDS))
     launch, inferred = launch_rows(events, device_rows)
     op_row, top_row, annotation_row = climb(events, launch)
     return {"device_row": device_rows, "launch_row": launch, "op_row": op_row, "top_row": top_row,
@@ -82,12 +80,12 @@ def _links(trace: Trace) -> dict[str, pa.Array]:
 
 def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.Array]:
     """The launch row of each device row (null where none) and whether it was inferred by order."""
-    runtime = _rows(kind_mask(events, ("runtime",)))
+    runtime = rows_where(kind_mask(events, ("runtime",)))
     correlation = events["correlation"]
-    runtime_corr = _one(pc.take(correlation, runtime))
+    runtime_corr = combined(pc.take(correlation, runtime))
     has_corr = pc.is_valid(runtime_corr)
     keyed_runtime = pc.filter(runtime, has_corr)
-    device_corr = _one(pc.take(correlation, device_rows))
+    device_corr = combined(pc.take(correlation, device_rows))
     where = pc.index_in(device_corr, value_set=pc.filter(runtime_corr, has_corr))
     launch = pc.take(keyed_runtime, where)
     inferred = pa.nulls(len(device_rows), pa.bool_()).fill_null(False)
@@ -98,21 +96,21 @@ def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.A
         paired_devices, paired_launches = _pair_by_order(events, orphan_devices, orphan_launches)
         if len(paired_devices):
             position = pc.index_in(paired_devices, value_set=device_rows)
-            by_order = _scatter(len(device_rows), position, paired_launches)
+            by_order = scatter(len(device_rows), position, paired_launches)
             inferred = pc.and_(pc.is_null(launch), pc.is_valid(by_order))
             launch = pc.coalesce(launch, by_order)
-    return _one(launch), _one(inferred)
+    return combined(launch), combined(inferred)
 
 
 def _pair_by_order(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.Array, pa.Array]:
     """First-in first-out pairs (device row, launch row) of each kind of work and each queue."""
     kinds = pc.take(events["kind"], devices).cast(pa.string())
-    device_class = pc.fill_null(_one(pc.replace_substring_regex(
-        _one(kinds), r"^comm$", "kernel")), "")
-    launch_names = _one(pc.take(events["name"], launches).cast(pa.string()))
+    device_class = pc.fill_null(combined(pc.replace_substring_regex(
+        combined(kinds), r"^comm$", "kernel")), "")
+    launch_names = pc.take(events["name"], launches)
     out_devices, out_launches = [], []
     for work, pattern in LAUNCH_NAMES.items():
-        these_launches = pc.filter(launches, pc.fill_null(pc.match_substring_regex(launch_names, pattern), False))
+        these_launches = pc.filter(launches, combined(name_match(launch_names, pattern)))
         these_devices = pc.filter(devices, pc.equal(device_class, work))
         if not len(these_launches) or not len(these_devices):
             continue
@@ -130,9 +128,9 @@ def _queues(events: pa.Table, devices: pa.Array, launches: pa.Array):
     """Split into the queues that keep launch order: per (device, stream) when every launch names its
     stream, per device when every launch names its device, else one queue."""
     for columns in (("device", "stream"), ("device",)):
-        launch_keys = [_one(pc.take(events[c], launches)) for c in columns]
+        launch_keys = [combined(pc.take(events[c], launches)) for c in columns]
         if all(k.null_count == 0 for k in launch_keys):
-            device_keys = [_one(pc.take(events[c], devices)) for c in columns]
+            device_keys = [combined(pc.take(events[c], devices)) for c in columns]
             launch_key, device_key = _combine(launch_keys), _combine(device_keys)
             for key in pc.unique(launch_key).to_pylist():
                 yield (pc.filter(devices, pc.fill_null(pc.equal(device_key, key), False)),
@@ -160,7 +158,7 @@ def _fifo(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.A
         return empty, empty
     ts = events["ts_ns"]
     merged = pa.table({
-        "ts": pa.concat_arrays([_one(pc.take(ts, launches)), _one(pc.take(ts, devices))]),
+        "ts": pa.concat_arrays([combined(pc.take(ts, launches)), combined(pc.take(ts, devices))]),
         "order": pa.concat_arrays([pa.repeat(pa.scalar(0, pa.int8()), len(launches)),
                                    pa.repeat(pa.scalar(1, pa.int8()), len(devices))]),
         "row": pa.concat_arrays([launches, devices]),
@@ -170,9 +168,9 @@ def _fifo(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.A
     step = pc.if_else(is_device, -1, 1)
     running = pc.cumulative_sum(pc.cast(step, pa.int64()))
     unmatched = pc.negate(pc.min_element_wise(pc.cumulative_min(running), 0))  # device events without a launch
-    previous = pa.concat_arrays([pa.array([0], pa.int64()), _one(unmatched).slice(0, len(unmatched) - 1)])
+    previous = pa.concat_arrays([pa.array([0], pa.int64()), combined(unmatched).slice(0, len(unmatched) - 1)])
     found = pc.and_(is_device, pc.equal(unmatched, previous))
-    device_rows = _one(pc.filter(merged["row"], found))
+    device_rows = combined(pc.filter(merged["row"], found))
     n = min(len(device_rows), len(launches))
     return device_rows.slice(0, n), launches.slice(0, n)
 
@@ -180,10 +178,10 @@ def _fifo(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.A
 def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Innermost ``cpu_op``, outermost ``cpu_op`` and innermost annotation (not ``ProfilerStep#``) above
     each launch row (rows; null where none)."""
-    parents = _one(events["parent"])
-    is_op = _one(kind_mask(events, ("cpu_op",)))
-    is_annotation = pc.and_(_one(kind_mask(events, ("user_annotation",))),
-                            pc.invert(_dictionary_match(events["name"], _STEP_ANNOTATION)))
+    parents = combined(events["parent"])
+    is_op = combined(kind_mask(events, ("cpu_op",)))
+    is_annotation = pc.and_(combined(kind_mask(events, ("user_annotation",))),
+                            pc.invert(combined(name_match(events["name"], _STEP_ANNOTATION))))
     null = pa.nulls(len(launch), pa.int64())
     op, top, annotation = null, null, null
     current = pc.take(parents, launch)
@@ -202,8 +200,8 @@ def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Ar
 def op_ancestors(events: pa.Table, launch: pa.Array, kinds=("cpu_op",)) -> tuple[pa.Array, pa.Array]:
     """Every event of these kinds around each launch (the launch itself for ``runtime``): pairs
     (index into ``launch``, event row), innermost first."""
-    parents = _one(events["parent"])
-    is_op = _one(kind_mask(events, tuple(kinds)))
+    parents = combined(events["parent"])
+    is_op = combined(kind_mask(events, tuple(kinds)))
     index = arange(len(launch))
     current = launch
     keep = pc.is_valid(current)
@@ -227,44 +225,15 @@ def op_ancestors(events: pa.Table, launch: pa.Array, kinds=("cpu_op",)) -> tuple
 def launching_op(trace: Trace, device_rows: pa.Table) -> pa.Array:
     """For each row of ``device_rows`` (a selection of device events with their ``event_id``), the name
     of the innermost ``cpu_op`` that launched it; null where the trace has no such link."""
-    links = _links(trace)
+    links = device_links(trace)
     where = pc.index_in(device_rows["event_id"], value_set=links["device_row"])
     return _names_at(trace.select(["name"])["name"], pc.take(links["op_row"], where))
 
 
 # --- helpers -----------------------------------------------------------------------------------------
 
-def _rows(mask: pa.ChunkedArray | pa.Array) -> pa.Array:
-    return pc.cast(pc.indices_nonzero(_one(mask)), pa.int64())
-
-
-def _one(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
-    return values
-
-
 def _names_at(names: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
     """The names at these rows as plain strings (null rows stay null)."""
     if not len(rows):
         return pa.array([], pa.string())
-    return _one(pc.take(names, rows)).cast(pa.string())
-
-
-def _dictionary_match(column: pa.ChunkedArray, pattern: str) -> pa.Array:
-    """Regex match of a dictionary-encoded string column, computed once per distinct value."""
-    re.compile(pattern)
-    chunks = []
-    for chunk in column.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            hit = pc.match_substring_regex(chunk.dictionary, pattern)
-            chunks.append(pc.fill_null(pc.take(hit, chunk.indices), False))
-        else:
-            chunks.append(pc.fill_null(pc.match_substring_regex(chunk, pattern), False))
-    return _one(pa.chunked_array(chunks, pa.bool_()))
-
-
-def _scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
-    """An array of ``n`` nulls with ``values`` put at ``positions``."""
-    order = pc.index_in(arange(n), value_set=pc.cast(positions, pa.int64()))
-    return pc.take(values, order)
+    return combined(pc.take(names, rows)).cast(pa.string())

@@ -1,7 +1,8 @@
-"""Regenerate ``data/python_api.json``: which Python function runs each ``aten::`` op (and TF's op list).
+"""Regenerate opscope's ``python_api.json``: which Python function runs each ``aten::`` op (and TF's op list).
 
-Run ``python -m opscope.analyses.gen_python_api`` where torch (and, optionally, tensorflow) is
-installed. The table is derived from torch's own metadata, so that ``opscope ops`` can name the
+Run ``python tools/gen_python_api.py`` from the repository root where torch (and, optionally, tensorflow)
+is installed; it writes ``src/opscope/analyses/data/python_api.json`` (an offline tool, not part of the
+package). The table is derived from torch's own metadata, so that ``opscope ops`` can name the
 Python API without torch installed:
 
 * the op names come from torch's registered schemas (``torch._C._jit_get_all_schemas()``);
@@ -18,8 +19,8 @@ With tensorflow installed, the names of ``tf.raw_ops`` are stored too (TensorFlo
 ops that have one, the public function (see :func:`tf_table`). torch and tensorflow need not be in the
 same environment: each run keeps the other framework's part of the existing file, e.g.::
 
-    python -m opscope.analyses.gen_python_api                       # in a venv with torch
-    PYTHONPATH=src /path/to/tf-venv/bin/python -m opscope.analyses.gen_python_api
+    python tools/gen_python_api.py                       # in a venv with torch
+    /path/to/tf-venv/bin/python tools/gen_python_api.py
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import re
 import sys
 from pathlib import Path
 
-OUTPUT = Path(__file__).with_name("data") / "python_api.json"
+OUTPUT = Path(__file__).resolve().parent.parent / "src" / "opscope" / "analyses" / "data" / "python_api.json"
 _CALL = re.compile(r"(?:torch\._C\._nn|_VF|torch\._C\._VariableFunctions|torch)\.(\w+)\(")
 _SUBMODULES = (("linalg_", "linalg"), ("special_", "special"), ("fft_", "fft"))
 
@@ -183,7 +184,7 @@ def generate(previous: dict | None = None) -> dict:
         tf_version = previous.get("tensorflow_version")
         raw_ops, tf_public = previous.get("tf_raw_ops", []), previous.get("tf", {})
     return {
-        "generated_by": "python -m opscope.analyses.gen_python_api",
+        "generated_by": "python tools/gen_python_api.py",
         "torch_version": torch_version,
         "tensorflow_version": tf_version,
         "aten": aten,
