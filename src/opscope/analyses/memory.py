@@ -29,7 +29,6 @@ BEFORE_TRACE = "(allocated before the trace)"
 BEFORE_WINDOW = "(allocated before these steps)"
 NO_RECORDS = ("no memory records in this trace: record with torch.profiler.profile(profile_memory=True) "
               "(opscope record does by default)")
-_SPARK = "▁▂▃▄▅▆▇█"
 
 
 def device_label(device_type: int | None, device_id: int | None) -> str:
@@ -352,14 +351,6 @@ def _bucket_max(t: pa.Table, column: str, start: int, span: int, buckets: int) -
         if b in last:
             level = last[b]
     return out
-
-
-def sparkline(values: list[int | None], peak: int | None) -> str:
-    """One block character per value, scaled to ``peak``."""
-    if not peak or peak <= 0:
-        return ""
-    return "".join(" " if v is None else _SPARK[min(len(_SPARK) - 1, max(0, v * len(_SPARK) // (peak + 1)))]
-                   for v in values)
 
 
 def counter_table(trace: Trace) -> pa.Table:
