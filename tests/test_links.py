@@ -11,6 +11,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from conftest import shared_trace
+from support import make_trace, row
 from tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses.links import launch_rows, link_table
@@ -189,16 +190,16 @@ def test_ops_gpu_by_hand(tmp_path):
     assert by_shape == {"[[8,3,32,32],[16,3,3,3]]": 200 * US, "[[8,3,64,64],[16,3,3,3]]": 60 * US}
 
 
-def test_ops_gpu_counts_a_kernel_once_per_op_when_ops_of_a_name_nest(tmp_path):
+def test_ops_gpu_counts_a_kernel_once_per_op_when_ops_of_a_name_nest():
     events = [
-        x("aten::to", 0, 100), x("aten::_to_copy", 5, 90), x("aten::to", 10, 40), x("aten::empty", 60, 5),
-        x("cudaMemcpyAsync", 20, 5, cat="cuda_runtime", correlation=9),
-        x("cudaLaunchKernel", 70, 5, cat="cuda_runtime", correlation=10),
-        x("Memcpy HtoD (Pageable -> Device)", 30, 30, cat="gpu_memcpy", pid=0, tid=7, device=0, stream=7,
-          correlation=9),
-        x("copy_kernel", 80, 10, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=10),
+        row("cpu_op", "aten::to", 0, 100), row("cpu_op", "aten::_to_copy", 5, 90), row("cpu_op", "aten::to", 10, 40),
+        row("cpu_op", "aten::empty", 60, 5),
+        row("runtime", "cudaMemcpyAsync", 20, 5, correlation=9),
+        row("runtime", "cudaLaunchKernel", 70, 5, correlation=10),
+        row("memcpy", "Memcpy HtoD (Pageable -> Device)", 30, 30, pid=0, tid=7, device=0, stream=7, correlation=9),
+        row("kernel", "copy_kernel", 80, 10, pid=0, tid=7, device=0, stream=7, correlation=10),
     ]
-    trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    trace = make_trace(events)
     rows = {r["name"]: r for r in gpu_op_table(trace).to_pylist()}
     # Both device events lie under the outer aten::to; the memcpy under the inner one as well: once each.
     assert (rows["aten::to"]["calls"], rows["aten::to"]["cpu_ns"]) == (2, 140 * US)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import shared_trace
+from support import make_trace, row
 from tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses import views
@@ -24,6 +25,11 @@ US = 1000
 
 def py(name: str, ts: float, dur: float, tid=1) -> dict:
     return x(name, ts, dur, cat="python_function", tid=tid)
+
+
+def frame(name: str, ts: float, dur: float) -> dict:
+    """A Python frame as a model row (times in us), for traces built in memory."""
+    return row("python", name, ts, dur)
 
 
 def hand_trace() -> list[dict]:
@@ -133,20 +139,19 @@ def test_code_tree_and_flat_by_hand(hand):
     assert kept["train.py:10 <module>;model.py:5 forward"]["self_ns"] == 550 * US
 
 
-def test_scope_falls_back_on_forward_frames(tmp_path):
+def test_scope_falls_back_on_forward_frames():
     """Older torch wrote no nn.Module events: the frames of forward methods stand for the modules."""
-    events = [py("train.py(3): <module>", 0, 100), py("torch/nn/modules/module.py(1102): _call_impl", 5, 90),
-              py("net.py(7): forward", 6, 88), py("torch/nn/modules/conv.py(446): forward", 10, 40),
-              x("aten::conv2d", 12, 30), x("aten::relu", 60, 10)]
-    rows = rows_by(views.tree_table(views.module_tree(
-        open_trace(write_trace(tmp_path / "old.json", events), use_cache=False))), "path")
+    events = [frame("train.py(3): <module>", 0, 100), frame("torch/nn/modules/module.py(1102): _call_impl", 5, 90),
+              frame("net.py(7): forward", 6, 88), frame("torch/nn/modules/conv.py(446): forward", 10, 40),
+              row("cpu_op", "aten::conv2d", 12, 30), row("cpu_op", "aten::relu", 60, 10)]
+    rows = rows_by(views.tree_table(views.module_tree(make_trace(events))), "path")
     assert rows["net.py:7 forward"]["total_ns"] == 40 * US and rows["net.py:7 forward"]["self_ns"] == 10 * US
     assert rows["net.py:7 forward/torch/nn/modules/conv.py:446 forward"]["total_ns"] == 30 * US
 
 
-def test_recursive_frame_counts_once_per_stack(tmp_path):
-    events = [py("f.py(1): rec", 0, 100), py("f.py(1): rec", 10, 80), x("aten::mul", 20, 60)]
-    tree = views.code_tree(open_trace(write_trace(tmp_path / "rec.json", events), use_cache=False))
+def test_recursive_frame_counts_once_per_stack():
+    events = [frame("f.py(1): rec", 0, 100), frame("f.py(1): rec", 10, 80), row("cpu_op", "aten::mul", 20, 60)]
+    tree = views.code_tree(make_trace(events))
     flat = rows_by(views.flat_table(tree), "frame")["f.py:1 rec"]
     assert (flat["calls"], flat["total_ns"], flat["self_ns"], flat["wall_ns"]) == (2, 60 * US, 60 * US, 100 * US)
     paths = rows_by(views.tree_table(tree), "path")

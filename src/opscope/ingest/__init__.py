@@ -1,4 +1,4 @@
-"""Readers: one module per source format, each with ``sniff(path, head)`` and ``read(path, progress)``.
+"""Readers: turn a trace file into the model, one reader per source format (see :mod:`.registry`).
 
 :func:`open_trace` picks the reader by content, runs it, completes the model (nesting, steps) and
 keeps a Parquet cache so that the next open of the same file is fast.
@@ -6,52 +6,19 @@ keeps a Parquet cache so that the next open of the same file is fast.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from opscope.errors import TraceError
-from opscope.ingest.source import ByteSource, check_readable
+from opscope.ingest.registry import READERS, Progress, Reader, UnknownReader, pick_reader, read_head, reader_named
+from opscope.ingest.source import check_readable
 from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.trace import Trace
 from opscope.sysmem import release_free_memory
 
-#: Reader modules in the order they are asked; the first whose ``sniff`` says yes reads the file.
-#: Imported only when a file is parsed: a cached open needs none of them.
-READERS = ("opscope.ingest.chrome_json",)
-_HEAD = 64 << 10
-
-Progress = Callable[[int, int], None]
-
-
-def read_head(path: Path) -> bytes:
-    """The first 64 KiB of the file's content (decompressed if gzip)."""
-    source = ByteSource(path, block_size=_HEAD)
-    blocks = source.blocks()
-    try:
-        head = next(blocks, b"")
-    finally:
-        blocks.close()
-    if not head and source.compressed and source.truncated:
-        raise TraceError(path, "gzip stream ends before any data", "the file is truncated")
-    return head[:_HEAD]
-
-
-def pick_reader(path: Path):
-    head = read_head(path)
-    if not head.strip():
-        raise TraceError(path, "holds no data (only whitespace or an empty gzip stream)")
-    for name in READERS:
-        reader = importlib.import_module(name)
-        if reader.sniff(path, head):
-            return reader
-    if head.lstrip()[:1] in (b"{", b"["):
-        # JSON of some other shape: the reader says precisely what is missing
-        return importlib.import_module("opscope.ingest.chrome_json")
-    raise TraceError(path, "is not a trace format opscope reads",
-                     "expected PyTorch/Kineto or Chrome trace JSON (.json or .json.gz)")
+__all__ = ["READERS", "Progress", "Reader", "UnknownReader", "open_trace", "pick_reader", "read_head",
+           "reader_named"]
 
 
 def open_trace(

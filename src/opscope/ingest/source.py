@@ -6,7 +6,6 @@ reported through ``truncated`` so the reader can keep what came before.
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,8 +134,3 @@ def _inflate_until_error(decomp, raw: bytes) -> bytes:
             continue
         i += len(piece)
     return b"".join(out)
-
-
-def file_fingerprint(path: Path) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns

@@ -1,6 +1,6 @@
 """Recover events from a damaged JSON event array, one object at a time.
 
-The slow path behind :mod:`opscope.ingest.json_stream`. It finds each top-level object by a
+The slow path behind :mod:`opscope.ingest.chrome.json_stream`. It finds each top-level object by a
 string-aware bracket scan, decodes it, and when that fails tries the repairs for defects that real
 profilers write: invalid UTF-8, raw control characters and unescaped quotes inside names (Kineto),
 and ``NaN``/``Infinity`` tokens. What cannot be repaired is counted, never guessed.

@@ -7,7 +7,7 @@ decoder. A cut is only a *candidate* (a ``}`` followed by ``,`` or ``]``); it is
 chunk decoding: a cut inside a string or a nested value leaves the chunk unbalanced and it fails.
 
 When the fast path cannot proceed (malformed or truncated input), the rest of the array is handed to
-:mod:`opscope.ingest.salvage`, which recovers every complete, repairable event and counts the rest.
+:mod:`opscope.ingest.chrome.salvage`, which recovers every complete, repairable event and counts the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from opscope.ingest import salvage
+from opscope.ingest.chrome import salvage
 
 _WS = b" \t\r\n"
 _CUT_SEARCH_TRIES = 6

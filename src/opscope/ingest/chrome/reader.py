@@ -1,8 +1,9 @@
-"""Reader for Chrome trace-event JSON: PyTorch/Kineto traces, TF timelines, XProf trace viewer JSON.
+"""Read Chrome trace-event JSON: PyTorch/Kineto traces, TF timelines, XProf trace viewer JSON.
 
 Both document forms are accepted (``{"traceEvents": [...]}`` and a bare array), plain or gzip. Events
-are decoded in chunks into compact structs (msgspec), then appended to typed columns
-(:class:`~opscope.ingest.columns.EventColumns`); the document is never held as Python dicts.
+are decoded in chunks into compact structs (msgspec), then turned into the model's rows
+(:class:`~opscope.ingest.chrome.columns.EventColumns`) for the model's builder; the document is never
+held as Python dicts. Imported only when a file is parsed (see :mod:`opscope.ingest.chrome`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 import msgspec
 
 from opscope.errors import TraceError
-from opscope.ingest.columns import EventColumns, set_exact_times
-from opscope.ingest.json_stream import EventArrayStream, NotAnEventArray
+from opscope.ingest.chrome.columns import EventColumns, set_exact_times
+from opscope.ingest.chrome.json_stream import EventArrayStream, NotAnEventArray
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
+from opscope.model.builder import TraceBuilder, fast_type_inference
 
 FORMAT = "chrome_json"
 
@@ -49,16 +51,6 @@ _decode_exact = msgspec.json.Decoder(list[ExactTimes]).decode
 _decode_exact_one = msgspec.json.Decoder(ExactTimes).decode
 
 
-def sniff(path: Path, head: bytes) -> bool:
-    """True for JSON whose head looks like a Chrome trace (object with traceEvents, or array of events)."""
-    text = head.lstrip(b" \t\r\n\xef\xbb\xbf")
-    if text.startswith(b"{"):
-        return b'"traceEvents"' in head or b'"schemaVersion"' in head
-    if text.startswith(b"["):
-        return b'"ph"' in head or b'"ts"' in head or len(text.strip()) <= 2
-    return False
-
-
 def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
     """Read ``path`` into a Trace. ``progress(done_bytes, total_bytes)`` is called as blocks arrive.
 
@@ -69,7 +61,22 @@ def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
     stream = EventArrayStream(blocks, _decode_batch, _decode_one_exact)
-    columns = EventColumns(keep_args=keep_args)
+    columns = EventColumns(TraceBuilder(str(path), FORMAT), keep_args=keep_args)
+    with fast_type_inference():
+        trace = _read_events(path, source, stream, columns)
+    _add_stream_warnings(trace, stream.report, source)
+    if trace.events.num_rows == 0 and trace.counters.num_rows == 0 and trace.memory.num_rows == 0:
+        if stream.report.truncated or source.truncated:
+            raise TraceError(path, "is truncated before its first complete event",
+                             "nothing could be recovered")
+        if columns.process_names or columns.thread_names or columns.process_labels:
+            raise TraceError(path, 'holds no trace events, only metadata ("ph": "M") events',
+                             "was the profiler stopped before any step ran?")
+        raise TraceError(path, "holds no trace events", "was the profiler stopped before any step ran?")
+    return trace
+
+
+def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, columns: EventColumns) -> Trace:
     try:
         for events, chunk in stream.batches():
             exact = _exact_times(events, chunk)
@@ -82,18 +89,7 @@ def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
                          "opscope reads PyTorch/Kineto and Chrome trace JSON (.json, .json.gz)") from None
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"malformed JSON header ({exc})") from None
-    report = stream.report
-    trace = columns.finish(header=report.header, source=str(path), fmt=FORMAT)
-    _add_stream_warnings(trace, report, source)
-    if trace.events.num_rows == 0 and trace.counters.num_rows == 0 and trace.memory.num_rows == 0:
-        if report.truncated or source.truncated:
-            raise TraceError(path, "is truncated before its first complete event",
-                             "nothing could be recovered")
-        if columns.process_names or columns.thread_names or columns.process_labels:
-            raise TraceError(path, 'holds no trace events, only metadata ("ph": "M") events',
-                             "was the profiler stopped before any step ran?")
-        raise TraceError(path, "holds no trace events", "was the profiler stopped before any step ran?")
-    return trace
+    return columns.finish(stream.report.header)
 
 
 def _reporting(blocks, source: ByteSource, progress):

@@ -1,15 +1,14 @@
-"""Turn decoded trace-event structs into the model's typed Arrow columns, batch by batch.
+"""Turn decoded Chrome trace-event structs into batches of the model's rows, batch by batch.
 
-Shared by every reader of Chrome-style events. Each batch becomes Arrow arrays right away so that the
-Python objects of a batch are freed before the next one is decoded: memory stays near the size of the
-columns, not of the JSON.
+Maps phases and categories to the model (slices, instants, flows, counters, ``[memory]`` records, metadata
+events, B/E pairs) and hands typed columns to the :class:`~opscope.model.builder.TraceBuilder`, which
+makes the tables. Each batch becomes Arrow arrays right away so that the Python objects of a batch are
+freed before the next one is decoded: memory stays near the size of the columns, not of the JSON.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from collections import Counter
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -19,15 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.model import Trace
-from opscope.model.schema import COUNTERS, DERIVED_COLUMNS, EVENTS, FLOWS, MEMORY, STEPS
-
-_dict = pa.dictionary(pa.int32(), pa.string())
-
-# Without python-dateutil installed, every untyped pa.array() call on a list tries `import dateutil`
-# again (Python does not remember failed imports): ~40 us per call, thousands of calls per trace.
-# Recording the module as absent makes that failure immediate; nothing changes where it is installed.
-if "dateutil" not in sys.modules and importlib.util.find_spec("dateutil") is None:
-    sys.modules["dateutil"] = None  # type: ignore[assignment]
+from opscope.model.builder import TraceBuilder, as_int, id_array, int_array, safe_str, str_array
+from opscope.model.schema import COUNTERS
 
 
 class ArgsView(msgspec.Struct, gc=False):
@@ -83,7 +75,7 @@ CATEGORY_KINDS: dict[str, str] = {
     "overhead": "overhead",
     "cpu_instant_event": "marker",
 }
-_GPU_KIND_ARRAY = pa.array(["kernel", "memcpy", "memset", "sync", "gpu_annotation"])
+_GPU_KIND_ARRAY = pa.array(["kernel", "memcpy", "memset", "sync", "gpu_annotation"], pa.string())
 _FLOAT_EXACT_LIMIT_US = float(2 ** 42)
 #: Put in an event's ``s`` slot once its ts/dur hold exact ns; no JSON value can be this object.
 EXACT_NS = object()
@@ -118,16 +110,6 @@ def to_ns(v: Any) -> int | None:
         return round(v * 1000)
     if c is str:
         return text_to_ns(v)
-    return None
-
-
-def _as_int(v: Any) -> int | None:
-    if v.__class__ is int:
-        return v if -_INT64_MAX <= v <= _INT64_MAX else None
-    if v.__class__ is float and v == v and abs(v) < 9e18 and v == int(v):
-        return int(v)
-    if v.__class__ is str and v.strip().lstrip("-").isdigit():
-        return _as_int(int(v))
     return None
 
 
@@ -212,54 +194,12 @@ def _raw_array_counted(raws: list) -> tuple[pa.Array, int]:
     return text, invalid
 
 
-def _id_array(values: list) -> pa.Array:
-    """pid/tid values (ints or strings) -> dictionary-encoded strings."""
-    try:
-        arr = pa.array(values, pa.int64()).cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        arr = pa.array([None if v is None else _safe_str(v) for v in values], pa.string())
-    return pc.fill_null(arr, "").dictionary_encode()
-
-
-def _int_array(values: list) -> pa.Array:
-    """Values that should be integers -> int64 (null where absent, fractional or out of range).
-
-    Type inference first: ``pa.array(floats, pa.int64())`` would silently truncate 6.72 to 6.
-    """
-    try:
-        arr = pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        arr = None
-    if arr is not None and (pa.types.is_integer(arr.type) or pa.types.is_null(arr.type)):
-        return arr.cast(pa.int64())
-    return pa.array([_as_int(v) for v in values], pa.int64())
-
-
-def _str_array(values: list, dictionary: bool = True) -> pa.Array:
-    try:
-        arr = pa.array(values, pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, UnicodeError):
-        arr = pa.array([None if v is None else _safe_str(v) for v in values], pa.string())
-    return arr.dictionary_encode() if dictionary else arr
-
-
-def _safe_str(v: Any) -> str:
-    if isinstance(v, str):
-        return v.encode("utf-8", "replace").decode("utf-8")
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    return str(v)
-
-
 class EventColumns:
-    """Accumulates events into per-table Arrow record batches."""
+    """Turns batches of decoded events into the model's rows, handed to ``builder`` as typed columns."""
 
-    def __init__(self, keep_args: bool = True) -> None:
+    def __init__(self, builder: TraceBuilder, keep_args: bool = True) -> None:
+        self.builder = builder
         self.keep_args = keep_args
-        self._event_batches: list[pa.RecordBatch] = []
-        self._args_batches: list[pa.RecordBatch] = []
-        self._flow_batches: list[pa.RecordBatch] = []
-        self._memory_batches: list[pa.RecordBatch] = []
         self._counters: dict[str, list] = {k: [] for k in COUNTERS.names}
         self._open_begins: dict[tuple, list] = {}
         self._kind_cache: dict[Any, str] = {}
@@ -269,9 +209,7 @@ class EventColumns:
         self.process_labels: dict[str, str] = {}
         self.unknown_categories: Counter = Counter()
         self.unknown_phases: Counter = Counter()
-        self.bad_time: int = 0
         self.invalid_utf8_args: int = 0
-        self.n_events = 0
 
     # -- helpers ------------------------------------------------------------
     def _kind(self, cat: Any) -> str:
@@ -286,10 +224,10 @@ class EventColumns:
 
     def _id(self, v: Any) -> str:
         if v.__class__ is list or v.__class__ is dict:
-            return _safe_str(v)  # an odd writer's pid/tid: usable as text, not as a cache key
+            return safe_str(v)  # an odd writer's pid/tid: usable as text, not as a cache key
         s = self._id_cache.get(v)
         if s is None:
-            s = self._id_cache[v] = _safe_str(v) if v is not None else ""
+            s = self._id_cache[v] = safe_str(v) if v is not None else ""
         return s
 
     def _args(self, raws: list) -> list:
@@ -343,7 +281,7 @@ class EventColumns:
                 if done is not None:
                     extra.append(done)
             else:
-                self.unknown_phases[_safe_str(ph)] += 1
+                self.unknown_phases[safe_str(ph)] += 1
         if extra:
             slices.extend(extra)
         if slices or markers:
@@ -361,7 +299,7 @@ class EventColumns:
             for item in counts:
                 code = item["values"]
                 if code is not None and kinds[code] == "other":
-                    self.unknown_categories[_safe_str(values[code])] += item["counts"]
+                    self.unknown_categories[safe_str(values[code])] += item["counts"]
         all_kinds = pa.array(kinds + [null_kind, "marker"], pa.string())
         idx = pc.fill_null(codes, len(kinds))
         if n_slices < n:
@@ -401,7 +339,7 @@ class EventColumns:
         exact_mode = any(e.s is EXACT_NS for e in slices)
         n = len(slices)
         cats = [e.cat for e in slices]
-        cat_arr = _str_array(cats)
+        cat_arr = str_array(cats)
         kind_arr = self._kinds_of(cat_arr, n - len(markers), n)
         if exact_mode:
             ts = pa.array([_ns(e, e.ts) for e in slices], pa.int64())
@@ -409,14 +347,11 @@ class EventColumns:
         else:
             ts = self._times([e.ts for e in slices], False)
             dur = self._times([e.dur for e in slices], False)
-        valid = pc.and_(pc.and_(pc.is_valid(ts), pc.is_valid(dur)),
-                        pc.greater_equal(pc.fill_null(dur, -1), 0))
-        n_bad = n - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
         raws = [e.args for e in slices]
         args = [a if a is not None else _EMPTY_ARGS for a in self._args(raws)]
         is_gpu = pc.is_in(kind_arr.dictionary, _GPU_KIND_ARRAY).take(kind_arr.indices)
-        stream = _int_array([a.stream for a in args])
-        device = _int_array([a.device for a in args])
+        stream = int_array([a.stream for a in args])
+        device = int_array([a.device for a in args])
         pids = [e.pid for e in slices]
         tids = [e.tid for e in slices]
         if pc.any(is_gpu).as_py():
@@ -433,77 +368,54 @@ class EventColumns:
         none = pa.nulls(n, pa.int64())
         stream = pc.if_else(is_gpu, stream, none)
         device = pc.if_else(is_gpu, device, none)
-        ext = _int_array([a.external_id if a.external_id is not None else a.external_id_legacy
+        ext = int_array([a.external_id if a.external_id is not None else a.external_id_legacy
                           for a in args])
-        first_id = self.n_events
-        ids = pa.array(range(first_id, first_id + n), pa.int64())
         shapes = pc.replace_substring_regex(_raw_array([a.input_dims for a in args]), r"\s+", "")
         columns = {
             "kind": kind_arr,
-            "name": _str_array([e.name for e in slices]),
+            "name": str_array([e.name for e in slices]),
             "cat": cat_arr,
             "ts_ns": ts,
             "dur_ns": dur,
-            "pid": _id_array(pids),
-            "tid": _id_array(tids),
+            "pid": id_array(pids),
+            "tid": id_array(tids),
             "device": device,
             "stream": stream,
-            "correlation": _int_array([a.correlation for a in args]),
+            "correlation": int_array([a.correlation for a in args]),
             "external_id": ext,
             "shapes": shapes,
             "dtypes": _raw_array([a.input_type for a in args]),
             "strides": _raw_array([a.input_strides for a in args]),
             "concrete_inputs": _raw_array([a.concrete_inputs for a in args]),
-            "event_id": ids,
         }
-        batch = pa.RecordBatch.from_pydict(columns)
-        if n_bad:
-            self.bad_time += n_bad
-            batch = batch.filter(valid)
         # Converted even when not kept: invalid UTF-8 in args is counted (and warned about) either way.
         args_text, invalid_utf8 = _raw_array_counted(raws)
         self.invalid_utf8_args += invalid_utf8
-        if self.keep_args:
-            args_batch = pa.RecordBatch.from_arrays([ids, args_text], names=["event_id", "args"])
-            self._args_batches.append(args_batch.filter(valid) if n_bad else args_batch)
-        self.n_events += n
-        self._event_batches.append(batch)
+        self.builder.add_events(columns, args_text if self.keep_args else None)
 
     def _flow_events(self, flows: list) -> None:
-        batch = {
-            "id": _id_array([e.id for e in flows]).cast(pa.string()),
-            "cat": _str_array([e.cat if isinstance(e.cat, str) else None for e in flows]),
-            "phase": _str_array([e.ph for e in flows]),
+        self.builder.add_flows({
+            "id": id_array([e.id for e in flows]).cast(pa.string()),
+            "cat": str_array([e.cat if isinstance(e.cat, str) else None for e in flows]),
+            "phase": str_array([e.ph for e in flows]),
             "ts_ns": self._ts_array(flows),
-            "pid": _id_array([e.pid for e in flows]),
-            "tid": _id_array([e.tid for e in flows]),
-        }
-        batch = pa.RecordBatch.from_pydict(batch)
-        valid = pc.is_valid(batch["ts_ns"])
-        if not pc.all(valid).as_py():
-            self.bad_time += len(flows) - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
-            batch = batch.filter(valid)
-        self._flow_batches.append(batch)
+            "pid": id_array([e.pid for e in flows]),
+            "tid": id_array([e.tid for e in flows]),
+        })
 
     def _memory_events(self, events: list) -> None:
         args = [a if a is not None else _EMPTY_ARGS for a in self._args([e.args for e in events])]
-        batch = {
+        self.builder.add_memory({
             "ts_ns": self._ts_array(events),
-            "pid": _id_array([e.pid for e in events]),
-            "tid": _id_array([e.tid for e in events]),
-            "device_type": _int_array([a.device_type for a in args]),
-            "device_id": _int_array([a.device_id for a in args]),
-            "addr": _int_array([a.addr for a in args]),
-            "bytes": _int_array([a.bytes for a in args]),
-            "total_allocated": _int_array([a.total_allocated for a in args]),
-            "total_reserved": _int_array([a.total_reserved for a in args]),
-        }
-        batch = pa.RecordBatch.from_pydict(batch)
-        valid = pc.is_valid(batch["ts_ns"])
-        if not pc.all(valid).as_py():
-            self.bad_time += len(events) - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
-            batch = batch.filter(valid)
-        self._memory_batches.append(batch)
+            "pid": id_array([e.pid for e in events]),
+            "tid": id_array([e.tid for e in events]),
+            "device_type": int_array([a.device_type for a in args]),
+            "device_id": int_array([a.device_id for a in args]),
+            "addr": int_array([a.addr for a in args]),
+            "bytes": int_array([a.bytes for a in args]),
+            "total_allocated": int_array([a.total_allocated for a in args]),
+            "total_reserved": int_array([a.total_reserved for a in args]),
+        })
 
     def _begin_end(self, e):
         """Pair 'B'/'E' events per thread; returns the completed slice as an 'X' event, or None."""
@@ -518,7 +430,7 @@ class EventColumns:
         b = stack.pop()
         start, end = _ns(b, b.ts), _ns(e, e.ts)
         if start is None or end is None:
-            self.bad_time += 1
+            self.builder.dropped_times += 1
             return None
         return b.__class__(ph="X", cat=b.cat, name=b.name, pid=b.pid, tid=b.tid, ts=start, dur=end - start,
                            args=b.args, s=EXACT_NS)
@@ -526,66 +438,50 @@ class EventColumns:
     def _metadata_event(self, e) -> None:
         a = self._args([e.args])[0] or _EMPTY_ARGS
         if e.name == "process_name" and a.name is not None:
-            self.process_names[self._id(e.pid)] = _safe_str(a.name)
+            self.process_names[self._id(e.pid)] = safe_str(a.name)
         elif e.name == "thread_name" and a.name is not None:
-            self.thread_names[f"{self._id(e.pid)}/{self._id(e.tid)}"] = _safe_str(a.name)
+            self.thread_names[f"{self._id(e.pid)}/{self._id(e.tid)}"] = safe_str(a.name)
         elif e.name == "process_labels" and a.labels is not None:
-            self.process_labels[self._id(e.pid)] = _safe_str(a.labels)
+            self.process_labels[self._id(e.pid)] = safe_str(a.labels)
 
     def _counter_event(self, e) -> None:
         ts = _ns(e, e.ts)
         values = _decode_json_lenient(e.args) if e.args else {}
         if ts is None or not isinstance(values, dict):
-            self.bad_time += 1
+            self.builder.dropped_times += 1
             return
         c = self._counters
         for series, value in values.items():
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            c["name"].append(_safe_str(e.name))
+            c["name"].append(safe_str(e.name))
             c["series"].append(series)
             c["ts_ns"].append(ts)
             c["pid"].append(self._id(e.pid))
             c["value"].append(float(value))
 
     # -- result -------------------------------------------------------------
-    def finish(self, header: dict, source: str, fmt: str) -> Trace:
-        cols = [n for n in EVENTS.names if n not in DERIVED_COLUMNS]
-        schema = pa.schema([EVENTS.field(n) for n in cols])
-        if self._event_batches:
-            events = pa.Table.from_batches(self._event_batches).cast(schema)
-        else:
-            events = schema.empty_table()
-        self._event_batches = []
-        args_schema = pa.schema([("event_id", pa.int64()), ("args", pa.string())])
-        args = pa.Table.from_batches(self._args_batches, schema=args_schema) if self._args_batches \
-            else args_schema.empty_table()
-        self._args_batches = []
-        trace = Trace(
-            events=events,
-            flows=_concat(self._flow_batches, FLOWS),
-            counters=_table(self._counters, COUNTERS),
-            memory=_concat(self._memory_batches, MEMORY),
-            steps=STEPS.empty_table(),
-            args=args,
-            metadata=_metadata(header, source, fmt),
-        )
-        trace.metadata["process_names"] = self.process_names
-        trace.metadata["thread_names"] = self.thread_names
+    def finish(self, header: dict) -> Trace:
+        """The Trace of every batch added, with the header's metadata and what could not be mapped."""
+        b = self.builder
+        if any(self._counters.values()):
+            b.add_counters(self._counters)
+        self._counters = {k: [] for k in COUNTERS.names}
+        b.metadata.update(header_metadata(header))
+        b.metadata["process_names"] = self.process_names
+        b.metadata["thread_names"] = self.thread_names
         if self.process_labels:
-            trace.metadata["process_labels"] = self.process_labels
-        if self.bad_time:
-            trace.warn("events with missing, negative or non-numeric ts/dur (dropped)", self.bad_time)
+            b.metadata["process_labels"] = self.process_labels
         if self.invalid_utf8_args:
-            trace.warn("events with invalid UTF-8 in their args (replaced with U+FFFD)", self.invalid_utf8_args)
+            b.warn("events with invalid UTF-8 in their args (replaced with U+FFFD)", self.invalid_utf8_args)
         for cat, count in self.unknown_categories.most_common():
-            trace.warn(f"unknown category {cat!r} (kept as kind 'other')", count)
+            b.warn(f"unknown category {cat!r} (kept as kind 'other')", count)
         for ph, count in self.unknown_phases.most_common():
-            trace.warn(f"events of phase {ph!r} not modelled (skipped)", count)
+            b.warn(f"events of phase {ph!r} not modelled (skipped)", count)
         unclosed = sum(len(s) for s in self._open_begins.values())
         if unclosed:
-            trace.warn("'B' events without a matching 'E' (dropped)", unclosed)
-        return trace
+            b.warn("'B' events without a matching 'E' (dropped)", unclosed)
+        return b.finish()
 
 
 def _stream_from_text(tid: Any) -> int | None:
@@ -596,33 +492,13 @@ def _stream_from_text(tid: Any) -> int | None:
     return None
 
 
-def _concat(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
-    if not batches:
-        return schema.empty_table()
-    return pa.Table.from_batches(batches).cast(schema)
-
-
-def _table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
-    arrays = []
-    for f in schema:
-        values = columns[f.name]
-        if pa.types.is_dictionary(f.type):
-            arrays.append(_str_array(values))
-        elif pa.types.is_int64(f.type):
-            arrays.append(_int_array(values))
-        elif pa.types.is_floating(f.type):
-            arrays.append(pa.array(values, f.type))
-        else:
-            arrays.append(_str_array(values, dictionary=False))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _metadata(header: dict, source: str, fmt: str) -> dict:
-    meta: dict[str, Any] = {"source": source, "format": fmt, "warnings": []}
+def header_metadata(header: dict) -> dict:
+    """What the document's top-level keys say: rank, world size, devices, schema version, writing tool."""
+    meta: dict[str, Any] = {}
     dist = header.get("distributedInfo")
     if isinstance(dist, dict):
-        meta["rank"] = _as_int(dist.get("rank")) if dist.get("rank") is not None else None
-        meta["world_size"] = _as_int(dist.get("world_size")) if dist.get("world_size") is not None else None
+        meta["rank"] = as_int(dist.get("rank")) if dist.get("rank") is not None else None
+        meta["world_size"] = as_int(dist.get("world_size")) if dist.get("world_size") is not None else None
         meta["distributed_backend"] = dist.get("backend")
     props = header.get("deviceProperties")
     if isinstance(props, list):
