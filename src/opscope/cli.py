@@ -451,9 +451,9 @@ def model_cmd(
 
 def _need_torch(command: str) -> None:
     try:
-        from opscope.capture.models import _require_torch
+        from opscope.capture import require_torch
 
-        _require_torch()
+        require_torch()
     except ImportError as exc:
         raise UsageError(f"{command} needs PyTorch ({exc})") from None
 

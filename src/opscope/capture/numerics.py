@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from opscope.capture import require_torch
 from opscope.errors import UsageError
 
 DUMP_NAME = "numerics.parquet"
@@ -61,12 +62,6 @@ SCHEMA = pa.schema([
 
 # --- statistics of one tensor (runs inside the dispatch mode, where the mode is off) ---------------
 
-def _torch():
-    from opscope.capture.models import _require_torch
-
-    return _require_torch()
-
-
 def shape_text(shape) -> str:
     """``8x16x32x32``; ``scalar`` for a 0-d tensor."""
     return "x".join(map(str, shape)) if len(shape) else "scalar"
@@ -78,14 +73,14 @@ def _null_stats(empty: bool) -> dict[str, Any]:
 
 
 def _readable(t) -> bool:
-    torch = _torch()
+    torch = require_torch()
     return (t.layout == torch.strided and not t.is_meta and not t.is_quantized and not t.is_nested
             and type(t) in (torch.Tensor, torch.nn.Parameter))
 
 
 def _as_float(t):
     """Floats stay (half/bfloat16/float8 widened to float32), complex -> magnitude, the rest -> float64."""
-    torch = _torch()
+    torch = require_torch()
     if t.is_complex():
         t = t.abs()
     if t.is_floating_point():
@@ -95,7 +90,7 @@ def _as_float(t):
 
 def tensor_stats(t, values: bool = True) -> dict[str, Any]:
     """Summary of a tensor: shape, dtype, numel, finite min/max/mean/std, NaN/Inf counts (+ values)."""
-    torch = _torch()
+    torch = require_torch()
     info: dict[str, Any] = {"shape": shape_text(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
                             "numel": t.numel()}
     if values:
@@ -127,7 +122,7 @@ def tensor_stats(t, values: bool = True) -> dict[str, Any]:
 
 def _finite_stats(flat) -> dict[str, Any]:
     """min/max/mean/std over the finite elements only (tfdbg's convention); None if there are none."""
-    torch = _torch()
+    torch = require_torch()
     finite = flat[torch.isfinite(flat)]
     if finite.numel() == 0:
         return dict.fromkeys(_STATS)
@@ -172,7 +167,7 @@ class NumericsRecorder:
 
     # context manager ------------------------------------------------------------------------------
     def __enter__(self) -> NumericsRecorder:
-        torch = _torch()
+        torch = require_torch()
         from torch.nn.modules import module as nn_module
         from torch.utils.weak import WeakIdKeyDictionary
 
@@ -228,7 +223,7 @@ class NumericsRecorder:
     def _on_op(self, func, args: tuple, kwargs: dict) -> Any:
         from torch.utils._pytree import tree_leaves
 
-        torch = _torch()
+        torch = require_torch()
         index = self._count
         self._count += 1
         op = func._schema.name
@@ -566,7 +561,7 @@ def main(argv: list[str]) -> None:
     program did (also when it crashed: the ops up to the crash are what one wants to see)."""
     dump, max_ops, kind, value, args = Path(argv[0]), int(argv[1]) or None, argv[2], argv[3], argv[4:]
     try:
-        _torch()
+        require_torch()
     except ImportError as exc:
         _fail(str(exc))
     _check_target(kind, value)
