@@ -488,8 +488,9 @@ def numerics_cmd(
     own; with --format json/csv its stdout goes to stderr so that stdout holds only the data. Every
     op is read in full: expect the program to run several times slower.
     """
+    from opscope.analyses.numerics import DUMP_NAME, first_nonfinite, load_dump, sort_rows
     from opscope.capture.launch import parse_command
-    from opscope.capture.numerics import DUMP_NAME, first_nonfinite, fresh_dump_dir, load_dump, run_program, sort_rows
+    from opscope.capture.numerics import fresh_dump_dir, run_program
 
     if not ctx.args:
         raise UsageError("no program given: put it after --, e.g. opscope numerics -- python train.py")
@@ -559,7 +560,8 @@ def numerics_diff_cmd(
     NaN/Inf counts or shapes diverge too. Rows are matched by (index, op, output_index) when both dumps
     hold the same ones, else aligned on the sequence of ops. Exit code 1 when they diverge, 0 when not.
     """
-    from opscope.capture.numerics import diff_dumps, load_dump
+    from opscope.analyses.numerics import load_dump
+    from opscope.diff.numerics import diff_dumps
 
     table_a, table_b = load_dump(a), load_dump(b)
     diff = diff_dumps(table_a, table_b, rtol=rtol, atol=atol)

@@ -8,16 +8,14 @@ elements; ``std`` is the population one (correction 0). The stats of each op's t
 *before* the op runs (so in-place ops show what they were given), are in the ``inputs`` column of the
 op's first output row.
 
-Dumps are Parquet (``numerics.parquet``). ``python -m opscope.capture.numerics`` is the child-process
-runner of ``opscope numerics``. Only the recorder needs torch: loading, sorting and diffing dumps do not
-import it, so ``opscope numerics-diff`` works where torch is not installed.
+Dumps are Parquet (``numerics.parquet``, format in :mod:`opscope.analyses.numerics`, which reads them;
+:mod:`opscope.diff.numerics` compares two). ``python -m opscope.capture.numerics`` is the child-process
+runner of ``opscope numerics``.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
 import os
 import runpy
 import signal
@@ -25,7 +23,6 @@ import subprocess
 import sys
 import threading
 import traceback
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,31 +30,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from opscope.analyses.numerics import DUMP_NAME, SCHEMA, STATS, SUMMARY_FIELDS, first_nonfinite
 from opscope.capture import require_torch
-from opscope.errors import UsageError
 
-DUMP_NAME = "numerics.parquet"
 SAMPLE_SIZE = 64
 EDGE = 5  # first5 / last5
-SORTS = ("order", "size", "name")
 #: Ops whose outputs are uninitialized memory: their values (and any NaN in them) mean nothing.
 UNINITIALIZED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
                            "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_"})
 _META_KEY = b"opscope"
-
-_STATS = ["min", "max", "mean", "std"]
-_SUMMARY_FIELDS = [
-    ("shape", pa.string()), ("dtype", pa.string()), ("numel", pa.int64()),
-    ("min", pa.float64()), ("max", pa.float64()), ("mean", pa.float64()), ("std", pa.float64()),
-    ("nan_count", pa.int64()), ("inf_count", pa.int64()),
-]
-INPUT_TYPE = pa.struct([("arg", pa.int32()), *_SUMMARY_FIELDS])
-SCHEMA = pa.schema([
-    ("index", pa.int64()), ("op", pa.string()), ("module", pa.string()), ("backward", pa.bool_()),
-    ("output_index", pa.int32()), *_SUMMARY_FIELDS,
-    ("first5", pa.list_(pa.float64())), ("last5", pa.list_(pa.float64())), ("sample", pa.list_(pa.float64())),
-    ("inputs", pa.list_(INPUT_TYPE)),
-])
 
 
 # --- statistics of one tensor (runs inside the dispatch mode, where the mode is off) ---------------
@@ -109,7 +90,7 @@ def tensor_stats(t, values: bool = True) -> dict[str, Any]:
             positions = torch.arange(k, device=flat.device) * n // k
             parts += [flat[:EDGE].double(), flat[-EDGE:].double(), flat[positions].double()]
         got = torch.cat(parts).tolist()  # one device->host copy for everything
-        info.update(zip(_STATS, got[:4]))
+        info.update(zip(STATS, got[:4]))
         info["nan_count"], info["inf_count"] = int(got[4]), int(got[5])
         if info["nan_count"] or info["inf_count"]:
             info.update(_finite_stats(flat))
@@ -125,9 +106,9 @@ def _finite_stats(flat) -> dict[str, Any]:
     torch = require_torch()
     finite = flat[torch.isfinite(flat)]
     if finite.numel() == 0:
-        return dict.fromkeys(_STATS)
+        return dict.fromkeys(STATS)
     got = torch.stack([finite.min(), finite.max(), finite.mean(), finite.std(correction=0)]).tolist()
-    return dict(zip(_STATS, got))
+    return dict(zip(STATS, got))
 
 
 # --- the recorder ---------------------------------------------------------------------------------
@@ -255,12 +236,12 @@ class NumericsRecorder:
             stats = cached[1]
         else:
             stats = _safe(lambda: tensor_stats(t, values=False), t, values=False)
-        return {"arg": position, **{k: stats[k] for k, _ in _SUMMARY_FIELDS}}
+        return {"arg": position, **{k: stats[k] for k, _ in SUMMARY_FIELDS}}
 
     def _remember(self, t, stats: dict[str, Any]) -> None:
         version = _version(t)
         if version is not None:
-            self._cache[t] = (version, {k: stats[k] for k, _ in _SUMMARY_FIELDS})
+            self._cache[t] = (version, {k: stats[k] for k, _ in SUMMARY_FIELDS})
 
     def _keep(self, row: dict[str, Any]) -> None:
         bad = bool(row["nan_count"] or row["inf_count"])
@@ -312,9 +293,11 @@ def record_numerics(max_ops: int | None = None) -> NumericsRecorder:
     return NumericsRecorder(max_ops=max_ops)
 
 
-# --- dumps: save, load, sort, first non-finite ------------------------------------------------------
+# --- dumps -----------------------------------------------------------------------------------------
 
 def save_dump(table: pa.Table, path: Path, metadata: dict[str, Any] | None = None) -> Path:
+    """Write ``table`` (rows of :data:`~opscope.analyses.numerics.SCHEMA`) as a dump; ``path`` may be its
+    directory."""
     path = Path(path)
     if path.suffix != ".parquet":
         path = path / DUMP_NAME
@@ -325,172 +308,11 @@ def save_dump(table: pa.Table, path: Path, metadata: dict[str, Any] | None = Non
     return path
 
 
-def dump_path(path: Path) -> Path:
-    """A dump file, or the directory holding ``numerics.parquet``."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / DUMP_NAME
-        if not path.is_file():
-            raise UsageError(f"{path.parent}: holds no {DUMP_NAME} (give a dump written by opscope numerics)")
-    elif not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
-    return path
-
-
-def load_dump(path: Path) -> pa.Table:
-    """Read a dump; a Parquet file that is not one is a one-line error."""
-    path = dump_path(path)
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise UsageError(f"{path}: not a readable Parquet file ({exc})") from None
-    missing = [f.name for f in SCHEMA if f.name not in table.column_names]
-    if missing:
-        raise UsageError(f"{path}: not a numerics dump (no column {missing[0]!r})")
-    return table.select(SCHEMA.names)
-
-
-def dump_metadata(table: pa.Table) -> dict[str, Any]:
-    raw = (table.schema.metadata or {}).get(_META_KEY)
-    return json.loads(raw) if raw else {}
-
-
-def sort_rows(table: pa.Table, by: str) -> pa.Table:
-    """``order`` (execution), ``size`` (numel, largest first) or ``name`` (op name, then order)."""
-    if by not in SORTS:
-        raise UsageError(f"cannot sort by {by!r}: choose one of {', '.join(SORTS)}")
-    keys = {"order": [], "size": [("numel", "descending")], "name": [("op", "ascending")]}[by]
-    return table.sort_by([*keys, ("index", "ascending"), ("output_index", "ascending")])
-
-
-def first_nonfinite(table: pa.Table) -> dict[str, Any] | None:
-    """The first row (in execution order) whose output holds a NaN or Inf, with ``inputs`` of its op."""
-    import pyarrow.compute as pc
-
-    bad = pc.or_(pc.greater(pc.fill_null(table["nan_count"], 0), 0), pc.greater(pc.fill_null(table["inf_count"], 0), 0))
-    hits = sort_rows(table.filter(bad), "order")
-    if hits.num_rows == 0:
-        return None
-    row = hits.slice(0, 1).to_pylist()[0]
-    if not row["inputs"]:  # a later output of a multi-output op: inputs are on output 0
-        same = table.filter(pc.and_(pc.equal(table["index"], row["index"]), pc.equal(table["output_index"], 0)))
-        row["inputs"] = same["inputs"][0].as_py() if same.num_rows else []
-    return row
-
-
 def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
     """``path``, or ``path-1``, ``path-2``... when it already holds a dump: a dump is never overwritten."""
     from opscope.paths import first_free
 
     return first_free(path, lambda p: (p / DUMP_NAME).exists() or (p.exists() and not p.is_dir()))
-
-
-# --- diff of two dumps ------------------------------------------------------------------------------
-
-DIFF_SCHEMA = pa.schema([
-    ("index", pa.int64()), ("index_b", pa.int64()), ("op", pa.string()), ("module", pa.string()),
-    ("output_index", pa.int32()), ("shape", pa.string()), ("dtype", pa.string()),
-    ("max_abs_err", pa.float64()), ("max_rel_err", pa.float64()), ("mean_diff", pa.float64()),
-    ("std_diff", pa.float64()), ("nan_diff", pa.int64()), ("inf_diff", pa.int64()), ("diverged", pa.bool_()),
-])
-_DIFF_COLUMNS = ["index", "op", "module", "output_index", "shape", "dtype", *_STATS, "nan_count", "inf_count",
-                 "sample"]
-
-
-@dataclass
-class NumericsDiff:
-    """Per matched op output: errors of B against A. ``matched_by``: ``index`` or ``sequence``."""
-
-    table: pa.Table
-    matched_by: str
-    unmatched_a: int
-    unmatched_b: int
-
-    def first_divergence(self) -> dict[str, Any] | None:
-        hits = self.table.filter(self.table["diverged"])
-        return hits.slice(0, 1).to_pylist()[0] if hits.num_rows else None
-
-
-def diff_dumps(a: pa.Table, b: pa.Table, rtol: float = 1e-3, atol: float = 1e-5) -> NumericsDiff:
-    """Compare two dumps op by op on their stored sample (<= 64 values) and min/max/mean/std.
-
-    Rows are matched by (index, op, output_index) when both dumps have the same ones, else aligned on
-    the sequence of (op, output_index) (difflib), which survives ops added or missing in one run. A
-    value diverges when |b - a| > atol + rtol * |a| (A is the reference); NaN/Inf count changes and
-    shape changes diverge too.
-    """
-    if rtol < 0 or atol < 0:
-        raise UsageError("--rtol and --atol must be 0 or more")
-    ra = sort_rows(a, "order").select(_DIFF_COLUMNS).to_pylist()
-    rb = sort_rows(b, "order").select(_DIFF_COLUMNS).to_pylist()
-    pairs, how = _align(ra, rb)
-    rows = [_compare(x, y, rtol, atol) for x, y in pairs]
-    return NumericsDiff(pa.Table.from_pylist(rows, schema=DIFF_SCHEMA), how, len(ra) - len(pairs),
-                        len(rb) - len(pairs))
-
-
-def _align(ra: list[dict], rb: list[dict]) -> tuple[list[tuple[dict, dict]], str]:
-    def key(r: dict) -> tuple:
-        return r["index"], r["op"], r["output_index"]
-
-    if [key(r) for r in ra] == [key(r) for r in rb]:
-        return list(zip(ra, rb)), "index"
-    ka = [(r["op"], r["output_index"]) for r in ra]
-    kb = [(r["op"], r["output_index"]) for r in rb]
-    matcher = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
-    pairs = [(ra[block.a + k], rb[block.b + k]) for block in matcher.get_matching_blocks() for k in range(block.size)]
-    return pairs, "sequence"
-
-
-def _compare(a: dict, b: dict, rtol: float, atol: float) -> dict[str, Any]:
-    same_shape = a["shape"] == b["shape"]
-    abs_err = rel_err = None
-    samples_close = True
-    if same_shape and a["sample"] is not None and b["sample"] is not None:
-        abs_err, rel_err, samples_close = _sample_errors(a["sample"], b["sample"], rtol, atol)
-    stats_close = all(_close(a[k], b[k], rtol, atol) for k in _STATS)
-    nan_diff = _sub(b["nan_count"], a["nan_count"])
-    inf_diff = _sub(b["inf_count"], a["inf_count"])
-    diverged = not (same_shape and samples_close and stats_close and not nan_diff and not inf_diff)
-    return {"index": a["index"], "index_b": b["index"], "op": a["op"], "module": a["module"],
-            "output_index": a["output_index"],
-            "shape": a["shape"] if same_shape else f"{a['shape']} vs {b['shape']}",
-            "dtype": a["dtype"] if a["dtype"] == b["dtype"] else f"{a['dtype']} vs {b['dtype']}",
-            "max_abs_err": abs_err, "max_rel_err": rel_err, "mean_diff": _sub(b["mean"], a["mean"]),
-            "std_diff": _sub(b["std"], a["std"]), "nan_diff": nan_diff, "inf_diff": inf_diff, "diverged": diverged}
-
-
-def _sample_errors(sa: list[float], sb: list[float], rtol: float, atol: float) -> tuple[float | None, float | None,
-                                                                                          bool]:
-    """Max |b-a|, max |b-a|/|a| (where a != 0) over finite pairs; and whether all values are close.
-
-    The same non-finite value on both sides is equal; a non-finite value on one side only is not close.
-    """
-    abs_err = rel_err = None
-    close = len(sa) == len(sb)
-    for x, y in zip(sa, sb):
-        if not (math.isfinite(x) and math.isfinite(y)):
-            close = close and (x == y or (math.isnan(x) and math.isnan(y)))
-            continue
-        d = abs(y - x)
-        abs_err = d if abs_err is None else max(abs_err, d)
-        if x != 0:
-            r = d / abs(x)
-            rel_err = r if rel_err is None else max(rel_err, r)
-        close = close and d <= atol + rtol * abs(x)
-    return abs_err, rel_err, close
-
-
-def _close(x: float | None, y: float | None, rtol: float, atol: float) -> bool:
-    if x is None or y is None:
-        return x is None and y is None
-    if not (math.isfinite(x) and math.isfinite(y)):
-        return x == y or (math.isnan(x) and math.isnan(y))
-    return abs(y - x) <= atol + rtol * abs(x)
-
-
-def _sub(y: float | None, x: float | None) -> Any:
-    return None if x is None or y is None else y - x
 
 
 # --- running a program under the recorder -----------------------------------------------------------
