@@ -490,7 +490,7 @@ def numerics_cmd(
     """
     from opscope.analyses.numerics import DUMP_NAME, first_nonfinite, load_dump, sort_rows
     from opscope.capture.launch import parse_command
-    from opscope.capture.numerics import fresh_dump_dir, run_program
+    from opscope.capture.numerics import fresh_dump_dir, run_with_numerics
 
     if not ctx.args:
         raise UsageError("no program given: put it after --, e.g. opscope numerics -- python train.py")
@@ -500,8 +500,8 @@ def numerics_cmd(
     directory, renamed = fresh_dump_dir(output)
     if renamed:
         err.print(f"opscope: {output} already holds a dump; writing to {directory}", highlight=False, markup=False)
-    code = run_program(target.kind, target.value, target.args, directory / DUMP_NAME, max_ops or None,
-                       stdout_to_stderr=format is not Format.table)
+    code = run_with_numerics(target, directory / DUMP_NAME, max_ops or None,
+                             stdout_to_stderr=format is not Format.table)
     dump = directory / DUMP_NAME
     if not dump.is_file():
         raise typer.Exit(code or 2)  # the runner said why before the program started

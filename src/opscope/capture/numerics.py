@@ -9,29 +9,28 @@ elements; ``std`` is the population one (correction 0). The stats of each op's t
 op's first output row.
 
 Dumps are Parquet (``numerics.parquet``, format in :mod:`opscope.analyses.numerics`, which reads them;
-:mod:`opscope.diff.numerics` compares two). ``python -m opscope.capture.numerics`` is the child-process
-runner of ``opscope numerics``.
+:mod:`opscope.diff.numerics` compares two). :func:`run_with_numerics` runs a program under the recorder
+in a child process (the runner of :mod:`opscope.capture.runner`, with :class:`NumericsInstrument`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import runpy
-import signal
-import subprocess
 import sys
 import threading
-import traceback
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from opscope.analyses.numerics import DUMP_NAME, SCHEMA, STATS, SUMMARY_FIELDS, first_nonfinite
 from opscope.capture import require_torch
+
+if TYPE_CHECKING:
+    from opscope.capture.launch import Target
+    from opscope.capture.runner import Outcome, Program
 
 SAMPLE_SIZE = 64
 EDGE = 5  # first5 / last5
@@ -317,93 +316,43 @@ def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
 
 # --- running a program under the recorder -----------------------------------------------------------
 
-#: Exit code of the runner when it could not start the program (the CLI's usage-error code).
-SETUP_ERROR = 2
-
-
-def run_program(kind: str, value: str, args: list[str], dump: Path, max_ops: int | None,
-                stdout_to_stderr: bool = False) -> int:
-    """Run ``python script.py ARGS`` / ``python -m module ARGS`` in a child Python under the recorder.
+def run_with_numerics(target: Target, dump: Path, max_ops: int | None, stdout_to_stderr: bool = False) -> int:
+    """Run ``python script.py ARGS`` / ``python -m module ARGS`` in a child of opscope's Python under the
+    recorder; returns its exit code.
 
     The child writes ``dump``; the program's stdin/stderr and exit code are its own (its stdout goes to
     our stderr when ``stdout_to_stderr``, so that JSON/CSV on our stdout stays parseable).
     """
-    cmd = [sys.executable, "-m", "opscope.capture.numerics", str(dump), str(max_ops or 0), kind, value, *args]
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the program; we then report
-    try:
-        return subprocess.run(cmd, env=env, stdout=2 if stdout_to_stderr else None).returncode
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    from opscope.capture.launch import run_child, target_config
+
+    config = {"mode": "numerics", "dump": str(dump), "max_ops": max_ops, "target": target_config(target)}
+    return run_child(sys.executable, config, stdout=2 if stdout_to_stderr else None)
 
 
-def _fail(message: str) -> None:
-    print(f"opscope: error: {message}", file=sys.stderr)
-    sys.exit(SETUP_ERROR)
+class NumericsInstrument:
+    """The runner's instrument for ``opscope numerics``: the recorder around the program; the dump is
+    always written (also after a crash: the ops up to it are what one wants to see)."""
 
+    import_error_is_setup_error = False
 
-def _check_target(kind: str, value: str) -> None:
-    if kind == "script":
-        if not Path(value).is_file():
-            _fail(f"{value}: no such script")
-        return
-    import importlib.util
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.dump = Path(config["dump"])
+        self.recorder = NumericsRecorder(max_ops=config["max_ops"])
+        self.command: list[str] = []
 
-    sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.util.find_spec(value)
-    except (ImportError, ValueError) as exc:
-        _fail(f"cannot run -m {value}: {exc}")
-    if found is None:
-        _fail(f"cannot run -m {value}: no module named {value!r}")
+    def prepare(self) -> None:
+        from opscope.capture.runner import fail
 
+        try:
+            require_torch()
+        except ImportError as exc:
+            fail(str(exc))
 
-def _run_target(kind: str, value: str, args: list[str]) -> None:
-    sys.argv = [value, *args]
-    if kind == "module":
-        runpy.run_module(value, run_name="__main__", alter_sys=True)
-    else:
-        sys.path.insert(0, str(Path(value).resolve().parent))
-        runpy.run_path(value, run_name="__main__")
+    def start(self, program: Program) -> None:
+        self.command = [program.kind, program.value, *program.args]
+        self.recorder.__enter__()
 
-
-def _exit_code(exc: SystemExit) -> int:
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    print(exc.code, file=sys.stderr)  # what Python does with sys.exit("message")
-    return 1
-
-
-def main(argv: list[str]) -> None:
-    """Child side: ``DUMP MAX_OPS script|module VALUE ARGS...``; always writes the dump, then exits as the
-    program did (also when it crashed: the ops up to the crash are what one wants to see)."""
-    dump, max_ops, kind, value, args = Path(argv[0]), int(argv[1]) or None, argv[2], argv[3], argv[4:]
-    try:
-        require_torch()
-    except ImportError as exc:
-        _fail(str(exc))
-    _check_target(kind, value)
-    recorder = NumericsRecorder(max_ops=max_ops)
-    code, status = 0, "ok"
-    try:
-        with recorder:
-            _run_target(kind, value, args)
-    except SystemExit as exc:
-        code = _exit_code(exc)
-    except KeyboardInterrupt:
-        code, status = 130, "interrupted"
-    except BaseException:  # noqa: BLE001 - the program's crash is reported, then passed on
-        traceback.print_exc()
-        code, status = 1, "crashed"
-    finally:
-        recorder.save(dump, {"command": [kind, value, *args], "exit_code": code, "status": status})
-    sys.stdout.flush()
-    sys.exit(code)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    def finish(self, outcome: Outcome) -> None:
+        self.recorder.__exit__(None, None, None)
+        self.recorder.save(self.dump, {"command": self.command, "exit_code": outcome.exit_code,
+                                       "status": outcome.status})
