@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="model statistics need the torch extra")
 nn = torch.nn
 
-from opscope.capture.models import mobilenet_v2_mini  # noqa: E402
+from opscope.capture.demo_model import mobilenet_v2_mini  # noqa: E402
 from opscope.capture.modelstats import model_stats, sort_stats  # noqa: E402
 from opscope.cli import main  # noqa: E402
 

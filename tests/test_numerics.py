@@ -17,14 +17,9 @@ torch = pytest.importorskip("torch", reason="the numerics recorder needs the tor
 np = pytest.importorskip("numpy")
 nn = torch.nn
 
-from opscope.capture.numerics import (  # noqa: E402
-    DUMP_NAME,
-    diff_dumps,
-    fresh_dump_dir,
-    load_dump,
-    record_numerics,
-    save_dump,
-)
+from opscope.analyses.numerics import DUMP_NAME, load_dump  # noqa: E402
+from opscope.capture.numerics import fresh_dump_dir, record_numerics, save_dump  # noqa: E402
+from opscope.diff.numerics import diff_dumps  # noqa: E402
 
 
 class Sqrt(nn.Module):

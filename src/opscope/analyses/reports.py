@@ -224,3 +224,28 @@ def code_report(trace: Trace, filt: EventFilter, frames: str | None, flat: bool,
                   legend="total_ns: op time under the frame; self_ns: in ops whose innermost frame it is; wall_ns: "
                          "the frame's own duration; pct: share of all selected op time",
                   columns={"frame": Column(indent_by=None if flat else "depth"), **_TREE_COLUMNS})
+
+
+_NUMERICS_VIEW = ("index", "op", "module", "backward", "output_index", "shape", "dtype", "min", "max", "mean", "std",
+                  "nan_count", "inf_count")
+
+
+def numerics_report(table: pa.Table, sort: str, limit: int | None) -> Report:
+    """Every recorded op output with its statistics; the first NaN/Inf output and its op's inputs."""
+    from opscope.analyses.numerics import first_nonfinite, sort_rows
+
+    columns = {name: Column(show="data") for name in table.column_names if name not in _NUMERICS_VIEW}
+    columns["inputs"] = Column(show="json")  # nested: in the JSON output and the dump
+    row = first_nonfinite(table)
+    if row is None:
+        line = "no NaN or Inf in any recorded output"
+    else:
+        line = (f"first non-finite output: op {row['op']} in module {row['module'] or '(none)'} (index "
+                f"{row['index']}, output {row['output_index']}: {row['nan_count']} NaN, {row['inf_count']} Inf, "
+                f"shape {row['shape']})")
+    sections = [Section("outputs", f"Op outputs by {sort}", sort_rows(table, sort), notes=[line], limit=limit or None,
+                        legend="min/max/mean/std over the finite values (std: population)", columns=columns)]
+    if row is not None and row["inputs"]:
+        sections.append(Section("inputs", f"Inputs of {row['op']} (before it ran)",
+                                pa.Table.from_pylist(row["inputs"]), data=False))
+    return Report(sections)

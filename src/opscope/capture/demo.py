@@ -9,7 +9,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from opscope.capture.models import _require_torch, mobilenet_v2_mini
+from opscope.capture import require_torch
+from opscope.capture.demo_model import mobilenet_v2_mini
 from opscope.paths import first_free
 
 
@@ -49,7 +50,7 @@ def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 6
     Shapes, memory and Python stacks are recorded; the schedule skips one step and warms up one,
     so ``steps`` active steps are kept.
     """
-    torch = _require_torch()
+    torch = require_torch()
     from torch.profiler import ProfilerActivity, profile, schedule
 
     if threads:

@@ -1,5 +1,6 @@
-"""The parent side of ``opscope record`` and ``tune-threads``: parse the program's command line, pick
-the output directory, run the program in a child Python under the runner, and read its ``run.json``.
+"""The parent side of ``opscope record``, ``tune-threads`` and ``numerics``: parse the program's command
+line, pick the output directory, and run the program in a child Python under the runner
+(:mod:`opscope.capture.runner`); for record and tune-threads, read its ``run.json``.
 
 Running the program in its own process keeps its exit code, stdout and stderr its own, and keeps
 opscope's analysis (and its memory) out of the measured process.
@@ -82,30 +83,44 @@ class ChildRun:
     info: dict[str, Any] | None  # run.json, None when the program could not be started
 
 
-def run_program(target: Target, output: Path, options: RecordOptions, mode: str = "record",
-                quiet: bool = False) -> ChildRun:
-    """Run ``target`` under the runner; returns its exit code and run.json."""
-    config = {"mode": mode, "output": str(output), "options": options.to_dict(),
-              "command": target.command,
-              "target": {"kind": target.kind, "value": target.value, "args": target.args}}
+def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str] | None = None,
+              stdout: Any = None, stderr: Any = None) -> int:
+    """Run ``interpreter -m opscope.capture.runner`` with ``config`` (its mode and target) and return its exit
+    code. Ctrl-C goes to the program, not to us; ``stdout``/``stderr`` are where the program's go
+    (``None``: ours)."""
     env = dict(os.environ)
     env[ENV] = json.dumps(config)
     # The program's interpreter may be another venv: make this opscope importable there.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    if options.intra_op_threads:
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(options.intra_op_threads)
-    cmd = [target.interpreter, "-m", "opscope.capture.runner"]
-    sink = subprocess.DEVNULL if quiet else None
+    env.update(extra_env or {})
+    cmd = [interpreter, "-m", "opscope.capture.runner"]
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the program; we then report
     try:
         try:
-            proc = subprocess.run(cmd, env=env, stdout=sink, stderr=sink)
+            return subprocess.run(cmd, env=env, stdout=stdout, stderr=stderr).returncode
         except OSError as exc:
-            raise UsageError(f"cannot start {target.interpreter}: {exc.strerror}") from None
+            raise UsageError(f"cannot start {interpreter}: {exc.strerror}") from None
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def target_config(target: Target) -> dict[str, Any]:
+    """What the runner needs to find the program: see :func:`opscope.capture.runner.locate`."""
+    return {"kind": target.kind, "value": target.value, "args": target.args}
+
+
+def run_program(target: Target, output: Path, options: RecordOptions, mode: str = "record",
+                quiet: bool = False) -> ChildRun:
+    """Run ``target`` under a profiler session (``mode`` record) or its step clock only (``mode`` time);
+    returns its exit code and run.json."""
+    config = {"mode": mode, "output": str(output), "options": options.to_dict(), "command": target.command,
+              "target": target_config(target)}
+    threads = {}
+    if options.intra_op_threads:
+        threads = {var: str(options.intra_op_threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    sink = subprocess.DEVNULL if quiet else None
+    code = run_child(target.interpreter, config, threads, stdout=sink, stderr=sink)
     info = None
     run_json = output / "run.json"
     if run_json.is_file():
@@ -113,4 +128,4 @@ def run_program(target: Target, output: Path, options: RecordOptions, mode: str 
             info = json.loads(run_json.read_text())
         except ValueError:
             info = None
-    return ChildRun(proc.returncode, output, info)
+    return ChildRun(code, output, info)

@@ -18,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from opscope.capture.models import _require_torch, mobilenet_v2_mini
+from opscope.capture import require_torch
+from opscope.capture.demo_model import mobilenet_v2_mini
 from opscope.errors import UsageError
 
 ROOT = "(model)"
@@ -66,7 +67,7 @@ def _first_bad(parts: list[str]) -> str:
 
 def load_model(target: str):
     """``demo``, ``path/to/file.py:factory`` or ``package.module:factory`` -> the nn.Module factory() returns."""
-    torch = _require_torch()
+    torch = require_torch()
     if target == "demo":
         return mobilenet_v2_mini()
     if ":" not in target:
@@ -137,7 +138,7 @@ def _one_line(exc: BaseException) -> str:
 
 def example_input(model, shape: tuple[int, ...]):
     """A float32 ``randn`` tensor of ``shape`` on the device of the model's first parameter."""
-    torch = _require_torch()
+    torch = require_torch()
     first = next(iter(model.parameters()), None)
     device = first.device if first is not None else "cpu"
     return torch.randn(*shape, device=device)
@@ -155,7 +156,7 @@ class _Seen:
 
 def shape_text(value: Any) -> str | None:
     """``8x16x32x32`` for a tensor, ``scalar`` for a 0-d one; tensors in tuples/lists/dicts joined by ", "."""
-    torch = _require_torch()
+    torch = require_torch()
     from torch.utils._pytree import tree_leaves
 
     if isinstance(value, torch.Tensor):
@@ -196,7 +197,7 @@ def model_stats(module, example_input, max_depth: int | None = None) -> pa.Table
 
 def _run_forward(module, example_input) -> tuple[dict, dict]:
     """Run the model once, in eval mode without autograd; return what the hooks and the counter saw."""
-    torch = _require_torch()
+    torch = require_torch()
     from torch.utils.flop_counter import FlopCounterMode
 
     args = example_input if isinstance(example_input, tuple) else (example_input,)

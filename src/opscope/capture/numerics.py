@@ -8,64 +8,39 @@ elements; ``std`` is the population one (correction 0). The stats of each op's t
 *before* the op runs (so in-place ops show what they were given), are in the ``inputs`` column of the
 op's first output row.
 
-Dumps are Parquet (``numerics.parquet``). ``python -m opscope.capture.numerics`` is the child-process
-runner of ``opscope numerics``. Only the recorder needs torch: loading, sorting and diffing dumps do not
-import it, so ``opscope numerics-diff`` works where torch is not installed.
+Dumps are Parquet (``numerics.parquet``, format in :mod:`opscope.analyses.numerics`, which reads them;
+:mod:`opscope.diff.numerics` compares two). :func:`run_with_numerics` runs a program under the recorder
+in a child process (the runner of :mod:`opscope.capture.runner`, with :class:`NumericsInstrument`).
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
-import os
-import runpy
-import signal
-import subprocess
 import sys
 import threading
-import traceback
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from opscope.errors import UsageError
+from opscope.analyses.numerics import DUMP_NAME, SCHEMA, STATS, SUMMARY_FIELDS, first_nonfinite
+from opscope.capture import require_torch
 
-DUMP_NAME = "numerics.parquet"
+if TYPE_CHECKING:
+    from opscope.capture.launch import Target
+    from opscope.capture.runner import Outcome, Program
+
 SAMPLE_SIZE = 64
 EDGE = 5  # first5 / last5
-SORTS = ("order", "size", "name")
 #: Ops whose outputs are uninitialized memory: their values (and any NaN in them) mean nothing.
 UNINITIALIZED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
                            "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_"})
 _META_KEY = b"opscope"
 
-_STATS = ["min", "max", "mean", "std"]
-_SUMMARY_FIELDS = [
-    ("shape", pa.string()), ("dtype", pa.string()), ("numel", pa.int64()),
-    ("min", pa.float64()), ("max", pa.float64()), ("mean", pa.float64()), ("std", pa.float64()),
-    ("nan_count", pa.int64()), ("inf_count", pa.int64()),
-]
-INPUT_TYPE = pa.struct([("arg", pa.int32()), *_SUMMARY_FIELDS])
-SCHEMA = pa.schema([
-    ("index", pa.int64()), ("op", pa.string()), ("module", pa.string()), ("backward", pa.bool_()),
-    ("output_index", pa.int32()), *_SUMMARY_FIELDS,
-    ("first5", pa.list_(pa.float64())), ("last5", pa.list_(pa.float64())), ("sample", pa.list_(pa.float64())),
-    ("inputs", pa.list_(INPUT_TYPE)),
-])
-
 
 # --- statistics of one tensor (runs inside the dispatch mode, where the mode is off) ---------------
-
-def _torch():
-    from opscope.capture.models import _require_torch
-
-    return _require_torch()
-
 
 def shape_text(shape) -> str:
     """``8x16x32x32``; ``scalar`` for a 0-d tensor."""
@@ -78,14 +53,14 @@ def _null_stats(empty: bool) -> dict[str, Any]:
 
 
 def _readable(t) -> bool:
-    torch = _torch()
+    torch = require_torch()
     return (t.layout == torch.strided and not t.is_meta and not t.is_quantized and not t.is_nested
             and type(t) in (torch.Tensor, torch.nn.Parameter))
 
 
 def _as_float(t):
     """Floats stay (half/bfloat16/float8 widened to float32), complex -> magnitude, the rest -> float64."""
-    torch = _torch()
+    torch = require_torch()
     if t.is_complex():
         t = t.abs()
     if t.is_floating_point():
@@ -95,7 +70,7 @@ def _as_float(t):
 
 def tensor_stats(t, values: bool = True) -> dict[str, Any]:
     """Summary of a tensor: shape, dtype, numel, finite min/max/mean/std, NaN/Inf counts (+ values)."""
-    torch = _torch()
+    torch = require_torch()
     info: dict[str, Any] = {"shape": shape_text(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
                             "numel": t.numel()}
     if values:
@@ -114,7 +89,7 @@ def tensor_stats(t, values: bool = True) -> dict[str, Any]:
             positions = torch.arange(k, device=flat.device) * n // k
             parts += [flat[:EDGE].double(), flat[-EDGE:].double(), flat[positions].double()]
         got = torch.cat(parts).tolist()  # one device->host copy for everything
-        info.update(zip(_STATS, got[:4]))
+        info.update(zip(STATS, got[:4]))
         info["nan_count"], info["inf_count"] = int(got[4]), int(got[5])
         if info["nan_count"] or info["inf_count"]:
             info.update(_finite_stats(flat))
@@ -127,12 +102,12 @@ def tensor_stats(t, values: bool = True) -> dict[str, Any]:
 
 def _finite_stats(flat) -> dict[str, Any]:
     """min/max/mean/std over the finite elements only (tfdbg's convention); None if there are none."""
-    torch = _torch()
+    torch = require_torch()
     finite = flat[torch.isfinite(flat)]
     if finite.numel() == 0:
-        return dict.fromkeys(_STATS)
+        return dict.fromkeys(STATS)
     got = torch.stack([finite.min(), finite.max(), finite.mean(), finite.std(correction=0)]).tolist()
-    return dict(zip(_STATS, got))
+    return dict(zip(STATS, got))
 
 
 # --- the recorder ---------------------------------------------------------------------------------
@@ -172,7 +147,7 @@ class NumericsRecorder:
 
     # context manager ------------------------------------------------------------------------------
     def __enter__(self) -> NumericsRecorder:
-        torch = _torch()
+        torch = require_torch()
         from torch.nn.modules import module as nn_module
         from torch.utils.weak import WeakIdKeyDictionary
 
@@ -228,7 +203,7 @@ class NumericsRecorder:
     def _on_op(self, func, args: tuple, kwargs: dict) -> Any:
         from torch.utils._pytree import tree_leaves
 
-        torch = _torch()
+        torch = require_torch()
         index = self._count
         self._count += 1
         op = func._schema.name
@@ -260,12 +235,12 @@ class NumericsRecorder:
             stats = cached[1]
         else:
             stats = _safe(lambda: tensor_stats(t, values=False), t, values=False)
-        return {"arg": position, **{k: stats[k] for k, _ in _SUMMARY_FIELDS}}
+        return {"arg": position, **{k: stats[k] for k, _ in SUMMARY_FIELDS}}
 
     def _remember(self, t, stats: dict[str, Any]) -> None:
         version = _version(t)
         if version is not None:
-            self._cache[t] = (version, {k: stats[k] for k, _ in _SUMMARY_FIELDS})
+            self._cache[t] = (version, {k: stats[k] for k, _ in SUMMARY_FIELDS})
 
     def _keep(self, row: dict[str, Any]) -> None:
         bad = bool(row["nan_count"] or row["inf_count"])
@@ -317,9 +292,11 @@ def record_numerics(max_ops: int | None = None) -> NumericsRecorder:
     return NumericsRecorder(max_ops=max_ops)
 
 
-# --- dumps: save, load, sort, first non-finite ------------------------------------------------------
+# --- dumps -----------------------------------------------------------------------------------------
 
 def save_dump(table: pa.Table, path: Path, metadata: dict[str, Any] | None = None) -> Path:
+    """Write ``table`` (rows of :data:`~opscope.analyses.numerics.SCHEMA`) as a dump; ``path`` may be its
+    directory."""
     path = Path(path)
     if path.suffix != ".parquet":
         path = path / DUMP_NAME
@@ -330,59 +307,6 @@ def save_dump(table: pa.Table, path: Path, metadata: dict[str, Any] | None = Non
     return path
 
 
-def dump_path(path: Path) -> Path:
-    """A dump file, or the directory holding ``numerics.parquet``."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / DUMP_NAME
-        if not path.is_file():
-            raise UsageError(f"{path.parent}: holds no {DUMP_NAME} (give a dump written by opscope numerics)")
-    elif not path.exists():
-        raise UsageError(f"{path}: no such file or directory")
-    return path
-
-
-def load_dump(path: Path) -> pa.Table:
-    """Read a dump; a Parquet file that is not one is a one-line error."""
-    path = dump_path(path)
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise UsageError(f"{path}: not a readable Parquet file ({exc})") from None
-    missing = [f.name for f in SCHEMA if f.name not in table.column_names]
-    if missing:
-        raise UsageError(f"{path}: not a numerics dump (no column {missing[0]!r})")
-    return table.select(SCHEMA.names)
-
-
-def dump_metadata(table: pa.Table) -> dict[str, Any]:
-    raw = (table.schema.metadata or {}).get(_META_KEY)
-    return json.loads(raw) if raw else {}
-
-
-def sort_rows(table: pa.Table, by: str) -> pa.Table:
-    """``order`` (execution), ``size`` (numel, largest first) or ``name`` (op name, then order)."""
-    if by not in SORTS:
-        raise UsageError(f"cannot sort by {by!r}: choose one of {', '.join(SORTS)}")
-    keys = {"order": [], "size": [("numel", "descending")], "name": [("op", "ascending")]}[by]
-    return table.sort_by([*keys, ("index", "ascending"), ("output_index", "ascending")])
-
-
-def first_nonfinite(table: pa.Table) -> dict[str, Any] | None:
-    """The first row (in execution order) whose output holds a NaN or Inf, with ``inputs`` of its op."""
-    import pyarrow.compute as pc
-
-    bad = pc.or_(pc.greater(pc.fill_null(table["nan_count"], 0), 0), pc.greater(pc.fill_null(table["inf_count"], 0), 0))
-    hits = sort_rows(table.filter(bad), "order")
-    if hits.num_rows == 0:
-        return None
-    row = hits.slice(0, 1).to_pylist()[0]
-    if not row["inputs"]:  # a later output of a multi-output op: inputs are on output 0
-        same = table.filter(pc.and_(pc.equal(table["index"], row["index"]), pc.equal(table["output_index"], 0)))
-        row["inputs"] = same["inputs"][0].as_py() if same.num_rows else []
-    return row
-
-
 def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
     """``path``, or ``path-1``, ``path-2``... when it already holds a dump: a dump is never overwritten."""
     from opscope.paths import first_free
@@ -390,203 +314,45 @@ def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
     return first_free(path, lambda p: (p / DUMP_NAME).exists() or (p.exists() and not p.is_dir()))
 
 
-# --- diff of two dumps ------------------------------------------------------------------------------
-
-DIFF_SCHEMA = pa.schema([
-    ("index", pa.int64()), ("index_b", pa.int64()), ("op", pa.string()), ("module", pa.string()),
-    ("output_index", pa.int32()), ("shape", pa.string()), ("dtype", pa.string()),
-    ("max_abs_err", pa.float64()), ("max_rel_err", pa.float64()), ("mean_diff", pa.float64()),
-    ("std_diff", pa.float64()), ("nan_diff", pa.int64()), ("inf_diff", pa.int64()), ("diverged", pa.bool_()),
-])
-_DIFF_COLUMNS = ["index", "op", "module", "output_index", "shape", "dtype", *_STATS, "nan_count", "inf_count",
-                 "sample"]
-
-
-@dataclass
-class NumericsDiff:
-    """Per matched op output: errors of B against A. ``matched_by``: ``index`` or ``sequence``."""
-
-    table: pa.Table
-    matched_by: str
-    unmatched_a: int
-    unmatched_b: int
-
-    def first_divergence(self) -> dict[str, Any] | None:
-        hits = self.table.filter(self.table["diverged"])
-        return hits.slice(0, 1).to_pylist()[0] if hits.num_rows else None
-
-
-def diff_dumps(a: pa.Table, b: pa.Table, rtol: float = 1e-3, atol: float = 1e-5) -> NumericsDiff:
-    """Compare two dumps op by op on their stored sample (<= 64 values) and min/max/mean/std.
-
-    Rows are matched by (index, op, output_index) when both dumps have the same ones, else aligned on
-    the sequence of (op, output_index) (difflib), which survives ops added or missing in one run. A
-    value diverges when |b - a| > atol + rtol * |a| (A is the reference); NaN/Inf count changes and
-    shape changes diverge too.
-    """
-    if rtol < 0 or atol < 0:
-        raise UsageError("--rtol and --atol must be 0 or more")
-    ra = sort_rows(a, "order").select(_DIFF_COLUMNS).to_pylist()
-    rb = sort_rows(b, "order").select(_DIFF_COLUMNS).to_pylist()
-    pairs, how = _align(ra, rb)
-    rows = [_compare(x, y, rtol, atol) for x, y in pairs]
-    return NumericsDiff(pa.Table.from_pylist(rows, schema=DIFF_SCHEMA), how, len(ra) - len(pairs),
-                        len(rb) - len(pairs))
-
-
-def _align(ra: list[dict], rb: list[dict]) -> tuple[list[tuple[dict, dict]], str]:
-    def key(r: dict) -> tuple:
-        return r["index"], r["op"], r["output_index"]
-
-    if [key(r) for r in ra] == [key(r) for r in rb]:
-        return list(zip(ra, rb)), "index"
-    ka = [(r["op"], r["output_index"]) for r in ra]
-    kb = [(r["op"], r["output_index"]) for r in rb]
-    matcher = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
-    pairs = [(ra[block.a + k], rb[block.b + k]) for block in matcher.get_matching_blocks() for k in range(block.size)]
-    return pairs, "sequence"
-
-
-def _compare(a: dict, b: dict, rtol: float, atol: float) -> dict[str, Any]:
-    same_shape = a["shape"] == b["shape"]
-    abs_err = rel_err = None
-    samples_close = True
-    if same_shape and a["sample"] is not None and b["sample"] is not None:
-        abs_err, rel_err, samples_close = _sample_errors(a["sample"], b["sample"], rtol, atol)
-    stats_close = all(_close(a[k], b[k], rtol, atol) for k in _STATS)
-    nan_diff = _sub(b["nan_count"], a["nan_count"])
-    inf_diff = _sub(b["inf_count"], a["inf_count"])
-    diverged = not (same_shape and samples_close and stats_close and not nan_diff and not inf_diff)
-    return {"index": a["index"], "index_b": b["index"], "op": a["op"], "module": a["module"],
-            "output_index": a["output_index"],
-            "shape": a["shape"] if same_shape else f"{a['shape']} vs {b['shape']}",
-            "dtype": a["dtype"] if a["dtype"] == b["dtype"] else f"{a['dtype']} vs {b['dtype']}",
-            "max_abs_err": abs_err, "max_rel_err": rel_err, "mean_diff": _sub(b["mean"], a["mean"]),
-            "std_diff": _sub(b["std"], a["std"]), "nan_diff": nan_diff, "inf_diff": inf_diff, "diverged": diverged}
-
-
-def _sample_errors(sa: list[float], sb: list[float], rtol: float, atol: float) -> tuple[float | None, float | None,
-                                                                                          bool]:
-    """Max |b-a|, max |b-a|/|a| (where a != 0) over finite pairs; and whether all values are close.
-
-    The same non-finite value on both sides is equal; a non-finite value on one side only is not close.
-    """
-    abs_err = rel_err = None
-    close = len(sa) == len(sb)
-    for x, y in zip(sa, sb):
-        if not (math.isfinite(x) and math.isfinite(y)):
-            close = close and (x == y or (math.isnan(x) and math.isnan(y)))
-            continue
-        d = abs(y - x)
-        abs_err = d if abs_err is None else max(abs_err, d)
-        if x != 0:
-            r = d / abs(x)
-            rel_err = r if rel_err is None else max(rel_err, r)
-        close = close and d <= atol + rtol * abs(x)
-    return abs_err, rel_err, close
-
-
-def _close(x: float | None, y: float | None, rtol: float, atol: float) -> bool:
-    if x is None or y is None:
-        return x is None and y is None
-    if not (math.isfinite(x) and math.isfinite(y)):
-        return x == y or (math.isnan(x) and math.isnan(y))
-    return abs(y - x) <= atol + rtol * abs(x)
-
-
-def _sub(y: float | None, x: float | None) -> Any:
-    return None if x is None or y is None else y - x
-
-
 # --- running a program under the recorder -----------------------------------------------------------
 
-#: Exit code of the runner when it could not start the program (the CLI's usage-error code).
-SETUP_ERROR = 2
-
-
-def run_program(kind: str, value: str, args: list[str], dump: Path, max_ops: int | None,
-                stdout_to_stderr: bool = False) -> int:
-    """Run ``python script.py ARGS`` / ``python -m module ARGS`` in a child Python under the recorder.
+def run_with_numerics(target: Target, dump: Path, max_ops: int | None, stdout_to_stderr: bool = False) -> int:
+    """Run ``python script.py ARGS`` / ``python -m module ARGS`` in a child of opscope's Python under the
+    recorder; returns its exit code.
 
     The child writes ``dump``; the program's stdin/stderr and exit code are its own (its stdout goes to
     our stderr when ``stdout_to_stderr``, so that JSON/CSV on our stdout stays parseable).
     """
-    cmd = [sys.executable, "-m", "opscope.capture.numerics", str(dump), str(max_ops or 0), kind, value, *args]
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the program; we then report
-    try:
-        return subprocess.run(cmd, env=env, stdout=2 if stdout_to_stderr else None).returncode
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    from opscope.capture.launch import run_child, target_config
+
+    config = {"mode": "numerics", "dump": str(dump), "max_ops": max_ops, "target": target_config(target)}
+    return run_child(sys.executable, config, stdout=2 if stdout_to_stderr else None)
 
 
-def _fail(message: str) -> None:
-    print(f"opscope: error: {message}", file=sys.stderr)
-    sys.exit(SETUP_ERROR)
+class NumericsInstrument:
+    """The runner's instrument for ``opscope numerics``: the recorder around the program; the dump is
+    always written (also after a crash: the ops up to it are what one wants to see)."""
 
+    import_error_is_setup_error = False
 
-def _check_target(kind: str, value: str) -> None:
-    if kind == "script":
-        if not Path(value).is_file():
-            _fail(f"{value}: no such script")
-        return
-    import importlib.util
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.dump = Path(config["dump"])
+        self.recorder = NumericsRecorder(max_ops=config["max_ops"])
+        self.command: list[str] = []
 
-    sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.util.find_spec(value)
-    except (ImportError, ValueError) as exc:
-        _fail(f"cannot run -m {value}: {exc}")
-    if found is None:
-        _fail(f"cannot run -m {value}: no module named {value!r}")
+    def prepare(self) -> None:
+        from opscope.capture.runner import fail
 
+        try:
+            require_torch()
+        except ImportError as exc:
+            fail(str(exc))
 
-def _run_target(kind: str, value: str, args: list[str]) -> None:
-    sys.argv = [value, *args]
-    if kind == "module":
-        runpy.run_module(value, run_name="__main__", alter_sys=True)
-    else:
-        sys.path.insert(0, str(Path(value).resolve().parent))
-        runpy.run_path(value, run_name="__main__")
+    def start(self, program: Program) -> None:
+        self.command = [program.kind, program.value, *program.args]
+        self.recorder.__enter__()
 
-
-def _exit_code(exc: SystemExit) -> int:
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    print(exc.code, file=sys.stderr)  # what Python does with sys.exit("message")
-    return 1
-
-
-def main(argv: list[str]) -> None:
-    """Child side: ``DUMP MAX_OPS script|module VALUE ARGS...``; always writes the dump, then exits as the
-    program did (also when it crashed: the ops up to the crash are what one wants to see)."""
-    dump, max_ops, kind, value, args = Path(argv[0]), int(argv[1]) or None, argv[2], argv[3], argv[4:]
-    try:
-        _torch()
-    except ImportError as exc:
-        _fail(str(exc))
-    _check_target(kind, value)
-    recorder = NumericsRecorder(max_ops=max_ops)
-    code, status = 0, "ok"
-    try:
-        with recorder:
-            _run_target(kind, value, args)
-    except SystemExit as exc:
-        code = _exit_code(exc)
-    except KeyboardInterrupt:
-        code, status = 130, "interrupted"
-    except BaseException:  # noqa: BLE001 - the program's crash is reported, then passed on
-        traceback.print_exc()
-        code, status = 1, "crashed"
-    finally:
-        recorder.save(dump, {"command": [kind, value, *args], "exit_code": code, "status": status})
-    sys.stdout.flush()
-    sys.exit(code)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    def finish(self, outcome: Outcome) -> None:
+        self.recorder.__exit__(None, None, None)
+        self.recorder.save(self.dump, {"command": self.command, "exit_code": outcome.exit_code,
+                                       "status": outcome.status})

@@ -1,5 +1,5 @@
-"""What the program-running commands show, as Reports: model statistics, thread settings, numerics, and the
-lines that tell how a recording went."""
+"""What the program-running commands show, as Reports: model statistics, thread settings, and the lines that
+tell how a recording went."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from opscope.report import Column, Report, Section, single
+from opscope.report import Column, Report, single
 from opscope.units import format_ns
-
-_NUMERICS_VIEW = ("index", "op", "module", "backward", "output_index", "shape", "dtype", "min", "max", "mean", "std",
-                  "nan_count", "inf_count")
 
 
 def model_report(stats: pa.Table, target: str, shape: tuple[int, ...], sort: str, limit: int | None) -> Report:
@@ -38,51 +35,6 @@ def tune_threads_report(table: pa.Table, cores: int) -> Report:
     if within_noise(best, table.to_pylist()[0]):
         note += "; the gain is within the step-to-step noise (spread_pct): try --repeat 5 or more steps"
     return single(table, "Thread settings", notes=[note])
-
-
-def numerics_report(table: pa.Table, sort: str, limit: int | None) -> Report:
-    """Every recorded op output with its statistics; the first NaN/Inf output and its op's inputs."""
-    from opscope.capture.numerics import first_nonfinite, sort_rows
-
-    columns = {name: Column(show="data") for name in table.column_names if name not in _NUMERICS_VIEW}
-    columns["inputs"] = Column(show="json")  # nested: in the JSON output and the dump
-    row = first_nonfinite(table)
-    if row is None:
-        line = "no NaN or Inf in any recorded output"
-    else:
-        line = (f"first non-finite output: op {row['op']} in module {row['module'] or '(none)'} (index "
-                f"{row['index']}, output {row['output_index']}: {row['nan_count']} NaN, {row['inf_count']} Inf, "
-                f"shape {row['shape']})")
-    sections = [Section("outputs", f"Op outputs by {sort}", sort_rows(table, sort), notes=[line], limit=limit or None,
-                        legend="min/max/mean/std over the finite values (std: population)", columns=columns)]
-    if row is not None and row["inputs"]:
-        sections.append(Section("inputs", f"Inputs of {row['op']} (before it ran)",
-                                pa.Table.from_pylist(row["inputs"]), data=False))
-    return Report(sections)
-
-
-def numerics_diff_report(diff: Any, title: str, all_rows: bool, limit: int | None, rtol: float,
-                         atol: float) -> Report:
-    """Where two numerics dumps diverge (``diff``: capture.numerics.NumericsDiff)."""
-    first = diff.first_divergence()
-    shown = diff.table if all_rows else diff.table.filter(diff.table["diverged"])
-    matched = f"{diff.table.num_rows} outputs matched by {diff.matched_by}"
-    if diff.unmatched_a or diff.unmatched_b:
-        matched += f" ({diff.unmatched_a} only in A, {diff.unmatched_b} only in B)"
-    if first is None:
-        line = f"no divergence beyond rtol {rtol:g}, atol {atol:g}; {matched}"
-    else:
-        line = (f"first divergence: op {first['op']} in module {first['module'] or '(none)'} (index {first['index']}"
-                f", output {first['output_index']}): max abs error {_num(first['max_abs_err'])}, max rel error "
-                f"{_num(first['max_rel_err'])}, mean diff {_num(first['mean_diff'])}, NaN diff {first['nan_diff']}, "
-                f"Inf diff {first['inf_diff']}; {matched}")
-    if not shown.num_rows:
-        return Report([Section("rows", table=shown, limit=limit or None)], empty=line)
-    return single(shown, title, limit, notes=[line])
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
 
 
 def recording_lines(info: dict[str, Any], directory: Path, options: Any, exit_code: int) -> list[str]:

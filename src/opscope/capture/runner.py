@@ -1,31 +1,106 @@
-"""The child side of ``opscope record`` / ``tune-threads``: run the user's program under a Recording.
+"""The child side of ``opscope record`` / ``tune-threads`` / ``numerics``: run the user's program as
+``__main__`` inside an instrument.
 
-Started as ``python -m opscope.capture.runner`` with its settings in the ``OPSCOPE_RUNNER`` environment
-variable (JSON). It applies thread settings, runs the script or module as ``__main__`` with the user's
-arguments, and always writes ``run.json`` (also when the program crashes or is interrupted). The
-program's stdout, stderr and exit code are its own.
+Started by :func:`opscope.capture.launch.run_child` as ``python -m opscope.capture.runner`` with its
+settings in the ``OPSCOPE_RUNNER`` environment variable (JSON: ``mode``, ``target`` and the mode's own
+keys). The mode picks the instrument, what runs around the program: a profiler session
+(:class:`opscope.capture.session.RecordingInstrument`, writes ``run.json``) or the numerics dispatch mode
+(:class:`opscope.capture.numerics.NumericsInstrument`, writes the dump). The instrument always gets to
+finish (also when the program crashes or is interrupted). The program's stdout, stderr and exit code
+are its own; a missing script or module is a one-line error with exit code 2.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import runpy
 import sys
-import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 ENV = "OPSCOPE_RUNNER"
 #: Exit code of the runner itself when it could not start the program (the CLI's usage-error code).
 SETUP_ERROR = 2
+#: mode -> the instrument class that runs around the program in that mode (imported in the child only).
+INSTRUMENTS = {
+    "record": "opscope.capture.session:RecordingInstrument",
+    "time": "opscope.capture.session:RecordingInstrument",  # tune-threads: step times, no profiler
+    "numerics": "opscope.capture.numerics:NumericsInstrument",
+}
+
+
+@dataclass
+class Program:
+    """The user's program as found: a script or a module, its arguments, and the directory it lives in."""
+
+    kind: str  # script | module
+    value: str
+    args: list[str]
+    directory: Path  # a script's own directory, the working directory for a module
+
+
+@dataclass
+class Outcome:
+    """How the program ended."""
+
+    exit_code: int = 0
+    status: str = "ok"  # ok | interrupted | import-error | crashed
+    crash: str | None = None
+
+
+class Instrument(Protocol):
+    """What one mode does in the child around the user's program."""
+
+    #: True: an ImportError out of the program is a one-line setup error (exit 2, status import-error);
+    #: False: it is a crash like any other (traceback, exit 1).
+    import_error_is_setup_error: bool
+
+    def prepare(self) -> None:
+        """Before the program is looked up: import torch (or :func:`fail`), settings that must come first."""
+
+    def start(self, program: Program) -> None:
+        """Right before the program runs."""
+
+    def finish(self, outcome: Outcome) -> None:
+        """Always, last: save what was recorded."""
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str))
     os.replace(tmp, path)
+
+
+def fail(message: str) -> NoReturn:
+    """The one-line error of a program that could not be started; exit code :data:`SETUP_ERROR`."""
+    print(f"opscope: error: {message}", file=sys.stderr)
+    sys.exit(SETUP_ERROR)
+
+
+def locate(target: dict[str, Any]) -> Program:
+    """The script or module to run (``target``: kind, value, args), or a one-line error if there is none."""
+    kind, value = target["kind"], target["value"]
+    if kind == "module":
+        import importlib.util
+
+        sys.path.insert(0, os.getcwd())
+        try:
+            found = importlib.util.find_spec(value)
+        except (ImportError, ValueError) as exc:
+            found, why = None, str(exc)
+        else:
+            why = f"no module named {value!r}"
+        if found is None:
+            fail(f"cannot run -m {value}: {why}")
+        return Program(kind, value, list(target["args"]), Path(os.getcwd()))
+    script = Path(value)
+    if not script.is_file():
+        fail(f"{script}: no such script")
+    return Program(kind, value, list(target["args"]), script.resolve().parent)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -38,83 +113,46 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _fail(message: str) -> None:
-    print(f"opscope: error: {message}", file=sys.stderr)
-    sys.exit(SETUP_ERROR)
+def instrument_for(config: dict[str, Any]) -> Instrument:
+    module, name = INSTRUMENTS[config["mode"]].split(":")
+    return getattr(importlib.import_module(module), name)(config)
 
 
 def main() -> None:
-    cfg = json.loads(os.environ.pop(ENV))
-    target = cfg["target"]
-    output = Path(cfg["output"])
+    """Run the program of ``$OPSCOPE_RUNNER`` inside its mode's instrument, then exit as the program did.
+
+    The program runs as ``__main__`` right here, not in a helper, so that the Python stacks of a
+    recorded trace hold no more opscope frames above the program's than this one."""
+    config = json.loads(os.environ.pop(ENV))
+    instrument = instrument_for(config)
+    instrument.prepare()
+    program = locate(config["target"])
+    instrument.start(program)
+    outcome = Outcome()
+    sys.argv = [program.value, *program.args]
     try:
-        import torch
-    except ImportError:
-        _fail(f"the program's Python ({sys.executable}) has no PyTorch: pip install torch==2.13.0")
-    from opscope.capture.runinfo import run_info
-    from opscope.capture.session import Recording, RecordOptions
-
-    options = RecordOptions(**cfg["options"])
-    # Thread pools are sized once: set them before the program touches torch.
-    if options.intra_op_threads:
-        torch.set_num_threads(options.intra_op_threads)
-    if options.inter_op_threads:
-        torch.set_num_interop_threads(options.inter_op_threads)
-
-    if target["kind"] == "module":
-        import importlib.util
-
-        sys.path.insert(0, os.getcwd())
-        try:
-            found = importlib.util.find_spec(target["value"])
-        except (ImportError, ValueError) as exc:
-            found, why = None, str(exc)
+        if program.kind == "module":
+            runpy.run_module(program.value, run_name="__main__", alter_sys=True)
         else:
-            why = f"no module named {target['value']!r}"
-        if found is None:
-            _fail(f"cannot run -m {target['value']}: {why}")
-        program_dir = Path(os.getcwd())
-    else:
-        script = Path(target["value"])
-        if not script.is_file():
-            _fail(f"{script}: no such script")
-        program_dir = script.resolve().parent
-
-    info = run_info(cfg["command"], program_dir, torch)
-    info.update({"status": "running", "mode": cfg["mode"], "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    output.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(output / "run.json", info)
-
-    recording = Recording(output, options, profile=cfg["mode"] == "record")
-    code, status, crash = 0, "ok", None
-    recording.start()
-    try:
-        if target["kind"] == "module":
-            sys.argv = [target["value"], *target["args"]]
-            runpy.run_module(target["value"], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = [target["value"], *target["args"]]
-            sys.path.insert(0, str(program_dir))
-            runpy.run_path(target["value"], run_name="__main__")
+            sys.path.insert(0, str(program.directory))
+            runpy.run_path(program.value, run_name="__main__")
     except SystemExit as exc:
-        code = _exit_code(exc)
+        outcome.exit_code = _exit_code(exc)
     except KeyboardInterrupt:
-        code, status, crash = 130, "interrupted", "KeyboardInterrupt"
-    except ImportError as exc:  # a module the program needs is missing: say so in one line
-        code, status, crash = SETUP_ERROR, "import-error", f"{type(exc).__name__}: {exc}"
-        print(f"opscope: error: the program failed to import a module ({exc}); run it without opscope to "
-              "see the traceback", file=sys.stderr)
+        outcome.exit_code, outcome.status, outcome.crash = 130, "interrupted", "KeyboardInterrupt"
     except BaseException as exc:  # noqa: BLE001 - the program's crash is reported, then passed on
-        traceback.print_exc()
-        code, status, crash = 1, "crashed", f"{type(exc).__name__}: {exc}"
+        outcome.crash = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, ImportError) and instrument.import_error_is_setup_error:
+            outcome.exit_code, outcome.status = SETUP_ERROR, "import-error"  # a module the program needs
+            print(f"opscope: error: the program failed to import a module ({exc}); run it without opscope to "
+                  "see the traceback", file=sys.stderr)
+        else:
+            traceback.print_exc()
+            outcome.exit_code, outcome.status = 1, "crashed"
     finally:
-        recording.stop()
-        info.update(recording.result())
-        info.update({"status": status, "exit_code": code, "crash": crash,
-                     "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        write_json_atomic(output / "run.json", info)
+        instrument.finish(outcome)
     sys.stdout.flush()
-    sys.exit(code)
+    sys.exit(outcome.exit_code)
 
 
 if __name__ == "__main__":

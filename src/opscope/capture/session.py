@@ -11,13 +11,17 @@ profiler takes over, so stepping programs pay for it only during start-up.
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opscope.errors import UsageError
+
+if TYPE_CHECKING:
+    from opscope.capture.runner import Outcome, Program
 
 #: Thread counts above this are refused as a typo (no machine this runs on has that many cores).
 MAX_THREADS = 1024
@@ -269,3 +273,55 @@ class Recording:
             "recorded_steps": self.recorded_steps,
             "traces": self.traces,
         }
+
+
+class RecordingInstrument:
+    """The runner's instrument for ``opscope record`` (mode ``record``) and ``tune-threads`` (mode ``time``:
+    step times only): a :class:`Recording` around the program, and ``run.json`` written before the program
+    starts and again when it has ended, whatever the way."""
+
+    import_error_is_setup_error = True
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.mode = config["mode"]
+        self.output = Path(config["output"])
+        self.command = config["command"]
+        self.option_values = config["options"]
+        self.info: dict[str, Any] = {}
+        self.recording: Recording | None = None
+        self._torch = None
+
+    def prepare(self) -> None:
+        from opscope.capture.runner import fail
+
+        try:
+            import torch
+        except ImportError:
+            fail(f"the program's Python ({sys.executable}) has no PyTorch: pip install torch==2.13.0")
+        self._torch = torch
+        self.options = RecordOptions(**self.option_values)
+        # Thread pools are sized once: set them before the program touches torch.
+        if self.options.intra_op_threads:
+            torch.set_num_threads(self.options.intra_op_threads)
+        if self.options.inter_op_threads:
+            torch.set_num_interop_threads(self.options.inter_op_threads)
+
+    def start(self, program: Program) -> None:
+        from opscope.capture.runinfo import run_info
+        from opscope.capture.runner import write_json_atomic
+
+        self.info = run_info(self.command, program.directory, self._torch)
+        self.info.update({"status": "running", "mode": self.mode, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        self.output.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.output / "run.json", self.info)
+        self.recording = Recording(self.output, self.options, profile=self.mode == "record")
+        self.recording.start()
+
+    def finish(self, outcome: Outcome) -> None:
+        from opscope.capture.runner import write_json_atomic
+
+        self.recording.stop()
+        self.info.update(self.recording.result())
+        self.info.update({"status": outcome.status, "exit_code": outcome.exit_code, "crash": outcome.crash,
+                          "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        write_json_atomic(self.output / "run.json", self.info)

@@ -162,9 +162,9 @@ def model_cmd(
 
 def _need_torch(command: str) -> None:
     try:
-        from opscope.capture.models import _require_torch
+        from opscope.capture import require_torch
 
-        _require_torch()
+        require_torch()
     except ImportError as exc:
         raise UsageError(f"{command} needs PyTorch ({exc})") from None
 
@@ -195,9 +195,10 @@ def numerics_cmd(
     own; with --format json/csv its stdout goes to stderr so that stdout holds only the data. Every
     op is read in full: expect the program to run several times slower.
     """
+    from opscope.analyses.numerics import DUMP_NAME, load_dump
+    from opscope.analyses.reports import numerics_report
     from opscope.capture.launch import parse_command
-    from opscope.capture.numerics import DUMP_NAME, fresh_dump_dir, load_dump, run_program
-    from opscope.capture.reports import numerics_report
+    from opscope.capture.numerics import fresh_dump_dir, run_with_numerics
 
     if not ctx.args:
         raise UsageError("no program given: put it after --, e.g. opscope numerics -- python train.py")
@@ -207,8 +208,7 @@ def numerics_cmd(
     directory, renamed = fresh_dump_dir(output)
     if renamed:
         say(f"{output} already holds a dump; writing to {directory}")
-    code = run_program(target.kind, target.value, target.args, directory / DUMP_NAME, max_ops or None,
-                       stdout_to_stderr=format.is_document)
+    code = run_with_numerics(target, directory / DUMP_NAME, max_ops or None, stdout_to_stderr=format.is_document)
     dump = directory / DUMP_NAME
     if not dump.is_file():
         raise typer.Exit(code or 2)  # the runner said why before the program started
@@ -238,8 +238,9 @@ def numerics_diff_cmd(
     NaN/Inf counts or shapes diverge too. Rows are matched by (index, op, output_index) when both dumps
     hold the same ones, else aligned on the sequence of ops. Exit code 1 when they diverge, 0 when not.
     """
-    from opscope.capture.numerics import diff_dumps, load_dump
-    from opscope.capture.reports import numerics_diff_report
+    from opscope.analyses.numerics import load_dump
+    from opscope.diff.numerics import diff_dumps
+    from opscope.diff.report import numerics_diff_report
 
     diff = diff_dumps(load_dump(a), load_dump(b), rtol=rtol, atol=atol)
     show(numerics_diff_report(diff, f"Numerics: {b} vs {a} (rtol {rtol:g}, atol {atol:g})", all_rows, limit,

@@ -1,4 +1,5 @@
-"""A comparison as a Report: where the time per step goes, rows by absolute change, kernel-choice changes."""
+"""Comparisons as Reports: two traces (where the time per step goes, rows by absolute change, kernel-choice
+changes) and two numerics dumps (where they first diverge)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.names import distinct_short_names
-from opscope.report import Report, Section
+from opscope.diff.numerics import NumericsDiff
+from opscope.report import Report, Section, single
 
 TERMINAL_ROWS = 20
 
@@ -38,3 +40,27 @@ def short_kernel_names(rows: pa.Table) -> pa.Table:
     is_kernel = pc.equal(rows["kind"], "kernel")
     shown = pc.if_else(is_kernel, distinct_short_names(rows["name"]).cast(pa.string()), rows["name"])
     return rows.set_column(rows.schema.get_field_index("name"), "name", shown)
+
+
+def numerics_diff_report(diff: NumericsDiff, title: str, all_rows: bool, limit: int | None, rtol: float,
+                         atol: float) -> Report:
+    """Where two numerics dumps diverge."""
+    first = diff.first_divergence()
+    shown = diff.table if all_rows else diff.table.filter(diff.table["diverged"])
+    matched = f"{diff.table.num_rows} outputs matched by {diff.matched_by}"
+    if diff.unmatched_a or diff.unmatched_b:
+        matched += f" ({diff.unmatched_a} only in A, {diff.unmatched_b} only in B)"
+    if first is None:
+        line = f"no divergence beyond rtol {rtol:g}, atol {atol:g}; {matched}"
+    else:
+        line = (f"first divergence: op {first['op']} in module {first['module'] or '(none)'} (index {first['index']}"
+                f", output {first['output_index']}): max abs error {_num(first['max_abs_err'])}, max rel error "
+                f"{_num(first['max_rel_err'])}, mean diff {_num(first['mean_diff'])}, NaN diff {first['nan_diff']}, "
+                f"Inf diff {first['inf_diff']}; {matched}")
+    if not shown.num_rows:
+        return Report([Section("rows", table=shown, limit=limit or None)], empty=line)
+    return single(shown, title, limit, notes=[line])
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"

@@ -1,21 +1,13 @@
-"""Small built-in models for the demo and tests (torchvision is not required)."""
+"""The built-in demo model (MobileNetV2-style) of ``opscope demo`` and ``opscope model demo``; no torchvision."""
 
 from __future__ import annotations
 
-
-def _require_torch():
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(
-            "this needs PyTorch: pip install 'opscope[torch]' (CPU build: pip install torch==2.13.0)"
-        ) from None
-    return torch
+from opscope.capture import require_torch
 
 
 def mobilenet_v2_mini(num_classes: int = 10, width: int = 16):
     """A MobileNetV2-style network: inverted residual blocks with depthwise 3x3 convolutions."""
-    torch = _require_torch()
+    torch = require_torch()
     nn = torch.nn
 
     def conv_bn(cin, cout, stride=1, groups=1, kernel=3, act=True):
