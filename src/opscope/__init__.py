@@ -9,8 +9,7 @@ The API for programs and notebooks: :func:`profile` (record), :func:`step` (mark
 """
 
 from opscope.errors import TraceError
-
-__version__ = "0.1.0"
+from opscope.version import __version__
 
 
 def __getattr__(name: str):

@@ -89,7 +89,7 @@ def git_info(directory: Path) -> dict[str, Any] | None:
 
 
 def run_info(command: list[str], program_dir: Path, torch=None) -> dict[str, Any]:
-    from opscope import __version__
+    from opscope.version import __version__
 
     info: dict[str, Any] = {
         "command": command,
