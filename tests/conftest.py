@@ -1,4 +1,4 @@
-"""Shared fixtures: where the real traces live, and an isolated cache for every test."""
+"""Fixtures for every test: an isolated cache. Helpers live in the ``support`` package, not here."""
 
 from __future__ import annotations
 
@@ -6,16 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-
-
-def shared_trace(relative: str) -> Path:
-    """Path of a real trace under ../shared/traces, skipping the test when it is not there."""
-    path = SHARED_TRACES / relative
-    if not path.exists():
-        pytest.skip(f"real trace {relative} not available (../shared/traces is absent on this machine)")
-    return path
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import shared_trace
-from tracefiles import small_gpu_trace, write_trace, x
+from support.shared import shared_trace
+from support.tracefiles import small_gpu_trace, write_trace, x
 from typer.testing import CliRunner
 
 from opscope.advise import advise, all_rules, rule
@@ -75,7 +75,7 @@ def test_gpu_idle_is_not_applicable_without_gpu(tmp_path):
 
 
 def test_gpu_idle_on_a_real_trace_matches_the_raw_json():
-    import tracemutate as tm
+    from support import tracemutate as tm
 
     path = shared_trace("hta/trace_diff/control/control.json.gz")
     doc = tm.load(path)
@@ -113,7 +113,7 @@ def test_cli_advise_table_names_the_finding(tmp_path):
     (["advise", "--rules", "nope", "{trace}"], "no rule 'nope'"),
 ])
 def test_cli_advise_usage_errors(tmp_path, cache_dir, args, message):
-    from test_bad_input import run_cli
+    from support.cli import run_cli
 
     p = write_trace(tmp_path / "t.json", small_gpu_trace())
     res = run_cli(*[a.format(trace=p) for a in args], cache=cache_dir)
@@ -124,7 +124,7 @@ def test_cli_advise_usage_errors(tmp_path, cache_dir, args, message):
 def test_advise_on_bad_files_gets_one_line_and_exit_2(tmp_path, cache_dir):
     import gzip
 
-    from test_bad_input import assert_one_line_error, run_cli_many
+    from support.cli import assert_one_line_error, run_cli_many
 
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"")
@@ -142,7 +142,7 @@ def test_advise_on_bad_files_gets_one_line_and_exit_2(tmp_path, cache_dir):
 
 
 def test_longest_gaps_of_a_real_trace_show_the_data_loader_from_the_raw_json():
-    import tracemutate as tm
+    from support import tracemutate as tm
 
     path = shared_trace("kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz")
     doc = tm.load(path)

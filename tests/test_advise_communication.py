@@ -4,9 +4,9 @@ hand."""
 from __future__ import annotations
 
 import pytest
-import tracemutate as tm
-from conftest import shared_trace
-from tracefiles import write_trace, x
+from support import tracemutate as tm
+from support.shared import shared_trace
+from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
 
 import opscope.advise.rules.communication as comm_rule

@@ -7,9 +7,9 @@ import sys
 import textwrap
 
 import pytest
-import tracemutate as tm
-from conftest import shared_trace
-from tracefiles import write_trace, x
+from support import tracemutate as tm
+from support.shared import shared_trace
+from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
 
 from opscope.advise import advise

@@ -6,9 +6,9 @@ import statistics
 from collections import Counter
 
 import pytest
-import tracemutate as tm
-from conftest import shared_trace
-from tracefiles import write_trace, x
+from support import tracemutate as tm
+from support.shared import shared_trace
+from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
 
 from opscope.advise import advise

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from tracefiles import write_trace, x
+from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
 
 from opscope.advise import advise

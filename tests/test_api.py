@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tracefiles import small_gpu_trace, write_trace
+from support.tracefiles import small_gpu_trace, write_trace
 
 import opscope.api as api
 from opscope.advise import advise

@@ -12,11 +12,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 import pytest
+from support.cli import assert_one_line_error, run_cli, run_cli_many
 
 from opscope.errors import TraceError
 from opscope.ingest import open_trace
@@ -65,37 +65,6 @@ def write(path: Path, content: str | bytes, gz: bool = False) -> Path:
     data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
-
-
-def run_cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
-    return run_cli_many([args], cache=cache)[0]
-
-
-def run_cli_many(commands: list[tuple[str, ...]], cache: Path) -> list[subprocess.CompletedProcess]:
-    """Run ``opscope`` commands side by side: each start costs ~1 s of imports, mostly waiting."""
-    env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache)}
-    procs = [subprocess.Popen([sys.executable, "-m", "opscope.cli", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for args in commands]
-    results = []
-    for args, proc in zip(commands, procs):
-        out, err = proc.communicate(timeout=60)
-        results.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
-    return results
-
-
-def assert_one_line_error(res: subprocess.CompletedProcess, path: Path, *words: str) -> str:
-    """Exit code 2, nothing on stdout, one stderr line naming the file and holding ``words``."""
-    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
-    assert "Traceback" not in res.stderr and "RecursionError" not in res.stderr, res.stderr
-    lines = res.stderr.strip("\n").splitlines()
-    assert len(lines) == 1, res.stderr
-    line = lines[0]
-    assert line.startswith("opscope: error: "), line
-    assert str(path) in line, line
-    for word in words:
-        assert word.lower() in line.lower(), (word, line)
-    assert res.stdout == ""
-    return line
 
 
 def assert_trace_error(path: Path, *words: str) -> str:

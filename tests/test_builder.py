@@ -9,7 +9,7 @@ import sys
 import pyarrow as pa
 import pytest
 from support import make_trace, row
-from tracefiles import small_gpu_trace, write_trace
+from support.tracefiles import small_gpu_trace, write_trace
 
 from opscope.ingest import READERS, Reader, UnknownReader, open_trace, pick_reader, reader_named
 from opscope.model.builder import BAD_TIME_WARNING, TraceBuilder

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tracefiles import small_gpu_trace, write_trace
+from support.tracefiles import small_gpu_trace, write_trace
 
 from opscope.ingest import open_trace
 

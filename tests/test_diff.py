@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-import tracemutate as tm
-from conftest import shared_trace
-from test_bad_input import assert_one_line_error, run_cli
-from tracefiles import write_trace, x
+from support import tracemutate as tm
+from support.cli import assert_one_line_error, run_cli
+from support.shared import shared_trace
+from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
 
 from opscope.cli import app
@@ -241,7 +241,7 @@ def test_kernel_rows_agree_with_hta_trace_diff_recorded():
 def test_kernel_rows_agree_with_hta_trace_diff_live(tmp_path):
     import subprocess
 
-    from test_hta_fidelity import HTA_PYTHON, _hta_missing
+    from support.hta_live import HTA_PYTHON, _hta_missing
 
     missing = _hta_missing()
     if missing:

@@ -11,7 +11,7 @@ import re
 
 import pytest
 from support.hta_compat import kernel_type_breakdown, temporal_breakdown
-from tracefiles import write_trace, x
+from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
 
 from opscope.analyses.gpu import GpuAnalysis, direction_code
@@ -362,7 +362,7 @@ def test_real_hip_graph_trace_against_its_json():
     import gzip
     from decimal import Decimal
 
-    from conftest import shared_trace
+    from support.shared import shared_trace
 
     path = shared_trace("tracelens/traces/inference/vllm_decode_full/graph_execution.json.gz")
     with gzip.open(path) as f:

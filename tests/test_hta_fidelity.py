@@ -18,23 +18,21 @@ test shows that the difference is that treatment and nothing else.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import json
 import math
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_TRACES, shared_trace
 from support.hta_compat import kernel_type_breakdown, temporal_breakdown
+from support.hta_live import HTA_PYTHON, _hta_missing
+from support.shared import SHARED_TRACES, shared_trace
 
 from opscope.ingest import open_trace
 
 TOLERANCE_PP = 0.5
-HTA_PYTHON = Path(os.environ.get("OPSCOPE_HTA_PYTHON", "/tmp/htavenv/bin/python"))
 
 #: trace (under ../shared/traces/hta) -> HTA 0.5.0's idle %, compute %, non-compute %, kernel-type % (recorded).
 RECORDED = {
@@ -219,17 +217,6 @@ def _hta_traces() -> list[str]:
     if not root.is_dir():
         return sorted(RECORDED)  # each test then skips: the traces are absent
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name.endswith((".json", ".json.gz")))
-
-
-@functools.lru_cache(maxsize=1)
-def _hta_missing() -> str | None:
-    """Why HTA cannot run here, or None."""
-    if not HTA_PYTHON.exists():
-        return f"no HTA interpreter at {HTA_PYTHON} (set OPSCOPE_HTA_PYTHON)"
-    check = subprocess.run([str(HTA_PYTHON), "-c", "import hta"], capture_output=True, text=True)
-    if check.returncode != 0:
-        return f"{HTA_PYTHON} cannot import hta: {(check.stderr.strip().splitlines() or ['?'])[-1]}"
-    return None
 
 
 def run_hta(trace: Path, tmp_path: Path) -> dict:

@@ -10,9 +10,9 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from conftest import shared_trace
 from support import make_trace, row
-from tracefiles import small_gpu_trace, write_trace, x
+from support.shared import shared_trace
+from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses.links import launch_rows, link_table
 from opscope.analyses.ops import gpu_op_table

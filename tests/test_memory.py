@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from conftest import shared_trace
-from tracefiles import small_gpu_trace, write_trace, x
+from support.shared import shared_trace
+from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses import memory as mem
 from opscope.ingest import open_trace

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracefiles import small_gpu_trace, write_trace, x
+from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.intervals import union_ns

@@ -11,8 +11,8 @@ import subprocess
 
 import pyarrow as pa
 import pytest
-from conftest import shared_trace
-from tracefiles import small_gpu_trace, write_trace, x
+from support.shared import shared_trace
+from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses import names
 from opscope.analyses.kernels import kernel_table

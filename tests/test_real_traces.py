@@ -8,7 +8,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 import pytest
-from conftest import shared_trace
+from support.shared import shared_trace
 
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.steps import step_table

@@ -1,6 +1,6 @@
 """Trust: change a real trace in a known way and check that diff and advise find exactly that change.
 
-The expected figures are computed from the raw JSON (tests/tracemutate.py), not by opscope.
+The expected figures are computed from the raw JSON (tests/support/tracemutate.py), not by opscope.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import tracemutate as tm
-from conftest import shared_trace
+from support import tracemutate as tm
+from support.shared import shared_trace
 from typer.testing import CliRunner
 
 from opscope.cli import app

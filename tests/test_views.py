@@ -12,9 +12,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import shared_trace
 from support import make_trace, row
-from tracefiles import small_gpu_trace, write_trace, x
+from support.shared import shared_trace
+from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses import views
 from opscope.analyses.filters import EventFilter
