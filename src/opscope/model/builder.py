@@ -14,7 +14,7 @@ import contextlib
 import importlib.util
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 from opscope.model.schema import ARGS, COUNTERS, DERIVED_COLUMNS, EVENTS, FLOWS, MEMORY, STEPS
 from opscope.model.trace import Trace
 
-Values = pa.Array | pa.ChunkedArray | Sequence[Any]
-Batch = Mapping[str, Values]
+Values: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[Any]
+Batch: TypeAlias = Mapping[str, Values]
 
 _INT64_MAX = (1 << 63) - 1
 #: The columns a reader gives for events (``event_id`` is numbered here; the rest is derived later).

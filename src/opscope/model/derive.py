@@ -119,7 +119,8 @@ def nest(events: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
         })
         # A stable sort by thread keeps each thread's rows in the table's time order.
         sub = sub.take(pc.sort_indices(sub["thread"]))
-        _nest_sorted(*(_int64_view(sub[c]) for c in ("row", "thread", "ts", "dur")), parent, depth, self_ns)
+        row_v, thread_v, ts_v, dur_v = (_int64_view(sub[c]) for c in ("row", "thread", "ts", "dur"))
+        _nest_sorted(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns)
     parent_arr = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent)])
     parent_arr = pc.if_else(pc.equal(parent_arr, -1), pa.scalar(None, pa.int64()), parent_arr)
     depth_arr = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)])

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
 from opscope.model.schema import TABLE_SCHEMAS
 
-Table = pa.Table
-Loader = Callable[[], pa.Table]
+Table: TypeAlias = pa.Table
+Loader: TypeAlias = Callable[[], pa.Table]
 
 
 class ColumnLoader:
