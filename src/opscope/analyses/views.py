@@ -10,8 +10,9 @@ inside it, and nothing is counted twice.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -368,7 +369,7 @@ def flat_table(tree: FrameTree, sort: str = "self_ns", column: str = "frame") ->
 
 
 def _rows_table(rows: list[tuple], grand: int, column: str, indent: bool) -> pa.Table:
-    cols = list(zip(*rows)) if rows else [[] for _ in range(8)]
+    cols: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in range(8)]
     total = pa.array(cols[5], pa.int64())
     self_ns = pa.array(cols[6], pa.int64())
     names = [("  " * d) + n for n, d in zip(cols[1], cols[2])] if indent else list(cols[1])

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,7 +49,7 @@ def kernels_by_op(trace: Trace, span: Span) -> Choice:
 
 def kernel_choice_changes(base: Choice, new: Choice, span_base: Span, span_new: Span) -> pa.Table:
     """Rows for every (op, shapes) found in both traces whose kernels differ, largest device time first."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in set(base) & set(new):
         (kb, nsb), (kn, nsn) = base[key], new[key]
         if kb == kn:

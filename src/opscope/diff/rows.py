@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -106,7 +107,7 @@ def combine(kind: str, base: Totals, new: Totals, span_base: Span, span_new: Spa
         b, n = base.get(key), new.get(key)
         base_ns = _per(b[0], span_base) if b else 0
         new_ns = _per(n[0], span_new) if n else 0
-        row = {"kind": kind, "name": key[0]}
+        row: dict[str, Any] = {"kind": kind, "name": key[0]}
         if with_shapes:
             row["shapes"] = key[1] if len(key) > 1 else None
         row.update({

@@ -7,7 +7,7 @@ reported through ``truncated`` so the reader can keep what came before.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 from opscope.errors import TraceError
@@ -53,7 +53,7 @@ class ByteSource:
         self.truncated = False
         self.bytes_in = 0
 
-    def blocks(self) -> Iterator[bytes]:
+    def blocks(self) -> Generator[bytes, None, None]:
         if self.compressed:
             yield from self._gzip_blocks()
         else:
@@ -62,7 +62,7 @@ class ByteSource:
                     self.bytes_in += len(block)
                     yield block
 
-    def _gzip_blocks(self) -> Iterator[bytes]:
+    def _gzip_blocks(self) -> Generator[bytes, None, None]:
         # wbits=16+MAX_WBITS: gzip framing. Output is bounded per call (max_length) because trace
         # JSON compresses ~20x: one compressed read could otherwise inflate to hundreds of MB.
         decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
