@@ -8,6 +8,7 @@ stream of the same device); stragglers need the other ranks' traces (``opscope a
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
@@ -63,7 +64,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
     return findings
 
 
-def _rank_row(ctx: AdviceContext, label) -> dict | None:
+def _rank_row(ctx: AdviceContext, label) -> dict[str, Any] | None:
     """Compute and collective time per step of one rank (union over streams, averaged over its devices)."""
     if ctx.gpu is None:
         return None
@@ -84,9 +85,9 @@ def _straggler(ctx: AdviceContext) -> Finding | None:
     collective (they wait inside it, so they show the most collective time)."""
     if not ctx.peers:
         return None
-    ranks = [_rank_row(ctx, _label(ctx.trace, 0))]
-    ranks += [_rank_row(AdviceContext(peer), _label(peer, i)) for i, peer in enumerate(ctx.peers, start=1)]
-    ranks = [r for r in ranks if r is not None]
+    rows = [_rank_row(ctx, _label(ctx.trace, 0))]
+    rows += [_rank_row(AdviceContext(peer), _label(peer, i)) for i, peer in enumerate(ctx.peers, start=1)]
+    ranks = [r for r in rows if r is not None]  # a rank without GPU work has no row
     if len(ranks) < 2:
         return None
     median = statistics.median(r["compute_ns"] for r in ranks)

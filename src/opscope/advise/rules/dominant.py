@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -461,7 +461,7 @@ def _findings(ctx: AdviceContext, items: list[Item], scope: Scope, basis: str,
             covered[i.group] = covered.get(i.group, 0) + i.ns
         gain = sum(i.ns if f is None else i.ns * (1 - 1 / f) for i, (_, f) in hits)
         saving = ctx.per_step(gain)
-        parts = {}
+        parts: dict[float | None, int] = {}  # speed-up factor (None: the work goes away) -> its time
         for i, (_, f) in hits:
             parts[f] = parts.get(f, 0) + i.ns
         how = " + ".join(f"{format_ns(ctx.per_step(ns_f))} x " + ("1 (goes away)" if f is None else f"(1 - 1/{f:g})")
@@ -529,7 +529,7 @@ def _bottleneck(ctx: AdviceContext, device: int | None) -> str:
             f"{busy[0]:.0f}% of the window).")
 
 
-def _rows(ctx: AdviceContext, hits: list[tuple[Item, Match | None]], total: int, scope: Scope) -> list[dict]:
+def _rows(ctx: AdviceContext, hits: Sequence[tuple[Item, Match | None]], total: int, scope: Scope) -> list[dict]:
     """Evidence rows: GPU items by short kernel name, launching op and its input shapes; CPU ones by op and
     input shapes; each with what matched (basis) and the speed-up assumed (factor)."""
     merged: dict[tuple, dict] = {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,27 +58,27 @@ def check(ctx: AdviceContext) -> list[Finding]:
     if not calls:
         return []
     busy, blocked = _busy(ctx), _blocked(ctx)
-    devices = sorted(busy) or [None]
+    devices: list[int | None] = [*sorted(busy)] or [None]  # None: no device ran work
     call_starts = [c.ts for c in calls]
     step_start = dict(zip(ctx.trace.steps["step"].to_pylist(), ctx.trace.steps["ts_ns"].to_pylist()))
-    rows, free = [], {d: [] for d in devices}
+    rows: list[dict[str, Any]] = []
+    free: dict[int | None, list[tuple[int, int]]] = {d: [] for d in devices}
     for c in calls:
         end = c.ts + c.dur
         nxt = bisect_left(call_starts, end)
         next_call = call_starts[nxt] if nxt < len(call_starts) else None
-        best = None
+        options = []  # per device it may have waited for: (device, drained, idle_during, after, cost)
         for d in ([c.device] if c.device in busy else devices):
-            starts, ends = busy.get(d, ([], []))
+            starts, ends = busy[d] if d in busy else ([], [])  # d is None: no device ran work
             drained = _overlap(starts, ends, c.ts, end)
-            waiting = _free(*blocked.get(d, ([], [])), c.ts, end)
+            waiting = _free(*(blocked[d] if d in blocked else ([], [])), c.ts, end)
             idle_during = sum(e - s for s, e in waiting)
             after = _idle_after(starts, ends, end, next_call)
             counted = min(after, drained)
             free[d] += waiting + ([(end, end + counted)] if counted else [])
-            cost = idle_during + counted
-            if best is None or cost > best[-1]:
-                best = (d, drained, idle_during, after, cost)
-        d, drained, idle_during, after, cost = best
+            options.append((d, drained, idle_during, after, idle_during + counted))
+        # the costliest, the first of equals (one option at least: devices is never empty)
+        d, drained, idle_during, after, cost = max(options, key=lambda o: o[-1])
         rows.append({"step": c.step, "at_ns": c.ts - step_start.get(c.step, ctx.window[0]), "device": d,
                      "call": c.call, "op": c.op, "python": c.python, "wait_ns": c.dur, "drained_ns": drained,
                      "idle_during_ns": idle_during, "idle_after_ns": after, "cost_ns": cost})
@@ -115,7 +116,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
 
 
 def _changes(rows: list[dict]) -> list[str]:
-    out, cost = [], {}
+    out: list[str] = []
+    cost: dict[int, int] = {}  # CHANGE_FOR index -> cost of the calls it matches
     for r in rows:
         for i, (pattern, _) in enumerate(CHANGE_FOR):
             if any(pattern.search(part) for part in (r["op"] or "").split(" > ") + [r["call"]]):
