@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ContextDecorator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from opscope.capture.session import Recording, RecordOptions
 from opscope.errors import TraceError, UsageError
@@ -73,7 +73,7 @@ class profile(ContextDecorator):  # noqa: N801 - used like a function: `with ops
         if self._recording is not None:
             self._recording.step(explicit=True)
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         from opscope.capture.runner import write_json_atomic
 
         recording, self._recording = self._recording, None
@@ -85,7 +85,7 @@ class profile(ContextDecorator):  # noqa: N801 - used like a function: `with ops
                 "crash": None if exc_type is None else f"{exc_type.__name__}: {exc}",
                 "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })
-            write_json_atomic(self.output / "run.json", self._info)
+            write_json_atomic(recording.output / "run.json", self._info)  # the recording writes into self.output
         return False
 
     @property
