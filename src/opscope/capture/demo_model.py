@@ -8,7 +8,7 @@ from opscope.capture import require_torch
 def mobilenet_v2_mini(num_classes: int = 10, width: int = 16):
     """A MobileNetV2-style network: inverted residual blocks with depthwise 3x3 convolutions."""
     torch = require_torch()
-    nn = torch.nn
+    from torch import nn  # after require_torch: its ImportError says how to install torch
 
     def conv_bn(cin, cout, stride=1, groups=1, kernel=3, act=True):
         layers = [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,9 @@ from opscope.analyses.numerics import DUMP_NAME, SCHEMA, STATS, SUMMARY_FIELDS, 
 from opscope.capture import require_torch
 
 if TYPE_CHECKING:
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.weak import WeakIdKeyDictionary
+
     from opscope.capture.launch import Target
     from opscope.capture.runner import Outcome, Program
 
@@ -140,10 +144,10 @@ class NumericsRecorder:
         self._names: dict[Any, str] = {}
         self._roots: set[str] = set()
         self._local = threading.local()  # the module stack of each thread
-        self._mode = None
+        self._mode: TorchDispatchMode | None = None
         self._handles: list[Any] = []
-        self._cache = None
-        self._graph_task_id = None
+        self._cache: WeakIdKeyDictionary | None = None  # tensor -> (its version, its summary stats)
+        self._graph_task_id: Callable[[], int] | None = None
 
     # context manager ------------------------------------------------------------------------------
     def __enter__(self) -> NumericsRecorder:
@@ -160,7 +164,8 @@ class NumericsRecorder:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._mode.__exit__(*exc)
+        if self._mode is not None:  # entered
+            self._mode.__exit__(*exc)
         for handle in self._handles:
             handle.remove()
         self._handles, self._cache, self._names, self._roots = [], None, {}, set()
@@ -209,7 +214,7 @@ class NumericsRecorder:
         op = func._schema.name
         stack = self._stack()
         module = stack[-1][1] if stack else ""
-        backward = self._graph_task_id() != -1
+        backward = self._graph_task_id is not None and self._graph_task_id() != -1
         inputs = [self._input_stats(i, t) for i, t in enumerate(_tensors(tree_leaves((args, kwargs)), torch))]
         out = func(*args, **kwargs)
         for i, t in enumerate(_tensors(tree_leaves(out), torch)):
@@ -230,7 +235,7 @@ class NumericsRecorder:
 
     def _input_stats(self, position: int, t) -> dict[str, Any]:
         version = _version(t)
-        cached = self._cache.get(t) if version is not None else None
+        cached = self._cache.get(t) if version is not None and self._cache is not None else None
         if cached is not None and cached[0] == version:
             stats = cached[1]
         else:
@@ -239,7 +244,7 @@ class NumericsRecorder:
 
     def _remember(self, t, stats: dict[str, Any]) -> None:
         version = _version(t)
-        if version is not None:
+        if version is not None and self._cache is not None:
             self._cache[t] = (version, {k: stats[k] for k, _ in SUMMARY_FIELDS})
 
     def _keep(self, row: dict[str, Any]) -> None:

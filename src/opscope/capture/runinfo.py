@@ -34,6 +34,7 @@ def cpu_info() -> dict[str, Any]:
                 break
     except OSError:
         pass
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -21,6 +21,11 @@ from typing import TYPE_CHECKING, Any
 from opscope.errors import UsageError
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from torch.profiler import profile as Profiler
+    from torch.utils.hooks import RemovableHandle
+
     from opscope.capture.runner import Outcome, Program
 
 #: Thread counts above this are refused as a typo (no machine this runs on has that many cores).
@@ -119,13 +124,13 @@ class Recording:
         self.recorded_steps: list[int] = []
         self.explicit_steps = False
         self._pacing_optimizer: int | None = None
-        self._hook = None
-        self._prof = None
+        self._hook: RemovableHandle | None = None
+        self._prof: Profiler | None = None
         self._startup = False  # the current profiler is the "step 0" window
         self._discard = False
         self._stopping = False
         self._saved_upto = -1
-        self._torch = None
+        self._torch: ModuleType | None = None  # set by start()
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> Recording:
@@ -186,19 +191,19 @@ class Recording:
         if self._prof is None:
             return
         if self._startup:
-            self._leave_startup()
+            self._leave_startup(self._prof)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self._prof.step()
 
-    def _leave_startup(self) -> None:
+    def _leave_startup(self, startup: Profiler) -> None:
         """First step: drop the start-up window and hand over to the scheduled profiler at step 1."""
         self._startup = False
         self._discard = True
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self._prof.stop()
+            startup.stop()
         self._discard = False
         self._prof = self._make_profiler(self._base_schedule(), first_step=self.clock.count)
         self._prof.start()
@@ -218,13 +223,15 @@ class Recording:
     def _activities(self) -> list:
         from torch.profiler import ProfilerActivity
 
+        if self._torch is None:
+            raise RuntimeError("a Recording makes its profilers in start()")
         acts = [ProfilerActivity.CPU]
         want = self.options.activities
         if want == "cuda" or (want == "auto" and self._torch.cuda.is_available()):
             acts.append(ProfilerActivity.CUDA)
         return acts
 
-    def _make_profiler(self, sched, first_step: int):
+    def _make_profiler(self, sched, first_step: int) -> Profiler:
         from torch.profiler import profile
 
         o = self.options
@@ -289,7 +296,7 @@ class RecordingInstrument:
         self.option_values = config["options"]
         self.info: dict[str, Any] = {}
         self.recording: Recording | None = None
-        self._torch = None
+        self._torch: ModuleType | None = None
 
     def prepare(self) -> None:
         from opscope.capture.runner import fail
@@ -320,8 +327,9 @@ class RecordingInstrument:
     def finish(self, outcome: Outcome) -> None:
         from opscope.capture.runner import write_json_atomic
 
-        self.recording.stop()
-        self.info.update(self.recording.result())
+        if self.recording is not None:  # the runner calls finish only after start
+            self.recording.stop()
+            self.info.update(self.recording.result())
         self.info.update({"status": outcome.status, "exit_code": outcome.exit_code, "crash": outcome.crash,
                           "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         write_json_atomic(self.output / "run.json", self.info)

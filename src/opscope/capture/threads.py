@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -100,7 +101,7 @@ def tune_threads(target: Target, settings: list[Setting], repeat: int = 1, show_
                                  "record to see its output")
             durations[setting].append(run.info.get("step_times_ns") or [])
             threads[setting] = run.info.get("threads") or {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for setting in settings:
         timing = _pooled(durations[setting])
         if timing is None:
