@@ -2,7 +2,7 @@
 
 ``temporal_breakdown`` is HTA's ``get_temporal_breakdown`` and ``kernel_type_breakdown`` its
 ``get_gpu_kernel_breakdown`` kernel-type table; no command uses them, so they live beside the tests that
-compare them with HTA (tests/test_hta_fidelity.py, tests/test_gpu.py).
+compare them with HTA (tests/integration/test_hta_fidelity.py, tests/unit/test_gpu.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,171 @@
+"""opscope diff through the CLI (JSON keys, CI gate, bad input) and on real traces: kernel choice changes,
+--by api, and agreement with HTA's TraceDiff."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import tracemutate as tm
+from support.cli import assert_one_line_error, run_cli
+from support.shared import shared_trace
+from support.tracefiles import write_trace, x
+from typer.testing import CliRunner
+
+from opscope.cli import app
+from opscope.diff import compare
+from opscope.ingest import open_trace
+
+runner = CliRunner()
+
+
+def test_json_rows_have_exactly_the_documented_keys(pair):
+    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert all(set(row) == {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status"}
+               for row in rows)
+    assert rows[0]["name"] == "k_mm"
+    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json", "--by", "name,shapes"])
+    assert all("shapes" in row for row in json.loads(r.stdout))
+
+
+@pytest.mark.parametrize("limit, code", [("10%", 1), ("25%", 0), ("20", 0), ("150us", 1), ("250us", 0),
+                                         ("0.2ms", 0)])
+def test_ci_gate_exit_codes(pair, limit, code):
+    # the step went from 1000 us to 1200 us: +20%, +200 us
+    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--fail-if-slower", limit, "-f", "json"])
+    assert r.exit_code == code, r.output
+    assert ("regression" if code else "ok:") in r.stderr
+
+
+def test_real_traces_rows_match_the_raw_json():
+    a, b = shared_trace("hta/trace_diff/control/control.json.gz"), shared_trace("hta/trace_diff/test/test.json.gz")
+    c = compare(open_trace(a), open_trace(b))
+    rows = {(r["kind"], r["name"]): r for r in c.rows.to_pylist()}
+    name = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    for path, column in ((a, "base_ns"), (b, "new_ns")):
+        doc = tm.load(path)
+        owner, spans = tm.launch_steps(doc), tm.steps(doc)
+        total = sum(e["dur"] for e in tm.device_work(doc) if e["name"] == name and
+                    tm.device_step(e, owner, spans) is not None)
+        assert rows[("kernel", name)][column] == pytest.approx(total * 1000 / len(tm.steps(doc)), abs=1)
+
+
+def test_kernel_choice_changes_between_gpus():
+    a = shared_trace("tracelens/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz")
+    b = shared_trace("tracelens/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz")
+    c = compare(open_trace(a), open_trace(b))
+    rows = {(r["op"], r["shapes"]): r for r in c.kernel_choice.to_pylist()}
+    op = "aten::_flash_attention_forward"
+    for path, column in ((a, "kernels_base"), (b, "kernels_new")):
+        raw = tm.kernels_of_op(tm.load(path), op)  # shapes -> kernel names, from correlation ids in the raw JSON
+        for shapes, names in raw.items():
+            listed = rows[(op, shapes)][column].split(", ")
+            assert all(any(short in full for short in listed) for full in names), (names, listed)
+    assert any("flash_fwd_kernel" in r["kernels_base"] and "attn_fwd" in r["kernels_new"]
+               for (o, _), r in rows.items() if o == op)
+
+
+def test_by_api_matches_ops_across_frameworks():
+    a = shared_trace("generated/torch_cpu_mobilenetv2_train.json")
+    b = shared_trace("generated/tf_keras_cpu_trace_viewer.json")
+    c = compare(open_trace(a), open_trace(b), by="api", whole_trace=True)
+    conv = next(r for r in c.rows.to_pylist() if r["name"] == "conv2d")
+    torch_convs = [e for e in tm.load(a)["traceEvents"] if e.get("name") == "aten::conv2d" and e.get("ph") == "X"]
+    tf_convs = [e for e in tm.load(b)["traceEvents"] if e.get("name") in ("Conv2D", "_FusedConv2D")
+                and e.get("ph") == "X"]
+    assert conv["calls_base"] == len(torch_convs) and conv["calls_new"] == len(tf_convs)
+    assert conv["base_ns"] == pytest.approx(sum(e["dur"] for e in torch_convs) * 1000, abs=len(torch_convs))
+    assert conv["new_ns"] == pytest.approx(sum(e["dur"] for e in tf_convs) * 1000, abs=len(tf_convs))
+
+
+def test_different_frameworks_need_by_api(cache_dir):
+    a = shared_trace("generated/torch_cpu_mobilenetv2_train.json")
+    b = shared_trace("generated/tf_keras_cpu_trace_viewer.json")
+    res = run_cli("diff", str(a), str(b), cache=cache_dir)
+    line = assert_one_line_error(res, a, "pytorch", "tensorflow", "--by api")
+    assert str(b) in line
+
+
+def test_bad_input_gets_one_line_and_exit_2(tmp_path, cache_dir, pair):
+    empty = write_trace(tmp_path / "empty.json", [])
+    nosteps = write_trace(tmp_path / "nosteps.json", [x("aten::mm", 0, 10)])
+    cases = [
+        (("diff", str(pair[0]), str(pair[0])), pair[0], ("same file",)),
+        (("diff", str(pair[0]), str(empty)), empty, ()),
+        (("diff", str(pair[0]), str(nosteps)), nosteps, ("--whole-trace",)),
+        (("diff", str(pair[0]), str(tmp_path / "missing.json")), tmp_path / "missing.json", ()),
+        # steps that neither trace has: no steps in common to compare
+        (("diff", str(pair[0]), str(pair[1]), "--steps", "7-9"), pair[0], ("steps", "1-2")),
+    ]
+    for args, path, words in cases:
+        assert_one_line_error(run_cli(*args, cache=cache_dir), path, *words)
+    for args, words in [(("diff", str(pair[0]), str(pair[1]), "--fail-if-slower", "fast"), "--fail-if-slower"),
+                        (("diff", str(pair[0]), str(pair[1]), "--by", "color"), "--by")]:
+        res = run_cli(*args, cache=cache_dir)
+        assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr
+    ok = run_cli("diff", str(pair[0]), str(nosteps), "--whole-trace", "-f", "json", cache=cache_dir)
+    assert ok.returncode == 0, ok.stderr
+
+
+#: HTA 0.5.0's TraceDiff.compare_traces on the trace_diff pair, all six iterations, GPU kernels (counts, total
+#: µs): control then test. Recorded from a run of HTA in /tmp/htavenv.
+HTA_TRACE_DIFF = {
+    "Memcpy DtoD (Device -> Device)": (18, 2735, 4608, 92625),
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": (18, 32880, 18, 80480),
+    "volta_sgemm_128x32_nt": (0, 0, 204, 27263),
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)": (42, 130655, 42, 148554),
+}
+
+HTA_DIFF_CODE = """
+import json, logging, sys, warnings
+warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
+from hta.trace_diff import DeviceType, LabeledTrace, TraceDiff
+a, b = LabeledTrace("c", trace_dir=sys.argv[1]), LabeledTrace("t", trace_dir=sys.argv[2])
+df = TraceDiff.compare_traces(a, b, control_iteration=a.iterations(), test_iteration=b.iterations(),
+                              device_type=DeviceType.GPU)
+print(df.reset_index().to_json(orient="records"))
+"""
+
+
+def _kernel_rows_as_totals() -> dict[str, tuple[float, float, float, float]]:
+    """opscope's kernel rows of the trace_diff pair, per step, turned back into totals over the six steps."""
+    a, b = shared_trace("hta/trace_diff/control/control.json.gz"), shared_trace("hta/trace_diff/test/test.json.gz")
+    c = compare(open_trace(a), open_trace(b), ops=False)
+    n = c.span_base.divisor
+    assert n == c.span_new.divisor == 6
+    return {r["name"]: (r["calls_base"] * n, r["base_ns"] * n / 1000, r["calls_new"] * n, r["new_ns"] * n / 1000)
+            for r in c.rows.to_pylist()}
+
+
+def test_kernel_rows_agree_with_hta_trace_diff_recorded():
+    ours = _kernel_rows_as_totals()
+    for name, (cc, cd, tc, td) in HTA_TRACE_DIFF.items():
+        assert ours[name] == pytest.approx((cc, cd, tc, td), abs=0.05), name
+
+
+def test_kernel_rows_agree_with_hta_trace_diff_live(tmp_path):
+    import subprocess
+
+    from support.hta_live import HTA_PYTHON, _hta_missing
+
+    missing = _hta_missing()
+    if missing:
+        pytest.skip(missing)
+    dirs = []
+    for name, rel in (("c", "hta/trace_diff/control/control.json.gz"), ("t", "hta/trace_diff/test/test.json.gz")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / Path(rel).name).symlink_to(shared_trace(rel))
+        dirs.append(str(d))
+    done = subprocess.run([str(HTA_PYTHON), "-c", HTA_DIFF_CODE, *dirs], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    hta = {r["name"]: (r["c_counts"], r["c_total_duration"], r["t_counts"], r["t_total_duration"])
+           for r in json.loads(done.stdout.strip().splitlines()[-1])}
+    ours = _kernel_rows_as_totals()
+    assert set(ours) == set(hta)
+    for name in hta:  # every kernel: calls and total µs over the six iterations, both traces
+        assert ours[name] == pytest.approx(hta[name], abs=0.05), name

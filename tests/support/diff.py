@@ -1,0 +1,36 @@
+"""The hand-built pair of traces the diff tests compare: a base run and a slower new one."""
+
+from __future__ import annotations
+
+from support.tracefiles import x
+
+
+def launch(ts, corr):
+    return x("cudaLaunchKernel", ts, 2, cat="cuda_runtime", correlation=corr)
+
+
+def kernel(name, ts, dur, corr):
+    return x(name, ts, dur, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=corr)
+
+
+def base_events():
+    """Two steps of 1000 us. Per step: aten::mm 100 us self (launches k_mm, 200 us); step 1 also aten::relu
+    50 us (launches k_relu, 30 us)."""
+    return [
+        x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        x("aten::mm", 10, 100), launch(20, 1), kernel("k_mm", 120, 200, 1),
+        x("aten::relu", 300, 50), launch(310, 2), kernel("k_relu", 400, 30, 2),
+        x("ProfilerStep#2", 1000, 1000, cat="user_annotation"),
+        x("aten::mm", 1010, 100), launch(1020, 3), kernel("k_mm", 1120, 200, 3),
+    ]
+
+
+def new_events():
+    """Two steps of 1200 us. Per step: aten::mm 150 us (k_mm 300 us), aten::add 20 us (k_add 10 us); no relu."""
+    out = []
+    for i, s in enumerate((0, 1200)):
+        c = 10 * (i + 1)
+        out += [x(f"ProfilerStep#{i + 1}", s, 1200, cat="user_annotation"),
+                x("aten::mm", s + 10, 150), launch(s + 20, c), kernel("k_mm", s + 200, 300, c),
+                x("aten::add", s + 600, 20), launch(s + 605, c + 1), kernel("k_add", s + 700, 10, c + 1)]
+    return out

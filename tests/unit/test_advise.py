@@ -1,0 +1,67 @@
+"""The advice framework (registry, ranking) and the gpu-idle rule on hand-built traces."""
+
+from __future__ import annotations
+
+import pytest
+from support.tracefiles import small_gpu_trace, write_trace, x
+
+from opscope.advise import advise, all_rules
+from opscope.advise.finding import Finding, ranked
+from opscope.ingest import open_trace
+
+
+def test_every_rule_has_an_id_title_explanation_and_its_own_module():
+    rules = all_rules()
+    ids = [r.id for r in rules]
+    assert len(ids) == len(set(ids))
+    for r in rules:
+        assert r.title and len(r.explain) > 200, r.id
+        assert r.check.__module__.startswith("opscope.advise.rules."), r.id
+    assert "gpu-idle" in ids
+
+
+def test_ranking_puts_the_largest_saving_first_and_unestimated_last():
+    def f(rule, saving):
+        return Finding(rule, rule, saving, None, "", "")
+
+    order = [x.rule for x in ranked([f("a", 5), f("b", None), f("c", 50), f("d", 0)])]
+    assert order == ["c", "a", "d", "b"]
+
+
+def test_gpu_idle_on_a_hand_built_trace(tmp_path):
+    # small_gpu_trace: steps [0, 1000) and [1000, 3000) us; kernels [150, 350), [1200, 1260) and [2950, 3050),
+    # the last clipped at the window's end (3000). Busy = 200 + 60 + 50 = 310 us of 3000 -> idle 2690 us.
+    t = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()))
+    found = advise(t, only=["gpu-idle"]).findings
+    assert len(found) == 1
+    f = found[0]
+    assert f.saving_ns == 2_690_000 // 2  # per step: 2 steps
+    assert f.saving_pct == pytest.approx(100 * 1_345_000 / 1_500_000, abs=0.01)
+    gaps = [e for e in f.evidence if e["what"] == "gap"]
+    # longest gap: [1260, 2950) us, in step 2 (starts at 1000): 260 us into it
+    assert (gaps[0]["step"], gaps[0]["at_ns"], gaps[0]["idle_ns"]) == (2, 260_000, 1_690_000)
+    # then [350, 1000) up to step 2's start and beyond: the gap [350, 1200) spans the step boundary
+    assert (gaps[1]["step"], gaps[1]["at_ns"], gaps[1]["idle_ns"]) == (1, 350_000, 850_000)
+    # what the host did meanwhile (step markers aside). Gap 1: conv2d [1100, 1300) covers 40 us of it and a launch
+    # [1400, 1410) 10 us: 50 of 1690 us. Gap 2: conv2d [100, 400) 50 us, relu [500, 600) 100 us, conv2d
+    # [1100, 1300) 100 us (its launch inside it): 250 of 850 us; relu and the second conv2d tie, relu is shorter.
+    assert (gaps[0]["host_busy_pct"], gaps[0]["host_op"]) == (round(100 * 50 / 1690, 2), "aten::conv2d")
+    assert (gaps[1]["host_busy_pct"], gaps[1]["host_op"]) == (round(100 * 250 / 850, 2), "aten::relu")
+    causes = sum(e["idle_ns"] for e in f.evidence if e["what"].startswith("idle:"))
+    assert abs(causes - 1_345_000) <= 3  # the per-cause rows add up to the idle time (rounded per row)
+
+
+def test_gpu_idle_stays_silent_on_a_busy_device(tmp_path):
+    # one step of 1000 us with kernels covering 950 us of it: idle 5% < 10%
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              x("cudaLaunchKernel", 1, 2, cat="cuda_runtime", correlation=1),
+              x("k", 20, 950, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1)]
+    t = open_trace(write_trace(tmp_path / "t.json", events))
+    assert advise(t, only=["gpu-idle"]).findings == []
+
+
+def test_gpu_idle_is_not_applicable_without_gpu(tmp_path):
+    t = open_trace(write_trace(tmp_path / "t.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+                                                     x("aten::mm", 10, 50)]))
+    a = advise(t, only=["gpu-idle"])
+    assert a.findings == [] and "no GPU" in a.not_applicable["gpu-idle"]

@@ -1,0 +1,63 @@
+"""launch-bound rule on hand-built traces: kernels shorter than their launch calls."""
+
+from __future__ import annotations
+
+from support.tracefiles import write_trace, x
+
+from opscope.advise import advise
+from opscope.advise.context import AdviceContext
+from opscope.ingest import open_trace
+
+
+def test_a_slow_first_launch_does_not_count_as_a_per_step_cost(tmp_path):
+    # the first launch call takes 5 ms (lazy module loading), the nine others 20 us, each kernel 5 us:
+    # L = 10 kernels x the median call (20 us) = 200 us, not 5 ms + 9 x 20 us; the device idles > 4 ms after them
+    events = [x("ProfilerStep#1", 0, 10_000, cat="user_annotation"),
+              x("cudaLaunchKernel", 10, 5_000, cat="cuda_runtime", correlation=1),
+              x("tiny", 5_011, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1)]
+    for i in range(1, 10):
+        events.append(x("cudaLaunchKernel", 5_010 + 30 * i, 20, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("tiny", 5_031 + 30 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7,
+                        correlation=i + 1))
+    f = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"]).findings
+    assert len(f) == 1 and f[0].saving_ns == 10 * 20_000
+
+
+def test_single_kernel_graph_launches_are_not_counted(tmp_path):
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
+    for i in range(10):
+        events.append(x("cudaGraphLaunch", 10 + 30 * i, 20, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("tiny", 31 + 30 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1))
+    a = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"])
+    assert "graph" in a.not_applicable["launch-bound"]
+
+
+def test_hand_built_launch_bound_step(tmp_path):
+    # one 1000 us step; ten 20 us launch calls every 30 us, each kernel 5 us right after its call
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
+    for i in range(10):
+        events.append(x("cudaLaunchKernel", 10 + 30 * i, 20, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("tiny", 31 + 30 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1))
+    trace = open_trace(write_trace(tmp_path / "t.json", events))
+    idle = {r["cause"]: r["idle_ns"] for r in AdviceContext(trace).idle.to_pylist()}
+    assert idle["host_wait"] + idle["launch_overhead"] >= 200_000
+    f = advise(trace, only=["launch-bound"]).findings
+    assert len(f) == 1 and f[0].saving_ns == 10 * 20_000 and f[0].saving_pct == 20.0
+    total, row = f[0].evidence[0], f[0].evidence[1]
+    assert (total["calls_per_step"], total["shorter_than_launch"], total["short_pct"]) == (10, 10, 100.0)
+    assert (row["kernel"], row["calls_per_step"], row["shorter_than_launch"]) == ("tiny", 10, 10)
+    assert (row["median_kernel_ns"], row["median_launch_ns"]) == (5_000, 20_000)
+
+
+def test_long_kernels_are_not_launch_bound(tmp_path):
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
+    for i in range(4):
+        events.append(x("cudaLaunchKernel", 10 + 5 * i, 4, cat="cuda_runtime", correlation=i + 1))
+        events.append(x("big", 40 + 200 * i, 190, cat="kernel", pid=0, tid=7, device=0, stream=7,
+                        correlation=i + 1))
+    assert advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"]).findings == []
+
+
+def test_not_applicable_on_cpu_traces(tmp_path):
+    t = open_trace(write_trace(tmp_path / "t.json", [x("aten::mm", 0, 10)]))
+    assert "no GPU" in advise(t, only=["launch-bound"]).not_applicable["launch-bound"]

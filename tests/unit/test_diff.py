@@ -1,0 +1,65 @@
+"""opscope diff on a hand-built pair: per-step rows, headline, GPU against CPU runs, and the CI gate's thresholds."""
+
+from __future__ import annotations
+
+from support.tracefiles import write_trace, x
+
+from opscope.diff import compare
+from opscope.diff.gate import Threshold, parse_threshold, verdict
+from opscope.ingest import open_trace
+
+
+def test_rows_are_per_step_sorted_by_absolute_change(pair):
+    c = compare(open_trace(pair[0]), open_trace(pair[1]))
+    rows = {(r["kind"], r["name"]): r for r in c.rows.to_pylist()}
+    assert rows[("kernel", "k_mm")] == {"kind": "kernel", "name": "k_mm", "base_ns": 200_000, "new_ns": 300_000,
+                                        "delta_ns": 100_000, "calls_base": 1.0, "calls_new": 1.0,
+                                        "status": "changed"}
+    assert rows[("op", "aten::mm")]["delta_ns"] == 50_000
+    # 50 us in one of two steps, less its 2 us launch call (a child): 24 us and half a call per step
+    relu = rows[("op", "aten::relu")]
+    assert (relu["base_ns"], relu["new_ns"], relu["calls_base"], relu["status"]) == (24_000, 0, 0.5, "removed")
+    assert rows[("kernel", "k_relu")]["base_ns"] == 15_000
+    add = rows[("op", "aten::add")]
+    assert (add["base_ns"], add["new_ns"], add["status"]) == (0, 18_000, "added")  # 20 us less its launch
+    deltas = [abs(r["delta_ns"]) for r in c.rows.to_pylist()]
+    assert deltas == sorted(deltas, reverse=True) and c.rows["name"][0].as_py() == "k_mm"
+
+
+def test_headline_splits_the_step_time(pair):
+    c = compare(open_trace(pair[0]), open_trace(pair[1]))
+    head = {r["part"]: r for r in c.headline}
+    assert (head["step"]["base_ns"], head["step"]["new_ns"]) == (1_000_000, 1_200_000)
+    # device compute per step: base (200 + 200 + 30) / 2 = 215 us; new 300 + 10 = 310 us
+    assert (head["compute"]["base_ns"], head["compute"]["new_ns"]) == (215_000, 310_000)
+    assert head["idle"]["base_ns"] == 1_000_000 - 215_000 and head["idle"]["new_ns"] == 1_200_000 - 310_000
+    assert c.summary.startswith("new is 20.0% slower per step")
+
+
+def test_gpu_run_against_a_cpu_run_shares_the_host_parts(tmp_path, pair):
+    # the CPU run: two steps of 900 us, per step aten::mm 400 us with aten::relu 100 us after it
+    cpu = []
+    for i, s in enumerate((0, 900)):
+        cpu += [x(f"ProfilerStep#{i + 1}", s, 900, cat="user_annotation"), x("aten::mm", s + 10, 400),
+                x("aten::relu", s + 500, 100)]
+    cpu_path = write_trace(tmp_path / "cpu.json", cpu)
+    c = compare(open_trace(pair[0]), open_trace(cpu_path), labels=("GPU", "CPU"))
+    head = {r["part"]: r for r in c.headline}
+    # base host ops per step: step 1 mm 10-110 and relu 300-350 (150 us), step 2 mm 100 us -> 125 us
+    assert (head["host_ops"]["base_ns"], head["host_ops"]["new_ns"]) == (125_000, 500_000)
+    assert (head["outside_ops"]["base_ns"], head["outside_ops"]["new_ns"]) == (875_000, 400_000)
+    assert head["compute"]["new_ns"] == 0 and head["compute"]["base_ns"] == 215_000
+    assert c.notes[0].startswith("only GPU has device activity") and "CPU" in c.notes[0]
+    # two GPU runs: no host parts, no such note
+    both = compare(open_trace(pair[0]), open_trace(pair[1]))
+    assert "host_ops" not in {r["part"] for r in both.headline} and not both.notes[0].startswith("only")
+
+
+def test_threshold_parsing_and_verdict():
+    assert parse_threshold("5%") == Threshold(relative=0.05) == parse_threshold("5")
+    assert parse_threshold("2ms") == Threshold(absolute_ns=2_000_000)
+    assert parse_threshold("1.5s") == Threshold(absolute_ns=1_500_000_000)
+    failed, reason = verdict(1_000, 1_100, Threshold(relative=0.05))
+    assert failed and "+10.0%" in reason
+    assert not verdict(1_000, 1_040, Threshold(relative=0.05))[0]
+    assert not verdict(1_000, 900, Threshold(relative=0.0))[0]
