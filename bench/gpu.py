@@ -5,7 +5,7 @@
 2. On the largest GPU traces of ../shared/traces: HolisticTraceAnalysis 0.5.0's ``TraceAnalysis(trace_dir=DIR)``
    (its load) and ``get_temporal_breakdown()`` (its call), timed inside its own interpreter, against opscope's
    ``open_trace`` (parsing the JSON, or from the cache) and ``temporal_breakdown(trace, drop_last_step=True)``
-   (the same figures, see tests/test_hta_fidelity.py), also timed inside the process; plus both as whole
+   (the same figures, see tests/integration/test_hta_fidelity.py), also timed inside the process; plus both as whole
    processes. Goal: opscope at least 10x faster.
 
 Each case runs ``--repeat`` times as its own process; medians are reported. Prints a markdown table and
