@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu import BIG, LARGEST, SHARED, markdown, median_case, opscope_cmd, run, speedups  # noqa: E402
+from gpu import BIG, LARGEST, SHARED, markdown, median_case, opscope_cmd, run, speedups
 
 OUT = Path(__file__).resolve().parent / "out" / "advise.json"
 DIFF_PAIR = (SHARED / "hta/trace_diff/control/control.json.gz", SHARED / "hta/trace_diff/test/test.json.gz")

@@ -75,7 +75,7 @@ def main() -> int:
                     help="intra-op threads for every case (1 leaves a core for the rest of the machine)")
     args = ap.parse_args()
     program = ["python", str(SCRIPT), "--steps", str(args.steps), "--image", str(args.image)]
-    threads = dict(intra_op_threads=args.threads, inter_op_threads=1)
+    threads = {"intra_op_threads": args.threads, "inter_op_threads": 1}
     # Record a long window: skip 1, warm up 1, then every step but the last.
     active = args.steps - 3
     window = dict(wait=1, warmup=1, active=active, **threads)

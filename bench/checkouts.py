@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import run_child  # noqa: E402  (bench/ is not a package)
+from ingest import run_child
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = (["summary"], ["gpu"], ["gpu", "--format", "json"], ["advise"])

@@ -25,6 +25,7 @@ Prints a markdown table and writes everything as JSON to ``bench/out/ingest.json
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -402,10 +403,8 @@ def markdown_table(traces: list[dict]) -> str:
 
 def machine_info() -> dict:
     info = {"python": platform.python_version(), "platform": platform.platform(), "nproc": os.cpu_count()}
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         info["mem_total_gb"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -425,7 +424,7 @@ def machine_info() -> dict:
         try:
             from importlib.metadata import version
             info[mod] = version(mod)
-        except Exception:  # noqa: BLE001 - informational only
+        except Exception:
             pass
     return info
 

@@ -41,7 +41,7 @@ def _public(namespace, name: str) -> bool:
         return False
     try:
         return callable(getattr(namespace, name))
-    except Exception:  # noqa: BLE001  (lazy attributes of torch may raise anything)
+    except Exception:
         return False
 
 
@@ -57,7 +57,7 @@ def _deprecated(name: str, fn) -> bool:
 def aten_table() -> dict[str, str]:
     """``{op name without "aten::": dotted Python API}`` for every op torch exposes to Python."""
     import torch
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # noqa: N812 - torch's own convention
 
     names = sorted({s.name[len("aten::"):].split(".")[0] for s in torch._C._jit_get_all_schemas()
                     if s.name.startswith("aten::")})

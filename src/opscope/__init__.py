@@ -25,4 +25,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'opscope' has no attribute {name!r}")
 
 
-__all__ = ["TraceError", "Loaded", "load", "profile", "step", "__version__"]
+__all__ = ["Loaded", "TraceError", "__version__", "load", "profile", "step"]

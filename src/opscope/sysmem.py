@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 
@@ -13,7 +14,5 @@ def release_free_memory() -> None:
     the peak memory of a command is the sum of its stages' leftovers, not what it really holds (Dask's
     workers trim for the same reason).
     """
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc

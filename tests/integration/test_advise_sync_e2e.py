@@ -115,7 +115,7 @@ def test_kineto_sync_records_without_their_runtime_call():
         row = f[0].evidence[0]
         assert row["op"] == op["name"] == "op_evt_sync" and row["call"].startswith("Event Sync (record")
         assert row["wait_ns"] == row["cost_ns"] == f[0].saving_ns == round(record["dur"] * 1000)
-        rows.append({k: v for k, v in row.items()})
+        rows.append(dict(row.items()))
     assert rows[0] == rows[1]  # the fix changed what the record links to, not what it costs
 
 

@@ -79,7 +79,7 @@ def test_tiny_model_flops_params_shapes():
         assert row["param_bytes"] == 4 * row["params"]
         assert row["depth"] == (name.count(".") + 1 if name else 0)
         assert row["type"] == type(mod).__name__
-    assert [r for r in rows] == ["(model)"] + [n for n, _ in model.named_modules()][1:]  # tree order
+    assert list(rows) == ["(model)"] + [n for n, _ in model.named_modules()][1:]  # tree order
 
 
 def test_max_depth_keeps_subtree_totals_and_sort():
@@ -171,7 +171,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, target,
     (tmp_path / "net.py").write_text("import torch\nCONSTANT = 3\n"
                                      "def make():\n    return torch.nn.Linear(4, 2)\n"
                                      "def not_a_module():\n    return 7\n")
-    code, out, err = cli(capsys, "model", target.format(tmp=tmp_path), "--input-shape", shape)
+    code, _, err = cli(capsys, "model", target.format(tmp=tmp_path), "--input-shape", shape)
     assert code == 2
     assert err.startswith("opscope: error: ") and err.count("\n") == 1, err
     assert message in err

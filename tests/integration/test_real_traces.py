@@ -59,7 +59,7 @@ def test_kernel_totals_equal_raw_json(relative):
     for r in table.to_pylist():
         family = "kernel" if r["kind"] in ("kernel", "comm") else r["kind"]
         ours[(r["name"], family)] = [r["calls"], r["total_ns"]]
-    assert ours == {k: v for k, v in expected.items()}
+    assert ours == dict(expected.items())
     assert expected, "these traces all hold device work"
 
 

@@ -5,6 +5,7 @@ The expected figures are computed from the raw JSON (tests/support/tracemutate.p
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -62,7 +63,7 @@ def test_advise_finds_an_injected_idle_gap_with_its_size(tmp_path, real_doc):
     busy = [iv for iv in tm.busy_union(doc, 3) if s0 < iv[0] and iv[1] < s1]
     # the first gap on the device after the middle of the step: stretch time at its start
     mid = (s0 + s1) / 2
-    before, after = next((a, b) for a, b in zip(busy, busy[1:]) if a[1] >= mid)
+    before, after = next((a, b) for a, b in itertools.pairwise(busy) if a[1] >= mid)
     at, old_gap = before[1], after[0] - before[1]
     longest_before = max(b[0] - a[1] for a, b in zip(tm.busy_union(doc, 3), tm.busy_union(doc, 3)[1:]))
     inject = 100_000  # 100 ms, longer than any gap the trace has

@@ -13,7 +13,7 @@ from opscope.ingest import open_trace
 def gpu_step(kernels: list[tuple], capability: tuple[int, int] | None = (8, 0), devices=(0,)) -> list[dict]:
     """One step [0, 10000) µs; each kernel (name, dur[, op, dtypes, device]) launched by its own op."""
     events = [x("ProfilerStep#1", 0, 10_000, cat="user_annotation")]
-    t = {d: 100 for d in devices}
+    t = dict.fromkeys(devices, 100)
     for i, k in enumerate(kernels):
         name, dur = k[0], k[1]
         op = k[2] if len(k) > 2 else None

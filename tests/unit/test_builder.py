@@ -7,7 +7,7 @@ import pytest
 from support import make_trace, row
 from support.tracefiles import small_gpu_trace, write_trace
 
-from opscope.ingest import READERS, Reader, UnknownReader, open_trace, pick_reader, reader_named
+from opscope.ingest import READERS, Reader, UnknownReaderError, open_trace, pick_reader, reader_named
 from opscope.model.builder import BAD_TIME_WARNING, TraceBuilder
 from opscope.model.schema import EVENTS
 
@@ -81,7 +81,7 @@ def test_builder_takes_arrow_arrays_as_they_are():
                         "ts_ns": pa.array([5], pa.int64()), "dur_ns": pa.array([2], pa.int32()),
                         "stream": pa.array([7], pa.int64())})
     events = builder.finish().events
-    assert events.to_pylist()[0] == {**{n: None for n in events.column_names}, "kind": "kernel", "name": "k",
+    assert events.to_pylist()[0] == {**dict.fromkeys(events.column_names), "kind": "kernel", "name": "k",
                                          "ts_ns": 5, "dur_ns": 2, "pid": "", "tid": "", "stream": 7, "event_id": 0}
 
 
@@ -89,7 +89,7 @@ def test_registry_is_explicit_and_fails_loudly(tmp_path):
     assert READERS and all(isinstance(r, Reader) for r in READERS)
     assert len({r.name for r in READERS}) == len(READERS)
     assert reader_named("chrome_json") is READERS[0]
-    with pytest.raises(UnknownReader, match="no reader named 'nsys'; the readers are: chrome_json"):
+    with pytest.raises(UnknownReaderError, match="no reader named 'nsys'; the readers are: chrome_json"):
         reader_named("nsys")
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
     assert pick_reader(path).name == "chrome_json"

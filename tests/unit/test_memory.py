@@ -37,7 +37,7 @@ def test_holders_at_the_peak_add_up(hand):
     # alive at 400: A (no op), B and C (aten::empty), D (aten::conv2d); 300 bytes from before the trace
     assert cuda == {"aten::conv2d": (8000, 1), "aten::empty": (6000, 2), mem.NO_OP: (1000, 1),
                     mem.BEFORE_TRACE: (300, None)}
-    assert [r["op"] for r in holders if r["device"] == "cuda:0"][0] == "aten::conv2d"  # largest first
+    assert next(r["op"] for r in holders if r["device"] == "cuda:0") == "aten::conv2d"  # largest first
     top = next(r for r in holders if r["op"] == "aten::conv2d")
     assert top["peak_pct"] == round(100 * 8000 / 15300, 2)
     # the cpu allocation at the same address is a different device: alive at the cpu peak, freed at 170

@@ -61,7 +61,7 @@ class AdviceContext:
         return "step" if self.has_steps else "trace"
 
     def per_step(self, total_ns: int | float) -> int:
-        return int(round(total_ns / self.steps))
+        return round(total_ns / self.steps)
 
     def pct(self, per_step_ns: int | float | None) -> float | None:
         return share_pct(per_step_ns, self.step_ns)
@@ -150,9 +150,8 @@ class AdviceContext:
                         "capability": f"{major}.{minor}" if major is not None else None,
                         "total_memory": p.get("totalGlobalMem")})
         if not out and self.run:
-            for g in self.run.get("gpus") or []:
-                out.append({"id": g.get("index"), "name": g.get("name"), "capability": g.get("capability"),
-                            "total_memory": g.get("total_memory")})
+            out.extend({"id": g.get("index"), "name": g.get("name"), "capability": g.get("capability"),
+                        "total_memory": g.get("total_memory")} for g in self.run.get("gpus") or [])
         return out
 
 

@@ -499,5 +499,5 @@ def _quantiles(values, qs: tuple[float, ...]) -> list[int | None]:
     if len(values) == 0:
         return [None] * len(qs)
     out = pc.quantile(values, q=list(qs), interpolation="linear").to_pylist()
-    return [int(round(v)) for v in out]
+    return [round(v) for v in out]
 

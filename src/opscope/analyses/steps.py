@@ -92,6 +92,6 @@ def step_stats(table: pa.Table) -> StepStats:
     if not used:
         return StepStats(0, 0, None, None, None, ())
     ordered = sorted(used)
-    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
-    return StepStats(len(durs), len(used), int(round(statistics.fmean(used))),
-                     int(round(statistics.median(used))), p90, excluded)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return StepStats(len(durs), len(used), round(statistics.fmean(used)),
+                     round(statistics.median(used)), p90, excluded)

@@ -82,7 +82,7 @@ def load_model(target: str):
                          "callable factory")
     try:
         model = factory()
-    except Exception as exc:  # noqa: BLE001 - the user's code failed; say so in one line
+    except Exception as exc:
         raise UsageError(f"{where}:{factory_name}() failed: {_one_line(exc)}") from exc
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"{where}:{factory_name}() returned an object of type {type(model).__name__}, not a "
@@ -106,7 +106,7 @@ def _import_file(path: Path) -> Any:
         sys.path.insert(0, folder)  # the model file's own sibling imports work, as under `python file.py`
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise UsageError(f"{path}: importing it failed: {_one_line(exc)}") from exc
     return module
 
@@ -118,7 +118,7 @@ def _import_module(name: str) -> Any:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         raise UsageError(f"cannot import module {name!r}: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise UsageError(f"importing module {name!r} failed: {_one_line(exc)}") from exc
 
 
@@ -215,7 +215,7 @@ def _run_forward(module, example_input) -> tuple[dict, dict]:
     try:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             module(*args)
-    except Exception as exc:  # noqa: BLE001 - a forward that fails with this input is the user's to fix
+    except Exception as exc:
         shapes = ", ".join(shape_text(a) or type(a).__name__ for a in args)
         raise UsageError(f"the forward pass failed with input shape {shapes}: {_one_line(exc)}") from exc
     finally:

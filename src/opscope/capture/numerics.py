@@ -284,7 +284,7 @@ def _safe(compute, t, values: bool) -> dict[str, Any]:
     """Never let a statistic break the user's program: unreadable tensors get null stats."""
     try:
         return compute()
-    except Exception:  # noqa: BLE001
+    except Exception:
         info = {"shape": shape_text(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "numel": t.numel(),
                 **_null_stats(empty=False)}
         if values:

@@ -5,6 +5,7 @@ Everything here is what one needs to explain why two runs of the same program di
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -53,23 +54,18 @@ def torch_info(torch) -> dict[str, Any]:
         "threads": {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()},
         "gpus": [],
     }
-    try:
+    # Each probe may fail on odd builds (no cuDNN, a broken driver): run.json then lacks that fact, no more.
+    with contextlib.suppress(Exception):
         info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    except Exception:  # noqa: BLE001 - a broken CUDA install must not stop the recording
-        pass
-    try:
+    with contextlib.suppress(Exception):
         if torch.cuda.is_available():
             for i in range(torch.cuda.device_count()):
                 p = torch.cuda.get_device_properties(i)
                 info["gpus"].append({"index": i, "name": p.name, "total_memory": p.total_memory,
                                      "capability": f"{p.major}.{p.minor}",
                                      "multi_processor_count": p.multi_processor_count})
-    except Exception:  # noqa: BLE001
-        pass
-    try:
+    with contextlib.suppress(Exception):
         info["parallel_info"] = torch.__config__.parallel_info()
-    except Exception:  # noqa: BLE001
-        pass
     return info
 
 

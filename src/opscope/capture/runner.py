@@ -140,7 +140,7 @@ def main() -> None:
         outcome.exit_code = _exit_code(exc)
     except KeyboardInterrupt:
         outcome.exit_code, outcome.status, outcome.crash = 130, "interrupted", "KeyboardInterrupt"
-    except BaseException as exc:  # noqa: BLE001 - the program's crash is reported, then passed on
+    except BaseException as exc:
         outcome.crash = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, ImportError) and instrument.import_error_is_setup_error:
             outcome.exit_code, outcome.status = SETUP_ERROR, "import-error"  # a module the program needs

@@ -23,7 +23,7 @@ from opscope.errors import UsageError
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from torch.profiler import profile as Profiler
+    from torch.profiler import profile as Profiler  # noqa: N812 - torch's profiler class is named `profile`
     from torch.utils.hooks import RemovableHandle
 
     from opscope.capture.runner import Outcome, Program

@@ -88,7 +88,7 @@ def record(
         say(f"{output} already holds a recording; writing to {directory}")
     run = run_program(target, directory, options)
     info = run.info
-    if info is None or info.get("status") in ("running", "import-error") and "steps" not in info:
+    if info is None or (info.get("status") in ("running", "import-error") and "steps" not in info):
         raise typer.Exit(run.exit_code or 2)  # the runner said why (one line) before the program started
     if info.get("status") == "import-error":
         raise typer.Exit(run.exit_code)  # one line already printed by the runner

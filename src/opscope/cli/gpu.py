@@ -48,4 +48,4 @@ def gpu(
     if idle and launches:
         raise UsageError("choose one of --idle and --launches")
     only: GpuPart | None = "idle" if idle else "launches" if launches else None
-    show(gpu_report(load(trace, no_cache), int(round(short_gap_us * 1000)), only, limit), format)
+    show(gpu_report(load(trace, no_cache), round(short_gap_us * 1000), only, limit), format)

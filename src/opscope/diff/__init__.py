@@ -17,7 +17,7 @@ from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, rows_
 from opscope.errors import TraceError, UsageError
 from opscope.model.trace import Trace
 
-__all__ = ["Comparison", "compare", "check_inputs", "framework_guess"]
+__all__ = ["Comparison", "check_inputs", "compare", "framework_guess"]
 
 
 @dataclass

@@ -34,7 +34,7 @@ def parse_threshold(text: str) -> Threshold:
     value, unit = float(m.group(1)), m.group(2) or "%"
     if unit == "%":
         return Threshold(relative=value / 100.0)
-    return Threshold(absolute_ns=int(round(value * _UNITS[unit])))
+    return Threshold(absolute_ns=round(value * _UNITS[unit]))
 
 
 def verdict(base_step_ns: int, new_step_ns: int, threshold: Threshold, unit: str = "per-step") -> tuple[bool, str]:

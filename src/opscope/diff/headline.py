@@ -40,7 +40,7 @@ def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) 
             [pa.array([0] * ops.num_rows, pa.int64())]))
         out["host_ops"] = covered.get(0, 0)
         out["outside_ops"] = max(0, total - out["host_ops"])
-    return {k: int(round(v / span.divisor)) for k, v in out.items()}
+    return {k: round(v / span.divisor) for k, v in out.items()}
 
 
 def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> list[dict]:

@@ -55,7 +55,7 @@ def kernel_choice_changes(base: Choice, new: Choice, span_base: Span, span_new: 
         if kb == kn:
             continue
         rows.append({"op": key[0], "shapes": key[1] or None, "kernels_base": ", ".join(sorted(kb)),
-                     "kernels_new": ", ".join(sorted(kn)), "gpu_base_ns": int(round(nsb / span_base.divisor)),
-                     "gpu_new_ns": int(round(nsn / span_new.divisor))})
+                     "kernels_new": ", ".join(sorted(kn)), "gpu_base_ns": round(nsb / span_base.divisor),
+                     "gpu_new_ns": round(nsn / span_new.divisor)})
     rows.sort(key=lambda r: (-max(r["gpu_base_ns"], r["gpu_new_ns"]), r["op"], r["shapes"] or ""))
     return pa.Table.from_pylist(rows, schema=SCHEMA)

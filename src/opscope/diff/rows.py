@@ -137,7 +137,7 @@ def rows_table(rows: list[dict], with_shapes: bool, per_step: bool) -> pa.Table:
 
 
 def _per(total: int, span: Span) -> int:
-    return int(round(total / span.divisor))
+    return round(total / span.divisor)
 
 
 def _calls(calls: int, span: Span) -> float | int:

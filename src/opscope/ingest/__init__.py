@@ -10,14 +10,14 @@ from functools import partial
 from pathlib import Path
 
 from opscope.errors import TraceError
-from opscope.ingest.registry import READERS, Progress, Reader, UnknownReader, pick_reader, read_head, reader_named
+from opscope.ingest.registry import READERS, Progress, Reader, UnknownReaderError, pick_reader, read_head, reader_named
 from opscope.ingest.source import check_readable
 from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.trace import Trace
 from opscope.sysmem import release_free_memory
 
-__all__ = ["READERS", "Progress", "Reader", "UnknownReader", "open_trace", "pick_reader", "read_head",
+__all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "open_trace", "pick_reader", "read_head",
            "reader_named"]
 
 

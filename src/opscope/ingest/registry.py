@@ -47,7 +47,7 @@ READERS: tuple[Reader, ...] = (
 )
 
 
-class UnknownReader(LookupError):
+class UnknownReaderError(LookupError):
     """A reader name that is not in the registry."""
 
 
@@ -67,11 +67,11 @@ _BY_NAME = _check(READERS)
 
 
 def reader_named(name: str) -> Reader:
-    """The registered reader called ``name``; :class:`UnknownReader` names the known ones otherwise."""
+    """The registered reader called ``name``; :class:`UnknownReaderError` names the known ones otherwise."""
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise UnknownReader(f"no reader named {name!r}; the readers are: {', '.join(_BY_NAME)}") from None
+        raise UnknownReaderError(f"no reader named {name!r}; the readers are: {', '.join(_BY_NAME)}") from None
 
 
 def read_head(path: Path) -> bytes:

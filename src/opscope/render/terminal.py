@@ -87,7 +87,7 @@ def _shown(section: Section) -> pa.Table:
             depth = raw[hint.indent_by].to_pylist()
             table = _set(table, name, [("  " * (d or 0)) + (v or "") for v, d in zip(raw[name].to_pylist(), depth)])
     drop = [n for n in table.column_names if section.column(n).show in ("data", "json")
-            or section.column(n).hide_if_zero and not (pc.max(raw[n]).as_py() or 0)]
+            or (section.column(n).hide_if_zero and not (pc.max(raw[n]).as_py() or 0))]
     return table.drop_columns(drop)
 
 

@@ -79,7 +79,7 @@ def _pageable(ctx: AdviceContext, copies: list[dict[str, Any]]) -> Finding | Non
         rows.append({"step": c["step"], "at_ns": c["ts_ns"] - _origin(ctx, c["step"]), "bytes": c["bytes"],
                      "dur_ns": c["dur_ns"], "gbps": _gbps(c["bytes"], c["dur_ns"]),
                      "pinned_gbps": round(pinned_rate, 2) if pinned_rate else None, "basis": basis,
-                     "saving_ns": int(round(saving))})
+                     "saving_ns": round(saving)})
     total_saving = sum(r["saving_ns"] for r in rows)
     saving = ctx.per_step(total_saving)
     if saving < SAVING_SHARE * ctx.step_ns:

@@ -69,9 +69,9 @@ def check(ctx: AdviceContext) -> list[Finding]:
         next_call = call_starts[nxt] if nxt < len(call_starts) else None
         options = []  # per device it may have waited for: (device, drained, idle_during, after, cost)
         for d in ([c.device] if c.device in busy else devices):
-            starts, ends = busy[d] if d in busy else ([], [])  # d is None: no device ran work
+            starts, ends = busy[d] if d in busy else ([], [])  # noqa: SIM401 - d is None when no device ran work
             drained = _overlap(starts, ends, c.ts, end)
-            waiting = _free(*(blocked[d] if d in blocked else ([], [])), c.ts, end)
+            waiting = _free(*(blocked[d] if d in blocked else ([], [])), c.ts, end)  # noqa: SIM401 - as above
             idle_during = sum(e - s for s, e in waiting)
             after = _idle_after(starts, ends, end, next_call)
             counted = min(after, drained)
@@ -123,8 +123,7 @@ def _changes(rows: list[dict]) -> list[str]:
             if any(pattern.search(part) for part in (r["op"] or "").split(" > ") + [r["call"]]):
                 cost[i] = cost.get(i, 0) + r["cost_ns"]
                 break
-    for i in sorted(cost, key=lambda i: -cost[i]):
-        out.append(CHANGE_FOR[i][1])
+    out.extend(CHANGE_FOR[i][1] for i in sorted(cost, key=lambda i: -cost[i]))
     return out
 
 

@@ -54,7 +54,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
             continue
         extra, cause = _extra_ops(ctx, s, typical_steps)
         evidence.append({"step": s, "flag": f, "dur_ns": d, "x_median": round(d / median, 2),
-                         "extra_ns": int(d - median), "inflates_mean_ns": int(round((d - mean_typical) / n)),
+                         "extra_ns": int(d - median), "inflates_mean_ns": round((d - mean_typical) / n),
                          "cause": cause, "extra_in": extra})
     findings = []
     warm = [e for e in evidence if e["flag"] == "warm-up"]

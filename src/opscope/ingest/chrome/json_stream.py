@@ -42,7 +42,7 @@ class StreamReport:
     found_events: bool = False
 
 
-class NotAnEventArray(Exception):
+class NotAnEventArray(Exception):  # noqa: N818 - a verdict the reader acts on, not an error shown
     """The document is JSON-like but holds no event array (a different format or not a trace)."""
 
 
