@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import Format, FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, load, say, show, split
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, load, say, show, split
 from opscope.errors import TraceError, UsageError
 
 
@@ -25,7 +25,7 @@ def advise(
     run_info: Annotated[Path | None, typer.Option("--run", help="The recording's run.json (thread settings, cores, "
                                                                "GPUs); found beside the trace when not given.")]
     = None,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 0,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -44,7 +44,7 @@ def advise(
     from opscope.advise.report import advice_report, explain_report
 
     if explain is not None:
-        show(explain_report(all_rules() if explain == "all" else [rule(explain)]), Format.table)
+        show(explain_report(all_rules() if explain == "all" else [rule(explain)]), "table")
         return
     if not traces:
         raise UsageError("give a trace to advise on (or --explain RULE); see opscope advise --help")
@@ -100,7 +100,7 @@ def diff(
     only: Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")] = None,
     full_names: Annotated[bool, typer.Option("--full-names", help="Table: kernel names in full (JSON/CSV always "
                                                                   "have them as the trace writes them).")] = False,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="Rows to show (0 = all); default 20 in the "
                                                                     "table, all in JSON/CSV.", show_default=False)]
     = None,

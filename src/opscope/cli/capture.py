@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import Format, FormatOpt, LimitOpt, err, load, say, show
+from opscope.cli.common import FormatOpt, LimitOpt, err, is_document, load, say, show
 from opscope.errors import UsageError
 
 #: Commands that take a program after `--` and pass its arguments through.
@@ -20,7 +20,7 @@ _PROGRAM = {"allow_extra_args": True, "ignore_unknown_options": True}
 def demo(
     output: Annotated[Path, typer.Option(help="Directory for the recorded trace.")] = Path("opscope-demo"),
     steps: Annotated[int, typer.Option(help="Active profiled training steps.", min=1, max=100)] = 4,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
 ) -> None:
     """Profile a small MobileNetV2-style model (depthwise convs) on the CPU; print its summary and the top advice."""
     from opscope.advise import advise as run_rules
@@ -60,7 +60,7 @@ def record(
                                                               "starts.")] = None,
     inter_op_threads: Annotated[int | None, typer.Option(help="torch.set_num_interop_threads before the "
                                                               "program starts.")] = None,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
 ) -> None:
     """Run a Python program under the profiler without changing it, then print the summary.
 
@@ -106,7 +106,7 @@ def tune_threads_cmd(
     show_output: Annotated[bool, typer.Option("--show-output", help="Let the program print.")] = False,
     repeat: Annotated[int, typer.Option(help="Runs per setting (round-robin); more runs, less noise.",
                                         min=1, max=20)] = 2,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
 ) -> None:
     """Run a program under a grid of intra-/inter-op thread counts and find the fastest.
 
@@ -138,7 +138,7 @@ def model_cmd(
                                                                       "model alone); figures stay subtree totals.")]
     = None,
     sort: Annotated[str, typer.Option(help="order (tree order), params, flops (largest first) or name.")] = "order",
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 0,
 ) -> None:
     """Per module: parameters, output shape and FLOPs of one forward pass (like tfprof's model analysis).
@@ -179,7 +179,7 @@ def numerics_cmd(
     max_ops: Annotated[int, typer.Option("--max-ops", help="Keep at most this many rows; after that only outputs "
                                                            "with NaN/Inf are kept (0 = no limit).", min=0)]
     = 200_000,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 30,
 ) -> None:
     """Run a Python program recording every op's outputs: min/max/mean/std, NaN/Inf counts, first NaN/Inf.
@@ -208,7 +208,7 @@ def numerics_cmd(
     directory, renamed = fresh_dump_dir(output)
     if renamed:
         say(f"{output} already holds a dump; writing to {directory}")
-    code = run_with_numerics(target, directory / DUMP_NAME, max_ops or None, stdout_to_stderr=format.is_document)
+    code = run_with_numerics(target, directory / DUMP_NAME, max_ops or None, stdout_to_stderr=is_document(format))
     dump = directory / DUMP_NAME
     if not dump.is_file():
         raise typer.Exit(code or 2)  # the runner said why before the program started
@@ -227,7 +227,7 @@ def numerics_diff_cmd(
     atol: Annotated[float, typer.Option(help="Absolute tolerance.")] = 1e-5,
     all_rows: Annotated[bool, typer.Option("--all", help="Show every matched op output, not only diverged ones.")]
     = False,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 20,
 ) -> None:
     """Compare two numerics dumps op by op; show where they first diverge beyond the tolerance.

@@ -4,7 +4,6 @@ report in the chosen format."""
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from opscope.model.trace import Trace
+from opscope.render import RENDERERS, renderer
 from opscope.report import Report
 
 if TYPE_CHECKING:
@@ -25,19 +25,23 @@ out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)  # one-line errors stay one line
 
 
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-    @property
-    def is_document(self) -> bool:
-        """Stdout holds one machine-read document: nothing else may be written there."""
-        return self is not Format.table
+def is_document(fmt: str) -> bool:
+    """Stdout holds one machine-read document (every format but the terminal's): nothing else may go there."""
+    return fmt != "table"
 
 
 TraceArg = Annotated[Path, typer.Argument(help="Trace file (.json or .json.gz).", show_default=False)]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+def _registered_format(value: str) -> str:
+    if value not in RENDERERS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(RENDERERS)}")
+    return value
+
+
+#: every renderer registered in opscope.render is a --format choice
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format.", metavar="|".join(RENDERERS),
+                                        callback=_registered_format)]
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the file itself; neither use nor write "
                                                              "the Parquet cache.")]
@@ -46,11 +50,9 @@ ExcludeOpt = Annotated[str | None, typer.Option("--exclude", help="Drop names ma
 StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only these steps, e.g. 3 or 2-4,7.")]
 
 
-def show(report: Report, fmt: Format) -> None:
+def show(report: Report, fmt: str) -> None:
     """Hand a command's report to the renderer of ``fmt``."""
-    from opscope.render import renderer
-
-    renderer(fmt.value)(report, out, err)
+    renderer(fmt)(report, out, err)
 
 
 def say(text: str) -> None:

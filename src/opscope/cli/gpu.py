@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import Format, FormatOpt, LimitOpt, NoCacheOpt, TraceArg, load, show
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, TraceArg, load, show
 from opscope.errors import UsageError
 
 
@@ -22,7 +22,7 @@ def gpu(
                                                                        "work launched late) or kernel_gap (next "
                                                                        "work already queued).", min=0)]
     = 10.0,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 0,
     no_cache: NoCacheOpt = False,
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import Format, FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceArg, load, show, split
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceArg, load, show, split
 
 
 class MemoryView(str, Enum):
@@ -34,7 +34,7 @@ def memory(
     sort: Annotated[str, typer.Option(help="holders/allocations: column to sort by (prefix - for ascending).")]
     = "bytes",
     steps: StepsOpt = None,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 10,
     no_cache: NoCacheOpt = False,
 ) -> None:

@@ -9,7 +9,6 @@ import typer
 from opscope.cli.app import app
 from opscope.cli.common import (
     ExcludeOpt,
-    Format,
     FormatOpt,
     LimitOpt,
     MatchOpt,
@@ -24,7 +23,7 @@ from opscope.cli.common import (
 
 
 @app.command()
-def summary(trace: TraceArg, format: FormatOpt = Format.table, no_cache: NoCacheOpt = False,
+def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt = False,
             top: Annotated[int, typer.Option(help="Rows in the top-ops and top-kernels lists.")] = 5) -> None:
     """Wall time, steps, CPU/GPU busy time, top ops and kernels, time by kind, what was not mapped."""
     from opscope.analyses.reports import summary_report
@@ -49,7 +48,7 @@ def ops(
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
     steps: StepsOpt = None,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 20,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -80,7 +79,7 @@ def kernels(
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
     steps: StepsOpt = None,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 20,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -97,7 +96,7 @@ def kernels(
 
 
 @app.command()
-def steps(trace: TraceArg, format: FormatOpt = Format.table, limit: LimitOpt = 0,
+def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
           no_cache: NoCacheOpt = False) -> None:
     """Per step: duration, GPU busy time, and outliers (slow first step, > 1.5x the median)."""
     from opscope.analyses.reports import steps_report
@@ -110,7 +109,7 @@ def query(
     trace: TraceArg,
     sql: Annotated[str, typer.Argument(help="DuckDB SQL over the tables events, steps, flows, counters, "
                                             "memory, args.", show_default=False)],
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 50,
     no_cache: NoCacheOpt = False,
 ) -> None:

@@ -9,7 +9,6 @@ import typer
 from opscope.cli.app import app
 from opscope.cli.common import (
     ExcludeOpt,
-    Format,
     FormatOpt,
     LimitOpt,
     MatchOpt,
@@ -35,7 +34,7 @@ def scope(
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
     steps: StepsOpt = None,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 30,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -69,7 +68,7 @@ def code(
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
     steps: StepsOpt = None,
-    format: FormatOpt = Format.table,
+    format: FormatOpt = "table",
     limit: LimitOpt = 30,
     no_cache: NoCacheOpt = False,
 ) -> None:
