@@ -1,8 +1,9 @@
 """opscope: a profiler and trace analyzer for deep-learning workloads.
 
 The pipeline runs in one direction: ``ingest`` turns a trace file into a
-:class:`~opscope.model.Trace` (Arrow tables), ``analyses`` turn a Trace into
-tables, ``render`` shows tables. ``capture`` and ``cli`` sit at the edges.
+:class:`~opscope.model.Trace` (Arrow tables), ``analyses`` (then ``advise`` and ``diff``)
+turn it into tables and answer with a :class:`~opscope.report.Report`, and ``render``
+shows a Report in the chosen format. ``capture`` and ``cli`` sit at the edges.
 
 The API for programs and notebooks: :func:`profile` (record), :func:`step` (mark a step),
 :func:`load` (a trace or a recording as data frames).

@@ -14,7 +14,7 @@ Who sees what:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, TypeAlias
 
@@ -116,8 +116,6 @@ class Report:
     def then(self, other: Report) -> Report:
         """This report followed on the terminal by ``other`` (its title as a heading); the data document stays
         this report's."""
-        from dataclasses import replace
-
         heading = [Section("heading", other.title, data=False)] if other.title else []
         tail = [replace(s, data=False) for s in other.sections if s.terminal]
         legend = "\n".join(t for t in (self.legend, other.legend) if t) or None
