@@ -7,7 +7,7 @@ import argparse
 
 import torch
 
-from opscope.capture.models import mobilenet_v2_mini
+from opscope.capture.demo_model import mobilenet_v2_mini
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=8)
