@@ -161,10 +161,11 @@ class Loaded:
         return self._frame(kernel_table(self.trace, **kwargs))
 
     def step_table(self):
-        """The ``opscope steps`` table: per step, duration, GPU busy time and outlier flag."""
-        from opscope.analyses.steps import step_table
+        """The ``opscope steps`` table: per step, duration, device busy inside the step (and its share), device
+        time of the work the step launched, outlier flag."""
+        from opscope.analyses.gpu import step_device_table
 
-        return self._frame(step_table(self.trace))
+        return self._frame(step_device_table(self.trace))
 
     def step_stats(self):
         """Mean/median/p90 step time without the outliers (a :class:`~opscope.analyses.steps.StepStats`)."""

@@ -52,8 +52,8 @@ def test_kernels_steps_summary_json(trace_file):
         ("aten::convolution", "conv_kernel", 200 * US), ("aten::conv2d", "conv_kernel", 60 * US),
         ("(no launching op)", "relu_kernel", 100 * US)}
     steps = json.loads(run("steps", str(trace_file), "--format", "json").stdout)
-    assert [(s["step"], s["dur_ns"], s["gpu_busy_ns"]) for s in steps] == [(1, 1000 * US, 200 * US),
-                                                                           (2, 2000 * US, 160 * US)]
+    assert [(s["step"], s["dur_ns"], s["gpu_busy_ns"], s["launched_gpu_ns"]) for s in steps] == [
+        (1, 1000 * US, 200 * US, 200 * US), (2, 2000 * US, 110 * US, 160 * US)]
     summary = json.loads(run("summary", str(trace_file), "--format", "json").stdout)
     metrics = {(r["section"], r["metric"]): r["value"] for r in summary}
     assert metrics[("overview", "wall_ns")] == 3050 * US

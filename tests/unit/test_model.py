@@ -5,6 +5,7 @@ from __future__ import annotations
 from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses.filters import EventFilter
+from opscope.analyses.gpu import GpuAnalysis, step_device_table
 from opscope.analyses.intervals import union_ns
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.ops import op_table
@@ -62,8 +63,13 @@ def test_kernels_by_launching_op_and_step(tmp_path):
 def test_steps_gpu_busy_and_outliers(tmp_path):
     trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
     table = step_table(trace).to_pylist()
-    assert [(r["step"], r["dur_ns"], r["gpu_busy_ns"]) for r in table] == [
+    assert [(r["step"], r["dur_ns"], r["launched_gpu_ns"]) for r in table] == [
         (1, 1000 * US, 200 * US), (2, 2000 * US, 160 * US)]
+    # Inside the steps' intervals: step 2 [1000, 3000) holds conv [1200, 1260) and relu [2950, 3050) only up
+    # to 3000, so 60 + 50 us; launched in step 2 was 60 + 100 us.
+    inside = step_device_table(trace).to_pylist()
+    assert [(r["gpu_busy_ns"], r["gpu_busy_pct"], r["launched_gpu_ns"]) for r in inside] == [
+        (200 * US, 20.0, 200 * US), (110 * US, 5.5, 160 * US)]
     assert outlier_flags([100, 100, 100, 160]) == [None, None, None, "slow"]
     assert outlier_flags([130, 100, 100, 100]) == ["warm-up", None, None, None]
     stats = step_stats(step_table(trace))
@@ -104,3 +110,23 @@ def test_begin_end_pairs_and_bare_array(tmp_path):
     assert rows["outer"]["total_ns"] == 100 * US and rows["outer"]["self_ns"] == 80 * US
     assert rows["inner"]["total_ns"] == 20 * US
     assert rows["solo"]["calls"] == 1
+
+
+def test_steps_and_gpu_agree_on_a_single_step(tmp_path):
+    """One step [0, 1000) us; device work: [150, 350) launched in it, [900, 1100) launched in it and running past
+    its end, [-50, 50) queued before the trace. Busy inside the step: 200 + 100 + 50 = 350 us, whoever launched
+    it; launched by the step: 200 + 200 = 400 us, more than the device was busy inside it."""
+    events = [
+        x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        x("cudaLaunchKernel", 100, 10, cat="cuda_runtime", correlation=1),
+        x("cudaLaunchKernel", 800, 10, cat="cuda_runtime", correlation=2),
+        x("early", -50, 100, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=9),
+        x("k1", 150, 200, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1),
+        x("k2", 900, 200, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2),
+    ]
+    trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    step = step_device_table(trace).to_pylist()[0]
+    device = next(r for r in GpuAnalysis(trace).breakdown().to_pylist() if r["stream"] is None)
+    assert step["gpu_busy_ns"] == device["busy_ns"] == 350 * US
+    assert step["gpu_busy_pct"] == device["busy_pct"] == 35.0
+    assert step["launched_gpu_ns"] == 400 * US

@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, count_by, share_pct
-from opscope.analyses.intervals import covered_by_group, merged_intervals, sweep, union_by_group
-from opscope.analyses.steps import step_window
+from opscope.analyses.intervals import covered_by_group, covered_within, merged_intervals, sweep, union_by_group
+from opscope.analyses.steps import step_table, step_window
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -252,6 +252,17 @@ class GpuAnalysis:
         m = merged_intervals(sb["device"].combine_chunks(), sb["start"].combine_chunks(),
                              sb["end"].combine_chunks(), presorted=True)
         return m.append_column("launch", pc.take(sb["launch"], m["first"]))
+
+    def busy_within(self, spans: list[tuple[int, int]]) -> list[int]:
+        """Device busy time inside each ``(start, end)`` span: the union over every device and stream of the work
+        as the breakdown counts it (cut where a stream's next event starts, inside the window), so a span equal
+        to the window gives a one-device trace's device-row ``busy_ns``."""
+        db = self.device_busy
+        if db.num_rows == 0:
+            return [0] * len(spans)
+        any_device = merged_intervals(pa.array([0] * db.num_rows, pa.int64()), db["start"].combine_chunks(),
+                                      db["end"].combine_chunks())
+        return covered_within(any_device["start"].to_pylist(), any_device["end"].to_pylist(), spans)
 
     @property
     def has_work(self) -> bool:
@@ -501,3 +512,19 @@ def _quantiles(values, qs: tuple[float, ...]) -> list[int | None]:
     out = pc.quantile(values, q=list(qs), interpolation="linear").to_pylist()
     return [round(v) for v in out]
 
+
+def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
+    """The step table with the device busy time inside each step's interval beside it: ``gpu_busy_ns`` (the
+    union of all device work within the step's start and end, as ``opscope gpu`` counts it) and
+    ``gpu_busy_pct`` (of the step's duration, at most 100), next to ``launched_gpu_ns`` (the work the step
+    launched, wherever it ran). Null busy figures: the trace has no device work."""
+    table = step_table(trace)
+    analysis = analysis or GpuAnalysis(trace)
+    steps = trace.steps
+    spans = list(zip(steps["ts_ns"].to_pylist(), pc.add(steps["ts_ns"], steps["dur_ns"]).to_pylist()))
+    busy: list[int | None] = [None] * len(spans)
+    if analysis.has_work:
+        busy = list(analysis.busy_within(spans))
+    pct = [share_pct(b, d) for b, d in zip(busy, table["dur_ns"].to_pylist())]
+    table = table.add_column(2, "gpu_busy_ns", pa.array(busy, pa.int64()))
+    return table.add_column(3, "gpu_busy_pct", pa.array(pct, pa.float64()))

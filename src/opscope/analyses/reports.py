@@ -95,10 +95,11 @@ def kernels_report(trace: Trace, filt: EventFilter, by_op: bool, sort: str, name
 
 
 def steps_report(trace: Trace, limit: int | None) -> Report:
-    """Per step: duration, GPU busy time, outliers."""
-    from opscope.analyses.steps import step_stats, step_table
+    """Per step: duration, device busy inside the step and device time of the work it launched, outliers."""
+    from opscope.analyses.gpu import step_device_table
+    from opscope.analyses.steps import step_stats
 
-    table = step_table(trace)
+    table = step_device_table(trace)
     if table.num_rows == 0:
         legend = "no steps: the trace has no ProfilerStep#N annotations (use torch.profiler's schedule/step())"
     else:
@@ -107,6 +108,9 @@ def steps_report(trace: Trace, limit: int | None) -> Report:
                   f"over {st.used} of {st.count} steps")
         if st.excluded:
             legend += f" (outliers {', '.join(map(str, st.excluded))} left out)"
+        legend += ("\ngpu_busy: device busy inside the step's interval, any device, overlaps once (as opscope gpu "
+                   "counts it), % of the step; launched_gpu_ns: device time of the work launched in the step, "
+                   "wherever it ran (work launched near the end runs into the next step, so it can exceed dur_ns)")
     return single(table, "Steps", limit, legend=legend)
 
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import share_pct
 from opscope.analyses.intervals import union_by_group
 from opscope.analyses.kernels import DEVICE_WORK
 from opscope.model.schema import kind_mask
@@ -43,12 +42,14 @@ def step_window(trace: Trace) -> tuple[int, int]:
 
 
 def step_table(trace: Trace) -> pa.Table:
-    """One row per ``ProfilerStep#N``: duration, device busy time and share, outlier flag."""
+    """One row per ``ProfilerStep#N``: duration, ``launched_gpu_ns`` (the union of the device work launched in
+    the step, wherever it ran: work launched near a step's end runs into the next one, so this can exceed the
+    step's duration and is no share of it), outlier flag. The device busy time *inside* each step's interval
+    is :func:`opscope.analyses.gpu.step_device_table`."""
     steps = trace.steps
     if steps.num_rows == 0:
         return pa.table({"step": pa.array([], pa.int64()), "dur_ns": pa.array([], pa.int64()),
-                         "gpu_busy_ns": pa.array([], pa.int64()), "gpu_busy_pct": pa.array([], pa.float64()),
-                         "outlier": pa.array([], pa.string())})
+                         "launched_gpu_ns": pa.array([], pa.int64()), "outlier": pa.array([], pa.string())})
     events = trace.select(["kind", "ts_ns", "dur_ns", "step"])
     device = events.select(["ts_ns", "dur_ns", "step"]).filter(kind_mask(events, DEVICE_WORK))
     has_device = device.num_rows > 0
@@ -59,14 +60,11 @@ def step_table(trace: Trace) -> pa.Table:
         busy: list[int | None] = [per_step.get(k, 0) for k in numbers]
     else:
         busy = [None] * len(numbers)
-    flags = outlier_flags(durs)
-    pct = [share_pct(b, d) for b, d in zip(busy, durs)]
     return pa.table({
         "step": pa.array(numbers, pa.int64()),
         "dur_ns": pa.array(durs, pa.int64()),
-        "gpu_busy_ns": pa.array(busy, pa.int64()),
-        "gpu_busy_pct": pa.array(pct, pa.float64()),
-        "outlier": pa.array(flags, pa.string()),
+        "launched_gpu_ns": pa.array(busy, pa.int64()),
+        "outlier": pa.array(outlier_flags(durs), pa.string()),
     })
 
 

@@ -98,7 +98,13 @@ def kernels(
 @app.command()
 def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
           no_cache: NoCacheOpt = False) -> None:
-    """Per step: duration, GPU busy time, and outliers (slow first step, > 1.5x the median)."""
+    """Per step: duration, device busy time, and outliers (slow first step, > 1.5x the median).
+
+    gpu_busy_ns/gpu_busy_pct: device busy inside the step's interval (the union over every device and stream,
+    counted as opscope gpu counts it; at most 100% of the step). launched_gpu_ns: device time of the work
+    launched in the step, wherever it ran; work launched near a step's end runs into the next one, so it can
+    exceed the step's duration.
+    """
     from opscope.analyses.reports import steps_report
 
     show(steps_report(load(trace, no_cache), limit), format)
