@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from support.tracefiles import write_trace, x
+from support.tracefiles import small_gpu_trace, write_trace, x
 
+from opscope.analyses.gpu import GpuAnalysis
 from opscope.diff import compare
 from opscope.diff.gate import Threshold, parse_threshold, verdict
 from opscope.ingest import open_trace
+
+US = 1000
 
 
 def test_rows_are_per_step_sorted_by_absolute_change(pair):
@@ -63,3 +66,23 @@ def test_threshold_parsing_and_verdict():
     assert failed and "+10.0%" in reason
     assert not verdict(1_000, 1_040, Threshold(relative=0.05))[0]
     assert not verdict(1_000, 900, Threshold(relative=0.0))[0]
+
+
+def test_idle_is_the_device_timeline_inside_the_steps_when_work_crosses_a_step_boundary(tmp_path):
+    """small_gpu_trace's relu kernel is launched in step 2 and runs [2950, 3050) us, past the last step's end
+    (3000). In the new run it runs [2900, 3100). Inside the steps [0, 3000) the device is busy 200 + 60 + 50 =
+    310 us (base) and 200 + 60 + 100 = 360 us (new): idle per step (3000 - busy) / 2 = 1345 and 1320 us, a
+    delta of -25 us, which is what opscope gpu's idle says. Counting the launched work instead (460 us in the
+    new run) would give -50 us."""
+    base = write_trace(tmp_path / "base.json", small_gpu_trace())
+    changed = [dict(e, ts=2900, dur=200) if e.get("name") == "relu_kernel" else e for e in small_gpu_trace()]
+    new = write_trace(tmp_path / "new.json", changed)
+    tb, tn = open_trace(base, use_cache=False), open_trace(new, use_cache=False)
+    idle = {r["part"]: r for r in compare(tb, tn).headline}["idle"]
+    assert (idle["base_ns"], idle["new_ns"], idle["delta_ns"]) == (1345 * US, 1320 * US, -25 * US)
+
+    def gpu_idle_per_step(trace):
+        device = next(r for r in GpuAnalysis(trace).breakdown().to_pylist() if r["stream"] is None)
+        return device["idle_ns"] // trace.steps.num_rows
+
+    assert idle["delta_ns"] == gpu_idle_per_step(tn) - gpu_idle_per_step(tb)

@@ -264,6 +264,31 @@ class GpuAnalysis:
                                       db["end"].combine_chunks())
         return covered_within(any_device["start"].to_pylist(), any_device["end"].to_pylist(), spans)
 
+    def parts_within(self, spans: list[tuple[int, int]]) -> dict[str, dict[int, int]]:
+        """Per part (compute, comm, memset, memcpy, and busy = any work) and device: how long that part's work
+        covers the ``(start, end)`` spans, from the intervals the breakdown uses (cut per stream, windowed)."""
+        t = self.work.table
+        cat = pc.cast(t["cat"].combine_chunks(), pa.int64())
+        device, start, end = t["device"].combine_chunks(), t["start"].combine_chunks(), t["end"].combine_chunks()
+        masks = {"compute": pc.equal(cat, COMPUTE), "comm": pc.equal(cat, COMM), "memset": pc.equal(cat, MEMSET),
+                 "memcpy": pc.greater_equal(cat, MEMCPY), "busy": None}
+        out: dict[str, dict[int, int]] = {}
+        for part, mask in masks.items():
+            d, s, e = (device, start, end) if mask is None else (device.filter(mask), start.filter(mask),
+                                                                  end.filter(mask))
+            merged = merged_intervals(d, s, e)
+            per: dict[int, int] = {}
+            groups, starts, ends = (merged[c].to_pylist() for c in ("group", "start", "end"))
+            lo = 0
+            while lo < len(groups):
+                hi = lo
+                while hi < len(groups) and groups[hi] == groups[lo]:
+                    hi += 1
+                per[groups[lo]] = sum(covered_within(starts[lo:hi], ends[lo:hi], spans))
+                lo = hi
+            out[part] = per
+        return out
+
     @property
     def has_work(self) -> bool:
         """Whether the trace has any device work (kernels, collectives, memcpys, memsets)."""

@@ -6,41 +6,49 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.gpu import GpuAnalysis
 from opscope.analyses.intervals import union_by_group
+from opscope.analyses.steps import step_window
 from opscope.diff.normalize import Span
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 from opscope.units import format_ns
 
-DEVICE_PARTS = {"compute": ("kernel",), "memcpy": ("memcpy",), "memset": ("memset",), "comm": ("comm",)}
+#: The device parts of a step, in the order the headline lists them.
+DEVICE_PARTS = ("compute", "memcpy", "memset", "comm")
 
 
 def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) -> dict[str, int]:
-    """``{part: ns per step}``: with ``device_work``, compute/memcpy/memset/comm (each the union of that kind's
-    intervals per device, summed over devices) and idle (device time not covered by any work); with
-    ``host_work`` (or without device work), host ops (union of cpu_op spans) and the rest of the step."""
-    ev = trace.select(["kind", "ts_ns", "dur_ns", "device", "step"])
-    if span.steps is not None:
-        ev = ev.filter(pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
+    """``{part: ns per step}``: with ``device_work``, compute/memcpy/memset/comm (each that kind's device time
+    inside the compared steps, summed over devices) and idle (device time in them not covered by any work),
+    from the device timeline as ``opscope gpu`` counts it, so work that crosses a step boundary counts where it
+    ran; with ``host_work`` (or without device work), host ops (union of the cpu_op spans of the compared
+    steps) and the rest of the step."""
     total = span.step_ns * span.divisor  # the compared time, all used steps together
     out: dict[str, int] = {}
     if device_work:
-        work = ev.filter(kind_mask(ev, ("kernel", "memcpy", "memset", "comm")))
-        device = pc.fill_null(work["device"], -1)
-        for part, kinds in DEVICE_PARTS.items():
-            mine = kind_mask(work, kinds)
-            covered = union_by_group(pc.filter(work["ts_ns"], mine), pc.filter(work["dur_ns"], mine),
-                                     pc.filter(device, mine))
-            out[part] = sum(covered.values())
-        busy = union_by_group(work["ts_ns"], work["dur_ns"], device)
-        out["idle"] = sum(max(0, total - b) for b in busy.values())
+        within = GpuAnalysis(trace).parts_within(_intervals(trace, span))
+        for part in DEVICE_PARTS:
+            out[part] = sum(within[part].values())
+        out["idle"] = sum(max(0, total - b) for b in within["busy"].values())
     if host_work or not device_work:
+        ev = trace.select(["kind", "ts_ns", "dur_ns", "step"])
+        if span.steps is not None:
+            ev = ev.filter(pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
         ops = ev.filter(kind_mask(ev, ("cpu_op",)))
         covered = union_by_group(ops["ts_ns"], ops["dur_ns"], pa.chunked_array(
             [pa.array([0] * ops.num_rows, pa.int64())]))
         out["host_ops"] = covered.get(0, 0)
         out["outside_ops"] = max(0, total - out["host_ops"])
     return {k: round(v / span.divisor) for k, v in out.items()}
+
+
+def _intervals(trace: Trace, span: Span) -> list[tuple[int, int]]:
+    """The compared time as (start, end) spans: the chosen steps, or the whole trace."""
+    if span.steps is None:
+        return [step_window(trace)]
+    steps = trace.steps.filter(pc.is_in(trace.steps["step"], pa.array(span.steps, pa.int64())))
+    return list(zip(steps["ts_ns"].to_pylist(), pc.add(steps["ts_ns"], steps["dur_ns"]).to_pylist()))
 
 
 def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> list[dict]:
