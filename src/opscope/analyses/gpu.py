@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import groupby
+from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -276,17 +278,12 @@ class GpuAnalysis:
         for part, mask in masks.items():
             d, s, e = (device, start, end) if mask is None else (device.filter(mask), start.filter(mask),
                                                                   end.filter(mask))
-            merged = merged_intervals(d, s, e)
-            per: dict[int, int] = {}
-            groups, starts, ends = (merged[c].to_pylist() for c in ("group", "start", "end"))
-            lo = 0
-            while lo < len(groups):
-                hi = lo
-                while hi < len(groups) and groups[hi] == groups[lo]:
-                    hi += 1
-                per[groups[lo]] = sum(covered_within(starts[lo:hi], ends[lo:hi], spans))
-                lo = hi
-            out[part] = per
+            merged = merged_intervals(d, s, e)  # per device, in time order
+            rows = zip(*(merged[c].to_pylist() for c in ("group", "start", "end")))
+            out[part] = {}
+            for dev, intervals in groupby(rows, key=itemgetter(0)):
+                _, starts, ends = zip(*intervals)
+                out[part][dev] = sum(covered_within(list(starts), list(ends), spans))
         return out
 
     @property

@@ -12,6 +12,7 @@ from typing import Literal
 
 import pyarrow as pa
 
+from opscope.analyses.arrays import share_pct
 from opscope.analyses.filters import EventFilter
 from opscope.model.trace import Trace
 from opscope.report import Column, Report, Section, single
@@ -34,13 +35,13 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
     else:
         steps = "none found (no ProfilerStep#N annotations)"
     fields = [("events", f"{s.events:,}"), ("wall time", format_ns(s.wall_ns)), ("steps", steps),
-              ("CPU busy", f"{format_ns(s.cpu_busy_ns)} ({format_pct(_share(s.cpu_busy_ns, s.wall_ns))} of wall; "
+              ("CPU busy", f"{format_ns(s.cpu_busy_ns)} ({format_pct(share_pct(s.cpu_busy_ns, s.wall_ns))} of wall; "
                            "union of ops and runtime calls)")]
     if s.gpu_busy_ns is None:
         fields.append(("GPU busy", "no device activity in this trace"))
     else:
         devices = ", ".join(map(str, s.devices)) or "?"
-        fields.append(("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(_share(s.gpu_busy_ns, s.wall_ns))} of "
+        fields.append(("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(share_pct(s.gpu_busy_ns, s.wall_ns))} of "
                                    f"wall; device(s) {devices})"))
     sections = [Section("summary", records=s.rows(), terminal=False),
                 Section("overview", fields=fields, data=False)]
@@ -56,10 +57,6 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
                                 table=pa.Table.from_pylist([{"count": w["count"], "problem": w["problem"]}
                                                             for w in s.warnings])))
     return Report(sections, title=s.source)
-
-
-def _share(part: int | None, whole: int) -> float | None:
-    return None if part is None or not whole else 100.0 * part / whole
 
 
 def ops_report(trace: Trace, by: list[str], filt: EventFilter, sort: str, kinds: str, limit: int | None) -> Report:

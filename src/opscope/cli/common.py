@@ -119,6 +119,5 @@ def event_filter(kinds: str | None = None, match: str | None = None, exclude: st
     """The --kinds/--match/--exclude/--steps options as an EventFilter."""
     from opscope.analyses.filters import EventFilter, parse_steps
 
-    if kinds is None:
-        return EventFilter(match=match, exclude=exclude, steps=parse_steps(steps))
-    return EventFilter(kinds=split(kinds), match=match, exclude=exclude, steps=parse_steps(steps))
+    return EventFilter(kinds=None if kinds is None else split(kinds), match=match, exclude=exclude,
+                       steps=parse_steps(steps))
