@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import defaultdict
 from decimal import Decimal
 
 import pytest
-from support.shared import shared_trace
+from support.shared import DEVICE_CATEGORIES, raw_events, shared_trace
 
 from opscope.analyses.gpu import step_device_table
 from opscope.analyses.kernels import kernel_table
@@ -27,16 +25,6 @@ GPU_TRACES = [
     "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
     "kineto/traces/before_fix_trace.json",
 ]
-DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
-                     "gpu_memset": "memset", "memset": "memset"}
-
-
-def raw_events(path):
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as fh:
-        doc = json.loads(fh.read(), parse_float=Decimal)
-    return doc["traceEvents"] if isinstance(doc, dict) else doc
-
 
 def expected_device_totals(path):
     """(name, family) -> [calls, total ns], computed with exact decimals from the raw events."""

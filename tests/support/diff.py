@@ -26,11 +26,13 @@ def base_events():
 
 
 def new_events():
-    """Two steps of 1200 us. Per step: aten::mm 150 us (k_mm 300 us), aten::add 20 us (k_add 10 us); no relu."""
+    """Two steps of 1200 us. Per step: aten::mm 150 us (k_mm 300 us), aten::add 20 us (k_add 10 us); no relu.
+    k_mm starts 78 us after its launch returns: a first kernel that waited over 100 us would be queued behind
+    unseen work (see tests/unit/test_gpu_unseen.py)."""
     out = []
     for i, s in enumerate((0, 1200)):
         c = 10 * (i + 1)
         out += [x(f"ProfilerStep#{i + 1}", s, 1200, cat="user_annotation"),
-                x("aten::mm", s + 10, 150), launch(s + 20, c), kernel("k_mm", s + 200, 300, c),
+                x("aten::mm", s + 10, 150), launch(s + 20, c), kernel("k_mm", s + 100, 300, c),
                 x("aten::add", s + 600, 20), launch(s + 605, c + 1), kernel("k_add", s + 700, 10, c + 1)]
     return out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -15,3 +18,16 @@ def shared_trace(relative: str) -> Path:
     if not path.exists():
         pytest.skip(f"real trace {relative} not available (../shared/traces is absent on this machine)")
     return path
+
+
+#: Chrome-trace categories of device work, and the family each one is.
+DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+                     "gpu_memset": "memset", "memset": "memset"}
+
+
+def raw_events(path: Path) -> list:
+    """The trace's events straight from the JSON, numbers as exact decimals (for expected values)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        doc = json.loads(fh.read(), parse_float=Decimal)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc

@@ -66,8 +66,12 @@ def test_hand_built_syncs_exact(tmp_path):
 
 def test_queued_work_waiting_on_something_else_is_not_blamed_on_the_sync(tmp_path):
     # kernel A is launched at 10 but starts only at 400 (waiting on another stream, say): the host's
-    # cudaStreamSynchronize [60, 500) waits for it, yet a sync-free host could not have fed the device sooner
+    # cudaStreamSynchronize [60, 500) waits for it, yet a sync-free host could not have fed the device sooner.
+    # C runs first and starts right after its launch, so the device's state at the window's start is known
+    # (without it, A's wait would make [0, 400) unseen busy: see test_gpu_unseen)
     events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              x("cudaLaunchKernel", 1, 2, cat="cuda_runtime", correlation=3),
+              x("C", 5, 3, cat="kernel", pid=0, tid=8, device=0, stream=8, correlation=3),
               x("cudaLaunchKernel", 10, 2, cat="cuda_runtime", correlation=1),
               x("cudaStreamSynchronize", 60, 440, cat="cuda_runtime", correlation=10),
               x("cudaLaunchKernel", 600, 5, cat="cuda_runtime", correlation=2),

@@ -4,7 +4,13 @@ Definitions (``opscope gpu --help`` says the same):
 
 - **window**: the profiled window, from the start of the first ``ProfilerStep#N`` to the end of the last one;
   a trace without steps: from the start of its first event (of any kind) to the end of its last. Device
-  work is clipped to the window and every percentage is a share of it.
+  work is clipped to the window and every percentage is a share of it, less a device's unseen busy time.
+- **unseen busy**: a device's first recorded work that started more than :data:`QUEUED_WAIT_NS` after the call
+  that launched it returned was queued behind work the trace does not show (launched before the profiler
+  started: graph-replay servers keep the queue full). From that launch to that start the device was busy with
+  unseen work, and from the window's start when the wait is longer than the time the trace ran before the
+  launch (the backlog predates the trace). That stretch is neither busy nor idle: it is left out of the device's
+  window, its idle time and every saving, and shown as ``unseen_busy_ns``.
 - **work**: kernels, collectives (``comm``: NCCL/RCCL kernels), memcpys and memsets. Sync records and GPU
   annotations on the device timeline are not work: they say what the host waited for, not what ran.
 - **busy**: the union of the work's intervals (overlaps count once); a device's busy time is the union over
@@ -32,7 +38,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, count_by, share_pct
 from opscope.analyses.intervals import covered_by_group, covered_within, merged_intervals, sweep, union_by_group
-from opscope.analyses.steps import step_table, step_window
+from opscope.analyses.steps import step_table, step_window, window_line
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -52,6 +58,10 @@ _DIRECTION_WORDS = re.compile(rf"(?i){_PLACE}\s*(?:to|->)\s*{_PLACE}")
 _WORD_LETTER = {"host": "h", "pinned": "h", "pageable": "h", "device": "d", "peer": "p"}
 _DIRECTION_CODE = {"hd": 0, "dh": 1, "dd": 2, "pp": 3}
 _COPY_NAME = re.compile(r"(?i)memcpy|dma")
+#: A first recorded work that waited longer than this after its launch call returned was queued behind unseen
+#: work. An idle device starts work within tens of µs of the launch (at most 22 µs from the call's end on the
+#: H100, MI300 and B200 traces of ../shared); a backlog left by an earlier, unrecorded step is milliseconds.
+QUEUED_WAIT_NS = 100_000
 _FILL_NAME = re.compile(r"(?i)memset")
 
 BREAKDOWN_SCHEMA = pa.schema([
@@ -59,7 +69,8 @@ BREAKDOWN_SCHEMA = pa.schema([
     ("compute_ns", pa.int64()), ("memcpy_ns", pa.int64()),
     *[(f"memcpy_{d}_ns", pa.int64()) for d in MEMCPY_DIRECTIONS],
     ("memset_ns", pa.int64()), ("comm_ns", pa.int64()), ("busy_ns", pa.int64()), ("idle_ns", pa.int64()),
-    ("window_ns", pa.int64()), ("busy_pct", pa.float64()), ("concurrent_ns", pa.int64()), ("clipped", pa.int64()),
+    ("unseen_busy_ns", pa.int64()), ("window_ns", pa.int64()), ("busy_pct", pa.float64()),
+    ("concurrent_ns", pa.int64()), ("clipped", pa.int64()),
 ])
 
 LAUNCH_SCHEMA = pa.schema([
@@ -105,10 +116,30 @@ class GpuWork:
     clipped: int
     last_step_start: int | None = None
     devices: list[int] = field(default_factory=list)
+    unseen: dict[int, UnseenBusy] = field(default_factory=dict)
 
     @property
     def window_ns(self) -> int:
         return max(0, self.window_end - self.window_start)
+
+    def device_window_ns(self, device: int) -> int:
+        """The part of the window in which the device's state is known: the window less its unseen busy time."""
+        unseen = self.unseen.get(device)
+        return self.window_ns - (unseen.ns if unseen else 0)
+
+
+@dataclass(frozen=True)
+class UnseenBusy:
+    """A device's stretch before its first recorded work, spent on work the trace does not show."""
+
+    start: int
+    end: int  #: the first recorded work's start
+    launch: int  #: start of the call that launched that work
+    wait_ns: int  #: from the end of that call to the work's start
+
+    @property
+    def ns(self) -> int:
+        return self.end - self.start
 
 
 def device_work(trace: Trace) -> GpuWork:
@@ -122,13 +153,13 @@ def device_work(trace: Trace) -> GpuWork:
     if n == 0:
         return GpuWork(w0, w1, bool(steps.num_rows), steps.num_rows, _empty_work(), 0, last_step)
     cat = _categories(work["kind"], work["name"])
-    launch, thread = _launches(ev, combined(work["correlation"]))
+    launch, launch_end, thread = _launches(ev, combined(work["correlation"]))
     device = pc.fill_null(combined(work["device"]), -1)
     stream = pc.fill_null(combined(work["stream"]), -1)
     t = pa.table({
         "device": device, "stream": stream, "cat": cat,
         "raw_start": combined(work["ts_ns"]), "raw_end": pc.add(combined(work["ts_ns"]), combined(work["dur_ns"])),
-        "correlation": combined(work["correlation"]), "launch": launch, "thread": thread,
+        "correlation": combined(work["correlation"]), "launch": launch, "launch_end": launch_end, "thread": thread,
         "step": combined(work["step"]),
     })
     del work, ev
@@ -154,13 +185,41 @@ def device_work(trace: Trace) -> GpuWork:
     t = t.append_column("sid", sid).append_column("start", start_w).append_column("end", end_w) \
         .append_column("cut_end", end).append_column("cut", cut)
     devices = pc.unique(d).sort().to_pylist()
-    return GpuWork(w0, w1, bool(steps.num_rows), steps.num_rows, t, clipped, last_step, devices)
+    return GpuWork(w0, w1, bool(steps.num_rows), steps.num_rows, t, clipped, last_step, devices,
+                   unseen_busy(t, w0, w1))
+
+
+def unseen_busy(table: pa.Table, w0: int, w1: int) -> dict[int, UnseenBusy]:
+    """Per device whose first recorded work in the window waited in the queue (see the module's docstring): the
+    stretch the device spent on work the trace does not show."""
+    reach = table.filter(pc.and_(pc.greater(table["cut_end"], w0), pc.less(table["raw_start"], w1)))
+    reach = reach.select(["device", "raw_start", "launch", "launch_end"])
+    if reach.num_rows == 0:
+        return {}
+    first = reach.group_by("device", use_threads=False).aggregate([("raw_start", "min")])
+    out = {}
+    for device, start in zip(first["device"].to_pylist(), first["raw_start_min"].to_pylist()):
+        if start <= w0:
+            continue  # recorded work covers the window's start: nothing unseen before it
+        row = reach.filter(pc.and_(pc.equal(reach["device"], device), pc.equal(reach["raw_start"], start)))
+        row = row.filter(pc.is_valid(row["launch_end"]))
+        if row.num_rows == 0:
+            continue  # no launch to tell a queued start from an idle device
+        launch, launch_end = row["launch"][0].as_py(), row["launch_end"][0].as_py()
+        wait = start - launch_end
+        if wait <= QUEUED_WAIT_NS:
+            continue
+        # A backlog longer than the time the trace ran before the launch was there when the trace began.
+        begin = w0 if wait >= launch - w0 else max(w0, launch)
+        out[device] = UnseenBusy(begin, start, launch, wait)
+    return out
 
 
 def _empty_work() -> pa.Table:
     i64 = pa.array([], pa.int64())
     return pa.table({"device": i64, "stream": i64, "cat": pa.array([], pa.int8()), "raw_start": i64,
-                     "raw_end": i64, "correlation": i64, "launch": i64, "thread": i64, "step": i64, "sid": i64,
+                     "raw_end": i64, "correlation": i64, "launch": i64, "launch_end": i64, "thread": i64,
+                     "step": i64, "sid": i64,
                      "start": i64, "end": i64, "cut_end": i64, "cut": pa.array([], pa.bool_())})
 
 
@@ -209,18 +268,20 @@ def _map_values(column: pa.ChunkedArray, fn) -> pa.Array:
     return pa.concat_arrays(chunks) if chunks else pa.array([], pa.int8())
 
 
-def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """Start of the runtime call with each row's correlation id, and a number for the host thread that made it
-    (nulls where there is no such call)."""
-    runtime = events.select(["ts_ns", "correlation", "pid", "tid"]).filter(kind_mask(events, ("runtime",)))
+def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Start and end of the runtime call with each row's correlation id, and a number for the host thread that
+    made it (nulls where there is no such call)."""
+    runtime = events.select(["ts_ns", "dur_ns", "correlation", "pid", "tid"]).filter(kind_mask(events, ("runtime",)))
     runtime = runtime.filter(pc.is_valid(runtime["correlation"]))
     if runtime.num_rows == 0 or correlation.null_count == len(correlation):
-        return pa.nulls(len(correlation), pa.int64()), pa.nulls(len(correlation), pa.int64())
+        return (pa.nulls(len(correlation), pa.int64()),) * 3
     where = pc.index_in(correlation, value_set=runtime["correlation"].combine_chunks())
     thread = pc.binary_join_element_wise(pc.cast(runtime["pid"], pa.string()), pc.cast(runtime["tid"], pa.string()),
                                          "/")
     thread = pc.cast(combined(pc.dictionary_encode(thread)).indices, pa.int64())
-    return pc.take(runtime["ts_ns"].combine_chunks(), where), pc.take(thread, where)
+    ts = runtime["ts_ns"].combine_chunks()
+    end = pc.add(ts, pc.fill_null(runtime["dur_ns"].combine_chunks(), 0))
+    return pc.take(ts, where), pc.take(end, where), pc.take(thread, where)
 
 
 # --- analyses ------------------------------------------------------------------------------------------
@@ -255,6 +316,33 @@ class GpuAnalysis:
                              sb["end"].combine_chunks(), presorted=True)
         return m.append_column("launch", pc.take(sb["launch"], m["first"]))
 
+    @cached_property
+    def device_not_idle(self) -> pa.Table:
+        """:attr:`device_busy` with each device's unseen busy stretch merged in: when the device was not idle.
+        Idle gaps are the window less these intervals."""
+        db = self.device_busy
+        unseen = self.work.unseen
+        if not unseen:
+            return db
+        extra = pa.table({"group": pa.array(list(unseen), pa.int64()),
+                          "start": pa.array([u.start for u in unseen.values()], pa.int64()),
+                          "end": pa.array([u.end for u in unseen.values()], pa.int64()),
+                          "launch": pa.array([u.launch for u in unseen.values()], pa.int64())})
+        both = pa.concat_tables([db.select(["group", "start", "end", "launch"]).cast(extra.schema), extra])
+        both = both.take(pc.sort_indices(both, [("group", "ascending"), ("start", "ascending")]))
+        m = merged_intervals(both["group"].combine_chunks(), both["start"].combine_chunks(),
+                             both["end"].combine_chunks(), presorted=True)
+        return m.append_column("launch", pc.take(both["launch"], m["first"]))
+
+    def unseen_within(self, spans: list[tuple[int, int]]) -> list[int]:
+        """How much of each ``(start, end)`` span some device spent on unseen work (the union over devices)."""
+        unseen = sorted((u.start, u.end) for u in self.work.unseen.values())
+        if not unseen:
+            return [0] * len(spans)
+        merged = merged_intervals(pa.array([0] * len(unseen), pa.int64()), pa.array([u[0] for u in unseen]),
+                                  pa.array([u[1] for u in unseen]), presorted=True)
+        return covered_within(merged["start"].to_pylist(), merged["end"].to_pylist(), spans)
+
     def busy_within(self, spans: list[tuple[int, int]]) -> list[int]:
         """Device busy time inside each ``(start, end)`` span: the union over every device and stream of the work
         as the breakdown counts it (cut where a stream's next event starts, inside the window), so a span equal
@@ -268,7 +356,8 @@ class GpuAnalysis:
 
     def parts_within(self, spans: list[tuple[int, int]]) -> dict[str, dict[int, int]]:
         """Per part (compute, comm, memset, memcpy, and busy = any work) and device: how long that part's work
-        covers the ``(start, end)`` spans, from the intervals the breakdown uses (cut per stream, windowed)."""
+        covers the ``(start, end)`` spans, from the intervals the breakdown uses (cut per stream, windowed); and
+        ``unseen_busy``: how much of the spans each device spent on work the trace does not show."""
         t = self.work.table
         cat = pc.cast(t["cat"].combine_chunks(), pa.int64())
         device, start, end = t["device"].combine_chunks(), t["start"].combine_chunks(), t["end"].combine_chunks()
@@ -284,6 +373,8 @@ class GpuAnalysis:
             for dev, intervals in groupby(rows, key=itemgetter(0)):
                 _, starts, ends = zip(*intervals)
                 out[part][dev] = sum(covered_within(list(starts), list(ends), spans))
+        out["unseen_busy"] = {dev: sum(covered_within([u.start], [u.end], spans))
+                              for dev, u in self.work.unseen.items()}
         return out
 
     @property
@@ -311,7 +402,7 @@ class GpuAnalysis:
         """When each device could not have taken new work from the host: busy, or holding launched work that had
         not started yet (waiting on something else: another stream, an event, work the trace does not show).
         Merged intervals: ``group`` (the device), ``start``, ``end``, ``first``."""
-        b, p = self.device_busy, self.pending
+        b, p = self.device_not_idle, self.pending
         group = pa.concat_arrays([combined(b["group"]).cast(pa.int64()), combined(p["device"]).cast(pa.int64())])
         start = pa.concat_arrays([combined(b["start"]), combined(p["start"])])
         end = pa.concat_arrays([combined(b["end"]), combined(p["end"])])
@@ -363,7 +454,6 @@ class GpuAnalysis:
         t = w.table
         if t.num_rows == 0:
             return BREAKDOWN_SCHEMA.empty_table()
-        window = w.window_ns
         sid = t["sid"].combine_chunks()
         cat = pc.cast(t["cat"].combine_chunks(), pa.int64())
         start, end = t["start"].combine_chunks(), t["end"].combine_chunks()
@@ -395,12 +485,15 @@ class GpuAnalysis:
         rows = []
         for dev in w.devices:
             sids = [s for s, d in sid_device.items() if d == dev]
+            # The unseen work ran on some stream of the device: every row of the device leaves it out.
+            window = w.device_window_ns(dev)
+            unseen = w.window_ns - window
             rows.append(_row(dev, None, sum(counts.get(s, 0) for s in sids), device_cat, dev, device_all.get(dev, 0),
-                             window, conc.get(dev, (0, 0))[0], sum(clipped.get(s, 0) for s in sids)))
+                             window, unseen, conc.get(dev, (0, 0))[0], sum(clipped.get(s, 0) for s in sids)))
             for s, stream in zip(streams["sid"].to_pylist(), streams["stream"].to_pylist()):
                 if sid_device[s] == dev:
                     rows.append(_row(dev, stream, counts.get(s, 0), stream_cat, s, stream_all.get(s, 0), window,
-                                     None, clipped.get(s, 0)))
+                                     unseen, None, clipped.get(s, 0)))
         return pa.Table.from_pylist(rows, schema=BREAKDOWN_SCHEMA)
 
     def launches(self) -> pa.Table:
@@ -462,14 +555,9 @@ class GpuAnalysis:
         w = self.work
         if w.table.num_rows == 0:
             return [NO_GPU]
-        from opscope.units import format_ns
 
-        if w.window_from_steps:
-            out = [f"window: from the first ProfilerStep's start to the last one's end ({w.steps} steps, "
-                   f"{format_ns(w.window_ns)}); device work outside it is not counted"]
-        else:
-            out = [f"window: the whole trace, first to last event ({format_ns(w.window_ns)}; no ProfilerStep#N "
-                   "annotations)"]
+        out = [window_line(self.trace)]
+        out += [unseen_line(dev, u) for dev, u in w.unseen.items()]
         out.append("busy = union of the work's intervals; on a device row (stream -) compute/memcpy/memset/comm are "
                    "unions over its streams and may overlap; concurrent = time with >= 2 streams busy")
         if w.clipped:
@@ -498,6 +586,15 @@ class GpuAnalysis:
         return out
 
 
+def unseen_line(device: int, unseen: UnseenBusy) -> str:
+    """Why a device's first stretch is not idle, in one line."""
+    from opscope.units import format_ns
+
+    return (f"device {device}: {format_ns(unseen.ns)} before its first recorded work are unseen_busy, not idle: that "
+            f"work started {format_ns(unseen.wait_ns)} after the call that launched it returned, queued behind work "
+            "the trace does not show (launched before the profiler started); left out of window_ns, idle and savings")
+
+
 NO_GPU = "no GPU activity: this trace has no kernels, memcpys, memsets or collectives (a CPU-only profile)"
 
 
@@ -511,7 +608,8 @@ def _in_window(w: GpuWork) -> pa.ChunkedArray:
     return pc.or_(overlaps, instant_inside)
 
 
-def _row(device, stream, events, by_cat: dict[int, int], key: int, busy: int, window: int, concurrent, clipped):
+def _row(device, stream, events, by_cat: dict[int, int], key: int, busy: int, window: int, unseen: int, concurrent,
+         clipped):
     def cov(code):
         return by_cat.get(key * _CODES + code, 0)
 
@@ -520,8 +618,8 @@ def _row(device, stream, events, by_cat: dict[int, int], key: int, busy: int, wi
     for i, d in enumerate(MEMCPY_DIRECTIONS):
         row[f"memcpy_{d}_ns"] = cov(MEMCPY + i)
     row.update({"memset_ns": cov(MEMSET), "comm_ns": cov(COMM), "busy_ns": busy, "idle_ns": max(0, window - busy),
-                "window_ns": window, "busy_pct": share_pct(busy, window), "concurrent_ns": concurrent,
-                "clipped": clipped})
+                "unseen_busy_ns": unseen, "window_ns": window, "busy_pct": share_pct(busy, window),
+                "concurrent_ns": concurrent, "clipped": clipped})
     return row
 
 
@@ -538,15 +636,21 @@ def _quantiles(values, qs: tuple[float, ...]) -> list[int | None]:
 def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
     """The step table with the device busy time inside each step's interval beside it: ``gpu_busy_ns`` (the
     union of all device work within the step's start and end, as ``opscope gpu`` counts it) and
-    ``gpu_busy_pct`` (of the step's duration, at most 100), next to ``launched_gpu_ns`` (the work the step
-    launched, wherever it ran). Null busy figures: the trace has no device work."""
+    ``gpu_busy_pct`` (of the step's duration less its ``unseen_busy_ns``, at most 100), next to
+    ``launched_gpu_ns`` (the work the step launched, wherever it ran). ``unseen_busy_ns``: the part of the step
+    a device spent on work the trace does not show (see :class:`UnseenBusy`; only a first step can have it).
+    Null busy figures: the trace has no device work."""
     table = step_table(trace)
     analysis = analysis or GpuAnalysis(trace)
     steps = trace.steps
     spans = list(zip(steps["ts_ns"].to_pylist(), pc.add(steps["ts_ns"], steps["dur_ns"]).to_pylist()))
     busy: list[int | None] = [None] * len(spans)
+    unseen: list[int | None] = [None] * len(spans)
     if analysis.has_work:
         busy = list(analysis.busy_within(spans))
-    pct = [share_pct(b, d) for b, d in zip(busy, table["dur_ns"].to_pylist())]
+        unseen = list(analysis.unseen_within(spans))
+    durs = table["dur_ns"].to_pylist()
+    pct = [share_pct(b, d - (u or 0)) for b, d, u in zip(busy, durs, unseen)]
     table = table.add_column(2, "gpu_busy_ns", pa.array(busy, pa.int64()))
-    return table.add_column(3, "gpu_busy_pct", pa.array(pct, pa.float64()))
+    table = table.add_column(3, "gpu_busy_pct", pa.array(pct, pa.float64()))
+    return table.add_column(4, "unseen_busy_ns", pa.array(unseen, pa.int64()))

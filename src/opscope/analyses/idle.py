@@ -1,6 +1,7 @@
 """Why the GPU sat idle: every idle nanosecond of a device put down to exactly one cause.
 
-Idle time is the window minus the device's busy time (the union of its work, see ``gpu.py``). The causes,
+Idle time is the window minus the device's busy time (the union of its work, see ``gpu.py``) and minus its
+unseen busy time (the stretch before its first recorded work spent on work the trace does not show). The causes,
 by priority (the first that holds at an instant wins):
 
 1. ``sync``: the host was inside a synchronising call (cudaStreamSynchronize, cudaDeviceSynchronize,
@@ -58,9 +59,8 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
     if work.table.num_rows == 0:
         return IDLE_SCHEMA.empty_table()
     w0, w1 = work.window_start, work.window_end
-    window = work.window_ns
     sync, data = _host_covers(analysis.trace, w0, w1)
-    busy = analysis.device_busy
+    busy = analysis.device_not_idle
     busy = busy.filter(pc.greater(busy["end"], busy["start"]))
     t = work.table
     pending = analysis.pending
@@ -76,6 +76,7 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
                   _INPUT: data, _OUTSTANDING: (o_s, o_e)}
         by_cause = _attribute(covers, launches_known)
         idle = sum(by_cause.values())
+        window = work.device_window_ns(dev)
         for i, cause in enumerate(IDLE_CAUSES):
             ns = by_cause.get(i, 0)
             rows.append({"device": dev, "cause": cause, "idle_ns": ns, "idle_pct": share_pct(ns, idle),

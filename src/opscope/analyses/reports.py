@@ -106,9 +106,12 @@ def steps_report(trace: Trace, limit: int | None) -> Report:
         if st.excluded:
             legend += f" (outliers {', '.join(map(str, st.excluded))} left out)"
         legend += ("\ngpu_busy: device busy inside the step's interval, any device, overlaps once (as opscope gpu "
-                   "counts it), % of the step; launched_gpu_ns: device time of the work launched in the step, "
+                   "counts it), % of the step less unseen_busy_ns (time a device spent on work the trace does not "
+                   "show, see opscope gpu); launched_gpu_ns: device time of the work launched in the step, "
                    "wherever it ran (work launched near the end runs into the next step, so it can exceed dur_ns)")
-    return single(table, "Steps", limit, legend=legend)
+    notes = ["window: each row's own step, its ProfilerStep#N's start to end"] if table.num_rows else []
+    return single(table, "Steps", limit, legend=legend, notes=notes,
+                  columns={"unseen_busy_ns": Column(hide_if_zero=True)})
 
 
 GpuPart = Literal["breakdown", "idle", "launches"]
@@ -125,7 +128,8 @@ def gpu_report(trace: Trace, short_gap_ns: int, only: GpuPart | None, limit: int
     if breakdown.num_rows == 0:
         return Report([Section("breakdown", table=breakdown)], empty=analysis.notes()[0])
     idle_note = IDLE_NOTE.format(short=format_ns(analysis.short_gap_ns))
-    hidden = {"window_ns": Column(show="data"), "clipped": Column(hide_if_zero=True)}
+    hidden = {"window_ns": Column(show="data"), "clipped": Column(hide_if_zero=True),
+              "unseen_busy_ns": Column(hide_if_zero=True)}
     hidden.update({n: Column(hide_if_zero=True) for n in breakdown.column_names if n.startswith("memcpy_")})
     sections = {
         "breakdown": Section("breakdown", "GPU time per device and stream", breakdown, notes=analysis.notes,

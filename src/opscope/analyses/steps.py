@@ -41,6 +41,22 @@ def step_window(trace: Trace) -> tuple[int, int]:
     return (pc.min(events["ts_ns"]).as_py(), pc.max(pc.add(events["ts_ns"], events["dur_ns"])).as_py())
 
 
+def window_line(trace: Trace) -> str:
+    """Which window the window-dependent figures use, and why, in one line."""
+    from opscope.units import format_ns
+
+    w0, w1 = step_window(trace)
+    steps = trace.steps
+    if steps.num_rows:
+        numbers = steps["step"].to_pylist()
+        which = f"ProfilerStep#{numbers[0]}" if len(numbers) == 1 else \
+            f"{len(numbers)} steps, ProfilerStep#{min(numbers)} to #{max(numbers)}"
+        return (f"window: {which}, first step's start to last step's end ({format_ns(w1 - w0)}); device work "
+                "outside it is not counted")
+    return (f"window: the whole trace, first to last event of any kind ({format_ns(w1 - w0)}): it has no "
+            "ProfilerStep#N annotations to bound the steps")
+
+
 def step_table(trace: Trace) -> pa.Table:
     """One row per ``ProfilerStep#N``: duration, ``launched_gpu_ns`` (the union of the device work launched in
     the step, wherever it ran: work launched near a step's end runs into the next one, so this can exceed the

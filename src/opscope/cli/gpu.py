@@ -30,10 +30,14 @@ def gpu(
 
     Window: from the start of the first ProfilerStep#N to the end of the last one; in a trace without
     steps, from its first event (of any kind) to the end of its last. Work outside the window is not
-    counted and percentages are of the window. Work = kernels, collectives (comm: NCCL/RCCL), memcpys,
-    memsets. Busy = the union of their intervals (overlaps count once); a device's busy time is the
-    union over its streams (its row has stream '-'). An event that runs past the start of the next one on
-    its stream is cut there (counted in 'clipped'). concurrent_ns: time with two or more streams busy.
+    counted and percentages are of the window. Unseen busy: when a device's first recorded work started
+    more than 100 us after its launch call returned, it was queued behind work the trace does not show
+    (launched before the profiler started, as in graph-replay servers); the stretch before it is
+    unseen_busy_ns, left out of the device's window, its idle time and advise's savings. Work = kernels,
+    collectives (comm: NCCL/RCCL), memcpys, memsets. Busy = the union of their intervals (overlaps count
+    once); a device's busy time is the union over its streams (its row has stream '-'). An event that runs
+    past the start of the next one on its stream is cut there (counted in 'clipped'). concurrent_ns: time
+    with two or more streams busy.
 
     The terminal shows the breakdown, then the idle time of each device by cause (every idle ns has one
     cause, the first that holds: sync = host in a synchronising call, input_pipeline = host in the

@@ -23,14 +23,18 @@ def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) 
     inside the compared steps, summed over devices) and idle (device time in them not covered by any work),
     from the device timeline as ``opscope gpu`` counts it, so work that crosses a step boundary counts where it
     ran; with ``host_work`` (or without device work), host ops (union of the cpu_op spans of the compared
-    steps) and the rest of the step."""
+    steps) and the rest of the step. ``unseen_busy`` (only when a trace has it): device time spent on work the
+    trace does not show (:class:`opscope.analyses.gpu.UnseenBusy`), left out of idle."""
     total = span.step_ns * span.divisor  # the compared time, all used steps together
     out: dict[str, int] = {}
     if device_work:
         within = GpuAnalysis(trace).parts_within(_intervals(trace, span))
         for part in DEVICE_PARTS:
             out[part] = sum(within[part].values())
-        out["idle"] = sum(max(0, total - b) for b in within["busy"].values())
+        unseen = within["unseen_busy"]
+        out["idle"] = sum(max(0, total - b - unseen.get(dev, 0)) for dev, b in within["busy"].items())
+        if unseen:  # time a device spent on work the trace does not show: neither busy nor idle
+            out["unseen_busy"] = sum(unseen.values())
     if host_work or not device_work:
         ev = trace.select(["kind", "ts_ns", "dur_ns", "step"])
         if span.steps is not None:
@@ -60,7 +64,9 @@ def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> l
     pb, pn = parts(base, span_base, device, host), parts(new, span_new, device, host)
     rows = [{"part": "step", "base_ns": span_base.step_ns, "new_ns": span_new.step_ns,
              "delta_ns": span_new.step_ns - span_base.step_ns}]
-    rows += [{"part": k, "base_ns": pb[k], "new_ns": pn[k], "delta_ns": pn[k] - pb[k]} for k in pb]
+    parts_ = list(pb) + [k for k in pn if k not in pb]
+    rows += [{"part": k, "base_ns": pb.get(k, 0), "new_ns": pn.get(k, 0), "delta_ns": pn.get(k, 0) - pb.get(k, 0)}
+             for k in parts_]
     return rows
 
 

@@ -47,7 +47,7 @@ def idle_while_loading(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
     starts = pc.max_element_wise(spans["ts_ns"], w0)
     ends = pc.max_element_wise(pc.min_element_wise(pc.add(spans["ts_ns"], spans["dur_ns"]), w1), starts)
     loading = merged_intervals(spans["step"].combine_chunks(), starts.combine_chunks(), ends.combine_chunks())
-    busy = ctx.gpu.device_busy
+    busy = ctx.gpu.device_not_idle  # unseen busy time is not idle
     groups, lo, hi = loading["group"].to_pylist(), loading["start"].to_pylist(), loading["end"].to_pylist()
     out: dict[int, int] = {}
     for device in ctx.gpu.devices:

@@ -130,8 +130,9 @@ def _changes(rows: list[dict]) -> list[str]:
 # --- device time -------------------------------------------------------------------------------------------
 
 def _busy(ctx: AdviceContext) -> dict[int, tuple[list[int], list[int]]]:
-    """Per device, its busy intervals (merged over streams, clipped to the window), in time order."""
-    b = ctx.gpu.device_busy
+    """Per device, when it was not idle (its work merged over streams, clipped to the window, and its unseen busy
+    stretch), in time order."""
+    b = ctx.gpu.device_not_idle
     return _per_group(b.filter(pc.greater(b["end"], b["start"])))
 
 

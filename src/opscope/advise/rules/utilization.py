@@ -81,7 +81,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
 def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[tuple[int | None, int, int, int]]:
     """The ``top`` longest idle gaps of a device inside the window: (step, start from the step's start (from the
     window's start without steps), length, absolute start), longest first."""
-    busy = ctx.gpu.device_busy
+    busy = ctx.gpu.device_not_idle  # unseen busy time is no gap
     busy = busy.filter(pc.and_(pc.equal(busy["group"], device), pc.greater(busy["end"], busy["start"])))
     w0, w1 = ctx.window
     starts = busy["start"].to_pylist()
