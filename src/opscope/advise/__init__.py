@@ -70,6 +70,7 @@ class Advice:
     unit: str = "step"
     step_ns: int = 0
     steps: int = 1
+    window: list[str] = field(default_factory=list)  #: which window the savings are of, and what it leaves out
 
     def rows(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.findings]
@@ -87,4 +88,5 @@ def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, 
             findings.extend(r.check(ctx))
         except NotApplicable as reason:
             not_applicable[r.id] = str(reason)
-    return Advice(ranked(findings), not_applicable, [r.id for r in rules], ctx.unit, ctx.step_ns, ctx.steps)
+    return Advice(ranked(findings), not_applicable, [r.id for r in rules], ctx.unit, ctx.step_ns, ctx.steps,
+                  ctx.window_lines())

@@ -60,6 +60,17 @@ class AdviceContext:
         """What a saving is per: "step", or "trace" for a trace without steps."""
         return "step" if self.has_steps else "trace"
 
+    def window_lines(self) -> list[str]:
+        """Which window every saving is of, and the unseen busy time it leaves out, one line each."""
+        from opscope.analyses.gpu import unseen_line
+        from opscope.analyses.steps import window_line
+
+        lines = [window_line(self.trace) + "; savings are per step of it" if self.has_steps else
+                 window_line(self.trace) + "; savings are over the whole trace"]
+        if "gpu" in self.__dict__ and self.gpu is not None:  # only when a rule looked at the device
+            lines += [unseen_line(device, u) for device, u in self.gpu.work.unseen.items()]
+        return lines
+
     def per_step(self, total_ns: int | float) -> int:
         return round(total_ns / self.steps)
 

@@ -20,7 +20,9 @@ def advice_report(advice, source: str, limit: int | None = None, evidence_rows: 
     sections = [Section("findings", records=advice.rows(), limit=limit or None, columns=_NESTED, terminal=False)]
     shown = advice.findings[: limit or None]
     sections += [_finding(rank, f, advice.unit, evidence_rows) for rank, f in enumerate(shown, 1)]
-    notes = [] if advice.findings else ["no rule found anything to improve in this trace"]
+    notes = list(advice.window)
+    if not advice.findings:
+        notes.append("no rule found anything to improve in this trace")
     notes += [f"rule {rule_id} did not run: {reason}" for rule_id, reason in advice.not_applicable.items()]
     legend = "how each estimate is made: opscope advise --explain RULE"
     if limit and len(advice.findings) > limit:

@@ -113,6 +113,9 @@ def _notes(sb: Span, sn: Span, labels: tuple[str, str], by: str) -> list[str]:
 
     notes = []
     if sb.per_step:
+        notes.append("window: in each trace the compared steps, each ProfilerStep#N's start to end; the headline's "
+                     "device parts and idle are the device timeline inside them (as opscope gpu counts it), the "
+                     "op and kernel rows the work launched in them")
         for label, s in zip(labels, (sb, sn)):
             text = f"{label}: {s.divisor} step(s) compared, mean {format_ns(s.step_ns)}"
             if s.dropped_warmup is not None:
@@ -120,7 +123,8 @@ def _notes(sb: Span, sn: Span, labels: tuple[str, str], by: str) -> list[str]:
             notes.append(text)
         notes.append("times and calls are per step; device work belongs to the step whose host call launched it")
     else:
-        notes.append("times and calls are whole-trace totals")
+        notes.append(f"window: each trace whole, first to last event of any kind ({labels[0]} "
+                     f"{format_ns(sb.step_ns)}, {labels[1]} {format_ns(sn.step_ns)}); times and calls are totals")
     if by == "api":
         notes.append("op rows: the outermost ops that have a Python API, matched by its last name in lower case "
                      "(aten::conv2d and TF's Conv2D/_FusedConv2D are both conv2d), inclusive time; ops without an "
