@@ -45,14 +45,16 @@ def check_level(level: str) -> str:
     return level
 
 
-def device_work(trace: Trace, level: str = "api", framework: str | None = None) -> pa.Table:
+def device_work(trace: Trace, level: str = "api", framework: str | None = None,
+                links: dict[str, pa.Array] | None = None) -> pa.Table:
     """One row per device event, in time order: ``device_row`` (its event row), ``kind``, ``dur_ns``, ``step``
     (the step of the host call that launched it), ``op`` (the op it is charged to at ``level``; null when its
     launch has none), ``shapes`` (that op's input shapes; null when it has none) and ``class`` (its kernel
     class, from its name or its launching op: :mod:`opscope.analyses.kernel_classes`). ``framework`` tells
-    :func:`opscope.analyses.names.python_api` how to read op names (``pytorch``; None: guess)."""
+    :func:`opscope.analyses.names.python_api` how to read op names (``pytorch``; None: guess); ``links`` are the
+    trace's :func:`opscope.analyses.links.device_links` when the caller has them already."""
     check_level(level)
-    links = device_links(trace)
+    links = links if links is not None else device_links(trace)
     rows = links["device_row"]
     if len(rows) == 0:
         return WORK_SCHEMA.empty_table()
