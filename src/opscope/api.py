@@ -160,6 +160,13 @@ class Loaded:
 
         return self._frame(kernel_table(self.trace, **kwargs))
 
+    def kernel_classes(self, steps: str | Sequence[int] | None = None):
+        """Device time per kernel class (gemm, conv, attention, elementwise, ...: the classes ``opscope diff``
+        compares across vendors), over the work launched in ``steps`` (all of it by default)."""
+        from opscope.analyses.kernel_classes import class_table
+
+        return self._frame(class_table(self.trace, _steps(steps)))
+
     def step_table(self):
         """The ``opscope steps`` table: per step, duration, device busy inside the step (and its share), device
         time of the work the step launched, outlier flag."""

@@ -111,3 +111,58 @@ def device_step(e: dict, owner: dict[int, int], spans: list[tuple[int, float, fl
     if corr is not None:
         return owner.get(corr)
     return next((n for n, s, end in spans if s <= e["ts"] < end), None)
+
+
+def host_steps(doc: dict) -> list[tuple[float, float]]:
+    """(start, end) in µs of the ProfilerStep#N spans on the host (not their copies on the device timeline)."""
+    return [(e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if e.get("ph") == "X"
+            and str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"]
+
+
+def device_time_by_op(doc: dict, api_ops: frozenset[str] | None = None) -> dict[tuple[str | None, str], float]:
+    """(op, input shapes as compact JSON, "" without) -> µs of device work (kernels, copies, memsets) launched inside
+    a ProfilerStep, from the raw events alone: each device event -> its correlation id -> the runtime or driver call
+    with that id -> the ops on the same thread whose span holds the call's start. The op is the innermost of them,
+    or with ``api_ops`` (names of ops that have a Python API) the outermost of them that is in ``api_ops`` (else
+    the innermost); None when no op holds the call."""
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    spans = host_steps(doc)
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and "correlation" in e.get("args", {})}
+    holding = _ops_holding(events, list(launches.values()))
+    out: dict[tuple[str | None, str], float] = {}
+    for work in device_work(doc):
+        launch = launches.get(work["args"].get("correlation"))
+        if launch is None or not any(s <= launch["ts"] < end for s, end in spans):
+            continue
+        around = holding[id(launch)]  # outermost first
+        op = around[-1] if around else None
+        if api_ops is not None:
+            op = next((o for o in around if o["name"] in api_ops), op)
+        key = (None, "") if op is None else (op["name"], json.dumps(op["args"]["Input Dims"], separators=(",", ":"))
+                                             if "Input Dims" in op.get("args", {}) else "")
+        out[key] = out.get(key, 0.0) + work["dur"]
+    return out
+
+
+def _ops_holding(events: list[dict], launches: list[dict]) -> dict[int, list[dict]]:
+    """id(launch) -> the cpu ops on its thread whose span holds its start, outermost first: one sweep per thread
+    over op starts and launches in time order (an op starting at the launch's instant holds it), keeping the ops
+    still open."""
+    items: dict[tuple, list[tuple]] = {}
+    for e in events:
+        if e.get("cat") in ("cpu_op", "Operator") and not str(e.get("name", "")).startswith("ProfilerStep#"):
+            items.setdefault((e["pid"], e["tid"]), []).append((e["ts"], 0, -e["dur"], id(e), e))
+    for e in launches:
+        items.setdefault((e["pid"], e["tid"]), []).append((e["ts"], 1, 0, id(e), e))
+    out: dict[int, list[dict]] = {}
+    for thread in items.values():
+        thread.sort(key=lambda t: t[:4])
+        open_ops: list[dict] = []
+        for ts, is_launch, _, _, e in thread:
+            open_ops = [o for o in open_ops if o["ts"] + o["dur"] > ts]
+            if is_launch:
+                out[id(e)] = list(open_ops)
+            else:
+                open_ops.append(e)
+    return out

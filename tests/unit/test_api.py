@@ -8,6 +8,7 @@ from support.tracefiles import small_gpu_trace, write_trace
 import opscope.api as api
 from opscope.advise import advise
 from opscope.analyses.gpu import GpuAnalysis, step_device_table
+from opscope.analyses.kernel_classes import class_table
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.memory import counter_table, memory_records, peak_table
 from opscope.analyses.ops import gpu_op_table, op_table
@@ -26,6 +27,7 @@ def test_tables_equal_the_analysis_functions(loaded):
     assert loaded.ops(python_api=True).equals(op_table(t, python_api=True))
     assert loaded.gpu_ops().equals(gpu_op_table(t))
     assert loaded.kernels().equals(kernel_table(t))
+    assert loaded.kernel_classes().equals(class_table(t)) and loaded.kernel_classes("2").equals(class_table(t, [2]))
     assert loaded.step_table().equals(step_device_table(t))  # what `opscope steps` shows
     gpu = GpuAnalysis(t)
     assert loaded.gpu_breakdown().equals(gpu.breakdown())

@@ -39,6 +39,15 @@ def test_data_formats_write_the_first_data_section_cut_to_its_limit_and_notes_on
     assert list(csv.DictReader(io.StringIO(out))) == [{"name": "a", "total_ns": "3"}, {"name": "b", "total_ns": "2"}]
 
 
+def test_csv_quotes_trace_text_a_spreadsheet_would_read_as_a_formula_and_keeps_numbers():
+    names = ["=HYPERLINK(\"http://x\")", "+1", "-2+3", "@SUM(A1)", "\tcmd", "aten::add", "a=b"]
+    table = pa.table({"name": names, "delta_ns": [-5, 5, 0, -1, 2, 3, -4]})
+    out, _ = render(single(table, "t"), "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["name"] for r in rows] == ["'" + n for n in names[:5]] + ["aten::add", "a=b"]
+    assert [int(r["delta_ns"]) for r in rows] == [-5, 5, 0, -1, 2, 3, -4]  # negative numbers stay numbers
+
+
 def test_column_show_decides_where_a_column_appears():
     table = pa.table({"name": ["k"], "path": ["a;k"], "sketch": [[1, 2]], "nested": [[{"x": 1}]]})
     columns = {"path": Column(show="data"), "sketch": Column(show="terminal"), "nested": Column(show="json")}

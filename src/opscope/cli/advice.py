@@ -98,6 +98,14 @@ def diff(
         "--fail-if-slower", help="CI gate: exit 1 when the per-step time (whole-trace time without steps) grew by "
                                  "more than this: 5% (of the base) or a time such as 2ms.", metavar="LIMIT")] = None,
     only: Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")] = None,
+    table: Annotated[str | None, typer.Option(
+        "--table", help="Which table JSON/CSV write (and the only one the terminal shows): rows (ops and kernels "
+                        "matched by name; the default), ops (device time by op), classes (device time by kernel "
+                        "class) or kernel-choice.", metavar="TABLE")] = None,
+    op_level: Annotated[str, typer.Option(
+        "--op-level", help="Device time by op: charge each kernel to the outermost op above it with a Python API "
+                           "(api: aten::linear, aten::conv2d, the same on every vendor) or to the op that launched "
+                           "it (launching: aten::addmm, aten::cudnn_convolution).")] = "api",
     full_names: Annotated[bool, typer.Option("--full-names", help="Table: kernel names in full (JSON/CSV always "
                                                                   "have them as the trace writes them).")] = False,
     format: FormatOpt = "table",
@@ -118,25 +126,38 @@ def diff(
     same input shapes running different kernels. --format json gives the rows as an array of objects (kind,
     name, base_ns, new_ns, delta_ns, calls_base, calls_new, status).
 
+    Across vendors (an H100 against an MI300), where kernel names differ, two more tables compare what the
+    kernels did. ops: the device time per step of the kernels, copies, memsets and collectives each op launched
+    (op, shapes, class, matched_by, base_ns, new_ns, delta_ns, calls_base, calls_new), matched first by op and
+    input shapes, then by op alone; matched_by says which (op+shapes, op, unmatched), and the notes give the
+    share of each trace's device time matched each way. classes: device time per kernel class (gemm, conv,
+    attention, elementwise, reduction_norm, softmax, comm, memcpy, memset, other: from the kernel name, else the
+    launching op) with each class's share of its trace's device time. --table picks the table JSON/CSV write.
+
     Exit codes: 0 compared (and within --fail-if-slower), 1 slower than --fail-if-slower allows, 2 no
     comparison possible (unreadable or empty trace, the same file twice, traces of different frameworks without
     --by api, steps in one trace only without --whole-trace).
     """
+    from opscope.analyses.op_device import OP_LEVELS
     from opscope.diff import check_inputs, compare
     from opscope.diff.gate import parse_threshold
-    from opscope.diff.report import comparison_report
+    from opscope.diff.report import TABLES, comparison_report
 
     threshold = parse_threshold(fail_if_slower) if fail_if_slower is not None else None
     if only not in (None, "ops", "kernels"):
         raise UsageError(f"--only takes ops or kernels, not {only!r}")
+    if table is not None and table not in TABLES:
+        raise UsageError(f"--table takes {', '.join(TABLES)}, not {table!r}")
+    if op_level not in OP_LEVELS:
+        raise UsageError(f"--op-level takes {', '.join(OP_LEVELS)}, not {op_level!r}")
     if base.exists() and new.exists() and base.samefile(new):
         raise TraceError(new, f"is the same file as {base}; nothing to compare",
                          "give two different traces (a baseline and a new run)")
     a, b = load(base, no_cache), load(new, no_cache)
     check_inputs(base, new, a, b)
     result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
-                     ops=only != "kernels", kernels=only != "ops")
-    show(comparison_report(result, full_names, limit), format)
+                     ops=only != "kernels", kernels=only != "ops", op_level=op_level)
+    show(comparison_report(result, full_names, limit, table=table), format)
     if threshold is not None:
         failed, reason = result.gate(threshold)
         say(reason)

@@ -1,5 +1,6 @@
-"""Compare two traces: per-step ops and kernels matched by name (or shapes, or Python API), kernel choice
-changes, a headline of where the difference comes from, and a CI gate on the step time."""
+"""Compare two traces: per-step ops and kernels matched by name (or shapes, or Python API), the device time of
+each op matched by op and input shapes and per kernel class (across vendors, whatever the kernels are called),
+kernel choice changes, a headline of where the difference comes from, and a CI gate on the step time."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.diff.device_ops import DeviceMatch, compare_device, matched_sentence
 from opscope.diff.gate import Threshold, verdict
 from opscope.diff.headline import device_mismatch, headline_rows, sentence
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
@@ -29,6 +31,14 @@ class Comparison:
     span_base: Span
     span_new: Span
     notes: list[str] = field(default_factory=list)
+    #: what the rows (ops and kernels matched by name) mean
+    row_notes: list[str] = field(default_factory=list)
+    #: device time per op (matched by op and input shapes, then by op) and per kernel class
+    op_rows: pa.Table | None = None
+    classes: pa.Table | None = None
+    device_match: DeviceMatch | None = None
+    #: which op device work is charged to (:data:`opscope.analyses.op_device.OP_LEVELS`)
+    op_level: str = "api"
 
     @property
     def per_step(self) -> bool:
@@ -49,10 +59,16 @@ class Comparison:
 
 
 def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None, whole_trace: bool = False,
-            labels: tuple[str, str] = ("base", "new"), ops: bool = True, kernels: bool = True) -> Comparison:
+            labels: tuple[str, str] = ("base", "new"), ops: bool = True, kernels: bool = True,
+            op_level: str = "api") -> Comparison:
     """Compare ``new`` against ``base`` (both already checked by :func:`check_inputs` when they come from
-    files). Times are per step when both traces have steps, else whole-trace totals."""
+    files). Times are per step when both traces have steps, else whole-trace totals. ``op_level`` says which op
+    device work is charged to in the op rows (:mod:`opscope.analyses.op_device`)."""
+    from opscope.analyses.links import device_links
+    from opscope.analyses.op_device import check_level, device_work
+
     by = check_by(by)
+    check_level(op_level)
     fb, fn = framework_guess(base), framework_guess(new)
     if by != "api" and fb and fn and fb != fn:
         raise UsageError(f"{labels[0]} is a {fb} trace and {labels[1]} a {fn} trace: their ops have different names; "
@@ -65,13 +81,20 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     if kernels:
         rows += combine("kernel", kernel_totals(base, sb), kernel_totals(new, sn), sb, sn, with_shapes)
     table = rows_table(sort_rows(rows), with_shapes, sb.per_step)
-    choice = kernel_choice_changes(kernels_by_op(base, sb), kernels_by_op(new, sn), sb, sn)
+    links_base, links_new = device_links(base), device_links(new)  # shared: the slow part of both tables
+    choice = kernel_choice_changes(kernels_by_op(base, sb, links_base), kernels_by_op(new, sn, links_new), sb, sn)
+    device = compare_device(device_work(base, op_level, fb, links_base), device_work(new, op_level, fn, links_new),
+                            sb, sn)
     head = headline_rows(base, new, sb, sn)
-    notes = _notes(sb, sn, labels, by)
+    notes, row_notes = _notes(sb, sn, labels), _row_notes(by)
     mismatch = device_mismatch(base, new, labels)
     if mismatch:
         notes.insert(0, mismatch)
-    return Comparison(table, choice, head, sentence(head, sb.per_step), sb, sn, notes)
+    summary = sentence(head, sb.per_step)
+    if device.match.any_device_work:
+        summary += "; " + matched_sentence(device.match)
+    return Comparison(table, choice, head, summary, sb, sn, notes, row_notes, op_rows=device.ops,
+                      classes=device.classes, device_match=device.match, op_level=op_level)
 
 
 def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> None:
@@ -108,7 +131,7 @@ def framework_guess(trace: Trace) -> str | None:
     return "tensorflow" if tf >= 3 and aten == 0 else None
 
 
-def _notes(sb: Span, sn: Span, labels: tuple[str, str], by: str) -> list[str]:
+def _notes(sb: Span, sn: Span, labels: tuple[str, str]) -> list[str]:
     from opscope.units import format_ns
 
     notes = []
@@ -125,6 +148,11 @@ def _notes(sb: Span, sn: Span, labels: tuple[str, str], by: str) -> list[str]:
     else:
         notes.append(f"window: each trace whole, first to last event of any kind ({labels[0]} "
                      f"{format_ns(sb.step_ns)}, {labels[1]} {format_ns(sn.step_ns)}); times and calls are totals")
+    return notes
+
+
+def _row_notes(by: str) -> list[str]:
+    notes = []
     if by == "api":
         notes.append("op rows: the outermost ops that have a Python API, matched by its last name in lower case "
                      "(aten::conv2d and TF's Conv2D/_FusedConv2D are both conv2d), inclusive time; ops without an "

@@ -19,10 +19,10 @@ SCHEMA = pa.schema([("op", pa.string()), ("shapes", pa.string()), ("kernels_base
 Choice = dict[tuple[str, str], tuple[frozenset[str], int]]  # (op, shapes) -> (kernel short names, device ns)
 
 
-def kernels_by_op(trace: Trace, span: Span) -> Choice:
+def kernels_by_op(trace: Trace, span: Span, links: dict[str, pa.Array] | None = None) -> Choice:
     """For each (innermost launching op, its input shapes): the short names of the kernels it launched and
-    their total duration, over the span."""
-    links = device_links(trace)
+    their total duration, over the span. ``links``: the trace's :func:`device_links`, when already computed."""
+    links = links if links is not None else device_links(trace)
     linked = pc.is_valid(links["op_row"])
     device_rows = pc.filter(links["device_row"], linked)
     op_rows = pc.filter(links["op_row"], linked)

@@ -78,3 +78,21 @@ def _ranges(numbers: list[int]) -> str:
     if not numbers:
         return "none"
     return f"{min(numbers)}-{max(numbers)}" if len(numbers) > 1 else str(numbers[0])
+
+
+def steps_text(steps: tuple[int, ...] | list[int] | None) -> str:
+    """``step 3``, ``steps 2-5,7``; ``the whole trace`` for None."""
+    if steps is None:
+        return "the whole trace"
+    numbers = sorted(set(steps))
+    if not numbers:
+        return "no steps"
+    parts, start, prev = [], numbers[0], numbers[0]
+    for n in numbers[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ("step " if len(numbers) == 1 else "steps ") + ",".join(parts)

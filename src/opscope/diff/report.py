@@ -7,29 +7,101 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.names import distinct_short_names
+from opscope.diff.device_ops import matched_text, pct_text
+from opscope.diff.normalize import steps_text
 from opscope.diff.numerics import NumericsDiff
+from opscope.errors import UsageError
 from opscope.report import Report, Section, single
 
 TERMINAL_ROWS = 20
 
 
-def comparison_report(result, full_names: bool, limit: int | None) -> Report:
+#: The tables of a comparison, as ``opscope diff --table`` names them; ``rows`` is the default data document.
+TABLES = ("rows", "ops", "classes", "kernel-choice")
+
+OPS_LEGEND = ("op: the op the device work is charged to; shapes: its input shapes (empty on rows matched by op "
+              "alone or without shapes); class: the kernel class holding most of the row's device time; "
+              "matched_by: op+shapes, op or unmatched; base_ns/new_ns: device time per step; calls: device events "
+              "(kernels, copies, memsets, collectives) per step")
+CLASSES_LEGEND = ("class: gemm, conv, attention, elementwise (arithmetic and data movement), reduction_norm "
+                  "(reductions, normalisations, pooling), softmax, comm, memcpy, memset, other; base_pct/new_pct: "
+                  "share of each trace's device time; calls: device events per step")
+
+
+def comparison_report(result, full_names: bool, limit: int | None, table: str | None = None) -> Report:
     """``result``: an :class:`opscope.diff.Comparison`. The terminal shortens kernel names unless
     ``full_names``; the data document always has them as the traces wrote them. ``limit`` None: 20 rows on the
-    terminal, all in the data document."""
+    terminal, all in the data document. ``table`` (one of :data:`TABLES`) is the data document (``rows`` when
+    None) and, when given, the only table the terminal shows besides the headline."""
+    if table is not None and table not in TABLES:
+        raise UsageError(f"--table must be one of {', '.join(TABLES)} (got {table!r})")
+    data = table or "rows"
+
+    def on_terminal(key: str) -> bool:
+        return table is None or key == table
+
     shown = TERMINAL_ROWS if limit is None else limit
     rows = result.rows
     sections = [
         Section("headline", "Where the time per step goes" if result.per_step else "Where the time goes (whole trace)",
                 pa.Table.from_pylist(result.headline), data=False),
         Section("rows", "Ops and kernels by absolute change", rows if full_names else lambda: short_kernel_names(rows),
-                limit=shown or None, data=False),
-        Section("rows", table=rows, limit=limit or None, terminal=False),
+                limit=shown or None, notes=result.row_notes, data=False, terminal=on_terminal("rows")),
+        Section("rows", table=rows, limit=limit or None, notes=result.row_notes, terminal=False, data=data == "rows"),
     ]
-    if result.kernel_choice.num_rows:
+    if result.op_rows is not None and result.device_match is not None:
+        any_work = result.device_match.any_device_work
+        sections.append(Section(
+            "ops", "Device time by op: the kernels each op launched, matched by op and input shapes",
+            result.op_rows, limit=shown or None, legend=OPS_LEGEND, notes=ops_notes(result),
+            terminal=any_work and on_terminal("ops"), data=data == "ops"))
+        sections.append(Section(
+            "classes", "Device time by kernel class", result.classes, legend=CLASSES_LEGEND,
+            notes=class_notes(result), terminal=any_work and on_terminal("classes"), data=data == "classes"))
+    choice_shown = result.kernel_choice.num_rows > 0 and on_terminal("kernel-choice")
+    if choice_shown or data == "kernel-choice":
         sections.append(Section("kernel_choice", "Kernel choice changes: same op and input shapes, other kernels",
-                                result.kernel_choice, limit=shown or None, data=False))
+                                result.kernel_choice, limit=(shown if choice_shown else limit) or None,
+                                notes=[f"the op that launched the kernels, with the same input shapes in both traces, "
+                                       f"ran other kernels (short names); gpu_base_ns/gpu_new_ns: their device time "
+                                       f"{_span_words(result)}"],
+                                terminal=choice_shown, data=data == "kernel-choice"))
     return Report(sections, headline=result.summary, notes=result.notes)
+
+
+def ops_notes(result) -> list[str]:
+    """What the op rows' numbers mean: the steps, which op work is charged to, how rows were matched, and how
+    much of each trace's device time was matched each way."""
+    match = result.device_match
+    level = ("the outermost op above its launch that has a Python API (aten::linear, aten::conv2d; else the op "
+             "that launched it; --op-level launching: always the op that launched it)" if result.op_level == "api"
+             else "the op that launched it (--op-level api: the outermost op above it with a Python API)")
+    return [
+        f"device time of the kernels, copies, memsets and collectives each op launched, {_span_words(result)}; "
+        f"each device event is charged to {level}",
+        "rows matched first by op and input shapes, then by op alone (a row matched by op adds up the shapes of "
+        "that op that found no partner); device work launched outside any op is one unmatched row",
+        f"share of device time matched: base {matched_text(match.base)}; new {matched_text(match.new)}",
+    ]
+
+
+def class_notes(result) -> list[str]:
+    """What the class rows' numbers mean: the steps, how a class is decided, the shares in shared classes."""
+    match = result.device_match
+    return [
+        f"device time of the work launched {_span_words(result)}, by kernel class: from the kernel's name (cuBLAS, "
+        "CUTLASS, Tensile/hipBLASLt, cuDNN, MIOpen, Triton, flash/fmha...), else from the op that launched it",
+        f"share of device time in classes both traces have (other not counted): base {pct_text(match.base['class'])}, "
+        f"new {pct_text(match.new['class'])}; in other: base {pct_text(match.base['other'])}, new "
+        f"{pct_text(match.new['other'])}",
+    ]
+
+
+def _span_words(result) -> str:
+    if not result.per_step:
+        return "over the whole trace (totals)"
+    sb, sn = result.span_base, result.span_new
+    return f"per step, over {steps_text(sb.steps)} (base) and {steps_text(sn.steps)} (new)"
 
 
 def short_kernel_names(rows: pa.Table) -> pa.Table:

@@ -105,14 +105,15 @@ def combine(kind: str, base: Totals, new: Totals, span_base: Span, span_new: Spa
     rows = []
     for key in sorted(set(base) | set(new)):
         b, n = base.get(key), new.get(key)
-        base_ns = _per(b[0], span_base) if b else 0
-        new_ns = _per(n[0], span_new) if n else 0
+        base_ns = per_step_ns(b[0], span_base) if b else 0
+        new_ns = per_step_ns(n[0], span_new) if n else 0
         row: dict[str, Any] = {"kind": kind, "name": key[0]}
         if with_shapes:
             row["shapes"] = key[1] if len(key) > 1 else None
         row.update({
             "base_ns": base_ns, "new_ns": new_ns, "delta_ns": new_ns - base_ns,
-            "calls_base": _calls(b[1], span_base) if b else 0, "calls_new": _calls(n[1], span_new) if n else 0,
+            "calls_base": per_step_calls(b[1], span_base) if b else 0,
+            "calls_new": per_step_calls(n[1], span_new) if n else 0,
             "status": "added" if b is None else "removed" if n is None else
                       "same" if new_ns == base_ns else "changed",
         })
@@ -136,9 +137,11 @@ def rows_table(rows: list[dict], with_shapes: bool, per_step: bool) -> pa.Table:
     return pa.Table.from_pylist([{f: r.get(f) for f in fields} for r in rows], schema=schema)
 
 
-def _per(total: int, span: Span) -> int:
+def per_step_ns(total: int, span: Span) -> int:
+    """A total over the span as a figure per step (the total itself for a whole-trace span)."""
     return round(total / span.divisor)
 
 
-def _calls(calls: int, span: Span) -> float | int:
+def per_step_calls(calls: int, span: Span) -> float | int:
+    """Calls per step, to 2 decimals (an integer count for a whole-trace span)."""
     return round(calls / span.divisor, 2) if span.per_step else int(calls)

@@ -1,4 +1,8 @@
-"""CSV: a header and one line per row (times as integer nanoseconds); notes go to stderr."""
+"""CSV: a header and one line per row (times as integer nanoseconds); notes go to stderr.
+
+Text from a trace (op and kernel names) is untrusted: a cell that a spreadsheet would read as a formula
+(starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) gets a leading ``'``, so opening the file
+never runs it. Numbers are written as they are (a negative delta stays a number)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,19 @@ def render(report: Report, out: Console, err: Console) -> None:
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for r in rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
+        writer.writerow({k: cell(v) for k, v in r.items()})
     out.file.write(buf.getvalue())
     say(err, report)
+
+
+#: What a spreadsheet takes for the start of a formula.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(value):
+    """A CSV cell: empty for None, text that could start a formula quoted with ``'``, anything else as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
