@@ -1,0 +1,34 @@
+"""The light install (no polars): ``opscope.load`` says in one line which extra to install, and works with
+frames="arrow"; checked in a child interpreter where ``import polars`` fails, as it does without the extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from support.tracefiles import small_gpu_trace, write_trace
+
+CHILD = textwrap.dedent("""
+    import sys
+    sys.modules["polars"] = None  # what `import polars` meets without the extra: ImportError
+    import opscope
+    from opscope.errors import UsageError
+    try:
+        opscope.load(sys.argv[1])
+    except UsageError as e:
+        print("ERROR", e)
+    run = opscope.load(sys.argv[1], frames="arrow")
+    print("ROWS", run.events.num_rows, type(run.events).__name__)
+""")
+
+
+def test_load_without_polars_names_the_extra(tmp_path):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    error, rows = done.stdout.strip().splitlines()
+    assert error.startswith("ERROR ") and "pip install 'opscope[polars]'" in error and "frames='arrow'" in error
+    # every complete ("X") event of the trace is one row of events; its metadata ("M") row is not
+    expected = sum(1 for e in small_gpu_trace() if e.get("ph") == "X")
+    assert rows == f"ROWS {expected} Table"
