@@ -223,8 +223,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
         change = f"{about_workers}; {fix}"
     elif ctx.host is not None:
         change = about_workers
-    else:
-        change = f"{fix}; {about_workers}"
+    else:  # the core count is unknown: the named hot code first, else the usual remedy first
+        change = f"{fix}; {about_workers}" if hot else f"{about_workers}; or {fix}"
     if ctx.gpu is not None and not workers:
         change += "; pin_memory=True for the copies to the device"
     return [Finding(
