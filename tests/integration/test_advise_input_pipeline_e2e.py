@@ -3,6 +3,7 @@ here, and its --explain."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 from opscope.advise import advise
 from opscope.cli import app
 from opscope.ingest import open_trace
+from opscope.units import format_ns
 
 LOADER_CATS = ("cpu_op", "user_annotation", "python_function", "Operator")
 
@@ -123,3 +125,30 @@ def test_recorded_cpu_program_with_a_slow_loader(tmp_path):
     assert len(f) == 1
     assert f[0].saving_ns == pytest.approx(loader * 1000 / len(steps), abs=len(steps))  # µs floats -> ns
     assert f[0].saving_ns >= 16_000_000 * 0.9  # four 4 ms samples per batch
+    # the cause: the script's __getitem__, its time from the raw JSON (its calls that start inside a loader span
+    # of the steps, on the same thread, clipped to it), per step
+    spans = [(e["tid"], e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if is_loader(e)
+             and any(s <= e["ts"] < end for _, s, end in steps)]
+    merged = {tid: union([(a, b) for t, a, b in spans if t == tid]) for tid in {t for t, _, _ in spans}}
+    calls = []
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "python_function" and e["name"].endswith("): __getitem__") and "slow_loader.py" in \
+                e["name"]:
+            for a, b in merged.get(e["tid"], []):
+                if a <= e["ts"] < b and (e["ts"] > a or e["ts"] + e["dur"] <= b):
+                    calls.append((e["ts"], min(e["ts"] + e["dur"], b)))
+    assert len(calls) >= 4 * len(steps)  # four samples per batch
+    getitem_us = sum(b - a for a, b in union(calls)) / len(steps)
+    assert f[0].title.endswith(f"__getitem__ ({format_ns(round(getitem_us * 1000))})")
+    assert "slow_loader.py(" in f[0].title
+    # through the CLI on the recording directory: run.json's cores decide whether workers are suggested
+    run = json.loads((out / "run.json").read_text())
+    assert isinstance(run["cpu"]["load_average"], list) and len(run["cpu"]["load_average"]) == 3
+    r = CliRunner().invoke(app, ["advise", str(out), "--rules", "input-pipeline", "--format", "json"])
+    assert r.exit_code == 0, r.stdout
+    change = json.loads(r.stdout)[0]["change"]
+    free = run["cpu"]["usable_cores"] - run["threads"]["intra_op"] - round(run["cpu"]["load_average"][0])
+    if free >= 1:
+        assert f"num_workers={min(8, free)}," in change
+    else:
+        assert "num_workers=" not in change and "no core is free" in change and "__getitem__ cheaper" in change

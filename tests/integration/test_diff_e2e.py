@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support import tracemutate as tm
 from support.cli import assert_one_line_error, run_cli
+from support.diff import loader_events, write_recording
 from support.shared import shared_trace
 from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
@@ -185,3 +186,68 @@ def test_h100_against_mi300_idle_delta_is_the_difference_of_gpu_idle(model):
         return sum(r["idle_ns"] for r in rows if r["stream"] is None) // trace.steps.num_rows
 
     assert idle["delta_ns"] == gpu_idle_per_step(new) - gpu_idle_per_step(base)
+
+
+def test_recording_directories_and_the_gate_names_the_dataloader(tmp_path, cache_dir):
+    """diff DIR_A DIR_B takes recording directories as advise does; the numbers are those of
+    tests/unit/test_diff.py's hand-built pair (dataloader 200 -> 700 us per step, aten::mm +30 us)."""
+    write_recording(tmp_path / "a", loader_events(1000, 200, 500, 300))
+    write_recording(tmp_path / "b", loader_events(1300, 700, 530, 720))
+    r = run_cli("diff", str(tmp_path / "a"), str(tmp_path / "b"), "--fail-if-slower", "5%", cache=cache_dir)
+    assert r.returncode == 1, r.stderr
+    gate = next(line for line in r.stderr.splitlines() if "regression" in line)
+    assert "+30.0%, +300.000 us" in gate
+    assert gate.index("biggest part: dataloader +500.000 us (host time in the DataLoader") < \
+        gate.index("biggest rows: op aten::mm +30.000 us")
+    assert "dataloader" in r.stdout and "host time in the DataLoader" in r.stdout  # the headline and its notes
+    # a directory without a run.json: one line, exit 2
+    (tmp_path / "empty").mkdir()
+    assert_one_line_error(run_cli("diff", str(tmp_path / "a"), str(tmp_path / "empty"), cache=cache_dir),
+                          tmp_path / "empty", "run.json")
+
+
+SLOW_LOADER = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Data(Dataset):
+    def __len__(self):
+        return 48
+    def __getitem__(self, i):
+        time.sleep(float(sys.argv[1]))  # the per-sample cost of a decode
+        return torch.randn(16), torch.tensor(i % 2)
+
+model = torch.nn.Linear(16, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in DataLoader(Data(), batch_size=4):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_recorded_runs_with_a_slower_loader(tmp_path):
+    """Two recordings of one program whose __getitem__ sleeps 0, then 30 ms per sample (4 per batch): the step
+    grows by at least 120 ms (the step is ~30 ms here without the sleep), nearly all of it DataLoader time, and
+    the gate says so first. No timing is asserted beyond what the sleeps add."""
+    pytest.importorskip("torch", reason="recording needs the torch extra")
+    import subprocess
+    import sys
+
+    script = tmp_path / "loader.py"
+    script.write_text(SLOW_LOADER)
+    for name, sleep in (("fast", "0"), ("slow", "0.03")):
+        r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "-o", str(tmp_path / name), "--",
+                            "python", str(script), sleep], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    r = runner.invoke(app, ["diff", str(tmp_path / "fast"), str(tmp_path / "slow"), "--fail-if-slower", "5%"])
+    assert r.exit_code == 1, r.output
+    gate = next(line for line in r.stderr.splitlines() if "regression" in line)
+    assert "biggest part: dataloader +" in gate
+    assert "biggest rows" not in gate or gate.index("biggest part") < gate.index("biggest rows")
+    c = compare(open_trace(next((tmp_path / "fast").glob("*.pt.trace.json*"))),
+                open_trace(next((tmp_path / "slow").glob("*.pt.trace.json*"))))
+    head = {row["part"]: row["delta_ns"] for row in c.headline}
+    assert head["dataloader"] >= 4 * 30_000_000  # 30 ms more sleep for each of 4 samples
+    assert head["dataloader"] > 0.8 * head["step"]

@@ -25,8 +25,12 @@ def recording(tmp_path, run: dict, events: list[dict] | None = None, header: dic
     return open_trace(trace), find_run_info(trace)
 
 
-def run_json(intra, cores, inter=1, env=None, gpus=0):
-    return {"threads": {"intra_op": intra, "inter_op": inter}, "cpu": {"usable_cores": cores, "logical_cores": cores},
+def run_json(intra, cores, inter=1, env=None, gpus=0, load=None):
+    """run.json's facts: thread settings, usable cores and (``load``: the 1-minute figure) the host's load."""
+    cpu = {"usable_cores": cores, "logical_cores": cores}
+    if load is not None:
+        cpu["load_average"] = [load, load, load]
+    return {"threads": {"intra_op": intra, "inter_op": inter}, "cpu": cpu,
             "environment": env or {}, "gpus": [{"index": i, "name": "GPU"} for i in range(gpus)]}
 
 

@@ -36,3 +36,31 @@ def new_events():
                 x("aten::mm", s + 10, 150), launch(s + 20, c), kernel("k_mm", s + 100, 300, c),
                 x("aten::add", s + 600, 20), launch(s + 605, c + 1), kernel("k_add", s + 700, 10, c + 1)]
     return out
+
+
+LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def loader_events(step_us: int, loader_us: int, mm_us: int, mm_at: int) -> list[dict]:
+    """A CPU-only run of two steps of ``step_us``: per step the DataLoader [0, loader_us) holding aten::stack
+    (its last 50 us but 10), the user's __getitem__ frame inside it, and aten::mm [mm_at, mm_at + mm_us)."""
+    out = []
+    for i in range(2):
+        s = i * step_us
+        out += [x(f"ProfilerStep#{i + 1}", s, step_us, cat="user_annotation"),
+                x(LOADER, s, loader_us, cat="user_annotation"),
+                x("train_slow.py(23): __getitem__", s + 5, loader_us - 60, cat="python_function"),
+                x("aten::stack", s + loader_us - 50, 40), x("aten::mm", s + mm_at, mm_us)]
+    return out
+
+
+def write_recording(directory, events) -> None:
+    """A recording directory as opscope record leaves it: the trace and a run.json naming it."""
+    import json
+
+    from support.tracefiles import write_trace
+
+    directory.mkdir()
+    write_trace(directory / "host-1.pt.trace.json", events)
+    (directory / "run.json").write_text(json.dumps({"traces": ["host-1.pt.trace.json"], "status": "ok",
+                                                    "cpu": {"usable_cores": 2}, "threads": {"intra_op": 2}}))

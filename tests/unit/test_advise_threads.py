@@ -71,3 +71,36 @@ def test_fitting_settings_and_no_run_info(tmp_path):
     assert findings(trace, run) == []
     assert "no run.json" in advise(trace, only=["threads"]).not_applicable["threads"]
     assert "no run.json" in advise(trace, run={"command": ["x"]}, only=["threads"]).not_applicable["threads"]
+
+
+def test_a_loaded_host_leaves_fewer_cores_for_the_intra_op_threads(tmp_path):
+    # 2 usable cores, torch's default of 2 intra-op threads, load 3.1 from other processes when the program
+    # started: round(3.1) = 3 cores' worth of other threads, 2 + 3 > 2, so the suggestion is max(1, 2 - 3) = 1
+    trace, run = recording(tmp_path, run_json(2, 2, load=3.1))
+    f = findings(trace, run)[0]
+    assert [(e["setting"], e["value"], e["load_average"]) for e in f.evidence] == [("host_load", 3.1, 3.1)]
+    assert "load average 3.10" in f.evidence[0]["problem"] and "torch.set_num_threads(1)" in f.change
+    # 8 cores, 4 threads, load 2.6 -> 3 busy: 4 + 3 <= 8, quiet; load 4.5 -> 4 (round half to even): 4 + 4 = 8,
+    # quiet; load 4.6 -> 5: 4 + 5 > 8, suggest 8 - 5 = 3
+    for load, expected in ((2.6, None), (4.5, None), (4.6, 3)):
+        (tmp_path / "rec").rename(tmp_path / f"old{load}")
+        trace, run = recording(tmp_path, run_json(4, 8, inter=4, load=load))
+        got = findings(trace, run)
+        if expected is None:
+            assert got == []
+        else:
+            assert f"torch.set_num_threads({expected})" in got[0].change
+    # the same 2-core run on an idle host (load 0.3): settings fit, no finding
+    (tmp_path / "rec").rename(tmp_path / "idle")
+    trace, run = recording(tmp_path, run_json(2, 2, load=0.3))
+    assert findings(trace, run) == []
+
+
+def test_underuse_does_not_count_the_cores_a_loaded_host_keeps_busy(tmp_path):
+    # CPU-bound (ops 80 of 100 us), 2 threads on 16 cores: underuse on an idle host (2 < 50% of 16)...
+    trace, run = recording(tmp_path, run_json(2, 16, load=0.0), cpu_step(80))
+    assert settings(findings(trace, run)[0]) == {("intra_op", 2)}
+    # ...but with load 12 from other processes 16 - 12 = 4 cores are left, and 2 threads are half of them
+    (tmp_path / "rec").rename(tmp_path / "old")
+    trace, run = recording(tmp_path, run_json(2, 16, load=12.0), cpu_step(80))
+    assert findings(trace, run) == []

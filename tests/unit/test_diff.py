@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from support.diff import loader_events
 from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses.gpu import GpuAnalysis
@@ -86,3 +87,34 @@ def test_idle_is_the_device_timeline_inside_the_steps_when_work_crosses_a_step_b
         return device["idle_ns"] // trace.steps.num_rows
 
     assert idle["delta_ns"] == gpu_idle_per_step(tn) - gpu_idle_per_step(tb)
+
+
+def test_cpu_headline_gives_the_dataloader_its_own_part_and_the_gate_names_it_first(tmp_path):
+    # base: steps of 1000 us, DataLoader [0, 200) with aten::stack [150, 190) in it, aten::mm [300, 800)
+    # new: steps of 1300 us, DataLoader [0, 700) with aten::stack [650, 690), aten::mm [720, 1250) (30 us slower)
+    base = write_trace(tmp_path / "base.json", loader_events(1000, 200, 500, 300))
+    new = write_trace(tmp_path / "new.json", loader_events(1300, 700, 530, 720))
+    c = compare(open_trace(base), open_trace(new))
+    head = {r["part"]: (r["base_ns"], r["new_ns"], r["delta_ns"]) for r in c.headline}
+    # dataloader: the loader spans (ops inside included); host_ops: the ops outside it (aten::mm);
+    # outside_ops: the rest (base 1000 - 200 - 500 = 300 us, new 1300 - 700 - 530 = 70 us)
+    assert head == {"step": (1_000_000, 1_300_000, 300_000), "dataloader": (200_000, 700_000, 500_000),
+                    "host_ops": (500_000, 530_000, 30_000), "outside_ops": (300_000, 70_000, -230_000)}
+    failed, reason = c.gate(Threshold(relative=0.05))
+    assert failed
+    part = reason.index("biggest part: dataloader +500.000 us (host time in the DataLoader")
+    assert part < reason.index("biggest rows: op aten::mm +30.000 us")
+    # traces without a DataLoader keep two host parts
+    plain = write_trace(tmp_path / "plain.json", [e for e in loader_events(1000, 200, 500, 300)
+                                                  if "DataLoader" not in e["name"]])
+    assert {r["part"] for r in compare(open_trace(plain), open_trace(plain)).headline} == \
+        {"step", "host_ops", "outside_ops"}
+
+
+def test_gate_names_the_biggest_part_even_when_an_op_row_leads(pair):
+    # the GPU pair per step: compute 215 -> 310 us (+95), idle 785 -> 890 us (+105); the biggest row is
+    # kernel k_mm +100 us
+    failed, reason = compare(open_trace(pair[0]), open_trace(pair[1])).gate(Threshold(relative=0.05))
+    assert failed and "biggest part: idle +105.000 us (device time with no work" in reason
+    assert "biggest rows: kernel k_mm +100.000 us" in reason
+    assert reason.index("biggest part") < reason.index("biggest rows")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,12 @@ class AdviceContext:
         return copy_table(self.trace, self.copy_links)
 
     @cached_property
+    def host(self) -> HostCores | None:
+        """The cores the run had and how many its own threads and the host's other processes left free
+        (:func:`host_cores`), or None without run.json's core count."""
+        return host_cores(self.run)
+
+    @cached_property
     def device_properties(self) -> list[dict[str, Any]]:
         """GPUs as the trace (Kineto's deviceProperties) or the run (torch's properties) describe them, with
         ``name``, ``capability`` ("8.0") and ``total_memory`` (bytes) where known."""
@@ -164,6 +171,49 @@ class AdviceContext:
             out.extend({"id": g.get("index"), "name": g.get("name"), "capability": g.get("capability"),
                         "total_memory": g.get("total_memory")} for g in self.run.get("gpus") or [])
         return out
+
+
+@dataclass(frozen=True)
+class HostCores:
+    """The CPU budget of a recorded run: ``cores`` usable by the process (its affinity), ``intra_op`` torch's
+    compute threads, ``load`` the host's 1-minute load average when the program started (runnable threads of
+    other processes: opscope record reads it before the program runs; None when run.json lacks it) and
+    ``others`` the cores that load keeps busy (rounded)."""
+
+    cores: int
+    intra_op: int | None
+    load: float | None
+
+    @property
+    def others(self) -> int:
+        return round(self.load) if self.load is not None else 0
+
+    @property
+    def free(self) -> int:
+        """Cores left over once the job's compute threads (one when unknown: the main process runs somewhere) and
+        the other processes have theirs (never below 0)."""
+        return max(0, self.cores - (self.intra_op or 1) - self.others)
+
+    def describe(self) -> str:
+        text = f"{self.cores} usable cores"
+        if self.intra_op:
+            text += f", {self.intra_op} of them for torch's intra-op threads"
+        if self.load is not None:
+            text += f", load {self.load:.2f} from other processes when the program started"
+        return text
+
+
+def host_cores(run: dict[str, Any] | None) -> HostCores | None:
+    """:class:`HostCores` from a run.json (None without a usable core count)."""
+    cpu = (run or {}).get("cpu") or {}
+    cores = cpu.get("usable_cores")
+    if not isinstance(cores, int) or cores < 1:
+        return None
+    intra = ((run or {}).get("threads") or {}).get("intra_op")
+    load = cpu.get("load_average")
+    one_minute = load[0] if isinstance(load, list) and load and isinstance(load[0], (int, float)) else None
+    return HostCores(cores, intra if isinstance(intra, int) and intra > 0 else None,
+                     float(one_minute) if one_minute is not None and one_minute >= 0 else None)
 
 
 def find_run_info(trace_path: Path) -> dict[str, Any] | None:

@@ -40,7 +40,14 @@ def cpu_info() -> dict[str, Any]:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count()
-    return {"model": model, "logical_cores": os.cpu_count(), "usable_cores": usable,
+    # The host's load when the program starts (run_info runs before it): the threads of other processes that
+    # compete with the program's own for the usable cores (advise's threads and input-pipeline rules).
+    load: list[float] | None
+    try:
+        load = [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        load = None
+    return {"model": model, "logical_cores": os.cpu_count(), "usable_cores": usable, "load_average": load,
             "machine": platform.machine(), "system": platform.system(), "release": platform.release()}
 
 

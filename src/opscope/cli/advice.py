@@ -86,8 +86,10 @@ def recording_trace(directory: Path) -> tuple[Path, Any]:
 
 @app.command()
 def diff(
-    base: Annotated[Path, typer.Argument(help="The baseline trace.", show_default=False)],
-    new: Annotated[Path, typer.Argument(help="The trace to compare with it.", show_default=False)],
+    base: Annotated[Path, typer.Argument(help="The baseline: a trace file, or a recording directory from `opscope "
+                                              "record` (its first trace).", show_default=False)],
+    new: Annotated[Path, typer.Argument(help="The trace (or recording directory) to compare with it.",
+                                        show_default=False)],
     by: Annotated[str, typer.Option(help="Match ops by: name, name,shapes (name and input shapes) or api (the "
                                          "Python API, across frameworks: aten::conv2d and TF's Conv2D meet as "
                                          "conv2d).")] = "name",
@@ -116,15 +118,20 @@ def diff(
 ) -> None:
     """Compare two traces (two devices, versions or frameworks): what got slower, per step.
 
+    BASE and NEW are trace files or recording directories of `opscope record` (their first trace, as advise
+    takes them).
+
     Both traces are normalised to one step: when both have ProfilerStep#N annotations, every time is the total
     over the compared steps (all of them, but a first step flagged as a warm-up outlier; or --steps) divided by
     their number, and calls are per step too; when neither has steps, whole-trace totals are compared. Rows:
     host ops (kind op, self time) and device work (kind kernel: kernels, copies, memsets, collectives), matched
     by name (see --by), sorted by absolute change; status is changed, same, added (only in NEW) or removed
     (only in BASE). The table also shows where the difference comes from (step time split into device compute,
-    memcpy, memset, comm and idle; host ops on CPU-only traces) and kernel choice changes: the same op with the
-    same input shapes running different kernels. --format json gives the rows as an array of objects (kind,
-    name, base_ns, new_ns, delta_ns, calls_base, calls_new, status).
+    memcpy, memset, comm and idle; on CPU-only traces dataloader: time in the DataLoader's spans, ops inside
+    included; host_ops: other ops; outside_ops: the rest, Python and waiting) and kernel choice changes: the
+    same op with the same input shapes running different kernels. --fail-if-slower names the part that grew
+    most, then the biggest rows. --format json gives the rows as an array of objects (kind, name, base_ns,
+    new_ns, delta_ns, calls_base, calls_new, status).
 
     Across vendors (an H100 against an MI300), where kernel names differ, two more tables compare what the
     kernels did. ops: the device time per step of the kernels, copies, memsets and collectives each op launched
@@ -150,6 +157,11 @@ def diff(
         raise UsageError(f"--table takes {', '.join(TABLES)}, not {table!r}")
     if op_level not in OP_LEVELS:
         raise UsageError(f"--op-level takes {', '.join(OP_LEVELS)}, not {op_level!r}")
+    # recording directories as advise takes them: their run.json names the trace
+    if base.is_dir():
+        base = recording_trace(base)[0]
+    if new.is_dir():
+        new = recording_trace(new)[0]
     if base.exists() and new.exists() and base.samefile(new):
         raise TraceError(new, f"is the same file as {base}; nothing to compare",
                          "give two different traces (a baseline and a new run)")

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from opscope.diff.device_ops import DeviceMatch, compare_device, matched_sentence
 from opscope.diff.gate import Threshold, verdict
-from opscope.diff.headline import device_mismatch, headline_rows, sentence
+from opscope.diff.headline import biggest_part, device_mismatch, headline_rows, part_line, sentence
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
 from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, rows_table, sort_rows
@@ -48,11 +48,15 @@ class Comparison:
         unit = "per-step" if self.per_step else "whole-trace"
         failed, reason = verdict(self.span_base.step_ns, self.span_new.step_ns, threshold, unit)
         if failed:
+            # the part of the step that grew most first (a slower DataLoader is not an op's fault), then the rows
+            part = biggest_part(self.headline)
+            if part is not None:
+                reason += "; biggest part: " + part_line(part)
             worst = [r for r in self.rows.slice(0, 3).to_pylist() if r["delta_ns"] > 0]
             if worst:
                 from opscope.units import format_ns
 
-                reason += "; biggest changes: " + ", ".join(
+                reason += "; biggest rows: " + ", ".join(
                     f"{r['kind']} {_short(r['name'])} {'+' if r['delta_ns'] > 0 else ''}{format_ns(r['delta_ns'])}"
                     for r in worst)
         return failed, reason

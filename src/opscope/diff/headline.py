@@ -1,13 +1,15 @@
 """Where the difference comes from: the step time and its parts (device compute, copies, communication, idle;
-host op time on CPU-only traces), per step, in both traces."""
+on CPU-only traces the host's time in the DataLoader, in ops and in neither), per step, in both traces."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import name_match
 from opscope.analyses.gpu import GpuAnalysis
-from opscope.analyses.intervals import union_by_group
+from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
+from opscope.analyses.intervals import union_ns
 from opscope.analyses.steps import step_window
 from opscope.diff.normalize import Span
 from opscope.model.schema import kind_mask
@@ -16,15 +18,31 @@ from opscope.units import format_ns
 
 #: The device parts of a step, in the order the headline lists them.
 DEVICE_PARTS = ("compute", "memcpy", "memset", "comm")
+#: What each part of the headline is, for the notes and the CI gate's message.
+PART_MEANING = {
+    "step": "the step time",
+    "compute": "device time in compute kernels",
+    "memcpy": "device time in copies",
+    "memset": "device time in memsets",
+    "comm": "device time in collectives",
+    "idle": "device time with no work (waiting for the host, for input, for synchronisation)",
+    "unseen_busy": "device time on work the trace does not show",
+    "dataloader": "host time in the DataLoader, fetching the next batch: __next__, the dataset's __getitem__, "
+                  "collate, ops inside included",
+    "host_ops": "host time in ops (cpu_op spans), outside the DataLoader",
+    "outside_ops": "host time outside ops and the DataLoader: Python code, waiting, framework overhead",
+}
 
 
 def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) -> dict[str, int]:
     """``{part: ns per step}``: with ``device_work``, compute/memcpy/memset/comm (each that kind's device time
     inside the compared steps, summed over devices) and idle (device time in them not covered by any work),
     from the device timeline as ``opscope gpu`` counts it, so work that crosses a step boundary counts where it
-    ran; with ``host_work`` (or without device work), host ops (union of the cpu_op spans of the compared
-    steps) and the rest of the step. ``unseen_busy`` (only when a trace has it): device time spent on work the
-    trace does not show (:class:`opscope.analyses.gpu.UnseenBusy`), left out of idle."""
+    ran; with ``host_work`` (or without device work), the host's time: ``dataloader`` (union of the DataLoader's
+    spans in the compared steps, ops inside included; only when a trace has them), ``host_ops`` (union of the
+    cpu_op spans outside it) and ``outside_ops`` (the rest of the step). ``unseen_busy`` (only when a trace has
+    it): device time spent on work the trace does not show (:class:`opscope.analyses.gpu.UnseenBusy`), left out
+    of idle."""
     total = span.step_ns * span.divisor  # the compared time, all used steps together
     out: dict[str, int] = {}
     if device_work:
@@ -36,15 +54,24 @@ def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) 
         if unseen:  # time a device spent on work the trace does not show: neither busy nor idle
             out["unseen_busy"] = sum(unseen.values())
     if host_work or not device_work:
-        ev = trace.select(["kind", "ts_ns", "dur_ns", "step"])
+        ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "step"])
         if span.steps is not None:
             ev = ev.filter(pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
         ops = ev.filter(kind_mask(ev, ("cpu_op",)))
-        covered = union_by_group(ops["ts_ns"], ops["dur_ns"], pa.chunked_array(
-            [pa.array([0] * ops.num_rows, pa.int64())]))
-        out["host_ops"] = covered.get(0, 0)
-        out["outside_ops"] = max(0, total - out["host_ops"])
+        # DataLoader spans (the input-pipeline rule's: its annotation, and torch's dataloader.py frames)
+        loader = ev.filter(pc.and_(kind_mask(ev, INPUT_KINDS), name_match(ev["name"], INPUT_PIPELINE)))
+        in_loader = union_ns(loader["ts_ns"], loader["dur_ns"])
+        either = union_ns(pa.concat_arrays([_plain(ops["ts_ns"]), _plain(loader["ts_ns"])]),
+                          pa.concat_arrays([_plain(ops["dur_ns"]), _plain(loader["dur_ns"])]))
+        if loader.num_rows:  # a part of its own, so that a slower loader is named as such
+            out["dataloader"] = in_loader
+        out["host_ops"] = either - in_loader
+        out["outside_ops"] = max(0, total - either)
     return {k: round(v / span.divisor) for k, v in out.items()}
+
+
+def _plain(values: pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks().cast(pa.int64())
 
 
 def _intervals(trace: Trace, span: Span) -> list[tuple[int, int]]:
@@ -99,3 +126,22 @@ def sentence(rows: list[dict], per_step: bool) -> str:
     detail = ", ".join(f"{'+' if r['delta_ns'] > 0 else '-'}{format_ns(abs(r['delta_ns']))} {r['part']}"
                        for r in parts)
     return f"{head} ({format_ns(base)} -> {format_ns(new)})" + (f": {detail}" if detail else "")
+
+
+def biggest_part(rows: list[dict]) -> dict | None:
+    """The headline part (not the step itself) that grew the most, or None when none grew."""
+    grown = [r for r in rows if r["part"] != "step" and r["delta_ns"] > 0]
+    return max(grown, key=lambda r: r["delta_ns"]) if grown else None
+
+
+def part_line(row: dict) -> str:
+    """``dataloader +1.109 s (host time in the DataLoader: ...)``."""
+    sign = "+" if row["delta_ns"] >= 0 else "-"
+    meaning = PART_MEANING.get(row["part"])
+    return f"{row['part']} {sign}{format_ns(abs(row['delta_ns']))}" + (f" ({meaning})" if meaning else "")
+
+
+def part_notes(rows: list[dict]) -> list[str]:
+    """What each part of the headline is, one line per part present."""
+    return [f"{r['part']}: {PART_MEANING[r['part']]}" for r in rows
+            if r["part"] in PART_MEANING and r["part"] != "step"]

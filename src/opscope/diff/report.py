@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.names import distinct_short_names
 from opscope.diff.device_ops import matched_text, pct_text
+from opscope.diff.headline import part_notes
 from opscope.diff.normalize import steps_text
 from opscope.diff.numerics import NumericsDiff
 from opscope.errors import UsageError
@@ -44,7 +45,7 @@ def comparison_report(result, full_names: bool, limit: int | None, table: str | 
     rows = result.rows
     sections = [
         Section("headline", "Where the time per step goes" if result.per_step else "Where the time goes (whole trace)",
-                pa.Table.from_pylist(result.headline), data=False),
+                pa.Table.from_pylist(result.headline), notes=part_notes(result.headline), data=False),
         Section("rows", "Ops and kernels by absolute change", rows if full_names else lambda: short_kernel_names(rows),
                 limit=shown or None, notes=result.row_notes, data=False, terminal=on_terminal("rows")),
         Section("rows", table=rows, limit=limit or None, notes=result.row_notes, terminal=False, data=data == "rows"),

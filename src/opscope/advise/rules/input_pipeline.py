@@ -4,32 +4,51 @@ PyTorch's DataLoader records each ``__next__`` as ``enumerate(DataLoader)#_Singl
 (``_MultiProcessingDataLoaderIter`` with workers). On a GPU trace the cost is the device's idle time while the
 host is in such a span (the ``input_pipeline`` idle cause); on a CPU-only trace it is the time the main
 thread spends in them inside the steps.
+
+The cause is usually the user's own ``__getitem__`` (decoding, augmenting, building samples in Python): when the
+trace has Python frames (``with_stack``), the rule names the user's frames that run inside the DataLoader spans
+and their time. Worker processes only help when cores are free for them, so ``num_workers`` is suggested only
+when run.json says so (usable cores minus torch's intra-op threads minus the host's load from other processes).
 """
 
 from __future__ import annotations
 
 import bisect
+import re
+import sys
+from collections import defaultdict
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.advise.context import AdviceContext
+from opscope.advise.context import AdviceContext, HostCores
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import name_match
+from opscope.analyses.arrays import name_match, share_pct
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
-from opscope.analyses.intervals import merged_intervals, union_by_group
+from opscope.analyses.intervals import merged_intervals, union_by_group, union_ns
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
 #: The rule fires when the input pipeline costs at least this share of the step.
 INPUT_SHARE = 0.05
-#: Data-loader workers suggested when the core count is unknown.
-DEFAULT_WORKERS = 4
+#: At most this many worker processes are suggested, however many cores are free.
+MAX_WORKERS = 8
+#: User frames named in the finding (the hottest first).
+TOP_FRAMES = 3
+#: A Python frame as torch records it: ``file(line): function``.
+_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
+#: Top-level packages whose files are library code, not the user's (the standard library is added below).
+LIBRARIES = frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "torchdata", "functorch", "triton", "numpy", "PIL",
+    "pandas", "scipy", "sklearn", "cv2", "albumentations", "transformers", "datasets", "tokenizers", "accelerate",
+    "lightning", "pytorch_lightning", "timm", "tqdm", "six", "opscope", "tensorflow", "jax", "h5py", "pyarrow",
+})
 
 
 def loader_spans(ctx: AdviceContext) -> pa.Table:
-    """DataLoader spans (``ts_ns``, ``dur_ns``, ``step``, ``name``) inside the steps (the window without steps)."""
-    ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "step"])
+    """DataLoader spans (``ts_ns``, ``dur_ns``, ``step``, ``name``, ``pid``, ``tid``) inside the steps (the window
+    without steps)."""
+    ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid"])
     mask = pc.and_(kind_mask(ev, INPUT_KINDS), name_match(ev["name"], INPUT_PIPELINE))
     spans = ev.filter(mask)
     if ctx.has_steps:
@@ -71,6 +90,89 @@ def _busy_until(starts: list[int], ends: list[int]):
     return covered
 
 
+def is_user_frame(name: str) -> bool:
+    """Whether a Python frame is the user's code: a ``file(line): function`` frame whose file is neither in a
+    library (site-packages, :data:`LIBRARIES`) nor in the standard library (torch records paths relative to
+    their sys.path entry: ``torch/utils/data/dataloader.py``, ``typing.py``)."""
+    m = _FRAME.match(name)
+    if not m:  # built-ins, nn.Module scopes
+        return False
+    path = m.group(1).replace("\\", "/")
+    if path.startswith("<") or "site-packages/" in path or "dist-packages/" in path or "/lib/python" in path:
+        return False
+    if path.startswith("/"):  # an absolute path outside the interpreter's library directories
+        return True
+    top = path.split("/", 1)[0].removesuffix(".py")
+    return top not in LIBRARIES and top not in sys.stdlib_module_names
+
+
+def loader_frames(ctx: AdviceContext, spans: pa.Table) -> list[dict]:
+    """The user's frames that start inside a DataLoader span on the same thread, by name: ``frame`` (as
+    recorded), ``time_ns`` (their calls' union, clipped to the span's end, so that a recursive or repeated frame
+    counts once), ``calls``; the hottest first. Frames that enclose the loader (the training loop) do not start
+    inside it and are not counted."""
+    ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid"])
+    py = ev.filter(kind_mask(ev, ("python",)))
+    if py.num_rows == 0:
+        return []
+    names = py["name"].cast(pa.string())
+    user = {n for n in pc.unique(names).to_pylist() if n and is_user_frame(n)}
+    if not user:
+        return []
+    py = py.filter(pc.is_in(names, pa.array(sorted(user), pa.string())))
+    # the loader's merged spans per thread, to place each frame's start
+    by_thread: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+    for pid, tid, s, d in zip(spans["pid"].to_pylist(), spans["tid"].to_pylist(), spans["ts_ns"].to_pylist(),
+                              spans["dur_ns"].to_pylist()):
+        by_thread[(pid, tid)].append((s, s + d))
+    merged: dict[tuple, tuple[list[int], list[int]]] = {}
+    for key, intervals in by_thread.items():
+        starts: list[int] = []
+        ends: list[int] = []
+        for s, e in sorted(intervals):
+            if starts and s <= ends[-1]:
+                ends[-1] = max(ends[-1], e)
+            else:
+                starts.append(s)
+                ends.append(e)
+        merged[key] = (starts, ends)
+    clipped: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    calls: dict[str, int] = defaultdict(int)
+    for name, pid, tid, s, d in zip(py["name"].cast(pa.string()).to_pylist(), py["pid"].to_pylist(),
+                                    py["tid"].to_pylist(), py["ts_ns"].to_pylist(), py["dur_ns"].to_pylist()):
+        starts, ends = merged.get((pid, tid), ([], []))
+        i = bisect.bisect_right(starts, s) - 1
+        # inside: starts in the span (a frame that starts with it must also end in it: it is not an enclosing one)
+        if i < 0 or s >= ends[i] or (s == starts[i] and s + d > ends[i]):
+            continue
+        calls[name] += 1
+        clipped[name][0].append(s)
+        clipped[name][1].append(min(s + d, ends[i]) - s)
+    rows = [{"frame": name, "time_ns": union_ns(pa.array(st, pa.int64()), pa.array(du, pa.int64())),
+             "calls": calls[name]} for name, (st, du) in clipped.items()]
+    return sorted(rows, key=lambda r: (-r["time_ns"], r["frame"]))
+
+
+def workers_advice(host: HostCores | None, frames: list[dict]) -> tuple[int | None, str]:
+    """(workers to suggest or None, the sentence about workers): a number only when run.json shows free cores."""
+    if host is None:
+        return None, ("worker processes (DataLoader(num_workers=N, persistent_workers=True)) help only with cores "
+                      "to spare: N = the cores the training process and other programs leave free, unknown here "
+                      "(opscope record writes the core count and the host's load to run.json)")
+    if host.free >= 1:
+        n = min(MAX_WORKERS, host.free)
+        return n, (f"load in worker processes: DataLoader(..., num_workers={n}, persistent_workers=True, "
+                   f"prefetch_factor=2) ({host.free} core(s) free: {host.describe()})")
+    cheaper = "make " + (_function(frames[0]["frame"]) if frames else "__getitem__")
+    return None, (f"no core is free for worker processes ({host.describe()}): they would compete with the "
+                  f"compute threads; {cheaper} cheaper instead")
+
+
+def _function(frame: str) -> str:
+    m = _FRAME.match(frame)
+    return m.group(3) if m else frame
+
+
 def check(ctx: AdviceContext) -> list[Finding]:
     spans = loader_spans(ctx)
     if spans.num_rows == 0:
@@ -89,8 +191,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
     else:
         cost_total = loader_total
         basis = (f"the steps spent {format_ns(cost_total)} over {ctx.steps} {ctx.unit}(s) in the DataLoader on "
-                 f"the main thread; with loading in worker processes it overlaps compute, assuming spare cores "
-                 f"for the workers")
+                 f"the main thread; loading in worker processes on free cores overlaps it with compute, a cheaper "
+                 f"__getitem__ shrinks it")
     saving = ctx.per_step(cost_total)
     if saving < INPUT_SHARE * ctx.step_ns:
         return []
@@ -102,23 +204,37 @@ def check(ctx: AdviceContext) -> list[Finding]:
                  "device_idle_ns": idle.get(s, 0) if ctx.gpu is not None else None, "step_ns": durations.get(s),
                  "step_pct": round(100.0 * ns / durations[s], 2) if durations.get(s) else None}
                 for s, ns in sorted(per_step.items())][:10]
-    cores = ((ctx.run or {}).get("cpu") or {}).get("usable_cores")
-    n = max(1, min(8, cores - 1)) if cores else DEFAULT_WORKERS
+    frames = loader_frames(ctx, spans)
+    hot = frames[:TOP_FRAMES]
+    cause = ""
+    if hot:
+        cause = ("; the user's code inside the DataLoader (each frame's calls, callees included, clipped to the "
+                 "DataLoader spans): " + ", ".join(
+                     f"{r['frame']} {format_ns(ctx.per_step(r['time_ns']))} per {ctx.unit} "
+                     f"({share_pct(r['time_ns'], loader_total, 1)}% of the DataLoader time)" for r in hot))
+    fix = (f"make {_function(hot[0]['frame'])} cheaper (vectorise it, precompute or cache the samples, decode "
+           f"once)" if hot else "make __getitem__ cheaper (vectorise, precompute, cache)")
+    n, about_workers = workers_advice(ctx.host, hot)
     if workers:
-        change = (f"the DataLoader already has workers but they fall behind: raise num_workers (this machine has "
-                  f"{cores or '?'} usable cores), prefetch_factor=4, persistent_workers=True, pin_memory=True; or "
-                  f"make __getitem__ cheaper (decode/augment on the GPU)")
-    else:
-        change = (f"load in worker processes: DataLoader(..., num_workers={n}, pin_memory=True, "
-                  f"persistent_workers=True, prefetch_factor=2)"
-                  + ("" if cores else f" ({DEFAULT_WORKERS} workers: the core count is unknown without run.json)"))
+        cores = ctx.host.describe() if ctx.host else "core count unknown without run.json"
+        change = (f"the DataLoader already has workers but they fall behind ({cores}): {fix}; or raise "
+                  f"num_workers where cores are free, prefetch_factor=4, persistent_workers=True, pin_memory=True")
+    elif n is not None:
+        change = f"{about_workers}; {fix}"
+    elif ctx.host is not None:
+        change = about_workers
+    else:  # the core count is unknown: the named hot code first, else the usual remedy first
+        change = f"{fix}; {about_workers}" if hot else f"{about_workers}; or {fix}"
+    if ctx.gpu is not None and not workers:
+        change += "; pin_memory=True for the copies to the device"
     return [Finding(
         rule=RULE.id,
         title=f"Input pipeline: {format_ns(saving)} per {ctx.unit} waiting for the DataLoader"
-              + (" (single process)" if not workers else ""),
+              + (" (single process)" if not workers else "")
+              + (f", mostly in {hot[0]['frame']} ({format_ns(ctx.per_step(hot[0]['time_ns']))})" if hot else ""),
         saving_ns=saving,
         saving_pct=ctx.pct(saving),
-        estimate=basis + ".",
+        estimate=basis + cause + ".",
         change=change,
         evidence=evidence,
         evidence_title="per step: DataLoader time (union of its spans on the host), device idle time meanwhile "
@@ -139,9 +255,17 @@ removes that wait; the device time itself does not change. CPU-only traces: the 
 steps on the main thread, assuming the machine has spare cores for worker processes (on a machine whose cores
 are all busy computing, workers compete with the compute threads and the saving is smaller).
 
-Change: num_workers > 0 (we suggest usable cores - 1, at most 8, from run.json; 4 when unknown),
-pin_memory=True, persistent_workers=True and prefetch_factor for single-process loaders; more workers or a
-cheaper __getitem__ when workers already exist but fall behind.
+The cause: when the trace has Python frames (record with stacks; opscope record does), the user's own frames
+that start inside a DataLoader span (files outside the standard library, site-packages and known libraries such
+as torch and numpy) are named with their time per step (their calls clipped to the span, callees included;
+the top {TOP_FRAMES}), e.g. train.py(23): __getitem__.
+
+Change: making that code cheaper (vectorise, precompute or cache the samples). Worker processes
+(num_workers = N) only when run.json shows free cores: N = usable cores - torch's intra-op threads - the
+host's load from other processes (the 1-minute load average when the program started, rounded), at most
+{MAX_WORKERS}. When no core is free, workers would compete with the compute threads and the finding says so.
+Without run.json the number of free cores is unknown and no N is given. Loaders that already have workers:
+a cheaper __getitem__, or more workers where cores are free.
 
 Evidence, per step (the first 10): the DataLoader time, the device idle time meanwhile (summed over devices:
 the time the saving counts, step by step, except where a synchronising call inside the loader claims it), the

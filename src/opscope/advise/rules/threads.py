@@ -1,7 +1,10 @@
 """CPU thread settings that do not fit the machine: more intra-op threads than usable cores (threads preempt each
 other and spin in barriers), several processes each sized for every core (ranks on one host, DataLoader workers
 beside a CPU-bound main process), far fewer threads than cores on a CPU-bound run, or OpenMP/MKL variables that
-disagree with torch's own setting. The settings come from the run.json that ``opscope record`` writes."""
+disagree with torch's own setting, or a host whose other processes already keep cores busy (its load average
+when the program started): the intra-op threads then share cores with them, and every parallel op waits at its
+barrier for a thread that is not running. The settings and the load come from the run.json that
+``opscope record`` writes."""
 
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                             "pass --run run.json)")
     intra, inter = threads.get("intra_op"), threads.get("inter_op")
     env = run.get("environment") or {}
-    problems: list[tuple[str, int | None, str, str]] = []  # setting, value, problem, change
+    problems: list[tuple[str, float | None, str, str]] = []  # setting, value, problem, change
     if intra and intra > cores:
         problems.append(("intra_op", intra, f"{intra} intra-op threads on {cores} usable cores: they take turns on "
                                             f"the cores and wait for each other at the end of every parallel op",
@@ -46,6 +49,16 @@ def check(ctx: AdviceContext) -> list[Finding]:
         problems.append(("inter_op", inter, f"{inter} inter-op threads on {cores} usable cores (matters where ops "
                                             f"run in parallel: torch.jit.fork, some backends)",
                          f"torch.set_num_interop_threads({cores})"))
+    host = ctx.host
+    loaded = host.others if host is not None else 0  # cores other processes keep busy (rounded load average)
+    if intra and host is not None and host.load is not None and loaded >= 1 and intra <= cores \
+            and intra + loaded > cores:
+        share = max(1, cores - loaded)
+        problems.append(("host_load", host.load, f"the host was busy when the program started: load average "
+                                                 f"{host.load:.2f} (threads of other processes wanting a core) on "
+                                                 f"{cores} usable cores, so {intra} intra-op threads share cores "
+                                                 f"with them and every parallel op waits for a preempted thread",
+                         f"torch.set_num_threads({share}) while the host is this busy (or run it on an idle host)"))
     sharing = _processes_sharing(ctx, run)
     if intra and intra <= cores and sharing and intra * sharing[0] > cores:
         k, why = sharing
@@ -60,13 +73,14 @@ def check(ctx: AdviceContext) -> list[Finding]:
                                                      f"process whose {intra} intra-op threads take every core",
                          f"leave the workers cores: torch.set_num_threads({cores} - num_workers)"))
     k = sharing[0] if sharing else 1  # processes that share the cores
-    if (intra and busy is not None and busy >= CPU_BOUND_SHARE and cores >= MIN_CORES
-            and intra * k < UNDERUSE_SHARE * cores):
+    if (intra and busy is not None and busy >= CPU_BOUND_SHARE and cores - loaded >= MIN_CORES
+            and intra * k < UNDERUSE_SHARE * (cores - loaded)):  # the cores other processes keep busy are not idle
         others = f" ({k} processes sharing them)" if k > 1 else ""
         problems.append(("intra_op", intra, f"{intra} intra-op threads on {cores} usable cores{others} in a CPU-only "
                                             f"run whose ops run {100 * busy:.0f}% of the time: most cores sit idle "
                                             f"during each op",
-                         f"torch.set_num_threads({max(1, cores // k)}) (or the best of opscope tune-threads)"))
+                         f"torch.set_num_threads({max(1, (cores - loaded) // k)}) (or the best of opscope "
+                         f"tune-threads)"))
     for var in THREAD_VARIABLES:
         value = env.get(var)
         if value and value.strip().isdigit() and intra and int(value) != intra:
@@ -76,7 +90,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
                              f"set {var} to the thread count you mean torch to use"))
     if not problems:
         return []
-    evidence = [{"setting": name, "value": value, "intra_op": intra, "usable_cores": cores, "problem": text}
+    evidence = [{"setting": name, "value": value, "intra_op": intra, "usable_cores": cores,
+                 "load_average": host.load if host is not None else None, "problem": text}
                 for name, value, text, _ in problems]
     changes = list(dict.fromkeys(change for *_, change in problems))
     return [Finding(
@@ -90,7 +105,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
                   "measures it by running the program with each setting"),
         change="; ".join(changes) + "; then measure: opscope tune-threads -- python your_script.py",
         evidence=evidence,
-        evidence_title="settings from run.json against the usable cores (the process's CPU affinity)",
+        evidence_title="settings from run.json against the usable cores (the process's CPU affinity) and the host's "
+                       "1-minute load average when the program started (null when run.json lacks it)",
     )]
 
 
@@ -142,8 +158,13 @@ Fires when:
   (one rank per GPU assumed);
 - a CPU-only run is CPU-bound (its ops run at least {CPU_BOUND_SHARE:.0%} of the window) and DataLoader worker
   processes run beside intra-op threads on every core, or it uses fewer than {UNDERUSE_SHARE:.0%} of at least
-  {MIN_CORES} usable cores;
-- a thread variable disagrees with torch's setting.
+  {MIN_CORES} usable cores (not counting the cores the host's load keeps busy);
+- a thread variable disagrees with torch's setting;
+- the host was busy: its 1-minute load average when the program started (run.json's cpu.load_average,
+  which opscope record reads before the program runs), rounded, counts the cores other processes keep busy;
+  when intra-op threads plus those exceed the usable cores, the suggestion is cores - load (at least 1). The
+  load average is a smoothed count of runnable threads of the whole host, a hint, not a measure of this
+  run's contention; tune-threads measures it.
 
 No saving is estimated: how much another setting gains depends on how the program's ops scale with
 threads, which one trace does not show. opscope tune-threads runs the program with a grid of settings and
