@@ -105,7 +105,7 @@ def _xprof(tmp_path: Path, *, tf: bool) -> Path:
                                                          > Mul [460, 500) (an op nested in an op)
                       > convert_to_tensor [700, 800)
                       > ExecutorState::Process [820, 900, tf_exec) > AddV2 [830, 850)
-    With ``tf`` the thread is TF's (tf_Compute on /host:CPU); without, the same names in a plain Chrome trace.
+    With ``tf`` the thread is TF's (tf_Compute on /host:CPU); without, the same names on a thread TF did not name.
     """
     def ev(name, ts, dur, cat=None):
         e = {"ph": "X", "name": name, "pid": 1, "tid": 7, "ts": ts, "dur": dur, "args": {}}
@@ -115,9 +115,10 @@ def _xprof(tmp_path: Path, *, tf: bool) -> Path:
     events = [ev("train 0", 0, 1000), ev("Conv2DBackpropFilter", 100, 500), ev("ThreadpoolListener::Region", 150, 300),
               ev("Mul", 460, 40), ev("convert_to_tensor", 700, 100),
               ev("ExecutorState::Process", 820, 80, "tf_exec" if tf else None), ev("AddV2", 830, 20)]
-    if tf:
-        events += [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "vm /host:CPU"}},
-                   {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "tf_Compute/1"}}]
+    # XProf names the host "/host:CPU" for any framework (JAX too); TF's thread pools name their threads tf_*
+    events += [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "vm /host:CPU"}},
+               {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "tf_Compute/1" if tf
+                                                                                 else "python"}}]
     path = tmp_path / ("xprof.json" if tf else "plain.json")
     path.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": events}))
     return path
@@ -141,7 +142,8 @@ def test_xprof_runtime_events_are_not_ops_and_do_not_take_op_self_time(tmp_path)
 
 
 def test_plain_chrome_traces_keep_their_kinds_and_self_times(tmp_path):
-    """The same names in a trace TF did not write: uncategorized slices stay ops and children take self time."""
+    """The same names in a trace TF did not write (an XProf host plane, as JAX runs have): uncategorized slices stay
+    ops and children take self time."""
     trace = open_trace(_xprof(tmp_path, tf=False), use_cache=False)
     assert set(trace.select(["kind"])["kind"].to_pylist()) == {"cpu_op"}
     ops = {r["name"]: r["self_ns"] for r in op_table(trace).to_pylist()}

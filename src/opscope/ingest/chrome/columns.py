@@ -491,7 +491,7 @@ class EventColumns:
             b.warn("'B' events without a matching 'E' (dropped)", unclosed)
         trace = b.finish()
         categories = {k.lower() for k in self._kind_cache if isinstance(k, str)}
-        if tensorflow.is_tensorflow(self.process_names, categories):
+        if tensorflow.is_tensorflow(self.process_names, self.thread_names, categories):
             nodes = pa.table({"event_id": pa.concat_arrays([i for i, _ in self._nodes] or [pa.array([], pa.int64())]),
                               "node": pa.concat_arrays([n for _, n in self._nodes] or [pa.array([], pa.string())])})
             trace = tensorflow.map_trace(trace, self.process_names, nodes)

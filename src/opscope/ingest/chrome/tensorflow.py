@@ -40,9 +40,10 @@ _GPU = r"/(?:device:)?(?:[A-Z_]*GPU|gpu):(?P<device>\d+)"
 DEVICE_PROCESS = re.compile(rf"^{_JOB}{_GPU}/(?:stream:(?P<stream>\d+|all)|(?P<memcpy>memcpy))(?:\s+Compute)?$")
 #: ``/job:localhost/replica:0/task:0/device:GPU:0 Compute``: the host side of the ops placed on that GPU.
 HOST_PROCESS = re.compile(rf"^{_JOB}{_GPU}\s+Compute$")
-#: Processes and threads only TensorFlow writes (TF timelines, XProf's host plane and TF's thread pools).
-_TF_PROCESS = re.compile(r"^/job:[^/\s]+/replica:\d+/task:\d+/|^/(?:device:)?(?:[A-Z_]*GPU|gpu|cpu|CPU):\d+/"
-                         r"|(?:^|\s)/host:CPU$")
+#: Processes only TF timelines have. (XProf's "/host:CPU" is no sign: JAX runs have it too.)
+_TF_PROCESS = re.compile(r"^/job:[^/\s]+/replica:\d+/task:\d+/|^/(?:device:)?(?:[A-Z_]*GPU|gpu|cpu|CPU):\d+/")
+#: TensorFlow's thread pools name their threads tf_Compute/..., tf_numa_-1_Eigen/..., tf_data_...
+_TF_THREAD = re.compile(r"^tf_")
 _TF_CATEGORIES = ("tf_exec", "threadpool_event")
 #: A TF op type: a CamelCase identifier, internal ones with a leading underscore (``_FusedConv2D``).
 OP_TYPE = r"^_?[A-Z][A-Za-z0-9]*$"
@@ -58,10 +59,10 @@ DUPLICATES_WARNING = ("TF timeline device records repeated under stream:all or m
                       "stream)")
 
 
-def is_tensorflow(process_names: dict[str, str], categories: set[str]) -> bool:
+def is_tensorflow(process_names: dict[str, str], thread_names: dict[str, str], categories: set[str]) -> bool:
     """Whether TensorFlow wrote the trace (a TF timeline or XProf's trace viewer JSON of a TF run)."""
-    return any(c in categories for c in _TF_CATEGORIES) or any(_TF_PROCESS.search(n)
-                                                                for n in process_names.values())
+    return (any(c in categories for c in _TF_CATEGORIES) or any(_TF_PROCESS.search(n) for n in process_names.values())
+            or any(_TF_THREAD.match(n) for n in thread_names.values()))
 
 
 def map_trace(trace: Trace, process_names: dict[str, str], nodes: pa.Table) -> Trace:
