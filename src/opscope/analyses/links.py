@@ -6,7 +6,8 @@ link to it. Traces without correlation ids (older tools, other writers) are link
 the launches (``cudaLaunchKernel``, ``hipExtModuleLaunchKernel``, ``cudaMemcpyAsync``...) of each kind of
 work are paired first-in first-out with the device events of that kind, per stream when the launches
 say which stream, else per device, else over the trace, never with a device event that starts before
-its launch. Those links are marked ``link_inferred``.
+its launch. Those links are marked ``link_inferred``. TensorFlow timelines record no launch calls: their reader
+gives a device row and its host op (the same graph node) one correlation id, and the op is then the launch.
 
 From the launch, the host nesting (``parent``) gives the innermost ``cpu_op`` (the op that launched
 the work), the outermost one (the top-level op the user called) and the innermost user annotation
@@ -88,6 +89,7 @@ def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.A
     device_corr = combined(pc.take(correlation, device_rows))
     where = pc.index_in(device_corr, value_set=pc.filter(runtime_corr, has_corr))
     launch = pc.take(keyed_runtime, where)
+    launch = _op_launches(events, device_corr, launch)
     inferred = pa.nulls(len(device_rows), pa.bool_()).fill_null(False)
     # Without correlation ids on either side: pair by order.
     orphan_devices = pc.filter(device_rows, pc.is_null(device_corr))
@@ -100,6 +102,19 @@ def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.A
             inferred = pc.and_(pc.is_null(launch), pc.is_valid(by_order))
             launch = pc.coalesce(launch, by_order)
     return combined(launch), combined(inferred)
+
+
+def _op_launches(events: pa.Table, device_corr: pa.Array, launch: pa.Array) -> pa.Array:
+    """Where no runtime call has a device row's correlation id, the ``cpu_op`` that has it: TensorFlow timelines
+    record no launch calls, and their reader links each device row to its op (same graph node) this way."""
+    missing = pc.and_(pc.is_null(launch), pc.is_valid(device_corr))
+    if not pc.any(missing).as_py():
+        return launch
+    ops = rows_where(pc.and_(kind_mask(events, ("cpu_op",)), pc.is_valid(events["correlation"])))
+    if not len(ops):
+        return launch
+    where = pc.index_in(device_corr, value_set=combined(pc.take(events["correlation"], ops)))
+    return pc.coalesce(launch, pc.take(ops, where))
 
 
 def _pair_by_order(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -176,7 +191,7 @@ def _fifo(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.A
 
 
 def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """Innermost ``cpu_op``, outermost ``cpu_op`` and innermost annotation (not ``ProfilerStep#``) above
+    """Innermost ``cpu_op``, outermost ``cpu_op`` and innermost annotation (not ``ProfilerStep#``) at or above
     each launch row (rows; null where none)."""
     parents = combined(events["parent"])
     is_op = combined(kind_mask(events, ("cpu_op",)))
@@ -184,7 +199,7 @@ def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Ar
                             pc.invert(combined(name_match(events["name"], _STEP_ANNOTATION))))
     null = pa.nulls(len(launch), pa.int64())
     op, top, annotation = null, null, null
-    current = pc.take(parents, launch)
+    current = launch  # a runtime call is neither op nor annotation; an op that is its own launch (TF) is the op
     for _ in range(_MAX_CLIMB):
         if current.null_count == len(current):
             break

@@ -95,8 +95,12 @@ def kernel_totals(trace: Trace, span: Span) -> Totals:
     """Duration and count of the device work (kernels, copies, memsets, collectives) over the span, per name as
     the trace writes it. Device work belongs to the step of the host call that launched it."""
     table = kernel_table(trace, filt=EventFilter(steps=span.steps), names="raw")
-    return {(n,): (ns, c) for n, ns, c in zip(table["name"].to_pylist(), table["total_ns"].to_pylist(),
-                                              table["calls"].to_pylist())}
+    totals: Totals = {}
+    # kernel_table has a row per (name, kind): a TF op's name is both a kernel's and a copy's (MatMul), so add up
+    for n, ns, c in zip(table["name"].to_pylist(), table["total_ns"].to_pylist(), table["calls"].to_pylist()):
+        ns0, c0 = totals.get((n,), (0, 0))
+        totals[(n,)] = (ns0 + ns, c0 + c)
+    return totals
 
 
 def combine(kind: str, base: Totals, new: Totals, span_base: Span, span_new: Span,

@@ -58,10 +58,12 @@ class TraceBuilder:
         """What the reader could not map, for ``metadata.warnings`` (after the dropped-times count)."""
         self._warnings.append((problem, count))
 
-    def add_events(self, columns: Batch, args: Values | None = None) -> None:
+    def add_events(self, columns: Batch, args: Values | None = None) -> pa.Array:
         """Append event rows: ``kind``, ``name``, ``ts_ns``, ``dur_ns`` and any other reader column.
 
-        ``args`` (optional) is each row's full args as JSON text, aligned with the rows.
+        ``args`` (optional) is each row's full args as JSON text, aligned with the rows. Returns the
+        ``event_id`` given to each row (null where the row was dropped), so that a reader can keep what it
+        knows about a row beyond the model's columns (a TF node name) and find the row again later.
         """
         missing = [n for n in _REQUIRED_EVENT_COLUMNS if n not in columns]
         unknown = [n for n in columns if n not in READER_EVENT_COLUMNS]
@@ -79,6 +81,10 @@ class TraceBuilder:
             batch = batch.filter(valid)
         first = self._n_events
         ids = pa.array(range(first, first + batch.num_rows), pa.int64())
+        given = ids
+        if n_bad:  # the ids of the kept rows, null where a row was dropped
+            kept = pc.subtract(pc.cumulative_sum(pc.cast(valid, pa.int64())), 1 - first)
+            given = pc.if_else(valid, kept, pa.scalar(None, pa.int64()))
         self._n_events += batch.num_rows
         self._events.append(batch.append_column("event_id", ids))
         if args is not None:
@@ -86,6 +92,7 @@ class TraceBuilder:
             if n_bad:
                 text = text.filter(valid)
             self._args.append(pa.RecordBatch.from_arrays([ids, text], schema=ARGS))
+        return given
 
     def add_flows(self, columns: Batch) -> None:
         """Append flow endpoints (``id``, ``cat``, ``phase`` s/t/f, ``ts_ns``, ``pid``, ``tid``)."""

@@ -23,7 +23,7 @@ from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6  # 6: TF timelines' device rows are device work; TF runtime events are kind runtime
 _PROBE = 1 << 20
 
 

@@ -23,6 +23,10 @@ PYTHON_LAYER = ("python",)
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,18})$")  # more digits would not fit int64
 _COMM_NAME = r"(?i)nccl|rccl"
 _MASK_STEP_LIMIT = 512
+#: Traces of this tool (``metadata["tool"]``) get XProf's self time: TensorFlow's runtime events inside an op
+#: (its thread-pool regions, ``ThreadpoolListener::Region``) are the op's own work, not a child's; XProf's framework
+#: op stats subtract only nested framework ops.
+XPROF_SELF_TIME_TOOL = "tensorflow"
 
 
 def complete(trace: Trace) -> Trace:
@@ -43,7 +47,7 @@ def complete(trace: Trace) -> Trace:
     events = pa.table(columns, names=names)
     del columns
     events = _mark_comm(events)
-    parent, depth, self_ns = nest(events)
+    parent, depth, self_ns = nest(events, runtime_is_op_time=trace.metadata.get("tool") == XPROF_SELF_TIME_TOOL)
     steps = find_steps(events)
     step = assign_steps(events, steps)
     events = events.append_column("parent", parent)
@@ -93,17 +97,25 @@ def _codes(column: pa.ChunkedArray) -> pa.ChunkedArray:
         else pa.chunked_array([], type=pa.int32())
 
 
-def nest(events: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Parent row index, depth and self time per event, computed per thread and per layer.
 
     GPU and instant events get no parent (null), depth 0 and ``self_ns == dur_ns``. ``events`` must be in
-    time order (longest first on ties), as :func:`complete` leaves them.
+    time order (longest first on ties), as :func:`complete` leaves them. With ``runtime_is_op_time`` (TensorFlow,
+    as XProf counts it) a ``runtime`` event directly inside a ``cpu_op`` still gets that op as its parent but takes
+    nothing from the op's self time.
     """
     n = events.num_rows
     # Typed arrays, not lists: 8 bytes per row instead of a Python int object per row.
     parent = array("q", [-1]) * n
     depth = array("i", [0]) * n
     self_ns = array("q", _int64_view(events["dur_ns"]))
+    keep_self = None
+    if runtime_is_op_time:
+        # 1 for runtime rows, 2 for op rows: a child of flag 1 under a parent of flag 2 is the parent's own time.
+        flags = pc.add(pc.multiply(pc.cast(kind_mask(events, ("runtime",)), pa.int8()), 1),
+                       pc.multiply(pc.cast(kind_mask(events, ("cpu_op",)), pa.int8()), 2))
+        keep_self = bytes(pc.cast(flags, pa.uint8()).to_pylist())
     for layer in (OP_LAYER, PYTHON_LAYER):
         in_layer = pc.and_(kind_mask(events, layer), pc.is_null(events["stream"]))
         rows = pc.cast(pc.indices_nonzero(in_layer), pa.int64())
@@ -120,7 +132,7 @@ def nest(events: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
         # A stable sort by thread keeps each thread's rows in the table's time order.
         sub = sub.take(pc.sort_indices(sub["thread"]))
         row_v, thread_v, ts_v, dur_v = (_int64_view(sub[c]) for c in ("row", "thread", "ts", "dur"))
-        _nest_sorted(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns)
+        _nest_sorted(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns, keep_self)
     parent_arr = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent)])
     parent_arr = pc.if_else(pc.equal(parent_arr, -1), pa.scalar(None, pa.int64()), parent_arr)
     depth_arr = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)])
@@ -137,8 +149,11 @@ def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:
     return memoryview(arr.buffers()[1]).cast("q")[arr.offset:arr.offset + len(arr)]
 
 
-def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns) -> None:
-    """Stack walk over one layer's events sorted by thread, start, longest first."""
+def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns, keep_self=None) -> None:
+    """Stack walk over one layer's events sorted by thread, start, longest first.
+
+    ``keep_self`` (per row: 1 runtime, 2 op, else 0) marks where a child takes nothing from its parent's self time.
+    """
     stack_end: list[int] = []
     stack_row: list[int] = []
     push_end = stack_end.append
@@ -160,7 +175,8 @@ def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns) -> None:
                 # A child running past its parent's end (jitter, or a writer's overlapping events) takes
                 # from the parent's self time only the part inside the parent.
                 end = stack_end[-1]
-                self_ns[up] -= dur if ts + dur <= end else end - ts
+                if keep_self is None or not (keep_self[row] == 1 and keep_self[up] == 2):
+                    self_ns[up] -= dur if ts + dur <= end else end - ts
         push_end(ts + dur)
         push_row(row)
 

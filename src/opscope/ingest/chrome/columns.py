@@ -17,6 +17,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.ingest.chrome import tensorflow
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, as_int, id_array, int_array, safe_str, str_array
 from opscope.model.schema import COUNTERS
@@ -83,6 +84,7 @@ _FLOW_PHASES = {"s", "t", "f"}
 _INSTANT_PHASES = {"i", "I", "n"}
 _STREAM_RE = re.compile(r"(?:stream\s*|^)(\d+)$", re.IGNORECASE)
 _INT64_MAX = (1 << 63) - 1
+_TF_OP_CATEGORY = "Op"  # TF timelines' one category
 
 
 def text_to_ns(text: str | bytes) -> int | None:
@@ -210,6 +212,8 @@ class EventColumns:
         self.unknown_categories: Counter = Counter()
         self.unknown_phases: Counter = Counter()
         self.invalid_utf8_args: int = 0
+        # TF timelines name each event's graph node in args.name: kept (by event id) to link device rows to ops.
+        self._nodes: list[tuple[pa.Array, pa.Array]] = []
 
     # -- helpers ------------------------------------------------------------
     def _kind(self, cat: Any) -> str:
@@ -391,7 +395,11 @@ class EventColumns:
         # Converted even when not kept: invalid UTF-8 in args is counted (and warned about) either way.
         args_text, invalid_utf8 = _raw_array_counted(raws)
         self.invalid_utf8_args += invalid_utf8
-        self.builder.add_events(columns, args_text if self.keep_args else None)
+        ids = self.builder.add_events(columns, args_text if self.keep_args else None)
+        if _TF_OP_CATEGORY in cat_arr.dictionary.to_pylist():
+            node = pa.array([a.name if a.name.__class__ is str else None for a in args], pa.string())
+            has = pc.and_(pc.is_valid(ids), pc.is_valid(node))
+            self._nodes.append((pc.filter(ids, has), pc.filter(node, has)))
 
     def _flow_events(self, flows: list) -> None:
         self.builder.add_flows({
@@ -481,7 +489,14 @@ class EventColumns:
         unclosed = sum(len(s) for s in self._open_begins.values())
         if unclosed:
             b.warn("'B' events without a matching 'E' (dropped)", unclosed)
-        return b.finish()
+        trace = b.finish()
+        categories = {k.lower() for k in self._kind_cache if isinstance(k, str)}
+        if tensorflow.is_tensorflow(self.process_names, self.thread_names, categories):
+            nodes = pa.table({"event_id": pa.concat_arrays([i for i, _ in self._nodes] or [pa.array([], pa.int64())]),
+                              "node": pa.concat_arrays([n for _, n in self._nodes] or [pa.array([], pa.string())])})
+            trace = tensorflow.map_trace(trace, self.process_names, nodes)
+        self._nodes = []
+        return trace
 
 
 def _stream_from_text(tid: Any) -> int | None:
