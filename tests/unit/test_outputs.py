@@ -55,3 +55,41 @@ def test_ops_total_pct_counts_overlapping_calls_of_a_group_once(tmp_path):
     rows = {r["name"]: r for r in op_table(trace).to_pylist()}
     # union of all: [0, 150) + [200, 250) = 200 us
     assert rows["aten::mm"]["total_pct"] == 75.0 and rows["aten::add"]["total_pct"] == 25.0
+
+
+def _terminal(report) -> str:
+    import io
+
+    from rich.console import Console
+
+    from opscope.render.terminal import render
+
+    out = Console(file=io.StringIO(), width=250, markup=False)
+    render(report, out, Console(file=io.StringIO()))
+    return out.file.getvalue()
+
+
+def test_query_shows_timestamps_and_floats_as_they_are(tmp_path):
+    from opscope.query import query_report, run_sql
+
+    # an epoch-scale ts (Nov 2023 in us since 1970), as Kineto writes them
+    events = [x("aten::mm", 1_700_000_000_000_000, 21_000)]
+    trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    table = run_sql(trace, "select ts_ns, dur_ns, dur_ns / 1000.0 as us, dur_ns * 1.0 / 3 as third from events")
+    text = _terminal(query_report(table, None))
+    assert "1,700,000,000,000,000,000" in text  # the timestamp in ns, not "28333333333.33 min"
+    assert "min" not in text
+    assert "21.000 ms" in text  # dur_ns is a duration of the model: a time unit
+    assert "21,000 " in text and "e+" not in text  # 21000.0 us, not 2.1e+04
+    assert "7,000,000" in text
+
+
+def test_format_plain():
+    from opscope.units import format_plain
+
+    assert format_plain(21000.0) == "21,000"
+    assert format_plain(0.5) == "0.5"
+    assert format_plain(1 / 3) == "0.3333"
+    assert format_plain(1.5e-7) == "0.00000015"
+    assert format_plain(-1234567) == "-1,234,567"
+    assert format_plain(None) == "-"

@@ -129,7 +129,6 @@ def query(
 
     Example: opscope query t.json "select name, sum(dur_ns) from events where kind='kernel' group by 1"
     """
-    from opscope.query import run_sql
-    from opscope.report import single
+    from opscope.query import query_report, run_sql
 
-    show(single(run_sql(load(trace, no_cache), sql), "query", limit), format)
+    show(query_report(run_sql(load(trace, no_cache), sql), limit), format)
