@@ -48,8 +48,13 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
         sections.append(Section("top_ops", "Top operators by self time", data=False,
                                 table=s.top_ops.select(["name", "calls", "self_ns", "total_ns", "self_pct"])))
     if s.top_kernels.num_rows:
-        sections.append(Section("top_kernels", "Top device kernels", data=False,
-                                table=s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])))
+        # the terminal's table shows short names (a Tensile GEMM's full name wraps over 10 lines); the data
+        # formats take the full names from the summary records
+        from opscope.analyses.names import short_names
+
+        top = s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])
+        top = top.set_column(0, "name", short_names(top["name"]))
+        sections.append(Section("top_kernels", "Top device kernels", data=False, table=top))
     sections.append(Section("by_kind", "Time by event kind (self time)", s.by_kind, data=False))
     if s.warnings:
         sections.append(Section("not_mapped", "Not mapped / recovered", data=False,

@@ -1,0 +1,38 @@
+"""Outputs that cannot be misread, errors that point the right way, progress: on real traces and through the
+command line (issue 13, parts 6-8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from support.shared import raw_events, shared_trace
+
+MI300 = "tracelens/traces/mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz"
+
+
+def run(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "150", **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "opscope.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_summary_shows_tensile_kernels_on_one_line_and_keeps_full_names_in_json():
+    path = shared_trace(MI300)
+    # the AMD GEMMs of the raw file: Tensile names of more than 400 characters
+    tensile = {str(e["name"]) for e in raw_events(path) if e.get("cat") == "kernel"
+               and str(e.get("name", "")).startswith("Cijk_")}
+    assert tensile and max(map(len, tensile)) > 400
+    res = run("summary", str(path))
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if "Cijk_" in line]
+    assert rows, res.stdout
+    for line in rows:  # one line per kernel: the name cut after its tile shape and matrix instruction
+        name = line.split("│")[1].strip()
+        assert name.endswith("_MI16x16x1") and any(full.startswith(name + "_") for full in tensile)
+    assert not any(line.strip("│ ").startswith(("1_AF", "C1_AF", "B_GLS")) for line in res.stdout.splitlines())
+    doc = json.loads(run("summary", str(path), "--format", "json").stdout)
+    top = [r["metric"] for r in doc if r["section"] == "top_kernels_ns" and r["metric"].startswith("Cijk_")]
+    assert top and set(top) <= tensile
