@@ -93,3 +93,23 @@ def test_format_plain():
     assert format_plain(1.5e-7) == "0.00000015"
     assert format_plain(-1234567) == "-1,234,567"
     assert format_plain(None) == "-"
+
+
+def test_multi_rank_advice_says_which_rank_each_finding_concerns(tmp_path):
+    from opscope.advise import advise
+    from opscope.advise.report import advice_report
+
+    def rank(r: int):
+        path = write_trace(tmp_path / f"rank{r}.json", small_gpu_trace(), header={"distributedInfo": {"rank": r}})
+        return open_trace(path, use_cache=False)
+
+    first, other = rank(3), rank(5)
+    alone = advise(first)
+    assert alone.findings and all("concerns" not in row for row in alone.rows())  # one trace: nothing to tell apart
+    advice = advise(first, peers=(other,))
+    assert advice.findings and all(row["concerns"] == "rank 3" for row in advice.rows())
+    report = advice_report(advice, str(tmp_path / "rank3.json"))
+    titles = [s.title for s in report.sections if s.key.startswith("finding_")]
+    assert titles and all(t.split(". ", 1)[1].startswith("rank 3: ") for t in titles)
+    assert "(rank 3)" in report.title
+    assert any("rank 5 (rank5.json)" in n and "rank 3" in n for n in report.notes)
