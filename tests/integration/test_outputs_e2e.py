@@ -36,3 +36,18 @@ def test_summary_shows_tensile_kernels_on_one_line_and_keeps_full_names_in_json(
     doc = json.loads(run("summary", str(path), "--format", "json").stdout)
     top = [r["metric"] for r in doc if r["section"] == "top_kernels_ns" and r["metric"].startswith("Cijk_")]
     assert top and set(top) <= tensile
+
+
+def test_diff_of_the_legacy_tensorboard_samples_has_no_step_rows():
+    base = shared_trace("kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz")
+    new = shared_trace("kineto/samples/resnet50_num_workers_4/worker0.pt.trace.json.gz")
+    # the raw files write their steps as operators, beside the ops
+    steps = [e for e in raw_events(base) if str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert steps and {e.get("cat") for e in steps} == {"Operator"}
+    res = run("diff", str(base), str(new), "--format", "json", "--limit", "0")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    rows = doc if isinstance(doc, list) else doc["rows"]
+    assert rows and not [r for r in rows if str(r["name"]).startswith("ProfilerStep#")]
+    fractional = [r for r in rows if r["kind"] == "op" and r["calls_new"] != int(r["calls_new"])]
+    assert fractional and "a fraction such as 0.5 calls" in res.stderr

@@ -113,3 +113,21 @@ def test_multi_rank_advice_says_which_rank_each_finding_concerns(tmp_path):
     assert titles and all(t.split(". ", 1)[1].startswith("rank 3: ") for t in titles)
     assert "(rank 3)" in report.title
     assert any("rank 5 (rank5.json)" in n and "rank 3" in n for n in report.notes)
+
+
+def test_diff_of_legacy_traces_has_no_step_rows_and_says_what_fractional_calls_mean(tmp_path):
+    from opscope.diff import compare
+
+    # legacy Kineto (2021) writes ProfilerStep#N as an "Operator", like the ops; aten::add runs in step 1 only
+    def legacy(name: str, add_dur: int):
+        events = [x("ProfilerStep#1", 0, 100, cat="Operator"), x("aten::mm", 10, 40, cat="Operator"),
+                  x("aten::add", 60, add_dur, cat="Operator"),
+                  x("ProfilerStep#2", 100, 100, cat="Operator"), x("aten::mm", 110, 40, cat="Operator")]
+        return open_trace(write_trace(tmp_path / name, events), use_cache=False)
+
+    c = compare(legacy("base.json", 20), legacy("new.json", 30))
+    rows = {r["name"]: r for r in c.rows.to_pylist() if r["kind"] == "op"}
+    assert set(rows) == {"aten::mm", "aten::add"}  # the steps are what is compared, not rows
+    assert rows["aten::add"]["calls_base"] == 0.5  # one call over two steps
+    assert rows["aten::add"]["delta_ns"] == 5 * US  # (30 - 20) us over two steps
+    assert any("a fraction such as 0.5 calls means the op ran in some steps only" in n for n in c.notes)
