@@ -51,3 +51,17 @@ def test_diff_of_the_legacy_tensorboard_samples_has_no_step_rows():
     assert rows and not [r for r in rows if str(r["name"]).startswith("ProfilerStep#")]
     fractional = [r for r in rows if r["kind"] == "op" and r["calls_new"] != int(r["calls_new"])]
     assert fractional and "a fraction such as 0.5 calls" in res.stderr
+
+
+def test_real_files_that_are_not_traces_say_what_they_are():
+    cases = {
+        "generated/tf_keras_cpu_framework_op_stats.json": ("XProf/TensorBoard tool table", "trace viewer"),
+        "hta/memory_analysis/memory_timeline.raw.gz": ("PyTorch memory timeline", "profile_memory=True"),
+    }
+    for relative, words in cases.items():
+        path = shared_trace(relative)
+        res = run("summary", str(path))
+        assert res.returncode == 2
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"opscope: error: {path}: "), res.stderr
+        assert all(w in lines[0] for w in words) and "profiler stopped" not in lines[0]

@@ -131,3 +131,28 @@ def test_diff_of_legacy_traces_has_no_step_rows_and_says_what_fractional_calls_m
     assert rows["aten::add"]["calls_base"] == 0.5  # one call over two steps
     assert rows["aten::add"]["delta_ns"] == 5 * US  # (30 - 20) us over two steps
     assert any("a fraction such as 0.5 calls means the op ran in some steps only" in n for n in c.notes)
+
+
+def test_json_that_is_not_a_trace_is_named_with_what_to_open(tmp_path):
+    import gzip
+    import json
+
+    from support.bad_input import assert_trace_error
+
+    # XProf's framework_op_stats tool data: Google Charts DataTables
+    op_stats = [{"cols": [{"id": "rank", "label": "Rank", "type": "number"}], "rows": [{"c": [{"v": 0}]}]}]
+    (tmp_path / "op_stats.json").write_text(json.dumps(op_stats))
+    message = assert_trace_error(tmp_path / "op_stats.json", "XProf", "op_stats", "not a trace", "trace viewer")
+    assert "profiler stopped" not in message
+    # export_memory_timeline's raw rows: [ts, action, bytes, category]
+    (tmp_path / "mem.raw.gz").write_bytes(gzip.compress(json.dumps([[-1, 1, 512, 7], [10, 3, 512, 0]]).encode()))
+    message = assert_trace_error(tmp_path / "mem.raw.gz", "memory timeline", "not a trace", "profile_memory=True")
+    assert "profiler stopped" not in message
+    # events whose ts is text that is no number
+    path = write_trace(tmp_path / "text_ts.json", [{**x("a", 0, 5), "ts": "2024-01-01T00:00:00Z"},
+                                                   {**x("b", 0, 5), "ts": "soon"}])
+    message = assert_trace_error(path, "2 events", "none with a usable time", '"ts": "2024-01-01T00:00:00Z"',
+                                 "numbers of microseconds")
+    assert "profiler stopped" not in message
+    # a trace that really holds nothing keeps the message about the profiler
+    assert_trace_error(write_trace(tmp_path / "empty.json", []), "holds no trace events", "profiler stopped")
