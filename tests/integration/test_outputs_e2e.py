@@ -65,3 +65,16 @@ def test_real_files_that_are_not_traces_say_what_they_are():
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"opscope: error: {path}: "), res.stderr
         assert all(w in lines[0] for w in words) and "profiler stopped" not in lines[0]
+
+
+def test_summary_takes_limit_like_every_table_command(trace_file):
+    # small_gpu_trace: three cpu ops (aten::conv2d, aten::convolution, aten::relu) and two kernels
+    def top(*args: str) -> list[str]:
+        res = run("summary", str(trace_file), "--format", "json", *args)
+        assert res.returncode == 0, res.stderr
+        return [r["section"] for r in json.loads(res.stdout) if r["section"].startswith("top_")]
+
+    assert top("--limit", "1") == ["top_ops_self_ns", "top_kernels_ns"]
+    assert top("--limit", "0").count("top_ops_self_ns") == 3 and top("-n", "0").count("top_kernels_ns") == 2
+    res = run("summary", str(trace_file), "--limit", "1")
+    assert res.returncode == 0 and "aten::relu" not in res.stdout
