@@ -78,3 +78,22 @@ def test_summary_takes_limit_like_every_table_command(trace_file):
     assert top("--limit", "0").count("top_ops_self_ns") == 3 and top("-n", "0").count("top_kernels_ns") == 2
     res = run("summary", str(trace_file), "--limit", "1")
     assert res.returncode == 0 and "aten::relu" not in res.stdout
+
+
+def test_record_runs_python_c(tmp_path):
+    import pytest
+
+    torch = pytest.importorskip("torch", reason="capture needs the torch extra")
+    code = ("import sys, torch\n"
+            "print('argv', sys.argv, __name__)\n"
+            "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "for _ in range(6):\n"
+            "    m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()\n")
+    out = tmp_path / "rec"
+    r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "-o", str(out), "--", "python", "-c", code,
+                        "x1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "argv ['-c', 'x1'] __main__" in r.stdout  # as python -c sets them
+    info = json.loads((out / "run.json").read_text())
+    assert info["steps"] == 6 and info["command"] == ["python", "-c", code, "x1"]
+    assert info["traces"] == ["trace-1.pt.trace.json.gz"] and torch.__version__ == info["versions"]["torch"]

@@ -156,3 +156,13 @@ def test_json_that_is_not_a_trace_is_named_with_what_to_open(tmp_path):
     assert "profiler stopped" not in message
     # a trace that really holds nothing keeps the message about the profiler
     assert_trace_error(write_trace(tmp_path / "empty.json", []), "holds no trace events", "profiler stopped")
+
+
+def test_parse_command_takes_python_c():
+    import sys
+
+    from opscope.capture.launch import parse_command
+
+    target = parse_command(["python", "-u", "-c", "print(1)", "a", "-b"])
+    assert (target.kind, target.value, target.args) == ("code", "print(1)", ["a", "-b"])
+    assert target.interpreter == sys.executable or target.interpreter == "python"
