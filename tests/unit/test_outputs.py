@@ -166,3 +166,42 @@ def test_parse_command_takes_python_c():
     target = parse_command(["python", "-u", "-c", "print(1)", "a", "-b"])
     assert (target.kind, target.value, target.args) == ("code", "print(1)", ["a", "-b"])
     assert target.interpreter == sys.executable or target.interpreter == "python"
+
+
+def test_progress_is_decided_by_content_size_or_elapsed_time():
+    from opscope.cli.common import show_progress
+
+    mb = 1 << 20
+    assert show_progress(54 * mb, 0.0)  # a 3 MB .gz holding 54 MB of JSON: a bar from the start
+    assert not show_progress(4 * mb, 0.2) and show_progress(4 * mb, 1.5)  # mid-size: once it is slow
+    assert not show_progress(100_000, 30.0)  # tiny: never
+
+
+def test_content_size_reads_the_gzip_trailer(tmp_path):
+    import gzip
+
+    from opscope.cli.common import content_size
+
+    text = b'{"traceEvents": [' + b"0," * 1_500_000 + b"0]}"
+    (tmp_path / "t.json.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "t.json").write_bytes(text)
+    assert (tmp_path / "t.json.gz").stat().st_size < 100_000
+    assert content_size(tmp_path / "t.json.gz") == len(text) == content_size(tmp_path / "t.json")
+
+
+def test_read_progress_starts_a_bar_only_when_decided(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from opscope.cli import common
+
+    monkeypatch.setattr(common, "show_progress", lambda content, elapsed: content >= 100)
+    monkeypatch.setattr(common, "err", Console(file=io.StringIO()))
+    small = common._ReadProgress(tmp_path / "a.json", 10)
+    small(5, 10)
+    assert small.bar is None
+    big = common._ReadProgress(tmp_path / "b.json", 1000)
+    big(5, 1000)
+    assert big.bar is not None
+    big.close()
