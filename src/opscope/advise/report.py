@@ -47,7 +47,8 @@ def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None, prefix
         saving = f"saves ~{format_ns(f.saving_ns)} {per}"
         if f.saving_pct is not None and unit == "step":
             saving += f" ({f.saving_pct:.1f}% of the step)"
-    return Section(f"finding_{rank}", f"{rank}. {prefix}{f.title}  {saving}  [{f.rule}]", caption=f.evidence_title or None,
+    return Section(f"finding_{rank}", f"{rank}. {prefix}{f.title}  {saving}  [{f.rule}]",
+                   caption=f.evidence_title or None,
                    table=pa.Table.from_pylist(f.evidence) if f.evidence else None, limit=evidence_rows or None,
                    fields=[("  estimate:", f.estimate), ("  try:", f.change)], data=False)
 

@@ -31,8 +31,9 @@ def op_table(
     ``self_pct`` is the group's share of the self time of all selected events (the shares add up
     to 100); ``total_pct`` is the share of the selected events' time (their union, overlaps once) during
     which an event of the group ran (the group's union): never above 100, even for nested annotations
-    (a sum of nested totals over the self time read 674%). With ``python_api`` (and ``name`` among ``by``), a ``python_api`` column names the Python
-    function that records the op (``aten::conv2d`` -> ``torch.nn.functional.conv2d``).
+    (a sum of nested totals over the self time read 674%). With ``python_api`` (and ``name`` among ``by``),
+    a ``python_api`` column names the Python function that records the op (``aten::conv2d`` ->
+    ``torch.nn.functional.conv2d``).
     """
     for key in by:
         if key not in GROUP_KEYS:

@@ -52,9 +52,9 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
         # formats take the full names from the summary records
         from opscope.analyses.names import short_names
 
-        top = s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])
-        top = top.set_column(0, "name", short_names(top["name"]))
-        sections.append(Section("top_kernels", "Top device kernels", data=False, table=top))
+        kernels = s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])
+        kernels = kernels.set_column(0, "name", short_names(kernels["name"]))
+        sections.append(Section("top_kernels", "Top device kernels", data=False, table=kernels))
     sections.append(Section("by_kind", "Time by event kind (self time)", s.by_kind, data=False))
     if s.warnings:
         sections.append(Section("not_mapped", "Not mapped / recovered", data=False,
