@@ -6,6 +6,17 @@ import pyarrow as pa
 
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
+from opscope.report import Column, Report, single
+
+#: The model's duration columns: the only ones a query result shows in time units on the terminal. Every
+#: other column is shown as it is: a name ending in ``_ns`` may be a timestamp (``ts_ns``), and an alias
+#: says nothing sure about what the SQL computed.
+DURATION_COLUMNS = ("dur_ns", "self_ns", "op_self_ns")
+#: The model's byte counts, shown as KiB/MiB/GiB.
+BYTE_COLUMNS = ("bytes",)
+QUERY_LEGEND = ("ts_ns is an absolute time in ns (the trace's clock); only the model's own durations (dur_ns, "
+                "self_ns, op_self_ns) are shown in time units and bytes in KiB/MiB; other columns as they are, "
+                "in the units of the SQL (times in ns)")
 
 
 def run_sql(trace: Trace, sql: str) -> pa.Table:
@@ -24,6 +35,12 @@ def run_sql(trace: Trace, sql: str) -> pa.Table:
             raise UsageError(f"SQL error: {first}") from None
     finally:
         con.close()
+
+
+def query_report(table: pa.Table, limit: int | None) -> Report:
+    """A query's result as a Report: units only for the columns whose meaning is known."""
+    plain = {n: Column(unit="plain") for n in table.column_names if n not in DURATION_COLUMNS + BYTE_COLUMNS}
+    return single(table, "query", limit, legend=QUERY_LEGEND, columns=plain)
 
 
 def _plain_numbers(table: pa.Table) -> pa.Table:

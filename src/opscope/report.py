@@ -30,8 +30,10 @@ NotesSource: TypeAlias = "Sequence[str] | Callable[[], Sequence[str]]"
 class Column:
     """How to show one column. Data formats keep raw values (integers, lists) unless ``show`` says otherwise."""
 
-    #: "bytes": KiB/MiB/GiB text on the terminal (``*_ns`` and ``*pct`` columns are recognised by name).
-    unit: Literal["bytes"] | None = None
+    #: "bytes": KiB/MiB/GiB text on the terminal (``*_ns`` and ``*pct`` columns are recognised by name);
+    #: "plain": the value as it is (digits grouped, floats without exponent), never a unit guessed from the
+    #: name: for columns whose meaning the code does not know (query results; ``ts_ns`` is a timestamp).
+    unit: Literal["bytes", "plain"] | None = None
     #: where the column appears: everywhere; only on the terminal (a sketch); only in data formats (a path, a
     #: depth); only in JSON (nested values that a CSV cell cannot hold).
     show: Literal["both", "terminal", "data", "json"] = "both"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def format_ns(ns: int | float | None) -> str:
     if ns is None:
@@ -32,6 +34,24 @@ def format_cell(column: str, value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def format_plain(value) -> str:
+    """A number as it is, digits grouped: ``78429360000000`` -> ``78,429,360,000,000``, ``21000.5`` ->
+    ``21,000.5`` (never ``2.1e+04``: an exponent hides digits and reads as a unit to some)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    if value == int(value) and abs(value) < 1e18:
+        return f"{int(value):,}"
+    # enough decimals for 4 significant digits of small values, at most 3 for large ones
+    digits = 3 if abs(value) >= 1 else min(15, 3 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{digits}f}".rstrip("0").rstrip(".")
 
 
 def format_bytes(value: int | float | None) -> str:

@@ -71,9 +71,16 @@ class Advice:
     step_ns: int = 0
     steps: int = 1
     window: list[str] = field(default_factory=list)  #: which window the savings are of, and what it leaves out
+    #: with other ranks' traces: which rank the findings concern ("rank 0"), and the others as "rank 1 (file)";
+    #: without, both empty (one trace: nothing to tell apart)
+    subject: str = ""
+    compared: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
-        return [f.to_dict() for f in self.findings]
+        rows = [f.to_dict() for f in self.findings]
+        if self.subject:  # several ranks given: every finding says whose it is
+            rows = [{"concerns": self.subject, **r} for r in rows]
+        return rows
 
 
 def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, ...] = (),
@@ -88,5 +95,20 @@ def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, 
             findings.extend(r.check(ctx))
         except NotApplicable as reason:
             not_applicable[r.id] = str(reason)
+    subject, compared = "", []
+    if peers:
+        subject = _rank_label(trace, 0)
+        compared = [f"{_rank_label(p, i)} ({_file_name(p)})" for i, p in enumerate(peers, start=1)]
     return Advice(ranked(findings), not_applicable, [r.id for r in rules], ctx.unit, ctx.step_ns, ctx.steps,
-                  ctx.window_lines())
+                  ctx.window_lines(), subject, compared)
+
+
+def _rank_label(trace: Trace, i: int) -> str:
+    """"rank 3" from the trace's distributed info, else its place among the traces given ("trace 2")."""
+    rank = trace.metadata.get("rank")
+    return f"rank {rank}" if isinstance(rank, int) else f"trace {i + 1}"
+
+
+def _file_name(trace: Trace) -> str:
+    source = str(trace.metadata.get("source") or "?")
+    return source.replace("\\", "/").rsplit("/", 1)[-1]

@@ -15,12 +15,21 @@ _NESTED = {"evidence": Column(show="json"), "evidence_title": Column(show="json"
 def advice_report(advice, source: str, limit: int | None = None, evidence_rows: int | None = 8) -> Report:
     """Findings ranked by estimated saving (``advice``: an :class:`opscope.advise.Advice`)."""
     title = f"{source}: {len(advice.findings)} finding(s) from {len(advice.checked)} rules"
+    if advice.subject:
+        title = f"{source} ({advice.subject}): {len(advice.findings)} finding(s) from {len(advice.checked)} rules"
     if advice.unit == "step":
         title += f"; mean step {format_ns(advice.step_ns)} over {advice.steps} step(s)"
     sections = [Section("findings", records=advice.rows(), limit=limit or None, columns=_NESTED, terminal=False)]
     shown = advice.findings[: limit or None]
-    sections += [_finding(rank, f, advice.unit, evidence_rows) for rank, f in enumerate(shown, 1)]
-    notes = list(advice.window)
+    prefix = f"{advice.subject}: " if advice.subject else ""
+    sections += [_finding(rank, f, advice.unit, evidence_rows, prefix) for rank, f in enumerate(shown, 1)]
+    notes = []
+    if advice.subject:
+        # several traces in, findings about one: say whose they are, and what the others were used for
+        notes.append(f"the findings concern {advice.subject} ({source}) and its devices; the other traces "
+                     f"({'; '.join(advice.compared)}) are compared only for stragglers and communication: "
+                     "to see another rank's findings, give its trace first")
+    notes += list(advice.window)
     if not advice.findings:
         notes.append("no rule found anything to improve in this trace")
     notes += [f"rule {rule_id} did not run: {reason}" for rule_id, reason in advice.not_applicable.items()]
@@ -30,7 +39,7 @@ def advice_report(advice, source: str, limit: int | None = None, evidence_rows: 
     return Report(sections, title=title, notes=notes, legend=legend)
 
 
-def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None) -> Section:
+def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None, prefix: str = "") -> Section:
     per = "per step" if unit == "step" else "over the trace (no steps)"
     if f.saving_ns is None:
         saving = "saving not estimated"
@@ -38,7 +47,8 @@ def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None) -> Sec
         saving = f"saves ~{format_ns(f.saving_ns)} {per}"
         if f.saving_pct is not None and unit == "step":
             saving += f" ({f.saving_pct:.1f}% of the step)"
-    return Section(f"finding_{rank}", f"{rank}. {f.title}  {saving}  [{f.rule}]", caption=f.evidence_title or None,
+    return Section(f"finding_{rank}", f"{rank}. {prefix}{f.title}  {saving}  [{f.rule}]",
+                   caption=f.evidence_title or None,
                    table=pa.Table.from_pylist(f.evidence) if f.evidence else None, limit=evidence_rows or None,
                    fields=[("  estimate:", f.estimate), ("  try:", f.change)], data=False)
 

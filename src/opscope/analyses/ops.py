@@ -29,25 +29,29 @@ def op_table(
     child is an op of the same name (``aten::div`` dispatching to ``aten::div``) counts once.
 
     ``self_pct`` is the group's share of the self time of all selected events (the shares add up
-    to 100); ``total_pct`` is its total time over the same denominator, so it can exceed 100 when
-    ops nest. With ``python_api`` (and ``name`` among ``by``), a ``python_api`` column names the Python
-    function that records the op (``aten::conv2d`` -> ``torch.nn.functional.conv2d``).
+    to 100); ``total_pct`` is the share of the selected events' time (their union, overlaps once) during
+    which an event of the group ran (the group's union): never above 100, even for nested annotations
+    (a sum of nested totals over the self time read 674%). With ``python_api`` (and ``name`` among ``by``),
+    a ``python_api`` column names the Python function that records the op (``aten::conv2d`` ->
+    ``torch.nn.functional.conv2d``).
     """
     for key in by:
         if key not in GROUP_KEYS:
             raise UsageError(f"cannot group by {key!r}; choose from {', '.join(GROUP_KEYS)}")
     filt = filt or EventFilter(kinds=("cpu_op",))
-    columns = list(dict.fromkeys(list(by) + ["dur_ns", "self_ns", "kind", "name", "step"]))
+    columns = list(dict.fromkeys(list(by) + ["ts_ns", "dur_ns", "self_ns", "kind", "name", "step"]))
     if merge_duplicates:  # folded once at ingest (model.derive.fold_duplicate_ops)
         events = trace.select(columns + ["op_self_ns", "merged"])
         events = events.set_column(events.schema.get_field_index("self_ns"), "self_ns", events["op_self_ns"])
         events = events.filter(pc.invert(events["merged"]))
     else:
         events = trace.select(columns)
-    events = filt.apply(events).select(list(by) + ["dur_ns", "self_ns"])
+    events = filt.apply(events).select(list(by) + ["ts_ns", "dur_ns", "self_ns"])
     events = _plain_keys(events, by)
+    events = events.append_column("row", pa.array(range(events.num_rows), pa.int64()))
     grouped = events.group_by(list(by), use_threads=False).aggregate([
         ("dur_ns", "count"), ("dur_ns", "sum"), ("self_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max"),
+        ("row", "list"),
     ])
     calls = grouped["dur_ns_count"]
     total = grouped["dur_ns_sum"]
@@ -63,9 +67,25 @@ def op_table(
         "min_ns": grouped["dur_ns_min"],
         "max_ns": grouped["dur_ns_max"],
         "self_pct": shares_pct(self_total, denominator),
-        "total_pct": shares_pct(total, denominator),
+        "total_pct": _covered_pct(events, grouped["row_list"]),
     })
     return sort_table(out, sort)
+
+
+def _covered_pct(events: pa.Table, rows: pa.ChunkedArray) -> pa.Array:
+    """Per group (its events' rows in ``rows``): % of the union of all events' spans that the group's spans cover.
+
+    Why unions: totals of nested events (ProfilerStep#N around the annotations inside it) add up to many
+    times the time they cover, and a share of such a sum is not a share of anything.
+    """
+    from opscope.analyses.intervals import union_by_group, union_ns
+
+    rows = combined(rows)
+    flat = pc.list_flatten(rows)
+    covered = union_by_group(events["ts_ns"].take(flat), events["dur_ns"].take(flat),
+                             pa.chunked_array([pc.list_parent_indices(rows)]))
+    whole = union_ns(events["ts_ns"], events["dur_ns"]) if events.num_rows else 0
+    return shares_pct(pa.array([covered.get(g, 0) for g in range(len(rows))], pa.int64()), whole)
 
 
 def _api_column(trace: Trace, grouped: pa.Table, by: Sequence[str], wanted: bool) -> dict[str, pa.Array]:

@@ -31,7 +31,7 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
         steps = (f"{st.count} (mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, "
                  f"p90 {format_ns(st.p90_ns)})")
         if st.excluded:
-            steps += f"; outlier steps {', '.join(map(str, st.excluded))} left out of these figures"
+            steps += f"; outliers {_step_names(st.excluded)} left out of these figures"
     else:
         steps = "none found (no ProfilerStep#N annotations)"
     fields = [("events", f"{s.events:,}"), ("wall time", format_ns(s.wall_ns)), ("steps", steps),
@@ -40,17 +40,21 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
     if s.gpu_busy_ns is None:
         fields.append(("GPU busy", "no device activity in this trace"))
     else:
-        devices = ", ".join(map(str, s.devices)) or "?"
         fields.append(("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(share_pct(s.gpu_busy_ns, s.wall_ns))} of "
-                                   f"wall; device(s) {devices})"))
+                                   f"wall; {_device_ids(s.devices)})"))
     sections = [Section("summary", records=s.rows(), terminal=False),
                 Section("overview", fields=fields, data=False)]
     if s.top_ops.num_rows:
         sections.append(Section("top_ops", "Top operators by self time", data=False,
                                 table=s.top_ops.select(["name", "calls", "self_ns", "total_ns", "self_pct"])))
     if s.top_kernels.num_rows:
-        sections.append(Section("top_kernels", "Top device kernels", data=False,
-                                table=s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])))
+        # the terminal's table shows short names (a Tensile GEMM's full name wraps over 10 lines); the data
+        # formats take the full names from the summary records
+        from opscope.analyses.names import short_names
+
+        kernels = s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])
+        kernels = kernels.set_column(0, "name", short_names(kernels["name"]))
+        sections.append(Section("top_kernels", "Top device kernels", data=False, table=kernels))
     sections.append(Section("by_kind", "Time by event kind (self time)", s.by_kind, data=False))
     if s.warnings:
         sections.append(Section("not_mapped", "Not mapped / recovered", data=False,
@@ -59,13 +63,27 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
     return Report(sections, title=s.source)
 
 
+def _step_names(steps) -> str:
+    """Step numbers as the trace names them ("ProfilerStep#4"), never a bare number read as a count."""
+    return ", ".join(f"ProfilerStep#{n}" for n in steps)
+
+
+def _device_ids(devices) -> str:
+    """Device ids labelled as ids ("device id 2", "device ids 0, 1"): a bare "2" reads as a count."""
+    if not devices:
+        return "device id unknown"
+    return f"device id{'s' if len(devices) > 1 else ''} {', '.join(map(str, devices))}"
+
+
 def ops_report(trace: Trace, by: list[str], filt: EventFilter, sort: str, kinds: str, limit: int | None) -> Report:
     """Per operator: calls, total, self, avg/min/max and share of self time; the Python API behind it."""
     from opscope.analyses.ops import op_table
 
     table = op_table(trace, by=by, filt=filt, sort=sort, python_api=True)
     return single(table, f"Operators ({kinds}) by {sort}", limit,
-                  legend="self_pct: share of the self time of all rows; total includes nested ops.")
+                  legend="self_pct: share of the self time of all rows; total_ns includes nested ops; total_pct: "
+                         "share of the time any listed op ran (their union, overlaps once) during which this "
+                         "row's op ran, so nested ops never take more than 100%.")
 
 
 def gpu_ops_report(trace: Trace, by: list[str], filt: EventFilter, sort: str, kinds: str, names: Names,
@@ -104,7 +122,7 @@ def steps_report(trace: Trace, limit: int | None) -> Report:
         legend = (f"mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, p90 {format_ns(st.p90_ns)} "
                   f"over {st.used} of {st.count} steps")
         if st.excluded:
-            legend += f" (outliers {', '.join(map(str, st.excluded))} left out)"
+            legend += f" (outliers {_step_names(st.excluded)} left out)"
         legend += ("\ngpu_busy: device busy inside the step's interval, any device, overlaps once (as opscope gpu "
                    "counts it), % of the step less unseen_busy_ns (time a device spent on work the trace does not "
                    "show, see opscope gpu); launched_gpu_ns: device time of the work launched in the step, "

@@ -28,17 +28,18 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 
 @dataclass
 class Target:
-    """A Python program: ``interpreter script args`` or ``interpreter -m module args``."""
+    """A Python program: ``interpreter script args``, ``interpreter -m module args`` or ``interpreter -c code
+    args``."""
 
     interpreter: str
-    kind: str  # script | module
+    kind: str  # script | module | code
     value: str
     args: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
 
 
 def parse_command(argv: list[str]) -> Target:
-    """``python train.py --lr 1``, ``python -m pkg.train``, or just ``train.py ...``."""
+    """``python train.py --lr 1``, ``python -m pkg.train``, ``python -c "code"``, or just ``train.py ...``."""
     if not argv:
         raise UsageError("no program given: put it after --, e.g. opscope record -- python train.py")
     head, rest = argv[0], list(argv[1:])
@@ -49,7 +50,7 @@ def parse_command(argv: list[str]) -> Target:
     else:
         raise UsageError(f"{head!r} is not a Python program: give `-- python script.py ARGS` or "
                          "`-- python -m module ARGS`")
-    while rest and rest[0].startswith("-") and rest[0] != "-m":
+    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
         rest.pop(0)  # interpreter flags such as -u or -O: the runner's interpreter runs as is
     if not rest:
         raise UsageError("no script or -m module after the interpreter")
@@ -57,6 +58,10 @@ def parse_command(argv: list[str]) -> Target:
         if len(rest) < 2 or not rest[1]:
             raise UsageError("-m needs a module name")
         return Target(interpreter, "module", rest[1], rest[2:], list(argv))
+    if rest[0] == "-c":  # the program's text itself, as python -c takes it
+        if len(rest) < 2:
+            raise UsageError("-c needs the program's text")
+        return Target(interpreter, "code", rest[1], rest[2:], list(argv))
     script = Path(rest[0])
     if not script.exists():
         raise UsageError(f"{script}: no such script")

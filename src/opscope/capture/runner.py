@@ -97,6 +97,8 @@ def locate(target: dict[str, Any]) -> Program:
         if found is None:
             fail(f"cannot run -m {value}: {why}")
         return Program(kind, value, list(target["args"]), Path(os.getcwd()))
+    if kind == "code":
+        return Program(kind, value, list(target["args"]), Path(os.getcwd()))
     script = Path(value)
     if not script.is_file():
         fail(f"{script}: no such script")
@@ -129,10 +131,15 @@ def main() -> None:
     program = locate(config["target"])
     instrument.start(program)
     outcome = Outcome()
-    sys.argv = [program.value, *program.args]
+    sys.argv = ["-c" if program.kind == "code" else program.value, *program.args]
     try:
         if program.kind == "module":
             runpy.run_module(program.value, run_name="__main__", alter_sys=True)
+        elif program.kind == "code":
+            # `python -c CODE`: the user's own program text from their command line, run as python runs it
+            sys.path.insert(0, "")
+            code = compile(program.value, "<string>", "exec")
+            exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: S102 (the user's -c program)
         else:
             sys.path.insert(0, str(program.directory))
             runpy.run_path(program.value, run_name="__main__")

@@ -64,7 +64,8 @@ def record(
 ) -> None:
     """Run a Python program under the profiler without changing it, then print the summary.
 
-    Usage: opscope record [OPTIONS] -- python train.py ARGS   (or -- python -m package.module ARGS)
+    Usage: opscope record [OPTIONS] -- python train.py ARGS   (or -- python -m package.module ARGS, or
+    -- python -c "CODE" ARGS)
 
     A step is one optimizer.step() (or, for programs without an optimizer, one opscope.step() call).
     The output directory gets the trace(s) and run.json (command, versions, devices, threads, the

@@ -4,8 +4,9 @@ report in the chosen format."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -61,20 +62,18 @@ def say(text: str) -> None:
 
 
 def load(path: Path, no_cache: bool = False) -> Trace:
-    """Open a trace for a command: a progress bar for big files on a terminal, a warning when the file was
-    damaged and what could be read was recovered."""
+    """Open a trace for a command: a progress bar on a terminal when parsing it is slow (see show_progress), a
+    warning when the file was damaged and what could be read was recovered."""
     from opscope.ingest import open_trace
     from opscope.sysmem import release_free_memory
 
     _use_system_allocator()
     progress = _progress_for(path)
-    if progress is None:
-        trace = open_trace(path, use_cache=not no_cache)
-    else:
-        with progress as bar:
-            task = bar.add_task(f"reading {path.name}", total=path.stat().st_size)
-            trace = open_trace(path, use_cache=not no_cache,
-                               progress=lambda done, total: bar.update(task, completed=done, total=total))
+    try:
+        trace = open_trace(path, use_cache=not no_cache, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     release_free_memory()
     _warn_recovered(trace)
     return trace
@@ -88,17 +87,69 @@ def _use_system_allocator() -> None:
     pa.set_memory_pool(pa.system_memory_pool())
 
 
-def _progress_for(path: Path) -> Progress | None:
+#: Content (decompressed) this big gets a bar from the start: parsing it takes seconds.
+PROGRESS_AT_BYTES = 16 << 20
+#: Smaller content gets one once reading has taken this long (a loaded machine, a slow disk).
+PROGRESS_AFTER_S = 1.0
+#: Content below this never gets one: it is read in well under a second.
+PROGRESS_NEVER_BELOW = 1 << 20
+
+
+def show_progress(content_bytes: int, elapsed_s: float) -> bool:
+    """Whether reading a trace of ``content_bytes`` (decompressed) that has run ``elapsed_s`` shows a bar.
+
+    By content, not size on disk: a 3 MB .gz holds 54 MB of JSON and took 8.5 s on a loaded machine."""
+    if content_bytes < PROGRESS_NEVER_BELOW:
+        return False
+    return content_bytes >= PROGRESS_AT_BYTES or elapsed_s >= PROGRESS_AFTER_S
+
+
+def content_size(path: Path) -> int:
+    """The file's size once decompressed: a gzip file's ISIZE trailer (its last 4 bytes, the size modulo
+    2**32), else its size on disk. An ISIZE below the compressed size means the content wrapped past 4 GiB."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"\x1f\x8b" or size < 18:
+            return size
+        fh.seek(-4, 2)
+        isize = int.from_bytes(fh.read(4), "little")
+    return isize if isize >= size else isize + (1 << 32)
+
+
+class _ReadProgress:
+    """The reader's ``progress(done, total)`` callback: draws a bar on stderr once :func:`show_progress` says so
+    (never for a trace read from the cache: the reader is not called then)."""
+
+    def __init__(self, path: Path, content_bytes: int) -> None:
+        self.path, self.content_bytes = path, content_bytes
+        self.started = time.monotonic()
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if not show_progress(self.content_bytes, time.monotonic() - self.started):
+                return
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+            self.bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                                TimeRemainingColumn(), console=err, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(f"reading {self.path.name}", total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _progress_for(path: Path) -> _ReadProgress | None:
+    if not err.is_terminal:
+        return None
     try:
-        big = path.stat().st_size >= 16 << 20
+        return _ReadProgress(path, content_size(path))
     except OSError:
         return None
-    if not big or not err.is_terminal:
-        return None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-    return Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                    TimeRemainingColumn(), console=err, transient=True)
 
 
 def _warn_recovered(trace: Trace) -> None:

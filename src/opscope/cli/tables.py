@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -24,10 +25,17 @@ from opscope.cli.common import (
 
 @app.command()
 def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt = False,
-            top: Annotated[int, typer.Option(help="Rows in the top-ops and top-kernels lists.")] = 5) -> None:
+            top: Annotated[int, typer.Option(help="Rows in the top-ops and top-kernels lists.")] = 5,
+            limit: Annotated[int | None, typer.Option(
+                "--limit", "-n", help="Rows in the top-ops and top-kernels lists (0 = all), as every table "
+                                      "command takes it; overrides --top.", show_default=False)] = None) -> None:
     """Wall time, steps, CPU/GPU busy time, top ops and kernels, time by kind, what was not mapped."""
     from opscope.analyses.reports import summary_report
 
+    if limit is not None:
+        if limit < 0:
+            raise typer.BadParameter("must be 0 (all rows) or more", param_hint="--limit")
+        top = limit or sys.maxsize
     show(summary_report(load(trace, no_cache), top=top), format)
 
 
@@ -129,7 +137,6 @@ def query(
 
     Example: opscope query t.json "select name, sum(dur_ns) from events where kind='kernel' group by 1"
     """
-    from opscope.query import run_sql
-    from opscope.report import single
+    from opscope.query import query_report, run_sql
 
-    show(single(run_sql(load(trace, no_cache), sql), "query", limit), format)
+    show(query_report(run_sql(load(trace, no_cache), sql), limit), format)

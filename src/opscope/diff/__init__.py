@@ -148,7 +148,9 @@ def _notes(sb: Span, sn: Span, labels: tuple[str, str]) -> list[str]:
             if s.dropped_warmup is not None:
                 text += f" (step {s.dropped_warmup} left out: a warm-up outlier; --steps to choose)"
             notes.append(text)
-        notes.append("times and calls are per step; device work belongs to the step whose host call launched it")
+        notes.append("times and calls are per step (means over the compared steps: a fraction such as 0.5 calls "
+                     "means the op ran in some steps only, or more often in some); device work belongs to the step "
+                     "whose host call launched it")
     else:
         notes.append(f"window: each trace whole, first to last event of any kind ({labels[0]} "
                      f"{format_ns(sb.step_ns)}, {labels[1]} {format_ns(sn.step_ns)}); times and calls are totals")

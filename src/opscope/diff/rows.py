@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,6 +23,8 @@ MATCH_KEYS = ("name", "name,shapes", "api")
 ROW_FIELDS = ("kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status")
 
 Totals = dict[tuple[str, ...], tuple[int, int]]  # key -> (ns, calls) over the span
+#: The profiler's step annotations: the steps compared, never rows of their own.
+_STEP_NAME = re.compile(r"ProfilerStep#\d+$")
 
 
 def check_by(by: str) -> str:
@@ -43,6 +46,8 @@ def op_totals(trace: Trace, span: Span, by: str, framework: str | None) -> Total
     shapes = table["shapes"].to_pylist() if "shapes" in keys else [None] * len(names)
     out: Totals = {}
     for name, shape, ns, calls in zip(names, shapes, table["self_ns"].to_pylist(), table["calls"].to_pylist()):
+        if name and _STEP_NAME.match(name):
+            continue  # a step, not an op (legacy Kineto files write ProfilerStep#N as an Operator)
         key = (name, shape or "") if "shapes" in keys else (name,)
         prev = out.get(key, (0, 0))
         out[key] = (prev[0] + ns, prev[1] + calls)

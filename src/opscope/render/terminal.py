@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opscope.report import Column, Report, Section
-from opscope.units import format_bytes, format_cell
+from opscope.units import format_bytes, format_cell, format_plain
 
 _NUMERIC_SUFFIXES = ("_ns", "pct", "calls", "events")
 #: Columns whose text can run to thousands of characters (a fused op's inputs): cut on the terminal only,
@@ -147,8 +147,9 @@ def table_view(table: pa.Table, title: str | None = None, limit: int | None = No
         view.add_column(escape(name), justify="right" if right else "left",
                         overflow="fold", max_width=80 if name in ("name", "op", "shapes") else None)
     shown = table.slice(0, limit) if limit else table
+    plain = {n for n, h in hints.items() if h.unit == "plain"}
     for row in shown.to_pylist():
         # Text(): trace text must never be read as rich markup.
-        view.add_row(*(Text(cut(format_cell(k, v)) if k in _CUT_COLUMNS else format_cell(k, v))
-                       for k, v in row.items()))
+        cells = [format_plain(v) if k in plain else format_cell(k, v) for k, v in row.items()]
+        view.add_row(*(Text(cut(c) if k in _CUT_COLUMNS else c) for k, c in zip(row, cells)))
     return view

@@ -69,6 +69,11 @@ def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
         if stream.report.truncated or source.truncated:
             raise TraceError(path, "is truncated before its first complete event",
                              "nothing could be recovered")
+        from opscope.ingest.chrome.not_a_trace import head_of, what_it_is
+
+        known = what_it_is(head_of(path), columns.builder.dropped_times)
+        if known is not None:
+            raise TraceError(path, *known)
         if columns.process_names or columns.thread_names or columns.process_labels:
             raise TraceError(path, 'holds no trace events, only metadata ("ph": "M") events',
                              "was the profiler stopped before any step ran?")
