@@ -21,8 +21,10 @@ from opscope.units import format_ns, format_pct
 Names = Literal["short", "full"]
 
 
-def summary_report(trace: Trace, top: int = 5) -> Report:
-    """Wall time, steps, CPU/GPU busy, top ops and kernels, time by kind, what was not mapped."""
+def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Report:
+    """Wall time, steps, CPU/GPU busy, top ops and kernels, time by kind, what was not mapped. ``run``: the
+    recording's run.json, to say when the profiler made the recorded steps slower than unrecorded ones."""
+    from opscope.analyses.recording import step_inflation
     from opscope.analyses.summary import summarize
 
     s = summarize(trace, top=top)
@@ -43,7 +45,16 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
         devices = ", ".join(map(str, s.devices)) or "?"
         fields.append(("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(share_pct(s.gpu_busy_ns, s.wall_ns))} of "
                                    f"wall; device(s) {devices})"))
-    sections = [Section("summary", records=s.rows(), terminal=False),
+    inflation = step_inflation(run)
+    notes = []
+    records = s.rows()
+    if inflation is not None and inflation.inflated:
+        fields.insert(0, ("recording", inflation.line()))
+        notes.append(inflation.line())
+        records.append({"section": "overview", "metric": "recorded_vs_unrecorded_step_ratio",
+                        "value": round(inflation.ratio, 3), "pct": None})
+    # The terminal shows the line as a field; JSON/CSV say it with the data section's notes (on stderr).
+    sections = [Section("summary", records=records, terminal=False, notes=notes),
                 Section("overview", fields=fields, data=False)]
     if s.top_ops.num_rows:
         sections.append(Section("top_ops", "Top operators by self time", data=False,

@@ -25,10 +25,15 @@ from opscope.cli.common import (
 @app.command()
 def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt = False,
             top: Annotated[int, typer.Option(help="Rows in the top-ops and top-kernels lists.")] = 5) -> None:
-    """Wall time, steps, CPU/GPU busy time, top ops and kernels, time by kind, what was not mapped."""
+    """Wall time, steps, CPU/GPU busy time, top ops and kernels, time by kind, what was not mapped.
+
+    For a trace of `opscope record`, the run.json beside it tells whether the recorded steps ran slower than
+    the unrecorded ones (the profiler's overhead); when beyond the noise, the summary says so.
+    """
+    from opscope.analyses.recording import find_run_info
     from opscope.analyses.reports import summary_report
 
-    show(summary_report(load(trace, no_cache), top=top), format)
+    show(summary_report(load(trace, no_cache), top=top, run=find_run_info(trace)), format)
 
 
 @app.command()
