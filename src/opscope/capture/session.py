@@ -297,7 +297,7 @@ class Recording:
                 with contextlib.suppress(AttributeError):
                     delattr(cls, "step")
             else:
-                cls.step = previous  # type: ignore[attr-defined]
+                cls.step = previous
         self._wrapped.clear()
         self._pending = False
 
