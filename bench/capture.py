@@ -151,7 +151,8 @@ def main() -> int:
         ratio = f"{r['recorded_vs_unrecorded']:.2f}x" if r["recorded_vs_unrecorded"] else "-"
         print(f"| {r['case']} | {r['median_step_ms']:.2f} | {r['vs_bare']:.2f}x | {ratio} | {r['profiler_s']:.1f} | "
               f"{r['process_s']:.1f} |")
-    print("\n| case | wall s | vs bare |\n|---|---:|---:|")
+    if wall_bare:
+        print("\n| case | wall s | vs bare |\n|---|---:|---:|")
     for r in rows[len(results):]:
         print(f"| {r['case']} | {r['wall_s']:.2f} | {r['ratio']:.2f}x |")
     print(f"\nwrote {out}")
