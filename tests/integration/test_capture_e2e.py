@@ -75,6 +75,8 @@ def test_record_a_training_script(tmp_path, train, monkeypatch):
     assert r.returncode == 0, r.stderr
     assert "done" in r.stdout  # the program's own output passes through
     assert "Time by event kind" in r.stdout  # then the summary
+    # steps 2-4 recorded, step 5 unrecorded (step 1 warmed up): record compares them, whatever the ratio
+    assert "recorded steps ran" in r.stderr and "over 3 recorded steps vs" in r.stderr
     info = run_json(out)
     assert info["status"] == "ok" and info["exit_code"] == 0
     assert info["steps"] == 6 and info["step_source"] == "optimizer.step()"

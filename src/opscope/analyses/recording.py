@@ -38,13 +38,17 @@ class Inflation:
         """One sentence for the output of record, summary and advise."""
         from opscope.units import format_ns
 
-        medians = (f"median {format_ns(self.recorded_ns)} over {self.recorded} recorded steps vs "
-                   f"{format_ns(self.unrecorded_ns)} over {self.unrecorded} unrecorded ones")
+        medians = (f"median {format_ns(self.recorded_ns)} over {_steps(self.recorded, 'recorded')} vs "
+                   f"{format_ns(self.unrecorded_ns)} over {_steps(self.unrecorded, 'unrecorded')}")
         if self.inflated:
             return (f"recorded steps ran {self.ratio:.1f}x slower than unrecorded ones ({medians}); times below are "
                     "inflated by the profiler (record without --stack, or with --no-shapes --no-memory, to lower "
                     "its overhead)")
         return f"recorded steps ran {self.ratio:.2f}x the time of unrecorded ones ({medians}): within the noise"
+
+
+def _steps(n: int, which: str) -> str:
+    return f"{n} {which} step{'s' if n != 1 else ''}"
 
 
 def unprofiled_steps(run: dict[str, Any]) -> list[int]:
