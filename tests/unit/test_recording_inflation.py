@@ -88,3 +88,11 @@ def test_wall_time_leaves_the_profilers_markers_out():
     t = make_trace([row("cpu_op", "aten::mm", 0, 100), row("profiler", "PyTorch Profiler (0)", 0, 100),
                     row("marker", "Record Window End", 5000, 0)])
     assert summarize(t).wall_ns == 100_000  # 0..100 µs, not to the marker at 5 ms
+
+
+def test_steps_table_notes_inflation():
+    from opscope.analyses.reports import steps_report
+
+    t = trace()
+    assert any("2.0x slower" in n for n in steps_report(t, None, run=SLOW).sections[0].said)
+    assert not any("slower" in n for n in steps_report(t, None, run=QUIET).sections[0].said)

@@ -41,9 +41,9 @@ class Inflation:
         medians = (f"median {format_ns(self.recorded_ns)} over {_steps(self.recorded, 'recorded')} vs "
                    f"{format_ns(self.unrecorded_ns)} over {_steps(self.unrecorded, 'unrecorded')}")
         if self.inflated:
-            return (f"recorded steps ran {self.ratio:.1f}x slower than unrecorded ones ({medians}); times below are "
-                    "inflated by the profiler (record without --stack, or with --no-shapes --no-memory, to lower "
-                    "its overhead)")
+            return (f"recorded steps ran {self.ratio:.1f}x slower than unrecorded ones ({medians}): this "
+                    "recording's times are inflated by the profiler (record without --stack, or with --no-shapes "
+                    "--no-memory, to lower its overhead)")
         return f"recorded steps ran {self.ratio:.2f}x the time of unrecorded ones ({medians}): within the noise"
 
 

@@ -102,9 +102,11 @@ def kernels_report(trace: Trace, filt: EventFilter, by_op: bool, sort: str, name
     return single(table, "Device kernels", limit, legend=legend)
 
 
-def steps_report(trace: Trace, limit: int | None) -> Report:
-    """Per step: duration, device busy inside the step and device time of the work it launched, outliers."""
+def steps_report(trace: Trace, limit: int | None, run: dict | None = None) -> Report:
+    """Per step: duration, device busy inside the step and device time of the work it launched, outliers.
+    ``run``: the recording's run.json, to say when the profiler made the recorded steps slower."""
     from opscope.analyses.gpu import step_device_table
+    from opscope.analyses.recording import step_inflation
     from opscope.analyses.steps import step_stats
 
     table = step_device_table(trace)
@@ -121,6 +123,9 @@ def steps_report(trace: Trace, limit: int | None) -> Report:
                    "show, see opscope gpu); launched_gpu_ns: device time of the work launched in the step, "
                    "wherever it ran (work launched near the end runs into the next step, so it can exceed dur_ns)")
     notes = ["window: each row's own step, its ProfilerStep#N's start to end"] if table.num_rows else []
+    inflation = step_inflation(run)
+    if table.num_rows and inflation is not None and inflation.inflated:
+        notes.append(inflation.line())
     return single(table, "Steps", limit, legend=legend, notes=notes,
                   columns={"unseen_busy_ns": Column(hide_if_zero=True)})
 

@@ -108,11 +108,13 @@ def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
     gpu_busy_ns/gpu_busy_pct: device busy inside the step's interval (the union over every device and stream,
     counted as opscope gpu counts it; at most 100% of the step). launched_gpu_ns: device time of the work
     launched in the step, wherever it ran; work launched near a step's end runs into the next one, so it can
-    exceed the step's duration.
+    exceed the step's duration. For a trace of `opscope record`, a note says when its recorded steps ran
+    slower than the unrecorded ones (run.json beside the trace).
     """
+    from opscope.analyses.recording import find_run_info
     from opscope.analyses.reports import steps_report
 
-    show(steps_report(load(trace, no_cache), limit), format)
+    show(steps_report(load(trace, no_cache), limit, run=find_run_info(trace)), format)
 
 
 @app.command()
