@@ -1,16 +1,20 @@
 """Overhead of capture: step time under ``opscope record`` (and ``opscope numerics``) vs the bare program.
 
-The program is ``examples/train_demo.py`` (the demo's MobileNetV2-style model, CPU). Every case runs as
+Two programs (``--program``): ``demo``, ``examples/train_demo.py`` (the demo's MobileNetV2-style model, CPU:
+op-heavy), and ``heavy``, ``bench/python_heavy.py`` (a small MLP fed by a Dataset whose ``__getitem__`` makes
+every element in Python: Python-heavy, where tracing every Python call costs the most). Every case runs as
 its own process through opscope's runner, which timestamps each ``optimizer.step()``:
 
 * bare: the runner only times the steps (no profiler);
-* record (defaults: shapes, memory, stacks, modules, FLOPs) and record with ``--no-stack --no-shapes
-  --no-memory``: mean duration of the recorded (active) steps vs the same steps of the bare run;
+* record (defaults: shapes, memory, modules, FLOPs; no Python stacks), record --stack (the rich mode, the
+  defaults before issue 13) and record --no-shapes --no-memory: median of the recorded (active) steps vs the
+  same steps of the bare run, and the recorded vs unrecorded ratio *within* each recording (what record,
+  summary and advise report), and the time the profiler spent between steps (stopping and saving);
 * numerics: the whole program's wall time under ``opscope numerics`` vs the bare program's
   (numerics records statistics of every op's output, so it is a debugging mode, not a profiler).
 
-    python bench/capture.py            # about 2 minutes here
-    python bench/capture.py --repeat 1 --steps 8
+    python bench/capture.py                                   # demo program, about 2 minutes here
+    python bench/capture.py --program heavy --steps 10 --repeat 1 --skip-numerics
 """
 
 from __future__ import annotations
@@ -28,11 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from opscope.analyses.recording import step_inflation  # noqa: E402
 from opscope.capture.launch import parse_command, run_program  # noqa: E402
 from opscope.capture.session import RecordOptions  # noqa: E402
-from opscope.capture.threads import step_timing  # noqa: E402
 
-SCRIPT = ROOT / "examples" / "train_demo.py"
+PROGRAMS = {"demo": ROOT / "examples" / "train_demo.py", "heavy": ROOT / "bench" / "python_heavy.py"}
 OUT = ROOT / "bench" / "out" / "capture.json"
 
 
@@ -70,33 +74,46 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=14, help="training steps per run")
     ap.add_argument("--repeat", type=int, default=3, help="runs per case; medians are reported")
     ap.add_argument("--skip-numerics", action="store_true", help="only the record cases")
-    ap.add_argument("--image", type=int, default=128, help="input image size (batch 8, 3 channels)")
+    ap.add_argument("--program", choices=sorted(PROGRAMS), default="demo", help="the training script to run")
+    ap.add_argument("--image", type=int, default=128, help="demo: input image size (batch 8, 3 channels)")
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads for every case (1 leaves a core for the rest of the machine)")
     args = ap.parse_args()
-    program = ["python", str(SCRIPT), "--steps", str(args.steps), "--image", str(args.image)]
+    program = ["python", str(PROGRAMS[args.program]), "--steps", str(args.steps)]
+    if args.program == "demo":
+        program += ["--image", str(args.image)]
     threads = {"intra_op_threads": args.threads, "inter_op_threads": 1}
-    # Record a long window: skip 1, warm up 1, then every step but the last.
-    active = args.steps - 3
+    # Skip 1, warm up 1, record about half of the rest: the other half is each run's unrecorded baseline.
+    active = max(1, (args.steps - 2) // 2)
     window = dict(wait=1, warmup=1, active=active, **threads)
     recorded = list(range(2, 2 + active))
     cases = {
         "bare": (RecordOptions(**threads), "time"),
         "record (defaults)": (RecordOptions(**window), "record"),
-        "record --no-stack --no-shapes --no-memory": (RecordOptions(**window, stack=False, shapes=False,
-                                                                    memory=False), "record"),
+        "record --stack": (RecordOptions(**window, stack=True), "record"),
+        "record --no-shapes --no-memory": (RecordOptions(**window, shapes=False, memory=False), "record"),
     }
     results: dict[str, list[float]] = {name: [] for name in cases}
+    within: dict[str, list[float]] = {name: [] for name in cases}  # recorded / unrecorded steps, same run
+    saving: dict[str, list[float]] = {name: [] for name in cases}  # the profiler's time between steps, s
+    walls_rec: dict[str, list[float]] = {name: [] for name in cases}
     for rep in range(args.repeat):
         for name, (options, mode) in cases.items():
             r = run_case(program, options, mode)
             info = r["info"]
             if mode == "record" and info["recorded_steps"] != recorded:
                 raise SystemExit(f"{name}: recorded steps {info['recorded_steps']}, expected {recorded}")
-            timing = step_timing(steps_of(info, recorded))
-            results[name].append(timing.mean_ns / 1e6)
-            print(f"[{rep + 1}/{args.repeat}] {name}: mean step {timing.mean_ns / 1e6:.2f} ms "
-                  f"over steps {recorded[0]}-{recorded[-1]} ({timing.used} used)", flush=True)
+            median = statistics.median(steps_of(info, recorded))
+            results[name].append(median / 1e6)
+            inflation = step_inflation(info) if mode == "record" else None
+            if inflation is not None:
+                within[name].append(inflation.ratio)
+            saving[name].append((info.get("profiler_ns") or 0) / 1e9)
+            walls_rec[name].append(r["wall_s"])
+            print(f"[{rep + 1}/{args.repeat}] {name}: median step {median / 1e6:.2f} ms over steps "
+                  f"{recorded[0]}-{recorded[-1]}"
+                  + (f", {inflation.ratio:.2f}x the unrecorded steps of the same run" if inflation else "")
+                  + f", profiler between steps {saving[name][-1]:.1f} s, process {r['wall_s']:.1f} s", flush=True)
 
     numerics_cmd = [sys.executable, "-m", "opscope.cli", "numerics", "--output",
                     str(Path(tempfile.mkdtemp(prefix="opscope-bench-num-")) / "n"), "--limit", "1", "--",
@@ -114,7 +131,10 @@ def main() -> int:
     rows = []
     for name, values in results.items():
         m = statistics.median(values)
-        rows.append({"case": name, "mean_step_ms": round(m, 2), "overhead_pct": round(100 * (m / bare - 1), 1),
+        rows.append({"case": name, "median_step_ms": round(m, 2), "vs_bare": round(m / bare, 2),
+                     "recorded_vs_unrecorded": round(statistics.median(within[name]), 2) if within[name] else None,
+                     "profiler_s": round(statistics.median(saving[name]), 1),
+                     "process_s": round(statistics.median(walls_rec[name]), 1),
                      "runs_ms": [round(v, 2) for v in values]})
     wall_bare = statistics.median(walls["bare program"]) if walls["bare program"] else None
     for name, values in walls.items() if wall_bare else ():
@@ -122,15 +142,20 @@ def main() -> int:
         rows.append({"case": f"{name} (whole process)", "wall_s": round(m, 2),
                      "ratio": round(m / wall_bare, 2), "runs_s": [round(v, 2) for v in values]})
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"steps": args.steps, "image": args.image, "threads": args.threads,
-                               "recorded_steps": recorded, "rows": rows}, indent=2))
-    print("\n| case | mean step (ms) | overhead |\n|---|---:|---:|")
+    out = OUT.with_name(f"capture-{args.program}.json")
+    out.write_text(json.dumps({"program": args.program, "steps": args.steps, "image": args.image,
+                               "threads": args.threads, "recorded_steps": recorded, "rows": rows}, indent=2))
+    print("\n| case | median recorded step (ms) | vs bare | recorded / unrecorded (same run) | profiler between "
+          "steps (s) | process (s) |\n|---|---:|---:|---:|---:|---:|")
     for r in rows[:len(results)]:
-        print(f"| {r['case']} | {r['mean_step_ms']:.2f} | {r['overhead_pct']:+.1f}% |")
-    print("\n| case | wall s | vs bare |\n|---|---:|---:|")
+        ratio = f"{r['recorded_vs_unrecorded']:.2f}x" if r["recorded_vs_unrecorded"] else "-"
+        print(f"| {r['case']} | {r['median_step_ms']:.2f} | {r['vs_bare']:.2f}x | {ratio} | {r['profiler_s']:.1f} | "
+              f"{r['process_s']:.1f} |")
+    if wall_bare:
+        print("\n| case | wall s | vs bare |\n|---|---:|---:|")
     for r in rows[len(results):]:
         print(f"| {r['case']} | {r['wall_s']:.2f} | {r['ratio']:.2f}x |")
-    print(f"\nwrote {OUT}")
+    print(f"\nwrote {out}")
     return 0
 
 

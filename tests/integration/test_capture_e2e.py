@@ -75,6 +75,8 @@ def test_record_a_training_script(tmp_path, train, monkeypatch):
     assert r.returncode == 0, r.stderr
     assert "done" in r.stdout  # the program's own output passes through
     assert "Time by event kind" in r.stdout  # then the summary
+    # steps 2-4 recorded, step 5 unrecorded (step 1 warmed up): record compares them, whatever the ratio
+    assert "recorded steps ran" in r.stderr and "over 3 recorded steps vs" in r.stderr
     info = run_json(out)
     assert info["status"] == "ok" and info["exit_code"] == 0
     assert info["steps"] == 6 and info["step_source"] == "optimizer.step()"
@@ -239,3 +241,55 @@ def test_tune_threads_runs_the_grid(tmp_path, train):
     assert all(row["mean_step_ns"] > 0 and row["steps"] == 5 for row in rows)
     best = min(rows, key=lambda row: row["mean_step_ns"])
     assert f"best: {best['setting']}" in r.stderr
+
+
+def test_default_options_trace_no_python_calls(monkeypatch, tmp_path):
+    """What the runner passes to torch.profiler by default: no Python stacks (torch traces every Python call
+    for them); --stack turns them on."""
+    import torch.profiler
+
+    from opscope.capture.session import Recording, RecordOptions
+
+    seen: list[dict] = []
+    real = torch.profiler.profile
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.profiler, "profile", spy)
+    for options, stack in ((RecordOptions(), False), (RecordOptions(stack=True), True)):
+        seen.clear()
+        with Recording(tmp_path / f"stack-{stack}", options):
+            torch.randn(4, 4).sum()
+        assert seen and all(k["with_stack"] is stack for k in seen)
+        assert all(k["record_shapes"] and k["profile_memory"] and k["with_flops"] for k in seen)
+
+
+def test_profiler_stop_stays_out_of_the_last_optimizer_step(tmp_path, train):
+    """The window is stopped and saved after optimizer.step() returns: the last Optimizer.step span ends before
+    its ProfilerStep does (torch ends the step annotation, then stops), and no event but the profiler's own
+    marker lies after the last step, so wall time ends there. (With --stack, the Python frames still open when
+    the profiler stops end there, a few µs after the step.)"""
+    import pyarrow.compute as pc
+
+    from opscope.analyses.summary import summarize
+
+    out = tmp_path / "rec"
+    r = opscope_cli("record", "-o", str(out), "--", "python", str(train), "7", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    info = run_json(out)
+    assert info["profiled_steps"] == [0, 1, 2, 3, 4] and info["profiler_ns"] > 0
+    trace = open_trace(out / info["traces"][0], use_cache=False)
+    last = trace.steps.to_pylist()[-1]
+    step_end = last["ts_ns"] + last["dur_ns"]
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns"])
+    ends = pc.add(ev["ts_ns"], ev["dur_ns"])
+    opt = [r for r in ev.append_column("end", ends).to_pylist() if r["name"].startswith("Optimizer.step#")]
+    assert opt and opt[-1]["ts_ns"] >= last["ts_ns"] and opt[-1]["end"] <= step_end
+    work = ev.append_column("end", ends).filter(pc.invert(pc.is_in(pc.cast(ev["kind"], "string"),
+                                                                      value_set=__import__("pyarrow").array(
+                                                                          ["profiler", "marker"]))))
+    start = pc.min(work["ts_ns"]).as_py()
+    assert pc.max(work["end"]).as_py() <= step_end
+    assert summarize(trace).wall_ns == step_end - start

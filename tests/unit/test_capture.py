@@ -35,3 +35,29 @@ def test_pooled_runs_drop_each_runs_warmup_and_noise_is_flagged():
     assert (t.steps, t.used, t.mean_ns) == (6, 4, 11)
     assert within_noise({"mean_step_ns": 100, "spread_pct": 5.0}, {"mean_step_ns": 105, "spread_pct": 3.0})
     assert not within_noise({"mean_step_ns": 100, "spread_pct": 2.0}, {"mean_step_ns": 130, "spread_pct": 3.0})
+
+
+def test_progress_lines_while_the_profiler_is_busy(monkeypatch):
+    import threading
+
+    from opscope.capture import session
+
+    lines: list[str] = []
+    first = threading.Event()
+
+    def say(line: str) -> None:
+        lines.append(line)
+        first.set()
+
+    monkeypatch.setattr(session, "_say", say)
+    monkeypatch.setattr(session._Progress, "QUIET_S", 0.01)
+    progress = session._Progress()
+    with progress.watch("saving a profiled window"):
+        assert first.wait(60)  # a busy watch says so while it lasts (no timing asserted: we wait for the line)
+    assert lines[0].startswith("saving a profiled window (the profiler's own work, left out of the step times)")
+    assert lines[-1].startswith("saving a profiled window: done in")
+    lines.clear()
+    monkeypatch.setattr(session._Progress, "QUIET_S", 3600.0)
+    with session._Progress().watch("quick"):
+        pass
+    assert lines == []  # a watch that ends before QUIET_S says nothing

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import share_pct
+from opscope.analyses.recording import find_run_info  # noqa: F401  (advise's callers find it here)
 from opscope.model.trace import Trace
+
+if TYPE_CHECKING:
+    from opscope.analyses.recording import Inflation
 
 
 class AdviceContext:
@@ -70,7 +72,17 @@ class AdviceContext:
                  window_line(self.trace) + "; savings are over the whole trace"]
         if "gpu" in self.__dict__ and self.gpu is not None:  # only when a rule looked at the device
             lines += [unseen_line(device, u) for device, u in self.gpu.work.unseen.items()]
+        inflation = self.inflation
+        if inflation is not None and inflation.inflated:
+            lines.append(inflation.line() + "; so are the savings, which are of these inflated steps")
         return lines
+
+    @cached_property
+    def inflation(self) -> Inflation | None:
+        """How much slower the recorded steps ran than unrecorded ones (from run.json), None when unknown."""
+        from opscope.analyses.recording import step_inflation
+
+        return step_inflation(self.run)
 
     def per_step(self, total_ns: int | float) -> int:
         return round(total_ns / self.steps)
@@ -215,16 +227,3 @@ def host_cores(run: dict[str, Any] | None) -> HostCores | None:
     return HostCores(cores, intra if isinstance(intra, int) and intra > 0 else None,
                      float(one_minute) if one_minute is not None and one_minute >= 0 else None)
 
-
-def find_run_info(trace_path: Path) -> dict[str, Any] | None:
-    """The run.json of the recording a trace belongs to (``opscope record`` writes it beside its traces)."""
-    candidate = trace_path.parent / "run.json"
-    if not candidate.is_file():
-        return None
-    try:
-        run = json.loads(candidate.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(run, dict) or trace_path.name not in (run.get("traces") or []):
-        return None
-    return run

@@ -21,8 +21,10 @@ from opscope.units import format_ns, format_pct
 Names = Literal["short", "full"]
 
 
-def summary_report(trace: Trace, top: int = 5) -> Report:
-    """Wall time, steps, CPU/GPU busy, top ops and kernels, time by kind, what was not mapped."""
+def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Report:
+    """Wall time, steps, CPU/GPU busy, top ops and kernels, time by kind, what was not mapped. ``run``: the
+    recording's run.json, to say when the profiler made the recorded steps slower than unrecorded ones."""
+    from opscope.analyses.recording import step_inflation
     from opscope.analyses.summary import summarize
 
     s = summarize(trace, top=top)
@@ -42,7 +44,16 @@ def summary_report(trace: Trace, top: int = 5) -> Report:
     else:
         fields.append(("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(share_pct(s.gpu_busy_ns, s.wall_ns))} of "
                                    f"wall; {_device_ids(s.devices)})"))
-    sections = [Section("summary", records=s.rows(), terminal=False),
+    inflation = step_inflation(run)
+    notes = []
+    records = s.rows()
+    if inflation is not None and inflation.inflated:
+        fields.insert(0, ("recording", inflation.line()))
+        notes.append(inflation.line())
+        records.append({"section": "overview", "metric": "recorded_vs_unrecorded_step_ratio",
+                        "value": round(inflation.ratio, 3), "pct": None})
+    # The terminal shows the line as a field; JSON/CSV say it with the data section's notes (on stderr).
+    sections = [Section("summary", records=records, terminal=False, notes=notes),
                 Section("overview", fields=fields, data=False)]
     if s.top_ops.num_rows:
         sections.append(Section("top_ops", "Top operators by self time", data=False,
@@ -109,9 +120,11 @@ def kernels_report(trace: Trace, filt: EventFilter, by_op: bool, sort: str, name
     return single(table, "Device kernels", limit, legend=legend)
 
 
-def steps_report(trace: Trace, limit: int | None) -> Report:
-    """Per step: duration, device busy inside the step and device time of the work it launched, outliers."""
+def steps_report(trace: Trace, limit: int | None, run: dict | None = None) -> Report:
+    """Per step: duration, device busy inside the step and device time of the work it launched, outliers.
+    ``run``: the recording's run.json, to say when the profiler made the recorded steps slower."""
     from opscope.analyses.gpu import step_device_table
+    from opscope.analyses.recording import step_inflation
     from opscope.analyses.steps import step_stats
 
     table = step_device_table(trace)
@@ -128,6 +141,9 @@ def steps_report(trace: Trace, limit: int | None) -> Report:
                    "show, see opscope gpu); launched_gpu_ns: device time of the work launched in the step, "
                    "wherever it ran (work launched near the end runs into the next step, so it can exceed dur_ns)")
     notes = ["window: each row's own step, its ProfilerStep#N's start to end"] if table.num_rows else []
+    inflation = step_inflation(run)
+    if table.num_rows and inflation is not None and inflation.inflated:
+        notes.append(inflation.line())
     return single(table, "Steps", limit, legend=legend, notes=notes,
                   columns={"unseen_busy_ns": Column(hide_if_zero=True)})
 

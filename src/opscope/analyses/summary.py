@@ -69,8 +69,12 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
     events = trace.select(["kind", "ts_ns", "dur_ns", "device", "self_ns"])
     n = events.num_rows
     if n:
-        start = pc.min(events["ts_ns"]).as_py()
-        end = pc.max(pc.add(events["ts_ns"], events["dur_ns"])).as_py()
+        # The profiler's own span and markers ("Record Window End" lands where the profiler stopped, after
+        # its post-processing) are not the program's time: wall time is that of the other events.
+        work = events.filter(pc.invert(kind_mask(events, _NOT_WORK)))
+        timed = work if work.num_rows else events
+        start = pc.min(timed["ts_ns"]).as_py()
+        end = pc.max(pc.add(timed["ts_ns"], timed["dur_ns"])).as_py()
         wall = end - start
     else:
         wall = 0

@@ -45,7 +45,7 @@ OUTSIDE_MODULES = "(no module)"
 OUTSIDE_FRAMES = "(no python frame)"
 SORTS = ("order", "name", "calls", "wall_ns", "total_ns", "self_ns", "ops", "total_pct", "self_pct")
 NO_PYTHON = ("no Python events in this trace: record with torch.profiler.profile(with_stack=True, "
-             "with_modules=True) (opscope record does by default)")
+             "with_modules=True), or opscope record --stack")
 
 
 # --- frame trees ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from opscope.analyses.recording import step_inflation
 from opscope.report import Column, Report, single
 from opscope.units import format_ns
 
@@ -57,6 +58,15 @@ def recording_lines(info: dict[str, Any], directory: Path, options: Any, exit_co
     what = f"steps {ranges(recorded)}" if recorded and recorded != [0] else "one window"
     lines.append(f"{steps} steps ({info.get('step_source') or 'none'}), exit code {exit_code}; recorded {what} into "
                  f"{directory}: {', '.join(info.get('traces', [])) or 'no trace'} + run.json")
+    inflation = step_inflation(info)
+    if inflation is not None:
+        lines.append(inflation.line())
+    elif recorded and recorded != [0]:
+        lines.append("no unrecorded step to compare the recorded ones with (run a few steps more than the schedule "
+                     "needs to learn the profiler's overhead)")
+    if (info.get("profiler_ns") or 0) >= 1_000_000_000:
+        lines.append(f"the profiler spent {format_ns(info['profiler_ns'])} between steps (starting, stopping and "
+                     "saving windows); left out of the step times")
     return lines
 
 

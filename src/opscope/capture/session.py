@@ -7,13 +7,22 @@ once the program calls :func:`opscope.step` itself, only at those calls.
 The time before the first step is recorded too, as "step 0": a program that never steps is then
 saved as one long window. As soon as the first step arrives, that window is dropped and the scheduled
 profiler takes over, so stepping programs pay for it only during start-up.
+
+The profiler's own work at a step boundary (stopping, post-processing and saving a window, which takes
+minutes for a big trace) is kept out of what it measures: an optimizer step's boundary is handled after
+``optimizer.step()`` has returned (not in its post hook, inside the ``Optimizer.step`` span), and the
+:class:`StepClock` leaves that work out of the step times.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
+import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +43,14 @@ MAX_THREADS = 1024
 
 @dataclass
 class RecordOptions:
-    """What to record and when. Defaults: skip 1 step, warm up 1, record 3, once."""
+    """What to record and when. Defaults: skip 1 step, warm up 1, record 3, once.
+
+    ``stack`` (Python stacks) is off by default: torch records it by tracing every Python function call,
+    which made the recorded steps of a Python-heavy program several times slower than unrecorded ones
+    (BENCHMARKS.md, "Capture overhead on Python-heavy code"). ``--stack`` turns it on for ``opscope code``,
+    ``scope`` and the Python frames in advise; ``modules`` has no effect without it (torch's nn.Module
+    events come from the same Python tracer).
+    """
 
     wait: int = 1
     warmup: int = 1
@@ -42,7 +58,7 @@ class RecordOptions:
     repeat: int = 1
     shapes: bool = True
     memory: bool = True
-    stack: bool = True
+    stack: bool = False
     modules: bool = True
     flops: bool = True
     activities: str = "auto"  # auto | cpu | cuda
@@ -84,18 +100,71 @@ class StepClock:
 
     start_ns: int = field(default_factory=time.perf_counter_ns)
     boundaries_ns: list[int] = field(default_factory=list)
+    #: When the program got control back after each boundary: the boundary plus the profiler's own work there.
+    resumed_ns: list[int] = field(default_factory=list)
 
     def tick(self) -> None:
-        self.boundaries_ns.append(time.perf_counter_ns())
+        now = time.perf_counter_ns()
+        self.boundaries_ns.append(now)
+        self.resumed_ns.append(now)
+
+    def resume(self) -> None:
+        """The profiler's work at the last boundary is done: the next step starts now."""
+        if self.resumed_ns:
+            self.resumed_ns[-1] = time.perf_counter_ns()
 
     @property
     def count(self) -> int:
         return len(self.boundaries_ns)
 
     def durations_ns(self) -> list[int]:
-        """Durations of the complete steps 1..count-1 (step 0 is start-up; the last one never ended)."""
-        b = self.boundaries_ns
-        return [b[i] - b[i - 1] for i in range(1, len(b))]
+        """Durations of the complete steps 1..count-1 (step 0 is start-up; the last one never ended), without
+        the profiler's work at their start (saving a window happens between two steps, not in one)."""
+        b, r = self.boundaries_ns, self.resumed_ns
+        return [b[i] - r[i - 1] for i in range(1, len(b))]
+
+    def profiler_ns(self) -> int:
+        """Time the profiler took at the step boundaries (starting, stopping and saving windows)."""
+        return sum(r - b for b, r in zip(self.boundaries_ns, self.resumed_ns))
+
+
+class _Progress:
+    """Lines on stderr while the profiler is busy for long (post-processing and saving a big window takes
+    minutes with --stack): after ``QUIET_S`` seconds, then every ``EVERY_S``, and how long it took. A watch
+    that ends sooner prints nothing. The thread lives only during a watch, so that the profiler's Python
+    tracer sees no opscope thread while the program's steps are recorded."""
+
+    QUIET_S = 3.0
+    EVERY_S = 15.0
+
+    @contextlib.contextmanager
+    def watch(self, label: str) -> Iterator[None]:
+        done = threading.Event()
+        since = time.monotonic()
+        said: list[float] = []
+
+        def poll() -> None:
+            wait = self.QUIET_S
+            while not done.wait(wait):
+                _say(f"{label} (the profiler's own work, left out of the step times): "
+                     f"{time.monotonic() - since:.0f} s so far")
+                said.append(time.monotonic())
+                wait = self.EVERY_S
+
+        thread = threading.Thread(target=poll, name="opscope-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+            if said:
+                _say(f"{label}: done in {time.monotonic() - since:.0f} s")
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"opscope: {line}\n")  # the child's stderr is the program's; our lines are prefixed
+    sys.stderr.flush()
 
 
 _active: list[Recording] = []
@@ -131,6 +200,11 @@ class Recording:
         self._stopping = False
         self._saved_upto = -1
         self._torch: ModuleType | None = None  # set by start()
+        #: Steps during which the profiler collected events (warm-up and recorded steps; step 0 always).
+        self.profiled_steps: list[int] = []
+        self._pending = False  # an optimizer step's boundary waits for optimizer.step() to return
+        self._wrapped: list[tuple[type, Any]] = []  # optimizer classes whose step we wrapped, and what was there
+        self._progress = _Progress()
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> Recording:
@@ -139,6 +213,7 @@ class Recording:
         self._torch = torch
         self.output.mkdir(parents=True, exist_ok=True)
         if self.profile:
+            self.profiled_steps = [0]
             base = self._base_schedule()
             if base(0) in (self._action().RECORD, self._action().RECORD_AND_SAVE):
                 self._prof = self._make_profiler(base, first_step=0)
@@ -160,10 +235,11 @@ class Recording:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        self._unwrap_optimizers()
         if self._prof is not None:
             prof, self._prof = self._prof, None
             self._stopping = True
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), self._progress.watch("saving the last profiled window"):
                 warnings.simplefilter("ignore")
                 prof.stop()
             self._stopping = False
@@ -182,7 +258,48 @@ class Recording:
         if self._pacing_optimizer is None:
             self._pacing_optimizer = id(optimizer)
         if id(optimizer) == self._pacing_optimizer:
-            self.step()
+            if self._wrap_optimizer(type(optimizer)):
+                self._pending = True  # the wrapper steps once optimizer.step() has returned
+            else:
+                self.step()
+
+    def _wrap_optimizer(self, cls: type) -> bool:
+        """Make ``cls.step`` handle our pending boundary after it returns, outside its ``Optimizer.step`` span
+        (the post hook runs inside it, and a window's stop and save there would be charged to the user's
+        optimizer step). True when the wrapper was already there; the first step is handled in the hook."""
+        current = cls.__dict__.get("step")
+        if current is not None and getattr(current, "_opscope_recording", None) is self:
+            return True
+        if self._torch is None or not self.profile:
+            return False  # step times only: no profiler work to keep out of any span
+        inner = getattr(cls, "step", None)
+        if inner is None or not getattr(inner, "hooked", False):
+            return False  # not torch's profiled step (an odd subclass): step in the hook as before
+        recording = self
+
+        @functools.wraps(inner)  # copies torch's `hooked` flag too, so torch does not wrap it again
+        def step(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                if recording._pending:
+                    recording._pending = False
+                    recording.step()
+
+        step._opscope_recording = self  # type: ignore[attr-defined]
+        self._wrapped.append((cls, current))
+        cls.step = step  # type: ignore[attr-defined]
+        return False
+
+    def _unwrap_optimizers(self) -> None:
+        for cls, previous in reversed(self._wrapped):
+            if previous is None:
+                with contextlib.suppress(AttributeError):
+                    delattr(cls, "step")
+            else:
+                cls.step = previous
+        self._wrapped.clear()
+        self._pending = False
 
     def step(self, explicit: bool = False) -> None:
         if explicit and not self.explicit_steps:
@@ -193,15 +310,18 @@ class Recording:
         if self._startup:
             self._leave_startup(self._prof)
         else:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), self._progress.watch("saving a profiled window"):
                 warnings.simplefilter("ignore")
                 self._prof.step()
+        if self._prof.current_action != self._action().NONE:
+            self.profiled_steps.append(self.clock.count)
+        self.clock.resume()
 
     def _leave_startup(self, startup: Profiler) -> None:
         """First step: drop the start-up window and hand over to the scheduled profiler at step 1."""
         self._startup = False
         self._discard = True
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), self._progress.watch("dropping the start-up window"):
             warnings.simplefilter("ignore")
             startup.stop()
         self._discard = False
@@ -278,6 +398,9 @@ class Recording:
                            ("optimizer.step()" if self.clock.count else None),
             "step_times_ns": self.clock.durations_ns(),
             "recorded_steps": self.recorded_steps,
+            # Steps the profiler ran in (warm-up included): the others are the unrecorded baseline.
+            "profiled_steps": [n for n in self.profiled_steps if n < self.clock.count] if self.profile else [],
+            "profiler_ns": self.clock.profiler_ns(),
             "traces": self.traces,
         }
 

@@ -50,8 +50,12 @@ def record(
     repeat: Annotated[int, typer.Option(help="Windows to record (0 = until the program ends).")] = 1,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Record input shapes.")] = True,
     memory: Annotated[bool, typer.Option("--memory/--no-memory", help="Record allocations.")] = True,
-    stack: Annotated[bool, typer.Option("--stack/--no-stack", help="Record Python stacks.")] = True,
-    modules: Annotated[bool, typer.Option("--modules/--no-modules", help="Record nn.Module scopes.")] = True,
+    stack: Annotated[bool, typer.Option("--stack/--no-stack", help="Record Python stacks and nn.Module scopes "
+                                        "(for opscope code, scope and the Python frames in advise). Off by default: "
+                                        "torch traces every Python call for them, which can make Python-heavy "
+                                        "steps several times slower.")] = False,
+    modules: Annotated[bool, typer.Option("--modules/--no-modules", help="With --stack: record nn.Module "
+                                                                         "scopes.")] = True,
     flops: Annotated[bool, typer.Option("--flops/--no-flops", help="Estimate FLOPs of matmul/conv.")] = True,
     cpu: Annotated[bool, typer.Option("--cpu", help="CPU activity only.")] = False,
     cuda: Annotated[bool, typer.Option("--cuda", help="CPU and CUDA activity (default: CUDA when "
@@ -70,7 +74,9 @@ def record(
     A step is one optimizer.step() (or, for programs without an optimizer, one opscope.step() call).
     The output directory gets the trace(s) and run.json (command, versions, devices, threads, the
     performance-relevant environment, git commit). The program's output and exit code are its own; if
-    it crashes, the steps recorded so far are kept.
+    it crashes, the steps recorded so far are kept. Every step is timed, profiled or not (without the
+    profiler's own work of saving a window): when the recorded steps ran slower than the unrecorded ones
+    beyond the noise, record, summary and advise say so (their times are inflated).
     """
     from opscope.analyses.reports import summary_report
     from opscope.capture.launch import fresh_output_dir, parse_command, run_program
@@ -97,7 +103,7 @@ def record(
         say(line)
     traces = [directory / name for name in info.get("traces", [])]
     if traces:
-        show(summary_report(load(traces[0])), format)
+        show(summary_report(load(traces[0]), run=info), format)
     raise typer.Exit(run.exit_code)
 
 

@@ -29,14 +29,19 @@ def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt =
             limit: Annotated[int | None, typer.Option(
                 "--limit", "-n", help="Rows in the top-ops and top-kernels lists (0 = all), as every table "
                                       "command takes it; overrides --top.", show_default=False)] = None) -> None:
-    """Wall time, steps, CPU/GPU busy time, top ops and kernels, time by kind, what was not mapped."""
+    """Wall time, steps, CPU/GPU busy time, top ops and kernels, time by kind, what was not mapped.
+
+    For a trace of `opscope record`, the run.json beside it tells whether the recorded steps ran slower than
+    the unrecorded ones (the profiler's overhead); when beyond the noise, the summary says so.
+    """
+    from opscope.analyses.recording import find_run_info
     from opscope.analyses.reports import summary_report
 
     if limit is not None:
         if limit < 0:
             raise typer.BadParameter("must be 0 (all rows) or more", param_hint="--limit")
         top = limit or sys.maxsize
-    show(summary_report(load(trace, no_cache), top=top), format)
+    show(summary_report(load(trace, no_cache), top=top, run=find_run_info(trace)), format)
 
 
 @app.command()
@@ -111,11 +116,13 @@ def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
     gpu_busy_ns/gpu_busy_pct: device busy inside the step's interval (the union over every device and stream,
     counted as opscope gpu counts it; at most 100% of the step). launched_gpu_ns: device time of the work
     launched in the step, wherever it ran; work launched near a step's end runs into the next one, so it can
-    exceed the step's duration.
+    exceed the step's duration. For a trace of `opscope record`, a note says when its recorded steps ran
+    slower than the unrecorded ones (run.json beside the trace).
     """
+    from opscope.analyses.recording import find_run_info
     from opscope.analyses.reports import steps_report
 
-    show(steps_report(load(trace, no_cache), limit), format)
+    show(steps_report(load(trace, no_cache), limit, run=find_run_info(trace)), format)
 
 
 @app.command()

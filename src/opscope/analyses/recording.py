@@ -1,0 +1,99 @@
+"""How much the profiler slowed the steps it recorded, from a recording's run.json.
+
+``opscope record`` times every step of the program, profiled or not (``step_times_ns``: step N's duration at
+index N - 1, without the profiler's own work at the step boundaries), and lists the steps the profiler ran in
+(``profiled_steps``: warm-up and recorded) and those it saved (``recorded_steps``). The *inflation* is the
+median duration of the recorded steps over the median of the steps the profiler did not run in (the
+unrecorded baseline). When it exceeds the noise, every time the trace shows is inflated by about that much.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Recorded steps this much slower than unrecorded ones (a ratio above 1 + this) are always within the noise.
+MIN_INFLATION = 0.15
+
+
+@dataclass(frozen=True)
+class Inflation:
+    """Recorded vs unrecorded step times of one recording."""
+
+    ratio: float  # median recorded step / median unrecorded step
+    recorded_ns: int  # median recorded step
+    unrecorded_ns: int  # median unrecorded step
+    recorded: int  # how many steps each median is of
+    unrecorded: int
+    noise: float  # the threshold used: ratio - 1 above it is inflation (MIN_INFLATION or the baseline's spread)
+
+    @property
+    def inflated(self) -> bool:
+        return self.ratio - 1 > self.noise
+
+    def line(self) -> str:
+        """One sentence for the output of record, summary and advise."""
+        from opscope.units import format_ns
+
+        medians = (f"median {format_ns(self.recorded_ns)} over {_steps(self.recorded, 'recorded')} vs "
+                   f"{format_ns(self.unrecorded_ns)} over {_steps(self.unrecorded, 'unrecorded')}")
+        if self.inflated:
+            return (f"recorded steps ran {self.ratio:.1f}x slower than unrecorded ones ({medians}): this "
+                    "recording's times are inflated by the profiler (record without --stack, or with --no-shapes "
+                    "--no-memory, to lower its overhead)")
+        return f"recorded steps ran {self.ratio:.2f}x the time of unrecorded ones ({medians}): within the noise"
+
+
+def _steps(n: int, which: str) -> str:
+    return f"{n} {which} step{'s' if n != 1 else ''}"
+
+
+def unprofiled_steps(run: dict[str, Any]) -> list[int]:
+    """Complete steps the profiler did not run in (from run.json; older ones without ``profiled_steps``
+    use torch's schedule: step N's state is schedule(N) with the recording's wait/warmup/active/repeat)."""
+    complete = range(1, len(run.get("step_times_ns") or []) + 1)
+    profiled = run.get("profiled_steps")
+    if profiled is None:
+        o = run.get("options") or {}
+        wait, warmup, active, repeat = (int(o.get(k, d)) for k, d in
+                                        (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1)))
+        cycle = max(1, wait + warmup + active)
+        profiled = [n for n in complete if not (repeat and n // cycle >= repeat) and n % cycle >= wait]
+    skip = set(profiled)
+    return [n for n in complete if n not in skip]
+
+
+def step_inflation(run: dict[str, Any] | None) -> Inflation | None:
+    """Recorded vs unrecorded step times, or None when the run lacks either (too few steps, a traced window
+    without steps, step times only)."""
+    if not isinstance(run, dict):
+        return None
+    times = run.get("step_times_ns") or []
+    recorded = [times[n - 1] for n in run.get("recorded_steps") or [] if isinstance(n, int) and 1 <= n <= len(times)]
+    baseline = [times[n - 1] for n in unprofiled_steps(run)]
+    if not recorded or not baseline:
+        return None
+    rec, base = statistics.median(recorded), statistics.median(baseline)
+    if base <= 0:
+        return None
+    # Noise: how far apart the unrecorded steps themselves are (relative to their median), at least MIN_INFLATION.
+    spread = (max(baseline) - min(baseline)) / base if len(baseline) > 1 else 0.0
+    return Inflation(ratio=rec / base, recorded_ns=round(rec), unrecorded_ns=round(base), recorded=len(recorded),
+                     unrecorded=len(baseline), noise=max(MIN_INFLATION, spread))
+
+
+def find_run_info(trace_path: Path) -> dict[str, Any] | None:
+    """The run.json of the recording a trace belongs to (``opscope record`` writes it beside its traces)."""
+    candidate = trace_path.parent / "run.json"
+    if not candidate.is_file():
+        return None
+    try:
+        run = json.loads(candidate.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(run, dict) or trace_path.name not in (run.get("traces") or []):
+        return None
+    return run
