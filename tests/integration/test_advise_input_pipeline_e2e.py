@@ -112,7 +112,9 @@ def test_recorded_cpu_program_with_a_slow_loader(tmp_path):
     script = tmp_path / "slow_loader.py"
     script.write_text(SLOW_LOADER)
     out = tmp_path / "rec"
-    r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "-o", str(out), "--", "python", str(script)],
+    # --stack: the Python frames that let the finding name __getitem__ (record's default leaves them out)
+    r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "--stack", "-o", str(out), "--", "python",
+                        str(script)],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     trace_file = next(out.glob("*.pt.trace.json.gz"))

@@ -71,6 +71,15 @@ def test_names_the_users_frames_inside_the_loader(tmp_path):
     assert "no core is free" in f.change and "make __getitem__ cheaper" in f.change
 
 
+def test_without_python_frames_it_says_how_to_get_them(tmp_path):
+    # opscope record leaves stacks out by default: the finding says where the names of the hot code would come from
+    f = advise(loader_trace(tmp_path), only=["input-pipeline"]).findings[0]
+    assert "no Python frames" in f.estimate and "opscope record --stack" in f.estimate
+    (tmp_path / "f").mkdir()
+    g = advise(loader_trace(tmp_path / "f", frames=True), only=["input-pipeline"]).findings[0]
+    assert "no Python frames" not in g.estimate
+
+
 @pytest.mark.parametrize(("frame", "user"), [
     ("train_slow.py(23): __getitem__", True), ("/home/me/proj/data.py(5): load", True),
     ("torch/utils/data/dataloader.py(631): __next__", False), ("typing.py(2268): cast", False),

@@ -153,6 +153,10 @@ def loader_frames(ctx: AdviceContext, spans: pa.Table) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["time_ns"], r["frame"]))
 
 
+def _has_python_frames(ctx: AdviceContext) -> bool:
+    return bool(pc.any(kind_mask(ctx.trace.select(["kind"]), ("python",))).as_py())
+
+
 def workers_advice(host: HostCores | None, frames: list[dict]) -> tuple[int | None, str]:
     """(workers to suggest or None, the sentence about workers): a number only when run.json shows free cores."""
     if host is None:
@@ -212,6 +216,9 @@ def check(ctx: AdviceContext) -> list[Finding]:
                  "DataLoader spans): " + ", ".join(
                      f"{r['frame']} {format_ns(ctx.per_step(r['time_ns']))} per {ctx.unit} "
                      f"({share_pct(r['time_ns'], loader_total, 1)}% of the DataLoader time)" for r in hot))
+    elif not _has_python_frames(ctx):
+        cause = ("; the trace has no Python frames to name the code inside the DataLoader (record with "
+                 "opscope record --stack, or torch.profiler's with_stack=True)")
     fix = (f"make {_function(hot[0]['frame'])} cheaper (vectorise it, precompute or cache the samples, decode "
            f"once)" if hot else "make __getitem__ cheaper (vectorise, precompute, cache)")
     n, about_workers = workers_advice(ctx.host, hot)
@@ -255,7 +262,7 @@ removes that wait; the device time itself does not change. CPU-only traces: the 
 steps on the main thread, assuming the machine has spare cores for worker processes (on a machine whose cores
 are all busy computing, workers compete with the compute threads and the saving is smaller).
 
-The cause: when the trace has Python frames (record with stacks; opscope record does), the user's own frames
+The cause: when the trace has Python frames (opscope record --stack; torch's with_stack=True), the user's own frames
 that start inside a DataLoader span (files outside the standard library, site-packages and known libraries such
 as torch and numpy) are named with their time per step (their calls clipped to the span, callees included;
 the top {TOP_FRAMES}), e.g. train.py(23): __getitem__.
