@@ -56,7 +56,7 @@ def advise(
         run = find_run_info(first)
     if run_info is not None:
         run = _read_run_info(run_info)
-    t = load(first, no_cache)
+    t = load(first, no_cache, inflation_note=False)
     peers = tuple(load(p, no_cache) for p in others)
     result = run_rules(t, run=run, peers=peers, only=split(rules) if rules else None)
     show(advice_report(result, str(first), limit), format)

@@ -103,7 +103,7 @@ def record(
         say(line)
     traces = [directory / name for name in info.get("traces", [])]
     if traces:
-        show(summary_report(load(traces[0]), run=info), format)
+        show(summary_report(load(traces[0], inflation_note=False), run=info), format)
     raise typer.Exit(run.exit_code)
 
 

@@ -61,9 +61,11 @@ def say(text: str) -> None:
     err.print(f"opscope: {text}", highlight=False, markup=False)
 
 
-def load(path: Path, no_cache: bool = False) -> Trace:
+def load(path: Path, no_cache: bool = False, inflation_note: bool = True) -> Trace:
     """Open a trace for a command: a progress bar on a terminal when parsing it is slow (see show_progress), a
-    warning when the file was damaged and what could be read was recovered."""
+    warning when the file was damaged and what could be read was recovered, and (unless the command's report
+    says it itself: ``inflation_note=False``) a line when the trace is a recording whose steps the profiler
+    slowed beyond the noise, so that no command shows its times without saying they are inflated."""
     from opscope.ingest import open_trace
     from opscope.sysmem import release_free_memory
 
@@ -76,7 +78,17 @@ def load(path: Path, no_cache: bool = False) -> Trace:
             progress.close()
     release_free_memory()
     _warn_recovered(trace)
+    if inflation_note:
+        _say_inflation(path)
     return trace
+
+
+def _say_inflation(path: Path) -> None:
+    from opscope.analyses.recording import find_run_info, step_inflation
+
+    inflation = step_inflation(find_run_info(path))
+    if inflation is not None and inflation.inflated:
+        say(f"{path}: {inflation.line()}")
 
 
 def _use_system_allocator() -> None:

@@ -41,7 +41,7 @@ def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt =
         if limit < 0:
             raise typer.BadParameter("must be 0 (all rows) or more", param_hint="--limit")
         top = limit or sys.maxsize
-    show(summary_report(load(trace, no_cache), top=top, run=find_run_info(trace)), format)
+    show(summary_report(load(trace, no_cache, inflation_note=False), top=top, run=find_run_info(trace)), format)
 
 
 @app.command()
@@ -122,7 +122,7 @@ def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
     from opscope.analyses.recording import find_run_info
     from opscope.analyses.reports import steps_report
 
-    show(steps_report(load(trace, no_cache), limit, run=find_run_info(trace)), format)
+    show(steps_report(load(trace, no_cache, inflation_note=False), limit, run=find_run_info(trace)), format)
 
 
 @app.command()
