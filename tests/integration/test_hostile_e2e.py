@@ -1,0 +1,64 @@
+"""Hostile trace text and file names (issue 14): no traceback, and trace text never drives the output.
+
+Each trace is written here; the checks read the CLI's bytes: no ESC, bell or other control byte reaches stdout
+(terminal or CSV), rich markup in trace text and file names prints literally."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+from support.cli import run_cli_many
+from support.tracefiles import write_trace, x
+
+#: Every C0 control but newline, plus DEL: none may reach stdout from trace text.
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
+HOSTILE = "aten::mm\x1b[31mRED\x07[bold]x[/]\x9b2J\rend"
+
+
+def _hostile_trace(path: Path) -> Path:
+    return write_trace(path, [x(HOSTILE, 0, 10), x("=HYPERLINK(1)", 20, 10), x("-2+3", 40, 10)])
+
+
+def test_control_characters_in_op_names_are_written_out_on_the_terminal_and_in_csv(tmp_path):
+    trace = _hostile_trace(tmp_path / "t.json")
+    table, as_csv = run_cli_many([("ops", str(trace)), ("ops", str(trace), "--format", "csv")],
+                                 cache=tmp_path / "cache")
+    for res in (table, as_csv):
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr
+        assert not _CONTROL.search(res.stdout), repr(res.stdout)
+        assert "\x9b" not in res.stdout
+    # the name shows with its controls spelled out, markup kept literally
+    shown = "aten::mm\\x1b[31mRED\\x07[bold]x[/]\\x9b2J\\x0dend"
+    assert shown in table.stdout
+    rows = {r["name"]: r for r in csv.DictReader(io.StringIO(as_csv.stdout))}
+    assert set(rows) == {shown, "'=HYPERLINK(1)", "'-2+3"}
+    assert rows[shown]["calls"] == "1"
+
+
+def test_csv_cell_with_a_newline_stays_one_valid_record(tmp_path):
+    trace = write_trace(tmp_path / "t.json", [x("two\nlines", 0, 10), x("b", 20, 5)])
+    (res,) = run_cli_many([("ops", str(trace), "--format", "csv")], cache=tmp_path / "cache")
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert sorted(r["name"] for r in rows) == ["b", "two\nlines"]
+
+
+def test_file_name_holding_rich_markup_is_plain_text_in_every_command(tmp_path):
+    folder = tmp_path / "x["
+    folder.mkdir()
+    trace = _hostile_trace(folder / "].json")  # the path reads x[/].json: a closing tag to rich
+    commands = [(c, str(trace)) for c in ("summary", "ops", "kernels", "gpu", "memory", "steps", "scope", "advise")]
+    missing = folder / "[bold]no.json"
+    commands.append(("ops", str(missing)))
+    results = run_cli_many(commands, cache=tmp_path / "cache")
+    for args, res in zip(commands, results):
+        assert "MarkupError" not in res.stderr and "Traceback" not in res.stderr, (args, res.stderr)
+        assert not _CONTROL.search(res.stdout), (args, repr(res.stdout))
+        if args[1] == str(missing):
+            assert res.returncode == 2 and str(missing) in res.stderr, res.stderr
+        else:
+            assert res.returncode == 0, (args, res.stderr)
