@@ -62,3 +62,26 @@ def test_file_name_holding_rich_markup_is_plain_text_in_every_command(tmp_path):
             assert res.returncode == 2 and str(missing) in res.stderr, res.stderr
         else:
             assert res.returncode == 0, (args, res.stderr)
+
+
+def test_bad_option_values_give_one_line_errors_not_tracebacks(tmp_path):
+    trace = write_trace(tmp_path / "t.json", [x("a", 0, 10), x("b", 20, 5)])
+    t = str(trace)
+    bad = [
+        (("ops", t, "--steps", "99999999999999999999"), "step numbers go up to"),
+        (("ops", t, "--steps", "1-99999999999999"), "step numbers go up to"),
+        (("ops", t, "--steps", "1-5000000"), "at most"),
+        (("gpu", t, "--short-gap-us", "inf"), "finite"),
+        (("query", t, ""), "no table"),
+    ]
+    results = run_cli_many([args for args, _ in bad] + [("ops", t, "--by", "name,name", "--format", "csv")],
+                           cache=tmp_path / "cache")
+    for (args, words), res in zip(bad, results):
+        assert res.returncode == 2, (args, res.stderr)
+        assert "Traceback" not in res.stderr, (args, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("opscope: error: ") and words in lines[0], (args, lines)
+    by_twice = results[-1]
+    assert by_twice.returncode == 0, by_twice.stderr
+    rows = list(csv.DictReader(io.StringIO(by_twice.stdout)))
+    assert sorted((r["name"], r["calls"]) for r in rows) == [("a", "1"), ("b", "1")]
