@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from pathlib import Path
 
@@ -85,3 +86,31 @@ def test_bad_option_values_give_one_line_errors_not_tracebacks(tmp_path):
     assert by_twice.returncode == 0, by_twice.stderr
     rows = list(csv.DictReader(io.StringIO(by_twice.stdout)))
     assert sorted((r["name"], r["calls"]) for r in rows) == [("a", "1"), ("b", "1")]
+
+
+def _memory(ts: float, nbytes: int, allocated: int) -> dict:
+    return {"ph": "i", "s": "t", "name": "[memory]", "ts": ts, "pid": 1, "tid": 1,
+            "args": {"Bytes": nbytes, "Total Allocated": allocated, "Total Reserved": max(allocated, 0),
+                     "Addr": 1, "Device Type": 0, "Device Id": -1}}
+
+
+def test_times_and_byte_counts_at_the_int64_edges_are_dropped_and_counted_not_a_crash(tmp_path):
+    # 9.2e15 us = 9.2e18 ns: inside int64, but the span from -9.2e18 overflows it; 1e308 is far outside.
+    events = [x("a", 5, 10), _memory(6, 100, 100), _memory(7, 2**62, 2**63 - 1), _memory(8, -2**63, -2**63),
+              x("far", 9.2e15, 10), x("before", -9.2e15, 10), x("huge", 1e308, 1e308), _memory(9.2e15, 1, 101)]
+    trace = write_trace(tmp_path / "t.json", events)
+    t = str(trace)
+    commands = [("memory", t), ("memory", t, "--timeline", "5"), ("summary", t, "--format", "json"), ("advise", t),
+                ("gpu", t), ("steps", t)]
+    results = run_cli_many(commands, cache=tmp_path / "cache")
+    for args, res in zip(commands, results):
+        assert res.returncode == 0, (args, res.stderr)
+        assert "Traceback" not in res.stderr, (args, res.stderr)
+    rows = json.loads(results[2].stdout)
+    dropped = {r["metric"]: r["value"] for r in rows if r["section"] == "not_mapped"}
+    # far, before and huge (events) and the record at 9.2e15 us: four times out of range
+    assert dropped["events with missing, negative, non-numeric or out-of-range (beyond 73 years) ts/dur (dropped)"] == 4
+    # the records of 2^62 and -2^63 bytes
+    assert dropped["memory records with a byte count beyond 2^53 (dropped)"] == 2
+    events = {r["metric"]: r["value"] for r in rows if r["section"] == "overview"}["events"]
+    assert events == 1  # only "a" is left
