@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from support.cli import run_cli_many
-from support.tracefiles import write_trace, x
+from support.tracefiles import small_gpu_trace, write_trace, x
 
 #: Every C0 control but newline, plus DEL: none may reach stdout from trace text.
 _CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
@@ -114,3 +114,42 @@ def test_times_and_byte_counts_at_the_int64_edges_are_dropped_and_counted_not_a_
     assert dropped["memory records with a byte count beyond 2^53 (dropped)"] == 2
     events = {r["metric"]: r["value"] for r in rows if r["section"] == "overview"}["events"]
     assert events == 1  # only "a" is left
+
+
+def test_odd_device_properties_and_a_hostile_run_json_do_not_crash_advise(tmp_path):
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    props = [{"id": [1], "name": 5, "totalGlobalMem": "lots", "computeMajor": "x", "computeMinor": [2]}, 7, "s"]
+    write_trace(odd / "t.json", small_gpu_trace(), header={"deviceProperties": props})
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    write_trace(rec / "t.json", small_gpu_trace())
+    (rec / "run.json").write_text(json.dumps({
+        "traces": ["t.json", {"a": 1}, 5], "cpu": 5, "threads": "x", "environment": [1], "options": 3,
+        "gpus": [1, "a", {"name": 5, "total_memory": "x", "index": [1]}], "step_times_ns": "x",
+        "recorded_steps": {"a": 1}}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    secret = write_trace(tmp_path / "secret.json", small_gpu_trace())
+    (elsewhere / "run.json").write_text(json.dumps({"traces": [str(secret), "../secret.json"]}))
+    commands = [("advise", str(odd / "t.json")), ("advise", str(rec / "t.json")), ("advise", str(rec)),
+                ("summary", str(rec / "t.json")), ("advise", str(elsewhere))]
+    results = run_cli_many(commands, cache=tmp_path / "cache")
+    for args, res in zip(commands[:4], results):
+        assert res.returncode == 0, (args, res.stderr)
+        assert "Traceback" not in res.stderr, (args, res.stderr)
+    # a run.json naming paths outside its directory opens none of them
+    refused = results[-1]
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "holds no trace" in refused.stderr and "secret" not in refused.stdout
+
+
+def test_run_json_readers_keep_only_values_of_the_right_type():
+    from opscope.analyses.recording import clean_run, trace_names
+
+    run = {"traces": ["a.json", "/etc/passwd", "../b.json", 5, "", ".."], "cpu": 5, "threads": {"intra_op": 2},
+           "gpus": [1, {"name": "H100"}], "step_times_ns": [1, "2", True, 3]}
+    assert trace_names(run) == ["a.json"]
+    clean = clean_run(run)
+    assert "cpu" not in clean and clean["threads"] == {"intra_op": 2}
+    assert clean["gpus"] == [{"name": "H100"}] and clean["step_times_ns"] == [1, 3]
