@@ -325,6 +325,7 @@ def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: boo
     """
     import json
 
+    from opscope.analyses.recording import clean_run, trace_names
     from opscope.ingest import open_trace
 
     if frames not in FRAME_KINDS:
@@ -341,8 +342,14 @@ def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: boo
         run_file = path / "run.json"
         if not run_file.is_file():
             raise TraceError(path, "is a directory without run.json", "give a trace file or a recording directory")
-        run = json.loads(run_file.read_text())
-        traces = run.get("traces") or []
+        try:
+            run = json.loads(run_file.read_text())
+        except (OSError, ValueError):
+            raise TraceError(run_file, "is not readable JSON", "give the run.json that opscope record wrote") from None
+        if not isinstance(run, dict):
+            raise TraceError(run_file, "is not a JSON object", "give the run.json that opscope record wrote")
+        run = clean_run(run)
+        traces = trace_names(run)  # plain file names only: never a path elsewhere
         if not traces:
             raise TraceError(path, "the recording holds no trace", "see its run.json for what happened")
         if not -len(traces) <= index < len(traces):

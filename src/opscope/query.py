@@ -29,10 +29,13 @@ def run_sql(trace: Trace, sql: str) -> pa.Table:
                 continue  # the args table is the widest; load it only when asked for
             con.register(name, table)
         try:
-            return _plain_numbers(con.sql(sql).to_arrow_table())
+            result = con.sql(sql)
         except duckdb.Error as exc:
             first = str(exc).strip().splitlines()[0]
             raise UsageError(f"SQL error: {first}") from None
+        if result is None:  # empty SQL, a comment, or a statement that returns no rows (SET ...)
+            raise UsageError("the SQL gives no table; give a select, e.g. \"select * from events limit 5\"")
+        return _plain_numbers(result.to_arrow_table())
     finally:
         con.close()
 

@@ -31,7 +31,7 @@ from support.bad_input import (
 from opscope.errors import TraceError
 from opscope.ingest import open_trace
 
-BAD_TIME = "events with missing, negative or non-numeric ts/dur (dropped)"
+BAD_TIME = "events with missing, negative, non-numeric or out-of-range (beyond 73 years) ts/dur (dropped)"
 NONFINITE = "events with NaN/Infinity values (read as null)"
 UTF8 = "events with invalid UTF-8 (replaced with U+FFFD)"
 CONTROL = "events with raw control characters in strings (escaped)"

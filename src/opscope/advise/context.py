@@ -173,16 +173,27 @@ class AdviceContext:
     def device_properties(self) -> list[dict[str, Any]]:
         """GPUs as the trace (Kineto's deviceProperties) or the run (torch's properties) describe them, with
         ``name``, ``capability`` ("8.0") and ``total_memory`` (bytes) where known."""
+        # both come from files anyone can write: a value of the wrong type is unknown (None), never a crash
         out = []
-        for p in self.trace.metadata.get("device_properties") or []:
-            major, minor = p.get("computeMajor"), p.get("computeMinor")
-            out.append({"id": p.get("id"), "name": p.get("name"),
-                        "capability": f"{major}.{minor}" if major is not None else None,
-                        "total_memory": p.get("totalGlobalMem")})
-        if not out and self.run:
-            out.extend({"id": g.get("index"), "name": g.get("name"), "capability": g.get("capability"),
-                        "total_memory": g.get("total_memory")} for g in self.run.get("gpus") or [])
+        props = self.trace.metadata.get("device_properties")
+        for p in props if isinstance(props, list) else []:
+            if not isinstance(p, dict):
+                continue
+            major, minor = _typed(p.get("computeMajor"), int), _typed(p.get("computeMinor"), int)
+            out.append({"id": _typed(p.get("id"), int), "name": _typed(p.get("name"), str),
+                        "capability": f"{major}.{minor or 0}" if major is not None else None,
+                        "total_memory": _typed(p.get("totalGlobalMem"), int)})
+        gpus = self.run.get("gpus") if isinstance(self.run, dict) else None
+        if not out and isinstance(gpus, list):
+            out.extend({"id": _typed(g.get("index"), int), "name": _typed(g.get("name"), str),
+                        "capability": _typed(g.get("capability"), str),
+                        "total_memory": _typed(g.get("total_memory"), int)} for g in gpus if isinstance(g, dict))
         return out
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """``value`` when it is a ``kind`` (a bool is no int), else None."""
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)

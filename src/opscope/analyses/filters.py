@@ -54,14 +54,25 @@ def parse_steps(text: str | None) -> list[int] | None:
     if not text:
         return None
     steps: list[int] = []
+    usage = f"--steps takes numbers and ranges like 2,5 or 2-4, not {text!r}"
     for part in text.split(","):
         part = part.strip()
         try:
             if "-" in part[1:]:
-                lo, hi = part.split("-", 1)
-                steps.extend(range(int(lo), int(hi) + 1))
+                lo, hi = (int(n) for n in part.split("-", 1))
             else:
-                steps.append(int(part))
+                lo = hi = int(part)
         except ValueError:
-            raise UsageError(f"--steps takes numbers and ranges like 2,5 or 2-4, not {text!r}") from None
+            raise UsageError(usage) from None
+        # bounded so a typo cannot build a list of 10^14 numbers (MemoryError) or overflow int64 (OverflowError)
+        if not (-MAX_STEP <= lo <= MAX_STEP and -MAX_STEP <= hi <= MAX_STEP):
+            raise UsageError(f"{usage}: step numbers go up to {MAX_STEP:,}")
+        if hi - lo >= MAX_STEPS:
+            raise UsageError(f"{usage}: a range holds at most {MAX_STEPS:,} steps")
+        steps.extend(range(lo, hi + 1))
     return steps
+
+
+#: Bounds on --steps: far above any real run's step count, far below what breaks a list or int64.
+MAX_STEP = 10**9
+MAX_STEPS = 1_000_000

@@ -332,9 +332,11 @@ def _bucket_max(t: pa.Table, column: str, start: int, span: int, buckets: int) -
     if t.num_rows == 0:
         return [None] * buckets
     ts = pc.subtract(t["ts_ns"], start)
-    # (ts * buckets) // span without int64 overflow: floor division in two steps
-    bucket = pc.min_element_wise(pc.cast(pc.floor(pc.divide(pc.multiply(pc.cast(ts, pa.float64()), buckets),
-                                                             span)), pa.int64()), buckets - 1)
+    # (ts * buckets) // span without int64 overflow: floor division in two steps; safe=False because a time
+    # past 2^53 ns (a hostile or broken trace) rounds in float64, which a bucket index can afford
+    bucket = pc.min_element_wise(pc.cast(pc.floor(pc.divide(pc.multiply(pc.cast(ts, pa.float64(), safe=False),
+                                                                         buckets),
+                                                             float(span))), pa.int64()), buckets - 1)
     g = pa.table({"b": bucket, "v": t[column]}).group_by("b", use_threads=False).aggregate([("v", "max")])
     top = dict(zip(g["b"].to_pylist(), g["v_max"].to_pylist()))
     # the level when a bucket ends: its last record's value (records are in time order)

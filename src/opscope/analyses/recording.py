@@ -94,6 +94,37 @@ def find_run_info(trace_path: Path) -> dict[str, Any] | None:
         run = json.loads(candidate.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(run, dict) or trace_path.name not in (run.get("traces") or []):
+    if not isinstance(run, dict) or trace_path.name not in trace_names(run):
         return None
-    return run
+    return clean_run(run)
+
+
+def trace_names(run: Any) -> list[str]:
+    """The trace file names a run.json lists: plain names only (``a.json``), so a hostile run.json cannot make
+    opscope open a path elsewhere (``/etc/passwd``, ``../x``)."""
+    names = run.get("traces") if isinstance(run, dict) else None
+    if not isinstance(names, list):
+        return []
+    return [n for n in names if isinstance(n, str) and n not in ("", ".", "..") and "/" not in n and "\\" not in n]
+
+
+#: The shape the readers of run.json expect: keys that must hold an object, and lists with their items' type.
+_OBJECTS = ("cpu", "threads", "environment", "options")
+_LISTS: dict[str, type | tuple[type, ...]] = {"gpus": dict, "step_times_ns": int, "recorded_steps": int,
+                                              "profiled_steps": int, "traces": str}
+
+
+def clean_run(run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` with values of the wrong type left out (run.json is a file anyone can write; a number where an
+    object belongs must not crash advise)."""
+    out = dict(run)
+    for key in _OBJECTS:
+        if key in out and not isinstance(out[key], dict):
+            del out[key]
+    for key, kind in _LISTS.items():
+        if key in out:
+            value = out[key]
+            out[key] = [v for v in value if isinstance(v, kind) and not isinstance(v, bool)] \
+                if isinstance(value, list) else []
+    out["traces"] = trace_names(run)
+    return out

@@ -72,16 +72,18 @@ def _read_run_info(path: Path) -> Any:
 
 def recording_trace(directory: Path) -> tuple[Path, Any]:
     """The first trace of a recording directory, and its run.json."""
+    from opscope.analyses.recording import clean_run, trace_names
+
     run_file = directory / "run.json"
     try:
         run = json.loads(run_file.read_text())
     except (OSError, ValueError):
         raise TraceError(directory, "is a directory without a readable run.json",
                          "give a trace file or a directory written by opscope record") from None
-    names = run.get("traces") or [] if isinstance(run, dict) else []
+    names = trace_names(run)  # plain file names only: never a path elsewhere
     if not names:
         raise TraceError(directory, "the recording holds no trace", "see its run.json for what happened")
-    return directory / names[0], run
+    return directory / names[0], clean_run(run)
 
 
 @app.command()

@@ -173,8 +173,8 @@ def _warn_recovered(trace: Trace) -> None:
 
 
 def split(text: str) -> list[str]:
-    """A comma-separated option as a list."""
-    return [p.strip() for p in text.split(",") if p.strip()]
+    """A comma-separated option as a list, each item once (``--by shapes,shapes`` groups by shapes)."""
+    return list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
 
 
 def event_filter(kinds: str | None = None, match: str | None = None, exclude: str | None = None,

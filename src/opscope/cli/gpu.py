@@ -52,4 +52,6 @@ def gpu(
     if idle and launches:
         raise UsageError("choose one of --idle and --launches")
     only: GpuPart | None = "idle" if idle else "launches" if launches else None
+    if not short_gap_us * 1000 < 2**62:  # inf and nan too: the threshold becomes int64 nanoseconds
+        raise UsageError(f"--short-gap-us takes a finite number of microseconds, not {short_gap_us}")
     show(gpu_report(load(trace, no_cache), round(short_gap_us * 1000), only, limit), format)

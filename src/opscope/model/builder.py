@@ -32,7 +32,7 @@ _REQUIRED_EVENT_COLUMNS = ("kind", "name", "ts_ns", "dur_ns")
 #: Columns holding process/thread ids: integers become text and a missing id the empty string.
 _ID_COLUMNS = ("pid", "tid")
 #: Dropped rows of every table are counted under this one warning (its text is part of the output).
-BAD_TIME_WARNING = "events with missing, negative or non-numeric ts/dur (dropped)"
+BAD_TIME_WARNING = "events with missing, negative, non-numeric or out-of-range (beyond 73 years) ts/dur (dropped)"
 
 
 class TraceBuilder:
@@ -73,7 +73,7 @@ class TraceBuilder:
         batch = _record_batch(columns, EVENTS, READER_EVENT_COLUMNS)
         if args is not None and len(args) != batch.num_rows:
             raise ValueError(f"event batch: {len(args)} args for {batch.num_rows} rows")
-        valid = pc.and_(pc.and_(pc.is_valid(batch["ts_ns"]), pc.is_valid(batch["dur_ns"])),
+        valid = pc.and_(pc.and_(_time_ok(batch["ts_ns"]), _time_ok(batch["dur_ns"])),
                         pc.greater_equal(pc.fill_null(batch["dur_ns"], -1), 0))
         n_bad = batch.num_rows - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
         if n_bad:
@@ -112,11 +112,27 @@ class TraceBuilder:
             raise ValueError(f"{table} batch: unknown columns {unknown} (needs ts_ns); the columns are "
                              f"{schema.names}")
         batch = _record_batch(columns, schema, schema.names)
-        valid = pc.is_valid(batch["ts_ns"])
+        valid = _time_ok(batch["ts_ns"])
         if not pc.all(valid).as_py():
             self.dropped_times += batch.num_rows - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
             batch = batch.filter(valid)
+        if table == "memory":
+            batch = self._sane_bytes(batch)
         self._tables[table].append(batch)
+
+    def _sane_bytes(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Allocator records whose byte counts lie within +-2^53 (8 PiB): beyond it float64 sums and averages lose
+        their exactness and int64 sums overflow, and no allocator holds that much; the others are dropped."""
+        ok = None
+        for name in ("bytes", "total_allocated", "total_reserved"):
+            col = batch[name]
+            inside = pc.fill_null(pc.and_(pc.greater_equal(col, -2**53), pc.less_equal(col, 2**53)), True)
+            ok = inside if ok is None else pc.and_(ok, inside)
+        n_bad = batch.num_rows - (pc.sum(pc.cast(ok, pa.int64())).as_py() or 0)
+        if n_bad:
+            self.warn("memory records with a byte count beyond 2^53 (dropped)", n_bad)
+            batch = batch.filter(ok)
+        return batch
 
     def finish(self) -> Trace:
         """The Trace of everything added; ``steps`` and the derived event columns come from ``complete``."""
@@ -134,6 +150,19 @@ class TraceBuilder:
         for problem, count in self._warnings:
             trace.warn(problem, count)
         return trace
+
+
+#: Times (ns) beyond this are dropped and counted: 2^61 ns is 73 years (epoch times now are ~1.8e18 < 2.3e18),
+#: and keeping every time and duration within it means an end (ts + dur) or a span (last - first) of the trace
+#: never overflows int64 in the analyses.
+MAX_TIME_NS = 2**61
+
+
+def _time_ok(values: pa.Array) -> pa.Array:
+    """True where a time is present and within +-MAX_TIME_NS (false, never null, where absent)."""
+    filled = pc.fill_null(values, MAX_TIME_NS + 1)  # no abs(): abs(-2^63) overflows
+    inside = pc.and_(pc.greater_equal(filled, -MAX_TIME_NS), pc.less_equal(filled, MAX_TIME_NS))
+    return pc.and_(pc.is_valid(values), inside)
 
 
 def _record_batch(columns: Batch, schema: pa.Schema, names: Sequence[str]) -> pa.RecordBatch:

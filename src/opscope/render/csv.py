@@ -2,7 +2,8 @@
 
 Text from a trace (op and kernel names) is untrusted: a cell that a spreadsheet would read as a formula
 (starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) gets a leading ``'``, so opening the file
-never runs it. Numbers are written as they are (a negative delta stays a number)."""
+never runs it; control characters other than newline and tab are written out (ESC as the text ``\\x1b``),
+so printing the file cannot drive the terminal. Numbers are written as they are (a negative delta stays a number)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import io
 
 from rich.console import Console
 
-from opscope.render.data import document, say
+from opscope.render.data import document, printable, say
 from opscope.report import Report
 
 
@@ -34,6 +35,10 @@ def cell(value):
     """A CSV cell: empty for None, text that could start a formula quoted with ``'``, anything else as it is."""
     if value is None:
         return ""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
+    if isinstance(value, str):
+        # control characters written out (a raw ESC would restyle the terminal that cats the file); newlines
+        # stay, the csv module quotes them
+        value = printable(value)
+        if value.startswith(FORMULA_START):
+            return "'" + value
     return value

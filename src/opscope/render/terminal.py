@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from opscope.render.data import printable
 from opscope.report import Column, Report, Section
 from opscope.units import format_bytes, format_cell, format_plain
 
@@ -25,20 +26,20 @@ BAR_WIDTH = 30
 
 def render(report: Report, out: Console, err: Console) -> None:
     if report.empty is not None:
-        out.print(f"opscope: {report.empty}", highlight=False, markup=False)
+        out.print(f"opscope: {printable(report.empty)}", highlight=False, markup=False)
         return
     for heading in (report.title, report.headline):
         if heading:
-            out.print(Text(heading, style="bold"))
+            out.print(_text(heading, style="bold"))
     for section in report.sections:
         if section.terminal:
             print_section(out, section)
     if report.notes and any(s.terminal for s in report.sections):
         out.print()
     for line in report.notes:
-        out.print(Text(line, style="dim"))
+        out.print(_text(line, style="dim"))
     if report.legend:
-        out.print(Text(report.legend, style="dim"))
+        out.print(_text(report.legend, style="dim"))
 
 
 def print_section(console: Console, section: Section) -> None:
@@ -46,27 +47,27 @@ def print_section(console: Console, section: Section) -> None:
     heading = bool(section.title) and (bool(section.fields or section.text) or section.table is None)
     if heading:
         console.print()
-        console.print(Text(section.title, style="bold"))
+        console.print(_text(section.title, style="bold"))
     if section.table is not None:
         caption = section.caption if heading else section.title
         for title, table in _parts(section, _shown(section)):
             console.print(table_view(table, title or caption, section.limit, section.columns))
         hidden = section.arrow.num_rows - section.limit if section.arrow is not None and section.limit else 0
         if hidden > 0:
-            console.print(Text(f"... {hidden} more rows (use --limit 0 for all)", style="dim"))
+            console.print(_text(f"... {hidden} more rows (use --limit 0 for all)", style="dim"))
     if section.fields:
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()
         for label, value in section.fields:
-            grid.add_row(Text(label), Text(value))
+            grid.add_row(_text(label), _text(value))
         console.print(grid)
         if not heading:
             console.print()
     if section.text:
-        console.print(Text(section.text))
+        console.print(_text(section.text))
     for line in ([section.legend] if section.legend else []) + list(section.said):
-        console.print(Text(line, style="dim"))
+        console.print(_text(line, style="dim"))
 
 
 def _shown(section: Section) -> pa.Table:
@@ -129,6 +130,11 @@ def _bars(values: list[int | None], groups: list[Any]) -> list[str]:
             for g, v in zip(groups, values)]
 
 
+def _text(text: str, style: str = "") -> Text:
+    """Trace text as rich Text: never read as markup, its control characters written out."""
+    return Text(printable(text), style=style)
+
+
 def cut(text: str, at: int = CUT_AT) -> str:
     """``text``, or its first ``at`` characters and how many more there are."""
     return text if len(text) <= at + 20 else f"{text[:at]}... (+{len(text) - at:,} chars)"
@@ -137,19 +143,19 @@ def cut(text: str, at: int = CUT_AT) -> str:
 def table_view(table: pa.Table, title: str | None = None, limit: int | None = None,
                columns: Any = None) -> Table:
     hints = columns or {}
-    view = Table(title=escape(title) if title else None, title_justify="left", header_style="bold")
+    view = Table(title=escape(printable(title)) if title else None, title_justify="left", header_style="bold")
     for field in table.schema:
         name = field.name
         numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) \
             or pa.types.is_decimal(field.type)
         hint = hints.get(name)
         right = numeric or name.endswith(_NUMERIC_SUFFIXES + ("bytes",)) or (hint is not None and hint.unit == "bytes")
-        view.add_column(escape(name), justify="right" if right else "left",
+        view.add_column(escape(printable(name)), justify="right" if right else "left",
                         overflow="fold", max_width=80 if name in ("name", "op", "shapes") else None)
     shown = table.slice(0, limit) if limit else table
     plain = {n for n, h in hints.items() if h.unit == "plain"}
     for row in shown.to_pylist():
-        # Text(): trace text must never be read as rich markup.
+        # _text(): trace text must never be read as rich markup.
         cells = [format_plain(v) if k in plain else format_cell(k, v) for k, v in row.items()]
-        view.add_row(*(Text(cut(c) if k in _CUT_COLUMNS else c) for k, c in zip(row, cells)))
+        view.add_row(*(_text(cut(c) if k in _CUT_COLUMNS else c) for k, c in zip(row, cells)))
     return view

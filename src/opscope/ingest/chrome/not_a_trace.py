@@ -45,7 +45,7 @@ def what_it_is(head: bytes, dropped_times: int) -> tuple[str, str] | None:
     if dropped_times:
         m = _TS_TEXT.search(head)
         example = f'; the first: "ts": "{m.group(1).decode("utf-8", "replace")}"' if m else ""
-        return (f"has {dropped_times:,} events but none with a usable time: ts/dur missing, negative or not a "
-                f"number{example}",
+        return (f"has {dropped_times:,} events but none with a usable time: ts/dur missing, negative, out of range or "
+                f"not a number{example}",
                 "write ts and dur as numbers of microseconds")
     return None
