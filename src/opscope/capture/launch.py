@@ -8,6 +8,7 @@ opscope's analysis (and its memory) out of the measured process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -100,14 +101,40 @@ def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     env.update(extra_env or {})
     cmd = [interpreter, "-m", "opscope.capture.runner"]
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the program; we then report
+    child: list[subprocess.Popen] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        # A Python handler, never SIG_IGN: an ignored SIGINT is inherited across exec and the program's
+        # Ctrl-C (KeyboardInterrupt) would never fire. A terminal's Ctrl-C already reaches the program
+        # (same foreground process group), so SIGINT is forwarded only when it did not come from one.
+        if not child or child[0].poll() is not None:
+            return
+        if signum == signal.SIGINT and _terminal_delivers_sigint():
+            return
+        with contextlib.suppress(OSError):
+            child[0].send_signal(signum)
+
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, forward) for sig in forwarded}
     try:
         try:
-            return subprocess.run(cmd, env=env, stdout=stdout, stderr=stderr).returncode
+            child.append(subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr))
         except OSError as exc:
             raise UsageError(f"cannot start {interpreter}: {exc.strerror}") from None
+        code = child[0].wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    # Killed by signal n: 128+n, as a shell reports it (not -n, which sys.exit turns into 256-n).
+    return 128 - code if code < 0 else code
+
+
+def _terminal_delivers_sigint() -> bool:
+    """Whether we run in the foreground of a terminal, whose Ctrl-C the program receives by itself."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def target_config(target: Target) -> dict[str, Any]:

@@ -12,11 +12,13 @@ are its own; a missing script or module is a one-line error with exit code 2.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import runpy
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +72,18 @@ class Instrument(Protocol):
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
+    # A fresh name made with O_EXCL (mkstemp), never a fixed one: a symlink planted in the output
+    # directory under a predictable name would otherwise be followed and its target overwritten.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(data, indent=2, default=str))
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide run.json from the user's group
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def fail(message: str) -> NoReturn:

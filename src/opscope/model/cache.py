@@ -55,17 +55,37 @@ def load(path: Path, root: Path | None = None) -> Trace | None:
         return None
     try:
         metadata = json.loads(meta_file.read_text())
+        if not isinstance(metadata, dict):
+            raise ValueError("meta.json is not an object")
         events_file = entry / "events.parquet"
         names = pq.read_schema(events_file).names
+        # Every side table's footer too (cheap: footers only), so a truncated file is found here,
+        # not as pyarrow's multi-line error in the middle of a command.
+        for name in TABLE_SCHEMAS:
+            if name != "events":
+                pq.read_metadata(entry / f"{name}.parquet")
         tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file))}
     except (OSError, ValueError, pa.ArrowException):
-        return None  # unreadable entry: behave as a miss; the next write replaces it
+        # Unreadable entry: remove it and behave as a miss, so the caller re-parses and store()
+        # writes a good entry (store never overwrites an entry whose meta.json exists).
+        _discard(entry)
+        return None
     for name in TABLE_SCHEMAS:
         if name != "events":
             # Read on first use: most commands never touch flows, memory or the JSON args.
             tables[name] = partial(_read_later, entry / f"{name}.parquet")
     metadata["from_cache"] = str(entry)
     return Trace(metadata=metadata, **tables)
+
+
+def _discard(entry: Path) -> None:
+    # Rename first so a concurrent reader never sees a half-deleted entry; ignore a racing remover.
+    try:
+        doomed = Path(tempfile.mkdtemp(prefix=".bad-", dir=entry.parent))
+        os.replace(entry, doomed / "entry")
+    except OSError:
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _read(file: Path) -> pa.Table:

@@ -1,0 +1,84 @@
+"""Issue 14, part 5: opscope record never hijacks the program's signals or exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="capture needs the torch extra")
+
+# Writes its pid to ready.txt, then waits; a KeyboardInterrupt is noted in caught.txt and re-raised.
+# argv[1] "kill": the program kills itself with SIGKILL instead of waiting.
+PROGRAM = textwrap.dedent("""
+    import os, signal, sys, time
+    from pathlib import Path
+    here = Path(__file__).parent
+    if sys.argv[1:] == ["kill"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    (here / "ready.txt").write_text(str(os.getpid()))
+    try:
+        time.sleep(120)
+    except KeyboardInterrupt:
+        (here / "caught.txt").write_text("yes")
+        raise
+""")
+
+
+def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    return subprocess.Popen([sys.executable, "-m", "opscope.cli", "record", "-o", str(tmp_path / "rec"),
+                             str(script), *args], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _wait_ready(tmp_path: Path, proc: subprocess.Popen) -> int:
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready.txt").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the program never started"
+        time.sleep(0.1)
+    time.sleep(0.3)  # past the write, into the sleep
+    return int((tmp_path / "ready.txt").read_text())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sigint_to_opscope_reaches_the_program(tmp_path):
+    proc = _start(tmp_path)
+    _wait_ready(tmp_path, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert (tmp_path / "caught.txt").read_text() == "yes"  # the program's own handler ran
+    assert proc.returncode == 130  # what a shell gives for an interrupted program
+
+
+def test_sigterm_to_opscope_is_forwarded_and_gives_128_plus_15(tmp_path):
+    proc = _start(tmp_path)
+    pid = _wait_ready(tmp_path, proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)  # not orphaned
+
+
+def test_a_program_killed_by_a_signal_gives_128_plus_n(tmp_path):
+    proc = _start(tmp_path, "kill")
+    proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGKILL
