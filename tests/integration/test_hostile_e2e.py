@@ -3,16 +3,18 @@ hang fails the test instead of stalling the suite."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 import pytest
-from support.cli import assert_one_line_error, run_cli
-from support.hostile import fifo
+from support.cli import assert_one_line_error, run_cli, run_cli_many
+from support.hostile import fifo, many_steps
 from support.memory import hand_trace
 from support.tracefiles import write_trace
 
 from opscope.analyses.memory import MAX_TIMELINE_BUCKETS
+from opscope.analyses.reports import STEPS_TERMINAL_ROWS
 
 
 @pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "mkfifo"), reason="needs named pipes")
@@ -31,3 +33,13 @@ def test_memory_timeline_bucket_count_is_capped(tmp_path):
                  "--device", "cuda:0", "--limit", "0", cache=tmp_path / "cache")
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.count('"bucket"') == MAX_TIMELINE_BUCKETS
+
+
+def test_steps_terminal_shows_a_bounded_number_of_rows_and_says_so(tmp_path):
+    n = STEPS_TERMINAL_ROWS + 200
+    path = many_steps(tmp_path / "steps.json", n)
+    table, data = run_cli_many([("steps", str(path)), ("steps", str(path), "-f", "json")], cache=tmp_path / "c")
+    assert table.returncode == 0 and data.returncode == 0, (table.stderr, data.stderr)
+    assert f"the first {STEPS_TERMINAL_ROWS} of {n} steps" in table.stdout
+    # the data document still holds every step, numbered as the generator wrote them
+    assert [r["step"] for r in json.loads(data.stdout)] == list(range(n))

@@ -13,3 +13,15 @@ def fifo(path: Path) -> Path:
     """A named pipe where a trace file is expected: open() on it blocks until a writer appears."""
     os.mkfifo(path)
     return path
+
+
+def many_steps(path: Path, steps: int) -> Path:
+    """``steps`` back-to-back ProfilerStep#N annotations, each holding one op (1 us each, 2 us apart)."""
+    parts = []
+    for i in range(steps):
+        t = 2 * i
+        parts.append(f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,'
+                     f'"ts":{t},"dur":1.5}}')
+        parts.append(f'{{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":{t + 0.25},"dur":1}}')
+    path.write_text('{"traceEvents":[' + ",".join(parts) + "]}")
+    return path

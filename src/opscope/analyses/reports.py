@@ -144,8 +144,21 @@ def steps_report(trace: Trace, limit: int | None, run: dict | None = None) -> Re
     inflation = step_inflation(run)
     if table.num_rows and inflation is not None and inflation.inflated:
         notes.append(inflation.line())
-    return single(table, "Steps", limit, legend=legend, notes=notes,
-                  columns={"unseen_busy_ns": Column(hide_if_zero=True)})
+    columns = {"unseen_busy_ns": Column(hide_if_zero=True)}
+    if limit or table.num_rows <= STEPS_TERMINAL_ROWS:
+        return single(table, "Steps", limit, legend=legend, notes=notes, columns=columns)
+    # tens of thousands of steps took minutes to lay out on the terminal: show the first rows there (said);
+    # the data formats still write every step
+    shown = [*notes, f"the terminal shows the first {STEPS_TERMINAL_ROWS} of {table.num_rows} steps "
+                     "(--limit N for more, -f json/csv for all)"]
+    return Report(sections=[
+        Section("rows", "Steps", table, legend=legend, notes=shown, limit=STEPS_TERMINAL_ROWS, columns=columns,
+                data=False),
+        Section("rows", "Steps", table, notes=notes, columns=columns, terminal=False)])
+
+
+#: rows ``opscope steps`` shows on the terminal when no --limit is given
+STEPS_TERMINAL_ROWS = 1000
 
 
 GpuPart = Literal["breakdown", "idle", "launches"]
