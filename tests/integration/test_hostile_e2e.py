@@ -43,3 +43,12 @@ def test_steps_terminal_shows_a_bounded_number_of_rows_and_says_so(tmp_path):
     assert f"the first {STEPS_TERMINAL_ROWS} of {n} steps" in table.stdout
     # the data document still holds every step, numbered as the generator wrote them
     assert [r["step"] for r in json.loads(data.stdout)] == list(range(n))
+
+
+def test_repeated_step_numbers_are_counted_and_said(tmp_path):
+    # ProfilerStep#0..2 written twice (two schedules): 6 annotated intervals, 3 of them repeat a number
+    path = many_steps(tmp_path / "steps.json", 3, repeat=2)
+    res = run_cli("steps", str(path), "-f", "json", cache=tmp_path / "c")
+    assert res.returncode == 0, res.stderr
+    assert sorted(r["step"] for r in json.loads(res.stdout)) == [0, 0, 1, 1, 2, 2]
+    assert "3 rows repeat a step number" in res.stderr

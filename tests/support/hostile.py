@@ -15,11 +15,12 @@ def fifo(path: Path) -> Path:
     return path
 
 
-def many_steps(path: Path, steps: int) -> Path:
-    """``steps`` back-to-back ProfilerStep#N annotations, each holding one op (1 us each, 2 us apart)."""
+def many_steps(path: Path, steps: int, repeat: int = 1) -> Path:
+    """``steps`` back-to-back ProfilerStep#N annotations, each holding one op (1.5 us each, 2 us apart);
+    ``repeat`` > 1 writes the numbers 0..steps-1 that many times over, one run after another."""
     parts = []
-    for i in range(steps):
-        t = 2 * i
+    for k in range(steps * repeat):
+        i, t = k % steps, 2 * k
         parts.append(f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,'
                      f'"ts":{t},"dur":1.5}}')
         parts.append(f'{{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":{t + 0.25},"dur":1}}')
