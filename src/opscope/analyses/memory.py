@@ -305,11 +305,17 @@ def _sorted(table: pa.Table, sort: str, default: str) -> pa.Table:
     return table.take(pc.sort_indices(table, order))
 
 
+MAX_TIMELINE_BUCKETS = 10_000
+
+
 def timeline_table(rec: MemoryRecords, buckets: int = 20) -> pa.Table:
     """Per device, the trace cut into ``buckets`` equal spans: the most allocated and reserved in each (the
     level carried over from before the span counts: memory stays allocated between records)."""
     if buckets < 1:
         raise UsageError("--timeline takes a number of buckets >= 1")
+    # every bucket is a row per device: millions of buckets would build a table of gigabytes
+    if buckets > MAX_TIMELINE_BUCKETS:
+        raise UsageError(f"--timeline takes at most {MAX_TIMELINE_BUCKETS} buckets (got {buckets})")
     span = max(rec.end_ns - rec.start_ns, 1)
     rows: dict[str, list] = {k: [] for k in ("device", "bucket", "start_ns", "end_ns", "allocated_bytes",
                                              "reserved_bytes")}

@@ -11,6 +11,7 @@ from functools import cache
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from opscope.analyses.arrays import share_pct
 from opscope.analyses.filters import EventFilter
@@ -141,11 +142,29 @@ def steps_report(trace: Trace, limit: int | None, run: dict | None = None) -> Re
                    "show, see opscope gpu); launched_gpu_ns: device time of the work launched in the step, "
                    "wherever it ran (work launched near the end runs into the next step, so it can exceed dur_ns)")
     notes = ["window: each row's own step, its ProfilerStep#N's start to end"] if table.num_rows else []
+    # two ProfilerStep annotations with one number (a restarted schedule, two threads) are two rows: say so
+    repeated = table.num_rows - pc.count_distinct(table["step"]).as_py() if table.num_rows else 0
+    if repeated:
+        notes.append(f"{repeated} rows repeat a step number already listed (ProfilerStep#N annotated more than "
+                     "once); each is its own interval")
     inflation = step_inflation(run)
     if table.num_rows and inflation is not None and inflation.inflated:
         notes.append(inflation.line())
-    return single(table, "Steps", limit, legend=legend, notes=notes,
-                  columns={"unseen_busy_ns": Column(hide_if_zero=True)})
+    columns = {"unseen_busy_ns": Column(hide_if_zero=True)}
+    if limit or table.num_rows <= STEPS_TERMINAL_ROWS:
+        return single(table, "Steps", limit, legend=legend, notes=notes, columns=columns)
+    # tens of thousands of steps took minutes to lay out on the terminal: show the first rows there (said);
+    # the data formats still write every step
+    shown = [*notes, f"the terminal shows the first {STEPS_TERMINAL_ROWS} of {table.num_rows} steps "
+                     "(--limit N for more, -f json/csv for all)"]
+    return Report(sections=[
+        Section("rows", "Steps", table, legend=legend, notes=shown, limit=STEPS_TERMINAL_ROWS, columns=columns,
+                data=False),
+        Section("rows", "Steps", table, notes=notes, columns=columns, terminal=False)])
+
+
+#: rows ``opscope steps`` shows on the terminal when no --limit is given
+STEPS_TERMINAL_ROWS = 1000
 
 
 GpuPart = Literal["breakdown", "idle", "launches"]

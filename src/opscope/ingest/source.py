@@ -6,6 +6,7 @@ reported through ``truncated`` so the reader can keep what came before.
 
 from __future__ import annotations
 
+import stat
 import zlib
 from collections.abc import Generator
 from pathlib import Path
@@ -23,7 +24,12 @@ def check_readable(path: Path) -> int:
     if path.is_dir():
         raise TraceError(path, "is a directory, not a trace file", "pass one trace file")
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        # a FIFO, socket or device would block open()/read() forever or never end: refuse it up front
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(path, "is not a regular file (a pipe, socket or device)",
+                             "save the trace to a file first")
+        size = st.st_size
         with open(path, "rb"):
             pass
     except OSError as exc:
