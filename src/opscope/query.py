@@ -21,8 +21,9 @@ QUERY_LEGEND = ("ts_ns is an absolute time in ns (the trace's clock); only the m
 
 #: DuckDB settings of a sandboxed query: no file system, network or extension access, and no way to turn them
 #: back on from the SQL (DuckDB refuses to re-enable external access while the database runs).
-SANDBOX = {"enable_external_access": False, "autoinstall_known_extensions": False,
-           "autoload_known_extensions": False, "lock_configuration": True}
+SANDBOX: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False, "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+    "lock_configuration": True}
 
 
 def run_sql(trace: Trace, sql: str, sandbox: bool = False) -> pa.Table:
