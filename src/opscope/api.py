@@ -291,11 +291,12 @@ class Loaded:
         run = self.run if self.run is not None else find_run_info(self.path)
         return advise(self.trace, run=run, peers=tuple(p.trace for p in peers), only=list(rules) if rules else None)
 
-    def sql(self, query: str):
-        """The ``opscope query`` result: DuckDB SQL over the trace's tables."""
+    def sql(self, query: str, sandbox: bool = False):
+        """The ``opscope query`` result: DuckDB SQL over the trace's tables (``sandbox``: no file, network or
+        extension access from the SQL, as ``opscope query --sandbox``)."""
         from opscope.query import run_sql
 
-        return self._frame(run_sql(self.trace, query))
+        return self._frame(run_sql(self.trace, query, sandbox=sandbox))
 
     def _frame(self, table):
         """An Arrow table as this object's kind of data frame."""

@@ -19,10 +19,20 @@ QUERY_LEGEND = ("ts_ns is an absolute time in ns (the trace's clock); only the m
                 "in the units of the SQL (times in ns)")
 
 
-def run_sql(trace: Trace, sql: str) -> pa.Table:
+#: DuckDB settings of a sandboxed query: no file system, network or extension access, and no way to turn them
+#: back on from the SQL (DuckDB refuses to re-enable external access while the database runs).
+SANDBOX: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False, "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+    "lock_configuration": True}
+
+
+def run_sql(trace: Trace, sql: str, sandbox: bool = False) -> pa.Table:
+    """Run DuckDB SQL over the trace's tables. The SQL is the user's own and, like any DuckDB session, may read
+    and write the files the user can (``read_csv('/etc/passwd')``, ``COPY ... TO``); ``sandbox`` takes that away
+    (:data:`SANDBOX`) for SQL that comes from someone else, e.g. behind a shared service."""
     import duckdb
 
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(":memory:", config=SANDBOX if sandbox else {})
     try:
         for name, table in trace.tables().items():
             if name == "args" and "args" not in sql.lower():

@@ -133,8 +133,14 @@ def query(
     format: FormatOpt = "table",
     limit: LimitOpt = 50,
     no_cache: NoCacheOpt = False,
+    sandbox: Annotated[bool, typer.Option("--sandbox", help="No file, network or extension access from the SQL "
+                                                           "(DuckDB's enable_external_access=false): for SQL "
+                                                           "written by someone else.")] = False,
 ) -> None:
     """Run SQL over the trace's tables (DuckDB dialect).
+
+    The SQL runs as you, like any DuckDB session: it can read and write the files you can (read_csv(...),
+    COPY ... TO ...). --sandbox turns that off, for SQL that comes from someone else (a shared service).
 
     Tables: events (kind, name, cat, ts_ns, dur_ns, pid, tid, device, stream, correlation, external_id,
     shapes, dtypes, strides, concrete_inputs, event_id, parent, depth, self_ns, step, merged, op_self_ns),
@@ -146,4 +152,4 @@ def query(
     """
     from opscope.query import query_report, run_sql
 
-    show(query_report(run_sql(load(trace, no_cache), sql), limit), format)
+    show(query_report(run_sql(load(trace, no_cache), sql, sandbox=sandbox), limit), format)
