@@ -1,5 +1,5 @@
-"""No hang, no quadratic path, no silent repeat (issue 14, parts 2 and 7): each case in a child process with a timeout.
-hang fails the test instead of stalling the suite."""
+"""No hang, no quadratic path, no silent repeat (issue 14, parts 2 and 7): each command runs in a child
+process with a timeout, so a hang fails the test instead of stalling the suite."""
 
 from __future__ import annotations
 
