@@ -91,9 +91,9 @@ def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> l
     pb, pn = parts(base, span_base, device, host), parts(new, span_new, device, host)
     rows = [{"part": "step", "base_ns": span_base.step_ns, "new_ns": span_new.step_ns,
              "delta_ns": span_new.step_ns - span_base.step_ns}]
-    parts_ = list(pb) + [k for k in pn if k not in pb]
+    # every part either trace has (unseen_busy may be in one only), in the order they come
     rows += [{"part": k, "base_ns": pb.get(k, 0), "new_ns": pn.get(k, 0), "delta_ns": pn.get(k, 0) - pb.get(k, 0)}
-             for k in parts_]
+             for k in dict.fromkeys([*pb, *pn])]
     return rows
 
 
