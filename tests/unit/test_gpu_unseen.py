@@ -103,3 +103,13 @@ def test_diff_idle_leaves_unseen_busy_out(tmp_path):
         return rows_by_stream(GpuAnalysis(trace))[(0, None)]["idle_ns"] // 2
 
     assert head["idle"]["delta_ns"] == gpu_idle_per_step(tn) - gpu_idle_per_step(tb)
+
+
+def test_one_devices_unseen_stretch_under_anothers_work_keeps_the_share_within_100(tmp_path):
+    # device 0 runs [0, 1000) from a prompt launch; device 1's first kernel waits 585 µs, so [0, 600) is unseen
+    # on device 1 while device 0 is busy: busy 1000 of a 1000 µs step is 100%, not 1000 / (1000 - 600)
+    events = [step(1, 0, 1000), launch(0, 1, dur=1), kernel("k0", 0, 1000, corr=1),
+              launch(10, 2, dur=5), kernel("k1", 600, 100, corr=2, device=1)]
+    trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    [row] = step_device_table(trace).to_pylist()
+    assert (row["gpu_busy_ns"], row["unseen_busy_ns"], row["gpu_busy_pct"]) == (1000 * US, 600 * US, 100.0)

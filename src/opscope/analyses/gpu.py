@@ -650,7 +650,9 @@ def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.T
         busy = list(analysis.busy_within(spans))
         unseen = list(analysis.unseen_within(spans))
     durs = table["dur_ns"].to_pylist()
-    pct = [share_pct(b, d - (u or 0)) for b, d, u in zip(busy, durs, unseen)]
+    # One device's unseen stretch may overlap another's busy time: the measured part of the step never drops
+    # below the busy time, so the share stays within 100%.
+    pct = [None if b is None else share_pct(b, max(b, d - (u or 0))) for b, d, u in zip(busy, durs, unseen)]
     table = table.add_column(2, "gpu_busy_ns", pa.array(busy, pa.int64()))
     table = table.add_column(3, "gpu_busy_pct", pa.array(pct, pa.float64()))
     return table.add_column(4, "unseen_busy_ns", pa.array(unseen, pa.int64()))
