@@ -130,3 +130,21 @@ def test_steps_and_gpu_agree_on_a_single_step(tmp_path):
     assert step["gpu_busy_ns"] == device["busy_ns"] == 350 * US
     assert step["gpu_busy_pct"] == device["busy_pct"] == 35.0
     assert step["launched_gpu_ns"] == 400 * US
+
+
+def test_a_chain_of_same_name_ops_folds_into_its_outermost_op(tmp_path):
+    # aten::linear nested four deep [0,100) > [10,90) > [20,80) > [30,70), aten::mm [40,50) inside the innermost;
+    # a second chain [200,300) > [210,290). Each inner linear is its parent's only child of the same name, so it
+    # is folded (as torch's key_averages() does) and its self time moves to the outermost linear of its chain:
+    # chain 1: 20 + 20 + 20 + 30 = 90 us; chain 2: 20 + 80 = 100 us.
+    chain = [x("aten::linear", 0, 100), x("aten::linear", 10, 80), x("aten::linear", 20, 60),
+             x("aten::linear", 30, 40), x("aten::mm", 40, 10), x("aten::linear", 200, 100),
+             x("aten::linear", 210, 80)]
+    trace = open_trace(write_trace(tmp_path / "t.json", chain), use_cache=False)
+    rows = {r["name"]: r for r in op_table(trace).to_pylist()}
+    assert rows["aten::linear"]["calls"] == 2
+    assert rows["aten::linear"]["self_ns"] == (90 + 100) * US
+    assert rows["aten::mm"]["self_ns"] == 10 * US
+    events = trace.events.to_pylist()
+    assert sum(e["merged"] for e in events) == 4
+    assert [e["op_self_ns"] for e in events if e["depth"] == 0] == [90 * US, 100 * US]

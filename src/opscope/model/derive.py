@@ -213,10 +213,9 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
         return none_merged, self_ns
     own = dict(zip(sorted(dup), pc.take(self_ns, pa.array(sorted(dup), pa.int64())).to_pylist()))
     added: dict[int, int] = {}
+    kept = _kept_ancestors(dup, parent_of)
     for r in dup:
-        target = parent_of[r]
-        while target in dup:
-            target = parent_of[target]
+        target = kept[r]
         added[target] = added.get(target, 0) + own[r]
     row_ids = pa.array(range(n), pa.int64())
     targets = pa.array(list(added), pa.int64())
@@ -224,6 +223,23 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     extra = pc.fill_null(pc.take(pa.array(list(added.values()), pa.int64()), where), 0)
     merged = pc.is_in(row_ids, value_set=pa.array(sorted(dup), pa.int64()))
     return merged, pc.add(self_ns, extra)
+
+
+def _kept_ancestors(dup: set[int], parent_of: dict[int, int]) -> dict[int, int]:
+    """For each folded row, its nearest ancestor that is not folded. Each chain of folded rows is walked once
+    (a chain of n same-name ops nested in each other, as a hostile trace may hold, would be n^2 walking up from
+    every row)."""
+    kept: dict[int, int] = {}
+    for r in dup:
+        path = []
+        target = r
+        while target in dup and target not in kept:
+            path.append(target)
+            target = parent_of[target]
+        top = kept.get(target, target)
+        for p in path:
+            kept[p] = top
+    return kept
 
 
 def find_steps(events: pa.Table) -> pa.Table:
