@@ -153,3 +153,16 @@ def test_run_json_readers_keep_only_values_of_the_right_type():
     clean = clean_run(run)
     assert "cpu" not in clean and clean["threads"] == {"intra_op": 2}
     assert clean["gpus"] == [{"name": "H100"}] and clean["step_times_ns"] == [1, 3]
+
+
+def test_json_escapes_del_and_c1_controls_that_json_itself_writes_raw(tmp_path):
+    # JSON escapes only C0 controls; U+009B (CSI on a terminal taking 8-bit controls) and DEL would pass raw
+    name = "c1\x9b2J del\x7f e\u0301"
+    trace = write_trace(tmp_path / "t.json", [x(name, 0, 10), x("b", 20, 5)])
+    outs = run_cli_many([("ops", str(trace), "-f", "json"), ("query", str(trace), "SELECT name FROM events", "-f",
+                                                                "json")], cache=tmp_path / "cache")
+    for res in outs:
+        assert res.returncode == 0, res.stderr
+        assert not re.search("[\x7f-\x9f]", res.stdout), repr(res.stdout)
+        assert "c1\\u009b2J del\\u007f" in res.stdout
+        assert name in {r["name"] for r in json.loads(res.stdout)}  # the document still holds the name as it is

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 from rich.console import Console
 
@@ -9,7 +11,17 @@ from opscope.render.data import document, say
 from opscope.report import Report
 
 
+# JSON escapes C0 controls itself but writes DEL and the C1 controls (U+0080..U+009F, e.g. U+009B, a terminal's
+# CSI) raw; in UTF-8 they are 0x7f and 0xc2 0x80..0x9f, bytes that occur nowhere else in an encoded document.
+_RAW_CONTROL = re.compile(b"\x7f|\xc2[\x80-\x9f]")
+
+
+def _escaped(match: re.Match) -> bytes:
+    return b"\\u%04x" % ord(match.group().decode())
+
+
 def render(report: Report, out: Console, err: Console) -> None:
     _, rows = document(report, keep=("both", "data", "json"))
-    out.file.write(msgspec.json.format(msgspec.json.encode(rows), indent=2).decode() + "\n")
+    data = _RAW_CONTROL.sub(_escaped, msgspec.json.format(msgspec.json.encode(rows), indent=2))
+    out.file.write(data.decode() + "\n")
     say(err, report)
