@@ -10,7 +10,6 @@ from rich.console import Console
 from opscope.render.data import document, say
 from opscope.report import Report
 
-
 # JSON escapes C0 controls itself but writes DEL and the C1 controls (U+0080..U+009F, e.g. U+009B, a terminal's
 # CSI) raw; in UTF-8 they are 0x7f and 0xc2 0x80..0x9f, bytes that occur nowhere else in an encoded document.
 _RAW_CONTROL = re.compile(b"\x7f|\xc2[\x80-\x9f]")

@@ -1,0 +1,84 @@
+"""Run every table command on one file in this process, as ``opscope`` would run it, and report each run.
+
+``python hostile_driver.py FILE GOOD COMMANDS_JSON FORMATS RESULTS`` (started by :func:`support.hostile_run.run_file`):
+one process per file pays the imports once; each command runs through ``opscope.cli.main`` with its own argv and
+captured stdout/stderr, so an exception escaping ``main`` is exactly a traceback the user would see. A line
+``{"start": ...}`` goes to RESULTS before each run and the run's verdict after it, so the parent that kills a hung
+child knows which command hung. The process's peak RSS after each run is in its verdict (``peak_kb``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import resource
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for `import support`
+
+from opscope.cli import main
+from support.hostile_corpus import Run, problems
+
+
+class _CommandTimeoutError(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _CommandTimeoutError
+
+
+def _peak_kb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def run_one(args: list[str], fmt: str, file: str, timeout: int) -> Run:
+    argv = [*args] if fmt == "table" else [*args, "--format", fmt]
+    out, err = io.StringIO(), io.StringIO()
+    rc, tb = 0, ""
+    sys.argv = ["opscope", *argv]
+    start = time.perf_counter()
+    signal.alarm(timeout)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except _CommandTimeoutError:
+        rc, tb = -1, f"timeout: still running after {timeout} s"
+    except BaseException:
+        rc, tb = 1, traceback.format_exc()
+    finally:
+        signal.alarm(0)
+    run = Run(file=file, args=argv, fmt=fmt, rc=rc, seconds=time.perf_counter() - start, stdout=out.getvalue(),
+              stderr=err.getvalue(), traceback=tb)
+    run.problems = problems(run)
+    return run
+
+
+def main_driver() -> None:
+    file, good, commands_json, formats, results, timeout = sys.argv[1:7]
+    commands = json.loads(commands_json)
+    signal.signal(signal.SIGALRM, _alarm)
+    with open(results, "a", encoding="utf-8") as log:
+        log.write(json.dumps({"startup_kb": _peak_kb()}) + "\n")
+        log.flush()
+        for command in commands:
+            args = [a.replace("{file}", file).replace("{good}", good) for a in command]
+            for fmt in formats.split(","):
+                log.write(json.dumps({"start": args, "fmt": fmt}) + "\n")
+                log.flush()
+                run = run_one(args, fmt, file, int(timeout))
+                log.write(json.dumps({"args": run.args, "fmt": fmt, "rc": run.rc, "seconds": round(run.seconds, 3),
+                                      "peak_kb": _peak_kb(), "problems": run.problems,
+                                      "stderr": run.stderr[-500:]}) + "\n")
+                log.flush()
+
+
+if __name__ == "__main__":
+    main_driver()

@@ -1,0 +1,72 @@
+"""Run the hostile corpus (tests/support/hostile_corpus.py) through every table command and format; print the tally.
+
+    python tools/hostile_fuzz.py [--scale ci|full] [--out DIR] [--jobs 2] [--formats table,csv,json] [--only CLASS,...]
+
+One child process per file runs every command in turn (tests/support/hostile_driver.py) with a time limit per
+command and per file; what each run did is checked by ``support.hostile_corpus.problems`` (traceback, exit code,
+error lines, control bytes on stdout, CSV validity and formula cells, JSON validity). Prints one line per file with a
+problem, then the totals, the slowest run and the largest peak RSS over the start-up amount, relative to the file's
+size. ``--scale full`` uses the issue's sizes (2 million names, a 50 MB name, a 2 GiB gzip bomb...): tens of minutes.
+Exit code 1 when any run had a problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support import hostile_corpus
+from support.hostile_run import run_corpus
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", choices=("ci", "full"), default="ci")
+    parser.add_argument("--out", type=Path, help="where to write the corpus (default: a temporary folder)")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--formats", default=",".join(hostile_corpus.FORMATS))
+    parser.add_argument("--only", help="comma-separated classes: " + ",".join(hostile_corpus.GENERATORS))
+    parser.add_argument("--command-timeout", type=int, default=60)
+    parser.add_argument("--file-timeout", type=float, default=900)
+    opts = parser.parse_args()
+    root = opts.out or Path(tempfile.mkdtemp(prefix="opscope-hostile-"))
+    t0 = time.monotonic()
+    corpus = hostile_corpus.build(root, opts.scale)
+    if opts.only:
+        corpus = {k: v for k, v in corpus.items() if k in opts.only.split(",")}
+    files = [f for fs in corpus.values() for f in fs]
+    print(f"corpus: {len(files)} files in {root} ({time.monotonic() - t0:.1f} s to write)", flush=True)
+    results = run_corpus(files, hostile_corpus.good_trace(root), hostile_corpus.COMMANDS, opts.formats.split(","),
+                         root / "cache", opts.command_timeout, opts.file_timeout, opts.jobs)
+    runs = [r for res in results for r in res.runs]
+    bad = 0
+    for res in results:
+        found = res.problems()
+        if found:
+            bad += 1
+            print(f"{res.file.relative_to(root)}:")
+            for p in found[:8]:
+                print(f"    {p}")
+    ok = sum(r["rc"] == 0 and not r["problems"] for r in runs)
+    clean = sum(r["rc"] == 2 and not r["problems"] for r in runs)
+    worst = max(runs, key=lambda r: r["seconds"])
+    over = max(results, key=lambda res: res.peak_kb - res.startup_kb)
+    print(f"\n{len(runs)} runs on {len(files)} files ({len(hostile_corpus.COMMANDS)} commands x {opts.formats}): "
+          f"{ok} results, {clean} clean one-line errors, {len(runs) - ok - clean} with a problem; "
+          f"{sum(bool(r.hung) for r in results)} files killed for time; {bad} files with a problem")
+    print(f"slowest run: {worst['seconds']:.2f} s ({' '.join(worst['args'][:1])} [{worst['fmt']}] on "
+          f"{Path(worst['args'][-1]).name if worst['args'][0] != 'diff' else worst['args'][1:3]})")
+    print(f"largest memory over start-up: {(over.peak_kb - over.startup_kb) / 1024:.0f} MiB on "
+          f"{over.file.name} ({over.file.stat().st_size / 2**20:.2f} MiB on disk; start-up "
+          f"{over.startup_kb / 1024:.0f} MiB)")
+    print(f"wall time {time.monotonic() - t0:.0f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
