@@ -188,7 +188,17 @@ def structure(folder: Path, scale: str) -> list[Path]:
                             {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": -5, "cat": "ac2g", "bp": "e"},
                             {"ph": "f", "id": [1], "pid": 0, "tid": 7, "ts": 3, "cat": "ac2g"}]),
     }
-    return [_write(folder / name, data) for name, data in cases.items()]
+    out = [_write(folder / name, data) for name, data in cases.items()]
+    # recording directories (advise and diff take them) whose run.json is hostile: wrong types, paths out of the folder
+    for name, run in {"run-paths": {"traces": ["../../../../etc/passwd", "/etc/hostname", "t.json"], "status": 5},
+                      "run-types": {"traces": {"x": 1}, "threads": "many", "steps": [None], "env": 7},
+                      "run-not-object": [1, 2], "run-garbage": None}.items():
+        rec = folder / name
+        rec.mkdir()
+        _write(rec / "t.json", good)
+        _write(rec / "run.json", b"{not json" if run is None else json.dumps(run).encode())
+        out.append(rec)
+    return out
 
 
 def sizes(folder: Path, scale: str) -> list[Path]:
@@ -220,7 +230,21 @@ def sizes(folder: Path, scale: str) -> list[Path]:
     many_keys = b'{"traceEvents": [{' + b'"name": "x", ' * (20_000 if ci else 200_000) + b'"ph": "X", "ts": 1, "dur"'
     out.append(_write(folder / "salvage-many-keys.json", many_keys))
     out.append(_bomb(folder / "bomb.json.gz", (64 << 20) if ci else (2 << 30)))
+    out.append(_string_after_array(folder / "string-after-array.json.gz", (64 << 20) if ci else (1 << 30)))
     return out
+
+
+def _string_after_array(path: Path, length: int) -> Path:
+    """A good event array followed by a key whose string value is ``length`` bytes: tiny once compressed."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    with open(path, "wb") as fh:
+        fh.write(comp.compress(b'{"traceEvents": [' + json.dumps(_event()).encode() + b'], "x": "'))
+        block = b"y" * (1 << 20)
+        for _ in range(length >> 20):
+            fh.write(comp.compress(block))
+        fh.write(comp.compress(b'"}'))
+        fh.write(comp.flush())
+    return path
 
 
 def _bomb(path: Path, inflated: int) -> Path:
@@ -290,7 +314,7 @@ def problems(run: Run) -> list[str]:
         errors = [ln for ln in run.stderr.splitlines() if ln.startswith("opscope: error:")]
         if len(errors) != 1:
             found.append(f"{len(errors)} error lines, not one: {run.stderr[-300:]!r}")
-        elif not any(Path(a).name in errors[0] for a in run.args if a.endswith((".json", ".gz", ".bin"))):
+        elif not any(Path(a).name in errors[0] for a in run.args if Path(a).exists()):
             found.append(f"error line names no file: {errors[0][:200]!r}")
     if CONTROL.search(run.stdout):
         at = CONTROL.search(run.stdout).start()  # type: ignore[union-attr]
