@@ -92,15 +92,18 @@ def record(
     target = parse_command(ctx.args)
     directory, renamed = fresh_output_dir(output)
     if renamed:
-        say(f"{output} already holds a recording; writing to {directory}")
+        say(f"{output} is not empty (or not yours): writing to {directory}")
     run = run_program(target, directory, options)
     info = run.info
-    if info is None or (info.get("status") in ("running", "import-error") and "steps" not in info):
+    if info is None or info.get("status") == "starting" or (info.get("status") == "import-error"
+                                                           and "steps" not in info):
         raise typer.Exit(run.exit_code or 2)  # the runner said why (one line) before the program started
     if info.get("status") == "import-error":
         raise typer.Exit(run.exit_code)  # one line already printed by the runner
     for line in recording_lines(info, directory, options, run.exit_code):
         say(line)
+    if run.unsaved:
+        say(f"cannot write {directory / 'run.json'} ({run.unsaved}): it still says the program is running")
     traces = [directory / name for name in info.get("traces", [])]
     if traces:
         show(summary_report(load(traces[0], inflation_note=False), run=info), format)
