@@ -11,9 +11,12 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
+from opscope.analyses.numerics import DUMP_NAME, SCHEMA
 from opscope.capture.finalise import finalised, saved_traces
+from opscope.capture.numerics import fresh_dump_dir, save_dump
 from opscope.capture.outdir import claim_output_dir, publish
 from opscope.capture.runner import write_json_atomic
 from opscope.capture.tracefile import save_trace
@@ -159,3 +162,29 @@ def test_finalised_says_how_the_program_ended_and_lists_what_was_saved(tmp_path)
     assert finalised({**running, "status": "ok"}, tmp_path, 0) is None
     assert finalised({"status": "running"}, tmp_path, 1) is None
     assert finalised(None, tmp_path, 1) is None
+
+
+# -- numerics dumps ------------------------------------------------------------------------------------
+
+def test_a_dump_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / DUMP_NAME).symlink_to(victim)
+    path = save_dump(SCHEMA.empty_table(), tmp_path / "d")
+    assert victim.read_text() == "precious"
+    assert not path.is_symlink() and pq.read_table(path).num_rows == 0
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [DUMP_NAME]  # no staging directory left
+
+
+def test_dump_directories_racing_for_one_name_each_get_their_own(tmp_path):
+    with ThreadPoolExecutor(8) as pool:
+        claimed = list(pool.map(lambda _: fresh_dump_dir(tmp_path / "d")[0], range(8)))
+    assert sorted(claimed) == sorted({tmp_path / "d", *(tmp_path / f"d-{n}" for n in range(1, 8))})
+
+
+def test_a_dump_directory_holding_a_link_under_the_dump_name_is_passed_over(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / DUMP_NAME).symlink_to(tmp_path / "nowhere")
+    assert fresh_dump_dir(tmp_path / "d") == (tmp_path / "d-1", True)
+    assert not (tmp_path / "nowhere").exists()

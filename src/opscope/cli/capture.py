@@ -217,10 +217,11 @@ def numerics_cmd(
     target = parse_command(ctx.args)
     directory, renamed = fresh_dump_dir(output)
     if renamed:
-        say(f"{output} already holds a dump; writing to {directory}")
+        say(f"{output} already holds a dump (or is a file): writing to {directory}")
     code = run_with_numerics(target, directory / DUMP_NAME, max_ops or None, stdout_to_stderr=is_document(format))
     dump = directory / DUMP_NAME
-    if not dump.is_file():
+    if not dump.is_file() or dump.stat().st_size == 0:  # still the empty claim fresh_dump_dir made
+        dump.unlink(missing_ok=True)
         raise typer.Exit(code or 2)  # the runner said why before the program started
     table = load_dump(dump)
     say(f"{table.num_rows} outputs of {len(set(table['index'].to_pylist()))} ops recorded into {dump} "
