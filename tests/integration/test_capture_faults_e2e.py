@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.capture_faults import (
+    API_PROGRAM,
     PROGRAM_EXIT,
     listing,
     opscope_lines,
@@ -87,6 +88,20 @@ def test_os_exit_after_a_saved_window_leaves_the_trace_listed_and_advise_reads_i
     advised = run([sys.executable, "-m", "opscope.cli", "advise", "rec"], tmp_path)
     assert advised.returncode == 0, advised.stderr
     assert "holds no trace" not in advised.stderr
+
+
+def test_readers_of_a_recording_whose_run_json_lists_no_trace_read_the_trace_files(tmp_path):
+    (tmp_path / "api.py").write_text(API_PROGRAM)
+    died = run([sys.executable, str(tmp_path / "api.py"), "rec"], tmp_path)
+    assert died.returncode == 4, died.stderr
+    assert run_json(tmp_path / "rec")["status"] == "running"  # nobody was left to finish it
+    assert (tmp_path / "rec" / TRACE).is_file()
+    advised = run([sys.executable, "-m", "opscope.cli", "advise", "rec"], tmp_path)
+    # before: "rec: the recording holds no trace", exit 2
+    assert advised.returncode == 0, advised.stderr
+    assert (f"opscope: {Path('rec') / 'run.json'} lists no trace (status 'running': the program may have died "
+            f"before it could); reading the trace files in the directory: {TRACE}") in advised.stderr
+    assert advised.stdout.startswith(f"{Path('rec') / TRACE}: ")  # the advice of that trace
 
 
 def test_a_segfault_after_a_saved_window_keeps_it_and_says_how_the_program_died(tmp_path):

@@ -55,6 +55,24 @@ PROGRAM = textwrap.dedent("""
     sys.exit(3)
 """)
 
+#: The same training under ``opscope.profile`` (no ``opscope record`` parent), ending with os._exit(4) after step
+#: 7: its run.json is left saying "running", with no trace listed.
+API_PROGRAM = textwrap.dedent("""
+    import os, sys
+    import torch
+    import opscope
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with opscope.profile(sys.argv[1]):
+        for step in range(1, 9):
+            if step == 7:
+                os._exit(4)
+            optimizer.zero_grad()
+            model(torch.randn(8, 16)).sum().backward()
+            optimizer.step()
+""")
+
 #: The program's own exit code when it runs to its end.
 PROGRAM_EXIT = 3
 

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from opscope.analyses.numerics import DUMP_NAME, SCHEMA
-from opscope.capture.finalise import finalised, saved_traces
+from opscope.analyses.recording import recording_traces, saved_traces
+from opscope.capture.finalise import finalised
 from opscope.capture.numerics import fresh_dump_dir, save_dump
 from opscope.capture.outdir import claim_output_dir, publish
 from opscope.capture.runner import write_json_atomic
@@ -188,3 +189,13 @@ def test_a_dump_directory_holding_a_link_under_the_dump_name_is_passed_over(tmp_
     (tmp_path / "d" / DUMP_NAME).symlink_to(tmp_path / "nowhere")
     assert fresh_dump_dir(tmp_path / "d") == (tmp_path / "d-1", True)
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_readers_fall_back_to_the_trace_files_when_run_json_lists_none(tmp_path):
+    (tmp_path / "trace-1.pt.trace.json.gz").write_text("x")
+    assert recording_traces(tmp_path, {"traces": ["a.json"]}) == (["a.json"], None)
+    names, note = recording_traces(tmp_path, {"status": "running"})
+    assert names == ["trace-1.pt.trace.json.gz"]
+    assert note == (f"{tmp_path / 'run.json'} lists no trace (status 'running': the program may have died before it "
+                    "could); reading the trace files in the directory: trace-1.pt.trace.json.gz")
+    assert recording_traces(tmp_path / "nothing-here", {"status": "running"}) == ([], None)

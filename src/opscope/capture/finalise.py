@@ -5,28 +5,12 @@ was saved stays findable: every complete trace file in the directory and how the
 
 from __future__ import annotations
 
-import re
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
-#: The names :func:`opscope.capture.session.save_trace` publishes (only complete files get one).
-TRACE_NAME = re.compile(r"^trace-([0-9]{1,9})\.pt\.trace\.json\.gz$")
-
-
-def saved_traces(directory: Path) -> list[str]:
-    """The complete trace files in ``directory`` (regular files, not links), in the order they were saved."""
-    found = []
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return []
-    for entry in entries:
-        match = TRACE_NAME.match(entry.name)
-        if match and entry.is_file() and not entry.is_symlink():
-            found.append((int(match.group(1)), entry.name))
-    return [name for _, name in sorted(found)]
+from opscope.analyses.recording import saved_traces
 
 
 def how_it_ended(exit_code: int) -> tuple[str, str]:
