@@ -42,7 +42,7 @@ def demo(
 def record(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the traces and run.json; "
-                                         "if it holds a recording, DIR-1, DIR-2... is used.")]
+                                         "if it is not empty (or not yours), DIR-1, DIR-2... is used.")]
     = Path("opscope-record"),
     wait: Annotated[int, typer.Option(help="Steps to skip before warming up.")] = 1,
     warmup: Annotated[int, typer.Option(help="Steps profiled but discarded (profiler warm-up).")] = 1,
