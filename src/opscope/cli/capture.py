@@ -26,7 +26,9 @@ def demo(
     from opscope.advise import advise as run_rules
     from opscope.advise.report import advice_report
     from opscope.analyses.reports import summary_report
+    from opscope.capture.outdir import make_output_dir
 
+    make_output_dir(output)  # a place that cannot hold the trace is said before the training, not after it
     try:
         from opscope.capture.demo import record_demo
         path, _ = record_demo(output, steps=steps)
