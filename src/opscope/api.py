@@ -86,7 +86,11 @@ class profile(ContextDecorator):  # noqa: N801 - used like a function: `with ops
                 "crash": None if exc_type is None else f"{exc_type.__name__}: {exc}",
                 "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })
-            write_json_atomic(recording.output / "run.json", self._info)  # the recording writes into self.output
+            try:  # the recording writes into self.output
+                write_json_atomic(recording.output / "run.json", self._info)
+            except OSError as exc:  # disk full: the program goes on; its traces are complete
+                warnings.warn(f"opscope: cannot update {recording.output / 'run.json'} ({exc.strerror or exc})",
+                              stacklevel=2)
         return False
 
     @property
