@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from contextlib import ContextDecorator
 from pathlib import Path
@@ -85,7 +86,11 @@ class profile(ContextDecorator):  # noqa: N801 - used like a function: `with ops
                 "crash": None if exc_type is None else f"{exc_type.__name__}: {exc}",
                 "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })
-            write_json_atomic(recording.output / "run.json", self._info)  # the recording writes into self.output
+            try:  # the recording writes into self.output
+                write_json_atomic(recording.output / "run.json", self._info)
+            except OSError as exc:  # disk full: the program goes on; its traces are complete
+                warnings.warn(f"opscope: cannot update {recording.output / 'run.json'} ({exc.strerror or exc})",
+                              stacklevel=2)
         return False
 
     @property
@@ -326,7 +331,7 @@ def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: boo
     """
     import json
 
-    from opscope.analyses.recording import clean_run, trace_names
+    from opscope.analyses.recording import clean_run, recording_traces
     from opscope.ingest import open_trace
 
     if frames not in FRAME_KINDS:
@@ -350,7 +355,9 @@ def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: boo
         if not isinstance(run, dict):
             raise TraceError(run_file, "is not a JSON object", "give the run.json that opscope record wrote")
         run = clean_run(run)
-        traces = trace_names(run)  # plain file names only: never a path elsewhere
+        traces, note = recording_traces(path, run)  # plain file names only: never a path elsewhere
+        if note:
+            warnings.warn(note, stacklevel=2)
         if not traces:
             raise TraceError(path, "the recording holds no trace", "see its run.json for what happened")
         if not -len(traces) <= index < len(traces):

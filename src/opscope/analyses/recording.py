@@ -10,6 +10,7 @@ unrecorded baseline). When it exceeds the noise, every time the trace shows is i
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,39 @@ def trace_names(run: Any) -> list[str]:
     if not isinstance(names, list):
         return []
     return [n for n in names if isinstance(n, str) and n not in ("", ".", "..") and "/" not in n and "\\" not in n]
+
+
+#: The names ``opscope record`` (and ``opscope.profile``) give the traces it saves; only complete files get one.
+TRACE_NAME = re.compile(r"^trace-([0-9]{1,9})\.pt\.trace\.json\.gz$")
+
+
+def saved_traces(directory: Path) -> list[str]:
+    """The complete trace files a recording saved in ``directory`` (regular files, not links), in the order
+    they were saved: what to read when its run.json lists none (the program died before it could say)."""
+    found = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        match = TRACE_NAME.match(entry.name)
+        if match and entry.is_file() and not entry.is_symlink():
+            found.append((int(match.group(1)), entry.name))
+    return [name for _, name in sorted(found)]
+
+
+def recording_traces(directory: Path, run: Any) -> tuple[list[str], str | None]:
+    """The traces of the recording in ``directory``: those its run.json lists, else the complete trace files
+    present, with a note saying so (None when run.json listed them)."""
+    listed = trace_names(run)
+    if listed:
+        return listed, None
+    found = saved_traces(directory)
+    if not found:
+        return [], None
+    status = run.get("status") if isinstance(run, dict) and isinstance(run.get("status"), str) else "unknown"
+    return found, (f"{directory / 'run.json'} lists no trace (status {status!r}: the program may have died before "
+                   f"it could); reading the trace files in the directory: {', '.join(found)}")
 
 
 #: The shape the readers of run.json expect: keys that must hold an object, and lists with their items' type.

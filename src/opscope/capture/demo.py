@@ -11,12 +11,17 @@ from pathlib import Path
 
 from opscope.capture import require_torch
 from opscope.capture.demo_model import mobilenet_v2_mini
-from opscope.paths import first_free
+from opscope.capture.outdir import make_output_dir
+from opscope.capture.tracefile import save_trace
+from opscope.errors import UsageError
 
 
-def unused_path(directory: Path, stem: str, suffix: str) -> Path:
-    """``directory/stem+suffix``, or ``stem-1``, ``stem-2``... so an earlier recording is never overwritten."""
-    return first_free(directory / f"{stem}{suffix}", Path.exists, suffix)[0]
+def numbered_names(stem: str, suffix: str, count: int = 10_000) -> Iterator[str]:
+    """``stem+suffix``, ``stem-1+suffix``, ``stem-2+suffix``...: the names to try so an earlier recording is
+    never overwritten (the first free one is taken atomically, see :func:`opscope.capture.tracefile.save_trace`)."""
+    yield f"{stem}{suffix}"
+    for n in range(1, count):
+        yield f"{stem}-{n}{suffix}"
 
 
 @contextlib.contextmanager
@@ -61,8 +66,7 @@ def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 6
     loss_fn = torch.nn.CrossEntropyLoss()
     x = torch.randn(batch, 3, image, image)
     y = torch.randint(0, 10, (batch,))
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path = unused_path(output_dir, "demo", ".pt.trace.json")
+    make_output_dir(output_dir)
     with profiler_chatter_held(), profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
@@ -76,5 +80,8 @@ def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 6
             loss.backward()
             optimizer.step()
             prof.step()
-    prof.export_chrome_trace(str(path))
+    try:
+        path = save_trace(prof, output_dir, numbered_names("demo", ".pt.trace.json"))
+    except OSError as exc:
+        raise UsageError(f"{output_dir}: cannot save the demo's trace there ({exc.strerror or exc})") from None
     return path, prof

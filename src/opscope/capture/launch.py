@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opscope.capture.runner import ENV
+from opscope.capture.finalise import finalised
+from opscope.capture.outdir import claim_output_dir, remove_staging_dirs
+from opscope.capture.runner import ENV, write_json_atomic
 from opscope.capture.session import RecordOptions
 from opscope.errors import UsageError
-from opscope.paths import first_free
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 
@@ -78,8 +79,10 @@ def _on_path(name: str) -> bool:
 
 
 def fresh_output_dir(path: Path) -> tuple[Path, bool]:
-    """``path`` if it is new or empty, else ``path-1``, ``path-2``...: a recording is never overwritten."""
-    return first_free(path, lambda p: p.exists() and (not p.is_dir() or any(p.iterdir())))
+    """``path`` if it is new, or empty and ours, else ``path-1``, ``path-2``..., claimed atomically (see
+    :func:`opscope.capture.outdir.claim_output_dir`): a recording is never overwritten, also by a second one
+    started at the same moment."""
+    return claim_output_dir(path)
 
 
 @dataclass
@@ -87,6 +90,10 @@ class ChildRun:
     exit_code: int
     output: Path
     info: dict[str, Any] | None  # run.json, None when the program could not be started
+    #: The program ended before its side wrote the final run.json, so this side did (see capture.finalise).
+    finalised: bool = False
+    #: Why that final run.json could not be written (disk full), None when it was.
+    unsaved: str | None = None
 
 
 def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str] | None = None,
@@ -160,4 +167,17 @@ def run_program(target: Target, output: Path, options: RecordOptions, mode: str 
             info = json.loads(run_json.read_text())
         except ValueError:
             info = None
-    return ChildRun(code, output, info)
+    if info is not None and info.get("status") == "starting":  # the runner failed before the program started
+        with contextlib.suppress(OSError):
+            run_json.unlink()
+            output.rmdir()  # only when empty: the claim left nothing else
+        return ChildRun(code, output, None)
+    remove_staging_dirs(output)  # half-written windows of a program killed while saving one
+    final = finalised(info, output, code)
+    if final is None:
+        return ChildRun(code, output, info)
+    try:
+        write_json_atomic(run_json, final)
+    except OSError as exc:
+        return ChildRun(code, output, final, finalised=True, unsaved=exc.strerror or str(exc))
+    return ChildRun(code, output, final, finalised=True)

@@ -16,6 +16,7 @@ in a child process (the runner of :mod:`opscope.capture.runner`, with :class:`Nu
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -28,6 +29,7 @@ import pyarrow.parquet as pq
 
 from opscope.analyses.numerics import DUMP_NAME, SCHEMA, STATS, SUMMARY_FIELDS, first_nonfinite
 from opscope.capture import require_torch
+from opscope.errors import UsageError
 
 if TYPE_CHECKING:
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -305,18 +307,40 @@ def save_dump(table: pa.Table, path: Path, metadata: dict[str, Any] | None = Non
     path = Path(path)
     if path.suffix != ".parquet":
         path = path / DUMP_NAME
+    from opscope.capture.outdir import staging_dir
+
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"kind": "numerics", "version": 1, **(metadata or {})}
     table = table.replace_schema_metadata({_META_KEY: json.dumps(meta, default=str).encode()})
-    pq.write_table(table, path)
+    # Written whole under a private name first, then renamed: a reader never sees half a dump, and a link
+    # planted under the dump's name is replaced, never followed.
+    with staging_dir(path.parent) as staging:
+        pq.write_table(table, staging / DUMP_NAME)
+        os.replace(staging / DUMP_NAME, path)
     return path
 
 
 def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
-    """``path``, or ``path-1``, ``path-2``... when it already holds a dump: a dump is never overwritten."""
-    from opscope.paths import first_free
+    """``path``, or ``path-1``, ``path-2``... when it already holds a dump (or a file), with the dump's name
+    claimed there (an empty ``numerics.parquet`` made with O_EXCL, which the dump then replaces): a dump is
+    never overwritten, also by a second run started at the same moment."""
+    from opscope.capture.outdir import MAX_ALTERNATIVES, make_output_dir
 
-    return first_free(path, lambda p: (p / DUMP_NAME).exists() or (p.exists() and not p.is_dir()))
+    for n in range(MAX_ALTERNATIVES):
+        candidate = path if n == 0 else path.with_name(f"{path.name}-{n}")
+        if candidate.exists() and not candidate.is_dir():
+            continue
+        make_output_dir(candidate)
+        try:
+            os.close(os.open(candidate / DUMP_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"{candidate}: cannot write the dump there ({exc.strerror or exc}); give another "
+                             "directory with --output") from None
+        return candidate, n > 0
+    raise UsageError(f"{path}: {path.name}-1 to {path.name}-{MAX_ALTERNATIVES - 1} are all taken; give a new "
+                     "directory with --output")
 
 
 # --- running a program under the recorder -----------------------------------------------------------

@@ -41,6 +41,8 @@ def tune_threads_report(table: pa.Table, cores: int) -> Report:
 def recording_lines(info: dict[str, Any], directory: Path, options: Any, exit_code: int) -> list[str]:
     """What to tell the user about a recording (run.json's ``info``): how it ended, what was recorded."""
     lines = []
+    if info.get("finalised_by"):
+        return _abrupt_end_lines(info, directory, exit_code)
     steps = info.get("steps", 0)
     if info.get("status") == "crashed":
         lines.append(f"the program crashed ({info.get('crash')}); what was recorded before the crash is saved")
@@ -55,7 +57,8 @@ def recording_lines(info: dict[str, Any], directory: Path, options: Any, exit_co
         lines.append(f"the program made only {steps} steps but the schedule needs {options.steps_needed} (--wait "
                      f"{options.wait} --warmup {options.warmup} --active {options.active}): {held}; lower them or "
                      "run more steps")
-    what = f"steps {ranges(recorded)}" if recorded and recorded != [0] else "one window"
+    what = f"steps {ranges(recorded)}" if recorded and recorded != [0] else \
+        "one window" if info.get("traces") else "nothing"
     lines.append(f"{steps} steps ({info.get('step_source') or 'none'}), exit code {exit_code}; recorded {what} into "
                  f"{directory}: {', '.join(info.get('traces', [])) or 'no trace'} + run.json")
     inflation = step_inflation(info)
@@ -67,7 +70,21 @@ def recording_lines(info: dict[str, Any], directory: Path, options: Any, exit_co
     if (info.get("profiler_ns") or 0) >= 1_000_000_000:
         lines.append(f"the profiler spent {format_ns(info['profiler_ns'])} between steps (starting, stopping and "
                      "saving windows); left out of the step times")
+    if info.get("profiler_failed"):
+        lines.append(f"profiling stopped early ({info['profiler_failed']}): only the traces listed above are "
+                     "complete")
     return lines
+
+
+def _abrupt_end_lines(info: dict[str, Any], directory: Path, exit_code: int) -> list[str]:
+    """A program that ended without opscope's side saving run.json (segfault, os._exit): what is left."""
+    traces = info.get("traces") or []
+    how = f"the program ended abruptly ({info.get('crash') or info.get('status')})"
+    if traces:
+        return [f"{how}; its step times are lost, the windows saved before are complete: {', '.join(traces)} "
+                f"in {directory} (exit code {exit_code})"]
+    return [f"{how} before the first recorded window was saved: nothing was recorded into {directory} (exit "
+            f"code {exit_code}); record fewer steps (--wait, --warmup, --active) to save a window before that point"]
 
 
 def ranges(numbers: list[int]) -> str:

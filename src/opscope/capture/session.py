@@ -205,6 +205,8 @@ class Recording:
         self._pending = False  # an optimizer step's boundary waits for optimizer.step() to return
         self._wrapped: list[tuple[type, Any]] = []  # optimizer classes whose step we wrapped, and what was there
         self._progress = _Progress()
+        #: Why profiling stopped early (a trace that could not be saved: disk full...), None when it did not.
+        self.failure: str | None = None
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> Recording:
@@ -239,10 +241,14 @@ class Recording:
         if self._prof is not None:
             prof, self._prof = self._prof, None
             self._stopping = True
-            with warnings.catch_warnings(), self._progress.watch("saving the last profiled window"):
-                warnings.simplefilter("ignore")
-                prof.stop()
-            self._stopping = False
+            try:
+                with warnings.catch_warnings(), self._progress.watch("saving the last profiled window"):
+                    warnings.simplefilter("ignore")
+                    prof.stop()
+            except Exception as exc:  # any: the profiler's failure must not become the program's
+                self._give_up(exc, prof)
+            finally:
+                self._stopping = False
 
     def __enter__(self) -> Recording:
         return self.start()
@@ -307,15 +313,37 @@ class Recording:
         self.clock.tick()
         if self._prof is None:
             return
-        if self._startup:
-            self._leave_startup(self._prof)
-        else:
-            with warnings.catch_warnings(), self._progress.watch("saving a profiled window"):
-                warnings.simplefilter("ignore")
-                self._prof.step()
+        # This runs inside the program's optimizer.step() (or its opscope.step()): a profiler that cannot
+        # save a window (disk full) stops profiling; the program runs on.
+        try:
+            if self._startup:
+                self._leave_startup(self._prof)
+            else:
+                with warnings.catch_warnings(), self._progress.watch("saving a profiled window"):
+                    warnings.simplefilter("ignore")
+                    self._prof.step()
+        except Exception as exc:  # any: the profiler's failure must not become the program's
+            self._give_up(exc, self._prof)
+            self.clock.resume()
+            return
         if self._prof.current_action != self._action().NONE:
             self.profiled_steps.append(self.clock.count)
         self.clock.resume()
+
+    def _give_up(self, exc: Exception, prof: Profiler) -> None:
+        """Stop profiling for good after ``exc``, say so once on stderr, and keep why for run.json."""
+        self._prof = None
+        self._startup = False
+        self._discard = True  # stopping what is left saves nothing more
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prof.stop()
+        self._discard = False
+        if self.failure is None:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            self.failure = f"failed: {why}"
+            _say(f"profiling stopped, the program runs on: {why} (in {self.output}); the traces saved before "
+                 "are kept")
 
     def _leave_startup(self, startup: Profiler) -> None:
         """First step: drop the start-up window and hand over to the scheduled profiler at step 1."""
@@ -373,9 +401,11 @@ class Recording:
     def _save(self, prof) -> None:
         if self._discard:
             return
-        path = self.output / f"trace-{len(self.traces) + 1}.pt.trace.json.gz"
-        prof.export_chrome_trace(str(path))
-        self.traces.append(path.name)
+        from opscope.capture.tracefile import save_trace
+
+        first = len(self.traces) + 1
+        names = (f"trace-{n}.pt.trace.json.gz" for n in range(first, first + 1000))
+        self.traces.append(save_trace(prof, self.output, names).name)
         if self._startup:
             self.recorded_steps.append(0)
             return
@@ -402,6 +432,7 @@ class Recording:
             "profiled_steps": [n for n in self.profiled_steps if n < self.clock.count] if self.profile else [],
             "profiler_ns": self.clock.profiler_ns(),
             "traces": self.traces,
+            "profiler_failed": self.failure,
         }
 
 
@@ -438,12 +469,14 @@ class RecordingInstrument:
 
     def start(self, program: Program) -> None:
         from opscope.capture.runinfo import run_info
-        from opscope.capture.runner import write_json_atomic
+        from opscope.capture.runner import fail, write_json_atomic
 
         self.info = run_info(self.command, program.directory, self._torch)
         self.info.update({"status": "running", "mode": self.mode, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        self.output.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.output / "run.json", self.info)
+        try:  # the parent claimed the directory; its run.json is ours to rewrite
+            write_json_atomic(self.output / "run.json", self.info)
+        except OSError as exc:
+            fail(f"{self.output}: cannot write run.json ({exc.strerror or exc})")
         self.recording = Recording(self.output, self.options, profile=self.mode == "record")
         self.recording.start()
 
@@ -455,4 +488,8 @@ class RecordingInstrument:
             self.info.update(self.recording.result())
         self.info.update({"status": outcome.status, "exit_code": outcome.exit_code, "crash": outcome.crash,
                           "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        write_json_atomic(self.output / "run.json", self.info)
+        try:
+            write_json_atomic(self.output / "run.json", self.info)
+        except OSError as exc:  # disk full: the program's exit code stays its own; record says what is missing
+            _say(f"cannot update {self.output / 'run.json'} ({exc.strerror or exc}); the traces in that "
+                 "directory are complete")

@@ -72,7 +72,7 @@ def _read_run_info(path: Path) -> Any:
 
 def recording_trace(directory: Path) -> tuple[Path, Any]:
     """The first trace of a recording directory, and its run.json."""
-    from opscope.analyses.recording import clean_run, trace_names
+    from opscope.analyses.recording import clean_run, recording_traces
 
     run_file = directory / "run.json"
     try:
@@ -80,7 +80,9 @@ def recording_trace(directory: Path) -> tuple[Path, Any]:
     except (OSError, ValueError):
         raise TraceError(directory, "is a directory without a readable run.json",
                          "give a trace file or a directory written by opscope record") from None
-    names = trace_names(run)  # plain file names only: never a path elsewhere
+    names, note = recording_traces(directory, run)  # plain file names only: never a path elsewhere
+    if note:
+        say(note)
     if not names:
         raise TraceError(directory, "the recording holds no trace", "see its run.json for what happened")
     return directory / names[0], clean_run(run)

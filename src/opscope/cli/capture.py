@@ -26,7 +26,9 @@ def demo(
     from opscope.advise import advise as run_rules
     from opscope.advise.report import advice_report
     from opscope.analyses.reports import summary_report
+    from opscope.capture.outdir import make_output_dir
 
+    make_output_dir(output)  # a place that cannot hold the trace is said before the training, not after it
     try:
         from opscope.capture.demo import record_demo
         path, _ = record_demo(output, steps=steps)
@@ -42,7 +44,7 @@ def demo(
 def record(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the traces and run.json; "
-                                         "if it holds a recording, DIR-1, DIR-2... is used.")]
+                                         "if it is not empty (or not yours), DIR-1, DIR-2... is used.")]
     = Path("opscope-record"),
     wait: Annotated[int, typer.Option(help="Steps to skip before warming up.")] = 1,
     warmup: Annotated[int, typer.Option(help="Steps profiled but discarded (profiler warm-up).")] = 1,
@@ -92,15 +94,18 @@ def record(
     target = parse_command(ctx.args)
     directory, renamed = fresh_output_dir(output)
     if renamed:
-        say(f"{output} already holds a recording; writing to {directory}")
+        say(f"{output} is not empty (or not yours): writing to {directory}")
     run = run_program(target, directory, options)
     info = run.info
-    if info is None or (info.get("status") in ("running", "import-error") and "steps" not in info):
+    if info is None or info.get("status") == "starting" or (info.get("status") == "import-error"
+                                                           and "steps" not in info):
         raise typer.Exit(run.exit_code or 2)  # the runner said why (one line) before the program started
     if info.get("status") == "import-error":
         raise typer.Exit(run.exit_code)  # one line already printed by the runner
     for line in recording_lines(info, directory, options, run.exit_code):
         say(line)
+    if run.unsaved:
+        say(f"cannot write {directory / 'run.json'} ({run.unsaved}): it still says the program is running")
     traces = [directory / name for name in info.get("traces", [])]
     if traces:
         show(summary_report(load(traces[0], inflation_note=False), run=info), format)
@@ -214,10 +219,11 @@ def numerics_cmd(
     target = parse_command(ctx.args)
     directory, renamed = fresh_dump_dir(output)
     if renamed:
-        say(f"{output} already holds a dump; writing to {directory}")
+        say(f"{output} already holds a dump (or is a file): writing to {directory}")
     code = run_with_numerics(target, directory / DUMP_NAME, max_ops or None, stdout_to_stderr=is_document(format))
     dump = directory / DUMP_NAME
-    if not dump.is_file():
+    if not dump.is_file() or dump.stat().st_size == 0:  # still the empty claim fresh_dump_dir made
+        dump.unlink(missing_ok=True)
         raise typer.Exit(code or 2)  # the runner said why before the program started
     table = load_dump(dump)
     say(f"{table.num_rows} outputs of {len(set(table['index'].to_pylist()))} ops recorded into {dump} "
