@@ -165,6 +165,10 @@ def _progress_for(path: Path) -> _ReadProgress | None:
 
 
 def _warn_recovered(trace: Trace) -> None:
+    rebuilt = trace.metadata.get("cache_rebuilt")
+    if rebuilt:
+        err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: cache entry was corrupt "
+                                f"({rebuilt}); rebuilt from the trace"), highlight=False)
     if trace.metadata.get("truncated"):
         for w in trace.warnings:
             if w["problem"].startswith("file is truncated"):
