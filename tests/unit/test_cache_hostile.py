@@ -1,12 +1,17 @@
-"""Issue 14, part 6: a corrupt cache entry is detected, dropped and rebuilt (never re-parsed forever)."""
+"""Issue 14, part 6: a changed trace is never answered from a stale entry; a corrupt cache entry is detected,
+dropped and rebuilt (never re-parsed forever, never read as a wrong number)."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow.parquet as pq
-from support.tracefiles import small_gpu_trace, write_trace
+import pytest
+from support.cache import entry_of, flip_in_data_pages
+from support.tracefiles import small_gpu_trace, write_trace, x
 
+from opscope.errors import TraceError
 from opscope.ingest import open_trace
 from opscope.model import cache as cache_mod
 
@@ -54,3 +59,70 @@ def test_meta_json_that_is_not_an_object_is_a_miss(tmp_path, cache):
     again = open_trace(path, cache_dir=cache)
     assert "from_cache" not in again.metadata
     assert isinstance(json.loads((entry / "meta.json").read_text()), dict)
+
+
+def _padded_trace(n: int = 30_000) -> list[dict]:
+    """small_gpu_trace and ``n`` one-microsecond ops after it: a file of ~4 MB, so its middle lies
+    outside the first and last MiB that the key hashes."""
+    return small_gpu_trace() + [x("aten::pad", 4000 + 2 * i, 1) for i in range(n)]
+
+
+def test_edit_in_the_middle_with_size_and_mtime_restored_is_not_stale(tmp_path, cache):
+    path = write_trace(tmp_path / "t.json", _padded_trace())
+    first = open_trace(path, cache_dir=cache)
+    assert _names(first).count("aten::pad") == 30_000
+    before = path.stat()
+    data = path.read_bytes()
+    middle = data.index(b'"aten::pad"', len(data) // 2)
+    assert (1 << 20) < middle < len(data) - (1 << 20)  # outside both probes of the key
+    path.write_bytes(data[:middle] + b'"aten::pid"' + data[middle + len(b'"aten::pad"'):])
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    again = open_trace(path, cache_dir=cache)
+    assert "from_cache" not in again.metadata  # a new key: parsed from the edited JSON
+    names = _names(again)
+    assert names.count("aten::pid") == 1 and names.count("aten::pad") == 29_999
+
+
+def test_flipped_bytes_in_events_pages_are_found_and_rebuilt(tmp_path, cache):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    uncached = open_trace(path, use_cache=False).events.to_pylist()
+    open_trace(path, cache_dir=cache)
+    entry = entry_of(path, cache)
+    flip_in_data_pages(entry / "events.parquet")
+    again = open_trace(path, cache_dir=cache)
+    assert "from_cache" not in again.metadata
+    assert "events.parquet does not match its checksum" in again.metadata["cache_rebuilt"]
+    assert again.events.to_pylist() == uncached
+    third = open_trace(path, cache_dir=cache)  # the rebuilt entry is good, and the note was not stored
+    assert third.metadata.get("from_cache") == str(entry) and "cache_rebuilt" not in third.metadata
+    assert third.events.to_pylist() == uncached
+
+
+def test_meta_json_changed_but_still_json_is_found(tmp_path, cache):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    open_trace(path, cache_dir=cache)
+    meta = entry_of(path, cache) / "meta.json"
+    text = meta.read_text()
+    assert '"schemaVersion": 1' in text
+    meta.write_text(text.replace('"schemaVersion": 1', '"schemaVersion": 9'))  # same size, valid JSON
+    again = open_trace(path, cache_dir=cache)
+    assert "meta.json does not match its checksum" in again.metadata["cache_rebuilt"]
+
+
+def test_corrupt_side_table_found_on_first_use_is_one_error_and_removes_the_entry(tmp_path, cache):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    expected = open_trace(path, use_cache=False).steps.to_pylist()
+    open_trace(path, cache_dir=cache)
+    entry = entry_of(path, cache)
+    flip_in_data_pages(entry / "steps.parquet")
+    cached = open_trace(path, cache_dir=cache)  # footers are fine: the entry opens
+    assert cached.metadata.get("from_cache") == str(entry)
+    with pytest.raises(TraceError) as info:
+        cached.steps  # noqa: B018 - the first read of the side table
+    assert "steps.parquet does not match its checksum" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert not entry.exists()
+    rebuilt = open_trace(path, cache_dir=cache)
+    assert "from_cache" not in rebuilt.metadata and rebuilt.steps.to_pylist() == expected
+    assert open_trace(path, cache_dir=cache).steps.to_pylist() == expected

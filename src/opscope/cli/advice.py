@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, load, say, show, split
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, announce, load, open_quietly, say, show, split
 from opscope.errors import TraceError, UsageError
 
 
@@ -169,8 +169,11 @@ def diff(
     if base.exists() and new.exists() and base.samefile(new):
         raise TraceError(new, f"is the same file as {base}; nothing to compare",
                          "give two different traces (a baseline and a new run)")
-    a, b = load(base, no_cache), load(new, no_cache)
+    # both open before either says anything: a warning about the first and the second's error would be two lines
+    a, b = open_quietly(base, no_cache), open_quietly(new, no_cache)
     check_inputs(base, new, a, b)
+    announce(a, base)
+    announce(b, new)
     result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
                      ops=only != "kernels", kernels=only != "ops", op_level=op_level)
     show(comparison_report(result, full_names, limit, table=table), format)

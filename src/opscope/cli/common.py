@@ -66,6 +66,14 @@ def load(path: Path, no_cache: bool = False, inflation_note: bool = True) -> Tra
     warning when the file was damaged and what could be read was recovered, and (unless the command's report
     says it itself: ``inflation_note=False``) a line when the trace is a recording whose steps the profiler
     slowed beyond the noise, so that no command shows its times without saying they are inflated."""
+    trace = open_quietly(path, no_cache)
+    announce(trace, path, inflation_note)
+    return trace
+
+
+def open_quietly(path: Path, no_cache: bool = False) -> Trace:
+    """:func:`load` without its lines on stderr, for a command that opens several traces: it calls
+    :func:`announce` once all are open, so a file that fails to open is the run's only line."""
     from opscope.ingest import open_trace
     from opscope.sysmem import release_free_memory
 
@@ -77,10 +85,14 @@ def load(path: Path, no_cache: bool = False, inflation_note: bool = True) -> Tra
         if progress is not None:
             progress.close()
     release_free_memory()
+    return trace
+
+
+def announce(trace: Trace, path: Path, inflation_note: bool = True) -> None:
+    """What :func:`load` says about an open trace: recovered events, a rebuilt cache entry, inflated steps."""
     _warn_recovered(trace)
     if inflation_note:
         _say_inflation(path)
-    return trace
 
 
 def _say_inflation(path: Path) -> None:
@@ -165,6 +177,10 @@ def _progress_for(path: Path) -> _ReadProgress | None:
 
 
 def _warn_recovered(trace: Trace) -> None:
+    rebuilt = trace.metadata.get("cache_rebuilt")
+    if rebuilt:
+        err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: cache entry was corrupt "
+                                f"({rebuilt}); rebuilt from the trace"), highlight=False)
     if trace.metadata.get("truncated"):
         for w in trace.warnings:
             if w["problem"].startswith("file is truncated"):

@@ -35,8 +35,12 @@ def open_trace(
     """
     path = Path(path)
     check_readable(path)
+    rebuilt = None
     if use_cache:
-        cached = cache.load(path, cache_dir)
+        try:
+            cached = cache.load(path, cache_dir)
+        except cache.CorruptEntryError as exc:
+            rebuilt, cached = str(exc), None
         if cached is not None:
             return cached
     reader = pick_reader(path)
@@ -52,6 +56,8 @@ def open_trace(
     trace = complete(trace)
     if use_cache:
         cache.store(path, trace, cache_dir)
+        if rebuilt is not None:
+            trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
         trace.args = partial(_args_of, path)
     return trace

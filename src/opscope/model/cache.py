@@ -1,8 +1,12 @@
 """The Parquet cache: a second open of the same trace file reads columns instead of JSON.
 
-One directory per source file version, keyed by the file's path, size, mtime and a hash of its first
-and last MiB. A cache directory is written under a temporary name and renamed into place, so readers
-never see half a cache and an existing one is never overwritten.
+One directory per source file version. The key says "this file has not changed since" by what the user
+cannot restore: the file's path, size, mtime, ctime and inode, plus a hash of its first and last MiB
+(DESIGN.md, "what the cache key trusts"). A cache directory is written under a temporary name and
+renamed into place, so readers never see half a cache and an existing one is never overwritten.
+Every file of an entry has its size and CRC-32 in ``sums.json``: the events table and meta.json are
+checked when the entry is opened (a corrupt one is removed and the trace re-parsed), the other tables
+when they are first read (a corrupt one is an error that removes the entry, so the next run rebuilds it).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import zlib
 from functools import partial
 from pathlib import Path
 
@@ -23,8 +28,15 @@ from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 6  # 6: TF timelines' device rows are device work; TF runtime events are kind runtime
+CACHE_FORMAT = 7  # 7: sums.json (each file's size and CRC-32); the key has ctime and inode
 _PROBE = 1 << 20
+_CHUNK = 1 << 20
+#: What store() never writes into meta.json: facts about this open, not about the trace.
+_NOT_STORED = ("from_cache", "cache_rebuilt")
+
+
+class CorruptEntryError(Exception):
+    """The cache entry of a trace was damaged; it has been removed. ``str()`` says what was wrong."""
 
 
 def cache_root() -> Path:
@@ -38,7 +50,10 @@ def cache_root() -> Path:
 def cache_key(path: Path) -> str:
     st = path.stat()
     h = hashlib.blake2b(digest_size=16)
-    h.update(f"{CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+    # ctime and inode: no tool sets them back (os.utime restores mtime only, and a rewrite changes ctime),
+    # so an edit anywhere in the file is a new key without hashing gigabytes on every command.
+    h.update(f"{CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|"
+             f"{st.st_dev}|{st.st_ino}".encode())
     with open(path, "rb") as fh:
         h.update(fh.read(_PROBE))
         if st.st_size > _PROBE:
@@ -47,17 +62,38 @@ def cache_key(path: Path) -> str:
     return h.hexdigest()
 
 
+def _sum(file: Path) -> list[int]:
+    """[size, CRC-32] of a file: CRC-32 because it finds flipped bits at ~2 GB/s (blake2b: ~0.7)."""
+    crc, size = 0, 0
+    with open(file, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    return [size, crc]
+
+
+def _check(file: Path, sums: dict) -> None:
+    if _sum(file) != sums.get(file.name):
+        raise ValueError(f"{file.name} does not match its checksum")
+
+
 def load(path: Path, root: Path | None = None) -> Trace | None:
-    """The cached Trace of ``path``, or None if there is no valid entry."""
+    """The cached Trace of ``path``, or None if there is no entry. Raises CorruptEntryError (after removing
+    the entry) when there was one but it is damaged, so the caller re-parses and can say why."""
     entry = (root or cache_root()) / cache_key(path)
     meta_file = entry / "meta.json"
     if not meta_file.is_file():
         return None
     try:
+        sums = json.loads((entry / "sums.json").read_text())
+        if not isinstance(sums, dict):
+            raise ValueError("sums.json is not an object")
+        _check(meta_file, sums)
         metadata = json.loads(meta_file.read_text())
         if not isinstance(metadata, dict):
             raise ValueError("meta.json is not an object")
         events_file = entry / "events.parquet"
+        _check(events_file, sums)  # every command reads it: checked now, so a bad one is rebuilt here
         names = pq.read_schema(events_file).names
         # Every side table's footer too (cheap: footers only), so a truncated file is found here,
         # not as pyarrow's multi-line error in the middle of a command.
@@ -65,17 +101,23 @@ def load(path: Path, root: Path | None = None) -> Trace | None:
             if name != "events":
                 pq.read_metadata(entry / f"{name}.parquet")
         tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file))}
-    except (OSError, ValueError, pa.ArrowException):
-        # Unreadable entry: remove it and behave as a miss, so the caller re-parses and store()
-        # writes a good entry (store never overwrites an entry whose meta.json exists).
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        # Unreadable entry: remove it and let the caller re-parse, so store() writes a good entry
+        # (store never overwrites an entry whose meta.json exists).
         _discard(entry)
-        return None
+        raise CorruptEntryError(_first_line(exc)) from None
     for name in TABLE_SCHEMAS:
         if name != "events":
-            # Read on first use: most commands never touch flows, memory or the JSON args.
-            tables[name] = partial(_read_later, entry / f"{name}.parquet")
+            # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
+            tables[name] = partial(_read_later, entry / f"{name}.parquet", sums)
     metadata["from_cache"] = str(entry)
     return Trace(metadata=metadata, **tables)
+
+
+def _first_line(exc: BaseException) -> str:
+    # pyarrow's messages can run to several lines; the user gets one.
+    text = str(exc).strip().splitlines()
+    return text[0] if text else exc.__class__.__name__
 
 
 def _discard(entry: Path) -> None:
@@ -88,24 +130,26 @@ def _discard(entry: Path) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
-def _read(file: Path) -> pa.Table:
-    return pq.read_table(file, memory_map=True)
+def _unreadable(file: Path, exc: BaseException) -> TraceError:
+    # Found in the middle of a command: too late to re-parse, so remove the entry and the next run rebuilds it.
+    _discard(file.parent)
+    return TraceError(file, f"cache entry was corrupt ({_first_line(exc)}) and has been removed",
+                      "run the command again to rebuild it from the trace")
 
 
 def _read_columns(file: Path, names: list[str]) -> pa.Table:
     try:
         return pq.read_table(file, columns=names, memory_map=True)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise TraceError(file, f"cache entry is unreadable ({exc})",
-                         f"run again with --no-cache, or delete {file.parent}") from None
+        raise _unreadable(file, exc) from None
 
 
-def _read_later(file: Path) -> pa.Table:
+def _read_later(file: Path, sums: dict) -> pa.Table:
     try:
-        return _read(file)
+        _check(file, sums)
+        return pq.read_table(file, memory_map=True)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise TraceError(file, f"cache entry is unreadable ({exc})",
-                         f"run again with --no-cache, or delete {file.parent}") from None
+        raise _unreadable(file, exc) from None
 
 
 def store(path: Path, trace: Trace, root: Path | None = None) -> Path | None:
@@ -122,8 +166,10 @@ def store(path: Path, trace: Trace, root: Path | None = None) -> Path | None:
     try:
         for name, table in trace.tables().items():
             pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
-        meta = {k: v for k, v in trace.metadata.items() if k != "from_cache"}
+        meta = {k: v for k, v in trace.metadata.items() if k not in _NOT_STORED}
         (tmp / "meta.json").write_text(json.dumps(meta, default=str))
+        sums = {f.name: _sum(f) for f in tmp.iterdir()}
+        (tmp / "sums.json").write_text(json.dumps(sums))
         os.rename(tmp, entry)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
