@@ -29,6 +29,8 @@ PER_CONTENT_BYTE = 6
 
 
 def _content_size(path: Path) -> int:
+    if path.is_dir():
+        return sum(_content_size(p) for p in path.iterdir())
     if path.read_bytes()[:2] != b"\x1f\x8b":
         return path.stat().st_size
     try:
