@@ -26,3 +26,120 @@ def many_steps(path: Path, steps: int, repeat: int = 1) -> Path:
         parts.append(f'{{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":{t + 0.25},"dur":1}}')
     path.write_text('{"traceEvents":[' + ",".join(parts) + "]}")
     return path
+
+
+# --- ingest (i14-ingest) ---
+# Files that once made the reader hang or grow without bound (issue 14, part 2, the read path).
+
+def _event(i: int, name: str = "aten::add") -> str:
+    return f'{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":{10 * i},"dur":5}}'
+
+
+def _events(count: int) -> str:
+    return ",".join(_event(i) for i in range(count))
+
+
+def header_candidates(path: Path, candidates: int, events: int = 3) -> Path:
+    """A header whose value holds ``candidates`` nested ``"traceEvents": [`` arrays before the real one."""
+    decoys = ",".join('{"traceEvents": [0]}' for _ in range(candidates))
+    path.write_text('{"meta": [' + decoys + '], "note": "\\"traceEvents\\": [", "traceEvents": ['
+                    + _events(events) + "]}")
+    return path
+
+
+def huge_name(path: Path, name_bytes: int, events: int = 3) -> Path:
+    """One event whose name is ``name_bytes`` long, then ``events`` ordinary ones (gzip when ``.gz``)."""
+    body = ('{"traceEvents": [' + _event(0, "x" * name_bytes) + "," + _events(events) + "]}").encode()
+    _write(path, body)
+    return path
+
+
+def many_name_keys(path: Path, keys: int, events: int = 3) -> Path:
+    """``events`` ordinary events, then one damaged object (raw quotes) holding ``keys`` ``"name"`` keys and
+    no key that the name repair looks for after a name."""
+    damaged = '{"ph":"X",' + '"name":"a"b", ' * keys + '"zz":1}'
+    path.write_text('{"traceEvents": [' + _events(events) + "," + damaged + "]}")
+    return path
+
+
+def junk_after_array(path: Path, junk_bytes: int, events: int = 3, form: str = "string") -> Path:
+    """``events`` events, then ``junk_bytes`` of junk: ``form`` "string" is a JSON string after the closing
+    ``}``, "item" a string item inside the array after the events, "bare" junk after a bare array's ``]``."""
+    junk = "j" * junk_bytes
+    if form == "string":
+        text = '{"traceEvents": [' + _events(events) + ']} "' + junk + '"'
+    elif form == "item":
+        text = '{"traceEvents": [' + _events(events) + ', "' + junk + '"]}'
+    else:
+        text = "[" + _events(events) + "] " + junk
+    _write(path, text.encode())
+    return path
+
+
+def gzip_bomb(path: Path, events: int) -> Path:
+    """A gzip file of ``events`` identical valid events (they compress ~240x). User annotations, not ops:
+    identical nested ops take a quadratic path in the model's duplicate-op folding (a separate issue)."""
+    import gzip
+
+    one = _event(0).replace("cpu_op", "user_annotation").encode()
+    with gzip.open(path, "wb", compresslevel=9) as fh:
+        fh.write(b'{"traceEvents": [' + one)
+        block = b"," + b",".join([one] * 10_000)
+        for _ in range(events // 10_000):
+            fh.write(block)
+        fh.write(b"]}")
+    return path
+
+
+def deep_args(path: Path, depth: int, events: int = 3) -> Path:
+    """``events`` events, then one whose args nest ``depth`` levels deep."""
+    deep = '{"ph":"X","name":"deep","pid":1,"tid":1,"ts":0,"dur":1,"args":' + '{"a":' * depth + "1" + "}" * depth + "}"
+    path.write_text('{"traceEvents": [' + _events(events) + "," + deep + "]}")
+    return path
+
+
+def deep_header(path: Path, depth: int, events: int = 3) -> Path:
+    """A header value nested ``depth`` levels deep before the event array."""
+    path.write_text('{"meta": ' + "[" * depth + "]" * depth + ', "traceEvents": [' + _events(events) + "]}")
+    return path
+
+
+def _write(path: Path, body: bytes) -> None:
+    if path.suffix == ".gz":
+        import gzip
+
+        with gzip.open(path, "wb", compresslevel=6) as fh:
+            fh.write(body)
+    else:
+        path.write_bytes(body)
+
+
+def many_tiny_events(path: Path, events: int) -> Path:
+    """``events`` small distinct events: a big trace, not a hostile one (it must stay on the fast path)."""
+    path.write_text('{"traceEvents": [' + _events(events) + "]}")
+    return path
+
+
+_RSS_PREFIX = "opscope-test-peak-rss-kb="
+
+
+def run_cli_peak_rss(*args: str, cache: Path, env: dict[str, str] | None = None):
+    """Run ``opscope ARGS`` in a child (60 s timeout, as ``support.cli.run_cli``) that reports its own peak
+    RSS as it exits; returns ``(CompletedProcess without that line, peak RSS in bytes)``."""
+    import subprocess
+    import sys
+
+    # VmHWM, not getrusage: ru_maxrss survives exec, so a child would report the test process's peak.
+    code = ("import atexit, re, runpy, sys\n"
+            "hwm = lambda: int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))\n"
+            f"atexit.register(lambda: sys.stderr.write('{_RSS_PREFIX}%d\\n' % hwm()))\n"
+            "sys.argv = ['opscope', *sys.argv[1:]]\n"
+            "runpy.run_module('opscope.cli', run_name='__main__')\n")
+    env = {**os.environ, **(env or {}), "OPSCOPE_CACHE_DIR": str(cache)}
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                         timeout=60)
+    lines = res.stderr.splitlines(keepends=True)
+    rss = [int(line[len(_RSS_PREFIX):]) for line in lines if line.startswith(_RSS_PREFIX)]
+    assert len(rss) == 1, res.stderr
+    res.stderr = "".join(line for line in lines if not line.startswith(_RSS_PREFIX))
+    return res, rss[0] * 1024

@@ -85,6 +85,9 @@ _INSTANT_PHASES = {"i", "I", "n"}
 _STREAM_RE = re.compile(r"(?:stream\s*|^)(\d+)$", re.IGNORECASE)
 _INT64_MAX = (1 << 63) - 1
 _TF_OP_CATEGORY = "Op"  # TF timelines' one category
+#: Names longer than this are cut (hostile input): the longest in real traces (templated C++ kernel
+#: names) are ~5 KB; a 50 MB name would be copied into every table and report that shows it.
+MAX_NAME_BYTES = 64 << 10
 
 
 def text_to_ns(text: str | bytes) -> int | None:
@@ -164,6 +167,25 @@ def _decode_json_lenient(raw: Any) -> Any:
         return None
 
 
+def cap_names(names: pa.DictionaryArray) -> tuple[pa.DictionaryArray, int]:
+    """Cut names longer than MAX_NAME_BYTES (UTF-8) and count the rows cut.
+
+    Checked on the dictionary (the distinct names), so the usual case costs one pass over a few values.
+    """
+    dictionary = names.dictionary
+    if len(dictionary) == 0:
+        return names, 0
+    lengths = pc.binary_length(dictionary)
+    if pc.max(lengths).as_py() <= MAX_NAME_BYTES:
+        return names, 0
+    long = pc.greater(lengths, MAX_NAME_BYTES)
+    # the longest prefix of whole characters that fits (a cut inside a UTF-8 sequence drops its bytes)
+    cut = pa.array([v.encode()[:MAX_NAME_BYTES].decode("utf-8", "ignore") if is_long else v
+                    for v, is_long in zip(dictionary.to_pylist(), long.to_pylist())], pa.string())
+    rows = pc.sum(pc.take(long, names.indices)).as_py() or 0
+    return pa.DictionaryArray.from_arrays(names.indices, cut), rows
+
+
 def _raw_array(raws: list) -> pa.Array:
     """Raw JSON fragments -> string array (null where absent), invalid UTF-8 replaced."""
     return _raw_array_counted(raws)[0]
@@ -212,6 +234,7 @@ class EventColumns:
         self.unknown_categories: Counter = Counter()
         self.unknown_phases: Counter = Counter()
         self.invalid_utf8_args: int = 0
+        self.names_cut: int = 0
         # TF timelines name each event's graph node in args.name: kept (by event id) to link device rows to ops.
         self._nodes: list[tuple[pa.Array, pa.Array]] = []
 
@@ -375,9 +398,11 @@ class EventColumns:
         ext = int_array([a.external_id if a.external_id is not None else a.external_id_legacy
                           for a in args])
         shapes = pc.replace_substring_regex(_raw_array([a.input_dims for a in args]), r"\s+", "")
+        names, cut = cap_names(str_array([e.name for e in slices]))
+        self.names_cut += cut
         columns = {
             "kind": kind_arr,
-            "name": str_array([e.name for e in slices]),
+            "name": names,
             "cat": cat_arr,
             "ts_ns": ts,
             "dur_ns": dur,
@@ -480,6 +505,8 @@ class EventColumns:
         b.metadata["thread_names"] = self.thread_names
         if self.process_labels:
             b.metadata["process_labels"] = self.process_labels
+        if self.names_cut:
+            b.warn(f"event names longer than {MAX_NAME_BYTES >> 10} KiB (cut)", self.names_cut)
         if self.invalid_utf8_args:
             b.warn("events with invalid UTF-8 in their args (replaced with U+FFFD)", self.invalid_utf8_args)
         for cat, count in self.unknown_categories.most_common():

@@ -15,17 +15,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
-from opscope.ingest.chrome import salvage
+from opscope.ingest.chrome import json_scan, salvage
 
 _WS = b" \t\r\n"
 _CUT_SEARCH_TRIES = 6
 _CUT_WINDOW = 64 << 10
 _BOUNDARY = re.compile(rb"\}\s*(?:,\s*\{|\])")
 _MAX_PROLOGUE = 256 << 20
+#: What follows the event array is a few small keys; beyond this much it is junk and is not read.
+MAX_EPILOGUE = 16 << 20
 
 _decode_dict = msgspec.json.Decoder(dict).decode
 
@@ -40,26 +42,13 @@ class StreamReport:
     salvaged: bool = False
     salvage: salvage.SalvageStats = field(default_factory=salvage.SalvageStats)
     found_events: bool = False
+    header_invalid: bool = False  # the keys before the array are not valid JSON (ignored)
+    junk_after_array: int = 0  # bytes after the event array that are not part of the document
+    epilogue_cut: bool = False  # more than MAX_EPILOGUE bytes followed the array; the rest was not read
 
 
 class NotAnEventArray(Exception):  # noqa: N818 - a verdict the reader acts on, not an error shown
     """The document is JSON-like but holds no event array (a different format or not a trace)."""
-
-
-def _find_array_key(buf: bytes, key: bytes) -> int | None:
-    """Index just after the ``[`` of ``"key": [`` at the top level of an object prefix, or None."""
-    pattern = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
-    for m in pattern.finditer(buf):
-        prefix = buf[: m.start()].rstrip(_WS)
-        if prefix.endswith(b","):
-            prefix = prefix[:-1]
-        try:
-            # A top-level occurrence leaves a prefix that closes into a valid object.
-            _decode_dict(prefix + b"}")
-        except (msgspec.DecodeError, RecursionError):
-            continue
-        return m.end()
-    return None
 
 
 def _skip(buf: bytes, pos: int, chars: bytes) -> int:
@@ -94,13 +83,29 @@ class EventArrayStream:
         self._eof = False
 
     # -- buffer management -------------------------------------------------
-    def _more(self, buf: bytes) -> bytes:
+    def _next(self) -> bytes:
         try:
-            block = next(self._blocks)
+            return next(self._blocks)
         except StopIteration:
             self._eof = True
-            return buf
+            return b""
+
+    def _more(self, buf: bytes) -> bytes:
+        block = self._next()
         return buf + block if buf else block
+
+    def _fill(self, rest: bytes, want: int) -> bytes:
+        """``rest`` extended by whole blocks until it holds ``want`` bytes or the input ends.
+
+        One join, not one concatenation per block: a large item costs a copy, not a copy per block.
+        """
+        parts = [rest]
+        have = len(rest)
+        while have < want and not self._eof:
+            block = self._next()
+            parts.append(block)
+            have += len(block)
+        return b"".join(parts) if len(parts) > 1 else rest
 
     def batches(self) -> Iterator[tuple[list, bytes]]:
         """Yield ``(events, chunk_bytes)``; ``chunk_bytes`` is the JSON array the events came from."""
@@ -119,25 +124,33 @@ class EventArrayStream:
             self.report.bare_array = True
             pos = 1
         elif first == b"{":
-            pos = None
+            # Only a top-level key counts: the same key inside a header value or string is not the array.
+            scan = json_scan.KeyScan(self._array_key)
+            prologue = bytearray(buf)
             while True:
-                pos = _find_array_key(buf, self._array_key)
-                if pos is not None or self._eof or len(buf) > _MAX_PROLOGUE:
+                found = scan.find(prologue)
+                if found is not None or scan.closed or self._eof or len(prologue) > _MAX_PROLOGUE:
                     break
-                buf = self._more(buf)
-            if pos is None:
-                self._raise_no_events(buf)
+                prologue += self._next()
+            buf = bytes(prologue)
+            del prologue
+            if found is None:
+                self._raise_no_events(buf[:scan.scanned] if scan.closed else buf)
+            pos = found
             prefix = buf[: buf.rfind(b'"' + self._array_key + b'"', 0, pos)].rstrip(_WS)
             if prefix.endswith(b","):
                 prefix = prefix[:-1]
-            self.report.header.update(_decode_dict(prefix + b"}"))
+            try:
+                self.report.header.update(_decode_dict(prefix + b"}"))
+            except (msgspec.DecodeError, RecursionError):
+                self.report.header_invalid = True  # the events can still be read
         else:
             raise NotAnEventArray("does not start with '{' or '['")
         self.report.found_events = True
         buf = buf[pos:]
         yield from self._array_body(buf)
 
-    def _raise_no_events(self, buf: bytes) -> None:
+    def _raise_no_events(self, buf: bytes) -> NoReturn:
         try:
             doc = msgspec.json.decode(buf)
         except (msgspec.DecodeError, RecursionError):
@@ -151,8 +164,8 @@ class EventArrayStream:
         pos = 0
         want = self._chunk_size
         while True:
-            while not self._eof and len(buf) - pos < want:
-                buf = self._more(buf[pos:])
+            if not self._eof and len(buf) - pos < want:
+                buf = self._fill(buf[pos:], want)
                 pos = 0
             pos = _skip(buf, pos, _WS + b",")
             if pos < len(buf) and buf[pos:pos + 1] == b"]":
@@ -168,6 +181,11 @@ class EventArrayStream:
                 events, chunk, pos = cut
                 want = self._chunk_size
                 yield events, chunk
+                continue
+            if not self._eof and json_scan.value_end(buf, pos) is None:
+                # The first item runs past the buffer (one large event): read on, doubling what is asked
+                # for, so that the rescans of the buffer add up to a linear cost.
+                want = 2 * (len(buf) - pos)
                 continue
             # No provable boundary: recover this region object by object, then go fast again.
             self.report.salvaged = True
@@ -202,13 +220,15 @@ class EventArrayStream:
     def _try_cuts(self, buf: bytes, pos: int, limit: int) -> tuple[list, bytes, int] | None:
         # Candidates: "}" then "," then the next event's "{" (or the array's "]"). Kernel names
         # such as "{lambda()#1}, at::..." put "}," inside strings, hence the "{" look-ahead.
-        lo = max(pos, limit - _CUT_WINDOW)
+        window = _CUT_WINDOW
+        lo = max(pos, limit - window)
         while True:
             candidates = [m.start() for m in _BOUNDARY.finditer(buf, lo, min(len(buf), limit + 64))
                           if m.start() < limit]
             if candidates or lo == pos:
                 break
-            lo = max(pos, lo - 4 * _CUT_WINDOW)
+            window *= 4  # geometric: a boundary far back costs a linear scan, not one per window
+            lo = max(pos, limit - window)
         for close in reversed(candidates[-_CUT_SEARCH_TRIES:]):
             chunk = b"[" + buf[pos:close + 1] + b"]"
             try:
@@ -219,17 +239,39 @@ class EventArrayStream:
         return None
 
     def _finish(self, tail: bytes) -> None:
-        """Read the document's keys after the event array (``"traceName"``, ``"deviceProperties"``...)."""
+        """Read the document's keys after the event array (``"traceName"``, ``"deviceProperties"``...).
+
+        At most MAX_EPILOGUE bytes are read; anything that is not the rest of the document is counted as junk.
+        """
+        parts = [tail]
+        have = len(tail)
         while not self._eof:
-            tail = self._more(tail)
+            if have > MAX_EPILOGUE:
+                self.report.epilogue_cut = True
+                break
+            block = self._next()
+            parts.append(block)
+            have += len(block)
+        tail = b"".join(parts).strip(_WS)
+        del parts
         if self.report.bare_array:
+            self.report.junk_after_array = len(tail)
             return
-        tail = tail.strip(_WS)
         if tail.startswith(b","):
             tail = tail[1:]
         if not tail or tail == b"}":
             return
+        doc = b"{" + tail
+        end = json_scan.value_end(doc, 0)
+        if end is None:
+            if self.report.epilogue_cut:
+                self.report.junk_after_array = len(tail)
+            else:
+                self.report.truncated = True  # the document never closes
+            return
         try:
-            self.report.header.update(_decode_dict(b"{" + tail))
+            self.report.header.update(_decode_dict(doc[:end]))
         except (msgspec.DecodeError, RecursionError):
-            self.report.truncated = True
+            self.report.junk_after_array = len(tail)
+            return
+        self.report.junk_after_array = len(doc[end:].strip(_WS))

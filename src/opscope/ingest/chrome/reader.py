@@ -15,7 +15,7 @@ import msgspec
 
 from opscope.errors import TraceError
 from opscope.ingest.chrome.columns import EventColumns, set_exact_times
-from opscope.ingest.chrome.json_stream import EventArrayStream, NotAnEventArray
+from opscope.ingest.chrome.json_stream import MAX_EPILOGUE, EventArrayStream, NotAnEventArray
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference
@@ -137,6 +137,13 @@ def _add_stream_warnings(trace: Trace, report, source: ByteSource) -> None:
         reason = source.corrupt_reason or "the file ends before the trace does"
         trace.metadata["truncated"] = True
         trace.warn(f"file is truncated ({reason}); recovered {trace.events.num_rows} complete events")
+    if report.header_invalid:
+        trace.warn("the document's keys before the event array are not valid JSON (ignored)")
+    if report.epilogue_cut:
+        trace.warn(f"more than {MAX_EPILOGUE >> 20} MiB follow the event array; the rest of the file was not read")
+    if report.junk_after_array:
+        trace.warn("bytes after the event array that are not part of the document (ignored)",
+                   report.junk_after_array)
     if s.incomplete_tail_bytes:
         trace.warn("incomplete last event dropped (truncated file)", 1)
     for count, problem in (

@@ -8,6 +8,7 @@ and ``NaN``/``Infinity`` tokens. What cannot be repaired is counted, never guess
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,12 +19,13 @@ import msgspec
 #: Objects nested deeper than this are refused (hostile input), not recursed into.
 MAX_DEPTH = 512
 
-# A JSON string (escapes respected, raw control characters tolerated) or one structural bracket.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
+# A JSON string (escapes respected, raw control characters tolerated) or one structural bracket. The
+# possessive quantifiers keep the match linear and its memory constant on a long string.
+_TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[{}\[\]]', re.DOTALL)
 # A JSON string, or a number no float can hold: NaN / Infinity (Python's json.dumps writes them) and
 # exponents such as 1e400 (the decoder refuses them as out of range).
 _STRING_OR_NONFINITE = re.compile(
-    rb'"(?:[^"\\]|\\.)*"|-?Infinity|NaN|-?\d+(?:\.\d*)?[eE]\+?\d{3,}', re.DOTALL
+    rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|-?Infinity|NaN|-?\d+(?:\.\d*)?[eE]\+?\d{3,}', re.DOTALL
 )
 _CONTROL = re.compile(rb"[\x00-\x1f]")
 # Escapes in a string: a surrogate pair, a lone surrogate (JavaScript writers; not valid Unicode) or any
@@ -35,9 +37,8 @@ _ESCAPE = re.compile(
 )
 # Kineto writes `"name": "...", "pid": ...`: a name holding raw quotes is still delimited by the
 # next known key, which lets us re-escape the quotes inside it.
-_NAME_VALUE = re.compile(
-    rb'("name"\s*:\s*")(.*?)("\s*,\s*"(?:ph|cat|pid|tid|ts|dur|args|id|s|bp)"\s*:)', re.DOTALL
-)
+_NAME_START = re.compile(rb'"name"\s*:\s*"')
+_NAME_END = re.compile(rb'"\s*,\s*"(?:ph|cat|pid|tid|ts|dur|args|id|s|bp)"\s*:')
 _UNESCAPED_QUOTE = re.compile(rb'(?<!\\)"')
 
 
@@ -85,8 +86,25 @@ class _Mender:
         return b"\\ufffd"
 
 
-def _requote_name(m: re.Match) -> bytes:
-    return m.group(1) + _UNESCAPED_QUOTE.sub(b'\\\\"', m.group(2)) + m.group(3)
+def _requote_names(obj: bytes) -> bytes:
+    """Re-escape the raw quotes of each ``"name"`` value up to the next known key, in one pass.
+
+    (A lazy ``"name":"(.*?)"<known key>`` regex rescans to the end of the object for every ``"name"``
+    that no known key follows: quadratic on an object of many such keys.)
+    """
+    ends = list(_NAME_END.finditer(obj))
+    end_starts = [m.start() for m in ends]
+    out: list[bytes] = []
+    pos = 0
+    while (m := _NAME_START.search(obj, pos)) is not None:
+        k = bisect.bisect_left(end_starts, m.end())
+        if k == len(ends):
+            break  # no known key after this name, nor after any later one
+        end = ends[k]
+        out += (obj[pos:m.end()], _UNESCAPED_QUOTE.sub(b'\\\\"', obj[m.end():end.start()]), end.group(0))
+        pos = end.end()
+    out.append(obj[pos:])
+    return b"".join(out)
 
 
 def repair(obj: bytes, stats: SalvageStats) -> bytes:
@@ -120,7 +138,7 @@ def decode_with_repairs(obj: bytes, decode_one: Callable[[bytes], Any], stats: S
         return decode_one(mended)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
         pass
-    requoted = _NAME_VALUE.sub(_requote_name, mended)
+    requoted = _requote_names(mended)
     if requoted != mended:
         try:
             event = decode_one(requoted)
