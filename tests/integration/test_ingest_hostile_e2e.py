@@ -6,6 +6,7 @@ Every file here once took more than 120 s or GBs of memory (the sizes below are 
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -121,3 +122,16 @@ def test_many_tiny_events_are_not_hostile(tmp_path):
     events, warnings, _ = _summary(path, tmp_path)
     assert events == 300_000
     assert warnings == {}
+
+
+def test_a_read_stopped_by_the_inflate_cap_is_not_cached(tmp_path):
+    # Cached, the capped read would be served again after the cap is lifted: the user would never see the rest.
+    path = hostile.gzip_bomb(tmp_path / "t.json.gz", events=200_000)
+    capped, _ = hostile.run_cli_peak_rss("summary", str(path), "-f", "json", cache=tmp_path / "cache",
+                                         env={"OPSCOPE_MAX_INFLATE_RATIO": "5"})
+    whole, _ = hostile.run_cli_peak_rss("summary", str(path), "-f", "json", cache=tmp_path / "cache",
+                                        env={"OPSCOPE_MAX_INFLATE_RATIO": "0"})
+    counts = [next(r["value"] for r in json.loads(res.stdout) if r["metric"] == "events") for res in (capped, whole)]
+    written = len(json.loads(gzip.decompress(path.read_bytes()))["traceEvents"])
+    assert counts[0] < written and "reading stopped at" in capped.stderr
+    assert counts[1] == written and "reading stopped" not in whole.stderr

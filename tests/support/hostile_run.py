@@ -2,7 +2,7 @@
 
 The child is :mod:`support.hostile_driver`; its verdicts come back through a JSON-lines file, so a child killed
 for overrunning its budget still tells which command it was running. Peak RSS is the child's own high-water mark
-after each run (``ru_maxrss``); the start-up amount is what the child held after its imports.
+after each run (VmHWM); the start-up amount is what the child held after its imports.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def open_trace(
         raise TraceError(path, "is nested too deeply to be a trace (hostile input?)") from None
     release_free_memory()
     trace = complete(trace)
-    if use_cache:
+    if use_cache and not trace.metadata.get("read_capped"):
         cache.store(path, trace, cache_dir)
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored

@@ -148,13 +148,15 @@ class ByteSource:
 
     corrupt_reason: str = ""
 
+    capped = False  # the inflate cap stopped the read (a guard, not damage)
+
     def _stop_inflating(self) -> None:
         assert self.max_inflate is not None
         self.truncated = True
+        self.capped = True
         self.corrupt_reason = (
             f"reading stopped at {self.max_inflate / (1 << 20):.0f} MiB decompressed, {self.inflate_ratio:g}x its "
-            f"compressed size, as a guard against gzip bombs; to read it all set {INFLATE_RATIO_ENV}=0 and use "
-            "--no-cache")
+            f"compressed size, as a guard against gzip bombs; to read it all set {INFLATE_RATIO_ENV}=0")
 
 
 def _inflate_until_error(decomp, raw: bytes) -> bytes:
