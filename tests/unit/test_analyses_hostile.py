@@ -8,10 +8,13 @@ from support import make_trace, row
 
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.names import demangle, short_name
+from opscope.analyses.summary import summarize
 from opscope.model.derive import LONG_NAME_CHARS
 
 US = 1000
 LONG_WARNING = "events named with more than 16,384 characters (not demangled; short names show their start)"
+OVERLAP_WARNING = ("events overlap the event they start in partly, on the same thread (not nested); their shared time "
+                   "is counted once in self times")
 
 
 def _warnings(trace) -> dict[str, int]:
@@ -51,3 +54,58 @@ def test_a_tensile_like_name_that_is_not_all_word_characters_is_kept_whole():
     name = "Cijk_" + "_MT1x1x1" * 2000 + "!"
     assert short_name(name) == name
     assert short_name("Cijk_Ailk_Bljk_SB_MT64x64x16_MI16x16x4_SN_LDSB1") == "Cijk_Ailk_Bljk_SB_MT64x64x16_MI16x16x4"
+
+
+# --- events that overlap without nesting --------------------------------------------------------
+
+def _self_us(trace) -> dict[str, float]:
+    ev = trace.events
+    return {n: s / US for n, s in zip(ev["name"].to_pylist(), ev["self_ns"].to_pylist())}
+
+
+def test_a_grandchild_running_past_its_parent_takes_the_rest_of_its_time_from_the_grandparent():
+    # A [0, 600) > B [100, 300) > C [250, 400): C starts in B and runs 100 us past it, inside A.
+    # The innermost running event owns each instant: A [0,100) + [400,600) = 300, B [100,250) = 150,
+    # C [250,400) = 150; together 600, A's span (before: A kept [300,400) too, 700 in all).
+    trace = make_trace([row("cpu_op", "A", 0, 600), row("cpu_op", "B", 100, 200), row("cpu_op", "C", 250, 150)])
+    assert _self_us(trace) == {"A": 300, "B": 150, "C": 150}
+    assert _warnings(trace)[OVERLAP_WARNING] == 1
+    parents = dict(zip(trace.events["name"].to_pylist(), trace.events["parent"].to_pylist()))
+    assert parents == {"A": None, "B": 0, "C": 1}  # C's parent is still the event it starts in
+
+
+def test_an_event_running_past_two_levels_takes_from_each_what_it_covers():
+    # A [0,1000) > B [100,500) > C [200,400); D [300,700) starts in C and outlives C and B.
+    # Owners: [0,100) A, [100,200) B, [200,300) C, [300,700) D, [700,1000) A -> A 400, B 100, C 100, D 400.
+    trace = make_trace([row("cpu_op", "A", 0, 1000), row("cpu_op", "B", 100, 400), row("cpu_op", "C", 200, 200),
+                        row("cpu_op", "D", 300, 400)])
+    assert _self_us(trace) == {"A": 400, "B": 100, "C": 100, "D": 400}
+    assert _warnings(trace)[OVERLAP_WARNING] == 1
+    by_kind = summarize(trace).by_kind.to_pylist()
+    assert [(r["kind"], r["total_ns"]) for r in by_kind] == [("cpu_op", 1000 * US)]  # the busy time, once
+
+
+def test_two_overlapping_siblings_share_their_overlap_once():
+    # A [0,600), B [400,1000) on one thread: A owns [0,400), B [400,1000): 400 + 600 = 1000, the busy time.
+    trace = make_trace([row("cpu_op", "A", 0, 600), row("cpu_op", "B", 400, 600)])
+    assert _self_us(trace) == {"A": 400, "B": 600}
+    assert _warnings(trace)[OVERLAP_WARNING] == 1
+
+
+def test_nested_events_and_other_threads_are_not_counted_as_overlapping():
+    # A [0,600) > B [100,300) on thread 1; C [250,900) on thread 2 overlaps A in time but not on its thread
+    trace = make_trace([row("cpu_op", "A", 0, 600), row("cpu_op", "B", 100, 200),
+                        row("cpu_op", "C", 250, 650, tid=2)])
+    assert _self_us(trace) == {"A": 400, "B": 200, "C": 650}
+    assert OVERLAP_WARNING not in _warnings(trace)
+
+
+def test_an_event_ending_near_2_to_the_62_ns_keeps_its_end():
+    # times are kept within +-2^61 ns (the builder drops the rest), so ts + dur < 2^62 never wraps in int64:
+    # A [2^61 - 100, 2^62 - 100) holds B [2^61 - 90, 2^62 - 100), which ends with it: A's self time is 10 ns
+    big = 2**61
+    trace = make_trace([{"kind": "cpu_op", "name": "A", "ts_ns": big - 100, "dur_ns": big},
+                        {"kind": "cpu_op", "name": "B", "ts_ns": big - 90, "dur_ns": big - 10}])
+    assert trace.events["self_ns"].to_pylist() == [10, big - 10]
+    assert trace.events["parent"].to_pylist() == [None, 0]
+    assert OVERLAP_WARNING not in _warnings(trace)
