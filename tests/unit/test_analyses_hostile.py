@@ -5,10 +5,12 @@ in each test's comments."""
 from __future__ import annotations
 
 from support import make_trace, row
+from support.tracefiles import write_trace, x
 
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.names import demangle, short_name
 from opscope.analyses.summary import summarize
+from opscope.ingest import open_trace
 from opscope.model.derive import LONG_NAME_CHARS
 
 US = 1000
@@ -109,3 +111,20 @@ def test_an_event_ending_near_2_to_the_62_ns_keeps_its_end():
     assert trace.events["self_ns"].to_pylist() == [10, big - 10]
     assert trace.events["parent"].to_pylist() == [None, 0]
     assert OVERLAP_WARNING not in _warnings(trace)
+
+
+# --- correlation ids beyond int64 ---------------------------------------------------------------
+
+def test_correlation_ids_that_are_not_int64_are_counted_and_left_out(tmp_path):
+    path = write_trace(tmp_path / "t.json", [
+        x("cudaLaunchKernel", 0, 5, cat="cuda_runtime", correlation=2**64),
+        x("gemm", 10, 20, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2**64),
+        x("cudaLaunchKernel", 40, 5, cat="cuda_runtime", correlation=1.5),
+        x("cudaLaunchKernel", 50, 5, cat="cuda_runtime", correlation=2**63 - 1),
+        x("cudaLaunchKernel", 60, 5, cat="cuda_runtime"),
+    ])
+    trace = open_trace(path, use_cache=False)
+    assert trace.events["correlation"].to_pylist() == [None, None, None, 2**63 - 1, None]
+    problem = ("events whose correlation id is not an integer within 64 bits (id left out: their launch and device "
+               "work are not linked)")
+    assert _warnings(trace)[problem] == 3  # 2^64 twice and 1.5; the absent one is not a bad id

@@ -212,6 +212,7 @@ class EventColumns:
         self.unknown_categories: Counter = Counter()
         self.unknown_phases: Counter = Counter()
         self.invalid_utf8_args: int = 0
+        self.bad_correlations: int = 0
         # TF timelines name each event's graph node in args.name: kept (by event id) to link device rows to ops.
         self._nodes: list[tuple[pa.Array, pa.Array]] = []
 
@@ -375,6 +376,10 @@ class EventColumns:
         ext = int_array([a.external_id if a.external_id is not None else a.external_id_legacy
                           for a in args])
         shapes = pc.replace_substring_regex(_raw_array([a.input_dims for a in args]), r"\s+", "")
+        given_correlations = [a.correlation for a in args]
+        correlation = int_array(given_correlations)
+        # an id that is not an integer within int64 is left null; counted here, said in finish()
+        self.bad_correlations += correlation.null_count - given_correlations.count(None)
         columns = {
             "kind": kind_arr,
             "name": str_array([e.name for e in slices]),
@@ -385,7 +390,7 @@ class EventColumns:
             "tid": id_array(tids),
             "device": device,
             "stream": stream,
-            "correlation": int_array([a.correlation for a in args]),
+            "correlation": correlation,
             "external_id": ext,
             "shapes": shapes,
             "dtypes": _raw_array([a.input_type for a in args]),
@@ -480,6 +485,9 @@ class EventColumns:
         b.metadata["thread_names"] = self.thread_names
         if self.process_labels:
             b.metadata["process_labels"] = self.process_labels
+        if self.bad_correlations:
+            b.warn("events whose correlation id is not an integer within 64 bits (id left out: their launch and "
+                   "device work are not linked)", self.bad_correlations)
         if self.invalid_utf8_args:
             b.warn("events with invalid UTF-8 in their args (replaced with U+FFFD)", self.invalid_utf8_args)
         for cat, count in self.unknown_categories.most_common():
