@@ -138,13 +138,24 @@ def name_match(names: pa.Array | pa.ChunkedArray, pattern: str, nulls: bool | No
         return pa.array(out, pa.bool_())
 
     chunks = []
+    seen: tuple[int, ...] = ()
+    hits = pa.array([], pa.bool_())
     for chunk in (names.chunks if isinstance(names, pa.ChunkedArray) else [names]):
         if pa.types.is_dictionary(chunk.type):
-            found = hit(chunk.dictionary).take(chunk.indices)
+            # after unify_dictionaries every chunk holds the same dictionary: read it once, not once per chunk
+            key = buffers_key(chunk.dictionary)
+            if key != seen:
+                seen, hits = key, hit(chunk.dictionary)
+            found = hits.take(chunk.indices)
             chunks.append(found if nulls is None else pc.fill_null(found, nulls))  # null indices: null values
         else:
             chunks.append(hit(chunk))
     return pa.chunked_array(chunks, pa.bool_())
+
+
+def buffers_key(values: pa.Array) -> tuple[int, ...]:
+    """Where an array's data lies: equal keys, the same values (a unified dictionary shared by chunks)."""
+    return (values.offset, len(values), *(b.address if b is not None else 0 for b in values.buffers()))
 
 
 # --- percentages -----------------------------------------------------------------------------------------
