@@ -125,13 +125,13 @@ def framework_guess(trace: Trace) -> str | None:
         return known
     ev = trace.select(["kind", "name"])
     names = pc.unique(ev.filter(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"))["name"].cast(pa.string()))
-    names = [n for n in names.to_pylist() if n]
-    if not names:
+    names = pc.filter(names, pc.fill_null(pc.not_equal(names, ""), False))
+    if not len(names):
         return None
-    aten = sum(n.startswith("aten::") for n in names)
+    aten = pc.sum(pc.cast(pc.starts_with(names, "aten::"), pa.int64())).as_py() or 0
     if aten >= 0.2 * len(names):
         return "pytorch"
-    tf = sum(bool(python_api(n, "tensorflow")) for n in names if "::" not in n)
+    tf = sum(bool(python_api(n, "tensorflow")) for n in names.to_pylist() if "::" not in n)
     return "tensorflow" if tf >= 3 and aten == 0 else None
 
 

@@ -43,8 +43,10 @@ def op_totals(trace: Trace, span: Span, by: str, framework: str | None) -> pa.Ta
         return api_totals(trace, span, framework)
     keys = ("name", "shapes") if by == "name,shapes" else ("name",)
     table = op_table(trace, by=keys, filt=EventFilter(kinds=("cpu_op",), steps=span.steps))
-    # a step, not an op (legacy Kineto files write ProfilerStep#N as an Operator)
-    table = table.filter(pc.invert(combined(name_match(table["name"], _STEP_NAME.pattern))))
+    # a step, not an op (legacy Kineto files write ProfilerStep#N as an Operator); the regex only where it may match
+    maybe_step = pc.fill_null(pc.starts_with(table["name"].cast(pa.string()), "ProfilerStep#"), False)
+    if pc.any(maybe_step).as_py():
+        table = table.filter(pc.invert(combined(name_match(table["name"], _STEP_NAME.pattern))))
     columns = {"name": table["name"]}
     if "shapes" in keys:
         columns["shapes"] = pc.fill_null(table["shapes"].cast(pa.string()), "")
@@ -153,6 +155,8 @@ def _per_step_ns(totals: Any, span: Span) -> pa.Array:
 
 def _per_step_calls(calls: Any, span: Span) -> pa.Array:
     """:func:`per_step_calls` on a column (0 where absent); Python's round to 2 decimals, exactly as the scalar."""
+    if span.divisor == 1:  # c / 1 rounded to 2 decimals is c itself
+        return pc.fill_null(pc.cast(combined(calls), pa.float64() if span.per_step else pa.int64()), 0)
     values = combined(calls).to_pylist()
     if not span.per_step:
         return pa.array([0 if c is None else int(c) for c in values], pa.int64())
