@@ -143,3 +143,34 @@ def run_cli_peak_rss(*args: str, cache: Path, env: dict[str, str] | None = None)
     assert len(rss) == 1, res.stderr
     res.stderr = "".join(line for line in lines if not line.startswith(_RSS_PREFIX))
     return res, rss[0] * 1024
+
+
+# --- analyses (i14-analyses) ---
+
+def long_kernel_name(path: Path, length: int, char: str = "<") -> Path:
+    """One op launching one kernel whose name is ``length`` characters: ``_Z`` then ``char`` repeated (a mangled-looking
+    name no demangler reads, and a template bracket soup for the name shortener)."""
+    name = ("_Z" + char * length)[:length]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 50},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 30, "dur": 40,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+    ]
+    import json
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def many_distinct_ops(path: Path, n: int, slower_every: int = 0) -> Path:
+    """``n`` ops ``aten::op_<i>``, each recorded once, 1 us long and 2 us apart on one thread, inside one step.
+    With ``slower_every`` > 0, every such op takes 2 us instead (a second trace to diff against the first)."""
+    parts = [f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":{2 * n + 2}}}']
+    for i in range(n):
+        dur = 2 if slower_every and i % slower_every == 0 else 1
+        parts.append(f'{{"ph":"X","cat":"cpu_op","name":"aten::op_{i}","pid":1,"tid":1,"ts":{2 * i + 0.5},'
+                     f'"dur":{dur}}}')
+    path.write_text('{"traceEvents":[' + ",".join(parts) + "]}")
+    return path

@@ -126,25 +126,29 @@ def thread_keys(pid, tid, pid_vocab: pa.Array, tid_vocab: pa.Array) -> pa.Array:
 def name_match(names: pa.Array | pa.ChunkedArray, pattern: str, nulls: bool | None = False) -> pa.ChunkedArray:
     """Python regex search (lookaheads allowed) in each value of a (dictionary) string column, run once per
     distinct value. A null value gives ``nulls`` (False by default; None keeps it null)."""
-    regex = re.compile(pattern)
-    memo: dict = {}
+    search = re.compile(pattern).search
 
-    def hit(values: pa.Array) -> pa.Array:
-        out = []
-        for v in values.to_pylist():
-            if v not in memo:
-                memo[v] = nulls if v is None else regex.search(v) is not None
-            out.append(memo[v])
-        return pa.array(out, pa.bool_())
+    def hit(distinct: pa.Array) -> pa.Array:
+        return pa.array([nulls if v is None else search(v) is not None for v in distinct.to_pylist()], pa.bool_())
 
     chunks = []
+    seen: tuple[int, ...] = ()
+    hits = pa.array([], pa.bool_())
     for chunk in (names.chunks if isinstance(names, pa.ChunkedArray) else [names]):
-        if pa.types.is_dictionary(chunk.type):
-            found = hit(chunk.dictionary).take(chunk.indices)
-            chunks.append(found if nulls is None else pc.fill_null(found, nulls))  # null indices: null values
-        else:
-            chunks.append(hit(chunk))
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = pc.dictionary_encode(chunk)  # the regex runs once per distinct value here too
+        # after unify_dictionaries every chunk holds the same dictionary: read it once, not once per chunk
+        key = buffers_key(chunk.dictionary)
+        if key != seen:
+            seen, hits = key, hit(chunk.dictionary)
+        found = hits.take(chunk.indices)
+        chunks.append(found if nulls is None else pc.fill_null(found, nulls))  # null indices: null values
     return pa.chunked_array(chunks, pa.bool_())
+
+
+def buffers_key(values: pa.Array) -> tuple[int, ...]:
+    """Where an array's data lies: equal keys, the same values (a unified dictionary shared by chunks)."""
+    return (values.offset, len(values), *(b.address if b is not None else 0 for b in values.buffers()))
 
 
 # --- percentages -----------------------------------------------------------------------------------------

@@ -16,19 +16,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined
+from opscope.model.derive import LONG_NAME_CHARS
 
 _MEMORY_NAME = re.compile(r"^(Memcpy|Memset)\b")
 #: Tensile (rocBLAS/hipBLASLt) GEMM kernels: the problem type, macro tile and matrix instruction, then
 #: dozens of tuning parameters (``..._MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_...``) that the short form drops.
 _TENSILE = re.compile(r"^(Cijk_\w+?_MT\d+x\d+x\d+(?:_MI\d+x\d+x\d+)?)_\w+$")
+#: Checked first: on a name that is not all word characters the lazy ``\w+?`` above would retry at every ``_MT``.
+_TENSILE_SHAPE = re.compile(r"Cijk_\w+")
 _TF_OP = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
 # --- demangling ------------------------------------------------------------------------------------
 
 def demangle(name: str) -> str:
-    """The demangled C++ name (``_ZN2at6native...`` -> ``void at::native::...``); other names unchanged."""
-    if not name.startswith("_Z"):
+    """The demangled C++ name (``_ZN2at6native...`` -> ``void at::native::...``); other names unchanged, and so are
+    names longer than ``LONG_NAME_CHARS`` (no real kernel name comes near; the model counts them in a warning)."""
+    if not name.startswith("_Z") or len(name) > LONG_NAME_CHARS:
         return name
     hit = _DEMANGLED.get(name)
     return hit if hit is not None else demangle_all([name])[name]
@@ -49,7 +53,7 @@ def demangle_all(names: list[str]) -> dict[str, str]:
         if name in out:
             continue
         out[name] = name
-        if not name.startswith("_Z"):
+        if not name.startswith("_Z") or len(name) > LONG_NAME_CHARS:
             continue
         hit = _DEMANGLED.get(name)
         if hit is not None:
@@ -114,9 +118,13 @@ def short_name(name: str) -> str:
     ``<`` or ``(`` (``volta_sgemm_128x64_nn``) and memory copies (``Memcpy HtoD (Pageable -> Device)``)
     are kept as they are, but for Tensile GEMMs, cut after their tile shape. Wrappers named by what they
     wrap keep their first type argument (``cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>``).
+    A name longer than ``LONG_NAME_CHARS`` is not demangled: its short form is its first ``_LONG_NAME_SHOWN``
+    characters and a note that says so. Linear in the name's length.
     """
+    if len(name) > LONG_NAME_CHARS:
+        return f"{name[:_LONG_NAME_SHOWN]}… ({len(name):,} characters, not demangled)"
     name = demangle(name).strip()
-    tensile = _TENSILE.match(name)
+    tensile = _TENSILE.match(name) if _TENSILE_SHAPE.fullmatch(name) else None
     if tensile:
         return tensile.group(1)
     if ("<" not in name and "(" not in name) or _MEMORY_NAME.match(name):
@@ -132,6 +140,8 @@ def short_name(name: str) -> str:
             return f"{short}<{inner}>"
     return short or name
 
+
+_LONG_NAME_SHOWN = 200
 
 #: Entry points that only wrap the real kernel, named by their first type argument
 #: (``cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4>``, ``ck_tile::kentry<1, Fwd<...>>``).
@@ -221,9 +231,11 @@ def _drop_templates(text: str) -> str:
 
 
 def _is_operator_at(text: str, i: int) -> bool:
-    """``operator<`` / ``operator<<``: a ``<`` that belongs to the function's name, not a template."""
-    head = text[:i].rstrip("<")
-    return head.endswith("operator")
+    """``operator<`` / ``operator<<``: a ``<`` that belongs to the function's name, not a template. Looks back at most
+    one ``<`` (no operator has more), so a name of many ``<`` is not scanned again at each one."""
+    if i and text[i - 1] == "<":
+        i -= 1
+    return text.endswith("operator", 0, i)
 
 
 def _split_top_level_spaces(text: str) -> list[str]:

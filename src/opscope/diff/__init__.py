@@ -15,7 +15,7 @@ from opscope.diff.gate import Threshold, verdict
 from opscope.diff.headline import biggest_part, device_mismatch, headline_rows, part_line, sentence
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
-from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, rows_table, sort_rows
+from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, row_schema, sort_rows
 from opscope.errors import TraceError, UsageError
 from opscope.model.trace import Trace
 
@@ -78,13 +78,13 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
         raise UsageError(f"{labels[0]} is a {fb} trace and {labels[1]} a {fn} trace: their ops have different names; "
                          "pass --by api to match ops across frameworks by their Python API")
     sb, sn = spans(base, new, labels, steps=steps, whole_trace=whole_trace)
-    rows: list[dict] = []
     with_shapes = by == "name,shapes"
+    rows = [row_schema(with_shapes, sb.per_step).empty_table()]
     if ops:
-        rows += combine("op", op_totals(base, sb, by, fb), op_totals(new, sn, by, fn), sb, sn, with_shapes)
+        rows.append(combine("op", op_totals(base, sb, by, fb), op_totals(new, sn, by, fn), sb, sn, with_shapes))
     if kernels:
-        rows += combine("kernel", kernel_totals(base, sb), kernel_totals(new, sn), sb, sn, with_shapes)
-    table = rows_table(sort_rows(rows), with_shapes, sb.per_step)
+        rows.append(combine("kernel", kernel_totals(base, sb), kernel_totals(new, sn), sb, sn, with_shapes))
+    table = sort_rows(pa.concat_tables(rows))
     links_base, links_new = device_links(base), device_links(new)  # shared: the slow part of both tables
     choice = kernel_choice_changes(kernels_by_op(base, sb, links_base), kernels_by_op(new, sn, links_new), sb, sn)
     device = compare_device(device_work(base, op_level, fb, links_base), device_work(new, op_level, fn, links_new),
@@ -125,13 +125,13 @@ def framework_guess(trace: Trace) -> str | None:
         return known
     ev = trace.select(["kind", "name"])
     names = pc.unique(ev.filter(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"))["name"].cast(pa.string()))
-    names = [n for n in names.to_pylist() if n]
-    if not names:
+    names = pc.filter(names, pc.fill_null(pc.not_equal(names, ""), False))
+    if not len(names):
         return None
-    aten = sum(n.startswith("aten::") for n in names)
+    aten = pc.sum(pc.cast(pc.starts_with(names, "aten::"), pa.int64())).as_py() or 0
     if aten >= 0.2 * len(names):
         return "pytorch"
-    tf = sum(bool(python_api(n, "tensorflow")) for n in names if "::" not in n)
+    tf = sum(bool(python_api(n, "tensorflow")) for n in names.to_pylist() if "::" not in n)
     return "tensorflow" if tf >= 3 and aten == 0 else None
 
 

@@ -108,9 +108,9 @@ def _span_words(result) -> str:
 def short_kernel_names(rows: pa.Table) -> pa.Table:
     """Kernel rows with short names (no templates or parameters); names that would read the same keep what
     tells them apart."""
-    if rows.num_rows == 0:
-        return rows
     is_kernel = pc.equal(rows["kind"], "kernel")
+    if not pc.any(is_kernel).as_py():  # ops only (a CPU trace): nothing to shorten, no name to read
+        return rows
     shown = pc.if_else(is_kernel, distinct_short_names(rows["name"]).cast(pa.string()), rows["name"])
     return rows.set_column(rows.schema.get_field_index("name"), "name", shown)
 

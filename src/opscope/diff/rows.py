@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined
+from opscope.analyses.arrays import combined, name_match
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.names import map_distinct, python_api
@@ -22,9 +21,11 @@ from opscope.model.trace import Trace
 MATCH_KEYS = ("name", "name,shapes", "api")
 ROW_FIELDS = ("kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status")
 
-Totals = dict[tuple[str, ...], tuple[int, int]]  # key -> (ns, calls) over the span
+#: What op_totals/kernel_totals give: the key columns (``name``, and ``shapes`` for --by name,shapes), then ``ns`` and
+#: ``calls`` over the span, one row per key.
+TOTALS = ("name", "shapes", "ns", "calls")
 #: The profiler's step annotations: the steps compared, never rows of their own.
-_STEP_NAME = re.compile(r"ProfilerStep#\d+$")
+_STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
 
 
 def check_by(by: str) -> str:
@@ -34,24 +35,22 @@ def check_by(by: str) -> str:
     return by
 
 
-def op_totals(trace: Trace, span: Span, by: str, framework: str | None) -> Totals:
-    """Self time and calls of the host ops (cpu_op) over the span, per match key. Self time (duplicate
-    dispatches folded, as in ``opscope ops``) so rows add up to the host's op time without counting twice.
+def op_totals(trace: Trace, span: Span, by: str, framework: str | None) -> pa.Table:
+    """Self time and calls of the host ops (cpu_op) over the span, per match key (a :data:`TOTALS` table). Self time
+    (duplicate dispatches folded, as in ``opscope ops``) so rows add up to the host's op time without counting twice.
     With ``by="api"``: see :func:`api_totals`."""
     if by == "api":
         return api_totals(trace, span, framework)
     keys = ("name", "shapes") if by == "name,shapes" else ("name",)
     table = op_table(trace, by=keys, filt=EventFilter(kinds=("cpu_op",), steps=span.steps))
-    names = table["name"].to_pylist()
-    shapes = table["shapes"].to_pylist() if "shapes" in keys else [None] * len(names)
-    out: Totals = {}
-    for name, shape, ns, calls in zip(names, shapes, table["self_ns"].to_pylist(), table["calls"].to_pylist()):
-        if name and _STEP_NAME.match(name):
-            continue  # a step, not an op (legacy Kineto files write ProfilerStep#N as an Operator)
-        key = (name, shape or "") if "shapes" in keys else (name,)
-        prev = out.get(key, (0, 0))
-        out[key] = (prev[0] + ns, prev[1] + calls)
-    return out
+    # a step, not an op (legacy Kineto files write ProfilerStep#N as an Operator); the regex only where it may match
+    maybe_step = pc.fill_null(pc.starts_with(table["name"].cast(pa.string()), "ProfilerStep#"), False)
+    if pc.any(maybe_step).as_py():
+        table = table.filter(pc.invert(combined(name_match(table["name"], _STEP_NAME.pattern))))
+    columns = {"name": table["name"]}
+    if "shapes" in keys:
+        columns["shapes"] = pc.fill_null(table["shapes"].cast(pa.string()), "")
+    return _totals(columns, table["self_ns"], table["calls"])
 
 
 def api_key(op: str | None, framework: str | None) -> str | None:
@@ -67,7 +66,7 @@ def api_key(op: str | None, framework: str | None) -> str | None:
     return api.rsplit(".", 1)[-1].lower() if api else None
 
 
-def api_totals(trace: Trace, span: Span, framework: str | None) -> Totals:
+def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
     """Per Python API: the inclusive time and calls of the outermost ops that have one (an op inside another
     op with an API is part of that call: ``aten::convolution`` inside ``aten::conv2d``). Framework-internal ops
     without an API are left out: across frameworks only what the user called can be matched."""
@@ -90,51 +89,99 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> Totals:
                                                                                     False)))
     if span.steps is not None:
         keep = pc.and_(keep, pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
-    table = pa.table({"key": pc.filter(keys, keep), "dur_ns": pc.filter(ev["dur_ns"], keep)})
-    grouped = table.group_by("key", use_threads=False).aggregate([("dur_ns", "sum"), ("dur_ns", "count")])
-    return {(k,): (ns, c) for k, ns, c in zip(grouped["key"].to_pylist(), grouped["dur_ns_sum"].to_pylist(),
-                                             grouped["dur_ns_count"].to_pylist())}
+    dur = pc.filter(ev["dur_ns"], keep)
+    return _totals({"name": pc.filter(keys, keep)}, dur, pa.repeat(pa.scalar(1, pa.int64()), len(dur)))
 
 
-def kernel_totals(trace: Trace, span: Span) -> Totals:
+def kernel_totals(trace: Trace, span: Span) -> pa.Table:
     """Duration and count of the device work (kernels, copies, memsets, collectives) over the span, per name as
     the trace writes it. Device work belongs to the step of the host call that launched it."""
     table = kernel_table(trace, filt=EventFilter(steps=span.steps), names="raw")
-    totals: Totals = {}
     # kernel_table has a row per (name, kind): a TF op's name is both a kernel's and a copy's (MatMul), so add up
-    for n, ns, c in zip(table["name"].to_pylist(), table["total_ns"].to_pylist(), table["calls"].to_pylist()):
-        ns0, c0 = totals.get((n,), (0, 0))
-        totals[(n,)] = (ns0 + ns, c0 + c)
-    return totals
+    return _totals({"name": table["name"]}, table["total_ns"], table["calls"])
 
 
-def combine(kind: str, base: Totals, new: Totals, span_base: Span, span_new: Span,
-            with_shapes: bool = False) -> list[dict]:
-    """One row per key found in either trace: per-step times and calls, delta, status."""
-    rows = []
-    for key in sorted(set(base) | set(new)):
-        b, n = base.get(key), new.get(key)
-        base_ns = per_step_ns(b[0], span_base) if b else 0
-        new_ns = per_step_ns(n[0], span_new) if n else 0
-        row: dict[str, Any] = {"kind": kind, "name": key[0]}
-        if with_shapes:
-            row["shapes"] = key[1] if len(key) > 1 else None
-        row.update({
-            "base_ns": base_ns, "new_ns": new_ns, "delta_ns": new_ns - base_ns,
-            "calls_base": per_step_calls(b[1], span_base) if b else 0,
-            "calls_new": per_step_calls(n[1], span_new) if n else 0,
-            "status": "added" if b is None else "removed" if n is None else
-                      "same" if new_ns == base_ns else "changed",
-        })
-        rows.append(row)
-    return rows
+def _totals(keys: dict[str, Any], ns: Any, calls: Any) -> pa.Table:
+    """A :data:`TOTALS` table: ``ns`` and ``calls`` summed per distinct key (a null name is a key of its own)."""
+    table = pa.table({**{k: combined(v).cast(pa.string()) for k, v in keys.items()},
+                      "ns": combined(ns).cast(pa.int64()), "calls": combined(calls).cast(pa.int64())})
+    grouped = table.group_by(list(keys), use_threads=False).aggregate([("ns", "sum"), ("calls", "sum")])
+    return grouped.select([*keys, "ns_sum", "calls_sum"]).rename_columns([*keys, "ns", "calls"])
 
 
-def sort_rows(rows: Iterable[dict]) -> list[dict]:
-    return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["kind"], r["name"], r.get("shapes") or ""))
+def combine(kind: str, base: pa.Table, new: pa.Table, span_base: Span, span_new: Span,
+            with_shapes: bool = False) -> pa.Table:
+    """One row per key found in either trace (a hash join of the two totals): per-step times and calls, delta,
+    status; the columns of :func:`rows_table`, unsorted."""
+    keys = [c for c in base.column_names if c not in ("ns", "calls")]
+
+    def side(totals: pa.Table, label: str) -> pa.Table:
+        # a hash join never matches null keys: join on (name or "", whether it was null) instead
+        name = totals["name"]
+        out = {"_name": pc.fill_null(name, ""), "_null_name": pc.is_null(name)}
+        out.update({k: totals[k] for k in keys if k != "name"})
+        out.update({f"ns_{label}": totals["ns"], f"calls_{label}": totals["calls"],
+                    f"in_{label}": pa.repeat(pa.scalar(True), totals.num_rows)})
+        return pa.table(out)
+
+    join_keys = ["_name", "_null_name", *(k for k in keys if k != "name")]
+    joined = side(base, "base").join(side(new, "new"), keys=join_keys, join_type="full outer", coalesce_keys=True,
+                                     use_threads=False)
+    in_base = pc.fill_null(joined["in_base"], False)
+    in_new = pc.fill_null(joined["in_new"], False)
+    base_ns = _per_step_ns(joined["ns_base"], span_base)
+    new_ns = _per_step_ns(joined["ns_new"], span_new)
+    status = pc.if_else(pc.invert(in_base), "added", pc.if_else(pc.invert(in_new), "removed", pc.if_else(
+        pc.equal(new_ns, base_ns), "same", "changed")))
+    n = joined.num_rows
+    columns: dict[str, Any] = {
+        "kind": pa.repeat(pa.scalar(kind), n),
+        "name": pc.if_else(joined["_null_name"], pa.scalar(None, pa.string()), joined["_name"]),
+    }
+    if with_shapes:
+        columns["shapes"] = joined["shapes"] if "shapes" in keys else pa.nulls(n, pa.string())
+    columns.update({"base_ns": base_ns, "new_ns": new_ns, "delta_ns": pc.subtract(new_ns, base_ns),
+                    "calls_base": _per_step_calls(joined["calls_base"], span_base),
+                    "calls_new": _per_step_calls(joined["calls_new"], span_new), "status": status})
+    return rows_table(pa.table(columns), with_shapes, span_base.per_step)
 
 
-def rows_table(rows: list[dict], with_shapes: bool, per_step: bool) -> pa.Table:
+def _per_step_ns(totals: Any, span: Span) -> pa.Array:
+    """:func:`per_step_ns` on a column (0 where absent): the same float division and round half to even."""
+    per_step = pc.round(pc.divide(pc.cast(combined(totals), pa.float64()), float(span.divisor)),
+                        round_mode="half_to_even")
+    return pc.fill_null(pc.cast(per_step, pa.int64()), 0)
+
+
+def _per_step_calls(calls: Any, span: Span) -> pa.Array:
+    """:func:`per_step_calls` on a column (0 where absent); Python's round to 2 decimals, exactly as the scalar."""
+    if span.divisor == 1:  # c / 1 rounded to 2 decimals is c itself
+        return pc.fill_null(pc.cast(combined(calls), pa.float64() if span.per_step else pa.int64()), 0)
+    values = combined(calls).to_pylist()
+    if not span.per_step:
+        return pa.array([0 if c is None else int(c) for c in values], pa.int64())
+    return pa.array([0 if c is None else per_step_calls(c, span) for c in values], pa.float64())
+
+
+def sort_rows(rows: pa.Table) -> pa.Table:
+    """By absolute change, largest first, then kind, name and shapes (no shapes first)."""
+    keys = [("_abs", "descending"), ("kind", "ascending"), ("name", "ascending")]
+    sortable = rows.append_column("_abs", pc.abs_checked(rows["delta_ns"]))
+    if "shapes" in rows.column_names:
+        sortable = sortable.append_column("_shapes", pc.fill_null(rows["shapes"], ""))
+        keys.append(("_shapes", "ascending"))
+    return rows.take(pc.sort_indices(sortable, keys))  # nulls last
+
+
+def rows_table(rows: pa.Table, with_shapes: bool, per_step: bool) -> pa.Table:
+    """The rows in the table's column order and types."""
+    schema = row_schema(with_shapes, per_step)
+    return pa.table([combined(rows[f.name]).cast(f.type) for f in schema], schema=schema)
+
+
+def row_schema(with_shapes: bool, per_step: bool) -> pa.Schema:
+    """The comparison rows' columns: :data:`ROW_FIELDS`, with ``shapes`` after ``name`` for --by name,shapes; calls
+    per step are fractions (float), whole-trace calls counts."""
     fields = list(ROW_FIELDS)
     if with_shapes:
         fields.insert(2, "shapes")
@@ -142,8 +189,7 @@ def rows_table(rows: list[dict], with_shapes: bool, per_step: bool) -> pa.Table:
     types = {"kind": pa.string(), "name": pa.string(), "shapes": pa.string(), "base_ns": pa.int64(),
              "new_ns": pa.int64(), "delta_ns": pa.int64(), "calls_base": calls, "calls_new": calls,
              "status": pa.string()}
-    schema = pa.schema([(f, types[f]) for f in fields])
-    return pa.Table.from_pylist([{f: r.get(f) for f in fields} for r in rows], schema=schema)
+    return pa.schema([(f, types[f]) for f in fields])
 
 
 def per_step_ns(total: int, span: Span) -> int:

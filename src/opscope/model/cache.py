@@ -28,7 +28,7 @@ from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 7  # 7: sums.json (each file's size and CRC-32); the key has ctime and inode
+CACHE_FORMAT = 8  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
 _PROBE = 1 << 20
 _CHUNK = 1 << 20
 #: What store() never writes into meta.json: facts about this open, not about the trace.

@@ -27,6 +27,10 @@ _MASK_STEP_LIMIT = 512
 #: (its thread-pool regions, ``ThreadpoolListener::Region``) are the op's own work, not a child's; XProf's framework
 #: op stats subtract only nested framework ops.
 XPROF_SELF_TIME_TOOL = "tensorflow"
+#: Names longer than this are not demangled (the analyses' short names show their start) and are counted in a
+#: warning. The longest kernel name in the real traces we test on has 5,123 characters; a 400,000-character one made
+#: of ``<`` is an attack on the demangler, not a kernel.
+LONG_NAME_CHARS = 1 << 14
 
 
 def complete(trace: Trace) -> Trace:
@@ -38,6 +42,10 @@ def complete(trace: Trace) -> Trace:
     if n_bad:
         events = events.filter(pc.invert(bad))
         trace.warn("events whose ts/dur do not fit 64-bit nanoseconds (dropped)", n_bad)
+    n_long = _count_long_names(events["name"])
+    if n_long:
+        trace.warn(f"events named with more than {LONG_NAME_CHARS:,} characters (not demangled; short names show "
+                   "their start)", n_long)
     # Time order (longest first on ties) is part of the model: interval analyses then need no sort.
     order = pc.sort_indices(events, [("ts_ns", "ascending"), ("dur_ns", "descending")])
     names, columns = events.column_names, events.columns
@@ -47,7 +55,11 @@ def complete(trace: Trace) -> Trace:
     events = pa.table(columns, names=names)
     del columns
     events = _mark_comm(events)
-    parent, depth, self_ns = nest(events, runtime_is_op_time=trace.metadata.get("tool") == XPROF_SELF_TIME_TOOL)
+    parent, depth, self_ns, overlapping = nest(events, runtime_is_op_time=trace.metadata.get("tool") ==
+                                               XPROF_SELF_TIME_TOOL)
+    if overlapping:
+        trace.warn("events overlap the event they start in partly, on the same thread (not nested); their shared "
+                   "time is counted once in self times", overlapping)
     steps = find_steps(events)
     step = assign_steps(events, steps)
     events = events.append_column("parent", parent)
@@ -60,6 +72,27 @@ def complete(trace: Trace) -> Trace:
     trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS), trace)
     trace.steps = steps
     return trace
+
+
+def _count_long_names(names: pa.ChunkedArray) -> int:
+    """Rows whose name is longer than ``LONG_NAME_CHARS``, measured on the distinct names (the dictionary) only:
+    after ``unify_dictionaries`` every chunk holds the same one, measured once."""
+    total = 0
+    measured: tuple[int, ...] = ()
+    long = None
+    for chunk in names.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            total += pc.sum(pc.cast(pc.greater(pc.utf8_length(chunk), LONG_NAME_CHARS), pa.int64())).as_py() or 0
+            continue
+        dictionary = chunk.dictionary
+        key = (dictionary.offset, len(dictionary), *(b.address if b else 0 for b in dictionary.buffers()))
+        if key != measured:
+            measured = key
+            long = pc.greater(pc.utf8_length(dictionary), LONG_NAME_CHARS)
+            long = long if pc.any(long).as_py() else None
+        if long is not None:
+            total += pc.sum(pc.cast(pc.take(long, chunk.indices), pa.int64())).as_py() or 0
+    return total
 
 
 def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
@@ -97,8 +130,10 @@ def _codes(column: pa.ChunkedArray) -> pa.ChunkedArray:
         else pa.chunked_array([], type=pa.int32())
 
 
-def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """Parent row index, depth and self time per event, computed per thread and per layer.
+def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, pa.Array, pa.Array, int]:
+    """Parent row index, depth and self time per event, computed per thread and per layer, and how many events
+    overlap partly (start inside an event and end after it: the event they start in is their parent, and the time
+    they share is counted once, see :func:`_nest_sorted`).
 
     GPU and instant events get no parent (null), depth 0 and ``self_ns == dur_ns``. ``events`` must be in
     time order (longest first on ties), as :func:`complete` leaves them. With ``runtime_is_op_time`` (TensorFlow,
@@ -111,6 +146,7 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
     depth = array("i", [0]) * n
     self_ns = array("q", _int64_view(events["dur_ns"]))
     keep_self = None
+    overlapping = 0
     if runtime_is_op_time:
         # 1 for runtime rows, 2 for op rows: a child of flag 1 under a parent of flag 2 is the parent's own time.
         flags = pc.add(pc.multiply(pc.cast(kind_mask(events, ("runtime",)), pa.int8()), 1),
@@ -132,13 +168,12 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
         # A stable sort by thread keeps each thread's rows in the table's time order.
         sub = sub.take(pc.sort_indices(sub["thread"]))
         row_v, thread_v, ts_v, dur_v = (_int64_view(sub[c]) for c in ("row", "thread", "ts", "dur"))
-        _nest_sorted(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns, keep_self)
+        overlapping += _nest_sorted(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns, keep_self)
     parent_arr = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent)])
     parent_arr = pc.if_else(pc.equal(parent_arr, -1), pa.scalar(None, pa.int64()), parent_arr)
     depth_arr = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)])
-    # A child that overruns its parent (clock jitter) must not make self time negative.
     self_arr = pc.max_element_wise(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self_ns)]), 0)
-    return parent_arr, depth_arr, self_arr
+    return parent_arr, depth_arr, self_arr, overlapping
 
 
 def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:
@@ -149,16 +184,22 @@ def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:
     return memoryview(arr.buffers()[1]).cast("q")[arr.offset:arr.offset + len(arr)]
 
 
-def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns, keep_self=None) -> None:
-    """Stack walk over one layer's events sorted by thread, start, longest first.
+def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns, keep_self=None) -> int:
+    """Stack walk over one layer's events sorted by thread, start, longest first; returns how many events end after
+    the event they start inside (partly overlapping, not nested).
 
-    ``keep_self`` (per row: 1 runtime, 2 op, else 0) marks where a child takes nothing from its parent's self time.
+    Every instant of a thread's busy time is one event's self time: the innermost one, the latest started of those
+    running then. So an event that runs past the event it starts in (clock jitter, or a writer's overlapping events)
+    takes the part past that event's end from the events below it on the stack that were still running, and self
+    times on a thread add up to its busy time. ``keep_self`` (per row: 1 runtime, 2 op, else 0) marks where a child
+    takes nothing from its parent's self time.
     """
     stack_end: list[int] = []
     stack_row: list[int] = []
     push_end = stack_end.append
     push_row = stack_row.append
     last_thread = None
+    overlapping = 0
     for row, thread, ts, dur in zip(rows, threads, tss, durs):
         if thread != last_thread:
             stack_end.clear()
@@ -172,13 +213,33 @@ def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns, keep_self=Non
                 up = stack_row[-1]
                 parent[row] = up
                 depth[row] = len(stack_row)
-                # A child running past its parent's end (jitter, or a writer's overlapping events) takes
-                # from the parent's self time only the part inside the parent.
                 end = stack_end[-1]
-                if keep_self is None or not (keep_self[row] == 1 and keep_self[up] == 2):
-                    self_ns[up] -= dur if ts + dur <= end else end - ts
+                if ts + dur <= end:
+                    if keep_self is None or not (keep_self[row] == 1 and keep_self[up] == 2):
+                        self_ns[up] -= dur
+                else:
+                    overlapping += 1
+                    _take_overrun(ts, ts + dur, row, stack_end, stack_row, self_ns, keep_self)
         push_end(ts + dur)
         push_row(row)
+    return overlapping
+
+
+def _take_overrun(ts: int, end: int, row: int, stack_end: list[int], stack_row: list[int], self_ns, keep_self) -> None:
+    """An event [ts, end) that runs past the top of the stack: each part of it is taken from the self time of the
+    latest started stack event still running then (top down; an event that ended below the top owns nothing more)."""
+    taken_until = ts
+    for i in range(len(stack_end) - 1, -1, -1):
+        open_until = stack_end[i]
+        if open_until <= taken_until:
+            continue
+        until = min(open_until, end)
+        up = stack_row[i]
+        if keep_self is None or not (keep_self[row] == 1 and keep_self[up] == 2):
+            self_ns[up] -= until - taken_until
+        taken_until = until
+        if taken_until >= end:
+            break
 
 
 def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:

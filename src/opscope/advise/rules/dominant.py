@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, Rule
+from opscope.analyses.arrays import combined, name_match
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
@@ -74,6 +75,14 @@ Match = tuple[str, float | None]
 
 
 @dataclass(frozen=True)
+class Items:
+    """The items that can be in a finding (see :func:`_worth_matching`) and the time of all items."""
+
+    items: list[Item]
+    total_ns: int
+
+
+@dataclass(frozen=True)
 class Alternative:
     id: str
     what: str
@@ -113,6 +122,18 @@ _FP32_ENGINE = re.compile(r"(dgrad|wgrad|fprop)\w*_engine<float,")
 #: Names that show tensor-core math already (TF32, fp16, bf16, fp8), so there is nothing to gain from them.
 _FAST_NAME = re.compile(r"tf32|s1688|s16816|s884|h884|h1688|h16816|i8816|hmma|bf16|f16|fp16|half|e4m3|e5m2|fp8|"
                         r"tensorop|wmma|_HB_|_BB_|_HHS|_BBS|^Cijk_\w*?_(H|B)_|nvjet", re.IGNORECASE)
+
+
+def _any_of(*patterns: re.Pattern) -> str:
+    """One pattern that finds what any of these finds (each keeps its own case rule)."""
+    return "|".join(f"(?i:{p.pattern})" if p.flags & re.IGNORECASE else f"(?:{p.pattern})" for p in patterns)
+
+
+#: What a matcher below needs before it can match an item: its kernel (GPU) or op (CPU) name matches one of these
+#: (depthwise/convolution backward, max pooling, fp32 GEMM names, layout transposes, NCHW depthwise forward)...
+_CANDIDATE_NAME = _any_of(_DEPTHWISE_BWD, _CONV_BWD_OP, _MAX_POOL, _FP32_NAME, _TRANSPOSE, _CONV_FWD_OP)
+#: ... or the op that launched it (GPU) matches one of these (every other GPU match needs a matmul/convolution op).
+_CANDIDATE_OP = _any_of(_DEPTHWISE_BWD, _CONV_BWD_OP, _MAX_POOL, _MATMUL_OP, _CONV_OP)
 
 
 def _dims(text: str | None) -> list | None:
@@ -361,9 +382,9 @@ ALTERNATIVES = (
 
 # --- the items -----------------------------------------------------------------------------------------------
 
-def gpu_items(ctx: AdviceContext) -> dict[int, list[Item]]:
+def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     """Per device, its kernels inside the steps (the whole trace without steps), grouped by name and the
-    launching op with its inputs."""
+    launching op with its inputs (those :func:`_worth_matching`, and the time of all); and every kernel name."""
     from opscope.analyses.arrays import scatter
     from opscope.analyses.links import link_table
     from opscope.analyses.names import short_names
@@ -374,7 +395,7 @@ def gpu_items(ctx: AdviceContext) -> dict[int, list[Item]]:
         mask = pc.and_(mask, pc.is_valid(ev["step"]))
     k = ev.filter(mask)
     if k.num_rows == 0:
-        return {}
+        return {}, []
     links = link_table(ctx.trace)
     op_row = pc.take(links["op_row"], pc.index_in(k["event_id"], value_set=links["device_row"]))
     ops = ctx.trace.select(["name", "shapes", "dtypes", "strides"])
@@ -393,40 +414,62 @@ def gpu_items(ctx: AdviceContext) -> dict[int, list[Item]]:
     })
     keys = ["device", "name", "op", "shapes", "dtypes", "strides"]
     g = table.group_by(keys, use_threads=False).aggregate([("dur_ns", "sum"), ("dur_ns", "count")])
-    shorts = short_names(g["name"]).to_pylist()
-    out: dict[int, list[Item]] = {}
-    for row, short in zip(g.to_pylist(), shorts):
-        group = f"{short or row['name']} ({row['op']})" if row["op"] else short or row["name"]
-        out.setdefault(row["device"], []).append(Item(row["name"], group, row["op"], row["shapes"],
-                                                      row["dtypes"], row["strides"], row["dur_ns_sum"],
-                                                      row["dur_ns_count"], short or row["name"]))
-    return out
+    shorts = short_names(g["name"])
+    op = pc.if_else(pc.equal(g["op"], ""), pa.scalar(None, pa.string()), g["op"])
+    group = pc.coalesce(pc.binary_join_element_wise(shorts, " (", op, ")", ""), shorts)
+    g = g.append_column("short", shorts).append_column("group", group)
+    out: dict[int, Items] = {}
+    for device in sorted(pc.unique(g["device"]).to_pylist()):
+        mine = g.filter(pc.equal(g["device"], device))
+        kept = mine.filter(_worth_matching(mine["name"], mine["op"], mine["group"], mine["dur_ns_sum"]))
+        items = [Item(r["name"], f"{r['short'] or r['name']} ({r['op']})" if r["op"] else r["short"] or r["name"],
+                      r["op"], r["shapes"], r["dtypes"], r["strides"], r["dur_ns_sum"], r["dur_ns_count"],
+                      r["short"] or r["name"]) for r in kept.to_pylist()]
+        out[device] = Items(items, pc.sum(mine["dur_ns_sum"]).as_py() or 0)
+    names = sorted(n for n in pc.unique(g["name"]).to_pylist() if n is not None)
+    return out, names
 
 
-def cpu_items(ctx: AdviceContext) -> list[Item]:
+def cpu_items(ctx: AdviceContext) -> Items:
     """Host ops inside the steps (the whole trace without steps) by name and inputs, with their self time
-    (an op whose only child is an op of the same name counts once, as in the ops table)."""
+    (an op whose only child is an op of the same name counts once, as in the ops table): those
+    :func:`_worth_matching`, and the time of all."""
     ev = ctx.trace.select(["kind", "name", "shapes", "dtypes", "strides", "op_self_ns", "merged", "step"])
     mask = pc.and_(kind_mask(ev, ("cpu_op",)), pc.invert(pc.fill_null(ev["merged"], False)))
     if ctx.has_steps:
         mask = pc.and_(mask, pc.is_valid(ev["step"]))
     ev = ev.filter(mask)
     if ev.num_rows == 0:
-        return []
+        return Items([], 0)
     keys = ["name", "shapes", "dtypes", "strides"]
     table = pa.table({**{c: ev[c].combine_chunks().cast(pa.string()) for c in keys},
                       "self_ns": pc.fill_null(ev["op_self_ns"], 0)})
     g = table.group_by(keys, use_threads=False).aggregate([("self_ns", "sum"), ("self_ns", "count")])
-    return [Item(r["name"], r["name"], None, r["shapes"], r["dtypes"], r["strides"], r["self_ns_sum"],
-                 r["self_ns_count"]) for r in g.to_pylist()]
+    kept = g.filter(_worth_matching(g["name"], None, g["name"], g["self_ns_sum"]))
+    return Items([Item(r["name"], r["name"], None, r["shapes"], r["dtypes"], r["strides"], r["self_ns_sum"],
+                       r["self_ns_count"]) for r in kept.to_pylist()], pc.sum(g["self_ns_sum"]).as_py() or 0)
+
+
+def _worth_matching(names: pa.ChunkedArray, ops: pa.ChunkedArray | None, groups: pa.ChunkedArray | pa.Array,
+                    ns: pa.ChunkedArray) -> pa.Array:
+    """Which grouped rows can be in a finding: those an alternative may match (their kernel or op name matches one
+    of the patterns the matchers start from) and those of a group with at least DOMINANT_SHARE of the time. The
+    others are left as a total: with a million distinct op names, a Python object each took minutes."""
+    maybe = combined(name_match(names, _CANDIDATE_NAME))
+    if ops is not None:
+        maybe = pc.or_(maybe, combined(name_match(ops, _CANDIDATE_OP)))
+    total = pc.sum(ns).as_py() or 0
+    by_group = pa.table({"group": groups, "ns": ns}).group_by("group", use_threads=False).aggregate([("ns", "sum")])
+    big = by_group.filter(pc.greater_equal(pc.cast(by_group["ns_sum"], pa.float64()), DOMINANT_SHARE * total))
+    unnamed = pc.or_(pc.is_null(names), pc.is_null(groups))  # kept as they are: their group is not a string
+    return pc.or_(pc.or_(maybe, pc.fill_null(pc.is_in(groups, value_set=big["group"]), False)), unnamed)
 
 
 # --- the rule ------------------------------------------------------------------------------------------------
 
 def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.gpu is not None:
-        per_device = gpu_items(ctx)
-        names = sorted({i.name for items in per_device.values() for i in items})
+        per_device, names = gpu_items(ctx)
         hw = hardware(ctx, names)
         scope = Scope(True, hw)
         many = len(per_device) > 1
@@ -438,9 +481,9 @@ def check(ctx: AdviceContext) -> list[Finding]:
     return _findings(ctx, cpu_items(ctx), Scope(False, None), "host op self time")
 
 
-def _findings(ctx: AdviceContext, items: list[Item], scope: Scope, basis: str,
+def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
               device: int | None = None) -> list[Finding]:
-    total = sum(i.ns for i in items)
+    items, total = worth.items, worth.total_ns
     if not total:
         return []
     matched: dict[str, list[tuple[Item, Match]]] = {a.id: [] for a in ALTERNATIVES}

@@ -235,6 +235,7 @@ class EventColumns:
         self.unknown_phases: Counter = Counter()
         self.invalid_utf8_args: int = 0
         self.names_cut: int = 0
+        self.bad_correlations: int = 0
         # TF timelines name each event's graph node in args.name: kept (by event id) to link device rows to ops.
         self._nodes: list[tuple[pa.Array, pa.Array]] = []
 
@@ -400,6 +401,10 @@ class EventColumns:
         shapes = pc.replace_substring_regex(_raw_array([a.input_dims for a in args]), r"\s+", "")
         names, cut = cap_names(str_array([e.name for e in slices]))
         self.names_cut += cut
+        given_correlations = [a.correlation for a in args]
+        correlation = int_array(given_correlations)
+        # an id that is not an integer within int64 is left null; counted here, said in finish()
+        self.bad_correlations += correlation.null_count - given_correlations.count(None)
         columns = {
             "kind": kind_arr,
             "name": names,
@@ -410,7 +415,7 @@ class EventColumns:
             "tid": id_array(tids),
             "device": device,
             "stream": stream,
-            "correlation": int_array([a.correlation for a in args]),
+            "correlation": correlation,
             "external_id": ext,
             "shapes": shapes,
             "dtypes": _raw_array([a.input_type for a in args]),
@@ -507,6 +512,9 @@ class EventColumns:
             b.metadata["process_labels"] = self.process_labels
         if self.names_cut:
             b.warn(f"event names longer than {MAX_NAME_BYTES >> 10} KiB (cut)", self.names_cut)
+        if self.bad_correlations:
+            b.warn("events whose correlation id is not an integer within 64 bits (id left out: their launch and "
+                   "device work are not linked)", self.bad_correlations)
         if self.invalid_utf8_args:
             b.warn("events with invalid UTF-8 in their args (replaced with U+FFFD)", self.invalid_utf8_args)
         for cat, count in self.unknown_categories.most_common():
