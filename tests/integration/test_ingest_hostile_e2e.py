@@ -47,7 +47,9 @@ def test_a_20_mb_name_is_cut_and_counted_in_bounded_memory(tmp_path, suffix):
     path = hostile.huge_name(tmp_path / f"t{suffix}", name_bytes=20 * MB)
     events, warnings, rss = _summary(path, tmp_path)
     assert events == 4
-    assert warnings == {"event names longer than 64 KiB (cut)": 1}
+    # cut to 64 KiB by the reader, the name is still too long to demangle (analyses say so too)
+    not_demangled = "events named with more than 16,384 characters (not demangled; short names show their start)"
+    assert warnings == {"event names longer than 64 KiB (cut)": 1, not_demangled: 1}
     # The name passes through a few copies (buffer, chunk, decoded str, Arrow); 4 GB for 50 MB before.
     assert rss < START_UP + 12 * 20 * MB, rss
 

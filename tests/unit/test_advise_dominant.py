@@ -146,3 +146,14 @@ def test_depthwise_backward_kernels_on_a_gpu_by_name_or_by_the_ops_weight(tmp_pa
     assert {r["basis"] for r in f[0].evidence} == {"name: depthwise backward",
                                                    "aten::convolution_backward with weight [32,1,3,3]"}
     assert "cudnn.benchmark" in f[0].change
+
+
+def test_an_unnamed_kernel_and_op_are_matched_as_empty_names_not_a_type_error(tmp_path):
+    # a hostile trace (found by the fuzz test): the dominating kernel and its launching op have no "name"; they
+    # match no known alternative, so the only finding is the dominant one, at 100% of the step's kernel time
+    events = gpu_step([("NAME", 500, "aten::conv2d")])
+    for e in events:
+        if e["name"] in ("NAME", "aten::conv2d"):
+            del e["name"]
+    found = findings(write_trace(tmp_path / "t.json", events))
+    assert len(found) == 1 and "100.0%" in found[0].title and found[0].saving_ns is None

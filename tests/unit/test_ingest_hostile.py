@@ -11,8 +11,10 @@ import pyarrow as pa
 import pytest
 from support import hostile
 from support.bad_input import warnings_of
+from support.tracefiles import write_trace, x
 
 from opscope.errors import TraceError
+from opscope.ingest import open_trace
 from opscope.ingest.chrome import json_scan, salvage
 from opscope.ingest.chrome.columns import MAX_NAME_BYTES, cap_names
 from opscope.ingest.chrome.reader import read
@@ -164,3 +166,17 @@ def test_deep_args_on_the_fast_path_are_dropped_not_a_recursion_error(tmp_path):
     trace = read(hostile.deep_args(tmp_path / "t.json", depth=100_000))
     assert trace.events.num_rows == 3
     assert warnings_of(trace) == {"events nested deeper than the limit (dropped as hostile)": 1}
+
+
+def test_device_work_whose_pid_or_tid_is_beyond_int64_has_no_device_or_stream(tmp_path):
+    # Without device/stream args, device work takes its device from the pid and its stream from the tid; a pid of
+    # 2^63 or a tid "stream <21 digits>" cannot be an int64 (found by the fuzz test: an OverflowError).
+    events = [x("aten::copy_", 0, 10),
+              x("Memcpy HtoD", 1, 2, cat="gpu_memcpy", pid=2**63, tid=7),
+              x("Memcpy DtoH", 4, 2, cat="gpu_memcpy", pid=0, tid="stream " + "9" * 21),
+              x("Memcpy DtoD", 7, 2, cat="gpu_memcpy", pid=1, tid="stream 3")]
+    trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    rows = {r["name"]: (r["device"], r["stream"]) for r in trace.events.to_pylist()}
+    assert rows["Memcpy HtoD"] == (None, 7)
+    assert rows["Memcpy DtoH"] == (0, None)
+    assert rows["Memcpy DtoD"] == (1, 3)

@@ -422,9 +422,10 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     for device in sorted(pc.unique(g["device"]).to_pylist()):
         mine = g.filter(pc.equal(g["device"], device))
         kept = mine.filter(_worth_matching(mine["name"], mine["op"], mine["group"], mine["dur_ns_sum"]))
-        items = [Item(r["name"], f"{r['short'] or r['name']} ({r['op']})" if r["op"] else r["short"] or r["name"],
-                      r["op"], r["shapes"], r["dtypes"], r["strides"], r["dur_ns_sum"], r["dur_ns_count"],
-                      r["short"] or r["name"]) for r in kept.to_pylist()]
+        # a kernel or op without a name (a hostile trace) is the empty name: every matcher reads text
+        items = [Item(r["name"] or "", f"{r['short'] or r['name']} ({r['op']})" if r["op"] else r["short"] or
+                      r["name"] or "", r["op"], r["shapes"], r["dtypes"], r["strides"], r["dur_ns_sum"],
+                      r["dur_ns_count"], r["short"] or r["name"]) for r in kept.to_pylist()]
         out[device] = Items(items, pc.sum(mine["dur_ns_sum"]).as_py() or 0)
     names = sorted(n for n in pc.unique(g["name"]).to_pylist() if n is not None)
     return out, names
@@ -446,7 +447,7 @@ def cpu_items(ctx: AdviceContext) -> Items:
                       "self_ns": pc.fill_null(ev["op_self_ns"], 0)})
     g = table.group_by(keys, use_threads=False).aggregate([("self_ns", "sum"), ("self_ns", "count")])
     kept = g.filter(_worth_matching(g["name"], None, g["name"], g["self_ns_sum"]))
-    return Items([Item(r["name"], r["name"], None, r["shapes"], r["dtypes"], r["strides"], r["self_ns_sum"],
+    return Items([Item(r["name"] or "", r["name"] or "", None, r["shapes"], r["dtypes"], r["strides"], r["self_ns_sum"],
                        r["self_ns_count"]) for r in kept.to_pylist()], pc.sum(g["self_ns_sum"]).as_py() or 0)
 
 

@@ -385,12 +385,13 @@ class EventColumns:
         if pc.any(is_gpu).as_py():
             missing = pc.and_(is_gpu, pc.is_null(stream))
             if pc.any(missing).as_py():
-                stream = pa.array([(t if t.__class__ is int else _stream_from_text(t)) if m else s
+                # a pid/tid beyond int64 (hostile) is no device or stream: as_int drops it, pa.array would overflow
+                stream = pa.array([(as_int(t) if t.__class__ is int else _stream_from_text(t)) if m else s
                                    for m, s, t in zip(missing.to_pylist(), stream.to_pylist(), tids)],
                                   pa.int64())
             missing = pc.and_(is_gpu, pc.is_null(device))
             if pc.any(missing).as_py():
-                device = pa.array([(p if p.__class__ is int else None) if m else d
+                device = pa.array([(as_int(p) if p.__class__ is int else None) if m else d
                                    for m, d, p in zip(missing.to_pylist(), device.to_pylist(), pids)],
                                   pa.int64())
         none = pa.nulls(n, pa.int64())
@@ -538,7 +539,7 @@ def _stream_from_text(tid: Any) -> int | None:
     if isinstance(tid, str):
         m = _STREAM_RE.search(tid.strip())
         if m:
-            return int(m.group(1))
+            return as_int(int(m.group(1)))
     return None
 
 
