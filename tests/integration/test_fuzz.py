@@ -10,6 +10,7 @@ tests/integration/test_hangs_e2e.py; this file is the breadth."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -24,8 +25,9 @@ from opscope.errors import TraceError, UsageError
 runner = CliRunner()
 COMMANDS = (["summary"], ["ops"], ["ops", "--gpu"], ["kernels"], ["steps"], ["gpu"], ["memory"], ["advise"],
             ["scope"], ["code"])
-#: Control characters other than newline: what trace text could use to drive a terminal.
-CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+#: Control characters other than newline and tab (kept as they are, README: they lay text out, they drive nothing):
+#: what trace text could use to drive a terminal.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 HOSTILE_TEXT = ["[bold]x[/]", "[/]", "\x1b[31mred\x1b[0m", "\x07bell", "=HYPERLINK(\"http://x\")", "+1+2", "-2",
                 "@SUM(A1)", "\ttab", "\rcr", "a\nb", "ProfilerStep#1", "ProfilerStep#x", "aten::mm", "cudaLaunchKernel",
                 "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "Cijk_Alik_Bljk_" + "x" * 50, ""]
@@ -49,7 +51,10 @@ header = st.fixed_dictionaries({}, optional={
     "traceName": text})
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+# CI runs the same 40 examples every time (a red CI must be reproducible); elsewhere each run explores new ones, and
+# OPSCOPE_FUZZ_EXAMPLES=500 explores longer.
+@settings(max_examples=int(os.environ.get("OPSCOPE_FUZZ_EXAMPLES", "40")), deadline=None,
+          derandomize=bool(os.environ.get("CI")), suppress_health_check=list(HealthCheck))
 @given(events=st.lists(event, max_size=25), head=header)
 def test_hostile_traces_end_in_a_result_or_one_clean_error(events, head):
     with tempfile.TemporaryDirectory() as folder:

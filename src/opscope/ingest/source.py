@@ -18,11 +18,12 @@ GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 256 << 10
 # A gzip bomb (a small file of repeated events) would inflate to GBs of events held in memory. Real
 # Kineto/Chrome traces compress 7-30x (measured on the shared traces), so inflating stops at 100x the
-# compressed size, never below 256 MiB; OPSCOPE_MAX_INFLATE_RATIO=R sets the cap to exactly R x the
+# compressed size, never below 64 MiB (the floor spares small files of unusual ratio; 64 MiB of the densest
+# possible events costs ~0.8 GB to analyse); OPSCOPE_MAX_INFLATE_RATIO=R sets the cap to exactly R x the
 # compressed size, 0 lifts it.
 INFLATE_RATIO_ENV = "OPSCOPE_MAX_INFLATE_RATIO"
 DEFAULT_INFLATE_RATIO = 100
-INFLATE_FLOOR = 256 << 20
+INFLATE_FLOOR = 64 << 20
 
 
 def check_readable(path: Path) -> int:
