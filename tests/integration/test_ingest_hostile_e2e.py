@@ -126,8 +126,9 @@ def test_many_tiny_events_are_not_hostile(tmp_path):
     assert warnings == {}
 
 
-def test_a_read_stopped_by_the_inflate_cap_is_not_cached(tmp_path):
-    # Cached, the capped read would be served again after the cap is lifted: the user would never see the rest.
+def test_a_read_stopped_by_the_inflate_cap_is_cached_apart_from_a_read_with_the_cap_lifted(tmp_path):
+    # Served from one cache entry, the capped read would come back after the cap is lifted: the user would never
+    # see the rest.
     path = hostile.gzip_bomb(tmp_path / "t.json.gz", events=200_000)
     capped, _ = hostile.run_cli_peak_rss("summary", str(path), "-f", "json", cache=tmp_path / "cache",
                                          env={"OPSCOPE_MAX_INFLATE_RATIO": "5"})

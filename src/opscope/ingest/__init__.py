@@ -11,7 +11,7 @@ from pathlib import Path
 
 from opscope.errors import TraceError
 from opscope.ingest.registry import READERS, Progress, Reader, UnknownReaderError, pick_reader, read_head, reader_named
-from opscope.ingest.source import check_readable
+from opscope.ingest.source import check_readable, read_settings
 from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.trace import Trace
@@ -36,9 +36,10 @@ def open_trace(
     path = Path(path)
     check_readable(path)
     rebuilt = None
+    variant = read_settings()
     if use_cache:
         try:
-            cached = cache.load(path, cache_dir)
+            cached = cache.load(path, cache_dir, variant)
         except cache.CorruptEntryError as exc:
             rebuilt, cached = str(exc), None
         if cached is not None:
@@ -54,8 +55,8 @@ def open_trace(
         raise TraceError(path, "is nested too deeply to be a trace (hostile input?)") from None
     release_free_memory()
     trace = complete(trace)
-    if use_cache and not trace.metadata.get("read_capped"):
-        cache.store(path, trace, cache_dir)
+    if use_cache:
+        cache.store(path, trace, cache_dir, variant)
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:

@@ -26,6 +26,12 @@ DEFAULT_INFLATE_RATIO = 100
 INFLATE_FLOOR = 64 << 20
 
 
+def read_settings() -> str:
+    """The settings that change what a read gives (the inflate cap), as a cache entry's variant: a trace read
+    with the cap is cached apart from one read with the cap lifted or changed."""
+    return f"{INFLATE_RATIO_ENV}={os.environ[INFLATE_RATIO_ENV]}" if INFLATE_RATIO_ENV in os.environ else ""
+
+
 def check_readable(path: Path) -> int:
     """Raise a TraceError unless ``path`` is a non-empty regular file; return its size."""
     if not path.exists():
@@ -149,12 +155,9 @@ class ByteSource:
 
     corrupt_reason: str = ""
 
-    capped = False  # the inflate cap stopped the read (a guard, not damage)
-
     def _stop_inflating(self) -> None:
         assert self.max_inflate is not None
         self.truncated = True
-        self.capped = True
         self.corrupt_reason = (
             f"reading stopped at {self.max_inflate / (1 << 20):.0f} MiB decompressed, {self.inflate_ratio:g}x its "
             f"compressed size, as a guard against gzip bombs; to read it all set {INFLATE_RATIO_ENV}=0")

@@ -47,13 +47,15 @@ def cache_root() -> Path:
     return Path(base) / "opscope"
 
 
-def cache_key(path: Path) -> str:
+def cache_key(path: Path, variant: str = "") -> str:
+    """The entry of ``path`` as read with the reader settings ``variant`` (a read that a setting may change,
+    such as the gzip inflate cap, must not be served to a read with another setting)."""
     st = path.stat()
     h = hashlib.blake2b(digest_size=16)
     # ctime and inode: no tool sets them back (os.utime restores mtime only, and a rewrite changes ctime),
     # so an edit anywhere in the file is a new key without hashing gigabytes on every command.
     h.update(f"{CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|"
-             f"{st.st_dev}|{st.st_ino}".encode())
+             f"{st.st_dev}|{st.st_ino}|{variant}".encode())
     with open(path, "rb") as fh:
         h.update(fh.read(_PROBE))
         if st.st_size > _PROBE:
@@ -77,10 +79,10 @@ def _check(file: Path, sums: dict) -> None:
         raise ValueError(f"{file.name} does not match its checksum")
 
 
-def load(path: Path, root: Path | None = None) -> Trace | None:
+def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | None:
     """The cached Trace of ``path``, or None if there is no entry. Raises CorruptEntryError (after removing
     the entry) when there was one but it is damaged, so the caller re-parses and can say why."""
-    entry = (root or cache_root()) / cache_key(path)
+    entry = (root or cache_root()) / cache_key(path, variant)
     meta_file = entry / "meta.json"
     if not meta_file.is_file():
         return None
@@ -152,10 +154,10 @@ def _read_later(file: Path, sums: dict) -> pa.Table:
         raise _unreadable(file, exc) from None
 
 
-def store(path: Path, trace: Trace, root: Path | None = None) -> Path | None:
+def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "") -> Path | None:
     """Write the cache entry for ``path``; returns its directory, or None if it could not be written."""
     root = root or cache_root()
-    entry = root / cache_key(path)
+    entry = root / cache_key(path, variant)
     if (entry / "meta.json").is_file():
         return entry
     try:

@@ -136,8 +136,6 @@ def _add_stream_warnings(trace: Trace, report, source: ByteSource) -> None:
     if source.truncated or report.truncated:
         reason = source.corrupt_reason or "the file ends before the trace does"
         trace.metadata["truncated"] = True
-        if source.capped:
-            trace.metadata["read_capped"] = True  # not cached: a later read with the cap lifted must see it all
         trace.warn(f"file is truncated ({reason}); recovered {trace.events.num_rows} complete events")
     if report.header_invalid:
         trace.warn("the document's keys before the event array are not valid JSON (ignored)")
