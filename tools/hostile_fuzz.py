@@ -1,6 +1,7 @@
 """Run the hostile corpus (tests/support/hostile_corpus.py) through every table command and format; print the tally.
 
-    python tools/hostile_fuzz.py [--scale ci|full] [--out DIR] [--jobs 2] [--formats table,csv,json] [--only CLASS,...]
+    python tools/hostile_fuzz.py [--scale ci|full] [--out DIR] [--jobs 2] [--formats table,csv,json]
+                                 [--only CLASS,...] [--per-file]
 
 One child process per file runs every command in turn (tests/support/hostile_driver.py) with a time limit per
 command and per file; what each run did is checked by ``support.hostile_corpus.problems`` (traceback, exit code,
@@ -31,6 +32,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--formats", default=",".join(hostile_corpus.FORMATS))
     parser.add_argument("--only", help="comma-separated classes: " + ",".join(hostile_corpus.GENERATORS))
+    parser.add_argument("--per-file", action="store_true", help="a line per file: size, slowest run, peak RSS")
     parser.add_argument("--command-timeout", type=int, default=60)
     parser.add_argument("--file-timeout", type=float, default=900)
     opts = parser.parse_args()
@@ -52,6 +54,12 @@ def main() -> int:
             print(f"{res.file.relative_to(root)}:")
             for p in found[:8]:
                 print(f"    {p}")
+    if opts.per_file:
+        print(f"{'file':<44} {'MiB on disk':>11} {'slowest s':>9} {'peak MiB':>9}")
+        for res in results:
+            slowest = max((r["seconds"] for r in res.runs), default=0.0)
+            print(f"{str(res.file.relative_to(root))[-44:]:<44} {res.file.stat().st_size / 2**20:>11.2f} "
+                  f"{slowest:>9.2f} {res.peak_kb / 1024:>9.0f}")
     ok = sum(r["rc"] == 0 and not r["problems"] for r in runs)
     clean = sum(r["rc"] == 2 and not r["problems"] for r in runs)
     worst = max(runs, key=lambda r: r["seconds"])
