@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.model.schema import buffers_key
+
 # --- arrays ----------------------------------------------------------------------------------------------
 
 def combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -144,11 +146,6 @@ def name_match(names: pa.Array | pa.ChunkedArray, pattern: str, nulls: bool | No
         found = hits.take(chunk.indices)
         chunks.append(found if nulls is None else pc.fill_null(found, nulls))  # null indices: null values
     return pa.chunked_array(chunks, pa.bool_())
-
-
-def buffers_key(values: pa.Array) -> tuple[int, ...]:
-    """Where an array's data lies: equal keys, the same values (a unified dictionary shared by chunks)."""
-    return (values.offset, len(values), *(b.address if b is not None else 0 for b in values.buffers()))
 
 
 # --- percentages -----------------------------------------------------------------------------------------

@@ -14,14 +14,7 @@ from opscope.capture.demo_model import mobilenet_v2_mini
 from opscope.capture.outdir import make_output_dir
 from opscope.capture.tracefile import save_trace
 from opscope.errors import UsageError
-
-
-def numbered_names(stem: str, suffix: str, count: int = 10_000) -> Iterator[str]:
-    """``stem+suffix``, ``stem-1+suffix``, ``stem-2+suffix``...: the names to try so an earlier recording is
-    never overwritten (the first free one is taken atomically, see :func:`opscope.capture.tracefile.save_trace`)."""
-    yield f"{stem}{suffix}"
-    for n in range(1, count):
-        yield f"{stem}-{n}{suffix}"
+from opscope.paths import numbered_names
 
 
 @contextlib.contextmanager
@@ -81,7 +74,7 @@ def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 6
             optimizer.step()
             prof.step()
     try:
-        path = save_trace(prof, output_dir, numbered_names("demo", ".pt.trace.json"))
+        path = save_trace(prof, output_dir, numbered_names("demo.pt.trace.json", ".pt.trace.json"))
     except OSError as exc:
         raise UsageError(f"{output_dir}: cannot save the demo's trace there ({exc.strerror or exc})") from None
     return path, prof

@@ -324,10 +324,11 @@ def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
     """``path``, or ``path-1``, ``path-2``... when it already holds a dump (or a file), with the dump's name
     claimed there (an empty ``numerics.parquet`` made with O_EXCL, which the dump then replaces): a dump is
     never overwritten, also by a second run started at the same moment."""
-    from opscope.capture.outdir import MAX_ALTERNATIVES, make_output_dir
+    from opscope.capture.outdir import make_output_dir
+    from opscope.paths import all_taken, numbered_names
 
-    for n in range(MAX_ALTERNATIVES):
-        candidate = path if n == 0 else path.with_name(f"{path.name}-{n}")
+    for n, name in enumerate(numbered_names(path.name)):
+        candidate = path.with_name(name)
         if candidate.exists() and not candidate.is_dir():
             continue
         make_output_dir(candidate)
@@ -339,8 +340,7 @@ def fresh_dump_dir(path: Path) -> tuple[Path, bool]:
             raise UsageError(f"{candidate}: cannot write the dump there ({exc.strerror or exc}); give another "
                              "directory with --output") from None
         return candidate, n > 0
-    raise UsageError(f"{path}: {path.name}-1 to {path.name}-{MAX_ALTERNATIVES - 1} are all taken; give a new "
-                     "directory with --output")
+    raise UsageError(f"{path}: {all_taken(path.name)}")
 
 
 # --- running a program under the recorder -----------------------------------------------------------

@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from opscope.errors import UsageError
+from opscope.paths import all_taken, numbered_names
 
 #: The file whose exclusive creation claims a recording directory (it is rewritten as the run goes on).
 CLAIM_NAME = "run.json"
 #: Private work directories inside an output directory (mkdtemp: a fresh name, mode 0700) start with this.
 STAGING_PREFIX = ".opscope-staging-"
-#: How many numbered alternatives (DIR-1, DIR-2...) to try before giving up.
-MAX_ALTERNATIVES = 10_000
 
 
 def claim_output_dir(path: Path, first_content: dict[str, Any] | None = None) -> tuple[Path, bool]:
@@ -43,12 +42,11 @@ def claim_output_dir(path: Path, first_content: dict[str, Any] | None = None) ->
         raise UsageError(f"{path}: is an existing directory that is not empty (or not yours); give a new "
                          "directory with --output, e.g. -o opscope-record")
     _make_dir(path.parent, path)
-    for n in range(MAX_ALTERNATIVES):
-        candidate = path if n == 0 else path.with_name(f"{path.name}-{n}")
+    for n, name in enumerate(numbered_names(path.name)):
+        candidate = path.with_name(name)
         if _claim(candidate, first_content):
             return candidate, n > 0
-    raise UsageError(f"{path}: {path.name}-1 to {path.name}-{MAX_ALTERNATIVES - 1} are all taken; give a new "
-                     "directory with --output")
+    raise UsageError(f"{path}: {all_taken(path.name)}")
 
 
 def make_output_dir(directory: Path) -> None:

@@ -12,7 +12,7 @@ from array import array
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.model.schema import EVENTS, STEPS, kind_mask
+from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
 
 #: Host kinds nest in two layers: Python frames among themselves, and everything the framework
@@ -85,7 +85,7 @@ def _count_long_names(names: pa.ChunkedArray) -> int:
             total += pc.sum(pc.cast(pc.greater(pc.utf8_length(chunk), LONG_NAME_CHARS), pa.int64())).as_py() or 0
             continue
         dictionary = chunk.dictionary
-        key = (dictionary.offset, len(dictionary), *(b.address if b else 0 for b in dictionary.buffers()))
+        key = buffers_key(dictionary)
         if key != measured:
             measured = key
             long = pc.greater(pc.utf8_length(dictionary), LONG_NAME_CHARS)

@@ -139,6 +139,12 @@ def kind_mask(events: pa.Table, kinds) -> pa.ChunkedArray:
     return mask
 
 
+def buffers_key(values: pa.Array) -> tuple[int, ...]:
+    """Where an array's data lies: equal keys, the same values (a unified dictionary shared by chunks), so work on
+    such a dictionary is done once, not once per chunk."""
+    return (values.offset, len(values), *(b.address if b is not None else 0 for b in values.buffers()))
+
+
 def _identity(column: pa.ChunkedArray) -> tuple:
     """Where the column's data lives: the same for every wrapper of the same column."""
     parts: list = [len(column), column.num_chunks]
