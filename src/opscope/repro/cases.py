@@ -1,0 +1,281 @@
+"""Which op calls of a trace to reproduce: cases, each a distinct (op, input shapes, strides, dtypes, scalar
+arguments) with its calls, its time and what ran under it.
+
+The op of a case is the one the user's code called: from an op (the launching op of a kernel on a GPU trace,
+any op on a CPU trace), climb while the parent is a framework op too (``aten::linear`` above ``aten::addmm``,
+``aten::convolution_backward`` above what it calls) and stop below anything else (a Python frame, an
+nn.Module or ProfilerStep annotation, an autograd node, a ``Torch-Compiled Region``). Replaying that op runs
+everything the trace ran under it, and layout or dtype changes apply to it.
+
+Time is device time (kernels, copies, memsets, collectives launched under the op) on a GPU trace and host self
+time of the op and of every op under it on a CPU-only trace. A case's recorded time per call is its device time
+per call on a GPU trace and its duration per call (what a replay measures) on a CPU trace.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.arrays import combined, name_match, rows_where
+from opscope.analyses.links import device_links
+from opscope.analyses.names import framework_of
+from opscope.errors import UsageError
+from opscope.model.schema import kind_mask
+from opscope.model.trace import Trace
+
+#: A framework op name: ``namespace::name`` (aten, c10d, vllm, quantized...); an optional ``.overload``.
+FRAMEWORK_OP = r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$"
+#: Framework-op-shaped names that are wrappers, not ops: autograd nodes and the profiler's own.
+_WRAPPER = re.compile(r"^(autograd|profiler|torch_compile|c10d_functional_wrapper)::")
+_MAX_CLIMB = 512
+#: At most this many distinct child ops and kernels are kept per case (the rest are counted).
+MAX_NAMES = 64
+
+
+@dataclass
+class Case:
+    """One distinct call of an op as the trace recorded it (values are the trace's, parsed from JSON text)."""
+
+    op: str
+    input_dims: list | None
+    input_strides: list | None
+    input_types: list | None
+    concrete_inputs: list | None
+    calls: int
+    total_ns: int  # over its calls: device time (GPU trace) or self time of it and the ops under it (CPU trace)
+    trace_ns: int  # per call: device time (GPU trace) or duration (CPU trace)
+    share: float  # of the selection's total (see Selection.share_of)
+    steps: list[int]
+    first_ts_ns: int
+    leaf_ops: list[str] = field(default_factory=list)
+    recorded_ops: list[str] = field(default_factory=list)  # distinct ops under it, first seen first
+    kernels: list[str] = field(default_factory=list)  # distinct device work under it, most time first
+    rows: list[int] = field(default_factory=list, repr=False)  # its calls' event rows (not written out)
+
+
+@dataclass
+class Selection:
+    """The cases chosen from a trace, and what their figures mean."""
+
+    cases: list[Case]
+    device: str  # where the trace ran: "cuda" or "cpu"
+    framework: str | None
+    time_is: str  # "device time" or "host self time"
+    share_of: str  # the denominator of `share`, in words
+    considered: int  # distinct cases before --top
+    notes: list[str] = field(default_factory=list)
+
+
+def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str | None = None,
+                 steps: Sequence[int] | None = None) -> Selection:
+    """The ``top`` cases (0: all) by time, optionally only ops whose name matches ``op`` or that launched a
+    kernel matching ``kernel``, in ``steps``."""
+    for pattern in (op, kernel):
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise UsageError(f"invalid regular expression {pattern!r}: {exc}") from None
+    events = trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "parent", "op_self_ns", "shapes", "dtypes",
+                           "strides", "concrete_inputs"])
+    framework = framework_of(trace.metadata)
+    links = device_links(trace)
+    gpu = len(links["device_row"]) > 0
+    notes: list[str] = []
+    chain = _chain_mask(events)
+    if gpu:
+        rows, case_rows, ns = _device_charges(events, links, chain, kernel, steps, notes)
+        time_is = "device time"
+    else:
+        if kernel is not None:
+            raise UsageError("--kernel needs a trace with device kernels; this one has none (use --op)")
+        rows, case_rows, ns = _host_charges(events, chain, steps)
+        time_is = "host self time"
+    where = f" in steps {_ranges(steps)}" if steps else ""
+    share_of = (f"device time of all kernels, copies and memsets{' matching --kernel' if kernel else ''}{where}"
+                if gpu else f"self time of all ops{where}")
+    total = pc.sum(ns).as_py() or 0
+    charged = pc.is_valid(case_rows)
+    if gpu and not pc.all(charged).as_py():
+        lost = pc.sum(pc.filter(ns, pc.invert(charged))).as_py() or 0
+        notes.append(f"{_pct(lost, total)} of the device time was launched outside any op (graph replays, no "
+                     "host events) and is in no case")
+    cases = _group(events, pc.filter(case_rows, charged), pc.filter(ns, charged), gpu)
+    if op is not None:
+        cases = [c for c in cases if re.search(op, c.op)]
+    considered = len(cases)
+    cases.sort(key=lambda c: (-c.total_ns, c.first_ts_ns))
+    chosen = cases[:top] if top > 0 else cases
+    for case in chosen:
+        case.share = case.total_ns / total if total else 0.0
+    _describe(events, chain, chosen, links if gpu else None, rows if gpu else None, case_rows if gpu else None)
+    device = "cuda" if gpu else "cpu"
+    return Selection(chosen, device, framework, time_is, share_of, considered, notes)
+
+
+# --- which op a time is charged to ------------------------------------------------------------------------
+
+def _chain_mask(events: pa.Table) -> pa.Array:
+    """Rows that are framework ops a case can climb through (cpu_op kind, ``ns::name``, not a wrapper)."""
+    names = events["name"]
+    is_op = name_match(names, FRAMEWORK_OP, nulls=False)
+    wrapper = name_match(names, _WRAPPER.pattern, nulls=False)
+    return combined(pc.and_(combined(kind_mask(events, ("cpu_op",))), pc.and_not(combined(is_op),
+                                                                                   combined(wrapper))))
+
+
+def case_rows_of(events: pa.Table, chain: pa.Array, rows: pa.Array) -> pa.Array:
+    """For op rows (null: none), the outermost op of the contiguous chain of framework ops above (itself
+    included); an op outside the chain (a TF op type, ``record_param_comms``) is its own case."""
+    parents = combined(events["parent"])
+    top = rows
+    current = pc.if_else(pc.fill_null(pc.take(chain, rows), False), rows, pa.scalar(None, pa.int64()))
+    for _ in range(_MAX_CLIMB):
+        current = pc.take(parents, current)
+        if current.null_count == len(current):
+            break
+        climb = pc.fill_null(pc.take(chain, current), False)
+        top = pc.if_else(climb, current, top)
+        current = pc.if_else(climb, current, pa.scalar(None, pa.int64()))
+    return combined(top)
+
+
+def _device_charges(events: pa.Table, links: dict, chain: pa.Array, kernel: str | None,
+                    steps: Sequence[int] | None, notes: list[str]) -> tuple[pa.Array, pa.Array, pa.Array]:
+    rows, launching = links["device_row"], links["op_row"]
+    keep = None
+    if kernel is not None:
+        keep = combined(name_match(pc.take(events["name"], rows), kernel, nulls=False))
+    if steps:
+        in_steps = pc.fill_null(pc.is_in(pc.take(events["step"], rows), pa.array(list(steps), pa.int64())), False)
+        keep = in_steps if keep is None else pc.and_(keep, in_steps)
+    if keep is not None:
+        rows, launching = pc.filter(rows, keep), pc.filter(launching, keep)
+    if pc.any(links["link_inferred"]).as_py():
+        notes.append("some kernels were linked to their launch by order (no correlation ids): their op is inferred")
+    return rows, case_rows_of(events, chain, launching), combined(pc.take(events["dur_ns"], rows))
+
+
+def _host_charges(events: pa.Table, chain: pa.Array, steps: Sequence[int] | None
+                  ) -> tuple[pa.Array, pa.Array, pa.Array]:
+    mask = combined(kind_mask(events, ("cpu_op",)))
+    if steps:
+        mask = pc.and_(mask, pc.fill_null(pc.is_in(combined(events["step"]), pa.array(list(steps), pa.int64())),
+                                          False))
+    rows = rows_where(mask)
+    ns = pc.fill_null(combined(pc.take(events["op_self_ns"], rows)), 0)
+    return rows, case_rows_of(events, chain, rows), ns
+
+
+# --- grouping calls into cases ------------------------------------------------------------------------------
+
+_KEY_COLUMNS = ("shapes", "strides", "dtypes", "concrete_inputs")
+
+
+def _group(events: pa.Table, case_rows: pa.Array, ns: pa.Array, gpu: bool) -> list[Case]:
+    """Sum time per case row, then group case rows with the same op and inputs into cases."""
+    if len(case_rows) == 0:
+        return []
+    per_row = pa.table({"row": case_rows, "ns": ns}).group_by("row").aggregate([("ns", "sum")])
+    rows = per_row["row"]
+    table = pa.table({
+        "row": rows,
+        "ns": per_row["ns_sum"],
+        "name": combined(pc.take(events["name"], rows)).cast(pa.string()),
+        "dur_ns": pc.take(events["dur_ns"], rows),
+        "ts_ns": pc.take(events["ts_ns"], rows),
+        "step": pc.take(events["step"], rows),
+        **{c: pc.fill_null(combined(pc.take(events[c], rows)), "") for c in _KEY_COLUMNS},
+    })
+    grouped = table.group_by(["name", *_KEY_COLUMNS]).aggregate([
+        ("ns", "sum"), ("row", "count"), ("dur_ns", "sum"), ("ts_ns", "min"), ("step", "distinct"),
+        ("row", "list")])
+    cases = []
+    for r in grouped.to_pylist():
+        calls = r["row_count"]
+        total = int(r["ns_sum"] or 0)
+        per_call = total // calls if gpu else int(r["dur_ns_sum"] or 0) // calls
+        cases.append(_case(r, calls, total, per_call))
+    return cases
+
+
+def _case(r: dict, calls: int, total: int, per_call: int) -> Case:
+    case = Case(op=r["name"], input_dims=_json_list(r["shapes"]), input_strides=_json_list(r["strides"]),
+                input_types=_json_list(r["dtypes"]), concrete_inputs=_json_list(r["concrete_inputs"]),
+                calls=calls, total_ns=total, trace_ns=per_call, share=0.0,
+                steps=sorted(s for s in r["step_distinct"] if s is not None), first_ts_ns=r["ts_ns_min"],
+                rows=r["row_list"])
+    return case
+
+
+def _json_list(text: str) -> list | None:
+    """A recorded JSON array (None when not recorded or not an array: the rebuild says why)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+# --- what ran under each case ---------------------------------------------------------------------------------
+
+def _describe(events: pa.Table, chain: pa.Array, cases: list[Case], links: dict | None,
+              device_rows: pa.Array | None, device_case_rows: pa.Array | None) -> None:
+    """Fill each chosen case's recorded child ops, leaf ops and (GPU) kernels."""
+    if not cases:
+        return
+    wanted = pa.array([row for c in cases for row in c.rows], pa.int64())
+    op_rows = rows_where(pc.and_(chain, pc.is_valid(combined(events["parent"]))))
+    tops = case_rows_of(events, chain, op_rows)
+    under = pc.and_(pc.is_in(tops, value_set=wanted), pc.not_equal(tops, op_rows))
+    child_rows, child_tops = pc.filter(op_rows, under), pc.filter(tops, under)
+    names = combined(events["name"])
+    child_names = pc.take(names, child_rows).cast(pa.string()).to_pylist()
+    parents_of_children = set(pc.take(events["parent"], child_rows).to_pylist())
+    child_tops_list = child_tops.to_pylist()
+    child_rows_list = child_rows.to_pylist()
+    by_top: dict[int, list[tuple[int, str, bool]]] = {}
+    for row, top, name in zip(child_rows_list, child_tops_list, child_names):
+        by_top.setdefault(top, []).append((row, name, row not in parents_of_children))
+    kernels_by_top: dict[int, dict[str, int]] = {}
+    if links is not None and device_rows is not None and device_case_rows is not None:
+        inside = pc.fill_null(pc.is_in(device_case_rows, value_set=wanted), False)
+        drows = pc.filter(device_rows, inside)
+        dtops = pc.filter(device_case_rows, inside).to_pylist()
+        knames = pc.take(names, drows).cast(pa.string()).to_pylist()
+        kdurs = pc.take(events["dur_ns"], drows).to_pylist()
+        for top, name, dur in zip(dtops, knames, kdurs):
+            per = kernels_by_top.setdefault(top, {})
+            per[name] = per.get(name, 0) + (dur or 0)
+    own_names = {row: name for row, name in zip(wanted.to_pylist(),
+                                                pc.take(names, wanted).cast(pa.string()).to_pylist())}
+    for case in cases:
+        ops: dict[str, None] = {}
+        leaves: dict[str, None] = {}
+        kernel_ns: dict[str, int] = {}
+        for top in case.rows:
+            for _row, name, leaf in sorted(by_top.get(top, ())):
+                ops.setdefault(name)
+                if leaf:
+                    leaves.setdefault(name)
+            for name, ns in kernels_by_top.get(top, {}).items():
+                kernel_ns[name] = kernel_ns.get(name, 0) + ns
+        case.recorded_ops = list(ops)[:MAX_NAMES]
+        case.leaf_ops = list(leaves)[:MAX_NAMES] or [own_names.get(case.rows[0], case.op)]
+        case.kernels = [n for n, _ in sorted(kernel_ns.items(), key=lambda kv: -kv[1])][:MAX_NAMES]
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "0%"
+
+
+def _ranges(steps: Sequence[int]) -> str:
+    return ",".join(str(s) for s in steps)
