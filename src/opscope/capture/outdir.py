@@ -27,24 +27,25 @@ CLAIM_NAME = "run.json"
 STAGING_PREFIX = ".opscope-staging-"
 
 
-def claim_output_dir(path: Path, first_content: dict[str, Any] | None = None) -> tuple[Path, bool]:
+def claim_output_dir(path: Path, first_content: dict[str, Any] | None = None,
+                     claim_name: str = CLAIM_NAME) -> tuple[Path, bool]:
     """Claim ``path`` for a new recording, or ``path-1``, ``path-2``... when it is taken; return the claimed
     directory and whether it had to be renamed.
 
-    A candidate is claimed by creating it (``os.mkdir``) and then its ``run.json`` with ``O_EXCL`` (holding
-    ``first_content``): of two runs racing for one name exactly one wins, the other moves on. An existing
+    A candidate is claimed by creating it (``os.mkdir``) and then its ``claim_name`` file (``run.json``) with
+    ``O_EXCL`` (holding ``first_content``): of two runs racing for one name exactly one wins, the other moves on. An existing
     directory is used only when it is empty and owned by the current user. Errors (a read-only place, a
     file where a directory is needed) are a one-line :class:`UsageError` naming the directory.
     """
     if path.name in ("", ".", ".."):  # ".", "/", "x/..": no name to number, and never empty in practice
-        if _claim(path, first_content):
+        if _claim(path, first_content, claim_name):
             return path, False
         raise UsageError(f"{path}: is an existing directory that is not empty (or not yours); give a new "
                          "directory with --output, e.g. -o opscope-record")
     _make_dir(path.parent, path)
     for n, name in enumerate(numbered_names(path.name)):
         candidate = path.with_name(name)
-        if _claim(candidate, first_content):
+        if _claim(candidate, first_content, claim_name):
             return candidate, n > 0
     raise UsageError(f"{path}: {all_taken(path.name)}")
 
@@ -69,7 +70,7 @@ def _make_dir(directory: Path, wanted: Path) -> None:
         raise _unwritable(wanted, exc) from None
 
 
-def _claim(candidate: Path, first_content: dict[str, Any] | None) -> bool:
+def _claim(candidate: Path, first_content: dict[str, Any] | None, claim_name: str = CLAIM_NAME) -> bool:
     """True when this process now owns ``candidate``; False when it is taken (someone else's)."""
     try:
         os.mkdir(candidate)
@@ -79,7 +80,7 @@ def _claim(candidate: Path, first_content: dict[str, Any] | None) -> bool:
     except OSError as exc:
         raise _unwritable(candidate, exc) from None
     try:
-        fd = os.open(candidate / CLAIM_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd = os.open(candidate / claim_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     except FileExistsError:
         return False  # another run claimed the same empty directory first
     except OSError as exc:

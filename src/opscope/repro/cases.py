@@ -90,12 +90,13 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
     notes: list[str] = []
     chain = _chain_mask(events)
     if gpu:
-        rows, case_rows, ns = _device_charges(events, links, chain, kernel, steps, notes)
+        rows, launching, case_rows, ns = _device_charges(events, links, chain, kernel, steps, notes)
         time_is = "device time"
     else:
         if kernel is not None:
             raise UsageError("--kernel needs a trace with device kernels; this one has none (use --op)")
         rows, case_rows, ns = _host_charges(events, chain, steps)
+        launching = rows
         time_is = "host self time"
     where = f" in steps {_ranges(steps)}" if steps else ""
     share_of = (f"device time of all kernels, copies and memsets{' matching --kernel' if kernel else ''}{where}"
@@ -114,7 +115,7 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
     chosen = cases[:top] if top > 0 else cases
     for case in chosen:
         case.share = case.total_ns / total if total else 0.0
-    _describe(events, chain, chosen, links if gpu else None, rows if gpu else None, case_rows if gpu else None)
+    _describe(events, chosen, rows, launching, case_rows, ns, gpu)
     device = "cuda" if gpu else "cpu"
     return Selection(chosen, device, framework, time_is, share_of, considered, notes)
 
@@ -147,7 +148,8 @@ def case_rows_of(events: pa.Table, chain: pa.Array, rows: pa.Array) -> pa.Array:
 
 
 def _device_charges(events: pa.Table, links: dict, chain: pa.Array, kernel: str | None,
-                    steps: Sequence[int] | None, notes: list[str]) -> tuple[pa.Array, pa.Array, pa.Array]:
+                    steps: Sequence[int] | None, notes: list[str]
+                    ) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
     rows, launching = links["device_row"], links["op_row"]
     keep = None
     if kernel is not None:
@@ -159,7 +161,7 @@ def _device_charges(events: pa.Table, links: dict, chain: pa.Array, kernel: str 
         rows, launching = pc.filter(rows, keep), pc.filter(launching, keep)
     if pc.any(links["link_inferred"]).as_py():
         notes.append("some kernels were linked to their launch by order (no correlation ids): their op is inferred")
-    return rows, case_rows_of(events, chain, launching), combined(pc.take(events["dur_ns"], rows))
+    return rows, launching, case_rows_of(events, chain, launching), combined(pc.take(events["dur_ns"], rows))
 
 
 def _host_charges(events: pa.Table, chain: pa.Array, steps: Sequence[int] | None
@@ -206,12 +208,11 @@ def _group(events: pa.Table, case_rows: pa.Array, ns: pa.Array, gpu: bool) -> li
 
 
 def _case(r: dict, calls: int, total: int, per_call: int) -> Case:
-    case = Case(op=r["name"], input_dims=_json_list(r["shapes"]), input_strides=_json_list(r["strides"]),
+    return Case(op=r["name"], input_dims=_json_list(r["shapes"]), input_strides=_json_list(r["strides"]),
                 input_types=_json_list(r["dtypes"]), concrete_inputs=_json_list(r["concrete_inputs"]),
                 calls=calls, total_ns=total, trace_ns=per_call, share=0.0,
                 steps=sorted(s for s in r["step_distinct"] if s is not None), first_ts_ns=r["ts_ns_min"],
                 rows=r["row_list"])
-    return case
 
 
 def _json_list(text: str) -> list | None:
@@ -227,50 +228,61 @@ def _json_list(text: str) -> list | None:
 
 # --- what ran under each case ---------------------------------------------------------------------------------
 
-def _describe(events: pa.Table, chain: pa.Array, cases: list[Case], links: dict | None,
-              device_rows: pa.Array | None, device_case_rows: pa.Array | None) -> None:
-    """Fill each chosen case's recorded child ops, leaf ops and (GPU) kernels."""
+def _describe(events: pa.Table, cases: list[Case], rows: pa.Array, leaf_rows: pa.Array, case_rows: pa.Array,
+              ns: pa.Array, gpu: bool) -> None:
+    """Fill each chosen case's recorded child ops, leaf ops (the ops that launched its kernels on a GPU trace; the
+    ops with the most self time under it on a CPU trace) and kernels (GPU), from the charged rows: ``rows`` (device
+    events or ops), ``leaf_rows`` (their launching op, or the op itself), ``case_rows`` and ``ns``."""
     if not cases:
         return
     wanted = pa.array([row for c in cases for row in c.rows], pa.int64())
-    op_rows = rows_where(pc.and_(chain, pc.is_valid(combined(events["parent"]))))
-    tops = case_rows_of(events, chain, op_rows)
-    under = pc.and_(pc.is_in(tops, value_set=wanted), pc.not_equal(tops, op_rows))
-    child_rows, child_tops = pc.filter(op_rows, under), pc.filter(tops, under)
+    inside = pc.fill_null(pc.is_in(case_rows, value_set=wanted), False)
     names = combined(events["name"])
-    child_names = pc.take(names, child_rows).cast(pa.string()).to_pylist()
-    parents_of_children = set(pc.take(events["parent"], child_rows).to_pylist())
-    child_tops_list = child_tops.to_pylist()
-    child_rows_list = child_rows.to_pylist()
-    by_top: dict[int, list[tuple[int, str, bool]]] = {}
-    for row, top, name in zip(child_rows_list, child_tops_list, child_names):
-        by_top.setdefault(top, []).append((row, name, row not in parents_of_children))
-    kernels_by_top: dict[int, dict[str, int]] = {}
-    if links is not None and device_rows is not None and device_case_rows is not None:
-        inside = pc.fill_null(pc.is_in(device_case_rows, value_set=wanted), False)
-        drows = pc.filter(device_rows, inside)
-        dtops = pc.filter(device_case_rows, inside).to_pylist()
-        knames = pc.take(names, drows).cast(pa.string()).to_pylist()
-        kdurs = pc.take(events["dur_ns"], drows).to_pylist()
-        for top, name, dur in zip(dtops, knames, kdurs):
-            per = kernels_by_top.setdefault(top, {})
-            per[name] = per.get(name, 0) + (dur or 0)
-    own_names = {row: name for row, name in zip(wanted.to_pylist(),
-                                                pc.take(names, wanted).cast(pa.string()).to_pylist())}
+    tops = pc.filter(case_rows, inside).to_pylist()
+    times = pc.filter(ns, inside).to_pylist()
+    leaf_names = pc.take(names, pc.filter(leaf_rows, inside)).cast(pa.string()).to_pylist()
+    own_rows = pc.filter(rows, inside)
+    kinds = pc.take(events["kind"], own_rows).cast(pa.string()).to_pylist()
+    own_names = pc.take(names, own_rows).cast(pa.string()).to_pylist()
+    order = pc.take(events["ts_ns"], own_rows).to_pylist()
+    by_top: dict[int, list[tuple[int, str, str | None, int, str]]] = {}
+    for top, t, leaf, name, kind, ts in zip(tops, times, leaf_names, own_names, kinds, order):
+        by_top.setdefault(top, []).append((ts or 0, name, leaf, t or 0, kind))
+    all_ops = _ops_under(events, set(wanted.to_pylist()))
     for case in cases:
         ops: dict[str, None] = {}
-        leaves: dict[str, None] = {}
-        kernel_ns: dict[str, int] = {}
+        leaves: dict[str, int] = {}
+        kernels: dict[str, int] = {}
         for top in case.rows:
-            for _row, name, leaf in sorted(by_top.get(top, ())):
+            for _ts, name, leaf, t, _kind in sorted(by_top.get(top, ()), key=lambda item: item[0]):
+                if gpu:
+                    kernels[name] = kernels.get(name, 0) + t
+                    if leaf is not None:
+                        leaves[leaf] = leaves.get(leaf, 0) + t
+                elif name is not None:
+                    leaves[name] = leaves.get(name, 0) + t
+            for name in all_ops.get(top, ()):
                 ops.setdefault(name)
-                if leaf:
-                    leaves.setdefault(name)
-            for name, ns in kernels_by_top.get(top, {}).items():
-                kernel_ns[name] = kernel_ns.get(name, 0) + ns
         case.recorded_ops = list(ops)[:MAX_NAMES]
-        case.leaf_ops = list(leaves)[:MAX_NAMES] or [own_names.get(case.rows[0], case.op)]
-        case.kernels = [n for n, _ in sorted(kernel_ns.items(), key=lambda kv: -kv[1])][:MAX_NAMES]
+        case.leaf_ops = [n for n, _ in sorted(leaves.items(), key=lambda kv: -kv[1])][:3] or [case.op]
+        case.kernels = [n for n, _ in sorted(kernels.items(), key=lambda kv: -kv[1])][:MAX_NAMES]
+
+
+def _ops_under(events: pa.Table, tops: set[int]) -> dict[int, list[str]]:
+    """The names of the ops under each row of ``tops`` (descendants, in time order)."""
+    chain = _chain_mask(events)
+    op_rows = rows_where(pc.and_(chain, pc.is_valid(combined(events["parent"]))))
+    found_tops = case_rows_of(events, chain, op_rows)
+    under = pc.and_(pc.is_in(found_tops, value_set=pa.array(sorted(tops), pa.int64())),
+                    pc.not_equal(found_tops, op_rows))
+    child_rows = pc.filter(op_rows, under)
+    child_tops = pc.filter(found_tops, under).to_pylist()
+    child_names = pc.take(combined(events["name"]), child_rows).cast(pa.string()).to_pylist()
+    child_ts = pc.take(events["ts_ns"], child_rows).to_pylist()
+    result: dict[int, list[tuple[int, str]]] = {}
+    for top, name, ts in zip(child_tops, child_names, child_ts):
+        result.setdefault(top, []).append((ts or 0, name))
+    return {top: [name for _, name in sorted(items)] for top, items in result.items()}
 
 
 def _pct(part: int, whole: int) -> str:

@@ -40,7 +40,7 @@ _FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]{1,3}
 _LIST = re.compile(r"\[\s*(.*?)\s*\]", re.DOTALL)
 
 
-class NotRebuilt(Exception):
+class NotRebuiltError(Exception):
     """A case that cannot be rebuilt here; ``str()`` is the reason, for the table and cases.json."""
 
 
@@ -85,27 +85,27 @@ class Call:
 
 def rebuild(op: str, dims: list | None, strides: list | None, types: list | None, concrete: list | None,
             max_bytes: int | None = None) -> Call:
-    """The call of ``op`` with these recorded inputs (raises :class:`NotRebuilt` with the reason)."""
+    """The call of ``op`` with these recorded inputs (raises :class:`NotRebuiltError` with the reason)."""
     namespace = op.split("::", 1)[0] if registry.OP_NAME.fullmatch(op) else None
     if namespace is None:
-        raise NotRebuilt(_not_an_op(op))
+        raise NotRebuiltError(_not_an_op(op))
     if namespace in _COLLECTIVE_NAMESPACES:
-        raise NotRebuilt("a collective: replaying it needs a process group of several ranks (not built)")
+        raise NotRebuiltError("a collective: replaying it needs a process group of several ranks (not built)")
     found = registry.schemas(op)
     if found is None:
-        raise NotRebuilt(f"{_show(op)} is not registered in this torch ({registry.torch_version()}): a custom op "
+        raise NotRebuiltError(f"{_show(op)} is not registered in this torch ({registry.torch_version()}): a custom op "
                          "of a library not installed here, or from another torch version")
     if types is None or dims is None:
-        raise NotRebuilt("recorded without input shapes and types (profile with record_shapes=True)")
+        raise NotRebuiltError("recorded without input shapes and types (profile with record_shapes=True)")
     if len(dims) != len(types):
-        raise NotRebuilt("the recorded Input Dims and Input type differ in length (a damaged record)")
+        raise NotRebuiltError("the recorded Input Dims and Input type differ in length (a damaged record)")
     strides_recorded = strides is not None and len(strides) == len(dims)
     problems = []
     for schema in found:
         try:
             call = _match(schema, dims, strides if strides_recorded else None, types,
                           concrete if concrete is not None and len(concrete) == len(dims) else None)
-        except _Mismatch as exc:
+        except _MismatchError as exc:
             problems.append(str(exc))
             continue
         notes = list(call.notes)
@@ -117,22 +117,22 @@ def rebuild(op: str, dims: list | None, strides: list | None, types: list | None
         call = Call(call.op, call.overload, call.args, call.kwargs, tuple(notes))
         call = _bound_indices(call)
         if max_bytes is not None and call.storage_bytes() > max_bytes:
-            raise NotRebuilt(f"its inputs need {call.storage_bytes() / 2**30:.1f} GiB, more than --max-memory "
+            raise NotRebuiltError(f"its inputs need {call.storage_bytes() / 2**30:.1f} GiB, more than --max-memory "
                              f"({max_bytes / 2**30:.1f} GiB)")
         return call
     recorded = ", ".join(_show(t) if isinstance(t, str) else "?" for t in types)
-    raise NotRebuilt(f"no overload of {op} takes the recorded inputs ({recorded})"
+    raise NotRebuiltError(f"no overload of {op} takes the recorded inputs ({recorded})"
                      + (f": {problems[0]}" if len(problems) == 1 else ""))
 
 
-class _Mismatch(Exception):
+class _MismatchError(Exception):
     pass
 
 
 def _match(schema: registry.Schema, dims: list, strides: list | None, types: list,
            concrete: list | None) -> Call:
     if len(types) > len(schema.arguments):
-        raise _Mismatch(f"{len(types)} inputs recorded, {schema.overload} takes {len(schema.arguments)}")
+        raise _MismatchError(f"{len(types)} inputs recorded, {schema.overload} takes {len(schema.arguments)}")
     args: list[Param] = []
     kwargs: list[Param] = []
     notes: list[str] = []
@@ -143,7 +143,7 @@ def _match(schema: registry.Schema, dims: list, strides: list | None, types: lis
         assert isinstance(argument, registry.Argument)
         if rtype is missing:  # fewer recorded than the schema has: only defaults may fill the rest
             if not argument.has_default:
-                raise _Mismatch(f"argument {argument.name} not recorded")
+                raise _MismatchError(f"argument {argument.name} not recorded")
             param = Param(argument.name, argument.type, _default(argument), "not recorded: the schema's default")
         else:
             param = _param(argument, rtype, rdims, None if rstrides is missing else rstrides,
@@ -158,20 +158,20 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
     base = kind[len("Optional["):-1] if kind.startswith("Optional[") else kind
     optional = kind.startswith("Optional[")
     if not isinstance(rtype, str):
-        raise _Mismatch("a recorded type that is not text")
+        raise _MismatchError("a recorded type that is not text")
     if rtype in RECORDED_DTYPES:
         if base != "Tensor":
-            raise _Mismatch(f"{argument.name} takes {kind}, a tensor was recorded")
+            raise _MismatchError(f"{argument.name} takes {kind}, a tensor was recorded")
         return Param(argument.name, kind, _tensor(rdims, rstrides, RECORDED_DTYPES[rtype]))
     if rtype == "" and not _nested(rdims):
         if optional or base in ("Generator",):
             return Param(argument.name, kind, None)
         if argument.has_default:
             return Param(argument.name, kind, _default(argument), "not recorded: the schema's default")
-        raise _Mismatch(f"{argument.name} ({kind}) was not recorded")
+        raise _MismatchError(f"{argument.name} ({kind}) was not recorded")
     if rtype == "TensorList" or (rtype in _LIST_TAGS and _nested(rdims)):
         if base not in ("List[Tensor]", "List[Optional[Tensor]]"):
-            raise _Mismatch(f"{argument.name} takes {kind}, a list of tensors was recorded")
+            raise _MismatchError(f"{argument.name} takes {kind}, a list of tensors was recorded")
         nested_strides = rstrides if isinstance(rstrides, list) and len(rstrides) == len(rdims) else None
         items: list[Value] = []
         for i, sub in enumerate(rdims):
@@ -189,7 +189,7 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
                 return Param(argument.name, kind, None)
             if argument.has_default:
                 return Param(argument.name, kind, _default(argument), "not recorded: the schema's default")
-            raise _Mismatch(f"the value of {argument.name} was not recorded")
+            raise _MismatchError(f"the value of {argument.name} was not recorded")
         return Param(argument.name, kind, _scalar(argument.name, base, _text(rvalue)))
     if rtype in _LIST_TAGS:
         if rvalue in (None, ""):
@@ -197,9 +197,9 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
                 return Param(argument.name, kind, None)
             if argument.has_default:
                 return Param(argument.name, kind, _default(argument), "not recorded: the schema's default")
-            raise _Mismatch(f"the value of {argument.name} was not recorded")
+            raise _MismatchError(f"the value of {argument.name} was not recorded")
         return Param(argument.name, kind, _scalar_list(argument.name, base, _text(rvalue)))
-    raise _Mismatch(f"a recorded input of type {_show(rtype)} is not supported")
+    raise _MismatchError(f"a recorded input of type {_show(rtype)} is not supported")
 
 
 def _nested(dims) -> bool:
@@ -208,13 +208,13 @@ def _nested(dims) -> bool:
 
 def _text(value) -> str:
     if not isinstance(value, str):
-        raise _Mismatch("a recorded value that is not text")
+        raise _MismatchError("a recorded value that is not text")
     return value.strip()
 
 
 def _tensor(dims, strides, dtype: str) -> T:
     if not isinstance(dims, list) or not all(type(n) is int and 0 <= n < _MAX_EXTENT for n in dims):
-        raise _Mismatch("tensor sizes that are not non-negative integers")
+        raise _MismatchError("tensor sizes that are not non-negative integers")
     if (isinstance(strides, list) and len(strides) == len(dims)
             and all(type(n) is int and 0 <= n < _MAX_EXTENT for n in strides)):
         stride = tuple(strides)
@@ -238,10 +238,10 @@ def _scalar(name: str, base: str, text: str, enums: bool = True) -> Value:
             return text == "True"
         if text in ("0", "1"):
             return text == "1"
-        raise _Mismatch(f"{name} takes bool, {_show(text)} was recorded")
+        raise _MismatchError(f"{name} takes bool, {_show(text)} was recorded")
     if base in ("int", "SymInt"):
         if not _INT.fullmatch(text):
-            raise _Mismatch(f"{name} takes int, {_show(text)} was recorded")
+            raise _MismatchError(f"{name} takes int, {_show(text)} was recorded")
         number = int(text)
         if enums and name in ("dtype", "out_dtype", "scalar_type"):
             return _attr(SCALAR_TYPES, number, name)
@@ -253,7 +253,7 @@ def _scalar(name: str, base: str, text: str, enums: bool = True) -> Value:
     if base == "float":
         if _INT.fullmatch(text) or _FLOAT.fullmatch(text):
             return float(text)
-        raise _Mismatch(f"{name} takes float, {_show(text)} was recorded")
+        raise _MismatchError(f"{name} takes float, {_show(text)} was recorded")
     if base in ("number", "Scalar"):
         if text in ("True", "False"):
             return text == "True"
@@ -261,30 +261,30 @@ def _scalar(name: str, base: str, text: str, enums: bool = True) -> Value:
             return int(text)
         if _FLOAT.fullmatch(text):
             return float(text)
-        raise _Mismatch(f"{name} takes a number, {_show(text)} was recorded")
-    raise _Mismatch(f"{name} takes {base}, a scalar was recorded")
+        raise _MismatchError(f"{name} takes a number, {_show(text)} was recorded")
+    raise _MismatchError(f"{name} takes {base}, a scalar was recorded")
 
 
 def _scalar_list(name: str, base: str, text: str) -> tuple:
     item_type = {"List[int]": "int", "List[SymInt]": "int", "List[float]": "float", "List[bool]": "bool",
                  "List[number]": "number", "List[Scalar]": "number"}.get(base)
     if item_type is None:
-        raise _Mismatch(f"{name} takes {base}, a list of scalars was recorded")
+        raise _MismatchError(f"{name} takes {base}, a list of scalars was recorded")
     match = _LIST.fullmatch(text)
     if match is None:
-        raise _Mismatch(f"{name}: {_show(text)} is not a list")
+        raise _MismatchError(f"{name}: {_show(text)} is not a list")
     inner = match.group(1)
     if not inner:
         return ()
     items = [part.strip() for part in inner.split(",")]
     if len(items) > 4096:
-        raise _Mismatch(f"{name}: a list of {len(items)} values")
+        raise _MismatchError(f"{name}: a list of {len(items)} values")
     return tuple(_scalar(name, item_type, item, enums=False) for item in items)
 
 
 def _attr(table: dict[int, str], number: int, name: str) -> TorchAttr:
     if number not in table:
-        raise _Mismatch(f"{name}={number} is not a value opscope knows")
+        raise _MismatchError(f"{name}={number} is not a value opscope knows")
     return TorchAttr(table[number])
 
 
@@ -300,7 +300,7 @@ def _default(argument: registry.Argument) -> Value:
         return value
     if isinstance(value, list) and all(isinstance(v, bool | int | float) for v in value):
         return tuple(value)
-    raise _Mismatch(f"the default of {argument.name} cannot be written")
+    raise _MismatchError(f"the default of {argument.name} cannot be written")
 
 
 # --- integer inputs that index something ---------------------------------------------------------------------
@@ -399,7 +399,7 @@ def _not_an_op(op: str) -> str:
     if op.startswith("triton_"):
         return ("a Triton kernel that torch.compile generated: its source is not in the trace (reproduce the "
                 "compiled model's region instead; not built)")
-    if op.startswith("CompiledFunction") or op.startswith("Torch-Compiled Region"):
+    if op.startswith(("CompiledFunction", "Torch-Compiled Region")):
         return "a torch.compile region, not one op (not rebuilt)"
     if op == "record_param_comms":
         return "a collective (record_param_comms): replaying it needs a process group of several ranks (not built)"

@@ -1,0 +1,134 @@
+"""The repro result as a Report: the cases (one table), the variants measured beside them, and cases.json's
+entries as the data document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from opscope.report import Column, Report, Section
+
+_CASES = pa.schema([("id", pa.int64()), ("op", pa.string()), ("inputs", pa.string()), ("calls", pa.int64()),
+                    ("share_pct", pa.float64()), ("trace_ns", pa.int64()), ("replay_ns", pa.int64()),
+                    ("ratio", pa.float64()), ("check", pa.string()), ("best_variant", pa.string()),
+                    ("status", pa.string())])
+_VARIANTS = pa.schema([("id", pa.int64()), ("variant", pa.string()), ("replay_ns", pa.int64()),
+                       ("speedup", pa.float64()), ("max_abs_err", pa.float64()), ("max_rel_err", pa.float64()),
+                       ("equal", pa.string()), ("status", pa.string()), ("change", pa.string())])
+#: cases.json fields that hold lists or objects: JSON only (a CSV cell cannot hold them).
+_NESTED = ("leaf_ops", "input_dims", "input_strides", "input_types", "concrete_inputs", "steps", "recorded_ops",
+           "recorded_kernels", "replayed", "missing", "extra", "variants", "notes", "args")
+
+LEGEND = ("trace_ns: the trace's time per call (device time of what the op launched on a GPU trace, the op's "
+          "duration on a CPU trace); replay_ns: median per call here (warm-up first, then timed runs with the "
+          "device synchronised; torch.utils.benchmark); ratio = replay_ns / trace_ns (another machine, or another "
+          "device with --device, gives another ratio). check: same when the replay ran the ops (CPU) or kernels "
+          "(GPU) the trace recorded under the op, differs when not (cases.json lists both). best_variant: the "
+          "fastest variant whose outputs stayed within the dtype's tolerance, with its speed-up.")
+
+
+def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: int = 0) -> Report:
+    entries = [e for e in document.get("cases", []) if isinstance(e, dict)]
+    rebuilt = sum(1 for e in entries if e.get("script"))
+    ok = sum(1 for e in entries if e.get("status") == "ok")
+    trace = str(document.get("trace", ""))
+    headline = (f"{len(entries)} case{'s' if len(entries) != 1 else ''} by {document.get('time_is')} from {trace}: "
+                f"{rebuilt} rebuilt as scripts in {directory}" + (f", {ok} ran" if ran else " (not run)"))
+    notes = [f"share: of the {document.get('share_of')}"]
+    notes += [str(n) for n in document.get("notes", []) if isinstance(n, str)]
+    devices = {str(e["device"]) for e in entries if e.get("device")}
+    recorded_on = document.get("trace_device")
+    for used in sorted(d for d in devices if d != recorded_on):
+        notes.append(f"replayed on {used}, recorded on {recorded_on} (--device): times and launched ops are not "
+                     "the trace's device's")
+    if not ran and rebuilt:
+        notes.append(f"run them: opscope repro --run {directory}")
+    legend = LEGEND + f"\nEach case: python {directory}/<script> --help; all of them: opscope repro --run {directory}"
+    variant_rows = _variant_rows(entries)
+    sections = [
+        Section("entries", "cases.json", None, records=[_record(e) for e in entries], terminal=False,
+                columns={k: Column(show="json") for k in _NESTED}),
+        Section("cases", "Cases (one per distinct op and inputs)", pa.Table.from_pylist(
+            [_case_row(e) for e in entries], schema=_CASES), data=False, limit=limit or None,
+                columns={"inputs": Column(show="terminal")}),
+    ]
+    if variant_rows:
+        sections.append(Section("variants", "Variants (each against its case's baseline, on the replay device)",
+                                pa.Table.from_pylist(variant_rows, schema=_VARIANTS), data=False))
+    return Report(sections=sections, title=f"opscope repro: {trace}", headline=headline, notes=notes,
+                  legend=legend, empty=None if entries else "no op calls to reproduce in this trace")
+
+
+def _record(entry: dict[str, Any]) -> dict[str, Any]:
+    return dict(entry)
+
+
+def _case_row(e: dict[str, Any]) -> dict[str, Any]:
+    share = e.get("share")
+    return {
+        "id": _int(e.get("id")),
+        "op": str(e.get("op", "")),
+        "inputs": _inputs(e),
+        "calls": _int(e.get("calls")),
+        "share_pct": round(100 * share, 2) if isinstance(share, int | float) else None,
+        "trace_ns": _int(e.get("trace_ns")),
+        "replay_ns": _int(e.get("replay_ns")),
+        "ratio": round(e["ratio"], 3) if isinstance(e.get("ratio"), int | float) else None,
+        "check": e.get("check") if isinstance(e.get("check"), str) else None,
+        "best_variant": _best(e),
+        "status": str(e.get("status", "")),
+    }
+
+
+def _inputs(e: dict[str, Any]) -> str:
+    dims, types = e.get("input_dims"), e.get("input_types")
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return "(not recorded)"
+    parts = []
+    for d, t in zip(dims, types):
+        if isinstance(d, list) and d and all(isinstance(n, int) for n in d):
+            parts.append("x".join(str(n) for n in d))
+        elif isinstance(d, list) and d and all(isinstance(x, list) for x in d):
+            parts.append(f"[{len(d)} tensors]")
+        elif t not in ("", None) and isinstance(d, list) and not d and t not in ("Scalar", "ScalarList"):
+            parts.append("scalar")
+    text = ", ".join(parts)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _best(e: dict[str, Any]) -> str | None:
+    best = None
+    for v in e.get("variants") or ():
+        if not isinstance(v, dict) or v.get("status") != "ok" or v.get("within_tolerance") is not True:
+            continue
+        speedup = v.get("speedup")
+        if isinstance(speedup, int | float) and (best is None or speedup > best[1]):
+            best = (str(v.get("name")), float(speedup))
+    return f"{best[0]} x{best[1]:.2f}" if best else None
+
+
+def _variant_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for e in entries:
+        for v in e.get("variants") or ():
+            if not isinstance(v, dict) or "status" not in v or v.get("status") == "not run":
+                continue
+            equal = v.get("within_tolerance")
+            rows.append({
+                "id": _int(e.get("id")), "variant": str(v.get("name")), "replay_ns": _int(v.get("replay_ns")),
+                "speedup": round(v["speedup"], 3) if isinstance(v.get("speedup"), int | float) else None,
+                "max_abs_err": _float(v.get("max_abs_err")), "max_rel_err": _float(v.get("max_rel_err")),
+                "equal": None if equal is None else ("yes" if equal else "NO (beyond tolerance)"),
+                "status": str(v.get("status")), "change": str(v.get("change", "")),
+            })
+    return rows
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -1,0 +1,139 @@
+"""Running the scripts of a repro directory, each in its own process with a time limit, and keeping what each
+measured in cases.json (rewritten after every case, so an interrupted run keeps the cases it finished).
+
+A case that crashes, hangs or prints no result gets that as its status; the other cases still run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opscope.repro.variants import SLOW
+from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
+
+#: The result fields a script reports that cases.json keeps.
+RESULT_FIELDS = ("status", "device", "replay_ns", "iqr_ns", "runs", "ratio", "check", "check_of", "check_note",
+                 "replayed", "missing", "extra")
+_VARIANT_FIELDS = ("status", "replay_ns", "iqr_ns", "runs", "speedup", "max_abs_err", "max_rel_err",
+                   "within_tolerance", "compile_s")
+
+
+def run_cases(directory: Path, document: dict[str, Any], device: str | None = None, budget: float = 1.0,
+              variants: str = "auto", timeout: float | None = None, only: set[int] | None = None,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every case of ``document`` that has a script (or those in ``only``); update and save it."""
+    for entry in document["cases"]:
+        if not isinstance(entry, dict) or (only is not None and entry.get("id") not in only):
+            continue
+        script = entry.get("script")
+        if not isinstance(script, str) or not SCRIPT_NAME.fullmatch(script):
+            continue
+        names = _variant_names(entry, variants)
+        limit = timeout if timeout is not None else default_timeout(budget, len(names), "compile" in names)
+        if progress:
+            plural = "s" if len(names) != 1 else ""
+            progress(f"case {entry.get('id')}: {entry.get('op')} ({len(names)} variant{plural})")
+        result = run_script(directory / script, device, budget, names, limit)
+        merge(entry, result, names)
+        save_cases(directory, document)
+    return document
+
+
+def default_timeout(budget: float, variants: int, compiles: bool) -> float:
+    """Seconds before a case counts as hung: its timed runs, warm-ups and checks, with room for a slow op."""
+    return 120.0 + (1 + variants) * budget * 4 + (600.0 if compiles else 0.0)
+
+
+def _variant_names(entry: dict[str, Any], wanted: str) -> list[str]:
+    offered = [str(v["name"]) for v in entry.get("variants") or ()
+               if isinstance(v, dict) and isinstance(v.get("name"), str)]
+    if wanted == "auto":
+        return [n for n in offered if n not in SLOW]
+    if wanted == "all":
+        return offered
+    if wanted == "none":
+        return []
+    asked = [n.strip() for n in wanted.split(",")]
+    return [n for n in asked if n in offered]
+
+
+def run_script(script: Path, device: str | None, budget: float, variants: list[str],
+               timeout: float) -> dict[str, Any]:
+    """Run one script; its result object, or one describing how it failed."""
+    fd, out = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=script.parent)
+    os.close(fd)
+    command = [sys.executable, str(script), "--json", out, "--budget", repr(float(budget)),
+               "--variants", ",".join(variants) if variants else "none"]
+    if device:
+        command += ["--device", device]
+    try:
+        try:
+            done = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout,
+                                  errors="replace")
+        except subprocess.TimeoutExpired:
+            return {"status": f"hung: no result after {timeout:.0f} s (killed; --timeout sets the limit)"}
+        result = _read_result(Path(out))
+        if result is None:
+            last = _last_line(done.stderr) or _last_line(done.stdout)
+            return {"status": f"crashed (exit {done.returncode}) before writing a result" +
+                              (f": {last}" if last else "")}
+        return result
+    finally:
+        Path(out).unlink(missing_ok=True)
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text() or "null")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def merge(entry: dict[str, Any], result: dict[str, Any], asked: list[str]) -> None:
+    """Copy a script's result into its cases.json entry (typed, finite values only)."""
+    for key in RESULT_FIELDS:
+        entry[key] = _clean(result.get(key))
+    if not isinstance(entry.get("status"), str) or not entry["status"]:
+        entry["status"] = "no status in the script's result"
+    notes = result.get("notes")
+    if isinstance(notes, list):
+        entry["notes"] = [*entry.get("notes", []), *(str(n) for n in notes if isinstance(n, str))]
+    measured = {v.get("name"): v for v in result.get("variants") or () if isinstance(v, dict)}
+    for variant in entry.get("variants") or ():
+        name = variant.get("name")
+        if name in measured:
+            for key in _VARIANT_FIELDS:
+                variant[key] = _clean(measured[name].get(key))
+        elif name in asked:
+            variant["status"] = "no result (the script did not report it)"
+        else:
+            for key in _VARIANT_FIELDS:
+                variant.pop(key, None)
+            variant["status"] = NOT_RUN
+
+
+def _clean(value: Any) -> Any:
+    """A JSON value as cases.json keeps it: non-finite floats as null, strings cut to one readable line."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool | int) or value is None:
+        return value
+    if isinstance(value, str):
+        return value[:2000]
+    if isinstance(value, list):
+        return [_clean(v) for v in value[:256]]
+    return None
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
