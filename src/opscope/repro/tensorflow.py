@@ -598,6 +598,7 @@ def _softmax(op: _Op) -> TorchCall:
 
 
 def _pool(op: _Op, average: bool) -> TorchCall:
+    """MaxPool / AvgPool as max_pool2d / avg_pool2d (uneven padding: see :func:`_pool_padding`)."""
     x_shape, dtype = op.tensor(0, 4, _FLOATS)
     fmt = op.data_format()
     nchw = _to_nchw(x_shape, fmt)
@@ -606,15 +607,22 @@ def _pool(op: _Op, average: bool) -> TorchCall:
     pads = _pads(op, fmt, nchw[2:], k, stride, (1, 1), explicit_ok=not average)
     for size, pad, kk, s in zip(nchw[2:], pads, k, stride):
         _out_size(size, pad, kk, s, 1)
-    padding = [min(p) for p in pads]
-    ceil_mode = False
+    padding, ceil_mode, spare = _pool_padding(pads, stride, op.attrs.get("padding") == "SAME")
     if any(p[0] != p[1] for p in pads):
-        if any(p[1] - p[0] not in (0, 1) for p in pads):
-            raise _NoCallError("the explicit padding is uneven in a way torch's pooling cannot express")
-        ceil_mode = True
-        op.notes.append(f"TF pads unevenly (top {pads[0][0]}, bottom {pads[0][1]}, left {pads[1][0]}, right "
-                        f"{pads[1][1]}): padding={padding} with ceil_mode=True keeps the window that reaches the "
-                        f"extra bottom/right pad, so the output has TF's shape")
+        uneven = (f"TF pads unevenly (top {pads[0][0]}, bottom {pads[0][1]}, left {pads[1][0]}, right "
+                  f"{pads[1][1]}): padding={padding}")
+        if ceil_mode:
+            uneven += (" with ceil_mode=True, which keeps the window that reaches the extra bottom/right pad (stride "
+                       "above 1)")
+        if any(spare):
+            where = " and ".join(f"one {'leading' if n > 0 else 'trailing'} {what}"
+                                 for n, what in zip(spare, ("row", "col")) if n)
+            cut = ", ".join({1: "1:", -1: ":-1", 0: ":"}[n] for n in spare)
+            uneven += (f"; at stride 1 the larger pad goes on both sides, so torch's output has {where} more than "
+                       f"TF's: TF's output is out[:, :, {cut}]")
+        else:
+            uneven += ", so the output has TF's shape and values"
+        op.notes.append(uneven)
     if any(2 * p > kk for p, kk in zip(padding, k)):
         raise _NoCallError("the padding is more than half the window, which torch's pooling refuses")
     _layout_note(op, fmt)
@@ -624,6 +632,33 @@ def _pool(op: _Op, average: bool) -> TorchCall:
             op.notes.append("count_include_pad=False: TF averages over the input elements in each window only")
         return op.call("aten::avg_pool2d", x, list(k), list(stride), padding, ceil_mode, False, None)
     return op.call("aten::max_pool2d", x, list(k), list(stride), padding, [1, 1], ceil_mode)
+
+
+def _pool_padding(pads: tuple[tuple[int, int], tuple[int, int]], stride: tuple[int, int],
+                  same: bool) -> tuple[list[int], bool, tuple[int, int]]:
+    """torch's symmetric pool padding for TF's (before, after) pads, whether ceil_mode is on, and per dimension
+    the output row/col torch computes beyond TF's: 1 a leading one, -1 a trailing one, 0 none.
+
+    SAME pads ``after = before + 1`` at most; at a stride above 1, ``padding=before`` with ``ceil_mode`` gives TF's
+    windows exactly (the last one reaches into the missing pad, which counts for nothing). At stride 1 floor and
+    ceil agree, so the larger pad goes on both sides and torch computes one window more than TF."""
+    padding: list[int] = []
+    spare: list[int] = []
+    ceil_mode = False
+    for (before, after), s in zip(pads, stride):
+        if before == after:
+            padding.append(before)
+            spare.append(0)
+        elif s == 1 and abs(after - before) == 1:
+            padding.append(max(before, after))
+            spare.append(1 if after > before else -1)
+        elif same and after - before == 1:
+            padding.append(before)
+            ceil_mode = True
+            spare.append(0)
+        else:
+            raise _NoCallError("the padding is uneven in a way torch's pooling cannot express")
+    return padding, ceil_mode, (spare[0], spare[1])
 
 
 def _batch_norm(op: _Op) -> TorchCall:
