@@ -182,6 +182,9 @@ def test_unrecorded_inputs_are_reasons():
         "TF op Conv2D: the input's 3 channels are not a multiple of the filter's 2"
     assert torch_equivalent("Conv2D", [_f(1, 2, 2, 2), _f(3, 3, 2, 4)], {"padding": "VALID"}) == \
         "TF op Conv2D: the filter or window is larger than the padded input"
+    for x, f in (((1, 5, 5, 0), (3, 3, 0, 4)), ((1, 5, 5, 2), (0, 3, 2, 4)), ((1, 5, 5, 2), (3, 3, 2, 0))):
+        assert torch_equivalent("Conv2D", [_f(*x), _f(*f)], attrs) == \
+            "TF op Conv2D: the input's channels or the filter's sizes include a zero"
     assert torch_equivalent("MatMul", [_f(2, 3), _f(4, 5)], {}) == "TF op MatMul: a's 3 columns are not b's 4 rows"
     assert torch_equivalent("Conv2D", [_f(1, 5, 5, 2, dtype="int32"), _f(3, 3, 2, 4, dtype="int32")], attrs) == \
         "TF op Conv2D: input 0 is int32; torch's equivalent takes float32, float64, float16, bfloat16"

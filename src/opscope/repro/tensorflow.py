@@ -324,6 +324,8 @@ def _conv(op: _Op, fmt: str, x_nchw: tuple[int, int, int, int], dtype: str, filt
     """The geometry of a TF convolution in torch's terms; ``out_nchw``: the gradient's shape, checked."""
     n, c, h, w = x_nchw
     kh, kw, ci, co = filt
+    if min(c, kh, kw, ci, co) < 1:
+        raise _NoCallError("the input's channels or the filter's sizes include a zero")
     if depthwise:
         if ci != c:
             raise _NoCallError(f"the filter takes {ci} channels, the input has {c}")
