@@ -19,8 +19,10 @@ Choices, each stated in the call's ``notes``:
 - **SAME and EXPLICIT padding.** TF pads ``total // 2`` before and the rest after; torch's convolutions pad
   both sides alike. Where the two sides differ, the torch input stands for TF's input already padded by the
   difference (``F.pad`` with zeros), with the smaller pad on both sides: the output has TF's shape and values.
-  Pooling needs no pre-padding: TF's SAME pooling is ``padding=before`` with ``ceil_mode=True`` (the window
-  that reaches the bottom/right pad is kept) and, for AvgPool, ``count_include_pad=False``.
+  Pooling needs no pre-padding: at a stride above 1, TF's SAME pooling is ``padding=before`` with
+  ``ceil_mode=True`` (the window that reaches the bottom/right pad is kept); at stride 1 (an even window) the
+  larger pad goes on both sides and torch's output has one leading row/col more than TF's, which the note names
+  (``out[:, :, 1:, 1:]``). AvgPool takes ``count_include_pad=False``, as TF averages over input elements only.
 - **The ``*_sizes`` inputs** of the backprops are 1-D int32 tensors whose values a trace does not record: they
   come from ``attrs["input_sizes"]`` / ``attrs["filter_sizes"]`` when given, else are derived where the other
   shapes determine them (stride 1 and VALID or EXPLICIT padding), else the call is a reason.
