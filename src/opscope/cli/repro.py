@@ -104,9 +104,9 @@ def _write_and_run(trace_path: Path, top: int, op: str | None, kernel: str | Non
     selection = select_cases(trace, top=top, op=op, kernel=kernel, steps=parse_steps(steps))
     calls = None
     if as_framework == "torch":
-        from opscope.repro.tensorflow import calls_for
+        from opscope.repro.crossframework import calls_for
 
-        calls = calls_for(selection.cases, trace.metadata)
+        calls = calls_for(selection.cases, trace.metadata, int(max_memory * 2**30))
     directory, document = write_cases(selection, output, str(trace_path), max_bytes=int(max_memory * 2**30),
                                       calls=calls)
     say(f"wrote {sum(1 for c in document['cases'] if c['script'])} reproducer(s) and cases.json to {directory}")

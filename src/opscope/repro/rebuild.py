@@ -411,3 +411,68 @@ def _not_an_op(op: str) -> str:
 def _show(text: str) -> str:
     """Recorded text safe to put in a message (letters, digits and a few signs), else '?'."""
     return text if isinstance(text, str) and _SHOWABLE.fullmatch(text) else "?"
+
+
+# --- a call from typed values (the TensorFlow mapping gives them) --------------------------------------------
+
+def call_from_values(op: str, args: tuple, kwargs: dict, notes: tuple[str, ...] = ()) -> Call:
+    """The call of the first overload of ``op`` that takes these typed values (raises NotRebuiltError)."""
+    found = registry.schemas(op)
+    if found is None:
+        raise NotRebuiltError(f"{_show(op)} is not registered in this torch ({registry.torch_version()})")
+    for schema in found:
+        positional = [a for a in schema.arguments if not a.kwarg_only]
+        keyword = {a.name: a for a in schema.arguments if a.kwarg_only}
+        if len(args) > len(positional) or any(k not in keyword and k not in {a.name for a in positional}
+                                              for k in kwargs):
+            continue
+        params: list[Param] = []
+        ok = True
+        for i, argument in enumerate(schema.arguments):
+            if i < len(args) and not argument.kwarg_only:
+                value, given = args[i], True
+            elif argument.name in kwargs:
+                value, given = kwargs[argument.name], True
+            else:
+                value, given = None, False
+            if not given:
+                if not argument.has_default:
+                    ok = False
+                    break
+                try:
+                    params.append(Param(argument.name, argument.type, _default(argument)))
+                except _MismatchError:
+                    ok = False
+                    break
+                continue
+            if not _accepts(argument.type, value):
+                ok = False
+                break
+            params.append(Param(argument.name, argument.type, value))
+        if ok:
+            names = {a.name for a in schema.arguments if a.kwarg_only}
+            return _bound_indices(Call(op, schema.overload, tuple(p for p in params if p.name not in names),
+                                       tuple(p for p in params if p.name in names), tuple(notes)))
+    raise NotRebuiltError(f"no overload of {_show(op)} takes the mapped arguments")
+
+
+def _accepts(kind: str, value: Value) -> bool:
+    """Whether a schema type takes a typed value."""
+    optional = kind.startswith("Optional[")
+    base = kind[len("Optional["):-1] if optional else kind
+    if value is None:
+        return optional
+    if base == "Tensor":
+        return isinstance(value, T)
+    if base == "bool":
+        return isinstance(value, bool)
+    if base in ("int", "SymInt"):
+        return isinstance(value, int | TorchAttr) and not isinstance(value, bool)
+    if base == "float":
+        return isinstance(value, float | int) and not isinstance(value, bool)
+    if base in ("number", "Scalar"):
+        return isinstance(value, bool | int | float)
+    if base.startswith("List[") and isinstance(value, tuple | list):
+        item = base[len("List["):-1]
+        return all(_accepts(item, v) for v in value)
+    return False
