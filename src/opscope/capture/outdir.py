@@ -33,8 +33,8 @@ def claim_output_dir(path: Path, first_content: dict[str, Any] | None = None,
     directory and whether it had to be renamed.
 
     A candidate is claimed by creating it (``os.mkdir``) and then its ``claim_name`` file (``run.json``) with
-    ``O_EXCL`` (holding ``first_content``): of two runs racing for one name exactly one wins, the other moves on. An existing
-    directory is used only when it is empty and owned by the current user. Errors (a read-only place, a
+    ``O_EXCL`` (holding ``first_content``): of two runs racing for one name exactly one wins, the other moves on.
+    An existing directory is used only when it is empty and owned by the current user. Errors (a read-only place, a
     file where a directory is needed) are a one-line :class:`UsageError` naming the directory.
     """
     if path.name in ("", ".", ".."):  # ".", "/", "x/..": no name to number, and never empty in practice
