@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,16 @@ if TYPE_CHECKING:
     from opscope.analyses.recording import Inflation
 
 
+@dataclass(frozen=True)
+class MeasuredFactor:
+    """A speed-up measured on this machine for one of the dominant-op rule's alternatives (``opscope advise
+    --measure``), to use instead of the factor the rule assumes."""
+
+    factor: float
+    detail: str  # what was measured: the cases, their speed-ups, the device
+    command: str  # the command that reproduces the measurement
+
+
 class AdviceContext:
     """A trace, the analyses rules ask for (lazily, each once) and what is known about the run.
 
@@ -26,13 +37,16 @@ class AdviceContext:
     figure with :meth:`per_step` and into a share of the step with :meth:`pct`.
 
     ``run`` is the recording's run.json when there is one (thread settings, CPU cores, GPUs); ``peers`` are
-    traces of the other ranks of the same job, for comparisons across ranks.
+    traces of the other ranks of the same job, for comparisons across ranks; ``measured`` are speed-ups measured
+    here for the dominant-op rule's alternatives (by alternative id), which replace its assumed factors.
     """
 
-    def __init__(self, trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, ...] = ()) -> None:
+    def __init__(self, trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, ...] = (),
+                 measured: Mapping[str, MeasuredFactor] | None = None) -> None:
         self.trace = trace
         self.run = run
         self.peers = peers
+        self.measured: Mapping[str, MeasuredFactor] = measured or {}
 
     # --- the window and per-step arithmetic ---------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -91,6 +92,10 @@ class Alternative:
     why_cpu: str | None  # and on a CPU-only trace (None: does not apply there)
     change: Callable[[Scope], str]
     what_cpu: str | None = None
+    #: how to measure it here: the reproducer variant and the ops it applies to (opscope repro --op); None: no
+    #: variant stands for it (the change removes the op)
+    variant: Callable[[Scope], str] | None = None
+    ops: str | None = None
 
     def text(self, scope: Scope) -> tuple[str, str]:
         """(what, why) for this kind of trace."""
@@ -341,6 +346,12 @@ def _tensor_core_change(scope: Scope) -> str:
             "loss, with torch.amp.GradScaler('cuda') for training")
 
 
+def _tensor_core_variant(scope: Scope) -> str:
+    hw = scope.hardware
+    return "tf32" if hw and "tf32" in hw.formats else "autocast_bf16" if hw and "bf16" in hw.formats else \
+        "autocast_fp16"
+
+
 def _nchw_change(scope: Scope) -> str:
     return ("model = model.to(memory_format=torch.channels_last) and x = x.to(memory_format=torch.channels_last) "
             "for the inputs (the DataLoader's batches), so the convolutions run NHWC without layout transposes")
@@ -358,7 +369,8 @@ ALTERNATIVES = (
         f"assume {DEPTHWISE_SPEEDUP:g}x from a faster kernel (not measured on a GPU by us)",
         f"oneDNN's NCHW depthwise backward is slow: on our 2-core x86 test CPU (torch 2.13) channels_last made the "
         f"backward of MobileNetV2's depthwise layers 1.9x ([8,144,24,24]) and 4.3x ([8,96,48,48]) faster; we "
-        f"assume {DEPTHWISE_SPEEDUP:g}x", _depthwise_change),
+        f"assume {DEPTHWISE_SPEEDUP:g}x", _depthwise_change, variant=lambda scope: "channels_last",
+        ops="convolution_backward|conv_depthwise2d_backward"),
     Alternative(
         "max-pool", "max pooling", _match_max_pool,
         _POOL_WHY, _POOL_WHY, _pool_change),
@@ -367,7 +379,8 @@ ALTERNATIVES = (
         f"the GPU has faster math than the fp32 these kernels run on the ordinary cores: vendors quote peak "
         f"ratios of 8x for TF32 (A100: 156 vs 19.5 TFLOPS) and fp16 tensor cores (V100: 125 vs 15.7), and 4-8x "
         f"for bf16 on AMD matrix cores (MI250X: 383 vs 95.7, MI300X: 1307 vs 163); real layers gain less, so we "
-        f"assume {TENSOR_CORE_SPEEDUP:g}x", None, _tensor_core_change),
+        f"assume {TENSOR_CORE_SPEEDUP:g}x", None, _tensor_core_change, variant=_tensor_core_variant,
+        ops="linear|mm|matmul|conv"),
     Alternative(
         "nchw-conv", "NCHW convolutions and layout transposes", _match_nchw,
         f"cuDNN and MIOpen's tensor-core convolutions run NHWC: with NCHW tensors they transpose the data (those "
@@ -376,7 +389,8 @@ ALTERNATIVES = (
         f"{NCHW_SPEEDUP:g}x for the convolution kernels",
         f"oneDNN's NCHW depthwise convolutions ran 1.1x ([8,144,24,24]) and 12.8x ([8,96,48,48]) slower than "
         f"channels_last on our 2-core x86 test CPU (torch 2.13); dense ones ran 0.9-1.5x, so they are not counted; "
-        f"we assume {NCHW_SPEEDUP:g}x", _nchw_change, "NCHW depthwise convolutions"),
+        f"we assume {NCHW_SPEEDUP:g}x", _nchw_change, "NCHW depthwise convolutions",
+        variant=lambda scope: "channels_last", ops="conv"),
 )
 
 
@@ -501,6 +515,9 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
         ns = sum(i.ns for i, _ in hits)
         if not hits or ns < ALTERNATIVE_SHARE * total:
             continue
+        measured = ctx.measured.get(alt.id)
+        if measured is not None:  # the speed-up measured here replaces the assumed one
+            hits = [(i, (basis, None if f is None else measured.factor)) for i, (basis, f) in hits]
         for i, _ in hits:
             covered[i.group] = covered.get(i.group, 0) + i.ns
         gain = sum(i.ns if f is None else i.ns * (1 - 1 / f) for i, (_, f) in hits)
@@ -512,6 +529,8 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
                          for f, ns_f in sorted(parts.items(), key=lambda kv: (kv[0] is not None, kv[0] or 0)))
         hw = f" Hardware: {scope.hardware.source}." if alt.id == "fp32-on-tensor-cores" and scope.hardware else ""
         what, why = alt.text(scope)
+        if measured is not None:
+            why = f"measured on this machine: {measured.detail} (it replaces the assumed factor)"
         findings.append(Finding(
             rule=RULE.id,
             title=f"{what[0].upper()}{what[1:]}: {100.0 * ns / total:.1f}% of the {basis} "
@@ -519,9 +538,10 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
             saving_ns=saving,
             saving_pct=ctx.pct(saving),
             estimate=f"{why[0].upper()}{why[1:]}. Saving per {ctx.unit} = {how}.{hw}{_bottleneck(ctx, device)}",
-            change=alt.change(scope),
+            change=alt.change(scope) + _measure_hint(ctx, alt, scope),
             evidence=_rows(ctx, hits, total, scope),
-            evidence_title=f"what it applies to, by {basis} (basis: what matched; factor: the speed-up assumed)",
+            evidence_title=f"what it applies to, by {basis} (basis: what matched; factor: the speed-up "
+                           f"{'measured' if measured is not None else 'assumed'})",
         ))
     by_group: dict[str, int] = {}
     for i in items:
@@ -548,6 +568,37 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
             evidence_title=f"{basis} of {group}, by input shapes" + (" of the launching op" if scope.gpu else ""),
         ))
     return findings
+
+
+def _measure_hint(ctx: AdviceContext, alt: Alternative, scope: Scope) -> str:
+    """Where to measure the change on this machine (the reproducer of the ops it applies to)."""
+    if alt.variant is None or alt.ops is None:
+        return ""
+    measured = ctx.measured.get(alt.id)
+    if measured is not None:
+        return f". Measured with: {measured.command}"
+    source = shlex.quote(str(ctx.trace.metadata.get("source") or "TRACE"))
+    return (f". Measure it on this machine: opscope repro {source} --op '{alt.ops}' --variants "
+            f"{alt.variant(scope)} (opscope advise --measure uses what it measures)")
+
+
+def matched_items(ctx: AdviceContext) -> tuple[Scope, list[tuple[Alternative, Item, Match]]]:
+    """Every item that an alternative with a variant claims (all devices), for measuring the alternatives."""
+    if ctx.gpu is not None:
+        per_device, names = gpu_items(ctx)
+        scope = Scope(True, hardware(ctx, names))
+        items = [i for found in per_device.values() for i in found.items]
+    else:
+        scope, items = Scope(False, None), cpu_items(ctx).items
+    claimed = []
+    for item in items:
+        for alt in ALTERNATIVES:
+            m = alt.match(item, scope)
+            if m:
+                if alt.variant is not None and m[1] is not None:
+                    claimed.append((alt, item, m))
+                break
+    return scope, claimed
 
 
 def _dominant_change(items: list[Item], scope: Scope) -> str:
