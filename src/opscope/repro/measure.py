@@ -84,7 +84,9 @@ def measure(trace: Trace, trace_path: str, out: Path, budget: float = 0.5, devic
 
 
 def _cases_for(cases: list[Case], items: list[Item]) -> list[Case]:
-    """The cases (biggest first) whose op or the ops under it ran an item, with an input shape in common."""
+    """The cases (biggest first) whose op, or an op under it, ran an item with the same tensor shapes (every
+    tensor shape of the item is among the case's: a pointwise convolution on the same input is not a depthwise
+    one)."""
     found = []
     for case in sorted(cases, key=lambda c: -c.total_ns):
         shapes = {json.dumps(d) for d in case.input_dims or () if isinstance(d, list) and d}
@@ -92,7 +94,7 @@ def _cases_for(cases: list[Case], items: list[Item]) -> list[Case]:
         for item in items:
             op = item.op or item.name
             item_shapes = {json.dumps(d) for d in _dims(item.shapes) if isinstance(d, list) and d}
-            if op in names and shapes & item_shapes:
+            if op in names and item_shapes and item_shapes <= shapes:
                 found.append(case)
                 break
     return found

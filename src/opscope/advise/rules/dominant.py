@@ -520,7 +520,8 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
             hits = [(i, (basis, None if f is None else measured.factor)) for i, (basis, f) in hits]
         for i, _ in hits:
             covered[i.group] = covered.get(i.group, 0) + i.ns
-        gain = sum(i.ns if f is None else i.ns * (1 - 1 / f) for i, (_, f) in hits)
+        # a measured factor below 1 (slower here) saves nothing: the change is not worth making on this machine
+        gain = max(0.0, sum(i.ns if f is None else i.ns * (1 - 1 / f) for i, (_, f) in hits))
         saving = ctx.per_step(gain)
         parts: dict[float | None, int] = {}  # speed-up factor (None: the work goes away) -> its time
         for i, (_, f) in hits:
@@ -530,7 +531,8 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
         hw = f" Hardware: {scope.hardware.source}." if alt.id == "fp32-on-tensor-cores" and scope.hardware else ""
         what, why = alt.text(scope)
         if measured is not None:
-            why = f"measured on this machine: {measured.detail} (it replaces the assumed factor)"
+            slower = " - slower, so no saving" if measured.factor < 1 else ""
+            why = f"measured on this machine: {measured.detail}{slower} (it replaces the assumed factor)"
         findings.append(Finding(
             rule=RULE.id,
             title=f"{what[0].upper()}{what[1:]}: {100.0 * ns / total:.1f}% of the {basis} "
