@@ -317,10 +317,13 @@ def compare_tensors(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float
         return 0.0, 0.0, True
     both_nan = torch.isnan(a) & torch.isnan(b)
     equal = (a == b) | both_nan  # also infinities of the same sign, where a - b is NaN
-    diff = torch.where(equal, torch.zeros((), dtype=torch.float64), (a - b).abs().nan_to_num(nan=math.inf))
-    scale = b.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    zero, inf = torch.zeros((), dtype=torch.float64), torch.full((), math.inf, dtype=torch.float64)
+    diff = (a - b).abs()
+    diff = torch.where(equal, zero, torch.where(torch.isnan(diff), inf, diff))
+    rel = diff / b.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    rel = torch.where(equal, zero, torch.where(torch.isnan(rel), inf, rel))  # inf / inf: an infinite error
     within = bool(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True).all())
-    return float(diff.max()), float((diff / scale).max()), within
+    return float(diff.max()), float(rel.max()), within
 
 
 def compare_outputs(got: list[torch.Tensor], want: list[torch.Tensor]) -> dict:
