@@ -132,6 +132,8 @@ def test_in_place_ops_are_recognised_by_name_or_schema():
     assert harness.is_inplace("aten::add", torch.ops.aten.add.out)  # out= is a Tensor(a!) argument
     assert not harness.is_inplace("aten::add", torch.ops.aten.add.Tensor)
     assert not harness.is_inplace("aten::conv2d", torch.ops.aten.conv2d.default)
+    assert not harness.is_inplace("aten::__and__", torch.ops.aten.__and__.Tensor)
+    assert harness.is_inplace("aten::__iand__", torch.ops.aten.__iand__.Tensor)
 
 
 def test_devices_that_cannot_be_used_say_why():
@@ -333,6 +335,10 @@ def test_the_check_compares_name_sets_and_says_when_nothing_was_recorded():
     other = harness.check_case(case(DEVICE="cuda", RECORDED_OPS=ops, RECORDED_KERNELS=["k"]), fn, "cpu")
     assert other["check"] == "same" and other["check_of"] == "ops"
     assert "came from a cuda trace" in other["check_note"]
+    neither = harness.check_case(case(DEVICE="cuda:0", RECORDED_KERNELS=["k"]), fn, "cpu")
+    assert neither["check"] is None and neither["check_note"] == (
+        "the trace recorded no child ops under this op: nothing to compare; the recorded ops came from a cuda:0 "
+        "trace and this replay ran on cpu: they can differ for that reason alone")
 
     missing = harness.check_case(case(op="aten::mm", RECORDED_OPS=["x"]), fn, "cpu")
     assert missing["check"] is None and missing["check_note"].startswith("the profiler failed: LookupError")

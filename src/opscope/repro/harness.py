@@ -171,12 +171,18 @@ def resolve_op(op: str, overload: str) -> Any:
 
 def is_inplace(op_name: str, op: Any) -> bool:
     """Whether the op writes into its inputs (``add_``, or a ``Tensor(a!)`` argument such as ``out=``)."""
-    if op_name.endswith("_"):
+    name = op_name.rpartition("::")[2]
+    if name.endswith("_") and not name.endswith("__"):  # __and__ is not in-place (__iand__ is, by its schema)
         return True
     schema = getattr(op, "_schema", None)
     if schema is None:
         return False
     return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def device_kind(device: str) -> str:
+    """``cuda`` of ``cuda:1``: the device type, without asking torch (a trace's device string may be anything)."""
+    return device.partition(":")[0]
 
 
 def synchronize(device: str) -> None:
@@ -274,15 +280,28 @@ def compare_names(recorded: list, replayed: list) -> dict:
 def check_case(case: Case, fn: Callable[[], Any], device: str) -> dict:
     """What the replay ran under the op against what the trace recorded: kernels on a GPU when the trace has them,
     else child ops. ``check`` is None when nothing was recorded or the profiler failed (``check_note`` says)."""
-    on_gpu = torch.device(device).type == "cuda"
+    on_gpu = device_kind(device) == "cuda"
     of = "kernels" if on_gpu and case.recorded_kernels else "ops"
     recorded = case.recorded_kernels if of == "kernels" else case.recorded_ops
     out: dict = {"check": None, "check_of": None, "check_note": None}
+    notes = []
     try:
         ops, kernels = profile_once(fn, case.op, device)
     except Exception as e:
-        out["check_note"] = f"the profiler failed: {one_line(e)}"
-        return out
+        notes.append(f"the profiler failed: {one_line(e)}")
+    else:
+        replayed = kernels if of == "kernels" else ops
+        if recorded:
+            out.update(compare_names(recorded, replayed), check_of=of)
+        else:
+            what = "kernels" if of == "kernels" else "child ops"
+            out["replayed"] = replayed
+            notes.append(f"the trace recorded no {what} under this op: nothing to compare")
+    if device_kind(device) != device_kind(case.device):
+        notes.append(f"the recorded {of} came from a {case.device} trace and this replay ran on {device}: "
+                     "they can differ for that reason alone")
+    out["check_note"] = "; ".join(notes) or None
+    return out
     replayed = kernels if of == "kernels" else ops
     if not recorded:
         what = "kernels" if of == "kernels" else "child ops"
