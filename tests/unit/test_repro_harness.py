@@ -246,7 +246,7 @@ def conv_case(variants: dict) -> tuple[harness.Case, object, dict]:
                               None, [1, 1], [1, 1], [1, 1], 4], variants=variants)
     op = harness.resolve_op(c.op, c.overload)
     args, kwargs = harness.build_inputs(c, "cpu")
-    return c, op, {"replay_ns": 1000, "outputs": harness.warm_up(harness.call_of(op, args, kwargs), "cpu")}
+    return c, op, {"replay_ns": 1000, "outputs": harness.first_call(harness.call_of(op, args, kwargs), "cpu")}
 
 
 def global_state():

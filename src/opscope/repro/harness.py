@@ -206,14 +206,19 @@ def tensors_of(output: Any) -> list[torch.Tensor]:
     return []
 
 
-def warm_up(fn: Callable[[], Any], device: str, calls: int = WARMUP_CALLS) -> list[torch.Tensor]:
-    """Call ``fn`` ``calls`` times, waiting for the device each time; the first call's outputs, on the CPU."""
-    first = tensors_of(fn())
+def first_call(fn: Callable[[], Any], device: str) -> list[torch.Tensor]:
+    """Call ``fn`` once on its fresh inputs and wait for the device: its outputs, on the CPU (what variants are
+    compared with)."""
+    outputs = tensors_of(fn())
     synchronize(device)
-    for _ in range(calls - 1):
+    return outputs
+
+
+def warm_up(fn: Callable[[], Any], device: str, calls: int = WARMUP_CALLS) -> None:
+    """Call ``fn`` ``calls`` times, waiting for the device each time (caches, allocators, lazy initialisation)."""
+    for _ in range(calls):
         fn()
         synchronize(device)
-    return first
 
 
 def time_fn(fn: Callable[[], Any], budget: float, threads: int) -> dict:
@@ -419,6 +424,7 @@ def no_mkldnn(device: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def deterministic(device: str) -> Iterator[None]:
+    # an op without a deterministic implementation raises RuntimeError in the block: the variant's status
     old = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     torch.use_deterministic_algorithms(True)
     try:
@@ -528,9 +534,10 @@ def run_variant(name: str, case: Case, op: Any, device: str, budget: float, base
                 stack.callback(torch.compiler.reset)  # drop the compiled code and its guards afterwards
             fn = call_of(op, args, kwargs, compiled=variant.compiled)
             started = time.perf_counter()
-            outputs = warm_up(fn, device)  # the first call compiles, for compile
+            outputs = first_call(fn, device)  # for compile, this call compiles
             if variant.compiled:
                 result["compile_s"] = round(time.perf_counter() - started, 3)
+            warm_up(fn, device)
             result.update(time_fn(fn, budget, threads))
     except Exception as e:
         result["status"] = one_line(e)
@@ -580,7 +587,8 @@ def run_case(case: Case, device: str, budget: float, variants: str, check: bool,
 
     fn = call_of(op, args, kwargs)
     try:
-        outputs = warm_up(fn, device)
+        outputs = first_call(fn, device)
+        warm_up(fn, device)
         result.update(time_fn(fn, budget, torch.get_num_threads()))
     except Exception as e:
         raise CaseError(f"the op raised: {one_line(e)}", e) from e
