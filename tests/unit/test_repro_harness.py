@@ -392,6 +392,10 @@ def test_an_unwritable_json_path_is_one_line_and_exit_2(tmp_path, capsys):
     assert err.startswith("error: cannot write ") and err.count("\n") == 1
 
 
+def test_ratios_keep_four_significant_digits():
+    assert [harness.significant(x) for x in (1 / 32000, 123456.7, 1.23456)] == [3.125e-05, 123500.0, 1.235]
+
+
 def test_json_has_no_bare_non_finite_numbers():
     assert harness.json_safe({"a": [math.inf, -math.inf, math.nan, 1.5]}) == {"a": ["inf", "-inf", "nan", 1.5]}
 

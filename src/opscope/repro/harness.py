@@ -231,6 +231,11 @@ def time_fn(fn: Callable[[], Any], budget: float, threads: int) -> dict:
             "runs": len(m.raw_times) * m.number_per_run}
 
 
+def significant(x: float) -> float:
+    """``x`` to 4 significant digits (a ratio of 1e-5 or 1e5 keeps its digits, unlike round(x, 4))."""
+    return float(f"{x:.4g}")
+
+
 def one_line(e: BaseException) -> str:
     """``Type: first line of the message`` (cut at 300 characters)."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
@@ -543,7 +548,7 @@ def run_variant(name: str, case: Case, op: Any, device: str, budget: float, base
         result["status"] = one_line(e)
         return result
     if result["replay_ns"]:
-        result["speedup"] = round(baseline["replay_ns"] / result["replay_ns"], 4)
+        result["speedup"] = significant(baseline["replay_ns"] / result["replay_ns"])
     result.update(compare_outputs(outputs, baseline["outputs"]))
     return result
 
@@ -593,7 +598,7 @@ def run_case(case: Case, device: str, budget: float, variants: str, check: bool,
     except Exception as e:
         raise CaseError(f"the op raised: {one_line(e)}", e) from e
     if case.trace_ns:
-        result["ratio"] = round(result["replay_ns"] / case.trace_ns, 4)
+        result["ratio"] = significant(result["replay_ns"] / case.trace_ns)
 
     if check:
         result.update(check_case(case, fn, device))
