@@ -1,0 +1,724 @@
+"""A standalone reproducer of one op call from a trace, written by opscope (``opscope repro``).
+
+It needs only torch. It rebuilds the call's inputs with the recorded shapes, strides and dtypes (random values,
+fixed seed), times the op, checks under torch.profiler that it runs what the trace recorded under the op, and
+times the variants (the code changes worth trying) beside it, comparing their outputs with the baseline's.
+
+    python THIS_FILE.py [--device D] [--budget SECONDS] [--variants auto|all|none|NAME,...] [--json PATH]
+                        [--no-check]
+
+Exit status: 0 when the baseline ran (even if a variant failed), 3 when the case could not run (the reason is in
+the output), 2 for a bad command line or an unwritable --json path.
+"""
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import torch
+
+
+class T(NamedTuple):
+    """A tensor input: size, strides and dtype (a ``torch`` attribute name) as recorded. ``high``: exclusive upper
+    bound of an integer tensor whose values index something; None: small values in [0, 8)."""
+
+    size: tuple
+    stride: tuple
+    dtype: str
+    high: int | None = None
+
+
+# --- the case ---
+# Everything below is the same in every reproducer: it reads the case above (OP, ARGS, ...) and runs it.
+
+DEFAULT_BUDGET = 1.0  # seconds of timing for the baseline, and again for each variant
+WARMUP_CALLS = 3
+
+#: torch.testing's default (rtol, atol) per output dtype; dtypes not listed (integers, bool) must match exactly.
+TOLERANCES = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-3, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+NO_COMPILER = "no C++ compiler for torch.compile (inductor): install g++"
+
+
+class Case(NamedTuple):
+    """The case's literals, read from the script's globals."""
+
+    op: str
+    overload: str
+    device: str
+    args: list
+    kwargs: dict
+    trace_ns: int | None
+    recorded_ops: list
+    recorded_kernels: list
+    variants: dict
+
+    @classmethod
+    def from_namespace(cls, ns: dict) -> "Case":
+        return cls(op=ns["OP"], overload=ns.get("OVERLOAD", "default"), device=ns.get("DEVICE", "cpu"),
+                   args=list(ns.get("ARGS", [])), kwargs=dict(ns.get("KWARGS", {})), trace_ns=ns.get("TRACE_NS"),
+                   recorded_ops=list(ns.get("RECORDED_OPS", [])),
+                   recorded_kernels=list(ns.get("RECORDED_KERNELS", [])), variants=dict(ns.get("VARIANTS", {})))
+
+
+class CaseError(Exception):
+    """The case cannot run here; ``reason`` becomes the result's status."""
+
+    def __init__(self, reason: str, error: BaseException | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+
+
+# ---------------------------------------------------------------------------------------------------- inputs
+
+
+def storage_elements(t: T) -> int:
+    """Elements a storage needs so that every element of the strided view lies in it (0 for an empty tensor)."""
+    if any(n == 0 for n in t.size):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(t.size, t.stride))
+
+
+def make_tensor(t: T, device: str) -> torch.Tensor:
+    """A tensor with exactly ``t``'s size, strides and dtype: random values in a storage viewed with as_strided."""
+    dtype = getattr(torch, t.dtype)
+    n = storage_elements(t)
+    if dtype == torch.bool:
+        storage = torch.randint(0, 2, (n,), device=device).bool()
+    elif dtype.is_floating_point or dtype.is_complex:
+        # randn has no float8 kernels: draw in float32 and convert
+        draw = torch.float32 if dtype.itemsize == 1 else dtype
+        storage = torch.randn(n, dtype=draw, device=device).to(dtype)
+    else:
+        high = t.high or 8
+        if dtype.is_signed or dtype == torch.uint8:
+            high = min(high, torch.iinfo(dtype).max + 1)  # a bound the dtype cannot hold would wrap around
+        storage = torch.randint(0, high, (n,), device=device).to(dtype)
+    return torch.as_strided(storage, tuple(t.size), tuple(t.stride))
+
+
+def build_value(value: Any, device: str) -> Any:
+    """An argument as the op gets it: each T becomes a tensor (also inside lists); anything else is passed as is."""
+    if isinstance(value, T):  # before the list case: T is a tuple
+        return make_tensor(value, device)
+    if isinstance(value, list | tuple):
+        return [build_value(v, device) for v in value]
+    return value
+
+
+def build_inputs(case: Case, device: str) -> tuple[list, dict]:
+    """The op's positional and keyword arguments, the same values on every call (a fixed seed)."""
+    torch.manual_seed(0)
+    args = [build_value(a, device) for a in case.args]
+    kwargs = {k: build_value(v, device) for k, v in case.kwargs.items()}
+    return args, kwargs
+
+
+def map_tensors(value: Any, change: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``value`` with ``change`` applied to every tensor in it (lists and dicts recursed)."""
+    if isinstance(value, torch.Tensor):
+        return change(value)
+    if isinstance(value, list | tuple):
+        return [map_tensors(v, change) for v in value]
+    if isinstance(value, dict):
+        return {k: map_tensors(v, change) for k, v in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------- the op
+
+
+def device_problem(device: str) -> str | None:
+    """Why ``device`` cannot be used here, or None."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        return f"unknown device {device!r}"
+    if kind == "cuda" and not torch.cuda.is_available():
+        return "cuda is not available here (run with --device cpu)"
+    if kind == "mps" and not torch.backends.mps.is_available():
+        return "mps is not available here (run with --device cpu)"
+    if kind == "xpu" and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        return "xpu is not available here (run with --device cpu)"
+    return None
+
+
+def resolve_op(op: str, overload: str) -> Any:
+    """``torch.ops.<ns>.<name>.<overload>``; CaseError when this torch does not have it."""
+    ns, _, name = op.partition("::")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+    except (AttributeError, RuntimeError) as e:
+        raise CaseError(f"op {op}.{overload} is not registered in this torch ({torch.__version__})", e) from e
+
+
+def is_inplace(op_name: str, op: Any) -> bool:
+    """Whether the op writes into its inputs (``add_``, or a ``Tensor(a!)`` argument such as ``out=``)."""
+    name = op_name.rpartition("::")[2]
+    if name.endswith("_") and not name.endswith("__"):  # __and__ is not in-place (__iand__ is, by its schema)
+        return True
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return False
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def device_kind(device: str) -> str:
+    """``cuda`` of ``cuda:1``: the device type, without asking torch (a trace's device string may be anything)."""
+    return device.partition(":")[0]
+
+
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work (kernels run asynchronously on GPUs)."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        torch.cuda.synchronize(device)
+    elif kind in ("xpu", "mps") and hasattr(torch, kind):
+        getattr(torch, kind).synchronize()
+
+
+def tensors_of(output: Any) -> list[torch.Tensor]:
+    """The op's result flattened to a list of tensors, copied to the CPU (an in-place op's result aliases an input
+    that later calls change). Python numbers become 0-d tensors."""
+    if isinstance(output, torch.Tensor):
+        return [output.detach().to("cpu", copy=True)]
+    if isinstance(output, list | tuple):
+        return [t for item in output for t in tensors_of(item)]
+    if isinstance(output, bool | int | float | complex):
+        return [torch.tensor(output)]
+    return []
+
+
+def first_call(fn: Callable[[], Any], device: str) -> list[torch.Tensor]:
+    """Call ``fn`` once on its fresh inputs and wait for the device: its outputs, on the CPU (what variants are
+    compared with)."""
+    outputs = tensors_of(fn())
+    synchronize(device)
+    return outputs
+
+
+def warm_up(fn: Callable[[], Any], device: str, calls: int = WARMUP_CALLS) -> None:
+    """Call ``fn`` ``calls`` times, waiting for the device each time (caches, allocators, lazy initialisation)."""
+    for _ in range(calls):
+        fn()
+        synchronize(device)
+
+
+def time_fn(fn: Callable[[], Any], budget: float, threads: int) -> dict:
+    """Median and interquartile range of one call, in ns, over about ``budget`` seconds of runs. ``runs``: calls
+    timed. torch's Timer synchronises CUDA around each block; it runs 1 thread unless told, so it is told."""
+    from torch.utils.benchmark import Timer
+
+    m = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).blocked_autorange(min_run_time=budget)
+    return {"replay_ns": round(m.median * 1e9), "iqr_ns": round(m.iqr * 1e9),
+            "runs": len(m.raw_times) * m.number_per_run}
+
+
+def significant(x: float) -> float:
+    """``x`` to 4 significant digits (a ratio of 1e-5 or 1e5 keeps its digits, unlike round(x, 4))."""
+    return float(f"{x:.4g}")
+
+
+def one_line(e: BaseException) -> str:
+    """``Type: first line of the message`` (cut at 300 characters)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    text = f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+    return text[:300]
+
+
+# ---------------------------------------------------------------------------------------------------- check
+
+
+def descendant_names(event: Any) -> list[str]:
+    """Distinct names of the ops that ran under a profiler event, in first-seen (depth-first) order."""
+    names: dict[str, None] = {}
+    stack = list(reversed(event.cpu_children))
+    while stack:
+        child = stack.pop()
+        names.setdefault(child.name)
+        stack.extend(reversed(child.cpu_children))
+    return list(names)
+
+
+def profile_once(fn: Callable[[], Any], op_name: str, device: str) -> tuple[list[str], list[str]]:
+    """Run ``fn`` once under torch.profiler: the child ops under the op's event, and the kernels (GPU only)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = torch.device(device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with profile(activities=activities) as prof:
+        fn()
+        synchronize(device)
+    events = prof.events()
+    named = [e for e in events if e.name == op_name]
+    if not named:
+        raise LookupError(f"{op_name} did not appear in the profile")
+    top = next((e for e in named if e.cpu_parent is None), named[0])  # the call itself, not a nested one
+    kernels: dict[str, None] = {}
+    if on_gpu:
+        # only this one call ran under the profiler, so every device event is the op's
+        for e in events:
+            if e.device_type != torch.autograd.DeviceType.CPU:
+                kernels.setdefault(e.name)
+    return descendant_names(top), list(kernels)
+
+
+def compare_names(recorded: list, replayed: list) -> dict:
+    """``same`` / ``differs`` of two name sets, with what each lacks."""
+    rec, rep = set(recorded), set(replayed)
+    return {"check": "same" if rec == rep else "differs", "recorded": list(recorded), "replayed": list(replayed),
+            "missing": [n for n in recorded if n not in rep], "extra": [n for n in replayed if n not in rec]}
+
+
+def check_case(case: Case, fn: Callable[[], Any], device: str) -> dict:
+    """What the replay ran under the op against what the trace recorded: kernels on a GPU when the trace has them,
+    else child ops. ``check`` is None when nothing was recorded or the profiler failed (``check_note`` says)."""
+    on_gpu = device_kind(device) == "cuda"
+    of = "kernels" if on_gpu and case.recorded_kernels else "ops"
+    recorded = case.recorded_kernels if of == "kernels" else case.recorded_ops
+    out: dict = {"check": None, "check_of": None, "check_note": None}
+    notes = []
+    try:
+        ops, kernels = profile_once(fn, case.op, device)
+    except Exception as e:
+        notes.append(f"the profiler failed: {one_line(e)}")
+    else:
+        replayed = kernels if of == "kernels" else ops
+        if recorded:
+            out.update(compare_names(recorded, replayed), check_of=of)
+        else:
+            what = "kernels" if of == "kernels" else "child ops"
+            out["replayed"] = replayed
+            notes.append(f"the trace recorded no {what} under this op: nothing to compare")
+    if device_kind(device) != device_kind(case.device):
+        notes.append(f"the recorded {of} came from a {case.device} trace and this replay ran on {device}: "
+                     "they can differ for that reason alone")
+    out["check_note"] = "; ".join(notes) or None
+    return out
+    replayed = kernels if of == "kernels" else ops
+    if not recorded:
+        what = "kernels" if of == "kernels" else "child ops"
+        out.update(replayed=replayed, check_note=f"the trace recorded no {what} under this op: nothing to compare")
+        return out
+    out.update(compare_names(recorded, replayed), check_of=of)
+    if torch.device(device).type != torch.device(case.device).type:
+        out["check_note"] = (f"the recorded {of} came from a {case.device} trace and this replay ran on {device}: "
+                             "they can differ for that reason alone")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- compare
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """torch.testing's default (rtol, atol) for ``dtype``; (0, 0), exact, for integers, bool and the rest."""
+    return TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+def compare_tensors(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float, bool]:
+    """Max absolute error, max relative error (|a-b| / max(|b|, tiny)) and whether ``got`` is within the tolerance
+    of ``want``'s dtype. Compared in float64 (complex128) on the CPU; NaN in the same places counts as equal, a NaN
+    on one side only is an infinite error."""
+    rtol, atol = tolerance(want.dtype)
+    wide = torch.complex128 if (want.is_complex() or got.is_complex()) else torch.float64
+    a = got.detach().to(want.dtype).to("cpu").to(wide)  # a variant's output in the baseline's dtype first
+    b = want.detach().to("cpu").to(wide)
+    if a.shape != b.shape:
+        return math.inf, math.inf, False
+    if a.numel() == 0:
+        return 0.0, 0.0, True
+    both_nan = torch.isnan(a) & torch.isnan(b)
+    equal = (a == b) | both_nan  # also infinities of the same sign, where a - b is NaN
+    zero, inf = torch.zeros((), dtype=torch.float64), torch.full((), math.inf, dtype=torch.float64)
+    diff = (a - b).abs()
+    diff = torch.where(equal, zero, torch.where(torch.isnan(diff), inf, diff))
+    rel = diff / b.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    rel = torch.where(equal, zero, torch.where(torch.isnan(rel), inf, rel))  # inf / inf: an infinite error
+    within = bool(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True).all())
+    return float(diff.max()), float(rel.max()), within
+
+
+def compare_outputs(got: list[torch.Tensor], want: list[torch.Tensor]) -> dict:
+    """The variant-result fields that compare a variant's outputs with the baseline's (worst over the tensors)."""
+    if len(got) != len(want):
+        return {"max_abs_err": None, "max_rel_err": None, "within_tolerance": False}
+    worst_abs, worst_rel, within = 0.0, 0.0, True
+    for g, w in zip(got, want):
+        e_abs, e_rel, ok = compare_tensors(g, w)
+        worst_abs, worst_rel, within = max(worst_abs, e_abs), max(worst_rel, e_rel), within and ok
+    return {"max_abs_err": worst_abs, "max_rel_err": worst_rel, "within_tolerance": within}
+
+
+# ---------------------------------------------------------------------------------------------------- variants
+
+
+@contextlib.contextmanager
+def switched(obj: Any, attr: str, value: Any) -> Iterator[None]:
+    """``obj.attr = value`` for the block, then the old value back (whatever the block raised)."""
+    old = getattr(obj, attr)
+    setattr(obj, attr, value)
+    try:
+        yield
+    finally:
+        setattr(obj, attr, old)
+
+
+@contextlib.contextmanager
+def unchanged(device: str) -> Iterator[None]:
+    """No global switch (variants that change the inputs or the call instead)."""
+    yield
+
+
+@contextlib.contextmanager
+def tf32(device: str) -> Iterator[None]:
+    with switched(torch.backends.cuda.matmul, "allow_tf32", True), switched(torch.backends.cudnn, "allow_tf32", True):
+        yield
+
+
+@contextlib.contextmanager
+def fp32_precision_high(device: str) -> Iterator[None]:
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def autocast_to(dtype: torch.dtype) -> Callable[[str], contextlib.AbstractContextManager]:
+    """The context of an autocast variant; the autocast block restores the previous state itself."""
+    return lambda device: torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def cudnn_benchmark(device: str) -> Iterator[None]:
+    with switched(torch.backends.cudnn, "benchmark", True):
+        yield
+
+
+@contextlib.contextmanager
+def no_cudnn(device: str) -> Iterator[None]:
+    # cudnn.flags(enabled=False) would also reset benchmark, deterministic and TF32 to its defaults: switch one flag
+    with switched(torch.backends.cudnn, "enabled", False):
+        yield
+
+
+@contextlib.contextmanager
+def no_mkldnn(device: str) -> Iterator[None]:
+    # as above: mkldnn.flags(enabled=False) resets the other oneDNN flags too
+    with switched(torch.backends.mkldnn, "enabled", False):
+        yield
+
+
+@contextlib.contextmanager
+def deterministic(device: str) -> Iterator[None]:
+    # an op without a deterministic implementation raises RuntimeError in the block: the variant's status
+    old = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(old[0], warn_only=old[1])
+
+
+@contextlib.contextmanager
+def thread_count(n: int) -> Iterator[None]:
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def channels_last(t: torch.Tensor) -> torch.Tensor:
+    """4-D tensors to channels_last, 5-D to channels_last_3d, the rest unchanged."""
+    if t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    if t.dim() == 5:
+        return t.contiguous(memory_format=torch.channels_last_3d)
+    return t
+
+
+class Variant(NamedTuple):
+    """How a variant differs from the baseline: the device type it needs, the global switch it flips (a context
+    manager factory taking the device), how it changes each tensor input, its thread count, whether it compiles."""
+
+    needs: str | None = None
+    state: Callable[[str], contextlib.AbstractContextManager] = unchanged
+    inputs: Callable[[torch.Tensor], torch.Tensor] | None = None
+    threads: int | None = None
+    compiled: bool = False
+
+
+KNOWN_VARIANTS = {
+    "channels_last": Variant(inputs=channels_last),
+    "contiguous": Variant(inputs=lambda t: t.contiguous()),
+    "tf32": Variant(needs="cuda", state=tf32),
+    "fp32_precision_high": Variant(state=fp32_precision_high),
+    "autocast_bf16": Variant(state=autocast_to(torch.bfloat16)),
+    "autocast_fp16": Variant(state=autocast_to(torch.float16)),
+    "cudnn_benchmark": Variant(needs="cuda", state=cudnn_benchmark),
+    "no_cudnn": Variant(needs="cuda", state=no_cudnn),
+    "no_mkldnn": Variant(needs="cpu", state=no_mkldnn),
+    "deterministic": Variant(state=deterministic),
+    "compile": Variant(compiled=True),
+}
+
+
+def known_variant(name: str) -> Variant | None:
+    """The variant called ``name`` (``threads=N`` for any N >= 1), or None when the harness does not know it."""
+    if name.startswith("threads="):
+        n = name.removeprefix("threads=")
+        return Variant(needs="cpu", threads=int(n)) if n.isdigit() and int(n) > 0 else None
+    return KNOWN_VARIANTS.get(name)
+
+
+def select_variants(spec: str, variants: dict) -> list[str]:
+    """``auto``: every variant of the case but compile (minutes of compiling); ``all``; ``none``; or names."""
+    spec = spec.strip()
+    if spec == "auto":
+        return [n for n in variants if n != "compile"]
+    if spec == "all":
+        return list(variants)
+    if spec == "none":
+        return []
+    return [n.strip() for n in spec.split(",") if n.strip()]
+
+
+def variant_problem(variant: Variant | None, device: str) -> str | None:
+    """Why a variant cannot run on ``device``, or None."""
+    if variant is None:
+        return "unknown variant"
+    kind = torch.device(device).type
+    if variant.needs is not None and kind != variant.needs:
+        return f"needs {variant.needs}"
+    if variant.compiled and kind == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cc")):
+        return NO_COMPILER
+    return None
+
+
+def run_variant(name: str, case: Case, op: Any, device: str, budget: float, baseline: dict) -> dict:
+    """One variant: its own fresh inputs (the same values as the baseline's), warmed up, timed, and its outputs
+    compared with the baseline's. Failures become its status; global state is restored whatever happens."""
+    result: dict = {"name": name, "change": case.variants.get(name), "status": "ok", "replay_ns": None,
+                    "iqr_ns": None, "runs": None, "speedup": None, "max_abs_err": None, "max_rel_err": None,
+                    "within_tolerance": None}
+    variant = known_variant(name)
+    problem = variant_problem(variant, device)
+    if problem is not None or variant is None:
+        result["status"] = problem
+        return result
+    threads = variant.threads or torch.get_num_threads()
+    try:
+        args, kwargs = build_inputs(case, device)
+        if variant.inputs is not None:
+            args, kwargs = map_tensors(args, variant.inputs), map_tensors(kwargs, variant.inputs)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(variant.state(device))
+            if variant.threads:
+                stack.enter_context(thread_count(variant.threads))
+            if variant.compiled:
+                stack.callback(torch.compiler.reset)  # drop the compiled code and its guards afterwards
+            fn = call_of(op, args, kwargs, compiled=variant.compiled)
+            started = time.perf_counter()
+            outputs = first_call(fn, device)  # for compile, this call compiles
+            if variant.compiled:
+                result["compile_s"] = round(time.perf_counter() - started, 3)
+            warm_up(fn, device)
+            result.update(time_fn(fn, budget, threads))
+    except Exception as e:
+        result["status"] = one_line(e)
+        return result
+    if result["replay_ns"]:
+        result["speedup"] = significant(baseline["replay_ns"] / result["replay_ns"])
+    result.update(compare_outputs(outputs, baseline["outputs"]))
+    return result
+
+
+def call_of(op: Any, args: list, kwargs: dict, compiled: bool = False) -> Callable[[], Any]:
+    """A no-argument function that calls the op on these inputs (through torch.compile if ``compiled``)."""
+    if not compiled:
+        return lambda: op(*args, **kwargs)
+
+    def call(*a: Any, **k: Any) -> Any:
+        return op(*a, **k)
+
+    fast = torch.compile(call)  # the inputs are passed in, not closed over, so they are graph inputs
+    return lambda: fast(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def new_result(case: Case, device: str) -> dict:
+    """The result object before anything ran."""
+    return {"status": "ok", "op": case.op, "overload": case.overload, "device": device,
+            "trace_device": case.device, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "replay_ns": None, "iqr_ns": None, "runs": None, "trace_ns": case.trace_ns, "ratio": None,
+            "check": None, "check_of": None, "check_note": None, "recorded": [], "replayed": [], "missing": [],
+            "extra": [], "variants": [], "notes": [], "error": None}
+
+
+def run_case(case: Case, device: str, budget: float, variants: str, check: bool, result: dict) -> None:
+    """Fill ``result``: the baseline's time, the check and the variants. CaseError when the case cannot run."""
+    problem = device_problem(device)
+    if problem:
+        raise CaseError(problem)
+    op = resolve_op(case.op, case.overload)
+    try:
+        args, kwargs = build_inputs(case, device)
+    except Exception as e:
+        raise CaseError(f"could not build the inputs: {one_line(e)}", e) from e
+    if is_inplace(case.op, op):
+        result["notes"].append("in-place op: inputs change between timed runs")
+
+    fn = call_of(op, args, kwargs)
+    try:
+        outputs = first_call(fn, device)
+        warm_up(fn, device)
+        result.update(time_fn(fn, budget, torch.get_num_threads()))
+    except Exception as e:
+        raise CaseError(f"the op raised: {one_line(e)}", e) from e
+    if case.trace_ns:
+        result["ratio"] = significant(result["replay_ns"] / case.trace_ns)
+
+    if check:
+        result.update(check_case(case, fn, device))
+    else:
+        result["check_note"] = "not checked (--no-check)"
+
+    baseline = {"replay_ns": result["replay_ns"], "outputs": outputs}
+    for name in select_variants(variants, case.variants):
+        result["variants"].append(run_variant(name, case, op, device, budget, baseline))
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats written as strings ("inf", "nan"): JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_json(result: dict, path: str) -> None:
+    """Write ``result`` to ``path`` whole or not at all (a temporary file in the same folder, then renamed)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".repro-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(json_safe(result), f, indent=1, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def format_ns(ns: Any) -> str:
+    """A time in ns as text with a unit: 812 ns, 45.6 us, 1.23 ms, 2.5 s."""
+    if not isinstance(ns, int | float):
+        return "-"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def format_err(value: Any) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def summary(result: dict) -> str:
+    """The readable report printed when --json is not given."""
+    lines = [f"op: {result['op']}.{result['overload']}   torch {result['torch']}   threads {result['threads']}"]
+    device = result["device"]
+    if device != result["trace_device"]:
+        device += f" (trace: {result['trace_device']})"
+    lines.append(f"device: {device}")
+    if result["status"] != "ok":
+        lines.append(f"status: {result['status']}")
+        return "\n".join(lines) + "\n"
+    ratio = f"   ratio {result['ratio']:.2f}" if result["ratio"] is not None else ""
+    lines.append(f"replay: {format_ns(result['replay_ns'])} median (IQR {format_ns(result['iqr_ns'])}, "
+                 f"{result['runs']} runs)   trace: {format_ns(result['trace_ns'])}{ratio}")
+    if result["check"] is not None:
+        lines.append(f"check ({result['check_of']}): {result['check']}: {len(result['recorded'])} recorded, "
+                     f"{len(result['replayed'])} replayed")
+        lines.extend(f"  {key}: {', '.join(result[key])}" for key in ("missing", "extra") if result[key])
+    else:
+        lines.append("check: -")
+    if result["check_note"]:
+        lines.append(f"  ({result['check_note']})")
+    lines.extend(f"note: {n}" for n in result["notes"])
+    if result["variants"]:
+        lines.append("variants:")
+        lines.append(f"  {'name':<22}{'time':>10}{'speed-up':>10}{'max abs err':>13}{'max rel err':>13}  within tol")
+        for v in result["variants"]:
+            if v["status"] != "ok":
+                lines.append(f"  {v['name']:<22}{v['status']}")
+                continue
+            speedup = f"{v['speedup']:.2f}x" if v["speedup"] else "-"
+            within = {True: "yes", False: "NO"}.get(v["within_tolerance"], "-")
+            lines.append(f"  {v['name']:<22}{format_ns(v['replay_ns']):>10}{speedup:>10}"
+                         f"{format_err(v['max_abs_err']):>13}{format_err(v['max_rel_err']):>13}  {within}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Time one op call as recorded in a trace, check it, try variants.")
+    parser.add_argument("--device", help="run on this device instead of the trace's (cpu, cuda, cuda:1, ...)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
+                        help="seconds of timing for the baseline and again for each variant (default 1.0)")
+    parser.add_argument("--variants", default="auto",
+                        help="auto (all but compile), all, none, or names separated by commas (default auto)")
+    parser.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH instead of printing it")
+    parser.add_argument("--no-check", action="store_true", help="skip the profiler check")
+    opts = parser.parse_args(argv)
+    if not opts.budget > 0:
+        parser.error("--budget must be a positive number of seconds")
+    return opts
+
+
+def main(namespace: dict, argv: list[str] | None = None) -> int:
+    """Run the case in ``namespace`` (a script's globals); 0 when the baseline ran, 3 when it could not."""
+    opts = parse_args(argv)
+    case = Case.from_namespace(namespace)
+    device = opts.device or case.device
+    result = new_result(case, device)
+    if opts.device and opts.device != case.device:
+        result["notes"].append(f"device: {device} (trace: {case.device}), chosen with --device")
+    try:
+        run_case(case, device, opts.budget, opts.variants, not opts.no_check, result)
+    except CaseError as failed:
+        result["status"] = failed.reason
+        result["error"] = one_line(failed.error) if failed.error is not None else None
+    if opts.json:
+        try:
+            write_json(result, opts.json)
+        except OSError as e:
+            sys.stderr.write(f"error: cannot write {opts.json}: {e.strerror or e}\n")
+            return 2
+    else:
+        sys.stdout.write(summary(result))
+    return 0 if result["status"] == "ok" else 3
