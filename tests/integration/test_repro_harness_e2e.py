@@ -144,7 +144,8 @@ def test_a_cuda_case_says_cuda_is_missing_and_runs_with_device_cpu(tmp_path):
     code, _, r = run(script, "--device", "cpu", "--budget", "0.05")
     assert code == 0 and r is not None and r["status"] == "ok"
     assert (r["device"], r["trace_device"]) == ("cpu", "cuda") and "device: cpu (trace: cuda)" in r["notes"][0]
-    # the kernels are a GPU's: on the CPU the check compares child ops, of which the trace recorded none
-    assert r["check"] is None and "recorded no child ops" in r["check_note"]
+    # the kernels are a GPU's: on the CPU the check compares child ops, of which the trace recorded none, and the
+    # note says the recording came from another device
+    assert r["check"] == "differs" and r["missing"] == [] and "came from a cuda trace" in r["check_note"]
     (threads,) = [v for v in r["variants"] if v["name"] == "threads=1"]
     assert threads["status"] == "ok" and threads["within_tolerance"] is True

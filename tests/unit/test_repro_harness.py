@@ -246,7 +246,8 @@ def conv_case(variants: dict) -> tuple[harness.Case, object, dict]:
                               None, [1, 1], [1, 1], [1, 1], 4], variants=variants)
     op = harness.resolve_op(c.op, c.overload)
     args, kwargs = harness.build_inputs(c, "cpu")
-    return c, op, {"replay_ns": 1000, "outputs": harness.first_call(harness.call_of(op, args, kwargs), "cpu")}
+    fn = harness.call_of(op, args, kwargs)
+    return c, op, {"replay_ns": 1000, "outputs": harness.first_call(fn, "cpu"), "fn": fn}
 
 
 def global_state():
@@ -268,6 +269,8 @@ def test_variants_run_compare_and_restore_the_global_state():
         r = results[n]
         assert r["status"] == "ok" and r["change"] == f"change {n}", r
         assert r["replay_ns"] > 0 and r["runs"] > 0 and r["speedup"] > 0 and r["within_tolerance"] is True, r
+        # the speed-up is against the baseline timed in the rounds alternating with the variant's
+        assert r["baseline_ns"] > 0 and abs(r["speedup"] - r["baseline_ns"] / r["replay_ns"]) < 1e-3 * r["speedup"]
     bf16 = results["autocast_bf16"]
     assert bf16["status"] == "ok" and bf16["within_tolerance"] is False and bf16["max_abs_err"] > 1e-4
 
@@ -328,8 +331,11 @@ def test_the_check_compares_name_sets_and_says_when_nothing_was_recorded():
     assert differs["check"] == "differs" and differs["missing"] == ["aten::cudnn_convolution"]
     assert "aten::convolution" not in differs["extra"] and "aten::_convolution" in differs["extra"]
 
-    nothing = harness.check_case(case(), fn, "cpu")
-    assert nothing["check"] is None and "recorded no child ops" in nothing["check_note"]
+    # the trace ran nothing under the op: a replay that runs child ops differs
+    nothing = harness.check_case(case(RECORDED_OPS=[]), fn, "cpu")
+    assert nothing["check"] == "differs" and nothing["missing"] == [] and set(nothing["extra"]) == set(ops)
+    unknown = harness.check_case(case(), fn, "cpu")
+    assert unknown["check"] is None and "carries no recorded ops" in unknown["check_note"]
 
     # kernels recorded on a GPU, replayed on the CPU: child ops compared, and the note says where they came from
     other = harness.check_case(case(DEVICE="cuda", RECORDED_OPS=ops, RECORDED_KERNELS=["k"]), fn, "cpu")
@@ -337,7 +343,7 @@ def test_the_check_compares_name_sets_and_says_when_nothing_was_recorded():
     assert "came from a cuda trace" in other["check_note"]
     neither = harness.check_case(case(DEVICE="cuda:0", RECORDED_KERNELS=["k"]), fn, "cpu")
     assert neither["check"] is None and neither["check_note"] == (
-        "the trace recorded no child ops under this op: nothing to compare; the recorded ops came from a cuda:0 "
+        "the case carries no recorded ops or kernels: nothing to compare; the recorded ops came from a cuda:0 "
         "trace and this replay ran on cpu: they can differ for that reason alone")
 
     missing = harness.check_case(case(op="aten::mm", RECORDED_OPS=["x"]), fn, "cpu")
@@ -362,7 +368,9 @@ def test_main_runs_an_in_place_op_and_writes_every_field(tmp_path):
     assert set(r) == {"status", "op", "overload", "device", "trace_device", "torch", "threads", "replay_ns",
                       "iqr_ns", "runs", "trace_ns", "ratio", "check", "check_of", "check_note", "recorded",
                       "replayed", "missing", "extra", "variants", "notes", "error"}
-    assert r["ratio"] is None and r["check"] is None and r["notes"] == ["in-place op: inputs change between timed runs"]
+    # add_ runs no op under it, as the (empty) recording says
+    assert r["ratio"] is None and r["check"] == "same" and r["replayed"] == []
+    assert r["notes"] == ["in-place op: inputs change between timed runs"]
     (v,) = r["variants"]
     # the variant's fresh inputs equal the baseline's: its first output is the baseline's first output
     assert v["name"] == "contiguous" and v["max_abs_err"] == 0.0 and v["within_tolerance"] is True

@@ -65,7 +65,7 @@ class Case(NamedTuple):
     args: list
     kwargs: dict
     trace_ns: int | None
-    recorded_ops: list
+    recorded_ops: list | None  # None: not recorded (nothing to check against); []: the trace ran none under it
     recorded_kernels: list
     variants: dict
 
@@ -73,7 +73,7 @@ class Case(NamedTuple):
     def from_namespace(cls, ns: dict) -> "Case":
         return cls(op=ns["OP"], overload=ns.get("OVERLOAD", "default"), device=ns.get("DEVICE", "cpu"),
                    args=list(ns.get("ARGS", [])), kwargs=dict(ns.get("KWARGS", {})), trace_ns=ns.get("TRACE_NS"),
-                   recorded_ops=list(ns.get("RECORDED_OPS", [])),
+                   recorded_ops=None if ns.get("RECORDED_OPS") is None else list(ns["RECORDED_OPS"]),
                    recorded_kernels=list(ns.get("RECORDED_KERNELS", [])), variants=dict(ns.get("VARIANTS", {})))
 
 
@@ -289,7 +289,8 @@ def compare_names(recorded: list, replayed: list) -> dict:
 
 def check_case(case: Case, fn: Callable[[], Any], device: str) -> dict:
     """What the replay ran under the op against what the trace recorded: kernels on a GPU when the trace has them,
-    else child ops. ``check`` is None when nothing was recorded or the profiler failed (``check_note`` says)."""
+    else child ops (an empty list: the trace recorded none, so the replay should run none either). ``check`` is
+    None when the case carries no recording or the profiler failed (``check_note`` says)."""
     on_gpu = device_kind(device) == "cuda"
     of = "kernels" if on_gpu and case.recorded_kernels else "ops"
     recorded = case.recorded_kernels if of == "kernels" else case.recorded_ops
@@ -301,26 +302,15 @@ def check_case(case: Case, fn: Callable[[], Any], device: str) -> dict:
         notes.append(f"the profiler failed: {one_line(e)}")
     else:
         replayed = kernels if of == "kernels" else ops
-        if recorded:
-            out.update(compare_names(recorded, replayed), check_of=of)
+        if recorded is not None:
+            out.update(compare_names(list(recorded), replayed), check_of=of)
         else:
-            what = "kernels" if of == "kernels" else "child ops"
             out["replayed"] = replayed
-            notes.append(f"the trace recorded no {what} under this op: nothing to compare")
+            notes.append("the case carries no recorded ops or kernels: nothing to compare")
     if device_kind(device) != device_kind(case.device):
         notes.append(f"the recorded {of} came from a {case.device} trace and this replay ran on {device}: "
                      "they can differ for that reason alone")
     out["check_note"] = "; ".join(notes) or None
-    return out
-    replayed = kernels if of == "kernels" else ops
-    if not recorded:
-        what = "kernels" if of == "kernels" else "child ops"
-        out.update(replayed=replayed, check_note=f"the trace recorded no {what} under this op: nothing to compare")
-        return out
-    out.update(compare_names(recorded, replayed), check_of=of)
-    if torch.device(device).type != torch.device(case.device).type:
-        out["check_note"] = (f"the recorded {of} came from a {case.device} trace and this replay ran on {device}: "
-                             "they can differ for that reason alone")
     return out
 
 
@@ -515,12 +505,19 @@ def variant_problem(variant: Variant | None, device: str) -> str | None:
     return None
 
 
+#: A variant and its baseline are timed in this many alternating rounds: on a shared machine the speed of the
+#: same call drifts (another process takes a core), and alternating exposes both to the same drift.
+ROUNDS = 3
+
+
 def run_variant(name: str, case: Case, op: Any, device: str, budget: float, baseline: dict) -> dict:
-    """One variant: its own fresh inputs (the same values as the baseline's), warmed up, timed, and its outputs
-    compared with the baseline's. Failures become its status; global state is restored whatever happens."""
+    """One variant: its own fresh inputs (the same values as the baseline's), warmed up, then timed in rounds
+    alternating with the baseline (``speedup`` = the baseline's median over the variant's, both from those
+    rounds), and its outputs compared with the baseline's. Failures become its status; global state is restored
+    whatever happens."""
     result: dict = {"name": name, "change": case.variants.get(name), "status": "ok", "replay_ns": None,
-                    "iqr_ns": None, "runs": None, "speedup": None, "max_abs_err": None, "max_rel_err": None,
-                    "within_tolerance": None}
+                    "iqr_ns": None, "runs": None, "speedup": None, "baseline_ns": None, "max_abs_err": None,
+                    "max_rel_err": None, "within_tolerance": None}
     variant = known_variant(name)
     problem = variant_problem(variant, device)
     if problem is not None or variant is None:
@@ -532,25 +529,41 @@ def run_variant(name: str, case: Case, op: Any, device: str, budget: float, base
         if variant.inputs is not None:
             args, kwargs = map_tensors(args, variant.inputs), map_tensors(kwargs, variant.inputs)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(variant.state(device))
-            if variant.threads:
-                stack.enter_context(thread_count(variant.threads))
             if variant.compiled:
                 stack.callback(torch.compiler.reset)  # drop the compiled code and its guards afterwards
             fn = call_of(op, args, kwargs, compiled=variant.compiled)
-            started = time.perf_counter()
-            outputs = first_call(fn, device)  # for compile, this call compiles
-            if variant.compiled:
-                result["compile_s"] = round(time.perf_counter() - started, 3)
-            warm_up(fn, device)
-            result.update(time_fn(fn, budget, threads))
+            with variant_state(variant, device):
+                started = time.perf_counter()
+                outputs = first_call(fn, device)  # for compile, this call compiles
+                if variant.compiled:
+                    result["compile_s"] = round(time.perf_counter() - started, 3)
+                warm_up(fn, device)
+            base_times, variant_times = [], []
+            for _ in range(ROUNDS):
+                base_times.append(time_fn(baseline["fn"], budget / ROUNDS, torch.get_num_threads()))
+                with variant_state(variant, device):
+                    variant_times.append(time_fn(fn, budget / ROUNDS, threads))
     except Exception as e:
         result["status"] = one_line(e)
         return result
+    mid = sorted(variant_times, key=lambda t: t["replay_ns"])[len(variant_times) // 2]
+    result.update(mid, runs=sum(t["runs"] for t in variant_times))
+    base = sorted(t["replay_ns"] for t in base_times)[len(base_times) // 2]
+    result["baseline_ns"] = base
     if result["replay_ns"]:
-        result["speedup"] = significant(baseline["replay_ns"] / result["replay_ns"])
+        result["speedup"] = significant(base / result["replay_ns"])
     result.update(compare_outputs(outputs, baseline["outputs"]))
     return result
+
+
+@contextlib.contextmanager
+def variant_state(variant: Variant, device: str) -> Iterator[None]:
+    """The global switches and thread count of a variant, undone on leaving."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(variant.state(device))
+        if variant.threads:
+            stack.enter_context(thread_count(variant.threads))
+        yield
 
 
 def call_of(op: Any, args: list, kwargs: dict, compiled: bool = False) -> Callable[[], Any]:
@@ -605,7 +618,7 @@ def run_case(case: Case, device: str, budget: float, variants: str, check: bool,
     else:
         result["check_note"] = "not checked (--no-check)"
 
-    baseline = {"replay_ns": result["replay_ns"], "outputs": outputs}
+    baseline = {"replay_ns": result["replay_ns"], "outputs": outputs, "fn": fn}
     for name in select_variants(variants, case.variants):
         result["variants"].append(run_variant(name, case, op, device, budget, baseline))
 
