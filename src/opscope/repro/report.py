@@ -94,8 +94,17 @@ def _inputs(e: dict[str, Any]) -> str:
             parts.append(f"[{len(d)} tensors]")
         elif t not in ("", None) and isinstance(d, list) and not d and t not in ("Scalar", "ScalarList"):
             parts.append("scalar")
-    text = ", ".join(parts)
-    return text if len(text) <= 60 else text[:57] + "..."
+    dtype = next((_DTYPE_SHORT.get(t, "?") for t in types if isinstance(t, str) and t not in _NOT_DTYPES), None)
+    text = ", ".join(parts) + (f" ({dtype})" if dtype else "")
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+#: Kineto's dtype names, short, for the table (cases.json keeps them as recorded).
+_DTYPE_SHORT = {"float": "f32", "double": "f64", "c10::Half": "f16", "c10::BFloat16": "bf16", "long int": "i64",
+                "long": "i64", "int": "i32", "short int": "i16", "signed char": "i8", "unsigned char": "u8",
+                "bool": "bool", "c10::Float8_e4m3fn": "f8e4m3", "c10::Float8_e5m2": "f8e5m2",
+                "c10::complex<float>": "c64", "c10::complex<double>": "c128"}
+_NOT_DTYPES = ("", "Scalar", "ScalarList", "TensorList", "GenericList", "Int", "Bool", "Double")
 
 
 def _best(e: dict[str, Any]) -> str | None:
