@@ -108,13 +108,23 @@ def _write_and_run(trace_path: Path, top: int, op: str | None, kernel: str | Non
 
         calls = calls_for(selection.cases, trace.metadata, int(max_memory * 2**30))
     directory, document = write_cases(selection, output, str(trace_path), max_bytes=int(max_memory * 2**30),
-                                      calls=calls)
+                                      calls=calls, threads=recorded_threads(trace_path))
     say(f"wrote {sum(1 for c in document['cases'] if c['script'])} reproducer(s) and cases.json to {directory}")
     ran = not no_run and any(c["script"] for c in document["cases"])
     if ran:
         run_cases(directory, document, device=device, budget=budget, variants=variants, timeout=timeout,
                   progress=say)
     show(repro_report(directory, document, ran, limit), format)
+
+
+def recorded_threads(trace_path: Path) -> int | None:
+    """The intra-op thread count the recording ran with (its run.json), or None."""
+    from opscope.analyses.recording import find_run_info
+
+    run = find_run_info(trace_path)
+    threads = (run or {}).get("threads") if isinstance(run, dict) else None
+    value = threads.get("intra_op") if isinstance(threads, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 4096 else None
 
 
 def _run_again(directory: Path, device: str | None, budget: float, variants: str, timeout: float | None,

@@ -707,7 +707,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="auto (all but compile), all, none, or names separated by commas (default auto)")
     parser.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH instead of printing it")
     parser.add_argument("--no-check", action="store_true", help="skip the profiler check")
+    parser.add_argument("--threads", type=int, help="CPU threads for the op (torch.set_num_threads); default: torch's")
     opts = parser.parse_args(argv)
+    if opts.threads is not None and opts.threads < 1:
+        parser.error("--threads must be a positive number")
     if not opts.budget > 0:
         parser.error("--budget must be a positive number of seconds")
     return opts
@@ -718,6 +721,8 @@ def main(namespace: dict, argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
     case = Case.from_namespace(namespace)
     device = opts.device or case.device
+    if opts.threads is not None:
+        torch.set_num_threads(opts.threads)
     result = new_result(case, device)
     if opts.device and opts.device != case.device:
         result["notes"].append(f"device: {device} (trace: {case.device}), chosen with --device")

@@ -43,6 +43,8 @@ def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: in
     for used in sorted(d for d in devices if d != recorded_on):
         notes.append(f"replayed on {used}, recorded on {recorded_on} (--device): times and launched ops are not "
                      "the trace's device's")
+    if isinstance(document.get("threads"), int):
+        notes.append(f"CPU threads: {document['threads']}, as the recording ran (its run.json)")
     if not ran and rebuilt:
         notes.append(f"run them: opscope repro --run {directory}")
     legend = LEGEND + f"\nEach case: python {directory}/<script> --help; all of them: opscope repro --run {directory}"

@@ -28,8 +28,11 @@ _VARIANT_FIELDS = ("status", "replay_ns", "iqr_ns", "runs", "speedup", "baseline
 
 def run_cases(directory: Path, document: dict[str, Any], device: str | None = None, budget: float = 1.0,
               variants: str = "auto", timeout: float | None = None, only: set[int] | None = None,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every case of ``document`` that has a script (or those in ``only``); update and save it."""
+              progress: Callable[[str], None] | None = None, threads: int | None = None) -> dict[str, Any]:
+    """Run every case of ``document`` that has a script (or those in ``only``); update and save it. ``threads``:
+    CPU threads for the ops (default: the recording's, from cases.json's ``threads``, else torch's own)."""
+    if threads is None and isinstance(document.get("threads"), int) and document["threads"] > 0:
+        threads = document["threads"]
     for entry in document["cases"]:
         if not isinstance(entry, dict) or (only is not None and entry.get("id") not in only):
             continue
@@ -41,7 +44,7 @@ def run_cases(directory: Path, document: dict[str, Any], device: str | None = No
         if progress:
             plural = "s" if len(names) != 1 else ""
             progress(f"case {entry.get('id')}: {entry.get('op')} ({len(names)} variant{plural})")
-        result = run_script(directory / script, device, budget, names, limit)
+        result = run_script(directory / script, device, budget, names, limit, threads)
         merge(entry, result, names)
         save_cases(directory, document)
     return document
@@ -66,7 +69,7 @@ def _variant_names(entry: dict[str, Any], wanted: str) -> list[str]:
 
 
 def run_script(script: Path, device: str | None, budget: float, variants: list[str],
-               timeout: float) -> dict[str, Any]:
+               timeout: float, threads: int | None = None) -> dict[str, Any]:
     """Run one script; its result object, or one describing how it failed."""
     fd, out = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=script.parent)
     os.close(fd)
@@ -74,6 +77,8 @@ def run_script(script: Path, device: str | None, budget: float, variants: list[s
                "--variants", ",".join(variants) if variants else "none"]
     if device:
         command += ["--device", device]
+    if threads:
+        command += ["--threads", str(int(threads))]
     try:
         try:
             done = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout,

@@ -31,10 +31,11 @@ NOT_RUN = "not run"
 
 
 def write_cases(selection: Selection, out: Path, trace: str, max_bytes: int | None = None,
-                calls: list[Call | str] | None = None) -> tuple[Path, dict[str, Any]]:
+                calls: list[Call | str] | None = None, threads: int | None = None) -> tuple[Path, dict[str, Any]]:
     """Write the reproducers of ``selection`` into a new directory at ``out`` (or ``out-1``...); return the
     directory and the cases.json document. ``calls`` (one per case: a Call, or the reason there is none)
-    replaces rebuilding from the recorded inputs (the TensorFlow mapping gives them)."""
+    replaces rebuilding from the recorded inputs (the TensorFlow mapping gives them). ``threads``: the
+    recording's intra-op thread count (its run.json), with which the cases run unless told otherwise."""
     directory, _renamed = claim_output_dir(out, {"schema": SCHEMA, "status": "writing"}, claim_name=CASES_FILE)
     origin = Origin(trace=trace, time_is=selection.time_is, share_of=selection.share_of, device=selection.device)
     entries = []
@@ -63,6 +64,7 @@ def write_cases(selection: Selection, out: Path, trace: str, max_bytes: int | No
         "time_is": selection.time_is,
         "share_of": selection.share_of,
         "considered": selection.considered,
+        "threads": threads,
         "notes": selection.notes,
         "cases": entries,
     }
