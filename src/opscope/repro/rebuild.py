@@ -172,7 +172,7 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
     if rtype in RECORDED_DTYPES:
         if base != "Tensor":
             raise _MismatchError(f"{argument.name} takes {kind}, a tensor was recorded")
-        return Param(argument.name, kind, _tensor(rdims, rstrides, RECORDED_DTYPES[rtype]))
+        return Param(argument.name, kind, _tensor(rdims, rstrides, RECORDED_DTYPES[rtype], notes))
     if rtype == "" and not _nested(rdims):
         if optional or base in ("Generator",):
             return Param(argument.name, kind, None)
@@ -188,7 +188,7 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
             if base == "List[Optional[Tensor]]" and sub == []:
                 items.append(None)
                 continue
-            items.append(_tensor(sub, nested_strides[i] if nested_strides else None, first_dtype))
+            items.append(_tensor(sub, nested_strides[i] if nested_strides else None, first_dtype, notes))
         note = "the dtypes of a tensor list are not recorded: the op's first tensor dtype used"
         if note not in notes and items:
             notes.append(note)
@@ -222,7 +222,11 @@ def _text(value) -> str:
     return value.strip()
 
 
-def _tensor(dims, strides, dtype: str) -> T:
+#: Said when a tensor's recorded strides are not one per dimension (an opaque tensor's, or a damaged record).
+OTHER_RANK = "recorded strides of a tensor input that are not one per dimension: that input rebuilt contiguous"
+
+
+def _tensor(dims, strides, dtype: str, notes: list[str] | None = None) -> T:
     if not isinstance(dims, list) or not all(type(n) is int and 0 <= n < _MAX_EXTENT for n in dims):
         raise _DamagedError("recorded tensor sizes that are not integers from 0 to 2**48")
     if isinstance(strides, list) and len(strides) == len(dims):
@@ -231,6 +235,8 @@ def _tensor(dims, strides, dtype: str) -> T:
             raise _DamagedError("recorded tensor strides that are not integers from 0 to 2**48")
         stride = tuple(strides)
     else:
+        if strides is not None and notes is not None and OTHER_RANK not in notes:
+            notes.append(OTHER_RANK)
         stride = _contiguous(dims)
     return T(tuple(dims), stride, dtype)
 
