@@ -101,10 +101,14 @@ def rebuild(op: str, dims: list | None, strides: list | None, types: list | None
         raise NotRebuiltError("the recorded Input Dims and Input type differ in length (a damaged record)")
     strides_recorded = strides is not None and len(strides) == len(dims)
     problems = []
+    damaged: str | None = None
     for schema in found:
         try:
             call = _match(schema, dims, strides if strides_recorded else None, types,
                           concrete if concrete is not None and len(concrete) == len(dims) else None)
+        except _DamagedError as exc:
+            damaged = str(exc)
+            continue
         except _MismatchError as exc:
             problems.append(str(exc))
             continue
@@ -120,6 +124,8 @@ def rebuild(op: str, dims: list | None, strides: list | None, types: list | None
             raise NotRebuiltError(f"its inputs need {call.storage_bytes() / 2**30:.1f} GiB, more than --max-memory "
                              f"({max_bytes / 2**30:.1f} GiB)")
         return call
+    if damaged is not None:  # what no overload can take: the record, not the overload, is the problem
+        raise NotRebuiltError(f"{damaged} (a damaged record)")
     recorded = ", ".join(_show(t) if isinstance(t, str) else "?" for t in types)
     raise NotRebuiltError(f"no overload of {op} takes the recorded inputs ({recorded})"
                      + (f": {problems[0]}" if len(problems) == 1 else ""))
@@ -127,6 +133,10 @@ def rebuild(op: str, dims: list | None, strides: list | None, types: list | None
 
 class _MismatchError(Exception):
     pass
+
+
+class _DamagedError(_MismatchError):
+    """Recorded sizes or strides no tensor can have (negative, beyond any memory, not integers)."""
 
 
 def _match(schema: registry.Schema, dims: list, strides: list | None, types: list,
@@ -162,7 +172,7 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
     if rtype in RECORDED_DTYPES:
         if base != "Tensor":
             raise _MismatchError(f"{argument.name} takes {kind}, a tensor was recorded")
-        return Param(argument.name, kind, _tensor(rdims, rstrides, RECORDED_DTYPES[rtype]))
+        return Param(argument.name, kind, _tensor(rdims, rstrides, RECORDED_DTYPES[rtype], notes))
     if rtype == "" and not _nested(rdims):
         if optional or base in ("Generator",):
             return Param(argument.name, kind, None)
@@ -178,7 +188,7 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
             if base == "List[Optional[Tensor]]" and sub == []:
                 items.append(None)
                 continue
-            items.append(_tensor(sub, nested_strides[i] if nested_strides else None, first_dtype))
+            items.append(_tensor(sub, nested_strides[i] if nested_strides else None, first_dtype, notes))
         note = "the dtypes of a tensor list are not recorded: the op's first tensor dtype used"
         if note not in notes and items:
             notes.append(note)
@@ -212,13 +222,21 @@ def _text(value) -> str:
     return value.strip()
 
 
-def _tensor(dims, strides, dtype: str) -> T:
+#: Said when a tensor's recorded strides are not one per dimension (an opaque tensor's, or a damaged record).
+OTHER_RANK = "recorded strides of a tensor input that are not one per dimension: that input rebuilt contiguous"
+
+
+def _tensor(dims, strides, dtype: str, notes: list[str] | None = None) -> T:
     if not isinstance(dims, list) or not all(type(n) is int and 0 <= n < _MAX_EXTENT for n in dims):
-        raise _MismatchError("tensor sizes that are not non-negative integers")
-    if (isinstance(strides, list) and len(strides) == len(dims)
-            and all(type(n) is int and 0 <= n < _MAX_EXTENT for n in strides)):
+        raise _DamagedError("recorded tensor sizes that are not integers from 0 to 2**48")
+    if isinstance(strides, list) and len(strides) == len(dims):
+        if not all(type(n) is int and 0 <= n < _MAX_EXTENT for n in strides):
+            # never contiguous in their place: the case would claim strides it does not have
+            raise _DamagedError("recorded tensor strides that are not integers from 0 to 2**48")
         stride = tuple(strides)
     else:
+        if strides is not None and notes is not None and OTHER_RANK not in notes:
+            notes.append(OTHER_RANK)
         stride = _contiguous(dims)
     return T(tuple(dims), stride, dtype)
 
@@ -404,7 +422,9 @@ def _not_an_op(op: str) -> str:
     if op == "record_param_comms":
         return "a collective (record_param_comms): replaying it needs a process group of several ranks (not built)"
     if re.fullmatch(r"_?[A-Z][A-Za-z0-9]*", op):
-        return (f"a TensorFlow op ({op}): with --as torch opscope writes the PyTorch equivalent where there is one")
+        shown = op if len(op) <= 80 else f"{op[:60]}... ({len(op)} characters)"  # a status is one line
+        return (f"a TensorFlow op ({shown}): with --as torch opscope writes the PyTorch equivalent where there is "
+                "one")
     return f"not a PyTorch op ({_show(op)}): only registered framework ops (namespace::name) can be replayed"
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from opscope.render.data import printable
 from opscope.repro.variants import SLOW
 from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
 
@@ -43,7 +44,8 @@ def run_cases(directory: Path, document: dict[str, Any], device: str | None = No
         limit = timeout if timeout is not None else default_timeout(budget, len(names), "compile" in names)
         if progress:
             plural = "s" if len(names) != 1 else ""
-            progress(f"case {entry.get('id')}: {entry.get('op')} ({len(names)} variant{plural})")
+            # cases.json may come from elsewhere (--run DIR): its text is shown with its controls spelled out
+            progress(printable(f"case {entry.get('id')}: {entry.get('op')} ({len(names)} variant{plural})"))
         result = run_script(directory / script, device, budget, names, limit, threads)
         merge(entry, result, names)
         save_cases(directory, document)
