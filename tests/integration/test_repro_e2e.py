@@ -323,13 +323,18 @@ def test_the_demo_depthwise_backward_runs_channels_last_with_equal_outputs(tmp_p
         print(f"depthwise backward {c['input_dims'][:3]}: channels_last {cl['speedup']}x, max_abs_err "
               f"{cl['max_abs_err']:.3g} (flagged within tolerance: {cl['within_tolerance']}); "
               f"own check: {worst:.3g} of gradients up to {biggest:.3g}")
-    # a depthwise case whose channels_last outputs are within the dtype's tolerance (the harness compares element by
-    # element with torch.testing's fp32 rtol 1.3e-6: some layers' weight gradients, summed in another order, differ
-    # by ~1e-6 of their size and are flagged, which the own check above shows is the layout, not a changed result)
-    within = [c for c in found for v in c["variants"] if v["name"] == "channels_last" and v["within_tolerance"] is True]
-    assert within, [(c["input_dims"][2], c["variants"][0]) for c in found]
-    (cl,) = [v for v in within[0]["variants"] if v["name"] == "channels_last"]
-    assert cl["max_abs_err"] < 1e-4 and cl["speedup"] > 0
+    # every depthwise case's channels_last outputs are within the fp32 tolerance, which the harness takes relative to
+    # the output's magnitude (max|a-b| <= 1e-5 + 1e-5 * max|b|): the weight gradient sums N*H*W products in another
+    # order, and the own check above shows differences of that size between the layouts in plain torch too
+    for c in found:
+        (cl,) = [v for v in c["variants"] if v["name"] == "channels_last"]
+        assert cl["within_tolerance"] is True, (c["input_dims"], cl)
+        assert cl["max_rel_err"] == pytest.approx(cl["max_abs_err"] / max_output(c), rel=0.5) or cl["max_abs_err"] == 0
+
+
+def max_output(case: dict) -> float:
+    """The largest gradient of a depthwise backward case, recomputed here (the scale max_rel_err is taken against)."""
+    return own_depthwise_backward(case)[1]
 
 
 MEASURED = re.compile(r"--measure: ([a-z0-9-]+): ([0-9.]+)x measured \(opscope repro --run (\S+) ")

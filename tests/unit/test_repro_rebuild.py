@@ -132,7 +132,7 @@ def test_a_trace_without_shapes_says_how_to_record_them():
 def test_a_damaged_record_is_a_reason():
     with pytest.raises(NotRebuiltError, match="differ in length"):
         rebuild("aten::relu", [[4], [4]], None, ["float"], None)
-    with pytest.raises(NotRebuiltError, match="no overload of aten::relu"):
+    with pytest.raises(NotRebuiltError, match=r"sizes that are not integers .*\(a damaged record\)"):
         rebuild("aten::relu", [[-4]], None, ["float"], None)  # a negative size
 
 
