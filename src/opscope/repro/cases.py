@@ -117,6 +117,9 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
         case.share = case.total_ns / total if total else 0.0
     _describe(events, chosen, rows, launching, case_rows, ns, gpu)
     device = "cuda" if gpu else "cpu"
+    header = trace.metadata.get("header") or {}
+    if gpu and isinstance(header, dict) and any(k in header for k in ("roctracer_version", "hip_runtime_version")):
+        notes.append("recorded on an AMD GPU (ROCm): PyTorch calls its device cuda, so the scripts do too")
     return Selection(chosen, device, framework, time_is, share_of, considered, notes)
 
 
