@@ -242,8 +242,9 @@ def test_a_cpu_recording_made_here_replays_its_top_three_ops(tmp_path):
     trace = tmp_path / "tiny.pt.trace.json"
     prof.export_chrome_trace(str(trace))
 
+    # a relative output directory (the scripts run from their own directory, so the runner must not pass it on)
     p = opscope("repro", str(trace), "--top", "3", "--variants", "none", "--budget", "0.05", "--format", "json",
-                "-o", str(tmp_path / "out"), cwd=tmp_path)
+                "-o", "out", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     cases = json.loads(p.stdout)
     assert len(cases) == 3

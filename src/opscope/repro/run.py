@@ -73,6 +73,7 @@ def _variant_names(entry: dict[str, Any], wanted: str) -> list[str]:
 def run_script(script: Path, device: str | None, budget: float, variants: list[str],
                timeout: float, threads: int | None = None) -> dict[str, Any]:
     """Run one script; its result object, or one describing how it failed."""
+    script = script.resolve()  # run from its own directory: a relative path would point elsewhere there
     fd, out = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=script.parent)
     os.close(fd)
     command = [sys.executable, str(script), "--json", out, "--budget", repr(float(budget)),
