@@ -126,7 +126,7 @@ def rebuild(op: str, dims: list | None, strides: list | None, types: list | None
         return call
     if damaged is not None:  # what no overload can take: the record, not the overload, is the problem
         raise NotRebuiltError(f"{damaged} (a damaged record)")
-    recorded = ", ".join(_show(t) if isinstance(t, str) else "?" for t in types)
+    recorded = ", ".join(("None" if t == "" else _show(t)) if isinstance(t, str) else "?" for t in types)
     raise NotRebuiltError(f"no overload of {op} takes the recorded inputs ({recorded})"
                      + (f": {problems[0]}" if len(problems) == 1 else ""))
 
