@@ -45,6 +45,12 @@ def test_the_same_op_with_the_same_inputs_is_one_case_and_other_strides_another(
     assert first.steps == [1] and first.first_ts_ns == 10 * US
 
 
+def test_the_recorded_time_per_call_is_the_median_so_one_slow_step_does_not_move_it():
+    trace = make_trace([mm(0, 100), mm(200, 120), mm(400, 9000)])
+    (case,) = select_cases(trace, top=0).cases
+    assert (case.calls, case.total_ns, case.trace_ns) == (3, 9220 * US, 120 * US)
+
+
 def test_other_scalar_arguments_make_another_case():
     add = [[[4], [4], []], [[1], [1], []], ["float", "float", "Scalar"]]
     trace = make_trace([op("aten::add", 0, 10, *add, ["", "", "1"]), op("aten::add", 20, 10, *add, ["", "", "2"]),

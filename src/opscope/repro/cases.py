@@ -8,8 +8,8 @@ nn.Module or ProfilerStep annotation, an autograd node, a ``Torch-Compiled Regio
 everything the trace ran under it, and layout or dtype changes apply to it.
 
 Time is device time (kernels, copies, memsets, collectives launched under the op) on a GPU trace and host self
-time of the op and of every op under it on a CPU-only trace. A case's recorded time per call is its device time
-per call on a GPU trace and its duration per call (what a replay measures) on a CPU trace.
+time of the op and of every op under it on a CPU-only trace. A case's recorded time per call is the median over its
+calls of each call's device time on a GPU trace and of its duration (what a replay measures) on a CPU trace.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Case:
     concrete_inputs: list | None
     calls: int
     total_ns: int  # over its calls: device time (GPU trace) or self time of it and the ops under it (CPU trace)
-    trace_ns: int  # per call: device time (GPU trace) or duration (CPU trace)
+    trace_ns: int  # per call, the median over the calls: device time (GPU trace) or duration (CPU trace)
     share: float  # of the selection's total (see Selection.share_of)
     steps: list[int]
     first_ts_ns: int
@@ -198,15 +198,17 @@ def _group(events: pa.Table, case_rows: pa.Array, ns: pa.Array, gpu: bool) -> li
         "step": pc.take(events["step"], rows),
         **{c: pc.fill_null(combined(pc.take(events[c], rows)), "") for c in _KEY_COLUMNS},
     })
+    # per call: the device time of each call (GPU trace) or its duration (CPU trace); the case's recorded time per
+    # call is their median, which one slow step (a stall, a hiccup of the profiler) does not move
+    table = table.append_column("call_ns", table["ns"] if gpu else table["dur_ns"])
     grouped = table.group_by(["name", *_KEY_COLUMNS]).aggregate([
-        ("ns", "sum"), ("row", "count"), ("dur_ns", "sum"), ("ts_ns", "min"), ("step", "distinct"),
-        ("row", "list")])
+        ("ns", "sum"), ("row", "count"), ("ts_ns", "min"), ("step", "distinct"),
+        ("row", "list"), ("call_ns", "list")])
     cases = []
     for r in grouped.to_pylist():
         calls = r["row_count"]
         total = int(r["ns_sum"] or 0)
-        per_call = total // calls if gpu else int(r["dur_ns_sum"] or 0) // calls
-        cases.append(_case(r, calls, total, per_call))
+        cases.append(_case(r, calls, total, _median([int(v or 0) for v in r["call_ns_list"]])))
     return cases
 
 
@@ -216,6 +218,15 @@ def _case(r: dict, calls: int, total: int, per_call: int) -> Case:
                 calls=calls, total_ns=total, trace_ns=per_call, share=0.0,
                 steps=sorted(s for s in r["step_distinct"] if s is not None), first_ts_ns=r["ts_ns_min"],
                 rows=r["row_list"])
+
+
+def _median(values: list[int]) -> int:
+    """The median (the mean of the middle two for an even count), exactly."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) // 2
 
 
 def _json_list(text: str) -> list | None:

@@ -21,12 +21,13 @@ _VARIANTS = pa.schema([("id", pa.int64()), ("variant", pa.string()), ("replay_ns
 _NESTED = ("leaf_ops", "input_dims", "input_strides", "input_types", "concrete_inputs", "steps", "recorded_ops",
            "recorded_kernels", "replayed", "missing", "extra", "variants", "notes", "args")
 
-LEGEND = ("trace_ns: the trace's time per call (device time of what the op launched on a GPU trace, the op's "
-          "duration on a CPU trace); replay_ns: median per call here (warm-up first, then timed runs with the "
-          "device synchronised; torch.utils.benchmark); ratio = replay_ns / trace_ns (another machine, or another "
-          "device with --device, gives another ratio). check: same when the replay ran the ops (CPU) or kernels "
-          "(GPU) the trace recorded under the op, differs when not (cases.json lists both). best_variant: the "
-          "fastest variant whose outputs stayed within the dtype's tolerance, with its speed-up.")
+LEGEND = ("trace_ns: the trace's time per call, the median over the case's calls (device time of what the op "
+          "launched on a GPU trace, the op's duration on a CPU trace: profiler overhead included); replay_ns: "
+          "median per call here (warm-up first, then timed runs with the device synchronised; "
+          "torch.utils.benchmark); ratio = replay_ns / trace_ns (another machine, or another device with --device, "
+          "gives another ratio). check: same when the replay ran the ops (CPU) or kernels (GPU) the trace recorded "
+          "under the op, differs when not (cases.json lists both). best_variant: the fastest variant whose outputs "
+          "stayed within the dtype's tolerance (relative to the output's magnitude), with its speed-up.")
 
 
 def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: int = 0) -> Report:
