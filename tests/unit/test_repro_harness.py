@@ -317,7 +317,9 @@ def test_child_ops_of_conv2d_match_what_the_profiler_records_for_f_conv2d():
     assert "aten::convolution" in expected
 
     op = torch.ops.aten.conv2d.default
-    ops, kernels = harness.profile_once(lambda: op(x, w, None, [1, 1], [1, 1], [1, 1], 1), "aten::conv2d", "cpu")
+    ops, kernels, profiled_ns = harness.profile_once(lambda: op(x, w, None, [1, 1], [1, 1], [1, 1], 1), "aten::conv2d",
+                                                     "cpu")
+    assert profiled_ns is not None and profiled_ns > 0  # the median of the op's event over the timed calls
     assert "aten::convolution" in ops and kernels == []
     assert set(ops) == set(expected)
 
@@ -325,7 +327,7 @@ def test_child_ops_of_conv2d_match_what_the_profiler_records_for_f_conv2d():
 def test_the_check_compares_name_sets_and_says_when_nothing_was_recorded():
     x, w = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3)
     fn = lambda: torch.ops.aten.conv2d.default(x, w)  # noqa: E731
-    ops, _ = harness.profile_once(fn, "aten::conv2d", "cpu")
+    ops, _, _ = harness.profile_once(fn, "aten::conv2d", "cpu")
     same = harness.check_case(case(RECORDED_OPS=list(reversed(ops))), fn, "cpu")
     assert same["check"] == "same" and same["check_of"] == "ops" and same["missing"] == same["extra"] == []
     assert same["check_note"] is None and same["replayed"] == ops
@@ -369,8 +371,8 @@ def test_main_runs_an_in_place_op_and_writes_every_field(tmp_path):
     code, r = run_main(tmp_path, ns)
     assert code == 0 and r["status"] == "ok" and r["error"] is None
     assert set(r) == {"status", "op", "overload", "device", "trace_device", "torch", "threads", "replay_ns",
-                      "iqr_ns", "runs", "trace_ns", "ratio", "check", "check_of", "check_note", "recorded",
-                      "replayed", "missing", "extra", "variants", "notes", "error"}
+                      "iqr_ns", "runs", "trace_ns", "ratio", "profiled_ns", "profiled_ratio", "check", "check_of",
+                      "check_note", "recorded", "replayed", "missing", "extra", "variants", "notes", "error"}
     # add_ runs no op under it, as the (empty) recording says
     assert r["ratio"] is None and r["check"] == "same" and r["replayed"] == []
     assert r["notes"] == ["in-place op: inputs change between timed runs"]

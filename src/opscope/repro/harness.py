@@ -257,27 +257,37 @@ def descendant_names(event: Any) -> list[str]:
     return list(names)
 
 
-def profile_once(fn: Callable[[], Any], op_name: str, device: str) -> tuple[list[str], list[str]]:
-    """Run ``fn`` once under torch.profiler: the child ops under the op's event, and the kernels (GPU only)."""
+#: Calls timed under the profiler after one untimed call (the first call under a profiler is much slower).
+PROFILED_CALLS = 5
+
+
+def profile_once(fn: Callable[[], Any], op_name: str, device: str) -> tuple[list[str], list[str], int | None]:
+    """Run ``fn`` under torch.profiler recording shapes, memory and FLOPs (as ``opscope record`` does): the child
+    ops under the op's event, the kernels (GPU only), and the median duration in ns of the op's event over
+    :data:`PROFILED_CALLS` calls after the first: the replay's time with the recording's profiler overhead."""
     from torch.profiler import ProfilerActivity, profile
 
     on_gpu = torch.device(device).type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    with profile(activities=activities) as prof:
-        fn()
-        synchronize(device)
+    with profile(activities=activities, record_shapes=True, profile_memory=True, with_flops=True) as prof:
+        for _ in range(1 + PROFILED_CALLS):
+            fn()
+            synchronize(device)
     events = prof.events()
     named = [e for e in events if e.name == op_name]
     if not named:
         raise LookupError(f"{op_name} did not appear in the profile")
-    top = next((e for e in named if e.cpu_parent is None), named[0])  # the call itself, not a nested one
+    tops = sorted((e for e in named if e.cpu_parent is None), key=lambda e: e.time_range.start) or named[:1]
+    top = tops[0]  # the first call itself, not a nested one
+    timed = sorted(round(e.time_range.elapsed_us() * 1000) for e in tops[1:])
+    profiled_ns = timed[len(timed) // 2] if timed else None
     kernels: dict[str, None] = {}
     if on_gpu:
-        # only this one call ran under the profiler, so every device event is the op's
+        # only this op ran under the profiler, so every device event is the op's
         for e in events:
             if e.device_type != torch.autograd.DeviceType.CPU:
                 kernels.setdefault(e.name)
-    return descendant_names(top), list(kernels)
+    return descendant_names(top), list(kernels), profiled_ns
 
 
 def compare_names(recorded: list, replayed: list) -> dict:
@@ -294,13 +304,16 @@ def check_case(case: Case, fn: Callable[[], Any], device: str) -> dict:
     on_gpu = device_kind(device) == "cuda"
     of = "kernels" if on_gpu and case.recorded_kernels else "ops"
     recorded = case.recorded_kernels if of == "kernels" else case.recorded_ops
-    out: dict = {"check": None, "check_of": None, "check_note": None}
+    out: dict = {"check": None, "check_of": None, "check_note": None, "profiled_ns": None, "profiled_ratio": None}
     notes = []
     try:
-        ops, kernels = profile_once(fn, case.op, device)
+        ops, kernels, profiled_ns = profile_once(fn, case.op, device)
     except Exception as e:
         notes.append(f"the profiler failed: {one_line(e)}")
     else:
+        out["profiled_ns"] = profiled_ns
+        if profiled_ns and case.trace_ns:
+            out["profiled_ratio"] = significant(profiled_ns / case.trace_ns)
         replayed = kernels if of == "kernels" else ops
         if recorded is not None:
             out.update(compare_names(list(recorded), replayed), check_of=of)
@@ -591,8 +604,8 @@ def new_result(case: Case, device: str) -> dict:
     return {"status": "ok", "op": case.op, "overload": case.overload, "device": device,
             "trace_device": case.device, "torch": torch.__version__, "threads": torch.get_num_threads(),
             "replay_ns": None, "iqr_ns": None, "runs": None, "trace_ns": case.trace_ns, "ratio": None,
-            "check": None, "check_of": None, "check_note": None, "recorded": [], "replayed": [], "missing": [],
-            "extra": [], "variants": [], "notes": [], "error": None}
+            "profiled_ns": None, "profiled_ratio": None, "check": None, "check_of": None, "check_note": None,
+            "recorded": [], "replayed": [], "missing": [], "extra": [], "variants": [], "notes": [], "error": None}
 
 
 def run_case(case: Case, device: str, budget: float, variants: str, check: bool, result: dict) -> None:

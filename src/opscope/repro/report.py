@@ -12,8 +12,8 @@ from opscope.report import Column, Report, Section
 
 _CASES = pa.schema([("id", pa.int64()), ("op", pa.string()), ("inputs", pa.string()), ("calls", pa.int64()),
                     ("share_pct", pa.float64()), ("trace_ns", pa.int64()), ("replay_ns", pa.int64()),
-                    ("ratio", pa.float64()), ("check", pa.string()), ("best_variant", pa.string()),
-                    ("status", pa.string())])
+                    ("ratio", pa.float64()), ("profiled_ratio", pa.float64()), ("check", pa.string()),
+                    ("best_variant", pa.string()), ("status", pa.string())])
 _VARIANTS = pa.schema([("id", pa.int64()), ("variant", pa.string()), ("replay_ns", pa.int64()),
                        ("speedup", pa.float64()), ("max_abs_err", pa.float64()), ("max_rel_err", pa.float64()),
                        ("equal", pa.string()), ("status", pa.string()), ("change", pa.string())])
@@ -25,9 +25,12 @@ LEGEND = ("trace_ns: the trace's time per call, the median over the case's calls
           "launched on a GPU trace, the op's duration on a CPU trace: profiler overhead included); replay_ns: "
           "median per call here (warm-up first, then timed runs with the device synchronised; "
           "torch.utils.benchmark); ratio = replay_ns / trace_ns (another machine, or another device with --device, "
-          "gives another ratio). check: same when the replay ran the ops (CPU) or kernels (GPU) the trace recorded "
-          "under the op, differs when not (cases.json lists both). best_variant: the fastest variant whose outputs "
-          "stayed within the dtype's tolerance (relative to the output's magnitude), with its speed-up.")
+          "gives another ratio); profiled_ratio: the same with the replay timed under torch.profiler recording "
+          "shapes, memory and FLOPs, as opscope record does (median of 5 calls): like for like when the profiler's "
+          "own cost is a large part of small ops. check: same when the replay ran the ops (CPU) or kernels (GPU) "
+          "the trace recorded under the op, differs when not (cases.json lists both). best_variant: the fastest "
+          "variant whose outputs stayed within the dtype's tolerance (relative to the output's magnitude), with its "
+          "speed-up.")
 
 
 def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: int = 0) -> Report:
@@ -79,6 +82,7 @@ def _case_row(e: dict[str, Any]) -> dict[str, Any]:
         "trace_ns": _int(e.get("trace_ns")),
         "replay_ns": _int(e.get("replay_ns")),
         "ratio": round(e["ratio"], 3) if isinstance(e.get("ratio"), int | float) else None,
+        "profiled_ratio": round(e["profiled_ratio"], 3) if isinstance(e.get("profiled_ratio"), int | float) else None,
         "check": e.get("check") if isinstance(e.get("check"), str) else None,
         "best_variant": _best(e),
         "status": str(e.get("status", "")),

@@ -21,8 +21,8 @@ from opscope.repro.variants import SLOW
 from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
 
 #: The result fields a script reports that cases.json keeps.
-RESULT_FIELDS = ("status", "device", "replay_ns", "iqr_ns", "runs", "ratio", "check", "check_of", "check_note",
-                 "replayed", "missing", "extra")
+RESULT_FIELDS = ("status", "device", "replay_ns", "iqr_ns", "runs", "ratio", "profiled_ns", "profiled_ratio", "check",
+                 "check_of", "check_note", "replayed", "missing", "extra")
 _VARIANT_FIELDS = ("status", "replay_ns", "iqr_ns", "runs", "speedup", "baseline_ns", "max_abs_err", "max_rel_err",
                    "within_tolerance", "compile_s")
 

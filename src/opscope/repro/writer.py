@@ -99,6 +99,8 @@ def case_entry(number: int, case: Case, call: Call | str, device: str) -> dict[s
         "iqr_ns": None,
         "runs": None,
         "ratio": None,
+        "profiled_ns": None,
+        "profiled_ratio": None,
         "check": None,
         "check_of": None,
         "check_note": None,
