@@ -375,7 +375,9 @@ def test_main_runs_an_in_place_op_and_writes_every_field(tmp_path):
                       "check_note", "recorded", "replayed", "missing", "extra", "variants", "notes", "error"}
     # add_ runs no op under it, as the (empty) recording says
     assert r["ratio"] is None and r["check"] == "same" and r["replayed"] == []
-    assert r["notes"] == ["in-place op: inputs change between timed runs"]
+    assert r["notes"][0] == "in-place op: inputs change between timed runs"
+    # one variant: the baseline timed alone and in 3 rounds beside it, replay_ns the median of the 4
+    assert r["notes"][1].startswith("replay_ns: the median of the baseline's 4 timed rounds") and len(r["notes"]) == 2
     (v,) = r["variants"]
     # the variant's fresh inputs equal the baseline's: its first output is the baseline's first output
     assert v["name"] == "contiguous" and v["max_abs_err"] == 0.0 and v["within_tolerance"] is True

@@ -61,7 +61,8 @@ def applicable(call: Call, device: str, cpu_count: int | None = None) -> dict[st
             names.append("tf32")
         if _MATMUL.search(op):
             names.append("fp32_precision_high")
-        names += ["autocast_bf16", "autocast_fp16"]
+        if "backward" not in op:  # autocast casts the inputs of forward ops; a backward op called alone is not cast
+            names += ["autocast_bf16", "autocast_fp16"]
     if _CONV.search(op):
         names += ["cudnn_benchmark", "no_cudnn"] if device == "cuda" else ["no_mkldnn"]
     elif device == "cpu" and (_MATMUL.search(op) or _POOL.search(op) or _NORM.search(op)):
