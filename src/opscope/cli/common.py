@@ -14,6 +14,7 @@ from rich.text import Text
 
 from opscope.model.trace import Trace
 from opscope.render import RENDERERS, renderer
+from opscope.render.data import printable
 from opscope.report import Report
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ def show(report: Report, fmt: str) -> None:
 
 
 def say(text: str) -> None:
-    """One line for the person running the command, on stderr (stdout may be a JSON document)."""
-    err.print(f"opscope: {text}", highlight=False, markup=False)
+    """One line for the person running the command, on stderr (stdout may be a JSON document); control characters
+    (from a trace or a file written elsewhere) are spelled out."""
+    err.print(f"opscope: {printable(text)}", highlight=False, markup=False)
 
 
 def load(path: Path, no_cache: bool = False, inflation_note: bool = True) -> Trace:

@@ -91,7 +91,6 @@ def _write_and_run(trace_path: Path, top: int, op: str | None, kernel: str | Non
                    no_cache: bool) -> None:
     from opscope.analyses.filters import parse_steps
     from opscope.cli.advice import recording_trace
-    from opscope.render.data import printable
     from opscope.repro import registry
     from opscope.repro.cases import select_cases
     from opscope.repro.report import repro_report
@@ -110,8 +109,7 @@ def _write_and_run(trace_path: Path, top: int, op: str | None, kernel: str | Non
         calls = calls_for(selection.cases, trace.metadata, int(max_memory * 2**30))
     directory, document = write_cases(selection, output, str(trace_path), max_bytes=int(max_memory * 2**30),
                                       calls=calls, threads=recorded_threads(trace_path))
-    say(printable(f"wrote {sum(1 for c in document['cases'] if c['script'])} reproducer(s) and cases.json to "
-                  f"{directory}"))
+    say(f"wrote {sum(1 for c in document['cases'] if c['script'])} reproducer(s) and cases.json to {directory}")
     ran = not no_run and any(c["script"] for c in document["cases"])
     if ran:
         run_cases(directory, document, device=device, budget=budget, variants=variants, timeout=timeout,

@@ -115,7 +115,8 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
     chosen = cases[:top] if top > 0 else cases
     for case in chosen:
         case.share = case.total_ns / total if total else 0.0
-    _describe(events, chosen, rows, launching, case_rows, ns, gpu)
+    # on a CPU trace every op was climbed already (rows -> case_rows): the child ops of a case are among them
+    _describe(events, chain, chosen, rows, launching, case_rows, ns, gpu, None if gpu else (rows, case_rows))
     device = "cuda" if gpu else "cpu"
     header = trace.metadata.get("header") or {}
     if gpu and isinstance(header, dict) and any(k in header for k in ("roctracer_version", "hip_runtime_version")):
@@ -242,8 +243,9 @@ def _json_list(text: str) -> list | None:
 
 # --- what ran under each case ---------------------------------------------------------------------------------
 
-def _describe(events: pa.Table, cases: list[Case], rows: pa.Array, leaf_rows: pa.Array, case_rows: pa.Array,
-              ns: pa.Array, gpu: bool) -> None:
+def _describe(events: pa.Table, chain: pa.Array, cases: list[Case], rows: pa.Array, leaf_rows: pa.Array,
+              case_rows: pa.Array, ns: pa.Array, gpu: bool,
+              climbed: tuple[pa.Array, pa.Array] | None = None) -> None:
     """Fill each chosen case's recorded child ops, leaf ops (the ops that launched its kernels on a GPU trace; the
     ops with the most self time under it on a CPU trace) and kernels (GPU), from the charged rows: ``rows`` (device
     events or ops), ``leaf_rows`` (their launching op, or the op itself), ``case_rows`` and ``ns``."""
@@ -262,7 +264,7 @@ def _describe(events: pa.Table, cases: list[Case], rows: pa.Array, leaf_rows: pa
     by_top: dict[int, list[tuple[int, str, str | None, int, str]]] = {}
     for top, t, leaf, name, kind, ts in zip(tops, times, leaf_names, own_names, kinds, order):
         by_top.setdefault(top, []).append((ts or 0, name, leaf, t or 0, kind))
-    all_ops = _ops_under(events, set(wanted.to_pylist()))
+    all_ops = _ops_under(events, chain, set(wanted.to_pylist()), climbed)
     for case in cases:
         ops: dict[str, None] = {}
         leaves: dict[str, int] = {}
@@ -282,11 +284,14 @@ def _describe(events: pa.Table, cases: list[Case], rows: pa.Array, leaf_rows: pa
         case.kernels = [n for n, _ in sorted(kernels.items(), key=lambda kv: -kv[1])][:MAX_NAMES]
 
 
-def _ops_under(events: pa.Table, tops: set[int]) -> dict[int, list[str]]:
-    """The names of the ops under each row of ``tops`` (descendants, in time order)."""
-    chain = _chain_mask(events)
-    op_rows = rows_where(pc.and_(chain, pc.is_valid(combined(events["parent"]))))
-    found_tops = case_rows_of(events, chain, op_rows)
+def _ops_under(events: pa.Table, chain: pa.Array, tops: set[int],
+               climbed: tuple[pa.Array, pa.Array] | None = None) -> dict[int, list[str]]:
+    """The names of the ops under each row of ``tops`` (descendants, in time order). ``climbed``: op rows and their
+    case rows (:func:`case_rows_of`) when the caller has them for every op that can be under ``tops``."""
+    if climbed is None:
+        op_rows = rows_where(pc.and_(chain, pc.is_valid(combined(events["parent"]))))
+        climbed = (op_rows, case_rows_of(events, chain, op_rows))
+    op_rows, found_tops = climbed
     under = pc.and_(pc.is_in(found_tops, value_set=pa.array(sorted(tops), pa.int64())),
                     pc.not_equal(found_tops, op_rows))
     child_rows = pc.filter(op_rows, under)

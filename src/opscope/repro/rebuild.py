@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 
 from opscope.repro import registry
-from opscope.repro.values import LAYOUTS, MEMORY_FORMATS, SCALAR_TYPES, T, TorchAttr, Value
+from opscope.repro.values import LAYOUTS, MEMORY_FORMATS, SCALAR_TYPES, T, TorchAttr, Value, contiguous_strides
 
 #: Kineto's ``Input type`` of a tensor (the C++ type name of its dtype) -> torch dtype name.
 RECORDED_DTYPES = {
@@ -174,11 +174,7 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
             raise _MismatchError(f"{argument.name} takes {kind}, a tensor was recorded")
         return Param(argument.name, kind, _tensor(rdims, rstrides, RECORDED_DTYPES[rtype], notes))
     if rtype == "" and not _nested(rdims):
-        if optional or base in ("Generator",):
-            return Param(argument.name, kind, None)
-        if argument.has_default:
-            return Param(argument.name, kind, _default(argument), "not recorded: the schema's default")
-        raise _MismatchError(f"{argument.name} ({kind}) was not recorded")
+        return _unrecorded(argument, optional or base == "Generator", f"{argument.name} ({kind}) was not recorded")
     if rtype == "TensorList" or (rtype in _LIST_TAGS and _nested(rdims)):
         if base not in ("List[Tensor]", "List[Optional[Tensor]]"):
             raise _MismatchError(f"{argument.name} takes {kind}, a list of tensors was recorded")
@@ -193,23 +189,22 @@ def _param(argument: registry.Argument, rtype, rdims, rstrides, rvalue, first_dt
         if note not in notes and items:
             notes.append(note)
         return Param(argument.name, kind, tuple(items))
-    if rtype in _SCALAR_TAGS:
+    if rtype in _SCALAR_TAGS or rtype in _LIST_TAGS:
         if rvalue in (None, ""):
-            if optional:
-                return Param(argument.name, kind, None)
-            if argument.has_default:
-                return Param(argument.name, kind, _default(argument), "not recorded: the schema's default")
-            raise _MismatchError(f"the value of {argument.name} was not recorded")
-        return Param(argument.name, kind, _scalar(argument.name, base, _text(rvalue)))
-    if rtype in _LIST_TAGS:
-        if rvalue in (None, ""):
-            if optional:
-                return Param(argument.name, kind, None)
-            if argument.has_default:
-                return Param(argument.name, kind, _default(argument), "not recorded: the schema's default")
-            raise _MismatchError(f"the value of {argument.name} was not recorded")
-        return Param(argument.name, kind, _scalar_list(argument.name, base, _text(rvalue)))
+            return _unrecorded(argument, optional, f"the value of {argument.name} was not recorded")
+        parse = _scalar if rtype in _SCALAR_TAGS else _scalar_list
+        return Param(argument.name, kind, parse(argument.name, base, _text(rvalue)))
     raise _MismatchError(f"a recorded input of type {_show(rtype)} is not supported")
+
+
+def _unrecorded(argument: registry.Argument, none_allowed: bool, problem: str) -> Param:
+    """An argument whose value the trace did not record: None where the schema takes it, else the schema's default
+    (said in the param's note), else a mismatch."""
+    if none_allowed:
+        return Param(argument.name, argument.type, None)
+    if argument.has_default:
+        return Param(argument.name, argument.type, _default(argument), "not recorded: the schema's default")
+    raise _MismatchError(problem)
 
 
 def _nested(dims) -> bool:
@@ -237,16 +232,8 @@ def _tensor(dims, strides, dtype: str, notes: list[str] | None = None) -> T:
     else:
         if strides is not None and notes is not None and OTHER_RANK not in notes:
             notes.append(OTHER_RANK)
-        stride = _contiguous(dims)
+        stride = contiguous_strides(dims)
     return T(tuple(dims), stride, dtype)
-
-
-def _contiguous(dims: list[int]) -> tuple[int, ...]:
-    stride, out = 1, []
-    for n in reversed(dims):
-        out.append(stride)
-        stride *= max(n, 1)
-    return tuple(reversed(out))
 
 
 def _scalar(name: str, base: str, text: str, enums: bool = True) -> Value:

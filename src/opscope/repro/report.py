@@ -54,7 +54,7 @@ def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: in
     legend = LEGEND + f"\nEach case: python {directory}/<script> --help; all of them: opscope repro --run {directory}"
     variant_rows = _variant_rows(entries)
     sections = [
-        Section("entries", "cases.json", None, records=[_record(e) for e in entries], terminal=False,
+        Section("entries", "cases.json", None, records=[dict(e) for e in entries], terminal=False,
                 columns={k: Column(show="json") for k in _NESTED}),
         Section("cases", "Cases (one per distinct op and inputs)", pa.Table.from_pylist(
             [_case_row(e) for e in entries], schema=_CASES), data=False, limit=limit or None,
@@ -65,10 +65,6 @@ def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: in
                                 pa.Table.from_pylist(variant_rows, schema=_VARIANTS), data=False))
     return Report(sections=sections, title=f"opscope repro: {trace}", headline=headline, notes=notes,
                   legend=legend, empty=None if entries else "no op calls to reproduce in this trace")
-
-
-def _record(entry: dict[str, Any]) -> dict[str, Any]:
-    return dict(entry)
 
 
 def _case_row(e: dict[str, Any]) -> dict[str, Any]:

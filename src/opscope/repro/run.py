@@ -16,8 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opscope.render.data import printable
-from opscope.repro.variants import SLOW
+from opscope.repro.variants import choose
 from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
 
 #: The result fields a script reports that cases.json keeps.
@@ -44,8 +43,7 @@ def run_cases(directory: Path, document: dict[str, Any], device: str | None = No
         limit = timeout if timeout is not None else default_timeout(budget, len(names), "compile" in names)
         if progress:
             plural = "s" if len(names) != 1 else ""
-            # cases.json may come from elsewhere (--run DIR): its text is shown with its controls spelled out
-            progress(printable(f"case {entry.get('id')}: {entry.get('op')} ({len(names)} variant{plural})"))
+            progress(f"case {entry.get('id')}: {entry.get('op')} ({len(names)} variant{plural})")
         result = run_script(directory / script, device, budget, names, limit, threads)
         merge(entry, result, names)
         save_cases(directory, document)
@@ -58,16 +56,10 @@ def default_timeout(budget: float, variants: int, compiles: bool) -> float:
 
 
 def _variant_names(entry: dict[str, Any], wanted: str) -> list[str]:
+    """The variants of ``wanted`` that this case offers (cases.json lists those that apply to it)."""
     offered = [str(v["name"]) for v in entry.get("variants") or ()
                if isinstance(v, dict) and isinstance(v.get("name"), str)]
-    if wanted == "auto":
-        return [n for n in offered if n not in SLOW]
-    if wanted == "all":
-        return offered
-    if wanted == "none":
-        return []
-    asked = [n.strip() for n in wanted.split(",")]
-    return [n for n in asked if n in offered]
+    return choose(offered, wanted)
 
 
 def run_script(script: Path, device: str | None, budget: float, variants: list[str],

@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from opscope.repro.values import DTYPES, T, Value
+from opscope.repro.values import DTYPES, T, Value, contiguous_strides
 
 #: TF's DataType names (``DT_FLOAT``, ``float``, ``tf.float32``, lower-cased, prefixes dropped) to torch's.
 _TF_DTYPES = {
@@ -207,24 +207,16 @@ class _Op:
         return TorchCall(op, tuple(args), {}, tuple(self.notes))
 
 
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
 def _plain(shape: tuple, dtype: str) -> T:
     """A tensor of TF's shape, row-major: TF's memory as it is."""
-    return T(tuple(shape), _contiguous(tuple(shape)), dtype)
+    return T(tuple(shape), contiguous_strides(tuple(shape)), dtype)
 
 
 def _activation(nchw: tuple[int, int, int, int], fmt: str, dtype: str) -> T:
     """An (N, C, H, W) torch tensor laid out as TF's ``fmt`` tensor is: channels_last for NHWC."""
     _, c, h, w = nchw
     if fmt == "NCHW":
-        return T(nchw, _contiguous(nchw), dtype)
+        return T(nchw, contiguous_strides(nchw), dtype)
     c1, w1 = max(c, 1), max(w, 1)
     return T(nchw, (h * w1 * c1, 1, w1 * c1, c1), dtype)
 
@@ -473,7 +465,7 @@ def _backprop_filter(op: _Op, depthwise: bool) -> TorchCall:
 
 def _matrix(shape: tuple, dtype: str, transposed: bool) -> T:
     """A matrix (or batch of them) TF reads transposed when ``transposed``: a transposed view of its memory."""
-    strides = _contiguous(shape)
+    strides = contiguous_strides(shape)
     if not transposed:
         return T(shape, strides, dtype)
     return T((*shape[:-2], shape[-1], shape[-2]), (*strides[:-2], strides[-1], strides[-2]), dtype)

@@ -24,6 +24,15 @@ MEMORY_FORMATS = {0: "contiguous_format", 1: "preserve_format", 2: "channels_las
 LAYOUTS = {0: "strided", 1: "sparse_coo"}
 
 
+def contiguous_strides(size) -> tuple[int, ...]:
+    """The strides of a row-major (contiguous) tensor of ``size`` (a size-0 dimension counts as 1, as torch does)."""
+    strides, step = [], 1
+    for n in reversed(size):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 @dataclass(frozen=True)
 class T:
     """A tensor input: its size, strides and dtype as recorded; ``high`` bounds an integer tensor's values

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from opscope.errors import UsageError
 from opscope.repro.rebuild import Call
-from opscope.repro.values import T
+from opscope.repro.values import T, contiguous_strides
 
 _CONV = re.compile(r"conv|_convolution", re.IGNORECASE)
 _POOL = re.compile(r"pool", re.IGNORECASE)
@@ -79,12 +79,14 @@ def applicable(call: Call, device: str, cpu_count: int | None = None) -> dict[st
     return found
 
 
-def choose(offered: dict[str, str], wanted: str) -> list[str]:
-    """Names to run: ``auto`` (all offered but the slow ones), ``all``, ``none`` or a comma list."""
+def choose(offered: Iterable[str], wanted: str) -> list[str]:
+    """Names to run of those ``offered`` (the ones that apply): ``auto`` (all but the slow ones), ``all``, ``none``
+    or a comma list (a known name that does not apply is left out; an unknown one is a UsageError)."""
+    offered = list(offered)
     if wanted == "auto":
         return [n for n in offered if n not in SLOW]
     if wanted == "all":
-        return list(offered)
+        return offered
     if wanted == "none":
         return []
     names = [n.strip() for n in wanted.split(",") if n.strip()]
@@ -92,21 +94,17 @@ def choose(offered: dict[str, str], wanted: str) -> list[str]:
     if unknown:
         raise UsageError(f"unknown variant {unknown[0]!r}: use auto, all, none or names from "
                          f"{', '.join(CHANGES)}, threads=N")
-    return names
+    return [n for n in names if n in offered]
 
 
 def parse_variants(wanted: str) -> str:
     """Check a --variants value early (before any work); returns it."""
-    choose({}, wanted)
+    choose((), wanted)
     return wanted
 
 
 def _contiguous(t: T) -> bool:
-    expected, stride = [], 1
-    for n in reversed(t.size):
-        expected.append(stride)
-        stride *= max(n, 1)
-    return all(n == 1 or s == e for n, s, e in zip(t.size, t.stride, reversed(expected)))
+    return all(n == 1 or s == e for n, s, e in zip(t.size, t.stride, contiguous_strides(t.size)))
 
 
 def _channels_last(t: T) -> bool:
