@@ -33,7 +33,7 @@ def check_target(path: Path, force: bool) -> None:
         raise UsageError(f"{path}: directory {parent} does not exist; create it first")
 
 
-def write_file(path: Path, write: Callable[[BinaryIO], None], force: bool = False) -> int:
+def write_file(path: Path, write: Callable[[BinaryIO], object], force: bool = False) -> int:
     """Write ``path`` through ``write(stream)``; return its size in bytes. UsageError (one line) when the name
     is taken and ``force`` is off, or the directory cannot be written; the temporary file never stays."""
     check_target(path, force)

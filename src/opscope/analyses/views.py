@@ -79,6 +79,9 @@ class FrameTree:
     outside_label: str = OUTSIDE_FRAMES
     separator: str = ";"
     note: str | None = None
+    #: each selected op (its event row) and the node it counts for (null: outside every kept frame)
+    op_rows: pa.Array | None = None
+    op_nodes: pa.Array | None = None
 
 
 def module_tree(trace: Trace, filt: EventFilter | None = None) -> FrameTree:
@@ -196,6 +199,7 @@ def frame_tree(trace: Trace, filt: EventFilter | None, kept: Callable[[list[str]
     queries = pa.table({"thread": thread_keys(ops["pid"], ops["tid"], pid_vocab, tid_vocab), "ts": ops["ts_ns"]})
     frame = innermost_enclosing(spans, queries)
     op_node = pc.take(node_of, frame)
+    tree.op_rows, tree.op_nodes = combined(ops["row"]), combined(op_node)
     inside = pc.is_valid(op_node)
     per_node = pa.table({"node": pc.filter(op_node, inside), "t": pc.filter(ops["time"], inside)}).group_by(
         "node", use_threads=False).aggregate([("t", "sum"), ("t", "count")])
@@ -224,7 +228,8 @@ def op_times(events: pa.Table, layer: pa.Array | pa.ChunkedArray, filt: EventFil
     selected = combined(selected)
     if not pc.any(selected).as_py():
         return pa.table({"ts_ns": pa.array([], pa.int64()), "pid": pa.array([], pa.string()),
-                         "tid": pa.array([], pa.string()), "time": pa.array([], pa.int64())})
+                         "tid": pa.array([], pa.string()), "time": pa.array([], pa.int64()),
+                         "row": pa.array([], pa.int64())})
     parent = _parent_local(sub["parent"], local_index(layer))
 
     def nearest(rows, parents, values):
@@ -238,8 +243,10 @@ def op_times(events: pa.Table, layer: pa.Array | pa.ChunkedArray, filt: EventFil
         pc.is_valid(pc.filter(near, selected))).group_by("up", use_threads=False).aggregate([("dur", "sum")])
     inner = pc.fill_null(scatter(sub.num_rows, nested["up"], nested["dur_sum"]), 0)
     time = pc.max_element_wise(pc.subtract(dur, inner), 0)
+    rows = pc.cast(pc.indices_nonzero(combined(layer)), pa.int64())
     return pa.table({"ts_ns": pc.filter(sub["ts_ns"], selected), "pid": pc.filter(sub["pid"], selected),
-                     "tid": pc.filter(sub["tid"], selected), "time": pc.filter(time, selected)})
+                     "tid": pc.filter(sub["tid"], selected), "time": pc.filter(time, selected),
+                     "row": pc.filter(rows, selected)})
 
 
 # --- tables --------------------------------------------------------------------------------------------

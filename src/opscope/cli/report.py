@@ -1,0 +1,119 @@
+"""`opscope report`: one self-contained HTML file with a trace's analyses as charts and tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from opscope.cli.app import app
+from opscope.cli.common import NoCacheOpt, announce, open_quietly, say
+from opscope.errors import TraceError, UsageError
+
+#: what the report adds up to on a big trace; said when a file grows past it (mail and bug trackers refuse more)
+SIZE_GOAL = 5 * 10**6
+
+
+@app.command()
+def report(
+    traces: Annotated[list[Path], typer.Argument(help="A trace or recording directory; two: BASE NEW (a comparison); "
+                                                      "three or more (or --ranks): the ranks of one job.",
+                                                 show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.", show_default=False)],
+    force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
+    ranks: Annotated[bool, typer.Option("--ranks", help="Two traces are two ranks of one job, not BASE and NEW.")]
+    = False,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Write an HTML report: one file with every script, style and chart inside, that opens offline in any
+    browser and can be mailed or attached to a bug.
+
+    One trace: overview (wall time, a step-time chart with outliers marked, device busy/idle per step, CPU
+    busy), GPU (per device and stream: compute/memcpy/memset/comm/idle, idle causes, concurrency, launches),
+    ops and kernels (a module -> op -> kernel icicle; sortable tables with a filter box, input shapes and the
+    Python API), memory (allocated/reserved over time with the peak marked, what held it), advice (findings
+    with their evidence, estimates and changes). Every number comes from the function the matching command
+    uses (opscope summary, steps, gpu, ops, kernels, memory, advise), so the page and the CLI agree.
+
+    BASE NEW: the comparison opscope diff prints, with its headline as a chart. Three or more traces (or two
+    with --ranks): each rank's figures side by side, then the first trace's sections.
+
+    The report holds aggregates, not events (tables keep their first 300 rows; the JSON output of each command
+    has them all), so it stays small. OUTPUT is never replaced unless --force is given.
+    """
+    from opscope.outfile import check_target, write_file
+    from opscope.render.html import html
+
+    if not output.name.lower().endswith((".html", ".htm")):
+        raise UsageError(f"{output}: give the report a .html name (-o report.html)")
+    check_target(output, force)  # before minutes of analysis, not after
+    paths, run = _inputs(traces)
+    if len(paths) == 2 and not ranks:
+        page = _diff_page(paths, no_cache)
+    elif len(paths) >= 2:
+        page = _job_page(paths, run, no_cache)
+    else:
+        page = _trace_page(paths[0], run, no_cache)
+    say("writing the report")
+    text = html(page).encode("utf-8")
+    size = write_file(output, lambda stream: stream.write(text), force=force)
+    say(f"wrote {output} ({size / 1e6:.2f} MB); open it in a browser (it needs no network)")
+    if size > SIZE_GOAL:
+        say(f"the report is over {SIZE_GOAL / 1e6:.0f} MB: some mail and bug trackers refuse files that big")
+
+
+def _inputs(traces: list[Path]) -> tuple[list[Path], Any]:
+    from opscope.analyses.recording import find_run_info
+    from opscope.cli.advice import recording_trace
+
+    if not traces:
+        raise UsageError("give a trace to report on; see opscope report --help")
+    paths, run = [], None
+    for i, path in enumerate(traces):
+        if path.is_dir():
+            path, found = recording_trace(path)
+        else:
+            found = find_run_info(path) if i == 0 else None
+        if i == 0:
+            run = found
+        paths.append(path)
+    return paths, run
+
+
+def _progress(what: str) -> None:
+    say(f"analysing: {what}")
+
+
+def _trace_page(path: Path, run: Any, no_cache: bool):
+    from opscope.render.html import trace_page
+
+    trace = open_quietly(path, no_cache)
+    announce(trace, path)
+    return trace_page(trace, str(path), run, _progress)
+
+
+def _diff_page(paths: list[Path], no_cache: bool):
+    from opscope.diff import check_inputs, compare
+    from opscope.render.html.compare import diff_page
+
+    base, new = paths
+    if base.exists() and new.exists() and base.samefile(new):
+        raise TraceError(new, f"is the same file as {base}; nothing to compare",
+                         "give two different traces (a baseline and a new run), or one trace for its own report")
+    a, b = open_quietly(base, no_cache), open_quietly(new, no_cache)
+    check_inputs(base, new, a, b)
+    announce(a, base)
+    announce(b, new)
+    _progress("the comparison")
+    result = compare(a, b, labels=(str(base), str(new)))
+    return diff_page(result, str(base), str(new))
+
+
+def _job_page(paths: list[Path], run: Any, no_cache: bool):
+    from opscope.render.html.compare import job_page
+
+    opened = [(str(p), open_quietly(p, no_cache)) for p in paths]
+    for (_, trace), path in zip(opened, paths):
+        announce(trace, path)
+    return job_page(opened, run, _progress)

@@ -1,0 +1,28 @@
+"""The HTML report: one self-contained file with a trace's (or a comparison's) sections, charts and tables.
+
+``page.py`` is the report as data, ``sections.py``/``compare.py`` fill it from the analyses' own report
+functions, ``charts.py`` makes the Vega-Lite specs, ``document.py`` writes the file from jinja2 templates in
+``assets/`` (autoescaped). Needs the ``view`` extra (jinja2, altair, vl-convert-python).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opscope.model.trace import Trace
+from opscope.render.html.page import Page
+
+
+def trace_page(trace: Trace, source: str, run: dict | None = None,
+               progress: Callable[[str], None] | None = None) -> Page:
+    """One trace's report."""
+    from opscope.render.html.sections import trace_sections
+
+    return Page(title=f"opscope report: {source}", sources=[source], sections=trace_sections(trace, run, progress))
+
+
+def html(page: Page) -> str:
+    """The page as one HTML document."""
+    from opscope.render.html.document import render_page
+
+    return render_page(page)

@@ -1,0 +1,235 @@
+"""Chart specifications for the HTML report, built with altair (Vega-Lite) from the analyses' tables.
+
+Each function takes rows the analyses computed and returns a JSON-ready spec with its data inline; the page
+draws it with the Vega bundle it carries. Times are plotted in milliseconds; every mark's tooltip shows the
+value as the tables print it, so a chart and its table never disagree. The icicle is a Vega spec (Vega-Lite
+has no hierarchy layout; Vega's ``stratify`` + ``partition`` transforms do it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opscope.units import format_bytes, format_ns, format_pct
+
+#: The report's palette: work kinds keep one colour across charts.
+PART_COLOURS = {"compute": "#4c78a8", "memcpy": "#f58518", "memset": "#e45756", "comm": "#72b7b2",
+                "idle": "#d0d0d0", "unseen busy": "#9d755d", "busy": "#4c78a8"}
+WIDTH = 900
+
+
+def _alt():
+    try:
+        import altair as alt
+    except ImportError:  # pragma: no cover - the view extra brings it
+        from opscope.errors import UsageError
+
+        raise UsageError("the HTML report needs the view extra: pip install 'opscope[view]'") from None
+    return alt
+
+
+def _spec(chart) -> dict[str, Any]:
+    spec = chart.properties(width=WIDTH).to_dict()
+    spec.pop("$schema", None)  # a URL: the page never fetches it, but nothing in it should point outside
+    return spec
+
+
+def ms(ns: int | float | None) -> float:
+    return round((ns or 0) / 1e6, 6)
+
+
+def step_times(steps: Sequence[dict], median_ns: int | None) -> dict[str, Any]:
+    """One bar per step (its duration), outliers in another colour, the median of the steps used as a rule."""
+    alt = _alt()
+    rows = [{"step": f"#{s['step']}", "order": i, "ms": ms(s["dur_ns"]), "duration": format_ns(s["dur_ns"]),
+             "kind": "outlier (left out of the statistics)" if s.get("outlier") else "step"}
+            for i, s in enumerate(steps)]
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("step:N", sort=alt.EncodingSortField("order"), title="step (ProfilerStep#N)"),
+        y=alt.Y("ms:Q", title="step time (ms)"),
+        color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["step", "outlier (left out of the statistics)"],
+                                                             range=["#4c78a8", "#e45756"])),
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("duration:N"), alt.Tooltip("kind:N")])
+    layers = [bars]
+    if median_ns is not None:
+        rule = alt.Chart(alt.Data(values=[{"ms": ms(median_ns), "median": format_ns(median_ns)}])).mark_rule(
+            strokeDash=[4, 3], color="#333").encode(y="ms:Q", tooltip=[alt.Tooltip("median:N")])
+        layers.append(rule)
+    return _spec(alt.layer(*layers).properties(height=220))
+
+
+def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
+    """Per step, the device's busy, unseen-busy and idle time stacked to the step's duration."""
+    alt = _alt()
+    rows = []
+    for i, s in enumerate(steps):
+        dur, busy, unseen = s["dur_ns"] or 0, s.get("gpu_busy_ns") or 0, s.get("unseen_busy_ns") or 0
+        parts = {"busy": busy, "unseen busy": unseen, "idle": max(dur - busy - unseen, 0)}
+        for part, ns in parts.items():
+            if part == "unseen busy" and not unseen:
+                continue
+            rows.append({"step": f"#{s['step']}", "order": i, "part": part, "ms": ms(ns), "time": format_ns(ns),
+                         "share": format_pct(100 * ns / dur if dur else None)})
+    domain = [p for p in ("busy", "unseen busy", "idle") if any(r["part"] == p for r in rows)]
+    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("step:N", sort=alt.EncodingSortField("order"), title="step (ProfilerStep#N)"),
+        y=alt.Y("ms:Q", stack="zero", title="time in the step (ms)"),
+        color=alt.Color("part:N", title=None, scale=alt.Scale(domain=domain,
+                                                             range=[PART_COLOURS[p] for p in domain])),
+        order=alt.Order("part_order:Q"),
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("part:N"), alt.Tooltip("time:N"), alt.Tooltip("share:N")],
+    ).transform_calculate(part_order=f"indexof({domain!r}, datum.part)")
+    return _spec(chart.properties(height=220))
+
+
+def device_parts(breakdown: Sequence[dict]) -> dict[str, Any]:
+    """Per device (all streams) and stream: compute, memcpy, memset, comm and idle as stacked bars."""
+    alt = _alt()
+    rows = []
+    for r in breakdown:
+        label = f"device {r['device']} · " + ("all streams" if r["stream"] is None else f"stream {r['stream']}")
+        window = r.get("window_ns") or 0
+        for part in ("compute", "memcpy", "memset", "comm", "idle"):
+            ns = r.get(f"{part}_ns") or 0
+            rows.append({"track": label, "part": part, "ms": ms(ns), "time": format_ns(ns),
+                         "share": format_pct(100 * ns / window if window else None)})
+    order = list(dict.fromkeys(r["track"] for r in rows))
+    parts = ["compute", "memcpy", "memset", "comm", "idle"]
+    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        y=alt.Y("track:N", sort=order, title=None),
+        x=alt.X("ms:Q", stack="zero", title="time in the window (ms)"),
+        color=alt.Color("part:N", title=None, scale=alt.Scale(domain=parts, range=[PART_COLOURS[p] for p in parts])),
+        order=alt.Order("part_order:Q"),
+        tooltip=[alt.Tooltip("track:N"), alt.Tooltip("part:N"), alt.Tooltip("time:N"),
+                 alt.Tooltip("share:N", title="share of the window")],
+    ).transform_calculate(part_order=f"indexof({parts!r}, datum.part)")
+    return _spec(chart.properties(height=max(60, 28 * len(order))))
+
+
+def idle_causes(idle: Sequence[dict]) -> dict[str, Any]:
+    """Each device's idle time split by cause."""
+    alt = _alt()
+    rows = [{"device": f"device {r['device']}", "cause": r["cause"], "ms": ms(r["idle_ns"]),
+             "time": format_ns(r["idle_ns"]), "share": format_pct(r.get("idle_pct"))}
+            for r in idle if r.get("idle_ns")]
+    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        y=alt.Y("device:N", title=None),
+        x=alt.X("ms:Q", stack="zero", title="idle time in the window (ms)"),
+        color=alt.Color("cause:N", title="cause", scale=alt.Scale(scheme="tableau10")),
+        tooltip=[alt.Tooltip("device:N"), alt.Tooltip("cause:N"), alt.Tooltip("time:N"),
+                 alt.Tooltip("share:N", title="share of the idle time")])
+    devices = len({r["device"] for r in rows})
+    return _spec(chart.properties(height=max(60, 32 * devices)))
+
+
+def memory_over_time(points: Sequence[dict], peaks: Sequence[dict]) -> dict[str, Any]:
+    """Allocated and reserved bytes per device over time (each bucket's maximum), the peak marked."""
+    alt = _alt()
+    rows = []
+    for p in points:
+        at = ms(p["end_ns"])
+        for what in ("allocated", "reserved"):
+            value = p.get(f"{what}_bytes")
+            if value is None:
+                continue
+            rows.append({"device": p["device"], "series": f"{p['device']} {what}", "what": what, "t_ms": at,
+                         "mib": round(value / 2**20, 3), "bytes": format_bytes(value),
+                         "until": format_ns(p["end_ns"])})
+    line = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before").encode(
+        x=alt.X("t_ms:Q", title="time after the trace start (ms)"),
+        y=alt.Y("mib:Q", title="MiB"),
+        color=alt.Color("series:N", title=None),
+        strokeDash=alt.StrokeDash("what:N", title=None),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("until:N", title="bucket ends at"), alt.Tooltip("bytes:N")])
+    marks = [{"device": p["device"], "t_ms": ms(p["peak_at_ns"]), "mib": round(p["peak_allocated_bytes"] / 2**20, 3),
+              "peak": format_bytes(p["peak_allocated_bytes"]), "at": format_ns(p["peak_at_ns"])}
+             for p in peaks if p.get("peak_at_ns") is not None and p.get("peak_allocated_bytes")]
+    peak = alt.Chart(alt.Data(values=marks)).mark_point(shape="triangle-down", size=120, filled=True,
+                                                        color="#e45756").encode(
+        x="t_ms:Q", y="mib:Q", tooltip=[alt.Tooltip("device:N"), alt.Tooltip("peak:N"), alt.Tooltip("at:N")])
+    return _spec(alt.layer(line, peak).properties(height=240))
+
+
+def icicle(nodes: Sequence[dict], measure: str) -> dict[str, Any]:
+    """A Vega icicle of the module → op → kernel tree (``nodes``: id, parent, name, level, value_ns)."""
+    subtree = _subtree_totals(nodes)
+    total = max(subtree.get(n["id"], 0) for n in nodes) if nodes else 0
+    values = [{"id": n["id"], "parent": n["parent"], "name": n["name"], "level": n["level"],
+               "size": n["value_ns"] or 0, "time": format_ns(subtree[n["id"]]),
+               "share": format_pct(100 * subtree[n["id"]] / total if total else None)} for n in nodes]
+    height = 30 * (1 + _depth(nodes)) + 50
+    return {
+        "description": f"icicle: {measure}",
+        "width": WIDTH, "height": height, "padding": 4, "autosize": "none",
+        "data": [{
+            "name": "tree", "values": values,
+            "transform": [
+                {"type": "stratify", "key": "id", "parentKey": "parent"},
+                {"type": "partition", "field": "size", "sort": {"field": "value", "order": "descending"},
+                 "size": [{"signal": "width"}, {"signal": "height"}], "as": ["x0", "y0", "x1", "y1", "depth",
+                                                                             "children"]},
+            ],
+        }],
+        "scales": [{"name": "colour", "type": "ordinal", "domain": ["root", "module", "op", "kernel", "other"],
+                    "range": ["#bab0ac", "#9ecae9", "#4c78a8", "#f58518", "#d0d0d0"]}],
+        "marks": [
+            {"type": "rect", "from": {"data": "tree"}, "encode": {
+                "enter": {"x": {"field": "x0"}, "y": {"field": "y0"}, "x2": {"field": "x1"}, "y2": {"field": "y1"},
+                          "fill": {"scale": "colour", "field": "level"}, "stroke": {"value": "white"},
+                          "tooltip": {"signal": "{'name': datum.name, 'level': datum.level, 'time': datum.time, "
+                                                "'share of all': datum.share}"}},
+                "hover": {"fillOpacity": {"value": 0.7}}, "update": {"fillOpacity": {"value": 1}}}},
+            {"type": "text", "from": {"data": "tree"}, "interactive": False, "encode": {
+                "enter": {"x": {"signal": "datum.x0 + 3"}, "y": {"signal": "(datum.y0 + datum.y1) / 2"},
+                          "baseline": {"value": "middle"}, "fontSize": {"value": 10}, "fill": {"value": "#111"},
+                          "text": {"field": "name"}, "limit": {"signal": "max(datum.x1 - datum.x0 - 6, 0)"},
+                          "opacity": {"signal": "datum.x1 - datum.x0 > 24 ? 1 : 0"}}}},
+        ],
+        "legends": [{"fill": "colour", "title": "level", "orient": "bottom", "direction": "horizontal"}],
+    }
+
+
+def _subtree_totals(nodes: Sequence[dict]) -> dict[int, int]:
+    """Each node's own value plus its descendants' (a parent is listed before its children)."""
+    totals = {n["id"]: n["value_ns"] or 0 for n in nodes}
+    for n in reversed(nodes):
+        if n["parent"] is not None:
+            totals[n["parent"]] += totals[n["id"]]
+    return totals
+
+
+def _depth(nodes: Sequence[dict]) -> int:
+    parent = {n["id"]: n["parent"] for n in nodes}
+    deepest = 0
+    for n in nodes:
+        d, p = 0, n["parent"]
+        while p is not None:
+            d, p = d + 1, parent.get(p)
+        deepest = max(deepest, d)
+    return deepest
+
+
+def grouped_bars(rows: Sequence[dict], category: str, series: str, value_ns: str, title: str) -> dict[str, Any]:
+    """Bars of ``value_ns`` per ``category``, one bar per ``series`` side by side (a diff's base and new)."""
+    alt = _alt()
+    data = [{"category": r[category], "series": r[series], "ms": ms(r[value_ns]), "time": format_ns(r[value_ns])}
+            for r in rows]
+    chart = alt.Chart(alt.Data(values=data)).mark_bar().encode(
+        y=alt.Y("category:N", sort=None, title=None),
+        yOffset=alt.YOffset("series:N"),
+        x=alt.X("ms:Q", title=title),
+        color=alt.Color("series:N", title=None, scale=alt.Scale(range=["#9ecae9", "#4c78a8"])),
+        tooltip=[alt.Tooltip("category:N"), alt.Tooltip("series:N"), alt.Tooltip("time:N")])
+    categories = len({r["category"] for r in data})
+    return _spec(chart.properties(height=max(80, 36 * categories)))
+
+
+def per_rank(rows: Sequence[dict], value: str, title: str, unit: str = "ms") -> dict[str, Any]:
+    """One bar per rank (trace) of one figure."""
+    alt = _alt()
+    data = [{"rank": r["rank"], "v": r[value], "shown": r.get(f"{value}_text", "")} for r in rows]
+    chart = alt.Chart(alt.Data(values=data)).mark_bar().encode(
+        x=alt.X("rank:N", sort=None, title="trace (rank)"), y=alt.Y("v:Q", title=f"{title} ({unit})"),
+        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("shown:N", title=title)])
+    return _spec(chart.properties(height=200))
