@@ -313,6 +313,33 @@ class Loaded:
 
         return pl.from_arrow(table)
 
+    def report_html(self) -> str:
+        """The ``opscope report`` page of this trace, as one self-contained HTML document."""
+        from opscope.advise.context import find_run_info
+        from opscope.render.html import html, trace_page
+
+        if "report_html" not in self._cache:
+            run = self.run if self.run is not None else find_run_info(self.path)
+            self._cache["report_html"] = html(trace_page(self.trace, str(self.path), run))
+        return self._cache["report_html"]
+
+    def report(self, path: str | Path, force: bool = False) -> Path:
+        """Write the ``opscope report`` page to ``path`` (never over an existing file unless ``force``)."""
+        from opscope.outfile import write_file
+
+        target = Path(path)
+        text = self.report_html().encode("utf-8")
+        write_file(target, lambda stream: stream.write(text), force=force)
+        return target
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the report inline: the page in an iframe (``srcdoc``), so its scripts and styles stay
+        its own and the notebook's do not restyle it."""
+        import html
+
+        return (f'<iframe title="opscope report" style="width:100%;height:820px;border:1px solid #ddd" '
+                f'srcdoc="{html.escape(self.report_html(), quote=True)}"></iframe>')
+
     def __repr__(self) -> str:
         return f"Loaded({self.path}, {self.trace!r})"
 

@@ -1,0 +1,140 @@
+"""The HTML report's pieces: the module → op → kernel hierarchy (values by hand from the fixtures), the escaping of
+chart data, tables formatted as the terminal formats them, and a page whose every number comes from the
+analyses (checked against the CLI's report functions)."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+from support.tracefiles import small_gpu_trace, write_trace, x
+from support.views import hand_trace
+
+from opscope.analyses.hierarchy import NO_MODULE, NO_OP, time_hierarchy
+from opscope.ingest import open_trace
+
+pytest.importorskip("jinja2")
+pytest.importorskip("altair")
+
+
+class _Table(HTMLParser):
+    """The header names and each row's data-value cells of one table of the page."""
+
+    def __init__(self, table_id: str) -> None:
+        super().__init__()
+        self.table_id, self.inside, self.columns, self.rows = table_id, False, [], []
+        self._th = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and a.get("id") == self.table_id:
+            self.inside = True
+        elif self.inside and tag == "tr":
+            self.rows.append([])
+        elif self.inside and tag == "td":
+            self.rows[-1].append(a.get("data-value"))
+        elif self.inside and tag == "th":
+            self.columns.append(a.get("data-col"))
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+
+
+def table_values(page: str, table_id: str) -> tuple[list[str], list[list[str]]]:
+    parser = _Table(table_id)
+    parser.feed(page)
+    return parser.columns, [r for r in parser.rows if r]
+
+
+def _leaves(tree) -> dict[tuple[str, ...], int]:
+    """Each node with a value, keyed by its path of names from the root."""
+    rows = {r["id"]: r for r in tree.table.to_pylist()}
+
+    def path(r):
+        names = []
+        while r["parent"] is not None:
+            names.append(r["name"])
+            r = rows[r["parent"]]
+        return tuple(reversed(names))
+
+    return {path(r): r["value_ns"] for r in rows.values() if r["value_ns"]}
+
+
+def test_host_hierarchy_is_module_then_op_with_exclusive_op_time(tmp_path):
+    trace = open_trace(write_trace(tmp_path / "t.json", hand_trace()))
+    tree = time_hierarchy(trace)
+    us = 1000
+    assert _leaves(tree) == {
+        ("Net_0", "Linear_0", "aten::linear"): 20 * us,  # 240 less the nested addmm
+        ("Net_0", "Linear_0", "aten::addmm"): 220 * us,
+        ("Net_0", "ReLU_0", "aten::relu"): 120 * us,  # two calls of the same module path
+        ("Net_0", "Linear_1", "aten::linear"): 160 * us,
+        ("Net_0", "aten::add"): 30 * us,
+        (NO_MODULE, "aten::sum"): 40 * us,
+        (NO_MODULE, "autograd::engine::evaluate_function: AddmmBackward0"): 300 * us,
+    }
+    assert tree.total_ns == 890 * us
+    assert "host op time" in tree.measure
+
+
+def test_device_hierarchy_charges_kernels_to_the_outermost_op(tmp_path):
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()))
+    tree = time_hierarchy(trace)
+    assert _leaves(tree) == {("aten::conv2d", "conv_kernel"): 260_000, (NO_OP, "relu_kernel"): 100_000}
+    assert tree.total_ns == 360_000
+    assert "device time" in tree.measure
+
+
+def test_small_leaves_fold_into_one_entry_and_keep_their_time(tmp_path):
+    events = [x("aten::big", 0, 10_000)] + [x(f"aten::tiny{i}", 20_000 + i * 10, 1) for i in range(5)]
+    trace = open_trace(write_trace(tmp_path / "t.json", events))
+    tree = time_hierarchy(trace, min_share=0.01)
+    leaves = _leaves(tree)
+    assert leaves == {("aten::big",): 10_000_000, ("(smaller entries)",): 5_000}
+    assert tree.total_ns == 10_005_000
+
+
+def test_chart_data_cannot_end_its_script_element():
+    from opscope.render.html.document import _script_json
+
+    text = _script_json({"name": "</script><script>alert(1)</script>", "amp": "a&b"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"name": "</script><script>alert(1)</script>", "amp": "a&b"}
+
+
+def test_page_escapes_trace_text_and_matches_the_kernels_report(tmp_path):
+    from opscope.analyses.filters import EventFilter
+    from opscope.analyses.reports import kernels_report
+    from opscope.render.html import html, trace_page
+
+    events = small_gpu_trace()
+    hostile = '<img src=x onerror="alert(1)">{{7*7}}</script>'
+    events[1]["name"] = hostile  # the first aten::conv2d
+    trace = open_trace(write_trace(tmp_path / "t.json", events))
+    page = html(trace_page(trace, "t.json"))
+    body = page.split("<script>", 1)[0]  # the page before the inline scripts
+    assert hostile not in body  # never raw in the markup
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;{{7*7}}&lt;/script&gt;" in body
+    assert "<img" not in body
+    # the kernels table holds what `opscope kernels` computes for this trace, row for row
+    expected = kernels_report(trace, EventFilter(kinds=("kernel", "memcpy", "memset", "comm")), False, "total_ns",
+                              "short", None).sections[0].arrow.to_pylist()
+    columns, rows = table_values(page, "table-kernels")
+    assert columns[:4] == ["name", "kind", "calls", "total_ns"]
+    assert [r[:4] for r in rows] == [[e["name"], e["kind"], str(e["calls"]), str(e["total_ns"])] for e in expected]
+    # no external reference anywhere: the page loads nothing
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "default-src 'none'" in page
+
+
+def test_sections_say_why_they_are_empty(tmp_path):
+    from opscope.render.html import trace_page
+
+    trace = open_trace(write_trace(tmp_path / "t.json", [x("aten::add", 0, 10), x("aten::mul", 20, 5)]))
+    page = trace_page(trace, "t.json")
+    empty = {b.key: b.text for s in page.sections for b in s.blocks if getattr(b, "tone", "") == "empty"}
+    assert set(empty) >= {"no_steps", "no_gpu", "no_kernels", "no_memory"}
+    assert "no ProfilerStep#N" in empty["no_steps"]
