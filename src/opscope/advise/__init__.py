@@ -86,10 +86,12 @@ class Advice:
 
 
 def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, ...] = (),
-           only: list[str] | None = None, measured: Mapping[str, MeasuredFactor] | None = None) -> Advice:
+           only: list[str] | None = None, measured: Mapping[str, MeasuredFactor] | None = None,
+           context: AdviceContext | None = None) -> Advice:
     """Run every rule (or those named in ``only``) on ``trace``; findings ranked by estimated saving.
     ``measured``: speed-ups measured here that replace the dominant-op rule's assumed ones (advise --measure)."""
-    ctx = AdviceContext(trace, run=run, peers=peers, measured=measured)
+    # ``context``: one a caller already filled (the HTML report shares its analyses with the rules)
+    ctx = context or AdviceContext(trace, run=run, peers=peers, measured=measured)
     rules = [rule(r) for r in only] if only else all_rules()
     findings: list[Finding] = []
     not_applicable: dict[str, str] = {}

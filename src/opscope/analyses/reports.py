@@ -121,14 +121,15 @@ def kernels_report(trace: Trace, filt: EventFilter, by_op: bool, sort: str, name
     return single(table, "Device kernels", limit, legend=legend)
 
 
-def steps_report(trace: Trace, limit: int | None, run: dict | None = None) -> Report:
+def steps_report(trace: Trace, limit: int | None, run: dict | None = None, analysis=None) -> Report:
     """Per step: duration, device busy inside the step and device time of the work it launched, outliers.
-    ``run``: the recording's run.json, to say when the profiler made the recorded steps slower."""
+    ``run``: the recording's run.json, to say when the profiler made the recorded steps slower; ``analysis``: the
+    trace's GpuAnalysis when the caller has one."""
     from opscope.analyses.gpu import step_device_table
     from opscope.analyses.recording import step_inflation
     from opscope.analyses.steps import step_stats
 
-    table = step_device_table(trace)
+    table = step_device_table(trace, analysis)
     if table.num_rows == 0:
         legend = "no steps: the trace has no ProfilerStep#N annotations (use torch.profiler's schedule/step())"
     else:
@@ -171,12 +172,14 @@ GpuPart = Literal["breakdown", "idle", "launches"]
 _CONCURRENCY = ("streams", "launch_threads", "concurrent_ns", "concurrent_pct", "max_concurrent_streams")
 
 
-def gpu_report(trace: Trace, short_gap_ns: int, only: GpuPart | None, limit: int | None) -> Report:
-    """Device time per device and stream, idle time by cause, concurrency and launches (or ``only`` one)."""
+def gpu_report(trace: Trace, short_gap_ns: int, only: GpuPart | None, limit: int | None, analysis=None) -> Report:
+    """Device time per device and stream, idle time by cause, concurrency and launches (or ``only`` one).
+    ``analysis``: the trace's GpuAnalysis with this ``short_gap_ns`` when the caller has one."""
     from opscope.analyses.gpu import GpuAnalysis
     from opscope.analyses.idle import IDLE_NOTE
 
-    analysis = GpuAnalysis(trace, short_gap_ns=short_gap_ns)
+    if analysis is None or analysis.short_gap_ns != short_gap_ns:
+        analysis = GpuAnalysis(trace, short_gap_ns=short_gap_ns)
     breakdown = analysis.breakdown()
     if breakdown.num_rows == 0:
         return Report([Section("breakdown", table=breakdown)], empty=analysis.notes()[0])

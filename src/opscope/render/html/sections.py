@@ -8,6 +8,7 @@ drawing an empty chart.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from opscope.analyses.filters import EventFilter
 from opscope.model.trace import Trace
@@ -25,6 +26,9 @@ from opscope.render.html.tables import records_table, section_table, table_block
 from opscope.report import Report, Section
 from opscope.units import format_ns
 
+if TYPE_CHECKING:
+    from opscope.advise.context import AdviceContext
+
 #: Rows a table of the report holds at most: the file stays small; the JSON output has every row.
 TABLE_ROWS = 300
 SHORT_GAP_NS = 10_000
@@ -33,13 +37,18 @@ SHORT_GAP_NS = 10_000
 def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[str], None] | None = None,
                    ) -> list[PageSection]:
     """Every section of one trace's report, in reading order."""
-    builders = [("overview", overview), ("gpu", gpu), ("ops", ops_and_kernels), ("memory", memory),
-                ("advice", advice)]
+    from opscope.advise.context import AdviceContext
+
+    # one context for every section: the GPU analysis, step table and the like are computed once and the advice
+    # rules reuse them
+    ctx = AdviceContext(trace, run=run)
+    builders: list[tuple[str, Callable[[AdviceContext], PageSection]]] = [
+        ("overview", overview), ("gpu", gpu), ("ops", ops_and_kernels), ("memory", memory), ("advice", advice)]
     sections = []
     for name, build in builders:
         if progress is not None:
             progress(name)
-        sections.append(build(trace, run))
+        sections.append(build(ctx))
     return sections
 
 
@@ -47,14 +56,15 @@ def _section(report: Report, key: str) -> Section | None:
     return next((s for s in report.sections if s.key == key), None)
 
 
-def overview(trace: Trace, run: dict | None = None) -> PageSection:
+def overview(ctx: AdviceContext) -> PageSection:
+    trace, run = ctx.trace, ctx.run
     from opscope.analyses.reports import steps_report, summary_report
     from opscope.analyses.steps import step_stats
 
     summary = summary_report(trace, run=run)
     fields = _section(summary, "overview")
     blocks: list[Block | None] = [FieldsBlock("overview", list(fields.fields) if fields else [])]
-    steps = steps_report(trace, None, run)
+    steps = steps_report(trace, None, run, analysis=ctx.gpu)
     section = next((s for s in steps.sections if not s.terminal), None) or steps.sections[0]
     table = section.arrow
     if table is None or table.num_rows == 0:
@@ -82,10 +92,11 @@ def overview(trace: Trace, run: dict | None = None) -> PageSection:
                        intro="opscope summary and opscope steps")
 
 
-def gpu(trace: Trace, run: dict | None = None) -> PageSection:
+def gpu(ctx: AdviceContext) -> PageSection:
+    trace = ctx.trace
     from opscope.analyses.reports import gpu_report
 
-    report = gpu_report(trace, SHORT_GAP_NS, None, None)
+    report = gpu_report(trace, SHORT_GAP_NS, None, None, analysis=ctx.gpu)
     if report.empty is not None:
         return PageSection("gpu", "GPU", [ProseBlock("no_gpu", f"No GPU section: {report.empty}", tone="empty")],
                            intro="opscope gpu")
@@ -108,7 +119,8 @@ def gpu(trace: Trace, run: dict | None = None) -> PageSection:
     return PageSection("gpu", "GPU", [b for b in blocks if b is not None], intro="opscope gpu")
 
 
-def ops_and_kernels(trace: Trace, run: dict | None = None) -> PageSection:
+def ops_and_kernels(ctx: AdviceContext) -> PageSection:
+    trace = ctx.trace
     from opscope.analyses.hierarchy import time_hierarchy
     from opscope.analyses.reports import kernels_report, ops_report
 
@@ -136,7 +148,8 @@ def ops_and_kernels(trace: Trace, run: dict | None = None) -> PageSection:
                        intro="opscope ops --by name,shapes and opscope kernels")
 
 
-def memory(trace: Trace, run: dict | None = None) -> PageSection:
+def memory(ctx: AdviceContext) -> PageSection:
+    trace = ctx.trace
     from opscope.analyses import memory as mem
 
     rec = mem.memory_records(trace)
@@ -160,11 +173,11 @@ def memory(trace: Trace, run: dict | None = None) -> PageSection:
     return PageSection("memory", "Memory", [b for b in blocks if b is not None], intro="opscope memory")
 
 
-def advice(trace: Trace, run: dict | None = None, peers: Sequence[Trace] = ()) -> PageSection:
+def advice(ctx: AdviceContext) -> PageSection:
     from opscope.advise import advise
     from opscope.advise.report import advice_report
 
-    found = advise(trace, run=run, peers=tuple(peers))
+    found = advise(ctx.trace, run=ctx.run, peers=ctx.peers, context=ctx)
     report = advice_report(found, "trace", None)  # for its notes (the window, rules that did not run)
     blocks: list[Block] = [ProseBlock(f"advice_note_{i}", line) for i, line in enumerate(report.notes)]
     for rank, f in enumerate(found.findings, 1):
