@@ -45,7 +45,7 @@ def graph(
 
     fmt = output_format(output.suffix)
     check_target(output, force)
-    check_program(fmt)
+    check_program(fmt, str(output))
     is_model = source.suffix.lower() == ".onnx"
     if profile is not None and not is_model:
         raise UsageError("--profile goes with an ONNX model (.onnx): it times the model's operators")
@@ -53,7 +53,7 @@ def graph(
         raise UsageError("--min-pct needs times: give the model's ONNX Runtime profile with --profile")
     drawing = _model_graph(source, profile, max_nodes, min_pct, no_cache) if is_model else \
         _trace_graph(source, max_nodes, min_pct, no_cache)
-    data = draw(drawing, fmt)
+    data = draw(drawing, fmt, str(output))
 
     def write(stream: BinaryIO) -> None:
         stream.write(data)

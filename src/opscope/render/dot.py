@@ -18,8 +18,8 @@ from opscope.errors import UsageError
 from opscope.render.graph import Graph, Node
 
 NEEDS_GRAPHVIZ_PY = "drawing graphs needs the graphviz Python package: pip install 'opscope[view]'"
-NEEDS_DOT = ("the Graphviz 'dot' program is not installed (apt-get install graphviz, brew install graphviz); "
-             "or write the graph as DOT text with -o graph.dot")
+NEEDS_DOT = ("cannot draw {name}: the Graphviz 'dot' program is not installed (apt-get install graphviz, brew "
+             "install graphviz); or write the graph as DOT text with -o graph.dot")
 #: Output formats by file suffix; .dot/.gv are written without Graphviz's program.
 FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -95,14 +95,14 @@ def output_format(suffix: str) -> str:
     return fmt
 
 
-def check_program(fmt: str) -> None:
+def check_program(fmt: str, name: str = "the graph") -> None:
     """Before any work: a drawing format needs the ``dot`` program (and the Python package in any case)."""
     _graphviz()
     if fmt != "dot" and shutil.which("dot") is None:
-        raise UsageError(NEEDS_DOT)
+        raise UsageError(NEEDS_DOT.format(name=name))
 
 
-def draw(graph: Graph, fmt: str) -> bytes:
+def draw(graph: Graph, fmt: str, name: str = "the graph") -> bytes:
     """The graph as bytes in ``fmt`` (``dot`` = the DOT text)."""
     g = digraph(graph)
     if fmt == "dot":
@@ -111,7 +111,7 @@ def draw(graph: Graph, fmt: str) -> bytes:
     try:
         return bytes(g.pipe(format=fmt, engine="dot", quiet=True))
     except gv.ExecutableNotFound:
-        raise UsageError(NEEDS_DOT) from None
+        raise UsageError(NEEDS_DOT.format(name=name)) from None
     except (gv.CalledProcessError, subprocess.CalledProcessError) as exc:
         detail = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise UsageError(f"Graphviz's dot failed ({detail[-1] if detail else exc.returncode}); try -o graph.dot "
