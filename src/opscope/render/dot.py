@@ -106,7 +106,8 @@ def draw(graph: Graph, fmt: str, name: str = "the graph") -> bytes:
     """The graph as bytes in ``fmt`` (``dot`` = the DOT text)."""
     g = digraph(graph)
     if fmt == "dot":
-        return str(g.source).encode("utf-8")
+        source = str(g.source)
+        return (source if source.endswith("\n") else source + "\n").encode("utf-8")
     gv = _graphviz()
     try:
         return bytes(g.pipe(format=fmt, engine="dot", quiet=True))

@@ -102,7 +102,7 @@ def module_graph(table: pa.Table, source: str, max_nodes: int = DEFAULT_MAX_NODE
             short(r["module"]),
             f"total {format_ns(r['total_ns'])} ({format_pct(r['total_pct'])})",
             f"self {format_ns(r['self_ns'])} ({format_pct(r['self_pct'])})",
-        ] + ([f"{r['calls']} calls"] if r["calls"] is not None else []), share=r["total_pct"],
+        ] + ([f"{r['calls']} call{'s' * (r['calls'] != 1)}"] if r["calls"] is not None else []), share=r["total_pct"],
             time_ns=r["total_ns"], self_ns=r["self_ns"],
             tooltip=f"{r['path']}: total_ns={r['total_ns']} ({r['total_pct']}%), self_ns={r['self_ns']} "
                     f"({r['self_pct']}%), ops={r['ops']}"))
