@@ -94,4 +94,4 @@ def kept_count(p: Plan) -> int:
     return len(p.rows)
 
 
-__all__ = ["FORMATS", "Cut", "Plan", "export", "plan", "kept_count"]
+__all__ = ["FORMATS", "Cut", "Plan", "export", "kept_count", "plan"]

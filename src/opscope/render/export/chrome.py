@@ -61,7 +61,7 @@ def write(plan, stream: IO[bytes], gz: bool = False) -> None:
         _write(plan, stream)
 
 
-def _write(plan, out: IO[bytes]) -> None:
+def _write(plan, out: IO[bytes] | gzip.GzipFile) -> None:
     header = _header(plan.trace)
     out.write(_encode(header)[:-1] + (b"," if header else b"") + b'"traceEvents":[\n')
     first = True
@@ -87,7 +87,8 @@ def _header(trace) -> dict[str, Any]:
     if dist:
         header["distributedInfo"] = dist
     header["displayTimeUnit"] = "ns"
-    other = header.get("otherData") if isinstance(header.get("otherData"), dict) else {}
+    other = header.get("otherData")
+    other = other if isinstance(other, dict) else {}
     header["otherData"] = {**other, "exported_by": f"opscope {__version__}"}
     return header
 
@@ -240,7 +241,8 @@ def _memory_events(plan):
             series = {s: cols[k][i] for k, s in (("total_allocated", "allocated"), ("total_reserved", "reserved"))
                       if cols[k][i] is not None}
             if series:
-                counters.append({"ph": "C", "name": f"memory {device_label(cols['device_type'][i], cols['device_id'][i])}",
+                label = device_label(cols["device_type"][i], cols["device_id"][i])
+                counters.append({"ph": "C", "name": f"memory {label}",
                                  "pid": lay.opscope_pid, "ts": us(cols["ts_ns"][i]), "args": series})
         yield batch
         yield counters

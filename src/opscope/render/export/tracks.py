@@ -28,7 +28,7 @@ class Layout:
     process_sort: dict[str, int] = field(default_factory=dict)
     thread_name: dict[tuple[str, str], str] = field(default_factory=dict)
     thread_sort: dict[tuple[str, str], int] = field(default_factory=dict)
-    device_of: dict[str, int] = field(default_factory=dict)  # processes that hold only device work
+    device_of: dict[str, int] = field(default_factory=dict)  # processes that hold device work: their device
     opscope_pid: int = 0
 
     def is_device(self, pid: str) -> bool:
@@ -42,15 +42,15 @@ def layout(trace: Trace, rows: pa.Array, extra_pids: list[str]) -> Layout:
     table = pa.table({"pid": events["pid"].cast(pa.string()), "tid": events["tid"].cast(pa.string()),
                       "gpu": pc.cast(gpu, pa.int8()), "device": events["device"], "stream": events["stream"]})
     threads = table.group_by(["pid", "tid"], use_threads=False).aggregate(
-        [("gpu", "min"), ("gpu", "max"), ("device", "min"), ("stream", "min")]).to_pylist()
+        [("gpu", "max"), ("device", "min"), ("stream", "min")]).to_pylist()
     names = trace.metadata.get("process_names") or {}
     labels = trace.metadata.get("process_labels") or {}
     thread_names = trace.metadata.get("thread_names") or {}
     out = Layout()
     pids = sorted({t["pid"] or "" for t in threads} | set(extra_pids), key=_natural)
-    host_pids = {t["pid"] for t in threads if not t["gpu_min"]} | set(extra_pids)
+    # A process with device work is a device's (Kineto puts a stray host thread in GPU 0's pid 0 at times).
     for t in threads:
-        if t["gpu_min"] and t["pid"] not in host_pids and t["device_min"] is not None:
+        if t["gpu_max"] and t["device_min"] is not None:
             dev = out.device_of.get(t["pid"])
             out.device_of[t["pid"]] = t["device_min"] if dev is None else min(dev, t["device_min"])
     out.pid = _numbered(pids)
@@ -89,9 +89,11 @@ def layout(trace: Trace, rows: pa.Array, extra_pids: list[str]) -> Layout:
 def _numbered(ids: list[str]) -> dict[str, int]:
     """Each id as an integer: itself when it is one, else a new number above all of them."""
     out: dict[str, int] = {}
+    used: set[int] = set()
     for i in ids:
-        if _INT.fullmatch(i):
+        if _INT.fullmatch(i) and int(i) not in used:  # "07" after "7" gets a number of its own
             out[i] = int(i)
+            used.add(out[i])
     next_free = max(list(out.values()) + [0]) + 1
     for i in ids:
         if i not in out:
