@@ -96,3 +96,13 @@ def test_plan_counts(trace):
     assert len(p.rows) == 4 and p.total == 12 and p.links.num_rows == 1
     assert [m.name for m in p.marks if m.track == "steps"] == ["step 2"]
     assert not any(m.track == "findings" for m in plan(trace, Cut(), findings=False).marks)
+
+
+def test_perfetto_missing_is_one_line(monkeypatch):
+    import sys
+
+    from opscope.render.export.perfetto import require
+
+    monkeypatch.setitem(sys.modules, "perfetto.protos.perfetto.trace.perfetto_trace_pb2", None)
+    with pytest.raises(UsageError, match=r"pip install 'opscope\[view\]'"):
+        require()
