@@ -151,3 +151,53 @@ def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: boo
     idle = pa.table({"cause": cause, "seg": seg}).filter(active[_GAP])
     sums = idle.group_by("cause", use_threads=False).aggregate([("seg", "sum")])
     return dict(zip(sums["cause"].to_pylist(), sums["seg_sum"].to_pylist()))
+
+
+GAP_SCHEMA = pa.schema([
+    ("device", pa.int64()), ("start_ns", pa.int64()), ("dur_ns", pa.int64()), ("cause", pa.string()),
+    ("cause_ns", pa.int64()),
+])
+
+
+def longest_gaps(analysis: GpuAnalysis, top: int = 10) -> pa.Table:
+    """The ``top`` longest idle gaps of each device in the window (unseen busy time is no gap), longest first, each
+    with the cause that holds for most of it and for how long, as :func:`idle_causes` attributes idle time."""
+    work = analysis.work
+    if work.table.num_rows == 0 or top <= 0:
+        return GAP_SCHEMA.empty_table()
+    w0, w1 = work.window_start, work.window_end
+    sync, data = _host_covers(analysis.trace, w0, w1)
+    busy = analysis.device_not_idle
+    busy = busy.filter(pc.greater(busy["end"], busy["start"]))
+    t = work.table
+    pending = analysis.pending
+    rows = []
+    for dev in work.devices:
+        d = busy.filter(pc.equal(busy["group"], dev))
+        gap_s, gap_e, short_late, short_queued = _gaps(d, w0, w1, analysis.short_gap_ns)
+        if not len(gap_s):
+            continue
+        length = pc.subtract(gap_e, gap_s)
+        order = pc.sort_indices(pa.table({"len": length, "start": gap_s}),
+                                [("len", "descending"), ("start", "ascending")])[:top]
+        mine = pending.filter(pc.equal(pending["device"], dev))
+        launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
+            pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
+        for i in order.to_pylist():
+            s, e = gap_s[i].as_py(), gap_e[i].as_py()
+            covers = {_GAP: (pa.array([s], pa.int64()), pa.array([e], pa.int64())),
+                      _SHORT_LATE: _within(short_late, s, e), _SHORT_QUEUED: _within(short_queued, s, e),
+                      _SYNC: _within(sync, s, e), _INPUT: _within(data, s, e),
+                      _OUTSTANDING: _within((combined(mine["start"]), combined(mine["end"])), s, e)}
+            by_cause = _attribute(covers, launches_known)
+            code, ns = max(by_cause.items(), key=lambda kv: (kv[1], -kv[0])) if by_cause else \
+                (len(IDLE_CAUSES) - 1, e - s)
+            rows.append({"device": dev, "start_ns": s, "dur_ns": e - s, "cause": IDLE_CAUSES[code], "cause_ns": ns})
+    return pa.Table.from_pylist(rows, schema=GAP_SCHEMA)
+
+
+def _within(spans: tuple[pa.Array, pa.Array], s: int, e: int) -> tuple[pa.Array, pa.Array]:
+    """The spans clipped to ``[s, e)`` (a sweep over one gap need not see the rest of the trace)."""
+    starts, ends = spans
+    keep = pc.and_(pc.less(starts, e), pc.greater(ends, s))
+    return (pc.max_element_wise(pc.filter(starts, keep), s), pc.min_element_wise(pc.filter(ends, keep), e))

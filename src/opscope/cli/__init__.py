@@ -17,6 +17,7 @@ from opscope.cli import advice  # noqa: F401  advise, diff
 from opscope.cli import repro  # noqa: F401
 from opscope.cli import report  # noqa: F401
 from opscope.cli import graph  # noqa: F401
+from opscope.cli import export  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]
