@@ -104,7 +104,13 @@ def test_demo_records_and_summarizes(tmp_path):
     assert "Top operators by self time" in res.stdout
     assert (out / "demo.pt.trace.json").is_file()
     # the profiler's own start/stop lines (Kineto writes them to stderr) are held back: the user sees our line
-    assert res.stderr.strip().splitlines() == [f"trace saved to {out / 'demo.pt.trace.json'}"], res.stderr
-    # A second run never overwrites the first recording.
+    report = out / "demo.report.html"
+    assert res.stderr.strip().splitlines() == [f"trace saved to {out / 'demo.pt.trace.json'}",
+                                               f"report: {report} (open it in a browser; it works offline)"], \
+        res.stderr
+    assert report.read_text().startswith("<!DOCTYPE html>")
+    # A second run never overwrites the first recording, nor its report.
+    first = report.read_bytes()
     res = run("demo", "--output", str(out), "--steps", "2")
     assert res.returncode == 0 and (out / "demo-1.pt.trace.json").is_file()
+    assert (out / "demo-1.report.html").is_file() and report.read_bytes() == first

@@ -38,6 +38,30 @@ def demo(
     trace = load(path)
     advice = advice_report(run_rules(trace), f"advice for {path.name}", limit=3, evidence_rows=4)
     show(summary_report(trace).then(replace(advice, legend=f"all of it: opscope advise {path}")), format)
+    _demo_report(trace, path)
+
+
+def _demo_report(trace, path: Path) -> None:
+    """The demo's HTML report beside its trace, when the view extra is installed (else how to get it)."""
+    import importlib.util
+
+    if not all(importlib.util.find_spec(m) for m in ("jinja2", "altair", "vl_convert")):
+        err.print("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
+                  f"{path} -o report.html", highlight=False, markup=False)
+        return
+    from opscope.analyses.recording import find_run_info
+    from opscope.outfile import write_file
+    from opscope.render.html import html, trace_page
+
+    text = html(trace_page(trace, str(path), find_run_info(path))).encode("utf-8")
+    stem = path.name.removesuffix(".json").removesuffix(".pt.trace")
+    target = path.parent / f"{stem}.report.html"  # beside its trace, numbered as the trace is (demo-1...)
+    try:
+        write_file(target, lambda stream: stream.write(text))
+    except UsageError as exc:
+        err.print(f"opscope: no HTML report: {exc}", highlight=False, markup=False)
+        return
+    err.print(f"report: {target} (open it in a browser; it works offline)", highlight=False, markup=False)
 
 
 @app.command(context_settings=_PROGRAM)
