@@ -101,8 +101,10 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
         cpu_busy_ns=union_ns(host["ts_ns"], host["dur_ns"]) if host.num_rows else 0,
         gpu_busy_ns=gpu_busy,
         devices=devices,
-        top_ops=op_table(trace, filt=EventFilter(kinds=("cpu_op",))).slice(0, top),
-        top_kernels=kernel_table(trace).slice(0, top) if device.num_rows else kernel_table(trace),
+        # top=0: no lists, and none computed (the HTML report shows the whole tables elsewhere)
+        top_ops=op_table(trace, filt=EventFilter(kinds=("cpu_op",))).slice(0, top) if top else pa.table({}),
+        top_kernels=(kernel_table(trace).slice(0, top) if device.num_rows else kernel_table(trace)) if top
+        else pa.table({}),
         by_kind=by_kind,
         warnings=list(trace.warnings),
     )

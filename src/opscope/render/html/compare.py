@@ -56,7 +56,7 @@ def job_page(traces: Sequence[tuple[str, Trace]], run: dict | None = None,
     for name, trace in traces:
         if progress is not None:
             progress(f"overview of {name}")
-        s = summarize(trace, top=1)
+        s = summarize(trace, top=0)
         busy_pct = 100 * s.gpu_busy_ns / s.wall_ns if s.gpu_busy_ns is not None and s.wall_ns else None
         rows.append({"rank": name, "events": s.events, "wall_ns": s.wall_ns, "steps": s.steps.count,
                      "median_step_ns": s.steps.median_ns, "gpu_busy_ns": s.gpu_busy_ns,

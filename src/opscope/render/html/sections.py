@@ -8,6 +8,7 @@ drawing an empty chart.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from opscope.analyses.filters import EventFilter
@@ -42,13 +43,21 @@ def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[st
     # one context for every section: the GPU analysis, step table and the like are computed once and the advice
     # rules reuse them
     ctx = AdviceContext(trace, run=run)
+    _ = ctx.gpu  # before the advice starts beside the other sections, so that it is computed once
     builders: list[tuple[str, Callable[[AdviceContext], PageSection]]] = [
-        ("overview", overview), ("gpu", gpu), ("ops", ops_and_kernels), ("memory", memory), ("advice", advice)]
-    sections = []
-    for name, build in builders:
+        ("overview", overview), ("gpu", gpu), ("ops", ops_and_kernels), ("memory", memory)]
+    # the advice rules (the slowest part) run in a thread beside the other sections: Arrow's kernels and Parquet
+    # reads release the GIL, so the two overlap on a machine with more than one core
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="opscope-advice") as pool:
+        advice_section = pool.submit(advice, ctx)
+        sections = []
+        for name, build in builders:
+            if progress is not None:
+                progress(name)
+            sections.append(build(ctx))
         if progress is not None:
-            progress(name)
-        sections.append(build(ctx))
+            progress("advice")
+        sections.append(advice_section.result())
     return sections
 
 
@@ -61,7 +70,7 @@ def overview(ctx: AdviceContext) -> PageSection:
     from opscope.analyses.reports import steps_report, summary_report
     from opscope.analyses.steps import step_stats
 
-    summary = summary_report(trace, run=run)
+    summary = summary_report(trace, top=0, run=run)  # the top lists are the Ops and kernels section's tables
     fields = _section(summary, "overview")
     blocks: list[Block | None] = [FieldsBlock("overview", list(fields.fields) if fields else [])]
     steps = steps_report(trace, None, run, analysis=ctx.gpu)
@@ -87,7 +96,7 @@ def overview(ctx: AdviceContext) -> PageSection:
             blocks.append(ProseBlock("no_step_busy", "No device busy/idle per step: no device work in the steps.",
                                      tone="empty"))
         blocks.append(section_table(section, "steps", "Steps", limit=TABLE_ROWS))
-    blocks += _tables(summary, ("top_ops", "top_kernels", "by_kind", "not_mapped"))
+    blocks += _tables(summary, ("by_kind", "not_mapped"))
     return PageSection("overview", "Overview", [b for b in blocks if b is not None],
                        intro="opscope summary and opscope steps")
 
