@@ -27,6 +27,11 @@ _ALL_CHARTS_DRAWN = ("() => Array.from(document.querySelectorAll('[data-chart]')
                      ".every(e => e.dataset.rendered === 'true' || e.dataset.rendered === 'error')")
 
 
+def pytest_configure(config) -> None:
+    # registered here (not in pyproject): `pytest -m browser` runs only these, `-m "not browser"` skips them
+    config.addinivalue_line("markers", "browser: opens reports in chromium (seconds; part of the normal run)")
+
+
 def chromium_path() -> str | None:
     """$OPSCOPE_CHROMIUM, else chromium (Debian) or chromium-browser (Ubuntu) on PATH."""
     given = os.environ.get("OPSCOPE_CHROMIUM")

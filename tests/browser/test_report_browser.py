@@ -18,6 +18,8 @@ from support.cli import run_cli_many
 from support.shared import SHARED_TRACES
 from support.tracefiles import write_trace, x
 
+pytestmark = pytest.mark.browser
+
 H100 = "tracelens/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
 MI300 = "tracelens/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz"
 CPU_ONLY = "generated/torch_cpu_mobilenetv2_train.json"
