@@ -1,0 +1,312 @@
+"""`opscope report` opened in a real browser (chromium): offline, no console errors, every chart drawn, the
+numbers the same as the CLI's JSON, tables that sort and filter, empty sections that say so, hostile trace
+text shown as text, and a comparison page.
+
+The reports are written once per module by the CLI (child processes side by side) and opened by the one
+session browser of conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.cli import run_cli_many
+from support.shared import SHARED_TRACES
+from support.tracefiles import write_trace, x
+
+pytestmark = pytest.mark.browser
+
+H100 = "tracelens/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+MI300 = "tracelens/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz"
+CPU_ONLY = "generated/torch_cpu_mobilenetv2_train.json"
+SECTIONS = {"overview": "Overview", "gpu": "GPU", "ops": "Ops and kernels", "memory": "Memory", "advice": "Advice"}
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "screenshot_report.py"
+
+#: Trace text a page must show as text and never run: markup, a script end tag, quotes, a backslash, a
+#: newline, a template expression.
+HOSTILE = ["<script>window.__pwned=1</script>",
+           '<img src=x onerror="window.__pwned=2">',
+           "</script><script>window.__pwned=3</script>",
+           "q\"uo'te\\back\\\\slash\nnew line",
+           "{{7*7}}"]
+
+
+# ---------------------------------------------------------------- traces built here (always available)
+
+def hostile_events() -> list[dict]:
+    """Two steps; in each, one CPU op per hostile name launching one kernel of the same name (stream 7).
+    Every op and kernel is large enough (>= 5% of the time) to keep its own icicle box."""
+    events = []
+    corr = 0
+    for step in (1, 2):
+        start = (step - 1) * 10_000
+        events.append(x(f"ProfilerStep#{step}", start, 10_000, cat="user_annotation"))
+        for i, name in enumerate(HOSTILE):
+            corr += 1
+            t = start + 100 + i * 1_500
+            events += [x(name, t, 1_000, **{"Input Dims": [[4, 4]]}),
+                       x("cudaLaunchKernel", t + 10, 10, cat="cuda_runtime", correlation=corr),
+                       x(name, t + 50, 800 + 40 * i, cat="kernel", pid=0, tid=7, device=0, stream=7,
+                         correlation=corr)]
+    return events
+
+
+def cpu_only_events() -> list[dict]:
+    """CPU ops only: no steps, no device work, no memory records."""
+    return [x("aten::linear", 0, 300), x("aten::addmm", 10, 250), x("aten::relu", 400, 50)]
+
+
+def gpu_no_steps_events() -> list[dict]:
+    """One op launching one kernel: device work, but no steps and no memory records."""
+    return [x("aten::mm", 0, 100), x("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=1),
+            x("gemm_kernel", 20, 400, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1)]
+
+
+# ---------------------------------------------------------------- the reports and the CLI's JSON, once
+
+def _run(commands: dict[str, tuple[str, ...]], cache: Path) -> dict[str, str]:
+    results = run_cli_many(list(commands.values()), cache=cache)
+    out = {}
+    for key, res in zip(commands, results):
+        assert res.returncode == 0, (key, res.stderr)
+        out[key] = res.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path]:
+    """Reports of the traces built above."""
+    d = tmp_path_factory.mktemp("built-reports")
+    traces = {"hostile": hostile_events(), "cpu_only": cpu_only_events(), "gpu_no_steps": gpu_no_steps_events()}
+    reports = {k: d / f"{k}.html" for k in traces}
+    _run({k: ("report", str(write_trace(d / f"{k}.json", ev)), "-o", str(reports[k])) for k, ev in traces.items()},
+         d / "cache")
+    return reports
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory) -> dict[str, Path]:
+    """Reports of the real H100 and MI300 BERT traces, their comparison and a CPU-only training trace."""
+    traces = {"h100": SHARED_TRACES / H100, "mi300": SHARED_TRACES / MI300, "cpu": SHARED_TRACES / CPU_ONLY}
+    missing = [str(p) for p in traces.values() if not p.exists()]
+    if missing:
+        pytest.skip(f"real traces not available (../shared/traces is absent on this machine): {missing[0]}")
+    d = tmp_path_factory.mktemp("real-reports")
+    reports = {k: d / f"{k}.html" for k in (*traces, "diff")}
+    commands = {k: ("report", str(p), "-o", str(reports[k])) for k, p in traces.items()}
+    commands["diff"] = ("report", str(traces["h100"]), str(traces["mi300"]), "-o", str(reports["diff"]))
+    _run(commands, d / "cache")
+    return {**reports, **{f"trace_{k}": p for k, p in traces.items()}, "cache": d / "cache"}
+
+
+@pytest.fixture(scope="module")
+def cli_json(real) -> dict[str, list[dict]]:
+    """What the CLI prints as JSON for the same traces."""
+    commands = {}
+    for k in ("h100", "mi300"):
+        t = str(real[f"trace_{k}"])
+        commands |= {f"kernels_{k}": ("kernels", t, "--format", "json", "-n", "0"),
+                     f"gpu_{k}": ("gpu", t, "--format", "json"),
+                     f"idle_{k}": ("gpu", t, "--idle", "--format", "json"),
+                     f"steps_{k}": ("steps", t, "--format", "json")}
+    commands["diff"] = ("diff", str(real["trace_h100"]), str(real["trace_mi300"]), "--format", "json")
+    return {k: json.loads(v) for k, v in _run(commands, real["cache"]).items()}
+
+
+# ---------------------------------------------------------------- reading the page
+
+def table(page, key: str) -> tuple[list[str], list[dict[str, str]]]:
+    """A report table's column names and its rows as {column: data-value} (the raw value, as JSON has it)."""
+    columns = page.eval_on_selector_all(f"table#table-{key} thead th", "ths => ths.map(t => t.dataset.col)")
+    rows = page.eval_on_selector_all(f"table#table-{key} tbody tr",
+                                     "trs => trs.map(r => Array.from(r.cells).map(c => c.getAttribute('data-value')))")
+    assert columns and rows, f"table {key} is missing or empty"
+    return columns, [dict(zip(columns, r)) for r in rows]
+
+
+def raw(value) -> str:
+    """A JSON value as the page's data-value attribute writes it (Python's str; '' for null)."""
+    return "" if value is None else str(value)
+
+
+def empties(page) -> set[str]:
+    return set(page.eval_on_selector_all("p.empty", "ps => ps.map(p => p.dataset.key)"))
+
+
+def assert_clean(opened) -> None:
+    assert opened.requests == [], "the report asked for something outside the file"
+    assert opened.problems == []
+
+
+# ---------------------------------------------------------------- real traces
+
+@pytest.mark.parametrize("which", ["h100", "mi300"])
+def test_a_real_gpu_trace_opens_offline_with_every_section_and_every_chart_drawn(real, open_report, which):
+    path = real[which]
+    assert path.stat().st_size < 5 * 10**6
+    opened = open_report(path)
+    assert_clean(opened)
+    page = opened.page
+    headings = {s: page.inner_text(f"section#{s} > h2") for s in SECTIONS}
+    assert headings == SECTIONS
+    charts = opened.charts()
+    assert set(charts) == {"step_times", "step_busy", "gpu_parts", "gpu_idle", "hierarchy", "memory_timeline"}
+    assert set(charts.values()) == {"true"}
+    # each chart is an SVG with data marks in it (not just axes): bars, lines, points or icicle boxes
+    marks = page.eval_on_selector_all(
+        "[data-chart]", "els => Object.fromEntries(els.map(e => [e.dataset.chart, "
+                        "e.querySelectorAll('svg g.role-mark > path, svg g.role-mark > line').length]))")
+    assert all(n > 0 for n in marks.values()), marks
+    assert empties(page) == set()
+
+
+@pytest.mark.parametrize("which", ["h100", "mi300"])
+def test_the_page_shows_the_numbers_the_cli_prints(real, cli_json, open_report, which):
+    page = open_report(real[which]).page
+
+    # kernels: the CLI's default (short) names, calls and total time, row by row (the page keeps 300 rows)
+    _, rows = table(page, "kernels")
+    want = cli_json[f"kernels_{which}"]
+    assert len(rows) == min(len(want), 300)
+    assert [(r["name"], r["calls"], r["total_ns"]) for r in rows] == \
+           [(k["name"], raw(k["calls"]), raw(k["total_ns"])) for k in want[:300]]
+
+    # per device and stream, and per idle cause: every column the page shows, as opscope gpu gives it
+    for key, cli in (("gpu_breakdown", f"gpu_{which}"), ("gpu_idle_causes", f"idle_{which}")):
+        columns, rows = table(page, key)
+        assert rows == [{c: raw(r[c]) for c in columns} for r in cli_json[cli]], key
+    assert {"device", "stream", "busy_ns", "idle_ns"} <= set(table(page, "gpu_breakdown")[0])
+
+    columns, rows = table(page, "steps")
+    assert {"step", "dur_ns", "gpu_busy_ns"} <= set(columns)
+    assert rows == [{c: raw(r[c]) for c in columns} for r in cli_json[f"steps_{which}"]]
+
+
+def test_numeric_headers_sort_descending_then_ascending(real, open_report):
+    page = open_report(real["h100"]).page
+
+    def column(col: str) -> list[float]:
+        return [float(r[col]) for r in table(page, "kernels")[1]]
+
+    before = column("calls")
+    pairs = sorted((r["name"], r["calls"]) for r in table(page, "kernels")[1])
+    assert before != sorted(before, reverse=True)  # the analysis sorts by total time: the click must reorder
+    page.click("table#table-kernels th[data-col=calls]")
+    assert column("calls") == sorted(before, reverse=True)
+    assert page.get_attribute("table#table-kernels th[data-col=calls]", "aria-sort") == "descending"
+    page.click("table#table-kernels th[data-col=calls]")
+    assert column("calls") == sorted(before)
+    assert page.get_attribute("table#table-kernels th[data-col=calls]", "aria-sort") == "ascending"
+    # the rows moved whole: each name keeps its own calls
+    assert sorted((r["name"], r["calls"]) for r in table(page, "kernels")[1]) == pairs
+
+
+def test_the_filter_box_shows_only_matching_rows_and_says_how_many(real, open_report):
+    page = open_report(real["h100"]).page
+    _, rows = table(page, "ops")
+    matching = [r for r in rows if "addmm" in r["name"].lower()]
+    assert 0 < len(matching) < len(rows)
+    page.fill("input.filter[data-table=table-ops]", "AddMM")  # case does not matter
+    visible = page.eval_on_selector_all("table#table-ops tbody tr:not([hidden])",
+                                        "trs => trs.map(r => r.cells[0].getAttribute('data-value'))")
+    assert visible == [r["name"] for r in matching]
+    count = page.inner_text("div.table-block[data-key=ops] .shown-rows")
+    assert count == f"{len(matching)} of {len(rows)} rows match"
+    page.fill("input.filter[data-table=table-ops]", "")
+    assert page.eval_on_selector_all("table#table-ops tbody tr:not([hidden])", "t => t.length") == len(rows)
+    assert page.inner_text("div.table-block[data-key=ops] .shown-rows") == ""
+
+
+def test_a_cpu_only_real_trace_says_there_is_no_device_work(real, open_report):
+    opened = open_report(real["cpu"])
+    assert_clean(opened)
+    page = opened.page
+    assert {"no_gpu", "no_kernels", "no_step_busy"} <= empties(page)
+    assert "no GPU activity" in page.inner_text("section#gpu")
+    assert page.query_selector("section#gpu [data-chart]") is None
+    assert set(opened.charts().values()) == {"true"}
+
+
+def test_the_comparison_page_draws_its_headline_and_shows_the_diff_rows(real, cli_json, open_report):
+    opened = open_report(real["diff"])
+    assert_clean(opened)
+    page = opened.page
+    assert page.get_attribute("body", "data-report-kind") == "diff"
+    assert opened.charts() == {"diff_headline": "true"}
+    assert page.eval_on_selector_all("#chart-diff_headline svg g.role-mark > path", "p => p.length") > 0
+    _, rows = table(page, "diff_rows")
+    want = cli_json["diff"][:20]
+    numbers = ("kind", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status")
+    assert [{c: r[c] for c in numbers} for r in rows[:20]] == [{c: raw(w[c]) for c in numbers} for w in want]
+    # the page shows kernels by their short names (no return type, parameters): a part of the JSON's full name
+    for r, w in zip(rows, want):
+        assert r["name"] in w["name"], (r["name"], w["name"])
+
+
+# ---------------------------------------------------------------- traces built here
+
+def test_a_trace_without_steps_or_memory_says_so_instead_of_empty_charts(built, open_report):
+    opened = open_report(built["gpu_no_steps"])
+    assert_clean(opened)
+    page = opened.page
+    assert {"no_steps", "no_memory"} <= empties(page)
+    assert "no ProfilerStep#N" in page.inner_text("p[data-key=no_steps]")
+    assert page.query_selector("section#overview [data-chart]") is None
+    assert page.query_selector("section#memory [data-chart]") is None
+    assert set(opened.charts()) == {"gpu_parts", "gpu_idle", "hierarchy"}
+    assert set(opened.charts().values()) == {"true"}
+
+
+def test_a_cpu_only_trace_without_steps_or_memory_says_so_in_every_section(built, open_report):
+    opened = open_report(built["cpu_only"])
+    assert_clean(opened)
+    assert {"no_steps", "no_gpu", "no_kernels", "no_memory"} <= empties(opened.page)
+    assert set(opened.charts()) == {"hierarchy"}
+
+
+def test_hostile_trace_text_is_shown_as_text_and_never_runs(built, open_report, tmp_path):
+    opened = open_report(built["hostile"])
+    assert_clean(opened)
+    page = opened.page
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("document.querySelectorAll('img').length") == 0  # no chart draws an <img> either
+    assert page.evaluate("document.querySelectorAll('script:not([id^=spec-])').length") == 2  # Vega, report.js
+    assert "49" not in page.inner_text("table#table-ops")
+    # kernels are listed by short name as opscope kernels prints them (a '<...>' is template arguments there)
+    kernels = json.loads(_run({"k": ("kernels", str(built["hostile"].with_suffix(".json")), "--format", "json")},
+                              tmp_path / "cache")["k"])
+    for key, names in (("ops", HOSTILE), ("kernels", [k["name"] for k in kernels])):
+        assert len(names) == len(HOSTILE)
+        cells = page.eval_on_selector_all(f"table#table-{key} tbody tr td:first-child", "tds => tds.map(t => "
+                                          "[t.textContent, t.getAttribute('data-value')])")
+        assert {value for _, value in cells} == set(names), key
+        assert {text for text, _ in cells} == set(names), key
+        text = page.inner_text(f"table#table-{key}")  # innerText folds the newline; the rest is literal
+        for name in names:
+            assert name.replace("\n", " ") in text, (key, name)
+    # the icicle's data holds the names as they are
+    spec = json.loads(page.text_content("script#spec-hierarchy"))
+    names = {v["name"] for v in spec["data"][0]["values"]}
+    assert set(HOSTILE) <= names
+    # its box labels are SVG text (cut to the box's width with an ellipsis), the markup in them literal
+    labels = page.eval_on_selector_all("#chart-hierarchy svg g.role-mark text", "ts => ts.map(t => t.textContent)")
+    for start in ("<script>window.__pwned=1", '<img src=x onerror="', "</script><script>", "{{7*7}}"):
+        assert any(label.startswith(start) for label in labels), (start, labels)
+    assert set(opened.charts().values()) == {"true"}
+
+
+# ---------------------------------------------------------------- screenshots
+
+def test_screenshot_tool_writes_a_png_of_the_section_asked_for(built, tmp_path, browser):
+    out = tmp_path / "shot.png"
+    res = subprocess.run([sys.executable, str(TOOL), str(built["hostile"]), str(out), "--section", "ops"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1300, 900)
