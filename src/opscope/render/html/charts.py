@@ -29,8 +29,8 @@ def _alt():
     return alt
 
 
-def _spec(chart) -> dict[str, Any]:
-    spec = chart.properties(width=WIDTH).to_dict()
+def _spec(chart, width: int = WIDTH) -> dict[str, Any]:
+    spec = chart.properties(width=width).to_dict()
     spec.pop("$schema", None)  # a URL: the page never fetches it, but nothing in it should point outside
     return spec
 
@@ -56,7 +56,7 @@ def step_times(steps: Sequence[dict], median_ns: int | None) -> dict[str, Any]:
         rule = alt.Chart(alt.Data(values=[{"ms": ms(median_ns), "median": format_ns(median_ns)}])).mark_rule(
             strokeDash=[4, 3], color="#333").encode(y="ms:Q", tooltip=[alt.Tooltip("median:N")])
         layers.append(rule)
-    return _spec(alt.layer(*layers).properties(height=220))
+    return _spec(alt.layer(*layers).properties(height=220), _bars_width(len(rows)))
 
 
 def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
@@ -80,7 +80,12 @@ def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
         order=alt.Order("part_order:Q"),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip("part:N"), alt.Tooltip("time:N"), alt.Tooltip("share:N")],
     ).transform_calculate(part_order=f"indexof({domain!r}, datum.part)")
-    return _spec(chart.properties(height=220))
+    return _spec(chart.properties(height=220), _bars_width(len(steps)))
+
+
+def _bars_width(bars: int) -> int:
+    """Narrow charts for a few steps (one step is not a bar across the page), the page's width from ~20 on."""
+    return min(WIDTH, max(160, 45 * bars))
 
 
 def device_parts(breakdown: Sequence[dict]) -> dict[str, Any]:
