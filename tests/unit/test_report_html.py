@@ -138,3 +138,36 @@ def test_sections_say_why_they_are_empty(tmp_path):
     empty = {b.key: b.text for s in page.sections for b in s.blocks if getattr(b, "tone", "") == "empty"}
     assert set(empty) >= {"no_steps", "no_gpu", "no_kernels", "no_memory"}
     assert "no ProfilerStep#N" in empty["no_steps"]
+
+
+def test_every_vega_lite_chart_is_valid_against_the_schema(tmp_path):
+    """The report builds specs without validating them (it costs seconds on big traces); here every Vega-Lite
+    chart of a page with steps, device work, memory records and a comparison is checked against the schema."""
+    import jsonschema
+    from altair.vegalite.v6.schema import load_schema
+
+    from opscope.diff import compare
+    from opscope.render.html import trace_page
+    from opscope.render.html.compare import diff_page
+    from opscope.render.html.page import ChartBlock
+
+    events = small_gpu_trace() + [
+        {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 200,
+         "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 4096, "Total Allocated": 4096,
+                  "Total Reserved": 8192}},
+        {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 900,
+         "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": -4096, "Total Allocated": 0,
+                  "Total Reserved": 8192}}]
+    trace = open_trace(write_trace(tmp_path / "t.json", events))
+    other = open_trace(write_trace(tmp_path / "u.json", small_gpu_trace()))
+    pages = [trace_page(trace, "t.json"), diff_page(compare(trace, other, labels=("t", "u")), "t", "u")]
+    charts = [b for p in pages for s in p.sections for b in s.blocks if isinstance(b, ChartBlock)]
+    keys = {c.key for c in charts}
+    assert {"step_times", "step_busy", "gpu_parts", "gpu_idle", "memory_timeline", "hierarchy",
+            "diff_headline"} <= keys
+    schema = load_schema()
+    for chart in charts:
+        if chart.key == "hierarchy":  # a Vega spec, not Vega-Lite; drawn in the browser tests
+            assert chart.spec["data"][0]["transform"][0]["type"] == "stratify"
+            continue
+        jsonschema.validate(chart.spec, schema)

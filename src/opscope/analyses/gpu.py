@@ -448,8 +448,27 @@ class GpuAnalysis:
         return {d: (o, lv) for d, o, lv in zip(agg["device"].to_pylist(), agg["over_sum"].to_pylist(),
                                                 agg["level_max"].to_pylist())}
 
+    # The tables below are computed once per analysis: the report's sections and the advice rules share one.
     def breakdown(self) -> pa.Table:
         """One row per device (``stream`` null: the union over its streams) followed by one per stream."""
+        return self._breakdown
+
+    def launches(self) -> pa.Table:
+        """Per device: streams, true concurrency, kernel counts and durations, launch delays."""
+        return self._launches
+
+    def idle(self) -> pa.Table:
+        """Per device, idle time by cause (analyses/idle.py)."""
+        return self._idle
+
+    @cached_property
+    def _idle(self) -> pa.Table:
+        from opscope.analyses.idle import idle_causes
+
+        return idle_causes(self)
+
+    @cached_property
+    def _breakdown(self) -> pa.Table:
         w = self.work
         t = w.table
         if t.num_rows == 0:
@@ -496,8 +515,8 @@ class GpuAnalysis:
                                      unseen, None, clipped.get(s, 0)))
         return pa.Table.from_pylist(rows, schema=BREAKDOWN_SCHEMA)
 
-    def launches(self) -> pa.Table:
-        """Per device: streams, true concurrency, kernel counts and durations, launch delays."""
+    @cached_property
+    def _launches(self) -> pa.Table:
         w = self.work
         t = w.table
         if t.num_rows == 0:
@@ -544,11 +563,6 @@ class GpuAnalysis:
             return None
         per = k.group_by(["correlation", "launch"], use_threads=False).aggregate([("raw_start", "min")])
         return pc.min(pc.subtract(per["raw_start_min"], per["launch"])).as_py()
-
-    def idle(self) -> pa.Table:
-        from opscope.analyses.idle import idle_causes
-
-        return idle_causes(self)
 
     def notes(self) -> list[str]:
         """What to know about the breakdown: the window, what busy means, clipped events."""

@@ -30,7 +30,8 @@ def _alt():
 
 
 def _spec(chart, width: int = WIDTH) -> dict[str, Any]:
-    spec = chart.properties(width=width).to_dict()
+    # not validated against the Vega-Lite schema here (a second per chart on big data); tests validate every chart
+    spec = chart.properties(width=width).to_dict(validate=False)
     spec.pop("$schema", None)  # a URL: the page never fetches it, but nothing in it should point outside
     return spec
 
