@@ -32,3 +32,23 @@ def test_load_without_polars_names_the_extra(tmp_path):
     # every complete ("X") event of the trace is one row of events; its metadata ("M") row is not
     expected = sum(1 for e in small_gpu_trace() if e.get("ph") == "X")
     assert rows == f"ROWS {expected} Table"
+
+
+REPORT_CHILD = textwrap.dedent("""
+    import sys
+    sys.modules["altair"] = None  # the view extra not installed: `import altair` fails
+    sys.argv = ["opscope", "report", sys.argv[1], "-o", sys.argv[2]]
+    from opscope.cli import main
+    main()
+""")
+
+
+def test_report_without_the_view_extra_names_it_before_any_work(tmp_path):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    out = tmp_path / "r.html"
+    done = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(path), str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "opscope: error: the HTML report needs the view extra (altair missing): pip install 'opscope[view]'"]
+    assert not out.exists()

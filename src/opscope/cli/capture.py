@@ -43,9 +43,11 @@ def demo(
 
 def _demo_report(trace, path: Path) -> None:
     """The demo's HTML report beside its trace, when the view extra is installed (else how to get it)."""
-    import importlib.util
+    from opscope.render.html import require
 
-    if not all(importlib.util.find_spec(m) for m in ("jinja2", "altair", "vl_convert")):
+    try:
+        require()
+    except UsageError:  # the view extra is not installed
         err.print("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
                   f"{path} -o report.html", highlight=False, markup=False)
         return

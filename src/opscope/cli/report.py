@@ -43,8 +43,9 @@ def report(
     has them all), so it stays small. OUTPUT is never replaced unless --force is given.
     """
     from opscope.outfile import check_target, write_file
-    from opscope.render.html import html
+    from opscope.render.html import html, require
 
+    require()
     if not output.name.lower().endswith((".html", ".htm")):
         raise UsageError(f"{output}: give the report a .html name (-o report.html)")
     check_target(output, force)  # before minutes of analysis, not after

@@ -13,6 +13,26 @@ from opscope.model.trace import Trace
 from opscope.render.html.page import Page
 
 
+def require() -> None:
+    """A one-line UsageError, before any analysis runs, when the view extra is not installed."""
+    missing = [m for m in ("jinja2", "altair", "vl_convert") if not _importable(m)]
+    if missing:
+        from opscope.errors import UsageError
+
+        raise UsageError(f"the HTML report needs the view extra ({', '.join(missing)} missing): "
+                         "pip install 'opscope[view]'")
+
+
+def _importable(module: str) -> bool:
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
 def trace_page(trace: Trace, source: str, run: dict | None = None,
                progress: Callable[[str], None] | None = None) -> Page:
     """One trace's report."""
