@@ -56,3 +56,22 @@ def test_advise_and_filters(loaded):
     filt = loaded.event_filter(match="conv", steps="2")
     assert filt.steps == [2]
     assert loaded.ops(filt=filt).column("name").to_pylist() == ["aten::conv2d"]
+
+
+def test_notebook_shows_the_report_and_writes_it(loaded, tmp_path):
+    import html
+
+    page = loaded.report_html()
+    assert page.startswith("<!DOCTYPE html>") and 'id="gpu"' in page
+    shown = loaded._repr_html_()
+    # the page travels whole in the iframe's srcdoc, escaped, so the notebook's own page is untouched
+    prefix = '<iframe title="opscope report" '
+    assert shown.startswith(prefix) and shown.endswith('"></iframe>')
+    srcdoc = shown.split('srcdoc="', 1)[1][: -len('"></iframe>')]
+    assert '"' not in srcdoc and "<" not in srcdoc
+    assert html.unescape(srcdoc) == page
+    target = loaded.report(tmp_path / "r.html")
+    assert target.read_text() == page
+    with pytest.raises(UsageError, match="already exists"):
+        loaded.report(target)
+    loaded.report(target, force=True)
