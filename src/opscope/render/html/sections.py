@@ -40,25 +40,28 @@ def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[st
     """Every section of one trace's report, in reading order."""
     from opscope.advise.context import AdviceContext
 
-    # one context for every section: the GPU analysis, step table and the like are computed once and the advice
-    # rules reuse them
+    # One context for every section: the GPU analysis, step table and the like are computed once and the advice
+    # rules reuse them. The sections are built two at a time, the longest first (Arrow's kernels and Parquet reads
+    # release the GIL, so two threads keep two cores busy); those that need the GPU analysis wait for it, the ops
+    # and memory sections start at once.
     ctx = AdviceContext(trace, run=run)
-    _ = ctx.gpu  # before the advice starts beside the other sections, so that it is computed once
-    builders: list[tuple[str, Callable[[AdviceContext], PageSection]]] = [
-        ("overview", overview), ("gpu", gpu), ("ops", ops_and_kernels), ("memory", memory)]
-    # the advice rules (the slowest part) run in a thread beside the other sections: Arrow's kernels and Parquet
-    # reads release the GIL, so the two overlap on a machine with more than one core
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="opscope-advice") as pool:
-        advice_section = pool.submit(advice, ctx)
-        sections = []
-        for name, build in builders:
+    needs_gpu = {"overview", "gpu", "advice"}
+    builders: dict[str, Callable[[AdviceContext], PageSection]] = {
+        "overview": overview, "gpu": gpu, "ops": ops_and_kernels, "memory": memory, "advice": advice}
+    longest_first = ["ops", "advice", "memory", "overview", "gpu"]
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="opscope-report") as pool:
+        gpu_ready = pool.submit(lambda: ctx.gpu)
+
+        def build(name: str) -> PageSection:
+            if name in needs_gpu:
+                gpu_ready.result()
             if progress is not None:
                 progress(name)
-            sections.append(build(ctx))
-        if progress is not None:
-            progress("advice")
-        sections.append(advice_section.result())
-    return sections
+            return builders[name](ctx)
+
+        futures = {name: pool.submit(build, name) for name in longest_first}
+        return [futures[name].result() for name in builders]  # reading order
 
 
 def _section(report: Report, key: str) -> Section | None:
