@@ -19,7 +19,7 @@ SIZE_GOAL = 5 * 10**6
 def report(
     traces: Annotated[list[Path], typer.Argument(help="A trace or recording directory; two: BASE NEW (a comparison); "
                                                       "three or more (or --ranks): the ranks of one job.",
-                                                 show_default=False)],
+                                                 show_default=False, metavar="TRACE")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.", show_default=False)],
     force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
     ranks: Annotated[bool, typer.Option("--ranks", help="Two traces are two ranks of one job, not BASE and NEW.")]
