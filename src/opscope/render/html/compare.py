@@ -58,14 +58,16 @@ def job_page(traces: Sequence[tuple[str, Trace]], run: dict | None = None,
             progress(f"overview of {name}")
         s = summarize(trace, top=0)
         busy_pct = 100 * s.gpu_busy_ns / s.wall_ns if s.gpu_busy_ns is not None and s.wall_ns else None
-        rows.append({"rank": name, "events": s.events, "wall_ns": s.wall_ns, "steps": s.steps.count,
-                     "median_step_ns": s.steps.median_ns, "gpu_busy_ns": s.gpu_busy_ns,
+        rows.append({"rank": _rank_label(trace, name), "trace": name, "events": s.events, "wall_ns": s.wall_ns,
+                     "steps": s.steps.count, "median_step_ns": s.steps.median_ns, "gpu_busy_ns": s.gpu_busy_ns,
                      "gpu_busy_pct": round(busy_pct, 2) if busy_pct is not None else None})
     import pyarrow as pa
 
+    _disambiguate(rows)
     blocks: list[Block] = [table_block("ranks", "Each trace (rank)", pa.Table.from_pylist(rows),
-                                       legend="median_step_ns: median ProfilerStep#N duration (outliers left out); "
-                                              "gpu_busy_pct: device busy over the trace's wall time")]
+                                       legend="rank: the trace's distributed rank when it records one, else its file "
+                                              "name; median_step_ns: median ProfilerStep#N duration (outliers left "
+                                              "out); gpu_busy_pct: device busy over the trace's wall time")]
     with_steps = [r for r in rows if r["median_step_ns"] is not None]
     if with_steps:
         data = [{"rank": r["rank"], "median_step_ms": charts.ms(r["median_step_ns"]),
@@ -89,3 +91,19 @@ def job_page(traces: Sequence[tuple[str, Trace]], run: dict | None = None,
     return Page(title=f"opscope report: {len(traces)} traces", sources=names, sections=sections,
                 notes=[f"the sections after Ranks are about {first_name} (the first trace given); give another "
                        "trace first to see its own"], kind="job")
+
+
+def _rank_label(trace: Trace, name: str) -> str:
+    """"rank 3" from the trace's distributed info, else the file's name (the table has the whole path)."""
+    rank = trace.metadata.get("rank")
+    return f"rank {rank}" if isinstance(rank, int) else name.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _disambiguate(rows: list[dict[str, Any]]) -> None:
+    """Two traces with one label (two files named alike, two recordings of rank 0) get their place added."""
+    seen: dict[str, int] = {}
+    for r in rows:
+        seen[r["rank"]] = seen.get(r["rank"], 0) + 1
+    for i, r in enumerate(rows, 1):
+        if seen[r["rank"]] > 1:
+            r["rank"] = f"{r['rank']} (trace {i})"
