@@ -96,9 +96,10 @@ def real(tmp_path_factory) -> dict[str, Path]:
     if missing:
         pytest.skip(f"real traces not available (../shared/traces is absent on this machine): {missing[0]}")
     d = tmp_path_factory.mktemp("real-reports")
-    reports = {k: d / f"{k}.html" for k in (*traces, "diff")}
+    reports = {k: d / f"{k}.html" for k in (*traces, "diff", "job")}
     commands = {k: ("report", str(p), "-o", str(reports[k])) for k, p in traces.items()}
     commands["diff"] = ("report", str(traces["h100"]), str(traces["mi300"]), "-o", str(reports["diff"]))
+    commands["job"] = ("report", *(str(p) for p in traces.values()), "-o", str(reports["job"]))
     _run(commands, d / "cache")
     return {**reports, **{f"trace_{k}": p for k, p in traces.items()}, "cache": d / "cache"}
 
@@ -248,6 +249,20 @@ def test_the_comparison_page_draws_its_headline_and_shows_the_diff_rows(real, cl
 
 
 # ---------------------------------------------------------------- traces built here
+
+def test_the_job_page_shows_each_rank_then_the_first_traces_sections(real, open_report):
+    opened = open_report(real["job"])
+    assert_clean(opened)
+    page = opened.page
+    assert page.inner_text("section#ranks > h2") == "Ranks"
+    columns, rows = table(page, "ranks")
+    assert [r["trace"] for r in rows] == [str(real[f"trace_{k}"]) for k in ("h100", "mi300", "cpu")]
+    assert len({r["rank"] for r in rows}) == 3  # one label per trace, told apart when alike
+    charts = opened.charts()
+    assert charts["ranks_steps"] == "true" and charts["ranks_busy"] == "true"
+    # the sections after Ranks are the first trace's: its step chart and GPU breakdown are drawn
+    assert charts["step_times"] == "true" and charts["gpu_parts"] == "true"
+
 
 def test_a_trace_without_steps_or_memory_says_so_instead_of_empty_charts(built, open_report):
     opened = open_report(built["gpu_no_steps"])
