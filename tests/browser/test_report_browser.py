@@ -255,7 +255,7 @@ def test_the_job_page_shows_each_rank_then_the_first_traces_sections(real, open_
     assert_clean(opened)
     page = opened.page
     assert page.inner_text("section#ranks > h2") == "Ranks"
-    columns, rows = table(page, "ranks")
+    _, rows = table(page, "ranks")
     assert [r["trace"] for r in rows] == [str(real[f"trace_{k}"]) for k in ("h100", "mi300", "cpu")]
     assert len({r["rank"] for r in rows}) == 3  # one label per trace, told apart when alike
     charts = opened.charts()
