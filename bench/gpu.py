@@ -94,6 +94,14 @@ def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 900)
             "timed": parsed, "stderr_tail": tail if proc.returncode else ""}
 
 
+def wall_and_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
+    """:func:`run` for a child that must succeed: its wall seconds and peak RSS (MiB)."""
+    r = run(cmd, env)
+    if r["rc"]:
+        raise SystemExit(f"failed: {' '.join(cmd)}: {r['stderr_tail']}")
+    return r["wall_s"], round(r["peak_rss_mb"])
+
+
 def median_case(name: str, trace: str, runs: list[dict], command: list[str]) -> dict:
     ok = [r for r in runs if r["rc"] == 0]
     case = {"trace": trace, "case": name, "command": command, "runs": runs}
