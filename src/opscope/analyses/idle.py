@@ -21,6 +21,7 @@ by priority (the first that holds at an instant wins):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -58,22 +59,8 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
     work = analysis.work
     if work.table.num_rows == 0:
         return IDLE_SCHEMA.empty_table()
-    w0, w1 = work.window_start, work.window_end
-    sync, data = _host_covers(analysis.trace, w0, w1)
-    busy = analysis.device_not_idle
-    busy = busy.filter(pc.greater(busy["end"], busy["start"]))
-    t = work.table
-    pending = analysis.pending
     rows = []
-    for dev in work.devices:
-        d = busy.filter(pc.equal(busy["group"], dev))
-        gap_s, gap_e, short_late, short_queued = _gaps(d, w0, w1, analysis.short_gap_ns)
-        mine = pending.filter(pc.equal(pending["device"], dev))
-        o_s, o_e = combined(mine["start"]), combined(mine["end"])
-        launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
-            pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
-        covers = {_GAP: (gap_s, gap_e), _SHORT_LATE: short_late, _SHORT_QUEUED: short_queued, _SYNC: sync,
-                  _INPUT: data, _OUTSTANDING: (o_s, o_e)}
+    for dev, covers, launches_known in _device_covers(analysis):
         by_cause = _attribute(covers, launches_known)
         idle = sum(by_cause.values())
         window = work.device_window_ns(dev)
@@ -82,6 +69,28 @@ def idle_causes(analysis: GpuAnalysis) -> pa.Table:
             rows.append({"device": dev, "cause": cause, "idle_ns": ns, "idle_pct": share_pct(ns, idle),
                          "window_pct": share_pct(ns, window)})
     return pa.Table.from_pylist(rows, schema=IDLE_SCHEMA)
+
+
+def _device_covers(analysis: GpuAnalysis) -> Iterator[tuple[int, dict[int, tuple[pa.Array, pa.Array]], bool]]:
+    """For each device: the spans of every cause's condition in the window (its idle gaps, the short gaps launched
+    late or already queued, host sync, the data loader, work launched and not started), and whether its launches
+    are known (host_wait needs them)."""
+    work = analysis.work
+    w0, w1 = work.window_start, work.window_end
+    sync, data = _host_covers(analysis.trace, w0, w1)
+    busy = analysis.device_not_idle
+    busy = busy.filter(pc.greater(busy["end"], busy["start"]))
+    t = work.table
+    pending = analysis.pending
+    for dev in work.devices:
+        gap_s, gap_e, short_late, short_queued = _gaps(busy.filter(pc.equal(busy["group"], dev)), w0, w1,
+                                                       analysis.short_gap_ns)
+        mine = pending.filter(pc.equal(pending["device"], dev))
+        launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
+            pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
+        covers = {_GAP: (gap_s, gap_e), _SHORT_LATE: short_late, _SHORT_QUEUED: short_queued, _SYNC: sync,
+                  _INPUT: data, _OUTSTANDING: (combined(mine["start"]), combined(mine["end"]))}
+        yield dev, covers, launches_known
 
 
 def _host_covers(trace, w0: int, w1: int) -> tuple[tuple[pa.Array, pa.Array], tuple[pa.Array, pa.Array]]:
@@ -165,31 +174,19 @@ def longest_gaps(analysis: GpuAnalysis, top: int = 10) -> pa.Table:
     work = analysis.work
     if work.table.num_rows == 0 or top <= 0:
         return GAP_SCHEMA.empty_table()
-    w0, w1 = work.window_start, work.window_end
-    sync, data = _host_covers(analysis.trace, w0, w1)
-    busy = analysis.device_not_idle
-    busy = busy.filter(pc.greater(busy["end"], busy["start"]))
-    t = work.table
-    pending = analysis.pending
     rows = []
-    for dev in work.devices:
-        d = busy.filter(pc.equal(busy["group"], dev))
-        gap_s, gap_e, short_late, short_queued = _gaps(d, w0, w1, analysis.short_gap_ns)
+    for dev, covers, launches_known in _device_covers(analysis):
+        gap_s, gap_e = covers[_GAP]
         if not len(gap_s):
             continue
         length = pc.subtract(gap_e, gap_s)
         order = pc.sort_indices(pa.table({"len": length, "start": gap_s}),
                                 [("len", "descending"), ("start", "ascending")])[:top]
-        mine = pending.filter(pc.equal(pending["device"], dev))
-        launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
-            pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
         for i in order.to_pylist():
             s, e = gap_s[i].as_py(), gap_e[i].as_py()
-            covers = {_GAP: (pa.array([s], pa.int64()), pa.array([e], pa.int64())),
-                      _SHORT_LATE: _within(short_late, s, e), _SHORT_QUEUED: _within(short_queued, s, e),
-                      _SYNC: _within(sync, s, e), _INPUT: _within(data, s, e),
-                      _OUTSTANDING: _within((combined(mine["start"]), combined(mine["end"])), s, e)}
-            by_cause = _attribute(covers, launches_known)
+            # the same attribution as idle_causes, over this one gap
+            one = {code: _within(spans, s, e) for code, spans in covers.items()}
+            by_cause = _attribute(one, launches_known)
             code, ns = max(by_cause.items(), key=lambda kv: (kv[1], -kv[0])) if by_cause else \
                 (len(IDLE_CAUSES) - 1, e - s)
             rows.append({"device": dev, "start_ns": s, "dur_ns": e - s, "cause": IDLE_CAUSES[code], "cause_ns": ns})

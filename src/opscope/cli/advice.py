@@ -96,6 +96,21 @@ def _read_run_info(path: Path) -> Any:
                          "give the run.json that opscope record wrote") from None
 
 
+def open_pair(base: Path, new: Path, no_cache: bool,
+              hint: str = "give two different traces (a baseline and a new run)") -> tuple[Any, Any]:
+    """The two traces of a comparison, checked to be comparable; both open before either says anything (a
+    warning about the first and the second's error would be two lines)."""
+    from opscope.diff import check_inputs
+
+    if base.exists() and new.exists() and base.samefile(new):
+        raise TraceError(new, f"is the same file as {base}; nothing to compare", hint)
+    a, b = open_quietly(base, no_cache), open_quietly(new, no_cache)
+    check_inputs(base, new, a, b)
+    announce(a, base)
+    announce(b, new)
+    return a, b
+
+
 def recording_trace(directory: Path) -> tuple[Path, Any]:
     """The first trace of a recording directory, and its run.json."""
     from opscope.analyses.recording import clean_run, recording_traces
@@ -176,7 +191,7 @@ def diff(
     --by api, steps in one trace only without --whole-trace).
     """
     from opscope.analyses.op_device import OP_LEVELS
-    from opscope.diff import check_inputs, compare
+    from opscope.diff import compare
     from opscope.diff.gate import parse_threshold
     from opscope.diff.report import TABLES, comparison_report
 
@@ -192,14 +207,7 @@ def diff(
         base = recording_trace(base)[0]
     if new.is_dir():
         new = recording_trace(new)[0]
-    if base.exists() and new.exists() and base.samefile(new):
-        raise TraceError(new, f"is the same file as {base}; nothing to compare",
-                         "give two different traces (a baseline and a new run)")
-    # both open before either says anything: a warning about the first and the second's error would be two lines
-    a, b = open_quietly(base, no_cache), open_quietly(new, no_cache)
-    check_inputs(base, new, a, b)
-    announce(a, base)
-    announce(b, new)
+    a, b = open_pair(base, new, no_cache)
     result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
                      ops=only != "kernels", kernels=only != "ops", op_level=op_level)
     show(comparison_report(result, full_names, limit, table=table), format)

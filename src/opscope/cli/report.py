@@ -9,7 +9,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import NoCacheOpt, announce, open_quietly, say
-from opscope.errors import TraceError, UsageError
+from opscope.errors import UsageError
 
 #: what the report adds up to on a big trace; said when a file grows past it (mail and bug trackers refuse more)
 SIZE_GOAL = 5 * 10**6
@@ -95,17 +95,13 @@ def _trace_page(path: Path, run: Any, no_cache: bool):
 
 
 def _diff_page(paths: list[Path], no_cache: bool):
-    from opscope.diff import check_inputs, compare
+    from opscope.cli.advice import open_pair
+    from opscope.diff import compare
     from opscope.render.html.compare import diff_page
 
     base, new = paths
-    if base.exists() and new.exists() and base.samefile(new):
-        raise TraceError(new, f"is the same file as {base}; nothing to compare",
-                         "give two different traces (a baseline and a new run), or one trace for its own report")
-    a, b = open_quietly(base, no_cache), open_quietly(new, no_cache)
-    check_inputs(base, new, a, b)
-    announce(a, base)
-    announce(b, new)
+    a, b = open_pair(base, new, no_cache, hint="give two different traces (a baseline and a new run), or one trace "
+                                               "for its own report")
     _progress("the comparison")
     result = compare(a, b, labels=(str(base), str(new)))
     return diff_page(result, str(base), str(new))
