@@ -69,6 +69,10 @@ def time_hierarchy(trace: Trace, min_share: float = 0.001) -> Hierarchy:
 
 
 def _host_ops(trace: Trace, tree: FrameTree) -> pa.Table:
+    """The cpu ops with their exclusive time: the module tree's, when it computed them (the trace has Python
+    events), else computed here the same way."""
+    if tree.op_rows is not None and tree.op_times is not None:
+        return pa.table({"row": tree.op_rows, "time": tree.op_times})
     from opscope.analyses.filters import EventFilter
     from opscope.analyses.views import op_times
     from opscope.model.derive import OP_LAYER

@@ -79,9 +79,11 @@ class FrameTree:
     outside_label: str = OUTSIDE_FRAMES
     separator: str = ";"
     note: str | None = None
-    #: each selected op (its event row) and the node it counts for (null: outside every kept frame)
+    #: each selected op (its event row), the node it counts for (null: outside every kept frame) and its time
+    #: exclusive of the selected ops nested in it
     op_rows: pa.Array | None = None
     op_nodes: pa.Array | None = None
+    op_times: pa.Array | None = None
 
 
 def module_tree(trace: Trace, filt: EventFilter | None = None) -> FrameTree:
@@ -199,7 +201,7 @@ def frame_tree(trace: Trace, filt: EventFilter | None, kept: Callable[[list[str]
     queries = pa.table({"thread": thread_keys(ops["pid"], ops["tid"], pid_vocab, tid_vocab), "ts": ops["ts_ns"]})
     frame = innermost_enclosing(spans, queries)
     op_node = pc.take(node_of, frame)
-    tree.op_rows, tree.op_nodes = combined(ops["row"]), combined(op_node)
+    tree.op_rows, tree.op_nodes, tree.op_times = combined(ops["row"]), combined(op_node), combined(ops["time"])
     inside = pc.is_valid(op_node)
     per_node = pa.table({"node": pc.filter(op_node, inside), "t": pc.filter(ops["time"], inside)}).group_by(
         "node", use_threads=False).aggregate([("t", "sum"), ("t", "count")])

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from opscope.model.trace import Trace
 from opscope.render.html import charts
 from opscope.render.html.page import Block, ChartBlock, FieldsBlock, Page, PageSection, ProseBlock
@@ -61,8 +63,6 @@ def job_page(traces: Sequence[tuple[str, Trace]], run: dict | None = None,
         rows.append({"rank": _rank_label(trace, name), "trace": name, "events": s.events, "wall_ns": s.wall_ns,
                      "steps": s.steps.count, "median_step_ns": s.steps.median_ns, "gpu_busy_ns": s.gpu_busy_ns,
                      "gpu_busy_pct": round(busy_pct, 2) if busy_pct is not None else None})
-    import pyarrow as pa
-
     _disambiguate(rows)
     blocks: list[Block] = [table_block("ranks", "Each trace (rank)", pa.Table.from_pylist(rows),
                                        legend="rank: the trace's distributed rank when it records one, else its file "
