@@ -90,8 +90,4 @@ def _writer(fmt: str) -> Callable:
     return writer()
 
 
-def kept_count(p: Plan) -> int:
-    return len(p.rows)
-
-
-__all__ = ["FORMATS", "Cut", "Plan", "export", "kept_count", "plan"]
+__all__ = ["FORMATS", "Cut", "Plan", "export", "plan"]
