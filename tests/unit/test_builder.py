@@ -61,6 +61,26 @@ def test_builder_drops_rows_without_usable_times_and_keeps_args_aligned():
     assert trace.metadata["source"] == "x" and trace.metadata["format"] == "test"
 
 
+def test_reader_steps_replace_profiler_step_annotations_and_own_their_events():
+    """A reader that marks its steps (ONNX Runtime's model_run) gives the steps; events inside [ts, ts+dur) get the
+    step number; a ProfilerStep#N annotation in the same trace is then not a step; a step without times is dropped."""
+    from opscope.model.derive import complete
+
+    builder = TraceBuilder("x", "test")
+    builder.add_events({"kind": ["user_annotation", "cpu_op", "cpu_op", "user_annotation"],
+                        "name": ["model_run", "Conv", "Relu", "ProfilerStep#9"],
+                        "ts_ns": [100, 110, 250, 0], "dur_ns": [100, 50, 10, 5], "pid": [1] * 4, "tid": [1] * 4})
+    builder.add_steps({"step": [1, 0, 2], "name": ["model_run", "model_run", "x"], "pid": ["1", "1", None],
+                       "ts_ns": [200, 100, None], "dur_ns": [100, 100, 5]})
+    trace = complete(builder.finish())
+    assert trace.steps.select(["step", "name", "pid", "tid", "ts_ns", "dur_ns"]).to_pylist() == [
+        {"step": 0, "name": "model_run", "pid": "1", "tid": None, "ts_ns": 100, "dur_ns": 100},
+        {"step": 1, "name": "model_run", "pid": "1", "tid": None, "ts_ns": 200, "dur_ns": 100}]
+    by_name = dict(zip(trace.events["name"].to_pylist(), trace.events["step"].to_pylist()))
+    assert by_name == {"ProfilerStep#9": None, "model_run": 0, "Conv": 0, "Relu": 1}
+    assert trace.warnings == [{"problem": BAD_TIME_WARNING, "count": 1}]
+
+
 def test_builder_refuses_unknown_or_missing_columns():
     builder = TraceBuilder("x", "test")
     with pytest.raises(ValueError, match="unknown columns \\['duration'\\]"):

@@ -52,6 +52,7 @@ class TraceBuilder:
         self._events: list[pa.RecordBatch] = []
         self._args: list[pa.RecordBatch] = []
         self._tables: dict[str, list[pa.RecordBatch]] = {"flows": [], "counters": [], "memory": []}
+        self._steps: list[pa.RecordBatch] = []
         self._n_events = 0
 
     def warn(self, problem: str, count: int = 1) -> None:
@@ -106,6 +107,24 @@ class TraceBuilder:
         """Append allocator records (``ts_ns``, ``pid``, ``tid``, device, ``addr``, ``bytes``, totals)."""
         self._add_timed("memory", columns, MEMORY)
 
+    def add_steps(self, columns: Batch) -> None:
+        """Append steps the format itself marks (``step``, ``name``, ``pid``, ``tid``, ``ts_ns``, ``dur_ns``): ONNX
+        Runtime's ``model_run``, XProf's step markers, NVTX step ranges. When a reader gives any, they are the
+        trace's steps; otherwise :func:`opscope.model.derive.complete` looks for ``ProfilerStep#N`` annotations."""
+        unknown = [n for n in columns if n not in STEPS.names]
+        missing = [n for n in ("step", "ts_ns", "dur_ns") if n not in columns]
+        if unknown or missing:
+            raise ValueError(f"steps batch: unknown columns {unknown}, missing {missing}; the columns are "
+                             f"{STEPS.names}")
+        batch = _record_batch(columns, STEPS, STEPS.names)
+        valid = pc.and_(pc.and_(_time_ok(batch["ts_ns"]), _time_ok(batch["dur_ns"])),
+                        pc.and_(pc.is_valid(batch["step"]), pc.greater_equal(pc.fill_null(batch["dur_ns"], -1), 0)))
+        n_bad = batch.num_rows - (pc.sum(pc.cast(valid, pa.int64())).as_py() or 0)
+        if n_bad:
+            self.dropped_times += n_bad
+            batch = batch.filter(valid)
+        self._steps.append(batch)
+
     def _add_timed(self, table: str, columns: Batch, schema: pa.Schema) -> None:
         unknown = [n for n in columns if n not in schema.names]
         if unknown or "ts_ns" not in columns:
@@ -144,7 +163,10 @@ class TraceBuilder:
         tables = {name: pa.Table.from_batches(self._tables[name], schema=schema)
                   for name, schema in (("flows", FLOWS), ("counters", COUNTERS), ("memory", MEMORY))}
         self._tables = {name: [] for name in tables}
-        trace = Trace(events=events, steps=STEPS.empty_table(), args=args, metadata=self.metadata, **tables)
+        steps = pa.Table.from_batches(self._steps, schema=STEPS)
+        steps = steps.sort_by([("ts_ns", "ascending"), ("step", "ascending")])
+        self._steps = []
+        trace = Trace(events=events, steps=steps, args=args, metadata=self.metadata, **tables)
         if self.dropped_times:
             trace.warn(BAD_TIME_WARNING, self.dropped_times)
         for problem, count in self._warnings:
@@ -173,7 +195,8 @@ def _record_batch(columns: Batch, schema: pa.Schema, names: Sequence[str]) -> pa
         field = schema.field(name)
         values = columns.get(name)
         if values is None:
-            arrays.append(id_array([None] * n) if name in _ID_COLUMNS else pa.nulls(n, field.type))
+            absent_id = name in _ID_COLUMNS and pa.types.is_dictionary(field.type)
+            arrays.append(id_array([None] * n) if absent_id else pa.nulls(n, field.type))
         else:
             arrays.append(_column(values, field.type, name))
         if len(arrays[-1]) != n:
