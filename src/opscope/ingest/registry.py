@@ -19,6 +19,9 @@ from opscope.model.trace import Trace
 
 Progress = Callable[[int, int], None]
 _HEAD = 64 << 10
+#: What to say when no reader knows a file (the README's "Formats" table has the details).
+KNOWN_FORMATS = ("opscope reads PyTorch/Kineto and Chrome trace JSON, ONNX Runtime profiles, XProf xplane.pb, "
+                 "MIGraphX perf output, rocprof CSV/JSON, rocprofv3 JSON and Nsight Systems SQLite exports")
 
 
 @runtime_checkable
@@ -98,5 +101,4 @@ def pick_reader(path: Path) -> Reader:
     if head.lstrip()[:1] in (b"{", b"["):
         # JSON of some other shape: the Chrome reader says precisely what is missing
         return reader_named("chrome_json")
-    raise TraceError(path, "is not a trace format opscope reads",
-                     "expected PyTorch/Kineto or Chrome trace JSON (.json or .json.gz)")
+    raise TraceError(path, "is not a trace format opscope reads", KNOWN_FORMATS)
