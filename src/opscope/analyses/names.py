@@ -291,7 +291,8 @@ def python_api(op: str, framework: str | None = None) -> str | None:
 
 
 _FRAMEWORKS = {"pytorch": "pytorch", "kineto": "pytorch", "torch": "pytorch", "tensorflow": "tensorflow",
-               "tf": "tensorflow", "xprof": "tensorflow", "onnxruntime": "onnxruntime", "ort": "onnxruntime"}
+               "tf": "tensorflow", "xprof": "tensorflow", "onnxruntime": "onnxruntime", "ort": "onnxruntime",
+               "migraphx": "migraphx"}
 
 
 def framework_of(metadata: dict) -> str | None:

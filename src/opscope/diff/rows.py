@@ -12,6 +12,7 @@ from opscope.analyses.arrays import combined, name_match
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.names import map_distinct, python_api
+from opscope.analyses.op_keys import family, migraphx_key, onnx_key
 from opscope.analyses.ops import op_table
 from opscope.diff.normalize import Span
 from opscope.errors import UsageError
@@ -57,13 +58,18 @@ def api_key(op: str | None, framework: str | None) -> str | None:
     """The Python function an op comes from, reduced to its last name in lower case, so that torch's
     ``aten::conv2d`` (torch.nn.functional.conv2d) and TensorFlow's ``Conv2D`` (tf.raw_ops.Conv2D) meet as
     ``conv2d``; TensorFlow's fused ops (``_FusedConv2D``: Conv2D + BiasAdd + activation) count as the op they
-    start with. None for an op with no known API."""
+    start with. ONNX Runtime's op types and MIGraphX's operators get the same keys (:mod:`opscope.analyses.op_keys`),
+    and matrix products of every spelling are one key, ``matmul``. None for an op with no known API."""
     if not op:
         return None
+    if framework == "onnxruntime":
+        return onnx_key(op)
+    if framework == "migraphx":
+        return migraphx_key(op)
     api = python_api(op, framework)
     if api is None and op.startswith("_Fused"):
         api = python_api(op[len("_Fused"):], framework)
-    return api.rsplit(".", 1)[-1].lower() if api else None
+    return family(api.rsplit(".", 1)[-1].lower()) if api else None
 
 
 def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
