@@ -161,8 +161,9 @@ def _row_notes(by: str) -> list[str]:
     notes = []
     if by == "api":
         notes.append("op rows: the outermost ops that have a Python API, matched by its last name in lower case "
-                     "(aten::conv2d and TF's Conv2D/_FusedConv2D are both conv2d), inclusive time; ops without an "
-                     "API are left out")
+                     "(aten::conv2d, TF's Conv2D/_FusedConv2D, ONNX's Conv and MIGraphX's convolution are all conv2d; "
+                     "linear, addmm, MatMul, Gemm and dot are all matmul), inclusive time; ops without an API or "
+                     "ONNX op type are left out")
     else:
         notes.append("op rows: host self time (cpu_op, nested ops not counted twice)"
                      + (", matched by name and input shapes" if by == "name,shapes" else ", matched by name"))
