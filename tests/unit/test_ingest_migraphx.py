@@ -274,3 +274,18 @@ def test_migraphx_against_pytorch_aligns_on_shapes(tmp_path):
     assert d.matched_by == "shape"
     pairs = [(r["op"], r["index_b"], r["diverged"]) for r in d.table.to_pylist()]
     assert pairs == [("aten::relu", 2, True), ("aten::sum", 3, False)]
+
+
+def test_trace_eval_times_as_a_trace(tmp_path):
+    # two runs of the level-2 program: ops last their time once finished (t2), a step per run
+    path = _write(tmp_path, "two_runs.txt", LEVEL2 + LEVEL2.split("\n", 1)[1])
+    assert pick_reader(path).name == "migraphx_trace_eval"
+    trace = open_trace(path, use_cache=False)
+    ops = _rows(trace, "cpu_op")
+    assert [e["name"] for e in ops[:4]] == ["@param", "gpu::code_object::add_kernel", "gpu::code_object::mlir_log",
+                                            "gpu::code_object::mlir_exp"]
+    assert [e["dur_ns"] for e in ops] == [2000, 15000, 15000, 15000] * 2
+    assert [(s["step"], s["ts_ns"], s["dur_ns"]) for s in trace.steps.to_pylist()] == [(0, 0, 47000),
+                                                                                       (1, 47000, 47000)]
+    assert [e["name"] for e in _rows(trace, "kernel")] == ["add_kernel", "mlir_log", "mlir_exp"] * 2
+    assert trace.metadata["format"] == "migraphx_trace_eval"

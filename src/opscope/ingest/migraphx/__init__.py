@@ -47,4 +47,20 @@ class MigraphxPerfReader:
         return perf.read(path, progress=progress, keep_args=keep_args)
 
 
+class MigraphxTraceEvalReader:
+    """A ``MIGRAPHX_TRACE_EVAL`` dump (any level): its ``Time:`` lines as a trace."""
+
+    name = "migraphx_trace_eval"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        text = _text_head(head)
+        return text is not None and bool(_RUN_LINE.search(text))
+
+    def read(self, path: Path, *, progress=None, keep_args: bool = True) -> Trace:
+        from opscope.ingest.migraphx import trace_eval
+
+        return trace_eval.read(path, progress=progress, keep_args=keep_args)
+
+
 READER = MigraphxPerfReader()
+TRACE_EVAL_READER = MigraphxTraceEvalReader()

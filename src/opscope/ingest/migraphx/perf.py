@@ -170,51 +170,38 @@ def _device_kind(op: str) -> str | None:
     return None
 
 
-def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
-    b = TraceBuilder(str(path), "migraphx_perf")
+def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dict]], keep_args: bool) -> list[int]:
+    """Add ``(instruction, ms, op name, extra args)`` end to end from 0: a host op each, and a device row (same span,
+    same correlation id) for those that run device work. Returns each item's start and, last, the end (ns); a time
+    that is not a number (``-nan``: never ran) lasts 0 ns."""
     host: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation",
                                              "shapes", "dtypes", "strides")}
     dev: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device",
                                             "stream", "correlation")}
     host_args: list[str] = []
     dev_args: list[str] = []
+    starts: list[int] = []
     ts = 0
     stream = 0
-    untimed = 0
-    groups = {row["group"] for row in rep.summary}
-    ungrouped = 0
-    for k, t in enumerate(rep.instructions):
-        ins = t.ins
-        ok = math.isfinite(t.ms) and t.ms >= 0
-        dur = ms_to_ns(t.ms) if ok else 0
-        untimed += not ok
-        group = ins.group
-        if groups and group not in groups:
-            base = next((g for g in groups if g.startswith(group + "<")), None)  # perf --detailed groups
-            if base is None:
-                ungrouped += 1
-            else:
-                group = base
+    for k, (ins, ms, name, extra) in enumerate(items):
+        dur = ms_to_ns(ms) if math.isfinite(ms) and ms >= 0 else 0
         if ins.op == "gpu::set_stream":
             s = ins.attributes().get("stream", "")
             stream = int(s) if s.isdigit() else stream
         corr = k + 1
-        shapes = [s.lens for s in ins.shapes]
-        args = {**ins.to_args(), "time_ms": t.ms if ok else None, "percent": t.pct if math.isfinite(t.pct) else None,
-                "line": t.line}
         host["kind"].append("cpu_op")
-        host["name"].append(group)
+        host["name"].append(name)
         host["cat"].append("migraphx")
         host["ts_ns"].append(ts)
         host["dur_ns"].append(dur)
         host["pid"].append(PID)
         host["tid"].append(TID)
         host["correlation"].append(corr)
-        host["shapes"].append(json.dumps(shapes, separators=(",", ":")) if ins.shapes else None)
+        host["shapes"].append(json.dumps([s.lens for s in ins.shapes], separators=(",", ":")) if ins.shapes else None)
         host["dtypes"].append(json.dumps([s.dtype for s in ins.shapes]) if ins.shapes else None)
         host["strides"].append(json.dumps([s.strides for s in ins.shapes], separators=(",", ":"))
                                if ins.shapes else None)
-        host_args.append(json.dumps(args))
+        host_args.append(json.dumps({**ins.to_args(), **extra}))
         kind = _device_kind(ins.op)
         if kind is not None:
             symbol = ins.attributes().get("symbol_name") if ins.op == "gpu::code_object" else None
@@ -228,22 +215,53 @@ def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
             dev["device"].append(0)
             dev["stream"].append(stream)
             dev["correlation"].append(corr)
-            dev_args.append(json.dumps({"instruction": ins.name, "op": ins.op, "group": group}))
+            dev_args.append(json.dumps({"instruction": ins.name, "op": ins.op, "group": name}))
+        starts.append(ts)
         ts += dur
+    starts.append(ts)
     b.add_events(host, host_args if keep_args else None)
     if dev["kind"]:
         b.add_events(dev, dev_args if keep_args else None)
-    total_ms = rep.totals.get("total", [None])[0]
-    span = max(ts, ms_to_ns(total_ms) if total_ms is not None and math.isfinite(total_ms) else 0)
-    b.add_steps({"step": [0], "name": ["migraphx perf (one averaged run)"], "pid": [PID], "tid": [TID],
-                 "ts_ns": [0], "dur_ns": [span]})
-    b.metadata["tool"] = "migraphx-driver perf"
-    b.metadata["migraphx"] = _figures(rep)
-    b.metadata["process_names"] = {PID: "migraphx-driver perf (synthetic timeline)"}
+    b.metadata["process_names"] = {PID: "MIGraphX (synthetic timeline)"}
     b.metadata["thread_names"] = {f"{PID}/{TID}": "program order"}
     if dev["kind"]:
         b.metadata["process_names"]["gpu0"] = "GPU 0"
         b.metadata["device_properties"] = [{"id": 0, "name": "MIGraphX GPU target (device not named in the file)"}]
+    return starts
+
+
+def submodule_count(instructions: list[Instruction]) -> int:
+    return sum(1 for ins in instructions if ins.module and ins.module != "main")
+
+
+SUBMODULE_WARNING = ("submodule instructions are laid after their parent; their time is also inside their parent's "
+                     "(if/loop), as in MIGraphX's own total")
+
+
+def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
+    b = TraceBuilder(str(path), "migraphx_perf")
+    groups = {row["group"] for row in rep.summary}
+    ungrouped = untimed = 0
+    items = []
+    for t in rep.instructions:
+        group = t.ins.group
+        if groups and group not in groups:
+            base = next((g for g in groups if g.startswith(group + "<")), None)  # perf --detailed groups
+            if base is None:
+                ungrouped += 1
+            else:
+                group = base
+        ok = math.isfinite(t.ms) and t.ms >= 0
+        untimed += not ok
+        items.append((t.ins, t.ms, group, {"time_ms": t.ms if ok else None,
+                                           "percent": t.pct if math.isfinite(t.pct) else None, "line": t.line}))
+    end = add_timeline(b, items, keep_args)[-1]
+    total_ms = rep.totals.get("total", [None])[0]
+    span = max(end, ms_to_ns(total_ms) if total_ms is not None and math.isfinite(total_ms) else 0)
+    b.add_steps({"step": [0], "name": ["migraphx perf (one averaged run)"], "pid": [PID], "tid": [TID],
+                 "ts_ns": [0], "dur_ns": [span]})
+    b.metadata["tool"] = "migraphx-driver perf"
+    b.metadata["migraphx"] = _figures(rep)
     b.warn(_SYNTHETIC, len(rep.instructions))
     if untimed:
         b.warn("instructions without a time (nan: not run during the timed runs), given 0 ns", untimed)
@@ -254,10 +272,9 @@ def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
                len(rep.bad_totals))
     if ungrouped:
         b.warn("instructions whose Summary group could not be told (named by their op)", ungrouped)
-    if any(t.ins.module for t in rep.instructions):
-        b.warn("submodule instructions are laid after the main module's; their time is also inside their "
-               "parent's (if/loop), as in MIGraphX's own total",
-               sum(1 for t in rep.instructions if t.ins.module and t.ins.module != "main"))
+    n_sub = submodule_count([t.ins for t in rep.instructions])
+    if n_sub:
+        b.warn(SUBMODULE_WARNING, n_sub)
     return b.finish()
 
 

@@ -17,13 +17,17 @@ level-1 dump holds no values at all.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, Shape, parse_instruction
+
+if TYPE_CHECKING:
+    from opscope.model.trace import Trace
 
 SAMPLE_SIZE = 64  # as opscope.capture.numerics: the diff compares the same positions
 EDGE = 5
@@ -188,3 +192,40 @@ def _float(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
+    """The dump's ``Time:`` lines as a trace: each instruction an op lasting its time once the context finished
+    (``t2``), laid end to end in execution order (the dump has no timestamps: a warning says so), with a device row
+    for GPU work as in the perf reader; a run starts again where the first instruction comes again (a step each).
+    """
+    from opscope.ingest.migraphx.perf import PID, SUBMODULE_WARNING, TID, add_timeline, read_text, submodule_count
+    from opscope.model.builder import TraceBuilder
+
+    text = read_text(path)
+    records = parse_records(text)
+    timed = [(r.ins, r.times, r.line) for r in records if r.ins is not None and r.times is not None]
+    if not timed:
+        raise TraceError(path, "MIGRAPHX_TRACE_EVAL dump without timed instructions ('Run instruction:' followed by "
+                               "'Time:')")
+    if progress is not None:
+        progress(len(text), len(text))
+    b = TraceBuilder(str(path), "migraphx_trace_eval")
+    items = [(ins, t[1], ins.group, {"time_ms": t[0], "time_finished_ms": t[1], "line": line})
+             for ins, t, line in timed]
+    starts = add_timeline(b, items, keep_args)
+    first = timed[0][0].name
+    runs = [k for k, (ins, _, _) in enumerate(timed) if ins.name == first] + [len(timed)]
+    b.add_steps({"step": list(range(len(runs) - 1)), "name": [f"run {k}" for k in range(len(runs) - 1)],
+                 "pid": [PID] * (len(runs) - 1), "tid": [TID] * (len(runs) - 1),
+                 "ts_ns": [starts[k] for k in runs[:-1]],
+                 "dur_ns": [starts[e] - starts[s] for s, e in itertools.pairwise(runs)]})
+    b.metadata["tool"] = "MIGRAPHX_TRACE_EVAL"
+    b.warn("MIGRAPHX_TRACE_EVAL dumps have no timestamps: instructions are laid end to end in execution order, "
+           "each lasting its time once the context finished (the printing between them is left out)", len(timed))
+    if len(records) > len(timed):
+        b.warn("instructions without a readable 'Time:' line (left out)", len(records) - len(timed))
+    n_sub = submodule_count([ins for ins, _, _ in timed])
+    if n_sub:
+        b.warn(SUBMODULE_WARNING, n_sub)
+    return b.finish()
