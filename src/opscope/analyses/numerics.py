@@ -59,10 +59,7 @@ def load_dump(path: Path) -> pa.Table:
         from opscope.ingest.migraphx import trace_eval
 
         if trace_eval.MARKER in head:
-            from opscope.ingest.migraphx.perf import read_text
-
-            rows = trace_eval.read_rows(path, read_text(path))
-            return pa.Table.from_pylist(rows, schema=SCHEMA)
+            return pa.Table.from_pylist(trace_eval.read_rows(path), schema=SCHEMA)
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:

@@ -20,11 +20,13 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, Shape, parse_instruction
+from opscope.ingest.source import ByteSource
 
 if TYPE_CHECKING:
     from opscope.model.trace import Trace
@@ -48,15 +50,35 @@ class _Record:
         self.stats: list[list[float | None]] = []
 
 
-def parse_records(text: str) -> list[_Record]:
-    records: list[_Record] = []
+def iter_lines(path: Path) -> Iterator[str]:
+    """The file's lines (gzip decompressed), one at a time: a level-3 dump holds every value of every tensor."""
+    source = ByteSource(path)
+    pending: list[bytes] = []
+    for block in source.blocks():
+        if b"\0" in block:
+            raise TraceError(path, "holds binary data, not MIGraphX text output")
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            pending.append(block[start:end])
+            yield b"".join(pending).decode("utf-8", "replace")
+            pending = []
+            start = end + 1
+        if start < len(block):
+            pending.append(block[start:])
+    if pending:
+        yield b"".join(pending).decode("utf-8", "replace")
+
+
+def parse_records(lines: Iterable[str], keep_values: bool = True) -> Iterator[_Record]:
+    """Each instruction's record, yielded once the next one starts (or the file ends)."""
     cur: _Record | None = None
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if line.startswith("Run instruction:"):
+            if cur is not None:
+                yield cur
             body = line[len("Run instruction:"):].strip()
             cur = _Record(parse_instruction(body), body, number)
-            records.append(cur)
             continue
         if cur is None:
             continue
@@ -67,26 +89,27 @@ def parse_records(text: str) -> list[_Record]:
         elif line.startswith("Output has"):
             cur.classes = {c.strip() for c in line[len("Output has"):].split(",") if c.strip()}
         elif line.startswith(("Output:", "Ouput:")):
-            cur.values = line.split(":", 1)[1].strip()
+            cur.values = line.split(":", 1)[1].strip() if keep_values else ""
         elif line.startswith("Min value:"):
             m = _STATS.match(line)
             cur.stats.append([_float(g) for g in m.groups()] if m else [None] * 4)
-    return records
+    if cur is not None:
+        yield cur
 
 
-def read_rows(path: Path, text: str) -> list[dict[str, Any]]:
+def read_rows(path: Path) -> list[dict[str, Any]]:
     """The dump's numerics rows (dicts with the numerics schema's fields), in execution order."""
-    records = parse_records(text)
-    if not records:
-        raise TraceError(path, "holds no MIGRAPHX_TRACE_EVAL 'Run instruction:' lines")
     rows: list[dict[str, Any]] = []
     by_name: dict[str, dict[str, Any]] = {}
-    for index, rec in enumerate(records):
+    n_records = 0
+    for index, rec in enumerate(parse_records(iter_lines(path))):
+        n_records += 1
         ins = rec.ins
         if ins is None or rec.values is None:
             continue
         shapes = ins.shapes or [Shape("float_type", None, None)]
         parts = _split_tuple(rec.values, len(shapes))
+        rec.values = None  # the text of a level-3 line is large: drop it once read
         for k, shape in enumerate(shapes):
             values_text = parts[k] if k < len(parts) else None
             stats = rec.stats[k] if k < len(rec.stats) else None
@@ -98,6 +121,8 @@ def read_rows(path: Path, text: str) -> list[dict[str, Any]]:
             else:
                 row["inputs"] = []
             rows.append(row)
+    if not n_records:
+        raise TraceError(path, "holds no MIGRAPHX_TRACE_EVAL 'Run instruction:' lines")
     if not rows:
         raise TraceError(path, "MIGRAPHX_TRACE_EVAL dump without output values (a level-1 dump holds only times)",
                          "run with MIGRAPHX_TRACE_EVAL=2 or 3 to compare values")
@@ -199,17 +224,17 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
     (``t2``), laid end to end in execution order (the dump has no timestamps: a warning says so), with a device row
     for GPU work as in the perf reader; a run starts again where the first instruction comes again (a step each).
     """
-    from opscope.ingest.migraphx.perf import PID, SUBMODULE_WARNING, TID, add_timeline, read_text, submodule_count
+    from opscope.ingest.migraphx.perf import PID, SUBMODULE_WARNING, TID, add_timeline, submodule_count
     from opscope.model.builder import TraceBuilder
 
-    text = read_text(path)
-    records = parse_records(text)
+    records = list(parse_records(iter_lines(path), keep_values=False))
     timed = [(r.ins, r.times, r.line) for r in records if r.ins is not None and r.times is not None]
     if not timed:
         raise TraceError(path, "MIGRAPHX_TRACE_EVAL dump without timed instructions ('Run instruction:' followed by "
                                "'Time:')")
     if progress is not None:
-        progress(len(text), len(text))
+        size = path.stat().st_size
+        progress(size, size)
     b = TraceBuilder(str(path), "migraphx_trace_eval")
     items = [(ins, t[1], ins.group, {"time_ms": t[0], "time_finished_ms": t[1], "line": line})
              for ins, t, line in timed]
