@@ -163,18 +163,23 @@ def _row(index: int, ins: Instruction, k: int, shape: Shape, values_text: str | 
 
 
 def _all_values(row: dict[str, Any], values: list[float]) -> None:
-    finite = [v for v in values if math.isfinite(v)]
-    row["numel"] = len(values)
-    row["nan_count"] = sum(1 for v in values if math.isnan(v))
-    row["inf_count"] = sum(1 for v in values if math.isinf(v))
-    if finite:
-        mean = math.fsum(finite) / len(finite)
-        row.update(min=min(finite), max=max(finite), mean=mean,
-                   std=math.sqrt(math.fsum((v - mean) ** 2 for v in finite) / len(finite)))
+    """Stats over the finite values (as ``opscope numerics``), exact NaN/Inf counts, the same strided sample."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     n = len(values)
+    arr = pa.array(values, pa.float64())
+    finite = arr.filter(pc.is_finite(arr))
+    row["numel"] = n
+    row["nan_count"] = pc.sum(pc.cast(pc.is_nan(arr), pa.int64())).as_py() or 0
+    row["inf_count"] = n - len(finite) - row["nan_count"]
+    if len(finite):
+        mm = pc.min_max(finite).as_py()
+        row.update(min=mm["min"], max=mm["max"], mean=pc.mean(finite).as_py(),
+                   std=pc.stddev(finite, ddof=0).as_py())
     k = min(SAMPLE_SIZE, n)
     row["sample"] = [values[i * n // k] for i in range(k)]
-    row["first5"], row["last5"] = values[:EDGE], values[-EDGE:] if n else []
+    row["first5"], row["last5"] = values[:EDGE], (values[-EDGE:] if n else [])
 
 
 def _edges(row: dict[str, Any], values: list[Any]) -> None:
@@ -197,8 +202,15 @@ def _split_tuple(text: str, n: int) -> list[str]:
 def _floats(text: str) -> list[Any] | None:
     """The printed values; ``...`` (the preview's gap) as None; None when a value does not read (int8 printed as
     characters)."""
+    parts = text.split(",")
+    if parts and not parts[-1].strip():
+        parts.pop()
+    try:
+        return list(map(float, parts))  # the common case, fast: float() takes the spaces around a number
+    except ValueError:
+        pass
     out: list[Any] = []
-    for part in text.split(","):
+    for part in parts:
         p = part.strip()
         if not p:
             continue
