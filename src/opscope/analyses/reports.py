@@ -122,7 +122,8 @@ def _migraphx_sections(perf: dict) -> list[Section]:
                                                        ("count", pa.int64()), ("average_ms", pa.string()),
                                                        ("pct", pa.float64())]))
         sections.append(Section("migraphx_summary", "MIGraphX Summary (per group, as printed)", table=table,
-                                data=False, legend="pct: MIGraphX's ceil(100 x total / total instructions time)"))
+                                data=False, limit=10,
+                                legend="pct: MIGraphX's ceil(100 x total / total instructions time)"))
     return sections
 
 

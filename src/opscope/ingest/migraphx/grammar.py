@@ -70,6 +70,7 @@ class Instruction:
     shape: str = ""
     shapes: list[Shape] = field(default_factory=list)
     tail: str = ""  # target_id / debug symbols after the shape
+    _attributes: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def module(self) -> str | None:
@@ -79,6 +80,8 @@ class Instruction:
 
     def attributes(self) -> dict[str, str]:
         """Top-level ``key=value`` pairs of the attributes, values as printed."""
+        if self._attributes is not None:
+            return self._attributes
         out: dict[str, str] = {}
         last = None
         for part in _split_top(self.attrs, ","):
@@ -88,6 +91,7 @@ class Instruction:
                 out[last] = value.strip()
             elif last is not None and part.strip():  # a value with commas: shape=float_type,{2},{1}
                 out[last] += "," + part.strip()
+        self._attributes = out
         return out
 
     @property
