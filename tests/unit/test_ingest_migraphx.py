@@ -55,8 +55,7 @@ x = @param:x -> float_type, {2, 3}, {3, 1}: 0.001ms, 1%
 @2 = gpu::code_object[code_object=10,symbol_name=add_relu,](x) -> float_type, {2, 3}, {3, 1}: 0.25ms, 26%
 @3 = if(x), [then_mod, else_mod] -> [float_type, {2, 3}, {3, 1}, half_type, {6}, {1}]: 0.5ms, 51%
 @4 = @return(@3)then_mod:@0 = gpu::code_object[symbol_name=mul_kernel](x) -> float_type, {2, 3}, {3, 1}: 0.2ms, 21%
-then_mod:@1 = @return(then_mod:@0)
-else_mod:@0 = hip::copy(x) -> float_type, {2, 3}, {3, 1}: -nanms, -nan%
+then_mod:@1 = @return(then_mod:@0)else_mod:@0 = hip::copy(x) -> float_type, {2, 3}, {3, 1}: -nanms, -nan%
 
 Summary:
 if: 0.5ms / 1 = 0.5ms, 51%
@@ -142,6 +141,21 @@ def test_multi_module_tuple_nan_and_streams(tmp_path):
     fields = dict(next(s for s in summary_report(trace).sections if s.key == "migraphx").fields)
     assert fields["batch size"] == "4" and "percentiles" not in fields
     assert fields["rate"].startswith("3985.2 inferences/s")
+
+
+def test_program_filling_the_head_and_gzip(tmp_path):
+    # a big model's compiled program fills the first 64 KiB before any timing; the file gzipped
+    import gzip
+
+    program = "".join(f"@{i} = gpu::code_object[symbol_name=k{i}](x) -> float_type, {{2, 3}}, {{3, 1}}\n"
+                      for i in range(1500))
+    text = "Running [ MIGraphX Version: 2.15.0 ]: migraphx-driver perf m.onnx\nmodule: \"main\"\n" + program + OLD
+    assert len(program) > 64 << 10
+    path = tmp_path / "big.txt.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    assert pick_reader(path).name == "migraphx_perf"
+    trace = open_trace(path, use_cache=False)
+    assert len(_rows(trace, "cpu_op")) == 6 and trace.metadata["migraphx"]["version"] == "2.15.0"
 
 
 def test_broken_timing_line_is_recovered_and_said(tmp_path):
