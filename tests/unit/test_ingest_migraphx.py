@@ -162,8 +162,12 @@ def test_broken_timing_line_is_recovered_and_said(tmp_path):
     text = MULTI.replace("0.25ms, 26%", "0.2x5ms, 26%")
     trace = open_trace(_write(tmp_path, "broken.txt", text), use_cache=False)
     assert "gpu::code_object::add_relu" not in {e["name"] for e in _rows(trace, "cpu_op")}
-    assert {w["problem"]: w["count"] for w in trace.warnings}[
-        "instruction lines whose timing does not read (skipped; the totals no longer add up)"] == 1
+    warnings = {w["problem"]: w["count"] for w in trace.warnings}
+    assert warnings["instruction lines whose timing does not read (skipped; the totals no longer add up)"] == 1
+    # and the report's own sum no longer holds: 0.953 - 0.25 = 0.703
+    assert warnings["the instruction lines add up to 0.703 ms, not the Total instructions time of 0.953 ms"] == 1
+    good = open_trace(_write(tmp_path, "good.txt", MULTI), use_cache=False)
+    assert not any(w["problem"].startswith(("the instruction lines", "Rate")) for w in good.warnings)
 
 
 BAD = {

@@ -275,7 +275,22 @@ def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
     n_sub = submodule_count([t.ins for t in rep.instructions])
     if n_sub:
         b.warn(SUBMODULE_WARNING, n_sub)
+    for problem in _checks(b.metadata["migraphx"]):
+        b.warn(problem)
     return b.finish()
+
+
+def _checks(fig: dict[str, Any]) -> list[str]:
+    """The report's own arithmetic (6 significant digits printed: 0.1% slack); a file edited or cut short fails it."""
+    out = []
+    total = fig.get("total_instructions_time_ms")
+    if total is not None and not math.isclose(fig["sum_instructions_ms"], total, rel_tol=1e-3, abs_tol=1e-9):
+        out.append(f"the instruction lines add up to {fig['sum_instructions_ms']:g} ms, not the Total instructions "
+                   f"time of {total:g} ms")
+    rate, computed = fig.get("rate_per_s"), fig.get("rate_computed_per_s")
+    if rate is not None and computed is not None and not math.isclose(rate, computed, rel_tol=1e-3):
+        out.append(f"Rate {rate:g}/s is not 1000 / Total time x batch ({computed:.6g}/s)")
+    return out
 
 
 def _figures(rep: PerfReport) -> dict[str, Any]:
