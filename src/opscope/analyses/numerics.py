@@ -49,8 +49,17 @@ def dump_path(path: Path) -> Path:
 
 
 def load_dump(path: Path) -> pa.Table:
-    """Read a dump; a Parquet file that is not one is a one-line error."""
+    """Read a dump: ``numerics.parquet``, or a ``MIGRAPHX_TRACE_EVAL`` text dump (told apart by content); a file
+    that is neither is a one-line error."""
     path = dump_path(path)
+    from opscope.ingest.registry import read_head
+
+    head = read_head(path)  # decompressed: a dump may be gzipped text
+    if not head.startswith(b"PAR1"):
+        from opscope.ingest.migraphx import trace_eval
+
+        if trace_eval.MARKER in head:
+            return pa.Table.from_pylist(trace_eval.read_rows(path), schema=SCHEMA)
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:

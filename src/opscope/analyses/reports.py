@@ -56,6 +56,13 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
     # The terminal shows the line as a field; JSON/CSV say it with the data section's notes (on stderr).
     sections = [Section("summary", records=records, terminal=False, notes=notes),
                 Section("overview", fields=fields, data=False)]
+    perf = trace.metadata.get("migraphx")
+    if isinstance(perf, dict):
+        records.extend({"section": "migraphx", "metric": k, "value": v, "pct": None}
+                       for k, v in perf.items() if k != "summary" and not isinstance(v, (dict, list)))
+        records.extend({"section": "migraphx_summary_ms", "metric": r.get("group"), "value": r.get("total_ms"),
+                        "pct": r.get("pct")} for r in perf.get("summary") or [] if isinstance(r, dict))
+        sections.extend(_migraphx_sections(perf))
     if s.top_ops.num_rows:
         sections.append(Section("top_ops", "Top operators by self time", data=False,
                                 table=s.top_ops.select(["name", "calls", "self_ns", "total_ns", "self_pct"])))
@@ -73,6 +80,51 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
                                 table=pa.Table.from_pylist([{"count": w["count"], "problem": w["problem"]}
                                                             for w in s.warnings])))
     return Report(sections, title=s.source)
+
+
+def _migraphx_sections(perf: dict) -> list[Section]:
+    """The figures of a ``migraphx-driver perf`` report, as the file printed them (ms)."""
+    def ms(key: str) -> str:
+        v = perf.get(key)
+        return "-" if v is None else f"{v:g} ms"
+
+    fields = [("driver", " ".join(str(x) for x in (perf.get("version"), perf.get("command")) if x) or "-")]
+    if "batch_size" in perf:
+        fields.append(("batch size", str(perf["batch_size"])))
+    if "rate_per_s" in perf:
+        fields.append(("rate", f"{perf['rate_per_s']:g} inferences/s (1000 / total ms x batch = "
+                               f"{perf.get('rate_computed_per_s', float('nan')):.6g})"))
+    if "total_time_ms" in perf:
+        spread = ""
+        if "min_ms" in perf:
+            spread = (f" (min {ms('min_ms')}, max {ms('max_ms')}, mean {ms('mean_ms')}, median {ms('median_ms')};"
+                      " the total is the mean of the middle half of the runs)")
+        fields.append(("total time", ms("total_time_ms") + spread))
+    if "p90_ms" in perf:
+        fields.append(("percentiles", f"p90 {ms('p90_ms')}, p95 {ms('p95_ms')}, p99 {ms('p99_ms')}"))
+    fields.append(("instructions", f"{perf.get('instructions')}, total {ms('total_instructions_time_ms')} "
+                                   f"(sum of the instruction lines {ms('sum_instructions_ms')})"))
+    if "overhead_time_ms" in perf:
+        pct = [f"{perf[k]:g}%, " if isinstance(perf.get(k), (int, float)) else ""
+               for k in ("overhead_pct", "overhead_calculated_pct")]
+        fields.append(("overhead", f"{ms('overhead_time_ms')} ({pct[0]}dry run), "
+                                   f"{ms('overhead_calculated_ms')} ({pct[1]}total - instructions)"))
+    sections = [Section("migraphx", "MIGraphX perf report", fields=fields, data=False)]
+    rows = [r for r in perf.get("summary") or [] if isinstance(r, dict)]
+    if rows:
+        def g(v) -> str | None:  # as MIGraphX printed it (6 significant digits); the JSON records keep the floats
+            return None if v is None else f"{v:g}"
+
+        table = pa.Table.from_pylist([{"group": r.get("group"), "total_ms": g(r.get("total_ms")),
+                                       "count": r.get("count"), "average_ms": g(r.get("average_ms")),
+                                       "pct": r.get("pct")} for r in rows],
+                                     schema=pa.schema([("group", pa.string()), ("total_ms", pa.string()),
+                                                       ("count", pa.int64()), ("average_ms", pa.string()),
+                                                       ("pct", pa.float64())]))
+        sections.append(Section("migraphx_summary", "MIGraphX Summary (per group, as printed)", table=table,
+                                data=False, limit=10,
+                                legend="pct: MIGraphX's ceil(100 x total / total instructions time)"))
+    return sections
 
 
 def _step_names(steps) -> str:

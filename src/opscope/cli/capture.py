@@ -260,7 +260,8 @@ def numerics_cmd(
 
 @app.command("numerics-diff")
 def numerics_diff_cmd(
-    a: Annotated[Path, typer.Argument(help="Reference dump: numerics.parquet or its directory.", show_default=False)],
+    a: Annotated[Path, typer.Argument(help="Reference dump: numerics.parquet or its directory, or a "
+                                      "MIGRAPHX_TRACE_EVAL=2/3 text dump.", show_default=False)],
     b: Annotated[Path, typer.Argument(help="Dump to compare with A.", show_default=False)],
     rtol: Annotated[float, typer.Option(help="Relative tolerance (to A's values).")] = 1e-3,
     atol: Annotated[float, typer.Option(help="Absolute tolerance.")] = 1e-5,
@@ -275,7 +276,11 @@ def numerics_diff_cmd(
     sample of up to 64 values (max_abs_err, max_rel_err) plus its min/max/mean/std (mean_diff,
     std_diff: B - A) and NaN/Inf counts. A value diverges when |b - a| > atol + rtol * |a|; changed
     NaN/Inf counts or shapes diverge too. Rows are matched by (index, op, output_index) when both dumps
-    hold the same ones, else aligned on the sequence of ops. Exit code 1 when they diverge, 0 when not.
+    hold the same ones, else aligned on the sequence of ops; dumps with no op name in common (MIGraphX against
+    PyTorch) are aligned on the sequence of output shapes, a run of same-shape outputs standing for its last
+    (a fused kernel). A MIGRAPHX_TRACE_EVAL dump (the output of a program run with it set, e.g. migraphx-driver
+    run) is read as a dump: level 3 prints every value; level 2 only the first/last 5 values and stats, with
+    NaN/Inf counts known only as "some". Exit code 1 when they diverge, 0 when not.
     """
     from opscope.analyses.numerics import load_dump
     from opscope.diff.numerics import diff_dumps

@@ -14,6 +14,8 @@ from typing import Protocol, runtime_checkable
 
 from opscope.errors import TraceError
 from opscope.ingest.chrome import READER as CHROME_JSON
+from opscope.ingest.migraphx import READER as MIGRAPHX_PERF
+from opscope.ingest.migraphx import TRACE_EVAL_READER as MIGRAPHX_TRACE_EVAL
 from opscope.ingest.source import ByteSource
 from opscope.model.trace import Trace
 
@@ -46,6 +48,8 @@ class Reader(Protocol):
 
 #: The readers, in the order they are asked; the first whose ``sniff`` says yes reads the file.
 READERS: tuple[Reader, ...] = (
+    MIGRAPHX_PERF,
+    MIGRAPHX_TRACE_EVAL,
     CHROME_JSON,
 )
 
