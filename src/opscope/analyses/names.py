@@ -292,7 +292,7 @@ def python_api(op: str, framework: str | None = None) -> str | None:
 
 _FRAMEWORKS = {"pytorch": "pytorch", "kineto": "pytorch", "torch": "pytorch", "tensorflow": "tensorflow",
                "tf": "tensorflow", "xprof": "tensorflow", "onnxruntime": "onnxruntime", "ort": "onnxruntime",
-               "migraphx": "migraphx"}
+               "migraphx": "migraphx", "migraphx-driver perf": "migraphx", "migraphx_trace_eval": "migraphx"}
 
 
 def framework_of(metadata: dict) -> str | None:
