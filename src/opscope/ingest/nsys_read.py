@@ -213,6 +213,14 @@ class _Reader:
     def col(self, table: str, name: str, default: str = "NULL") -> str:
         return name if self.has(table, name) else default
 
+    def device_cols(self, table: str) -> str:
+        """SQL for a device row's device, stream and correlation (NULL for a column the table lacks)."""
+        return f"{self.col(table, 'deviceId')}, {self.col(table, 'streamId')}, {self.correlation(table, 'globalPid')}"
+
+    def device_args(self, table: str) -> list[tuple[str, str]]:
+        return [("device", self.col(table, "deviceId")), ("stream", self.col(table, "streamId")),
+                ("correlation", self.col(table, "correlationId"))]
+
     def _json(self, pairs: list[tuple[str, str]]) -> str:
         """A json_object(...) SQL expression of the (key, SQL expression) pairs; NULL without args."""
         if not self.keep_args or not pairs:
@@ -246,9 +254,8 @@ class _Reader:
         if not self.has(t):
             return
         name_cols = [c for c in ("demangledName", "shortName", "mangledName") if self.has(t, c)]
-        name = f"COALESCE({', '.join(name_cols)})" if name_cols else "NULL"
-        args: list[tuple[str, str]] = [("device", "deviceId"), ("stream", "streamId"),
-                                       ("correlation", self.col(t, "correlationId"))]
+        name = (f"COALESCE({', '.join(name_cols)})" if len(name_cols) > 1 else name_cols[0]) if name_cols else "NULL"
+        args = self.device_args(t)
         if all(self.has(t, c) for c in ("gridX", "gridY", "gridZ")):
             args.append(("grid", "json_array(gridX, gridY, gridZ)"))
         if all(self.has(t, c) for c in ("blockX", "blockY", "blockZ")):
@@ -263,7 +270,7 @@ class _Reader:
             args.append(("local memory total", "localMemoryTotal"))
         if name_cols and "shortName" in name_cols:
             args.append(("short name id", "shortName"))
-        sql = (f"SELECT start, end, deviceId, streamId, {self.correlation(t, 'globalPid')}, {name}, "
+        sql = (f"SELECT start, end, {self.device_cols(t)}, {name}, "
                f"{self._json(args)} FROM {t}")
         for rows in self.batches(sql):
             self._device(t, "kernel", "kernel", rows, self.names([r[5] for r in rows], "<kernel without a name>"))
@@ -279,11 +286,10 @@ class _Reader:
             return
         mem = self._mem_kinds()
         copy_kind, src, dst = self.col(t, "copyKind"), self.col(t, "srcKind"), self.col(t, "dstKind")
-        args = [("device", "deviceId"), ("stream", "streamId"), ("correlation", self.col(t, "correlationId")),
-                ("bytes", self.col(t, "bytes")),
+        args = [*self.device_args(t), ("bytes", self.col(t, "bytes")),
                 ("memory bandwidth (GB/s)", f"CASE WHEN end > start THEN {self.col(t, 'bytes')} * 1.0 / (end - start) "
                                             "END")]
-        sql = (f"SELECT start, end, deviceId, streamId, {self.correlation(t, 'globalPid')}, {copy_kind}, {src}, "
+        sql = (f"SELECT start, end, {self.device_cols(t)}, {copy_kind}, {src}, "
                f"{dst}, {self._json(args)} FROM {t}")
         cache: dict[tuple, str] = {}
         for rows in self.batches(sql):
@@ -302,9 +308,8 @@ class _Reader:
         if not self.has(t):
             return
         mem = self._mem_kinds()
-        args = [("device", "deviceId"), ("stream", "streamId"), ("correlation", self.col(t, "correlationId")),
-                ("bytes", self.col(t, "bytes")), ("value", self.col(t, "value"))]
-        sql = (f"SELECT start, end, deviceId, streamId, {self.correlation(t, 'globalPid')}, {self.col(t, 'memKind')}, "
+        args = [*self.device_args(t), ("bytes", self.col(t, "bytes")), ("value", self.col(t, "value"))]
+        sql = (f"SELECT start, end, {self.device_cols(t)}, {self.col(t, 'memKind')}, "
                f"{self._json(args)} FROM {t}")
         for rows in self.batches(sql):
             names = pa.array([f"Memset ({mem.get(r[5], 'Unknown')})" for r in rows], pa.string())
@@ -314,11 +319,11 @@ class _Reader:
         t = SYNC
         if not self.has(t):
             return
-        args = [("device", "deviceId"), ("stream", "streamId"), ("correlation", self.col(t, "correlationId")),
-                ("event", self.col(t, "eventId"))]
+        args = [*self.device_args(t), ("event", self.col(t, "eventId"))]
         # CUPTI writes 0xFFFFFFFF for "no stream/event" (a context sync): -1, as Kineto shows it
-        sql = (f"SELECT start, end, deviceId, CASE WHEN streamId = 4294967295 THEN -1 ELSE streamId END, "
-               f"{self.correlation(t, 'globalPid')}, {self.col(t, 'syncType')}, {self._json(args)} FROM {t}")
+        stream = "CASE WHEN streamId = 4294967295 THEN -1 ELSE streamId END" if self.has(t, "streamId") else "NULL"
+        sql = (f"SELECT start, end, {self.col(t, 'deviceId')}, {stream}, {self.correlation(t, 'globalPid')}, "
+               f"{self.col(t, 'syncType')}, {self._json(args)} FROM {t}")
         for rows in self.batches(sql):
             names = pa.array([SYNC_TYPES.get(r[5], "Unknown Sync") for r in rows], pa.string())
             self._device(t, "sync", "cuda_sync", rows, names)
@@ -444,13 +449,14 @@ class _Reader:
     # -- names, devices, metadata --------------------------------------------------------------------------
 
     def _names(self) -> None:
-        threads: dict[str, str] = dict(self.nvtx_thread_names)
+        threads: dict[str, str] = {}
         if self.has("ThreadNames", "globalTid") and self.has("ThreadNames", "nameId"):
             prio = "t.priority" if self.has("ThreadNames", "priority") else "0"
             for g, name in self.all(f"SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s "
                                     f"ON s.id = t.nameId ORDER BY {prio}"):  # the highest priority last: it wins
                 if g is not None and name:
                     threads[f"{(g >> 24) & 0xFFFFFF}/{g & 0xFFFFFF}"] = name
+        threads.update(self.nvtx_thread_names)  # a name the program gave its thread (nvtxNameOsThread) wins
         self.b.metadata["thread_names"] = threads
         processes: dict[str, str] = {}
         if self.has("PROCESSES", "pid") and self.has("PROCESSES", "name") and self.host_pids:
