@@ -99,6 +99,15 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
+def _repeat(value: str, n: int) -> pa.DictionaryArray:
+    """``value`` n times, as a dictionary array (one string, n zero indices)."""
+    return pa.DictionaryArray.from_arrays(pc.fill_null(pa.nulls(n, pa.int32()), 0), pa.array([value]))
+
+
+def _encoded(values: pa.Array) -> pa.Array:
+    return values if pa.types.is_dictionary(values.type) else values.dictionary_encode()
+
+
 def _quote(name: str) -> str:
     """An SQL identifier for any table name (the file's own names are untrusted text)."""
     return '"' + name.replace('"', '""') + '"'
@@ -118,6 +127,7 @@ class _Reader:
         self.total = 1
         self.host_pids: set[int] = set()
         self.columns: dict[str, list[str]] = {}
+        self.missing_names = 0
 
     # -- plumbing ------------------------------------------------------------------------------------------
 
@@ -184,14 +194,15 @@ class _Reader:
         self.string_values = pa.array([v if isinstance(v, str) else None for v in values], pa.string())
 
     def names(self, ids: Any, fallback: str = "") -> pa.Array:
-        """StringIds values of ``ids`` (``fallback`` where an id is null or not in the table, counted)."""
+        """StringIds values of ``ids`` as a dictionary array holding only the names used (``fallback`` where an id
+        is null or not in the table, counted); no string is copied per row."""
         idx = pc.index_in(pa.array(ids, pa.int64()), value_set=self.string_ids)
-        out = self.string_values.take(idx)
-        missing = out.null_count
+        missing = idx.null_count
         if missing:
-            self.missing_names = getattr(self, "missing_names", 0) + missing
-            out = pc.fill_null(out, fallback)
-        return out
+            self.missing_names += missing
+        used = pc.unique(idx)  # a null among them stands for the missing ones
+        values = pc.fill_null(self.string_values.take(used), fallback)
+        return pa.DictionaryArray.from_arrays(pc.index_in(idx, value_set=used).cast(pa.int32()), values)
 
     def _multi_process(self) -> bool:
         """More than one process among the correlated rows: their correlation ids then get the pid prefixed."""
@@ -222,10 +233,11 @@ class _Reader:
                 ("correlation", self.col(table, "correlationId"))]
 
     def _json(self, pairs: list[tuple[str, str]]) -> str:
-        """A json_object(...) SQL expression of the (key, SQL expression) pairs; NULL without args."""
-        if not self.keep_args or not pairs:
-            return "NULL"
-        return "json_object(" + ", ".join(f"'{k}', {v}" for k, v in pairs) + ")"
+        """``, json_object(...)`` of the (key, SQL expression) pairs, the last column of a query; nothing at all
+        without args (one value less per row to fetch)."""
+        if not self.keep_args:
+            return ""
+        return ", json_object(" + ", ".join(f"'{k}', {v}" for k, v in pairs) + ")"
 
     # -- device tables ---------------------------------------------------------------------------------------
 
@@ -237,9 +249,9 @@ class _Reader:
         stream = pa.array(cols[3], pa.int64())
         n = len(rows)
         self.b.add_events({
-            "kind": pa.array([kind] * n, pa.string()).dictionary_encode(),
-            "name": names.dictionary_encode(),
-            "cat": pa.array([cat] * n, pa.string()).dictionary_encode(),
+            "kind": _repeat(kind, n),
+            "name": _encoded(names),
+            "cat": _repeat(cat, n),
             "ts_ns": start,
             "dur_ns": pc.subtract(pa.array(cols[1], pa.int64()), start),
             "pid": pc.fill_null(device.cast(pa.string()), "").dictionary_encode(),
@@ -270,8 +282,7 @@ class _Reader:
             args.append(("local memory total", "localMemoryTotal"))
         if name_cols and "shortName" in name_cols:
             args.append(("short name id", "shortName"))
-        sql = (f"SELECT start, end, {self.device_cols(t)}, {name}, "
-               f"{self._json(args)} FROM {t}")
+        sql = f"SELECT start, end, {self.device_cols(t)}, {name}{self._json(args)} FROM {t}"
         for rows in self.batches(sql):
             self._device(t, "kernel", "kernel", rows, self.names([r[5] for r in rows], "<kernel without a name>"))
 
@@ -290,7 +301,7 @@ class _Reader:
                 ("memory bandwidth (GB/s)", f"CASE WHEN end > start THEN {self.col(t, 'bytes')} * 1.0 / (end - start) "
                                             "END")]
         sql = (f"SELECT start, end, {self.device_cols(t)}, {copy_kind}, {src}, "
-               f"{dst}, {self._json(args)} FROM {t}")
+               f"{dst}{self._json(args)} FROM {t}")
         cache: dict[tuple, str] = {}
         for rows in self.batches(sql):
             names = []
@@ -309,8 +320,7 @@ class _Reader:
             return
         mem = self._mem_kinds()
         args = [*self.device_args(t), ("bytes", self.col(t, "bytes")), ("value", self.col(t, "value"))]
-        sql = (f"SELECT start, end, {self.device_cols(t)}, {self.col(t, 'memKind')}, "
-               f"{self._json(args)} FROM {t}")
+        sql = f"SELECT start, end, {self.device_cols(t)}, {self.col(t, 'memKind')}{self._json(args)} FROM {t}"
         for rows in self.batches(sql):
             names = pa.array([f"Memset ({mem.get(r[5], 'Unknown')})" for r in rows], pa.string())
             self._device(t, "memset", "gpu_memset", rows, names)
@@ -323,7 +333,7 @@ class _Reader:
         # CUPTI writes 0xFFFFFFFF for "no stream/event" (a context sync): -1, as Kineto shows it
         stream = "CASE WHEN streamId = 4294967295 THEN -1 ELSE streamId END" if self.has(t, "streamId") else "NULL"
         sql = (f"SELECT start, end, {self.col(t, 'deviceId')}, {stream}, {self.correlation(t, 'globalPid')}, "
-               f"{self.col(t, 'syncType')}, {self._json(args)} FROM {t}")
+               f"{self.col(t, 'syncType')}{self._json(args)} FROM {t}")
         for rows in self.batches(sql):
             names = pa.array([SYNC_TYPES.get(r[5], "Unknown Sync") for r in rows], pa.string())
             self._device(t, "sync", "cuda_sync", rows, names)
@@ -333,12 +343,12 @@ class _Reader:
     def _host(self, kind: str, cat: Any, rows_cols: list, names: pa.Array, correlation: Any, args: Any) -> None:
         start = pa.array(rows_cols[0], pa.int64())
         end = pa.array(rows_cols[1], pa.int64())
-        pid = pa.array(rows_cols[2], pa.int64())
+        pid = pa.array(rows_cols[2], pa.int64())  # (an Arrow array already: pa.array passes it through)
         self.host_pids.update(pc.unique(pid).drop_null().to_pylist())
         n = len(start)
         self.b.add_events({
-            "kind": pa.array([kind] * n, pa.string()).dictionary_encode(),
-            "name": names.dictionary_encode(),
+            "kind": _repeat(kind, n),
+            "name": _encoded(names),
             "cat": cat,
             "ts_ns": start,
             "dur_ns": pc.subtract(end, start),
@@ -363,14 +373,17 @@ class _Reader:
                 ("return value", self.col(t, "returnValue"))]
         name = self.col(t, "nameId")  # 2.x also has a text column "name", NULL in the files seen
         gtid = self.col(t, "globalTid", "0")
-        sql = (f"SELECT start, end, {_PID.format(gtid)}, {_TID.format(gtid)}, {self.correlation(t, 'globalTid')}, "
-               f"{name}, {event_class}, {self._json(args)} FROM {t} {where}")
+        sql = (f"SELECT start, end, {gtid}, {self.correlation(t, 'globalTid')}, {name}, {event_class}"
+               f"{self._json(args)} FROM {t} {where}")
         for rows in self.batches(sql):
             cols = list(zip(*rows))
+            g = pa.array(cols[2], pa.int64())
+            cols[2:3] = [pc.bit_wise_and(pc.shift_right(g, 24), 0xFFFFFF), pc.bit_wise_and(g, 0xFFFFFF)]
             names = self.names(cols[5], "<runtime call without a name>")
-            cat = pa.array([_EVENT_CLASS.get(c, "cuda runtime") for c in cols[6]], pa.string()).dictionary_encode() \
-                if len(set(cols[6])) > 1 else pa.array([_EVENT_CLASS.get(cols[6][0], "cuda runtime")] * len(rows),
-                                                       pa.string()).dictionary_encode()
+            classes = pa.array(cols[6], pa.int64())
+            cat = pa.DictionaryArray.from_arrays(  # driver (1); runtime (0) and any other class
+                pc.fill_null(pc.index_in(classes, value_set=pa.array([0, 1])), 0).cast(pa.int32()),
+                pa.array([_EVENT_CLASS[0], _EVENT_CLASS[1]]))
             self._host("runtime", cat, cols, names, pa.array(cols[4], pa.int64()),
                        pa.array(cols[7], pa.string()) if self.keep_args else None)
 
@@ -465,9 +478,8 @@ class _Reader:
                 if name:
                     processes[str(pid)] = name
         self.b.metadata["process_names"] = processes
-        missing = getattr(self, "missing_names", 0)
-        if missing:
-            self.b.warn("names whose id is not in StringIds (named by their kind)", missing)
+        if self.missing_names:
+            self.b.warn("names whose id is not in StringIds (named by their kind)", self.missing_names)
 
     def _metadata(self) -> None:
         meta = self.b.metadata
