@@ -11,7 +11,7 @@ import re
 import sqlite3
 
 import pytest
-from support.cli import assert_one_line_error, run_cli, run_cli_many
+from support.cli import assert_one_line_error, run_cli_many
 from support.nsys import PID, TID, G, build_export, gpid, gtid, small_export_tables
 
 from opscope.analyses.idle import SYNC_CALLS
@@ -259,7 +259,11 @@ def test_reader_raises_trace_error_for_a_damaged_table(tmp_path):
 
 
 def test_cli_runs_on_a_built_export(small, cache):
-    res = run_cli("kernels", str(small), "--format", "json", cache=cache)
-    assert res.returncode == 0, res.stderr
-    rows = {r["name"]: (r["calls"], r["total_ns"]) for r in json.loads(res.stdout)}
+    kernels, steps = run_cli_many([("kernels", str(small), "--format", "json"),
+                                   ("steps", str(small), "--format", "json")], cache=cache)
+    assert kernels.returncode == 0 and steps.returncode == 0, (kernels.stderr, steps.stderr)
+    rows = {r["name"]: (r["calls"], r["total_ns"]) for r in json.loads(kernels.stdout)}
     assert rows == {"gemm": (2, 2000), "relu_kernel": (1, 500), "Memcpy HtoD (Pageable -> Device)": (1, 300)}
+    # step 1: gemm 1000 + copy 300 + relu 500 of device time in 900-4000; step 2: gemm 1000 in 4900-7000
+    assert [(r["step"], r["dur_ns"], r["gpu_busy_ns"]) for r in json.loads(steps.stdout)] == [
+        (1, 3100, 1800), (2, 2100, 1000)]
