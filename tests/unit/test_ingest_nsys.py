@@ -236,7 +236,10 @@ def test_bad_sqlite_files_fail_in_one_line(tmp_path, cache):
     header_only.write_bytes(b"SQLite format 3\x00" + b"\x00" * 20)
     zipped = tmp_path / "zipped.sqlite.gz"
     zipped.write_bytes(gzip.compress(whole))
-    cases = [(other, "not an Nsight Systems export"), (no_strings, "without its StringIds"),
+    tables = small_export_tables()
+    tables["CUPTI_ACTIVITY_KIND_KERNEL"][1]["start"] = "[bold]soon\n[/bold]"  # SQLite keeps text in any column
+    typed = build_export(tmp_path / "typed.sqlite", tables)
+    cases = [(typed, "wrong type"), (other, "not an Nsight Systems export"), (no_strings, "without its StringIds"),
              (truncated, "truncated"), (garbage, "SQLite"), (header_only, "truncated"), (zipped, "gunzip")]
     results = run_cli_many([("summary", str(p), "--no-cache") for p, _ in cases], cache=cache)
     for (path, words), res in zip(cases, results):

@@ -66,7 +66,12 @@ def read(path: Path, *, progress: Callable[[int, int], None] | None = None, keep
     try:
         return _Reader(path, con, progress, keep_args).read()
     except sqlite3.Error as exc:
-        raise TraceError(path, f"is a damaged SQLite database ({exc})", "export it again with nsys export") from None
+        raise TraceError(path, f"is a damaged SQLite database ({_short(exc)})", "export it again with nsys export") \
+            from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        # SQLite columns take any type: text or a fraction where nsys writes integers is not an nsys export
+        raise TraceError(path, f"holds a value of the wrong type in a table nsys writes integers to ({_short(exc)})",
+                         "export it again with nsys export") from None
     finally:
         con.close()
 
@@ -97,6 +102,12 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise TraceError(path, f"is not a readable SQLite database ({exc})") from None
     return con
+
+
+def _short(exc: BaseException) -> str:
+    """An exception's text on one line, cut (it may quote the file's own values)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _repeat(value: str, n: int) -> pa.DictionaryArray:
