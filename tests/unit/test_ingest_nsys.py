@@ -200,11 +200,13 @@ def test_sync_rows_and_unclosed_ranges(tmp_path):
         {"start": 6200, "end": 6300, "deviceId": 0, "streamId": 4294967295, "correlationId": 9,
          "globalPid": gpid(PID), "syncType": 4}]
     tables["NVTX_EVENTS"].append({"start": 7100, "end": None, "eventType": 59, "text": "left open", "globalTid": G})
+    tables["NVTX_EVENTS"].append({"start": 7200, "end": 7300, "eventType": 59, "text": "no thread", "globalTid": None})
     trace = _open(build_export(tmp_path / "s.sqlite", tables))
     assert [(s["name"], s["dur_ns"], s["stream"]) for s in _rows(trace, "sync")] == [
         ("Stream Sync", 40, 7), ("Context Sync", 100, -1)]
     warnings = {w["problem"]: w["count"] for w in trace.metadata["warnings"]}
     assert warnings["NVTX ranges never closed (kept with no duration)"] == 1
+    assert [(r["pid"], r["tid"]) for r in _rows(trace, "user_annotation") if r["name"] == "no thread"] == [("", "")]
 
 
 def test_the_file_is_not_written(small):

@@ -437,12 +437,12 @@ class _Reader:
                                  for e, d in zip(cols[5], cols[6])], pa.string())
             start = pa.array(cols[0], pa.int64())
             n = len(rows)
-            self.host_pids.update(set(cols[2]))
+            self.host_pids.update(p for p in set(cols[2]) if p is not None)
             self.b.add_events({
                 "kind": kinds.dictionary_encode(), "name": names.dictionary_encode(), "cat": cat,
                 "ts_ns": start, "dur_ns": pc.subtract(pa.array(cols[1], pa.int64()), start),
-                "pid": pa.array(cols[2], pa.int64()).cast(pa.string()).dictionary_encode(),
-                "tid": pa.array(cols[3], pa.int64()).cast(pa.string()).dictionary_encode(),
+                "pid": pc.fill_null(pa.array(cols[2], pa.int64()).cast(pa.string()), "").dictionary_encode(),
+                "tid": pc.fill_null(pa.array(cols[3], pa.int64()).cast(pa.string()), "").dictionary_encode(),
                 "correlation": pa.nulls(n, pa.int64()),
             }, args=args)
             # the patterns run once per distinct text, not once per range
@@ -484,7 +484,7 @@ class _Reader:
         self.b.metadata["thread_names"] = threads
         processes: dict[str, str] = {}
         if self.has("PROCESSES", "pid") and self.has("PROCESSES", "name") and self.host_pids:
-            wanted = ", ".join(str(int(p)) for p in sorted(self.host_pids) if p is not None)
+            wanted = ", ".join(str(int(p)) for p in sorted(self.host_pids))
             for pid, name in self.all(f"SELECT pid, name FROM PROCESSES WHERE pid IN ({wanted})"):
                 if name:
                     processes[str(pid)] = name
