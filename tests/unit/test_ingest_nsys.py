@@ -209,6 +209,15 @@ def test_sync_rows_and_unclosed_ranges(tmp_path):
     assert [(r["pid"], r["tid"]) for r in _rows(trace, "user_annotation") if r["name"] == "no thread"] == [("", "")]
 
 
+def test_progress_reaches_the_file_size(small):
+    seen: list[tuple[int, int]] = []
+    READER.read(small, progress=lambda done, total: seen.append((done, total)), keep_args=False)
+    size = small.stat().st_size
+    assert seen and all(total == size for _, total in seen)
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and 0 < done[-1] <= size
+
+
 def test_the_file_is_not_written(small):
     before = hashlib.sha256(small.read_bytes()).hexdigest()
     listing = sorted(p.name for p in small.parent.iterdir())

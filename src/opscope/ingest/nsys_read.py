@@ -176,7 +176,7 @@ class _Reader:
         if "StringIds" not in tables:
             raise TraceError(self.path, "is an Nsight Systems export without its StringIds table (names cannot be "
                              "resolved)", "export it again with nsys export --type sqlite")
-        self.total = max(1, sum(self._rows_estimate(t) for t in MAPPED if t in tables))
+        self.total = max(1, sum(self._rows_estimate(t) for t in (*MAPPED, "StringIds") if t in tables))
         self._strings()
         self.multi_process = self._multi_process()
         self._metadata()
@@ -291,8 +291,6 @@ class _Reader:
             args += [(c, c) for c in shared]
         if self.has(t, "localMemoryTotal"):
             args.append(("local memory total", "localMemoryTotal"))
-        if name_cols and "shortName" in name_cols:
-            args.append(("short name id", "shortName"))
         sql = f"SELECT start, end, {self.device_cols(t)}, {name}{self._json(args)} FROM {t}"
         for rows in self.batches(sql):
             self._device(t, "kernel", "kernel", rows, self.names([r[5] for r in rows], "<kernel without a name>"))
