@@ -100,7 +100,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
         con.execute("SELECT name FROM sqlite_master").fetchall()
     except sqlite3.Error as exc:
-        raise TraceError(path, f"is not a readable SQLite database ({exc})") from None
+        raise TraceError(path, f"is not a readable SQLite database ({_short(exc)})") from None
     return con
 
 
@@ -191,8 +191,11 @@ class _Reader:
         return self.b.finish()
 
     def _rows_estimate(self, table: str) -> int:
-        row = self.con.execute(f"SELECT MAX(rowid) FROM {_quote(table)}").fetchone()  # O(log n), unlike COUNT(*)
-        return int(row[0] or 0)
+        try:
+            row = self.con.execute(f"SELECT MAX(rowid) FROM {_quote(table)}").fetchone()  # O(log n), unlike COUNT(*)
+        except sqlite3.Error:  # a WITHOUT ROWID table (never nsys's): no estimate, only the progress is cruder
+            return 0
+        return int(row[0]) if isinstance(row[0], int) else 0
 
     def _strings(self) -> None:
         ids: list[Any] = []
