@@ -16,6 +16,7 @@ from opscope.errors import TraceError
 from opscope.ingest.chrome import READER as CHROME_JSON
 from opscope.ingest.migraphx import READER as MIGRAPHX_PERF
 from opscope.ingest.migraphx import TRACE_EVAL_READER as MIGRAPHX_TRACE_EVAL
+from opscope.ingest.nsys import READER as NSYS_SQLITE
 from opscope.ingest.source import ByteSource
 from opscope.model.trace import Trace
 
@@ -50,6 +51,7 @@ class Reader(Protocol):
 READERS: tuple[Reader, ...] = (
     MIGRAPHX_PERF,
     MIGRAPHX_TRACE_EVAL,
+    NSYS_SQLITE,
     CHROME_JSON,
 )
 
