@@ -16,7 +16,8 @@ def shared_trace(relative: str) -> Path:
     """Path of a real trace under ../shared/traces, skipping the test when it is not there."""
     path = SHARED_TRACES / relative
     if not path.exists():
-        pytest.skip(f"real trace {relative} not available (../shared/traces is absent on this machine)")
+        where = "not in ../shared/traces" if SHARED_TRACES.is_dir() else "../shared/traces is absent on this machine"
+        pytest.skip(f"real trace {relative} not available ({where})")
     return path
 
 
