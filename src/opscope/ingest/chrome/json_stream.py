@@ -73,6 +73,7 @@ class EventArrayStream:
         decode_one: Callable[[bytes], Any],
         array_key: bytes = b"traceEvents",
         chunk_size: int = 1 << 20,
+        stop_at_end: bool = False,
     ) -> None:
         self._blocks = blocks
         self._decode_batch = decode_batch
@@ -81,6 +82,15 @@ class EventArrayStream:
         self._chunk_size = chunk_size
         self.report = StreamReport()
         self._eof = False
+        # A nested array (``stop_at_end``, the blocks starting at its ``[``): reading stops where it closes and
+        # what follows it is left in ``rest`` for the caller, who reads on from the same blocks.
+        self._stop_at_end = stop_at_end
+        self.rest = b""
+
+    @property
+    def eof(self) -> bool:
+        """Whether the blocks are used up."""
+        return self._eof
 
     # -- buffer management -------------------------------------------------
     def _next(self) -> bytes:
@@ -169,6 +179,9 @@ class EventArrayStream:
                 pos = 0
             pos = _skip(buf, pos, _WS + b",")
             if pos < len(buf) and buf[pos:pos + 1] == b"]":
+                if self._stop_at_end:
+                    self.rest = buf[pos + 1:]
+                    return
                 self._finish(buf[pos + 1:])
                 return
             if pos >= len(buf):
@@ -196,6 +209,9 @@ class EventArrayStream:
             if events:
                 yield events, b""
             if close is not None:
+                if self._stop_at_end:
+                    self.rest = region[close:]
+                    return
                 self._finish(region[close:])
                 return
             if consumed == 0:
