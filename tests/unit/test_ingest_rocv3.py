@@ -205,3 +205,21 @@ def test_kineto_json_does_not_sniff_as_rocprofv3(tmp_path):
     assert READER.sniff(path, b'\xef\xbb\xbf \n{ "rocprofiler-sdk-tool" : [')
     assert pick_reader(path).name == "chrome_json"
     assert open_trace(path, use_cache=False).events["kind"].to_pylist() == ["kernel"]
+
+
+def test_a_nested_array_stops_at_its_end_without_the_salvage_path():
+    """Record arrays follow each other: the chunk cutter must not take the next array's boundaries for this one's."""
+    import msgspec
+
+    from opscope.ingest.chrome.json_stream import EventArrayStream
+
+    first = b"[" + b",".join(b'{"a":%d,"b":{"c":[1,2]}}' % i for i in range(500)) + b"]"
+    rest = b',"next":[' + b",".join(b'{"z":%d}' % i for i in range(500)) + b"]}"
+    data = first + rest
+    blocks = iter([data[i:i + 1000] for i in range(0, len(data), 1000)])
+    stream = EventArrayStream(blocks, msgspec.json.Decoder(list[dict]).decode, msgspec.json.Decoder(dict).decode,
+                              chunk_size=4096, stop_at_end=True)
+    items = [item for batch, _ in stream.batches() for item in batch]
+    assert [item["a"] for item in items] == list(range(500))
+    assert not stream.report.salvaged and not stream.report.truncated
+    assert stream.rest + b"".join(blocks) == rest

@@ -25,6 +25,7 @@ _WS = b" \t\r\n"
 _CUT_SEARCH_TRIES = 6
 _CUT_WINDOW = 64 << 10
 _BOUNDARY = re.compile(rb"\}\s*(?:,\s*\{|\])")
+_CLOSE = re.compile(rb"\}\s*\]")
 _MAX_PROLOGUE = 256 << 20
 #: What follows the event array is a few small keys; beyond this much it is junk and is not read.
 MAX_EPILOGUE = 16 << 20
@@ -228,6 +229,14 @@ class EventArrayStream:
     def _cut(self, buf: bytes, pos: int) -> tuple[list, bytes, int] | None:
         """Find the last provable event boundary in ``buf[pos:]`` (within a chunk) and decode up to it."""
         limit = min(len(buf), pos + self._chunk_size)
+        if self._stop_at_end:
+            # A nested array is followed by more of the document (the next record array): the cut candidates near
+            # the limit may lie beyond its end, so the end of the array is tried first where one is in reach.
+            close = _CLOSE.search(buf, pos, min(len(buf), limit + 64))
+            if close is not None:
+                result = self._decode_to(buf, pos, close.start())
+                if result is not None:
+                    return result
         result = self._try_cuts(buf, pos, limit)
         if result is None and limit < len(buf):
             result = self._try_cuts(buf, pos, len(buf))  # one event larger than a chunk
@@ -246,13 +255,19 @@ class EventArrayStream:
             window *= 4  # geometric: a boundary far back costs a linear scan, not one per window
             lo = max(pos, limit - window)
         for close in reversed(candidates[-_CUT_SEARCH_TRIES:]):
-            chunk = b"[" + buf[pos:close + 1] + b"]"
-            try:
-                events = self._decode_batch(chunk)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
-                continue
-            return events, chunk, close + 1
+            result = self._decode_to(buf, pos, close)
+            if result is not None:
+                return result
         return None
+
+    def _decode_to(self, buf: bytes, pos: int, close: int) -> tuple[list, bytes, int] | None:
+        """The items of ``buf[pos:close + 1]`` (``close`` at a ``}``) decoded as one array; None if that fails."""
+        chunk = b"[" + buf[pos:close + 1] + b"]"
+        try:
+            events = self._decode_batch(chunk)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+            return None
+        return events, chunk, close + 1
 
     def _finish(self, tail: bytes) -> None:
         """Read the document's keys after the event array (``"traceName"``, ``"deviceProperties"``...).
