@@ -223,3 +223,23 @@ def test_a_nested_array_stops_at_its_end_without_the_salvage_path():
     assert [item["a"] for item in items] == list(range(500))
     assert not stream.report.salvaged and not stream.report.truncated
     assert stream.rest + b"".join(blocks) == rest
+
+
+def test_two_processes_in_one_file_keep_their_links_apart(tmp_path):
+    doc = rocv3.document()
+    second = json.loads(json.dumps(doc["rocprofiler-sdk-tool"][0]))
+    second["metadata"]["pid"] = 5151
+    recs = second["buffer_records"]
+    recs["kernel_dispatch"] = [rocv3.dispatch(1, 1, rocv3.GPU1, 20_600, 21_600)]  # correlation 1 again
+    recs["hip_api"] = [rocv3.api(5, 1, 1, 20_000, 20_500, tid=88)]
+    for key in ("hsa_api", "marker_api", "memory_copy", "memory_allocation", "scratch_memory"):
+        recs[key] = []
+    doc["rocprofiler-sdk-tool"].append(second)
+    trace = open_trace(_write(tmp_path, doc), use_cache=False)
+    links = link_table(trace).to_pydict()
+    ev = trace.events.to_pydict()
+    pairs = {(ev["ts_ns"][d], ev["tid"][r], ev["ts_ns"][r]) for d, r in zip(links["device_row"], links["launch_row"],
+                                                                             strict=True)}
+    assert (1_600, "77", 1_000) in pairs and (20_600, "88", 20_000) in pairs
+    assert len(pairs) == 4
+    assert trace.metadata["process_names"] == {"4242": "python train.py", "5151": "python train.py"}

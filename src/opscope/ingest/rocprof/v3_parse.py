@@ -271,6 +271,7 @@ class _Doc:
 
 @dataclass
 class _Process:
+    index: int = 0  # its place in the document's list of processes
     tables: dict[str, Any] = field(default_factory=dict)
     pending: list[tuple[str, dict[str, pa.Array]]] = field(default_factory=list)
     resolved: _Names | None = None
@@ -279,7 +280,9 @@ class _Process:
 class _Names:
     """A process's lookup tables as arrays: kernel names, agents -> GPU index, (kind, operation) -> API name."""
 
-    def __init__(self, tables: dict[str, Any], warn) -> None:
+    def __init__(self, tables: dict[str, Any], warn, position: int = 0) -> None:
+        # Each process numbers its correlation ids from 1: the second process's are moved out of the first's way
+        self.correlation_offset = position << 48
         symbols = tables.get("kernel_symbols") or []
         ids, names, vgpr, sgpr = [], [], [], []
         for s in symbols if isinstance(symbols, list) else []:
@@ -450,6 +453,7 @@ class _Sink:
         self.process_names: dict[str, str] = {}
         self.processes: list[dict[str, Any]] = []
         self.open_processes: list[_Process] = []
+        self.processes_seen = 0
         self._alloc_sizes: dict[int, int] = {}
 
     def add(self, proc: _Process, what: str, cols: dict[str, pa.Array]) -> None:
@@ -462,7 +466,7 @@ class _Sink:
     def tables_ready(self, proc: _Process) -> None:
         """Called when the process's records begin (its tables are read) or its object ends."""
         if proc.resolved is None:
-            proc.resolved = _Names(proc.tables, self.builder.warn)
+            proc.resolved = _Names(proc.tables, self.builder.warn, proc.index)
             self._describe(proc)
         for what, cols in proc.pending:
             self._emit(proc.resolved, what, cols)
@@ -522,14 +526,14 @@ class _Sink:
                 ("grid_size", (c["gx"], c["gy"], c["gz"])), ("workgroup_size", (c["wx"], c["wy"], c["wz"])),
                 ("lds_bytes", c["lds"]), ("scratch_bytes", c["scratch"]), ("arch_vgpr_count", vgpr),
                 ("sgpr_count", sgpr), ("correlation_external", c["ext"]), ("thread_id", c["tid"])], n)
-        self._device_rows(kind, name, c, device, stream, args)
+        self._device_rows(names, kind, name, c, device, stream, args)
 
-    def _device_rows(self, kind, name, c, device, stream, args) -> None:
+    def _device_rows(self, names: _Names, kind, name, c, device, stream, args) -> None:
         self.builder.add_events({
             "kind": kind, "name": name, "cat": _constant(len(c["start"]), kind.dictionary[0].as_py()),
             "ts_ns": c["start"], "dur_ns": pc.subtract(c["end"], c["start"]),
             "pid": _text_ids(device), "tid": _text_ids(stream), "device": device, "stream": stream,
-            "correlation": c["corr"], "external_id": _nonzero(c["ext"]),
+            "correlation": _offset(c["corr"], names.correlation_offset), "external_id": _nonzero(c["ext"]),
         }, args)
 
     def _copies(self, names: _Names, c: dict[str, pa.Array]) -> None:
@@ -550,7 +554,7 @@ class _Sink:
             args = _json_objects([("bytes", c["bytes"]), ("operation", ops), ("src_device", src), ("dst_device", dst),
                                   ("stream", c["stream"]), ("correlation_external", c["ext"]),
                                   ("thread_id", c["tid"])], n)
-        self._device_rows(kind, name, {**c, "bytes": c["bytes"]}, device, c["stream"], args)
+        self._device_rows(names, kind, name, c, device, c["stream"], args)
 
     def _op_names(self, names: _Names, c: dict[str, pa.Array]) -> pa.Array:
         """Each record's operation name, computed once per distinct (kind, operation)."""
@@ -574,7 +578,7 @@ class _Sink:
         self.builder.add_events({
             "kind": _constant(n, kind), "name": ops.dictionary_encode(), "cat": _constant(n, what),
             "ts_ns": c["start"], "dur_ns": pc.subtract(c["end"], c["start"]), "pid": pid, "tid": _text_ids(c["tid"]),
-            "correlation": c["corr"], "external_id": _nonzero(c["ext"]),
+            "correlation": _offset(c["corr"], names.correlation_offset), "external_id": _nonzero(c["ext"]),
         }, args)
 
     def _allocations(self, names: _Names, c: dict[str, pa.Array]) -> None:
@@ -638,6 +642,10 @@ def _constant(n: int, text: str) -> pa.DictionaryArray:
 
 def _text_ids(values: pa.Array) -> pa.Array:
     return pc.fill_null(pc.cast(values, pa.string()), "").dictionary_encode()
+
+
+def _offset(values: pa.Array, offset: int) -> pa.Array:
+    return pc.add(values, offset) if offset else values
 
 
 def _nonzero(values: pa.Array) -> pa.Array:
@@ -729,7 +737,8 @@ def _document(doc: _Doc, sink: _Sink) -> None:
 
 
 def _process(doc: _Doc, sink: _Sink) -> None:
-    proc = _Process()
+    proc = _Process(index=sink.processes_seen)
+    sink.processes_seen += 1
     sink.open_processes.append(proc)
     doc.take(b"{", "for a process entry")
     first = True
