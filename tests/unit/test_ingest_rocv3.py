@@ -243,3 +243,11 @@ def test_two_processes_in_one_file_keep_their_links_apart(tmp_path):
     assert (1_600, "77", 1_000) in pairs and (20_600, "88", 20_000) in pairs
     assert len(pairs) == 4
     assert trace.metadata["process_names"] == {"4242": "python train.py", "5151": "python train.py"}
+
+
+def test_handles_beyond_int64_are_null_not_fatal(tmp_path):
+    recs = rocv3.base_records()
+    recs["kernel_dispatch"][0]["dispatch_info"]["queue_id"]["handle"] = 2**64 - 1  # a uint64 handle
+    trace = open_trace(_write(tmp_path, rocv3.document(recs)), use_cache=False)
+    assert _rows(trace) == EXPECTED
+    assert args_of(trace, 2)["queue"] is None

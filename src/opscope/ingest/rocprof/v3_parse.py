@@ -361,6 +361,7 @@ def _marker_messages(value: Any) -> dict[int, str]:
 # -- records -> columns ------------------------------------------------------------------------------------------
 
 def _ints(values: list) -> pa.Array:
+    """int64 column of the values; null where one is absent or beyond int64 (a uint64 handle)."""
     try:
         return pa.array(values, pa.int64())
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
@@ -636,8 +637,8 @@ def _device_properties(index: int, agent: dict[str, Any]) -> dict[str, Any]:
 
 
 def _constant(n: int, text: str) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()) if n else pa.array([], pa.int32()),
-                                          pa.array([text], pa.string()))
+    zeros = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
+    return pa.DictionaryArray.from_arrays(zeros, pa.array([text], pa.string()))
 
 
 def _text_ids(values: pa.Array) -> pa.Array:
