@@ -44,7 +44,7 @@ _CHUNK = 4 << 20
 #: Collective-communication kernels (RCCL, NCCL names in RCCL, MSCCL++) are the model's ``comm``.
 _COMM = r"(?i)nccl|rccl|msccl"
 #: Small values read whole (the rest of a process's keys are skipped: code objects, host functions, counters...).
-_TABLES = ("metadata", "agents", "strings", "kernel_symbols")
+_TABLES = ("metadata", "agents", "strings")
 #: buffer_records arrays mapped to events, and the model kind of each.
 _API_KINDS = {"hip_api": "runtime", "hsa_api": "runtime", "rccl_api": "runtime", "marker_api": "user_annotation"}
 #: memory_copy operation names -> (Kineto-style direction, words): "Memcpy HtoD (Host -> Device)".
@@ -128,13 +128,24 @@ class _Alloc(msgspec.Struct, gc=False):
     allocation_size: int = 0
 
 
+class _Symbol(msgspec.Struct, gc=False):
+    """One entry of ``kernel_symbols``: only what the reader uses is decoded."""
+
+    kernel_id: int
+    formatted_kernel_name: str = ""
+    demangled_kernel_name: str = ""
+    kernel_name: str = ""
+    arch_vgpr_count: int | None = None
+    sgpr_count: int | None = None
+
+
 def _decoders(t: Any) -> tuple[Any, Any]:
     return msgspec.json.Decoder(list[t]).decode, msgspec.json.Decoder(t).decode
 
 
 _DECODERS: dict[str, tuple[Any, Any]] = {
     "kernel_dispatch": _decoders(_Dispatch), "api": _decoders(_Api), "memory_copy": _decoders(_Copy),
-    "memory_allocation": _decoders(_Alloc), "raw": _decoders(msgspec.Raw),
+    "memory_allocation": _decoders(_Alloc), "raw": _decoders(msgspec.Raw), "symbols": _decoders(_Symbol),
 }
 _decode_any = msgspec.json.Decoder().decode
 
@@ -286,13 +297,11 @@ class _Names:
         symbols = tables.get("kernel_symbols") or []
         ids, names, vgpr, sgpr = [], [], [], []
         for s in symbols if isinstance(symbols, list) else []:
-            if not isinstance(s, dict) or not isinstance(s.get("kernel_id"), int):
-                continue
-            name = s.get("formatted_kernel_name") or s.get("demangled_kernel_name") or s.get("kernel_name") or ""
-            ids.append(s["kernel_id"])
+            name = s.formatted_kernel_name or s.demangled_kernel_name or s.kernel_name
+            ids.append(s.kernel_id)
             names.append(safe_str(name))
-            vgpr.append(_int_or_none(s.get("arch_vgpr_count")))
-            sgpr.append(_int_or_none(s.get("sgpr_count")))
+            vgpr.append(_int_or_none(s.arch_vgpr_count))
+            sgpr.append(_int_or_none(s.sgpr_count))
         self.kernel_ids = pa.array(ids, pa.int64())
         self.kernel_names = pa.array(names, pa.string())
         self.vgpr = pa.array(vgpr, pa.int64())
@@ -745,7 +754,10 @@ def _process(doc: _Doc, sink: _Sink) -> None:
     first = True
     while (key := doc.key(first, "a process entry")) is not None:
         first = False
-        if key in _TABLES:
+        if key == "kernel_symbols":
+            # MBs (one entry per kernel of every loaded code object): streamed like the records, into lean structs
+            proc.tables[key] = [sym for batch in doc.records("symbols") for sym in batch]
+        elif key in _TABLES:
             proc.tables[key] = _decode_any(doc.value())
         elif key == "buffer_records":
             if all(k in proc.tables for k in ("agents", "kernel_symbols", "strings")):
@@ -753,6 +765,9 @@ def _process(doc: _Doc, sink: _Sink) -> None:
             _buffer_records(doc, sink, proc)
         elif key == "callback_records":
             _skip_groups(doc, sink, "callback_records")
+        elif doc.peek() == b"[":
+            for _ in doc.records("raw"):  # code objects, host functions...: passed over without a token scan
+                pass
         else:
             doc.value()
     sink.tables_ready(proc)
