@@ -564,6 +564,10 @@ def header_metadata(header: dict) -> dict:
 
 
 def _tool(header: dict) -> str:
+    other = header.get("otherData")
+    if isinstance(other, dict) and isinstance(other.get("exported_by"), str) and isinstance(other.get("tool"), str) \
+            and 0 < len(other["tool"]) <= 64:
+        return other["tool"]  # a trace opscope exported: the tool its reader named (onnxruntime, tensorflow...)
     if "schemaVersion" in header or "deviceProperties" in header or "distributedInfo" in header:
         return "pytorch"
     return "chrome"
