@@ -81,6 +81,7 @@ class OrtBuilder(TraceBuilder):
         self._steps_seen: list[tuple[int, int, str, str]] = []
         self._providers: set[str] = set()
         self._shape_cache: dict[bytes, tuple[str | None, str | None]] = {}
+        self._node_json: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         # Kernel rows -> the Node op before them (see _link)
         self._last_op: int | None = None
@@ -111,22 +112,22 @@ class OrtBuilder(TraceBuilder):
             if cats[i] == "Kernel":
                 kinds[i] = "memcpy" if name.startswith("Memcpy") else "kernel"
                 device[i] = _DEVICE
-                stream[i] = _stream(a.get("stream") if a else None)
+                stream[i] = _stream(a.stream if a is not None else None)
                 kernels.append(i)
                 continue
             if name.endswith(KERNEL_SUFFIX):
                 node = name[: -len(KERNEL_SUFFIX)]
-                op = a.get("op_name") if a else None
+                op = a.op_name if a is not None else None
                 if isinstance(op, str) and op:
                     names[i] = op
                 else:
                     names[i] = node  # the op type is unknown: the node's name is the best there is
                     self._count("args")
-                provider = a.get("provider") if a else None
+                provider = a.provider if a is not None else None
                 if isinstance(provider, str):
                     self._providers.add(provider)
-                texts[i] = _with_node(texts[i], node)
-                shapes[i], dtypes[i] = self._shapes(a.get("input_type_shape") if a else None)
+                texts[i] = self._with_node(texts[i], node)
+                shapes[i], dtypes[i] = self._shapes(bytes(a.input_type_shape) if a is not None else b"")
                 ops.append(i)
             elif name.endswith(FENCE_SUFFIXES):
                 kinds[i] = "overhead"
@@ -146,29 +147,49 @@ class OrtBuilder(TraceBuilder):
             self._link(ops, kernels, ids)
         return ids
 
-    def _shapes(self, raw: Any) -> tuple[str | None, str | None]:
+    def _shapes(self, raw: bytes) -> tuple[str | None, str | None]:
         """ORT's ``[{"float":[8,3,112,112]},{"float":[32,3,3,3]}]`` -> (``[[8,3,112,112],[32,3,3,3]]``,
         ``["float","float"]``): Kineto's ``Input Dims`` and ``Input type``."""
-        if not isinstance(raw, list):
+        if not raw:
             return None, None
-        key = json.dumps(raw, separators=(",", ":")).encode()
-        hit = self._shape_cache.get(key)
+        hit = self._shape_cache.get(raw)
         if hit is not None:
             return hit
-        dims: list[Any] = []
-        types: list[Any] = []
-        for item in raw:
-            if isinstance(item, dict) and len(item) == 1:
-                [(dtype, shape)] = item.items()
-                types.append(dtype)
-                dims.append(shape if isinstance(shape, list) else [])
-            else:  # not a tensor (ORT writes none of these today): keep the place, unknown
-                types.append(None)
-                dims.append([])
-        out = (json.dumps(dims, separators=(",", ":")), json.dumps(types, separators=(",", ":")))
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            value = None
+        out: tuple[str | None, str | None] = (None, None)
+        if isinstance(value, list):
+            dims: list[Any] = []
+            types: list[Any] = []
+            for item in value:
+                if isinstance(item, dict) and len(item) == 1:
+                    [(dtype, shape)] = item.items()
+                    types.append(dtype)
+                    dims.append(shape if isinstance(shape, list) else [])
+                else:  # not a tensor (ORT writes none of these today): keep the place, unknown
+                    types.append(None)
+                    dims.append([])
+            out = (json.dumps(dims, separators=(",", ":")), json.dumps(types, separators=(",", ":")))
         if len(self._shape_cache) < 100_000:
-            self._shape_cache[key] = out
+            self._shape_cache[raw] = out
         return out
+
+    def _with_node(self, text: str | None, node: str) -> str:
+        """The args object with ``"node": <node>`` first; ORT's own keys after it, as written."""
+        head = self._node_json.get(node)
+        if head is None:
+            head = '{"node":' + json.dumps(node, ensure_ascii=False)
+            if len(self._node_json) < 100_000:
+                self._node_json[node] = head
+        if not text:
+            return head + "}"
+        body = text.lstrip()
+        if not body.startswith("{"):
+            return text  # not an object (hostile): left as it is
+        rest = body[1:].lstrip()
+        return head + ("}" if rest.startswith("}") else "," + rest)
 
     def _collect_steps(self, cols: dict, cats: list, names: list, ids: pa.Array) -> None:
         valid = ids.to_pylist()
@@ -257,34 +278,39 @@ def _ints(values: Any, n: int) -> list:
     return list(values)
 
 
-def _decode_args(texts: list[str | None]) -> list[dict | None]:
-    """Each args text as a dict (None where absent or not a JSON object)."""
-    import msgspec  # the Chrome reader's decoder, already loaded when this runs
-
+def _decode_args(texts: list[str | None]) -> list[Any]:
+    """The keys of each args text this reader uses (an ``OrtArgs`` struct; None where absent or not an object)."""
+    decode_all, decode_one, error = _decoders()
     if not texts:
         return []
     try:
-        values = msgspec.json.decode("[" + ",".join(t or "null" for t in texts) + "]")
-    except (msgspec.DecodeError, ValueError, RecursionError):  # one bad args text: decode each alone
-        values = []
+        return decode_all("[" + ",".join(t or "null" for t in texts) + "]")
+    except (error, ValueError, RecursionError):  # one bad args text: decode each alone
+        out = []
         for t in texts:
             try:
-                values.append(msgspec.json.decode(t) if t else None)
-            except (msgspec.DecodeError, ValueError, RecursionError):
-                values.append(None)
-    return [v if isinstance(v, dict) else None for v in values]
+                out.append(decode_one(t) if t else None)
+            except (error, ValueError, RecursionError):
+                out.append(None)
+        return out
 
 
-def _with_node(text: str | None, node: str) -> str:
-    """The args object with ``"node": <node>`` first; ORT's own keys after it, as written."""
-    head = '{"node":' + json.dumps(node, ensure_ascii=False)
-    if not text:
-        return head + "}"
-    body = text.lstrip()
-    if not body.startswith("{"):
-        return text  # not an object (hostile): left as it is
-    rest = body[1:].lstrip()
-    return head + ("}" if rest.startswith("}") else "," + rest)
+_DECODERS: tuple | None = None
+
+
+def _decoders() -> tuple:
+    """msgspec decoders of ORT's args (made on first use: msgspec is the Chrome parser's, loaded by ``read``)."""
+    global _DECODERS
+    if _DECODERS is None:
+        import msgspec
+
+        ort_args = msgspec.defstruct("OrtArgs", [("op_name", Any, None), ("provider", Any, None),
+                                                 ("input_type_shape", msgspec.Raw, msgspec.Raw(b"")),
+                                                 ("stream", Any, None)], gc=False)
+        _DECODERS = (msgspec.json.Decoder(list[ort_args | None]).decode,  # type: ignore[valid-type]
+                     msgspec.json.Decoder(ort_args | None).decode,
+                     msgspec.DecodeError)
+    return _DECODERS
 
 
 def _stream(v: Any) -> int | None:
