@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from opscope.analyses.links import link_table
 from opscope.analyses.ops import op_table
 from opscope.analyses.ort_nodes import node_times
 from opscope.analyses.summary import summarize
@@ -169,6 +170,7 @@ def test_gpu_kernel_events_are_device_work_linked_to_their_node(tmp_path):
     assert trace.metadata["execution_providers"] == ["CPUExecutionProvider", "CUDAExecutionProvider"]
     assert any("device ordinal" in w["problem"] and w["count"] == 2 for w in trace.warnings)
     assert summarize(trace).gpu_busy_ns == 7_000 + 3_000
+    assert link_table(trace)["op_name"].to_pylist() == ["MatMul", "MatMul"]
 
 
 def test_a_profile_recorded_here_sums_like_the_file(tmp_path):
@@ -219,3 +221,21 @@ def test_a_profile_recorded_here_sums_like_the_file(tmp_path):
     mm = trace.events.filter(pc.equal(trace.events["name"].cast("string"), "MatMul"))
     assert set(mm["shapes"].to_pylist()) == mm_shapes and mm.num_rows == 10
     assert "[32,64]" in next(iter(mm_shapes))
+
+
+def test_older_gpu_profiles_write_kernels_before_their_node(tmp_path):
+    """ORT before 1.14 inserted a node's kernels before the node's event; the op types say which node it was."""
+    kernel = {"op_name": "Conv", "stream": "7", "grid_x": "1", "grid_y": "1", "grid_z": "1", "block_x": "64",
+              "block_y": "1", "block_z": "1"}
+    ev = [ort_event("Session", "model_run", 0, 500),
+          ort_event("Node", "relu_kernel_time", 5, 10, node_args("Relu", [[4]])),
+          ort_event("Kernel", "implicit_gemm", 30, 9, kernel, pid=-1, tid=-1),
+          ort_event("Node", "conv_kernel_time", 20, 40, node_args("Conv", [[4], [4]])),
+          ort_event("Kernel", "stray", 90, 1, {**kernel, "op_name": "Softmax"}, pid=-1, tid=-1)]
+    trace = open_trace(write_profile(tmp_path / "old_gpu.json", ev), use_cache=True)
+    rows = {r["name"]: r for r in trace.events.to_pylist()}
+    assert rows["implicit_gemm"]["correlation"] == rows["Conv"]["correlation"] is not None
+    assert rows["Relu"]["correlation"] is None and rows["stray"]["correlation"] is None
+    problems = {w["problem"]: w["count"] for w in trace.warnings}
+    assert problems["GPU Kernel events not beside a node event of their op type (not linked to a node)"] == 1
+    assert problems["GPU Kernel events: ORT does not record the device ordinal (put on device 0)"] == 2

@@ -83,8 +83,9 @@ class OrtBuilder(TraceBuilder):
         self._shape_cache: dict[bytes, tuple[str | None, str | None]] = {}
         self._node_json: dict[str, str] = {}
         self._counts: dict[str, int] = {}
-        # Kernel rows -> the Node op before them (see _link)
-        self._last_op: int | None = None
+        # GPU kernel rows -> the node op that launched them (see _link)
+        self._last_op: tuple[int, str] | None = None
+        self._pending: list[tuple[int, str]] = []
         self._links: list[tuple[int, int]] = []
 
     def _count(self, what: str, n: int = 1) -> None:
@@ -107,6 +108,7 @@ class OrtBuilder(TraceBuilder):
         parsed = _decode_args([texts[i] for i in which])
         ops: list[int] = []
         kernels: list[int] = []
+        kernel_ops: dict[int, str] = {}
         for i, a in zip(which, parsed):
             name = names[i] or ""
             if cats[i] == "Kernel":
@@ -114,6 +116,9 @@ class OrtBuilder(TraceBuilder):
                 device[i] = _DEVICE
                 stream[i] = _stream(a.stream if a is not None else None)
                 kernels.append(i)
+                self._count("kernels")
+                if a is not None and isinstance(a.op_name, str) and a.op_name:
+                    kernel_ops[i] = a.op_name
                 continue
             if name.endswith(KERNEL_SUFFIX):
                 node = name[: -len(KERNEL_SUFFIX)]
@@ -144,7 +149,7 @@ class OrtBuilder(TraceBuilder):
         ids = super().add_events(cols, new_args if self.keep_args else None)
         self._collect_steps(cols, cats, names, ids)
         if kernels or ops:
-            self._link(ops, kernels, ids)
+            self._link(ops, kernels, ids, names, kernel_ops)
         return ids
 
     def _shapes(self, raw: bytes) -> tuple[str | None, str | None]:
@@ -204,9 +209,13 @@ class OrtBuilder(TraceBuilder):
         for i in idx:
             self._steps_seen.append((ts[i], dur[i], pid[i] or "", tid[i] or ""))
 
-    def _link(self, ops: list[int], kernels: list[int], ids: pa.Array) -> None:
-        """ORT writes a node's GPU kernels right after the node's event (ordered by the node's start): each kernel
-        is linked to the Node op written last before it (the pair get one correlation id in :meth:`finish`)."""
+    def _link(self, ops: list[int], kernels: list[int], ids: pa.Array, op_types: list, kernel_ops: dict) -> None:
+        """Each GPU kernel to the node op that launched it (the pair get one correlation id in :meth:`finish`).
+
+        ORT gives each kernel its node's op type (``args.op_name``) and writes it beside that node's event: after it
+        (1.14+, ``GPUProfilerBase::MergeEvents``) or, in older builds, before it (``CudaProfiler::EndProfiling``).
+        So a kernel goes to the op written last before it when their op types agree, else to the next op written
+        when those agree; otherwise it stays unlinked (counted)."""
         id_list = ids.to_pylist()
         is_op = set(ops)
         for i in sorted(ops + kernels):
@@ -214,9 +223,19 @@ class OrtBuilder(TraceBuilder):
             if row is None:
                 continue
             if i in is_op:
-                self._last_op = row
-            elif self._last_op is not None:
-                self._links.append((row, self._last_op))
+                self._last_op = (row, op_types[i])
+                for kernel, wanted in self._pending:
+                    if wanted == op_types[i]:
+                        self._links.append((kernel, row))
+                    else:
+                        self._count("kernel_unlinked")
+                self._pending = []
+                continue
+            wanted = kernel_ops.get(i)
+            if self._last_op is not None and (not wanted or wanted == self._last_op[1]):
+                self._links.append((row, self._last_op[0]))
+            elif wanted:
+                self._pending.append((row, wanted))
             else:
                 self._count("kernel_unlinked")
 
@@ -226,6 +245,8 @@ class OrtBuilder(TraceBuilder):
             self.add_steps({"step": list(range(len(runs))), "name": [STEP_EVENT] * len(runs),
                             "pid": [r[2] for r in runs], "tid": [r[3] for r in runs],
                             "ts_ns": [r[0] for r in runs], "dur_ns": [r[1] for r in runs]})
+        self._counts["kernel_unlinked"] = self._counts.get("kernel_unlinked", 0) + len(self._pending)
+        self._pending = []
         self.metadata["tool"] = TOOL
         if self._providers:
             self.metadata["execution_providers"] = sorted(self._providers)
@@ -233,20 +254,17 @@ class OrtBuilder(TraceBuilder):
             ("args", "Node events without args.op_name (named by their node, not their op type)"),
             ("node_other", f"Node events named neither <node>{KERNEL_SUFFIX} nor <node>_fence_before/_after "
                            "(kept as kind 'other')"),
-            ("kernel_unlinked", "GPU Kernel events before any node event (not linked to a node)"),
+            ("kernel_unlinked", "GPU Kernel events not beside a node event of their op type (not linked to a node)"),
         ):
             if self._counts.get(what):
                 self.warn(problem, self._counts[what])
+        if self._counts.get("kernels"):
+            self.warn("GPU Kernel events: ORT does not record the device ordinal (put on device 0)",
+                      self._counts["kernels"])
         trace = super().finish()
         if self._links:
-            trace.warn("GPU Kernel events: ORT does not record the device ordinal (put on device 0)",
-                       len(self._links) + self._counts.get("kernel_unlinked", 0))
             trace.events = _set_correlations(trace.events, self._links)
-        elif self._counts.get("kernel_unlinked"):
-            trace.warn("GPU Kernel events: ORT does not record the device ordinal (put on device 0)",
-                       self._counts["kernel_unlinked"])
         return trace
-
 
 def _set_correlations(events: pa.Table, links: list[tuple[int, int]]) -> pa.Table:
     """Each linked kernel row and its node's op row get the op row's event id as their correlation id."""
