@@ -125,12 +125,16 @@ def test_node_events_without_args_are_read_and_said(tmp_path):
     ev = [ort_event("Session", "model_run", 0, 100), ort_event("Node", "n1_kernel_time", 5, 10),
           ort_event("Node", "n2_kernel_time", 20, 7, node_args("Mul", [[2]])),
           '{"cat" : "Node","pid" :7,"tid" :7,"dur" :3,"ts" :30,"ph" : "X","name" :"n3_kernel_time"}',
-          ort_event("Node", "weird_thing", 40, 1)]
+          ort_event("Node", "weird_thing", 40, 1),
+          '{"cat" : "Node","pid" :7,"tid" :7,"dur" :2,"ts" :50,"ph" : "X","name" :"n4_kernel_time","args" : [1, 2]}']
     trace = open_trace(write_profile(tmp_path / "noargs.json", ev), use_cache=True)
     ops = trace.events.filter(pc.equal(trace.events["kind"].cast("string"), "cpu_op")).sort_by("ts_ns")
-    assert ops["name"].cast("string").to_pylist() == ["n1", "Mul", "n3"]
+    assert ops["name"].cast("string").to_pylist() == ["n1", "Mul", "n3", "n4"]
+    args = dict(zip(trace.args["event_id"].to_pylist(), trace.args["args"].to_pylist()))
+    assert [args[i] for i in ops["event_id"].to_pylist()[:1] + ops["event_id"].to_pylist()[2:]] == [
+        '{"node":"n1"}', '{"node":"n3"}', "[1, 2]"]  # an args that is no object is left as written
     problems = {w["problem"]: w["count"] for w in trace.warnings}
-    assert problems["Node events without args.op_name (named by their node, not their op type)"] == 2
+    assert problems["Node events without args.op_name (named by their node, not their op type)"] == 3
     assert any("kept as kind 'other'" in p and c == 1 for p, c in problems.items())
     assert node_times(trace)["node"].to_pylist() == ["n1", "n2", "n3"]
 

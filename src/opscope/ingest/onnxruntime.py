@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from opscope.model.builder import Batch, TraceBuilder, Values
 from opscope.model.trace import Trace
@@ -99,14 +100,15 @@ class OrtBuilder(TraceBuilder):
         n = len(cats)
         names = _strings(cols["name"])
         kinds = _strings(cols["kind"])
-        texts: list[str | None] = _strings(args) if args is not None else [None] * n
+        texts = _plain(args) if args is not None else None
         shapes: list[str | None] = _strings(cols.get("shapes")) if cols.get("shapes") is not None else [None] * n
         dtypes: list[str | None] = _strings(cols.get("dtypes")) if cols.get("dtypes") is not None else [None] * n
         device = _ints(cols.get("device"), n)
         stream = _ints(cols.get("stream"), n)
         which = [i for i, c in enumerate(cats) if c in ("Node", "Kernel")]
-        parsed = _decode_args([texts[i] for i in which])
+        parsed = _decode_args(texts.take(pa.array(which, pa.int64())) if texts is not None else None, len(which))
         ops: list[int] = []
+        heads: list[str] = []
         kernels: list[int] = []
         kernel_ops: dict[int, str] = {}
         for i, a in zip(which, parsed):
@@ -131,7 +133,8 @@ class OrtBuilder(TraceBuilder):
                 provider = a.provider if a is not None else None
                 if isinstance(provider, str):
                     self._providers.add(provider)
-                texts[i] = self._with_node(texts[i], node)
+                if self.keep_args:
+                    heads.append(self._node_head(node))
                 shapes[i], dtypes[i] = self._shapes(bytes(a.input_type_shape) if a is not None else b"")
                 ops.append(i)
             elif name.endswith(FENCE_SUFFIXES):
@@ -145,8 +148,10 @@ class OrtBuilder(TraceBuilder):
         cols["dtypes"] = pa.array(dtypes, pa.string())
         cols["device"] = pa.array(device, pa.int64())
         cols["stream"] = pa.array(stream, pa.int64())
-        new_args = pa.array(texts, pa.string()) if args is not None else None
-        ids = super().add_events(cols, new_args if self.keep_args else None)
+        new_args = None
+        if texts is not None and self.keep_args:
+            new_args = _with_nodes(texts, ops, heads) if ops else texts
+        ids = super().add_events(cols, new_args)
         self._collect_steps(cols, cats, names, ids)
         if kernels or ops:
             self._link(ops, kernels, ids, names, kernel_ops)
@@ -181,20 +186,14 @@ class OrtBuilder(TraceBuilder):
             self._shape_cache[raw] = out
         return out
 
-    def _with_node(self, text: str | None, node: str) -> str:
-        """The args object with ``"node": <node>`` first; ORT's own keys after it, as written."""
+    def _node_head(self, node: str) -> str:
+        """``{"node":"<node>"``: the start of the node's args object (see :func:`_with_nodes`)."""
         head = self._node_json.get(node)
         if head is None:
             head = '{"node":' + json.dumps(node, ensure_ascii=False)
             if len(self._node_json) < 100_000:
                 self._node_json[node] = head
-        if not text:
-            return head + "}"
-        body = text.lstrip()
-        if not body.startswith("{"):
-            return text  # not an object (hostile): left as it is
-        rest = body[1:].lstrip()
-        return head + ("}" if rest.startswith("}") else "," + rest)
+        return head
 
     def _collect_steps(self, cols: dict, cats: list, names: list, ids: pa.Array) -> None:
         valid = ids.to_pylist()
@@ -231,11 +230,11 @@ class OrtBuilder(TraceBuilder):
                         self._count("kernel_unlinked")
                 self._pending = []
                 continue
-            wanted = kernel_ops.get(i)
-            if self._last_op is not None and (not wanted or wanted == self._last_op[1]):
+            op_type = kernel_ops.get(i)
+            if self._last_op is not None and (not op_type or op_type == self._last_op[1]):
                 self._links.append((row, self._last_op[0]))
-            elif wanted:
-                self._pending.append((row, wanted))
+            elif op_type:
+                self._pending.append((row, op_type))
             else:
                 self._count("kernel_unlinked")
 
@@ -276,6 +275,15 @@ def _set_correlations(events: pa.Table, links: list[tuple[int, int]]) -> pa.Tabl
     return events.set_column(i, "correlation", pa.array(correlation, pa.int64()))
 
 
+def _plain(values: Any) -> pa.Array:
+    """A column as one plain string array."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not isinstance(values, pa.Array):
+        return pa.array(list(values), pa.string())
+    return values.cast(pa.string()) if values.type != pa.string() else values
+
+
 def _strings(values: Any) -> list:
     if values is None:
         return []
@@ -296,21 +304,44 @@ def _ints(values: Any, n: int) -> list:
     return list(values)
 
 
-def _decode_args(texts: list[str | None]) -> list[Any]:
+def _decode_args(texts: pa.Array | None, n: int) -> list[Any]:
     """The keys of each args text this reader uses (an ``OrtArgs`` struct; None where absent or not an object)."""
+    if texts is None or n == 0:
+        return [None] * n
     decode_all, decode_one, error = _decoders()
-    if not texts:
-        return []
+    filled = pc.fill_null(texts, "null")
+    filled = pc.if_else(pc.equal(pc.binary_length(filled), 0), pa.scalar("null"), filled)
+    # one JSON array of all the texts, made in Arrow (no Python string per row): "a," "b," ... -> [a,b]
+    joined = pc.binary_join_element_wise(filled, pa.scalar(""), ",")
+    offsets = joined.buffers()[1]
+    start, end = (int.from_bytes(offsets[k * 4:k * 4 + 4], "little", signed=True)
+                  for k in (joined.offset, joined.offset + len(joined)))
+    body = joined.buffers()[2].to_pybytes()[start:end - 1]
     try:
-        return decode_all("[" + ",".join(t or "null" for t in texts) + "]")
+        return decode_all(b"[" + body + b"]")
     except (error, ValueError, RecursionError):  # one bad args text: decode each alone
         out = []
-        for t in texts:
+        for t in texts.to_pylist():
             try:
                 out.append(decode_one(t) if t else None)
             except (error, ValueError, RecursionError):
                 out.append(None)
         return out
+
+
+def _with_nodes(texts: pa.Array, ops: list[int], heads: list[str]) -> pa.Array:
+    """The args texts with ``"node": <node>`` first in each op row's object (ORT's own keys after it, as written);
+    a text that is not an object (hostile) is left as it is. Done in Arrow: the texts are most of the file."""
+    rows = pa.array(ops, pa.int64())
+    old = pc.utf8_ltrim_whitespace(pc.fill_null(texts.take(rows), ""))
+    head = pa.array(heads, pa.string())
+    rest = pc.utf8_ltrim_whitespace(pc.utf8_slice_codeunits(old, 1))
+    empty = pc.or_(pc.equal(pc.binary_length(old), 0), pc.starts_with(rest, "}"))
+    joined = pc.if_else(empty, pc.binary_join_element_wise(head, pa.scalar("}"), ""),
+                        pc.binary_join_element_wise(head, rest, ","))
+    new = pc.if_else(pc.or_(pc.starts_with(old, "{"), pc.equal(pc.binary_length(old), 0)), joined, texts.take(rows))
+    mask = pc.is_in(pa.array(range(len(texts)), pa.int64()), value_set=rows)
+    return pc.replace_with_mask(texts, mask, new)
 
 
 _DECODERS: tuple | None = None
