@@ -27,8 +27,9 @@ from opscope.errors import TraceError
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 
+# 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 8  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+CACHE_FORMAT = 9  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
 _PROBE = 1 << 20
 _CHUNK = 1 << 20
 #: What store() never writes into meta.json: facts about this open, not about the trace.
