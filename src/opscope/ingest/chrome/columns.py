@@ -221,9 +221,11 @@ def _raw_array_counted(raws: list) -> tuple[pa.Array, int]:
 class EventColumns:
     """Turns batches of decoded events into the model's rows, handed to ``builder`` as typed columns."""
 
-    def __init__(self, builder: TraceBuilder, keep_args: bool = True) -> None:
+    def __init__(self, builder: TraceBuilder, keep_args: bool = True, categories: dict[str, str] | None = None) -> None:
         self.builder = builder
         self.keep_args = keep_args
+        #: category (lower-cased) -> kind: Chrome's, and a format's own on top (ONNX Runtime's ``Node``...)
+        self._categories = {**CATEGORY_KINDS, **{k.lower(): v for k, v in (categories or {}).items()}}
         self._counters: dict[str, list] = {k: [] for k in COUNTERS.names}
         self._open_begins: dict[tuple, list] = {}
         self._kind_cache: dict[Any, str] = {}
@@ -244,7 +246,7 @@ class EventColumns:
         k = self._kind_cache.get(cat)
         if k is None:
             key = cat.lower() if isinstance(cat, str) else ""
-            k = CATEGORY_KINDS.get(key)
+            k = self._categories.get(key)
             if k is None:
                 k = "other"
             self._kind_cache[cat] = k
@@ -562,6 +564,10 @@ def header_metadata(header: dict) -> dict:
 
 
 def _tool(header: dict) -> str:
+    other = header.get("otherData")
+    if isinstance(other, dict) and isinstance(other.get("exported_by"), str) and isinstance(other.get("tool"), str) \
+            and 0 < len(other["tool"]) <= 64:
+        return other["tool"]  # a trace opscope exported: the tool its reader named (onnxruntime, tensorflow...)
     if "schemaVersion" in header or "deviceProperties" in header or "distributedInfo" in header:
         return "pytorch"
     return "chrome"

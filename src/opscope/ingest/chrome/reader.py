@@ -51,17 +51,21 @@ _decode_exact = msgspec.json.Decoder(list[ExactTimes]).decode
 _decode_exact_one = msgspec.json.Decoder(ExactTimes).decode
 
 
-def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
+def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBuilder | None = None,
+         categories: dict[str, str] | None = None) -> Trace:
     """Read ``path`` into a Trace. ``progress(done_bytes, total_bytes)`` is called as blocks arrive.
 
-    With ``keep_args=False`` the full JSON args are not kept (the ``args`` table is then empty).
+    With ``keep_args=False`` the full JSON args are not kept (the ``args`` table is then empty). A reader of a
+    format that is Chrome JSON underneath (ONNX Runtime's profile) passes its own ``builder`` (which then sees
+    every batch of rows) and the kinds of its own ``categories``.
     """
     source = ByteSource(path)
     blocks = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
     stream = EventArrayStream(blocks, _decode_batch, _decode_one_exact)
-    columns = EventColumns(TraceBuilder(str(path), FORMAT), keep_args=keep_args)
+    columns = EventColumns(builder if builder is not None else TraceBuilder(str(path), FORMAT), keep_args=keep_args,
+                           categories=categories)
     with fast_type_inference():
         trace = _read_events(path, source, stream, columns)
     _add_stream_warnings(trace, stream.report, source)

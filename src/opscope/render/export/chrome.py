@@ -90,6 +90,8 @@ def _header(trace) -> dict[str, Any]:
     other = header.get("otherData")
     other = other if isinstance(other, dict) else {}
     header["otherData"] = {**other, "exported_by": f"opscope {__version__}"}
+    if isinstance(meta.get("tool"), str):  # the reader's tool (onnxruntime) is not in the Chrome header: said here
+        header["otherData"]["tool"] = meta["tool"]
     return header
 
 
