@@ -264,11 +264,11 @@ def perf_report(trace: Trace, batch: int = 1, title: str | None = None, extra_no
     """``migraphx-driver perf``'s report of an ONNX Runtime profile (see the module docstring)."""
     p = perf_numbers(trace, batch)
     notes = [*extra_notes, *p.notes, PROFILER_NOTE, AVERAGE_NOTE, OVERHEAD_NOTE]
-    headline = (f"Rate: {p.rate:.6g} inferences/sec (batch {p.batch}) | Total time: {_ms(p.total_ms)} over "
-                f"{p.runs} runs | Total node time: {_ms(p.node_total_ms)}")
+    headline = (f"{p.rate:.6g} inferences/sec at batch {p.batch}; {_ms(p.total_ms)} per run ({p.runs} runs), "
+                f"{_ms(p.node_total_ms)} of it in nodes")
     return Report(
         sections=[
-            Section("perf", "Per node, by op type, totals", perf_table, legend=PERF_LEGEND, terminal=False,
+            Section("perf", "Per node, by op type, totals", perf_table(p), legend=PERF_LEGEND, terminal=False,
                     columns={"value": Column(unit="plain")}),
             Section("text", text=migraphx_text(p), data=False),
         ],
