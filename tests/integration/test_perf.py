@@ -202,7 +202,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, cache):
         (("perf", str(model), "--input-dim", "@x", "1", "5", "8", "8", "-o", out), "@x", ("fixed at 3",)),
     ]
     results = run_cli_many([c[0] for c in cases], cache=cache)
-    for (args, named, words), res in zip(cases, results):
+    for (_, named, words), res in zip(cases, results):
         assert_one_line_error(res, named, *words)
     assert existing.read_text() == "keep me"
     assert not Path(out).exists()
