@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from support.cli import assert_one_line_error, run_cli, run_cli_many
+from support.shared import shared_trace
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -147,6 +151,25 @@ def test_report_equals_the_profile(tmp_path, cache):
     assert {r["name"]: (r["value"], r["count"]) for r in ops} == \
         {op: (pytest.approx(sum(v), rel=1e-12), len(v)) for op, v in by_op.items()}
     assert [r["value"] for r in ops] == sorted((r["value"] for r in ops), reverse=True)
+
+
+def test_real_model_report_equals_its_profile(tmp_path, cache):
+    """The mini MobileNet in ../shared (the survey's ORT profile was recorded from it): ORT runs its 10 nodes as
+    the 8 of its optimised graph (survey, section 2), and the report's figures are the profile's."""
+    model = shared_trace("generated/mini_mobilenet.onnx")
+    profile = tmp_path / "p.json"
+    res = run_cli("perf", str(model), "-n", "8", "-o", str(profile), "--format", "json", cache=cache)
+    assert res.returncode == 0, res.stderr
+    want = expected_from_profile(profile)
+    assert want["order"] == ["r1_nchwc", "r2_nchwc", "c3_nchwc", "p_nchwc", "g_nchwc", "ReorderOutput", "flat", "fc"]
+    got = rows_by_section(res.stdout)
+    assert [(r["name"], r["op"]) for r in got["node"]] == [(n, want["op_of"][n]) for n in want["order"]]
+    assert [r["value"] for r in got["node"]] == [pytest.approx(want["times"][n], rel=1e-12) for n in want["order"]]
+    totals = {r["name"]: r["value"] for r in got["total"]}
+    assert totals["total_node_time"] == pytest.approx(sum(r["value"] for r in got["node"]), rel=1e-12)
+    assert totals["rate"] == pytest.approx(1000 / want["total"], rel=1e-12)
+    conv = next(r for r in got["op_type"] if r["name"] == "Conv")
+    assert conv["count"] == 3  # r1, r2 and c3 (Conv+Relu and Conv+BN+Relu fused by ORT)
 
 
 def test_terminal_report_is_migraphx_text(tmp_path, cache):
@@ -317,6 +340,28 @@ def test_common_average_and_percentile_are_migraphx_s():
     assert ca([8, 1, 7, 2, 6, 3, 5, 4]) == 4.5  # sorted 1..8, a quarter (2) cut each end: mean(3, 4, 5, 6)
     assert ca([5, 100, 1]) == pytest.approx(106 / 3)  # fewer than 4: nothing cut
     assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9  # index floor(0.9 * 9) = 8
+
+
+def test_without_o_the_profile_lands_under_a_fresh_name(tmp_path, cache):
+    conv_model(tmp_path / "m.onnx")
+    env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache)}
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-m", "opscope.cli", "perf", "m.onnx", "-n", "1", "--format", "json"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+    assert expected_from_profile(tmp_path / "m.ort-profile.json")["runs"] == 1
+    assert expected_from_profile(tmp_path / "m-1.ort-profile.json")["runs"] == 1
+
+
+def test_default_names_never_replace_a_file(tmp_path):
+    from opscope.capture.onnxruntime_perf import free_name
+
+    target = tmp_path / "m.v2.ort-profile.json"
+    assert free_name(target, ".ort-profile.json") == target
+    target.write_text("1")
+    assert free_name(target, ".ort-profile.json") == tmp_path / "m.v2-1.ort-profile.json"
+    (tmp_path / "m.v2-1.ort-profile.json").write_text("2")
+    assert free_name(target, ".ort-profile.json") == tmp_path / "m.v2-2.ort-profile.json"
 
 
 def test_drop_warmup_keeps_orts_lines():

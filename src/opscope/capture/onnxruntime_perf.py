@@ -419,15 +419,14 @@ def _dump_row(np: Any, item: EvalOutput, array: Any) -> dict[str, Any]:
 
 # --- files ----------------------------------------------------------------------------------------
 
-def free_name(path: Path) -> Path:
-    """``path`` if nothing is there, else ``stem-1.suffix``, ``stem-2.suffix``...: a default name never
-    replaces an earlier run's file (a name given with -o is refused instead, unless --force)."""
+def free_name(path: Path, suffix: str) -> Path:
+    """``path`` (whose name ends in ``suffix``) if nothing is there, else ``STEM-1SUFFIX``, ``STEM-2SUFFIX``...: a
+    default name never replaces an earlier run's file (a name given with -o is refused instead, unless --force)."""
     if not path.exists() and not path.is_symlink():
         return path
-    name = path.name
-    stem, dot, suffix = name.partition(".")
+    stem = path.name.removesuffix(suffix)
     for i in range(1, 10_000):
-        candidate = path.with_name(f"{stem}-{i}{dot}{suffix}")
+        candidate = path.with_name(f"{stem}-{i}{suffix}")
         if not candidate.exists() and not candidate.is_symlink():
             return candidate
     raise UsageError(f"{path}: and 9,999 numbered names beside it are taken; give a name with -o")

@@ -14,6 +14,8 @@ from opscope.cli.common import FormatOpt, say, show
 from opscope.errors import TraceError, UsageError
 
 _INPUT_DIM = "--input-dim"
+PROFILE_SUFFIX = ".ort-profile.json"
+DUMP_SUFFIX = ".numerics.parquet"
 
 
 class _PerfCommand(TyperCommand):
@@ -98,16 +100,16 @@ def perf(
         return
     if dump is not None:
         raise UsageError("--dump goes with --trace-eval")
-    target = _target(output, Path(f"{stem}.ort-profile.json"), force)
+    target = _target(output, stem, PROFILE_SUFFIX, force)
     result = run.run_perf(model, options, target, force)
     _report(model, result, target, batch, fp16, format)
 
 
-def _target(given: Path | None, default: Path, force: bool) -> Path:
+def _target(given: Path | None, stem: str, suffix: str, force: bool) -> Path:
     from opscope.capture.onnxruntime_perf import free_name
     from opscope.outfile import check_target
 
-    target = given if given is not None else free_name(default)
+    target = given if given is not None else free_name(Path(stem + suffix), suffix)
     check_target(target, force)
     return target
 
@@ -132,7 +134,7 @@ def _trace_eval(model: Path, options: Any, dump: Path | None, stem: str, force: 
     from opscope.analyses.perf_report import trace_eval_report
     from opscope.capture.onnxruntime_perf import trace_eval, write_dump
 
-    target = _target(dump, Path(f"{stem}.numerics.parquet"), force)
+    target = _target(dump, stem, DUMP_SUFFIX, force)
     outputs, table = trace_eval(model, options)
     write_dump(table, target, force, {"model": str(model), "fp16": options.fp16})
     say(f"wrote {target} ({table.num_rows} node outputs; compare two with opscope numerics-diff)")
