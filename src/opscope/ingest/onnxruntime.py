@@ -81,9 +81,11 @@ class OrtBuilder(TraceBuilder):
         self._steps_seen: list[tuple[int, int, str, str]] = []
         self._providers: set[str] = set()
         self._shape_cache: dict[bytes, tuple[str | None, str | None]] = {}
+        self._node_json: dict[str, str] = {}
         self._counts: dict[str, int] = {}
-        # Kernel rows -> the Node op before them (see _link)
-        self._last_op: int | None = None
+        # GPU kernel rows -> the node op that launched them (see _link)
+        self._last_op: tuple[int, str] | None = None
+        self._pending: list[tuple[int, str]] = []
         self._links: list[tuple[int, int]] = []
 
     def _count(self, what: str, n: int = 1) -> None:
@@ -106,27 +108,31 @@ class OrtBuilder(TraceBuilder):
         parsed = _decode_args([texts[i] for i in which])
         ops: list[int] = []
         kernels: list[int] = []
+        kernel_ops: dict[int, str] = {}
         for i, a in zip(which, parsed):
             name = names[i] or ""
             if cats[i] == "Kernel":
                 kinds[i] = "memcpy" if name.startswith("Memcpy") else "kernel"
                 device[i] = _DEVICE
-                stream[i] = _stream(a.get("stream") if a else None)
+                stream[i] = _stream(a.stream if a is not None else None)
                 kernels.append(i)
+                self._count("kernels")
+                if a is not None and isinstance(a.op_name, str) and a.op_name:
+                    kernel_ops[i] = a.op_name
                 continue
             if name.endswith(KERNEL_SUFFIX):
                 node = name[: -len(KERNEL_SUFFIX)]
-                op = a.get("op_name") if a else None
+                op = a.op_name if a is not None else None
                 if isinstance(op, str) and op:
                     names[i] = op
                 else:
                     names[i] = node  # the op type is unknown: the node's name is the best there is
                     self._count("args")
-                provider = a.get("provider") if a else None
+                provider = a.provider if a is not None else None
                 if isinstance(provider, str):
                     self._providers.add(provider)
-                texts[i] = _with_node(texts[i], node)
-                shapes[i], dtypes[i] = self._shapes(a.get("input_type_shape") if a else None)
+                texts[i] = self._with_node(texts[i], node)
+                shapes[i], dtypes[i] = self._shapes(bytes(a.input_type_shape) if a is not None else b"")
                 ops.append(i)
             elif name.endswith(FENCE_SUFFIXES):
                 kinds[i] = "overhead"
@@ -143,32 +149,52 @@ class OrtBuilder(TraceBuilder):
         ids = super().add_events(cols, new_args if self.keep_args else None)
         self._collect_steps(cols, cats, names, ids)
         if kernels or ops:
-            self._link(ops, kernels, ids)
+            self._link(ops, kernels, ids, names, kernel_ops)
         return ids
 
-    def _shapes(self, raw: Any) -> tuple[str | None, str | None]:
+    def _shapes(self, raw: bytes) -> tuple[str | None, str | None]:
         """ORT's ``[{"float":[8,3,112,112]},{"float":[32,3,3,3]}]`` -> (``[[8,3,112,112],[32,3,3,3]]``,
         ``["float","float"]``): Kineto's ``Input Dims`` and ``Input type``."""
-        if not isinstance(raw, list):
+        if not raw:
             return None, None
-        key = json.dumps(raw, separators=(",", ":")).encode()
-        hit = self._shape_cache.get(key)
+        hit = self._shape_cache.get(raw)
         if hit is not None:
             return hit
-        dims: list[Any] = []
-        types: list[Any] = []
-        for item in raw:
-            if isinstance(item, dict) and len(item) == 1:
-                [(dtype, shape)] = item.items()
-                types.append(dtype)
-                dims.append(shape if isinstance(shape, list) else [])
-            else:  # not a tensor (ORT writes none of these today): keep the place, unknown
-                types.append(None)
-                dims.append([])
-        out = (json.dumps(dims, separators=(",", ":")), json.dumps(types, separators=(",", ":")))
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            value = None
+        out: tuple[str | None, str | None] = (None, None)
+        if isinstance(value, list):
+            dims: list[Any] = []
+            types: list[Any] = []
+            for item in value:
+                if isinstance(item, dict) and len(item) == 1:
+                    [(dtype, shape)] = item.items()
+                    types.append(dtype)
+                    dims.append(shape if isinstance(shape, list) else [])
+                else:  # not a tensor (ORT writes none of these today): keep the place, unknown
+                    types.append(None)
+                    dims.append([])
+            out = (json.dumps(dims, separators=(",", ":")), json.dumps(types, separators=(",", ":")))
         if len(self._shape_cache) < 100_000:
-            self._shape_cache[key] = out
+            self._shape_cache[raw] = out
         return out
+
+    def _with_node(self, text: str | None, node: str) -> str:
+        """The args object with ``"node": <node>`` first; ORT's own keys after it, as written."""
+        head = self._node_json.get(node)
+        if head is None:
+            head = '{"node":' + json.dumps(node, ensure_ascii=False)
+            if len(self._node_json) < 100_000:
+                self._node_json[node] = head
+        if not text:
+            return head + "}"
+        body = text.lstrip()
+        if not body.startswith("{"):
+            return text  # not an object (hostile): left as it is
+        rest = body[1:].lstrip()
+        return head + ("}" if rest.startswith("}") else "," + rest)
 
     def _collect_steps(self, cols: dict, cats: list, names: list, ids: pa.Array) -> None:
         valid = ids.to_pylist()
@@ -183,9 +209,13 @@ class OrtBuilder(TraceBuilder):
         for i in idx:
             self._steps_seen.append((ts[i], dur[i], pid[i] or "", tid[i] or ""))
 
-    def _link(self, ops: list[int], kernels: list[int], ids: pa.Array) -> None:
-        """ORT writes a node's GPU kernels right after the node's event (ordered by the node's start): each kernel
-        is linked to the Node op written last before it (the pair get one correlation id in :meth:`finish`)."""
+    def _link(self, ops: list[int], kernels: list[int], ids: pa.Array, op_types: list, kernel_ops: dict) -> None:
+        """Each GPU kernel to the node op that launched it (the pair get one correlation id in :meth:`finish`).
+
+        ORT gives each kernel its node's op type (``args.op_name``) and writes it beside that node's event: after it
+        (1.14+, ``GPUProfilerBase::MergeEvents``) or, in older builds, before it (``CudaProfiler::EndProfiling``).
+        So a kernel goes to the op written last before it when their op types agree, else to the next op written
+        when those agree; otherwise it stays unlinked (counted)."""
         id_list = ids.to_pylist()
         is_op = set(ops)
         for i in sorted(ops + kernels):
@@ -193,9 +223,19 @@ class OrtBuilder(TraceBuilder):
             if row is None:
                 continue
             if i in is_op:
-                self._last_op = row
-            elif self._last_op is not None:
-                self._links.append((row, self._last_op))
+                self._last_op = (row, op_types[i])
+                for kernel, wanted in self._pending:
+                    if wanted == op_types[i]:
+                        self._links.append((kernel, row))
+                    else:
+                        self._count("kernel_unlinked")
+                self._pending = []
+                continue
+            wanted = kernel_ops.get(i)
+            if self._last_op is not None and (not wanted or wanted == self._last_op[1]):
+                self._links.append((row, self._last_op[0]))
+            elif wanted:
+                self._pending.append((row, wanted))
             else:
                 self._count("kernel_unlinked")
 
@@ -205,6 +245,8 @@ class OrtBuilder(TraceBuilder):
             self.add_steps({"step": list(range(len(runs))), "name": [STEP_EVENT] * len(runs),
                             "pid": [r[2] for r in runs], "tid": [r[3] for r in runs],
                             "ts_ns": [r[0] for r in runs], "dur_ns": [r[1] for r in runs]})
+        self._counts["kernel_unlinked"] = self._counts.get("kernel_unlinked", 0) + len(self._pending)
+        self._pending = []
         self.metadata["tool"] = TOOL
         if self._providers:
             self.metadata["execution_providers"] = sorted(self._providers)
@@ -212,20 +254,17 @@ class OrtBuilder(TraceBuilder):
             ("args", "Node events without args.op_name (named by their node, not their op type)"),
             ("node_other", f"Node events named neither <node>{KERNEL_SUFFIX} nor <node>_fence_before/_after "
                            "(kept as kind 'other')"),
-            ("kernel_unlinked", "GPU Kernel events before any node event (not linked to a node)"),
+            ("kernel_unlinked", "GPU Kernel events not beside a node event of their op type (not linked to a node)"),
         ):
             if self._counts.get(what):
                 self.warn(problem, self._counts[what])
+        if self._counts.get("kernels"):
+            self.warn("GPU Kernel events: ORT does not record the device ordinal (put on device 0)",
+                      self._counts["kernels"])
         trace = super().finish()
         if self._links:
-            trace.warn("GPU Kernel events: ORT does not record the device ordinal (put on device 0)",
-                       len(self._links) + self._counts.get("kernel_unlinked", 0))
             trace.events = _set_correlations(trace.events, self._links)
-        elif self._counts.get("kernel_unlinked"):
-            trace.warn("GPU Kernel events: ORT does not record the device ordinal (put on device 0)",
-                       self._counts["kernel_unlinked"])
         return trace
-
 
 def _set_correlations(events: pa.Table, links: list[tuple[int, int]]) -> pa.Table:
     """Each linked kernel row and its node's op row get the op row's event id as their correlation id."""
@@ -257,34 +296,39 @@ def _ints(values: Any, n: int) -> list:
     return list(values)
 
 
-def _decode_args(texts: list[str | None]) -> list[dict | None]:
-    """Each args text as a dict (None where absent or not a JSON object)."""
-    import msgspec  # the Chrome reader's decoder, already loaded when this runs
-
+def _decode_args(texts: list[str | None]) -> list[Any]:
+    """The keys of each args text this reader uses (an ``OrtArgs`` struct; None where absent or not an object)."""
+    decode_all, decode_one, error = _decoders()
     if not texts:
         return []
     try:
-        values = msgspec.json.decode("[" + ",".join(t or "null" for t in texts) + "]")
-    except (msgspec.DecodeError, ValueError, RecursionError):  # one bad args text: decode each alone
-        values = []
+        return decode_all("[" + ",".join(t or "null" for t in texts) + "]")
+    except (error, ValueError, RecursionError):  # one bad args text: decode each alone
+        out = []
         for t in texts:
             try:
-                values.append(msgspec.json.decode(t) if t else None)
-            except (msgspec.DecodeError, ValueError, RecursionError):
-                values.append(None)
-    return [v if isinstance(v, dict) else None for v in values]
+                out.append(decode_one(t) if t else None)
+            except (error, ValueError, RecursionError):
+                out.append(None)
+        return out
 
 
-def _with_node(text: str | None, node: str) -> str:
-    """The args object with ``"node": <node>`` first; ORT's own keys after it, as written."""
-    head = '{"node":' + json.dumps(node, ensure_ascii=False)
-    if not text:
-        return head + "}"
-    body = text.lstrip()
-    if not body.startswith("{"):
-        return text  # not an object (hostile): left as it is
-    rest = body[1:].lstrip()
-    return head + ("}" if rest.startswith("}") else "," + rest)
+_DECODERS: tuple | None = None
+
+
+def _decoders() -> tuple:
+    """msgspec decoders of ORT's args (made on first use: msgspec is the Chrome parser's, loaded by ``read``)."""
+    global _DECODERS
+    if _DECODERS is None:
+        import msgspec
+
+        ort_args = msgspec.defstruct("OrtArgs", [("op_name", Any, None), ("provider", Any, None),
+                                                 ("input_type_shape", msgspec.Raw, msgspec.Raw(b"")),
+                                                 ("stream", Any, None)], gc=False)
+        _DECODERS = (msgspec.json.Decoder(list[ort_args | None]).decode,  # type: ignore[valid-type]
+                     msgspec.json.Decoder(ort_args | None).decode,
+                     msgspec.DecodeError)
+    return _DECODERS
 
 
 def _stream(v: Any) -> int | None:
