@@ -17,8 +17,8 @@ from opscope.ingest.chrome import READER as CHROME_JSON
 from opscope.ingest.migraphx import READER as MIGRAPHX_PERF
 from opscope.ingest.migraphx import TRACE_EVAL_READER as MIGRAPHX_TRACE_EVAL
 from opscope.ingest.nsys import READER as NSYS_SQLITE
-from opscope.ingest.rocprof.v3_json import READER as ROCPROF_V3_JSON
 from opscope.ingest.onnxruntime import READER as ONNXRUNTIME_JSON
+from opscope.ingest.rocprof.v3_json import READER as ROCPROF_V3_JSON
 from opscope.ingest.source import ByteSource
 from opscope.model.trace import Trace
 
