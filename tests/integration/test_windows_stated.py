@@ -40,4 +40,4 @@ def test_each_window_dependent_command_states_its_window(tmp_path, pair):
                                    "(3.000 ms)"), line
         else:  # without steps: first event (conv2d at 100 µs) to last end (relu_kernel, 3050 µs)
             assert line.startswith("window: the whole trace, first to last event of any kind (2.950 ms): it has no "
-                                   "ProfilerStep#N annotations"), line
+                                   "steps (no ProfilerStep#N annotations, nor"), line

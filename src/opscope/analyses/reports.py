@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.arrays import share_pct
 from opscope.analyses.filters import EventFilter
+from opscope.analyses.steps import NO_STEPS, step_marker
 from opscope.model.trace import Trace
 from opscope.report import Column, Report, Section, single
 from opscope.units import format_ns, format_pct
@@ -34,9 +35,9 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
         steps = (f"{st.count} (mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, "
                  f"p90 {format_ns(st.p90_ns)})")
         if st.excluded:
-            steps += f"; outliers {_step_names(st.excluded)} left out of these figures"
+            steps += f"; outliers {_step_names(trace, st.excluded)} left out of these figures"
     else:
-        steps = "none found (no ProfilerStep#N annotations)"
+        steps = "none found " + NO_STEPS.removeprefix("no steps ")
     fields = [("events", f"{s.events:,}"), ("wall time", format_ns(s.wall_ns)), ("steps", steps),
               ("CPU busy", f"{format_ns(s.cpu_busy_ns)} ({format_pct(share_pct(s.cpu_busy_ns, s.wall_ns))} of wall; "
                            "union of ops and runtime calls)")]
@@ -127,9 +128,11 @@ def _migraphx_sections(perf: dict) -> list[Section]:
     return sections
 
 
-def _step_names(steps) -> str:
-    """Step numbers as the trace names them ("ProfilerStep#4"), never a bare number read as a count."""
-    return ", ".join(f"ProfilerStep#{n}" for n in steps)
+def _step_names(trace: Trace, steps) -> str:
+    """Step numbers as the trace names them ("ProfilerStep#4", "model_run #4"), never a bare number read as a
+    count."""
+    marker = step_marker(trace)
+    return ", ".join(f"{marker}{n}" for n in steps)
 
 
 def _device_ids(devices) -> str:
@@ -183,22 +186,23 @@ def steps_report(trace: Trace, limit: int | None, run: dict | None = None, analy
 
     table = step_device_table(trace, analysis)
     if table.num_rows == 0:
-        legend = "no steps: the trace has no ProfilerStep#N annotations (use torch.profiler's schedule/step())"
+        legend = f"{NO_STEPS} (with torch.profiler, use its schedule/step())"
     else:
         st = step_stats(table)
         legend = (f"mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, p90 {format_ns(st.p90_ns)} "
                   f"over {st.used} of {st.count} steps")
         if st.excluded:
-            legend += f" (outliers {_step_names(st.excluded)} left out)"
+            legend += f" (outliers {_step_names(trace, st.excluded)} left out)"
         legend += ("\ngpu_busy: device busy inside the step's interval, any device, overlaps once (as opscope gpu "
                    "counts it), % of the step less unseen_busy_ns (time a device spent on work the trace does not "
                    "show, see opscope gpu); launched_gpu_ns: device time of the work launched in the step, "
                    "wherever it ran (work launched near the end runs into the next step, so it can exceed dur_ns)")
-    notes = ["window: each row's own step, its ProfilerStep#N's start to end"] if table.num_rows else []
+    marker = step_marker(trace)
+    notes = [f"window: each row's own step, its {marker}N's start to end"] if table.num_rows else []
     # two ProfilerStep annotations with one number (a restarted schedule, two threads) are two rows: say so
     repeated = table.num_rows - pc.count_distinct(table["step"]).as_py() if table.num_rows else 0
     if repeated:
-        notes.append(f"{repeated} rows repeat a step number already listed (ProfilerStep#N annotated more than "
+        notes.append(f"{repeated} rows repeat a step number already listed ({marker}N marked more than "
                      "once); each is its own interval")
     inflation = step_inflation(run)
     if table.num_rows and inflation is not None and inflation.inflated:

@@ -41,6 +41,22 @@ def step_window(trace: Trace) -> tuple[int, int]:
     return (pc.min(events["ts_ns"]).as_py(), pc.max(pc.add(events["ts_ns"], events["dur_ns"])).as_py())
 
 
+#: What a trace without steps lacks, for the messages that say so.
+NO_STEPS = ("no steps (no ProfilerStep#N annotations, nor the step marks of its format: ONNX Runtime's model_run, "
+            "XProf's steps, NVTX step ranges)")
+
+
+def step_marker(trace: Trace) -> str:
+    """How the trace names its steps, for labels: ``ProfilerStep#`` (Kineto), the format's own mark followed by
+    `` #`` when every step has that one name (``model_run #``), else ``step #``."""
+    names = set(trace.steps["name"].to_pylist()) if trace.steps.num_rows else set()
+    if not names or all(isinstance(n, str) and n.startswith("ProfilerStep#") for n in names):
+        return "ProfilerStep#"
+    if len(names) == 1 and isinstance(next(iter(names)), str) and next(iter(names)):
+        return f"{next(iter(names))} #"
+    return "step #"
+
+
 def window_line(trace: Trace) -> str:
     """Which window the window-dependent figures use, and why, in one line."""
     from opscope.units import format_ns
@@ -49,12 +65,13 @@ def window_line(trace: Trace) -> str:
     steps = trace.steps
     if steps.num_rows:
         numbers = steps["step"].to_pylist()
-        which = f"ProfilerStep#{numbers[0]}" if len(numbers) == 1 else \
-            f"{len(numbers)} steps, ProfilerStep#{min(numbers)} to #{max(numbers)}"
+        marker = step_marker(trace)
+        which = f"{marker}{numbers[0]}" if len(numbers) == 1 else \
+            f"{len(numbers)} steps, {marker}{min(numbers)} to #{max(numbers)}"
         return (f"window: {which}, first step's start to last step's end ({format_ns(w1 - w0)}); device work "
                 "outside it is not counted")
-    return (f"window: the whole trace, first to last event of any kind ({format_ns(w1 - w0)}): it has no "
-            "ProfilerStep#N annotations to bound the steps")
+    return (f"window: the whole trace, first to last event of any kind ({format_ns(w1 - w0)}): it has "
+            f"{NO_STEPS}")
 
 
 def step_table(trace: Trace) -> pa.Table:

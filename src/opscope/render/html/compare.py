@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from opscope.analyses.steps import NO_STEPS
 from opscope.model.trace import Trace
 from opscope.render.html import charts
 from opscope.render.html.page import Block, ChartBlock, FieldsBlock, Page, PageSection, ProseBlock
@@ -76,8 +77,7 @@ def job_page(traces: Sequence[tuple[str, Trace]], run: dict | None = None,
                                  charts.per_rank(data, "median_step_ms", "median step time"),
                                  caption="a rank far above the others is a straggler the rest wait for"))
     else:
-        blocks.append(ProseBlock("ranks_no_steps", "No step chart: none of these traces has ProfilerStep#N "
-                                                   "annotations.", tone="empty"))
+        blocks.append(ProseBlock("ranks_no_steps", f"No step chart: these traces have {NO_STEPS}.", tone="empty"))
     with_gpu = [r for r in rows if r["gpu_busy_pct"] is not None]
     if with_gpu:
         data = [{"rank": r["rank"], "busy": r["gpu_busy_pct"], "busy_text": format_pct(r["gpu_busy_pct"])}

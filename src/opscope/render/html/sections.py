@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from opscope.analyses.filters import EventFilter
+from opscope.analyses.steps import NO_STEPS, step_marker
 from opscope.model.trace import Trace
 from opscope.render.html import charts
 from opscope.render.html.page import (
@@ -80,14 +81,13 @@ def overview(ctx: AdviceContext) -> PageSection:
     section = next((s for s in steps.sections if not s.terminal), None) or steps.sections[0]
     table = section.arrow
     if table is None or table.num_rows == 0:
-        blocks.append(ProseBlock("no_steps", "No step chart: the trace has no ProfilerStep#N annotations, so "
-                                              "there is no per-step time (figures below are over the whole "
-                                              "trace).", tone="empty"))
+        blocks.append(ProseBlock("no_steps", f"No step chart: the trace has {NO_STEPS}, so there is no per-step "
+                                              "time (figures below are over the whole trace).", tone="empty"))
     else:
         rows = table.to_pylist()
         stats = step_stats(table)
         blocks.append(ChartBlock("step_times", "Step time", charts.step_times(rows, stats.median_ns),
-                                 caption=f"each ProfilerStep#N's duration; dashed: the median "
+                                 caption=f"each {step_marker(trace)}N's duration; dashed: the median "
                                          f"({format_ns(stats.median_ns)}) of the {stats.used} steps used; red: "
                                          "outliers (warm-up, stragglers) left out of the statistics"))
         if any(r.get("gpu_busy_ns") is not None for r in rows) and any(r.get("launched_gpu_ns") for r in rows):
