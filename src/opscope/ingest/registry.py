@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from opscope.errors import TraceError
 from opscope.ingest.chrome import READER as CHROME_JSON
+from opscope.ingest.rocprof.trace_csv import READER as ROCPROF_CSV
 from opscope.ingest.rocprof.v1_json import READER as ROCPROF_JSON
 from opscope.ingest.source import ByteSource
 from opscope.model.trace import Trace
@@ -45,6 +46,7 @@ class Reader(Protocol):
 #: The readers, in the order they are asked; the first whose ``sniff`` says yes reads the file.
 READERS: tuple[Reader, ...] = (
     ROCPROF_JSON,
+    ROCPROF_CSV,
     CHROME_JSON,
 )
 

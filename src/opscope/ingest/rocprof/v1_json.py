@@ -106,6 +106,18 @@ def map_trace(trace: Trace) -> Trace:
             device[i] = stream[i] = None
 
     linked = _link_flows(trace, roles, pid, tid, kind, ts, dur, correlation)
+    # roctx ranges and HIP calls are one process's threads, which rocprof files under two made-up pids: one pid
+    # lets a range hold the calls made inside it (kernel -> launch -> annotation links)
+    api_pids = [p for p, r in roles.items() if r[0] == "runtime" and process_names.get(p) == HIP_PROCESS]
+    marker_pids = {p for p, r in roles.items() if r[0] == "user_annotation"}
+    pid_column = None
+    if api_pids and marker_pids:
+        host = api_pids[0]
+        pid = [host if p in marker_pids else p for p in pid]
+        pid_column = pa.array(pid, pa.string()).dictionary_encode()
+        process_names = dict(process_names)
+        process_names[host] = f"{HIP_PROCESS} + {MARKER_PROCESS}"
+        meta["process_names"] = process_names
 
     # Exact times from args (ns); the us strings are the fallback, moved onto the same clock by the file's offset.
     offsets = sorted(b - t for b, t in zip(begin, ts) if b is not None and t is not None)
@@ -123,6 +135,8 @@ def map_trace(trace: Trace) -> Trace:
     columns = {"kind": pa.array(kind, pa.string()).dictionary_encode(), "ts_ns": pa.array(ts, pa.int64()),
                "dur_ns": pa.array(dur, pa.int64()), "device": pa.array(device, pa.int64()),
                "stream": pa.array(stream, pa.int64()), "correlation": pa.array(correlation, pa.int64())}
+    if pid_column is not None:
+        columns["pid"] = pid_column
     for column, values in columns.items():
         events = events.set_column(events.schema.get_field_index(column), column, values)
     trace.events = events
