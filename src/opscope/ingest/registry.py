@@ -14,6 +14,8 @@ from typing import Protocol, runtime_checkable
 
 from opscope.errors import TraceError
 from opscope.ingest.chrome import READER as CHROME_JSON
+from opscope.ingest.rocprof.compute_info import READER as ROCPROF_COMPUTE_INFO
+from opscope.ingest.rocprof.stats_csv import READER as ROCPROF_STATS
 from opscope.ingest.rocprof.trace_csv import READER as ROCPROF_CSV
 from opscope.ingest.rocprof.v1_json import READER as ROCPROF_JSON
 from opscope.ingest.source import ByteSource
@@ -47,6 +49,8 @@ class Reader(Protocol):
 READERS: tuple[Reader, ...] = (
     ROCPROF_JSON,
     ROCPROF_CSV,
+    ROCPROF_STATS,
+    ROCPROF_COMPUTE_INFO,
     CHROME_JSON,
 )
 
