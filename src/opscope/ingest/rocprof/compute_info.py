@@ -20,7 +20,7 @@ class RocprofComputeInfoReader:
 
     def sniff(self, path: Path, head: bytes) -> bool:
         text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-        return text.startswith(_SYSINFO) or text.startswith(_ROOFLINE)
+        return text.startswith((_SYSINFO, _ROOFLINE))
 
     def read(self, path: Path, *, progress=None, keep_args: bool = True) -> Trace:
         from opscope.errors import TraceError

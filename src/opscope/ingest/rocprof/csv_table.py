@@ -33,6 +33,7 @@ class CsvTable:
     merged_names: int = 0
     dropped_short: int = 0
     truncated: bool = False
+    cut_last_row: bool = False
     no_final_newline: bool = False
     problems: list[tuple[str, int]] = field(default_factory=list)
 
@@ -43,6 +44,8 @@ class CsvTable:
                  self.merged_names)
         if self.dropped_short:
             warn("rows with fewer fields than the header (dropped)", self.dropped_short)
+        if self.cut_last_row:
+            warn("the file ends inside its last row (truncated?): that row dropped")
         if self.truncated:
             warn("file is truncated (compressed stream ends early); the complete rows were read")
         elif self.no_final_newline:
@@ -85,8 +88,9 @@ def read_table(path: Path, text_column: int | None) -> CsvTable:
             continue
         else:
             if i == last and (table.no_final_newline or table.truncated):
-                table.no_final_newline = False  # said as a dropped cut row instead
-                table.truncated = True
+                table.no_final_newline = False  # said as a cut row instead
+                table.cut_last_row = True
+                continue
             table.dropped_short += 1
     return table
 

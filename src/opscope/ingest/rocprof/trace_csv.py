@@ -83,7 +83,7 @@ def classify(head: bytes) -> str | None:
         return "memcpy"
     if "kernelname" in have and have & {"dispatchid", "index"}:
         return "counter_collection" if {"countername", "countervalue"} <= have else "dispatch"
-    if keys[:2] == ["index", "kernelname"] or keys[:2] == ["guid", "kind"] and "kernelname" in have:
+    if keys[:2] == ["index", "kernelname"] or (keys[:2] == ["guid", "kind"] and "kernelname" in have):
         return "dispatch"
     return None
 
@@ -97,8 +97,8 @@ class RocprofCsvReader:
         return classify(head) is not None
 
     def read(self, path: Path, *, progress=None, keep_args: bool = True) -> Trace:
-        from opscope.model.builder import TraceBuilder
         from opscope.ingest.registry import read_head
+        from opscope.model.builder import TraceBuilder
 
         builder = TraceBuilder(str(path), FORMAT)
         kind = classify(read_head(path))
@@ -248,7 +248,6 @@ class _Reader:
         dispatch = self._column(table, cols, _DISPATCH) or [str(i) for i in range(n)]
         correlation = [as_int(v) or None for v in self._column(table, cols, _CORRELATION) or [""] * n]
         pids = self._ids(self._column(table, cols, _PID), n)
-        tids = self._ids(self._column(table, cols, _TID), n)
         header = table.header
         descriptive = [i for i, h in enumerate(header) if key(h) in _DESCRIPTIVE or key(h) in _QUEUE]
         counter_cols = []

@@ -64,16 +64,16 @@ def map_trace(trace: Trace) -> Trace:
     process_names: dict[str, str] = meta.get("process_names") or {}
     roles: dict[str, tuple[str, int | None]] = {}
     unmapped: dict[str, int] = {}
-    for pid, name in process_names.items():
-        m = GPU_PROCESS.match(name.strip())
+    for process, label in process_names.items():
+        m = GPU_PROCESS.match(label.strip())
         if m:
-            roles[pid] = ("kernel", int(m.group(1)))
-        elif name == COPY_PROCESS:
-            roles[pid] = ("memcpy", None)
-        elif name in (HIP_PROCESS, HSA_PROCESS):
-            roles[pid] = ("runtime", None)
-        elif name == MARKER_PROCESS:
-            roles[pid] = ("user_annotation", None)
+            roles[process] = ("kernel", int(m.group(1)))
+        elif label == COPY_PROCESS:
+            roles[process] = ("memcpy", None)
+        elif label in (HIP_PROCESS, HSA_PROCESS):
+            roles[process] = ("runtime", None)
+        elif label == MARKER_PROCESS:
+            roles[process] = ("user_annotation", None)
 
     events = trace.events
     n = events.num_rows
@@ -207,8 +207,8 @@ def _link_flows(trace: Trace, roles: dict, pid: list, tid: list, kind: list, ts:
             calls.setdefault((p, tid[i]), []).append((ts[i], -dur[i], i))
         elif kind[i] in ("kernel", "memcpy", "memset"):
             starts.setdefault((p, tid[i], ts[i]), i)
-    for rows in calls.values():
-        rows.sort()
+    for thread_calls in calls.values():
+        thread_calls.sort()
     keys = {k: [r[0] for r in rows] for k, rows in calls.items()}
     ends: dict[str, dict[str, Any]] = {}
     for fid, phase, t, p, th in zip(*(flows[c].cast("string").to_pylist() if c != "ts_ns" else flows[c].to_pylist()
@@ -261,7 +261,7 @@ def device_properties(header: dict) -> list[dict[str, Any]]:
         m = _AGENT_KEY.match(str(key))
         if m and isinstance(value, str):
             agents.setdefault(int(m.group(1)), {})[m.group(2)] = value
-    out = []
+    out: list[dict[str, Any]] = []
     for _, a in sorted(agents.items()):
         if a.get("DeviceType") != "GPU":
             continue
