@@ -366,3 +366,25 @@ def test_csv_sniffs_read_the_header_not_the_name(tmp_path, label):
     path = tmp_path / "data.txt"  # no telling file name
     path.write_bytes(HEADS[label])
     assert pick_reader(path) is OWNER[label]
+
+
+def test_csv_stream_chunks_keep_rows_whole_across_blocks_and_gzip(tmp_path):
+    import gzip
+
+    from opscope.ingest.rocprof.csv_table import open_table
+
+    text = V1_RESULTS_CSV + "3,\"multi\nline\",0,0\n4,last,0,0,0,1,1,1,1,1,1,1,1,1,0x0,0x0,1,2"  # short row, cut tail
+    plain = tmp_path / "results.csv"
+    plain.write_text(text)
+    packed = tmp_path / "results.csv.gz"
+    packed.write_bytes(gzip.compress(text.encode()))
+    for path in (plain, packed):
+        stream = open_table(path, 1)
+        chunks = list(stream.chunks(size=2))
+        assert [len(c) for c in chunks] == [2, 1]
+        assert [r[1] for c in chunks for r in c] == ["vecCopy(double*, double*, int) [clone .kd]"] * 2 + [
+            "void f<int, 2>(int, float)"]
+        t = stream.table
+        assert (t.merged_names, t.dropped_short, t.cut_last_row) == (1, 1, True)
+    # the same trace either way
+    assert _rows(open_trace(plain, use_cache=False)) == _rows(open_trace(packed, use_cache=False))

@@ -9,8 +9,8 @@ last line without its line end that is short, is dropped and counted. Imported o
 
 from __future__ import annotations
 
+import codecs
 import csv
-import io
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -53,46 +53,106 @@ class CsvTable:
 
 
 def read_table(path: Path, text_column: int | None) -> CsvTable:
-    """The CSV at ``path`` (plain or gzip). ``text_column`` is the index of the one column that may hold
-    unquoted commas (the name); without one, long rows are dropped like short ones."""
-    source = ByteSource(path)
-    data = b"".join(source.blocks())
-    text = data.decode("utf-8", "replace").lstrip("\ufeff")
+    """The CSV at ``path`` (plain or gzip), all rows at once (small files: stats)."""
+    stream = open_table(path, text_column)
+    for chunk in stream.chunks():
+        stream.table.rows.extend(chunk)
+    return stream.table
+
+
+class TableStream:
+    """A CSV file read in chunks of rows: ``table`` has the header at once, the counts once ``chunks`` is done.
+
+    ``text_column`` is the index of the one column that may hold unquoted commas (the name); without one, long
+    rows are dropped like short ones.
+    """
+
+    def __init__(self, path: Path, text_column: int | None) -> None:
+        self.source = ByteSource(path)
+        self._lines = _lines(self.source.blocks(), self)
+        self.ends_with_newline = True
+        self.text_column = text_column
+        self._reader = csv.reader(self._lines)
+        header: list[str] | None = None
+        try:
+            for row in self._reader:
+                if any(c.strip() for c in row):
+                    header = [h.strip() for h in row]
+                    break
+        except csv.Error as exc:
+            raise TraceError(path, f"is not readable as CSV ({exc})") from None
+        if header is None:
+            raise TraceError(path, "holds no CSV header")
+        if header:
+            header[0] = header[0].lstrip("\ufeff")
+        self.table = CsvTable(path, header, [])
+
+    def chunks(self, size: int = 100_000):
+        table = self.table
+        width = len(table.header)
+        text_column = self.text_column
+        chunk: list[list[str]] = []
+        pending: list[str] | None = None  # a short row: dropped, or the cut last row once we know it is last
+        try:
+            for row in self._reader:
+                if pending is not None:
+                    table.dropped_short += 1
+                    pending = None
+                if len(row) == width:
+                    chunk.append(row)
+                elif len(row) > width and text_column is not None:
+                    extra = len(row) - width
+                    name = ",".join(row[text_column:text_column + extra + 1])
+                    chunk.append(row[:text_column] + [name] + row[text_column + extra + 1:])
+                    table.merged_names += 1
+                elif any(c.strip() for c in row):
+                    pending = row
+                if len(chunk) >= size:
+                    yield chunk
+                    chunk = []
+        except csv.Error as exc:
+            raise TraceError(table.path, f"is not readable as CSV ({exc})") from None
+        table.truncated = self.source.truncated
+        table.no_final_newline = not self.ends_with_newline
+        if pending is not None:
+            if table.truncated or table.no_final_newline:
+                table.cut_last_row = True
+                table.no_final_newline = False  # said as a cut row instead
+            else:
+                table.dropped_short += 1
+        if chunk:
+            yield chunk
+
+
+def open_table(path: Path, text_column: int | None) -> TableStream:
+    return TableStream(path, text_column)
+
+
+def _lines(blocks, stream: TableStream):
+    """The decoded lines of the byte blocks, each with its line end (csv joins quoted multi-line fields)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
     old = csv.field_size_limit()
     csv.field_size_limit(_FIELD_LIMIT)
+    rest = ""
+    last = ""
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise TraceError(path, f"is not readable as CSV ({exc})") from None
+        for block in blocks:
+            text = rest + decoder.decode(block)
+            if not text:
+                continue
+            last = text[-1]
+            # only "\n" ends a line (str.splitlines would also cut at \x0c or U+2028 inside a kernel name)
+            lines = text.split("\n")
+            rest = lines.pop()
+            for line in lines:
+                yield line + "\n"
+        text = rest + decoder.decode(b"", final=True)
+        if text:
+            last = text[-1]
+            yield text
+        stream.ends_with_newline = last in ("\n", "")
     finally:
         csv.field_size_limit(old)
-    while rows and not any(c.strip() for c in rows[-1]):
-        rows.pop()
-    if not rows:
-        raise TraceError(path, "holds no CSV header")
-    header = [h.strip() for h in rows[0]]
-    table = CsvTable(path, header, [], truncated=source.truncated,
-                     no_final_newline=not text.endswith(("\n", "\r")))
-    width = len(header)
-    body = rows[1:]
-    last = len(body) - 1
-    for i, row in enumerate(body):
-        if len(row) == width:
-            table.rows.append(row)
-        elif len(row) > width and text_column is not None:
-            extra = len(row) - width
-            name = ",".join(row[text_column:text_column + extra + 1])
-            table.rows.append(row[:text_column] + [name] + row[text_column + extra + 1:])
-            table.merged_names += 1
-        elif not any(c.strip() for c in row):
-            continue
-        else:
-            if i == last and (table.no_final_newline or table.truncated):
-                table.no_final_newline = False  # said as a cut row instead
-                table.cut_last_row = True
-                continue
-            table.dropped_short += 1
-    return table
 
 
 def key(column: str) -> str:

@@ -31,6 +31,7 @@ header; ``metadata.files`` lists them and a warning says so.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -146,29 +147,45 @@ class _Reader:
         self.process_names: dict[str, str] = {}
 
     def read_file(self, path: Path, kind: str, main: bool) -> None:
-        from opscope.ingest.rocprof.csv_table import key, read_table
+        from opscope.errors import TraceError
+        from opscope.ingest.rocprof.csv_table import key, open_table
 
-        head = read_head_keys(path)
-        name_col = next((i for i, k in enumerate(head) if k in ("kernelname", "function")), None)
-        table = read_table(path, name_col)
-        where = "" if main else f"{path.name}: "
-        table.warn_into(lambda problem, count=1: self.builder.warn(where + problem, count))
-        cols: dict[str, int] = {}
-        for i, h in enumerate(table.header):
-            cols.setdefault(key(h), i)
-        if "agentid" in cols or "kind" in cols or kind in ("api", "memcpy"):
-            self.tool = "rocprofv3"
-        if kind == "dispatch":
-            self._dispatches(table, cols, where)
-        elif kind == "api":
-            self._api(table, cols, where)
-        elif kind == "memcpy":
-            self._copies(table, cols, where)
-        elif kind == "counter_collection":
-            from opscope.errors import TraceError
-
+        if kind == "counter_collection":
             raise TraceError(path, "is a rocprofv3 counter_collection.csv (counters per dispatch, no times): "
                              "not read yet", "open the kernel_trace.csv of the same run for the kernels")
+        head = read_head_keys(path)
+        name_col = next((i for i, k in enumerate(head) if k in ("kernelname", "function")), None)
+        stream = open_table(path, name_col)
+        header = stream.table.header
+        cols: dict[str, int] = {}
+        for i, h in enumerate(header):
+            cols.setdefault(key(h), i)
+        has_start, has_end = any(k in cols for k in _START), any(k in cols for k in _END)
+        if (has_start != has_end) or (kind != "dispatch" and not has_start):
+            missing = "end" if has_start else "start"
+            raise TraceError(path, f"has no {missing} time column (Start_Timestamp/BeginNs, End_Timestamp/EndNs)",
+                             "is it cut or from another tool?")
+        if "agentid" in cols or "kind" in cols or kind in ("api", "memcpy"):
+            self.tool = "rocprofv3"
+        where = "" if main else f"{path.name}: "
+        self._file = f = _FileState()
+        for rows in stream.chunks():
+            chunk = _Chunk(path, header, rows, f.rows)
+            if kind == "dispatch":
+                self._dispatches(chunk, cols)
+            elif kind == "api":
+                self._api(chunk, cols)
+            elif kind == "memcpy":
+                self._copies(chunk, cols)
+            f.rows += len(rows)
+        stream.table.warn_into(lambda problem, count=1: self.builder.warn(where + problem, count))
+        if f.untimed:
+            self.builder.warn(f"{where}no start/end time columns: dispatches placed in file order, 1 ns apart, "
+                              "with duration 0 (times unknown)", f.untimed)
+        if f.coarse:
+            self.builder.warn(f"{where}start/end times rounded by the writer (to multiples of {f.worst:,} ns, "
+                              f"e.g. {f.example!r}): those kernels' durations are unknown (0 here, "
+                              "args.duration_unknown) and their starts approximate", f.coarse)
 
     # -- helpers --------------------------------------------------------------------------------------
     def _column(self, table, cols: dict[str, int], names: tuple[str, ...]) -> list[str] | None:
@@ -178,27 +195,20 @@ class _Reader:
                 return [r[i] for r in table.rows]
         return None
 
-    def _times(self, table, cols, where: str, required: bool = True):
+    def _times(self, table, cols):
         """(ts, dur, unknown) per row: exact ns, or the rounded start, 0 and True where the file rounded."""
-        from opscope.errors import TraceError
         from opscope.ingest.rocprof.csv_table import time_ns
 
         starts = self._column(table, cols, _START)
         ends = self._column(table, cols, _END)
         n = len(table.rows)
-        if starts is None or ends is None:
-            if required or (starts is None) != (ends is None):
-                missing = "start" if starts is None else "end"
-                raise TraceError(table.path, f"has no {missing} time column (Start_Timestamp/BeginNs, "
-                                 "End_Timestamp/EndNs)", "is it cut or from another tool?")
-            self.builder.warn(f"{where}no start/end time columns: dispatches placed in file order, 1 ns apart, "
-                              "with duration 0 (times unknown)", n)
-            return list(range(n)), [0] * n, [True] * n
+        f = self._file
+        if starts is None or ends is None:  # a dispatch table without times (checked in read_file)
+            f.untimed += n
+            return list(range(table.base, table.base + n)), [0] * n, [True] * n
         ts: list[int | None] = []
         dur: list[int | None] = []
         unknown: list[bool] = []
-        coarse = 0
-        worst = 1
         for s_text, e_text in zip(starts, ends):
             s, rs = time_ns(s_text)
             e, re_ = time_ns(e_text)
@@ -207,8 +217,10 @@ class _Reader:
                 dur.append(None)  # dropped by the builder, counted under its bad-time warning
                 unknown.append(False)
             elif rs > 1 or re_ > 1:
-                coarse += 1
-                worst = max(worst, rs, re_)
+                if not f.coarse:
+                    f.example = s_text.strip() if rs > 1 else e_text.strip()
+                f.coarse += 1
+                f.worst = max(f.worst, rs, re_)
                 ts.append(s)
                 dur.append(0)
                 unknown.append(True)
@@ -216,10 +228,6 @@ class _Reader:
                 ts.append(s)
                 dur.append(e - s)
                 unknown.append(False)
-        if coarse:
-            self.builder.warn(f"{where}start/end times rounded by the writer (to multiples of {worst:,} ns, e.g. "
-                              f"{starts[0].strip()!r}): those kernels' durations are unknown (0 here, "
-                              "args.duration_unknown) and their starts approximate", coarse)
         return ts, dur, unknown
 
     def _ids(self, values: list[str] | None, n: int, prefix: str = "") -> list[str]:
@@ -235,30 +243,32 @@ class _Reader:
         return [msgspec.json.encode(r).decode() for r in rows]
 
     # -- kinds of file ----------------------------------------------------------------------------------
-    def _dispatches(self, table, cols: dict[str, int], where: str) -> None:
+    def _dispatches(self, table, cols: dict[str, int]) -> None:
         from opscope.ingest.rocprof.csv_table import as_float, as_int, key
 
         n = len(table.rows)
-        ts, dur, unknown = self._times(table, cols, where, required=False)
+        ts, dur, unknown = self._times(table, cols)
         names = [_KD_SUFFIX.sub("", v.strip()) for v in self._column(table, cols, _NAME) or [""] * n]
         device = [_agent(v) for v in self._column(table, cols, _DEVICE) or [""] * n]
         queue = [as_int(v) for v in self._column(table, cols, _QUEUE) or [""] * n]
         stream_col = self._column(table, cols, _STREAM)
         stream = [as_int(v) for v in stream_col] if stream_col is not None else queue
-        dispatch = self._column(table, cols, _DISPATCH) or [str(i) for i in range(n)]
+        dispatch = self._column(table, cols, _DISPATCH) or [str(table.base + i) for i in range(n)]
         correlation = [as_int(v) or None for v in self._column(table, cols, _CORRELATION) or [""] * n]
         pids = self._ids(self._column(table, cols, _PID), n)
         header = table.header
         descriptive = [i for i, h in enumerate(header) if key(h) in _DESCRIPTIVE or key(h) in _QUEUE]
-        counter_cols = []
-        for i, h in enumerate(header):
-            k = key(h)
-            base = key(re.sub(r"_\d+$", "", h))
-            if k in _IDENTITY or base in _IDENTITY or k in _QUEUE:
-                continue  # rocprof-compute repeats each pass's identity columns as obj_1, Correlation_ID_3...
-            values = [r[i] for r in table.rows]
-            if all(as_float(v) is not None for v in values if v.strip()) and any(v.strip() for v in values):
-                counter_cols.append(i)
+        counter_cols = self._file.counter_cols
+        if counter_cols is None:  # decided on the first chunk: later non-numbers are skipped one by one
+            counter_cols = self._file.counter_cols = []
+            for i, h in enumerate(header):
+                k = key(h)
+                base = key(re.sub(r"_\d+$", "", h))
+                if k in _IDENTITY or base in _IDENTITY:
+                    continue  # rocprof-compute repeats each pass's identity columns as obj_1, Correlation_ID_3...
+                values = [r[i] for r in table.rows]
+                if all(as_float(v) is not None for v in values if v.strip()) and any(v.strip() for v in values):
+                    counter_cols.append(i)
         args = []
         for r, row in enumerate(table.rows):
             a: dict[str, Any] = {"dispatch_id": as_int(dispatch[r]) if as_int(dispatch[r]) is not None
@@ -310,9 +320,9 @@ class _Reader:
             self.builder.add_counters(c)
         self.counters = kept
 
-    def _api(self, table, cols: dict[str, int], where: str) -> None:
+    def _api(self, table, cols: dict[str, int]) -> None:
         n = len(table.rows)
-        ts, dur, _ = self._times(table, cols, where)
+        ts, dur, _ = self._times(table, cols)
         domain = self._column(table, cols, ("domain",)) or [""] * n
         function = self._column(table, cols, ("function",)) or [""] * n
         from opscope.ingest.rocprof.csv_table import as_int
@@ -334,11 +344,11 @@ class _Reader:
             "cat": [d.strip() for d in domain],
         }, self._args(args))
 
-    def _copies(self, table, cols: dict[str, int], where: str) -> None:
+    def _copies(self, table, cols: dict[str, int]) -> None:
         from opscope.ingest.rocprof.csv_table import as_int
 
         n = len(table.rows)
-        ts, dur, _ = self._times(table, cols, where)
+        ts, dur, _ = self._times(table, cols)
         direction = [v.strip().upper() for v in self._column(table, cols, ("direction",)) or [""] * n]
         src = [_agent(v) for v in self._column(table, cols, ("sourceagentid",)) or [""] * n]
         dst = [_agent(v) for v in self._column(table, cols, ("destinationagentid",)) or [""] * n]
@@ -361,6 +371,25 @@ class _Reader:
             "pid": gpu_pids, "tid": [f"stream {s}" for s in stream], "device": device, "stream": stream,
             "correlation": correlation, "cat": ["memcpy"] * n,
         }, self._args(args))
+
+
+@dataclass
+class _FileState:
+    """What one file's chunks add up to, said once the file is read."""
+
+    rows: int = 0
+    coarse: int = 0
+    worst: int = 1
+    example: str = ""
+    untimed: int = 0
+    counter_cols: list[int] | None = None
+
+
+class _Chunk:
+    """Rows of one file, ``base`` the index of the first in the file."""
+
+    def __init__(self, path: Path, header: list[str], rows: list[list[str]], base: int) -> None:
+        self.path, self.header, self.rows, self.base = path, header, rows, base
 
 
 def _agent(text: str) -> int | None:
