@@ -371,20 +371,25 @@ def test_csv_sniffs_read_the_header_not_the_name(tmp_path, label):
 def test_csv_stream_chunks_keep_rows_whole_across_blocks_and_gzip(tmp_path):
     import gzip
 
-    from opscope.ingest.rocprof.csv_table import open_table
+    from opscope.ingest.rocprof.csv_table import ArrowTableStream, open_table
 
     text = V1_RESULTS_CSV + "3,\"multi\nline\",0,0\n4,last,0,0,0,1,1,1,1,1,1,1,1,1,0x0,0x0,1,2"  # short row, cut tail
     plain = tmp_path / "results.csv"
     plain.write_text(text)
     packed = tmp_path / "results.csv.gz"
     packed.write_bytes(gzip.compress(text.encode()))
+    names = ["vecCopy(double*, double*, int) [clone .kd]"] * 2 + ["void f<int, 2>(int, float)"]
     for path in (plain, packed):
-        stream = open_table(path, 1)
+        stream = open_table(path, 1)  # Python's csv module (the stats files)
         chunks = list(stream.chunks(size=2))
         assert [len(c) for c in chunks] == [2, 1]
-        assert [r[1] for c in chunks for r in c] == ["vecCopy(double*, double*, int) [clone .kd]"] * 2 + [
-            "void f<int, 2>(int, float)"]
+        assert [r[1] for c in chunks for r in c] == names
         t = stream.table
+        assert (t.merged_names, t.dropped_short, t.cut_last_row) == (1, 1, True)
+        arrow = ArrowTableStream(path, 1)  # Arrow's reader in small blocks (the dispatch and trace files)
+        got = [name for columns in arrow.batches(block_size=200) for name in columns[1].to_pylist()]
+        assert got == names  # the repaired row comes last
+        t = arrow.table
         assert (t.merged_names, t.dropped_short, t.cut_last_row) == (1, 1, True)
     # the same trace either way
     assert _rows(open_trace(plain, use_cache=False)) == _rows(open_trace(packed, use_cache=False))

@@ -33,7 +33,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from opscope.model.trace import Trace
 
@@ -148,14 +147,14 @@ class _Reader:
 
     def read_file(self, path: Path, kind: str, main: bool) -> None:
         from opscope.errors import TraceError
-        from opscope.ingest.rocprof.csv_table import key, open_table
+        from opscope.ingest.rocprof.csv_table import ArrowTableStream, key
 
         if kind == "counter_collection":
             raise TraceError(path, "is a rocprofv3 counter_collection.csv (counters per dispatch, no times): "
                              "not read yet", "open the kernel_trace.csv of the same run for the kernels")
         head = read_head_keys(path)
         name_col = next((i for i, k in enumerate(head) if k in ("kernelname", "function")), None)
-        stream = open_table(path, name_col)
+        stream = ArrowTableStream(path, name_col)
         header = stream.table.header
         cols: dict[str, int] = {}
         for i, h in enumerate(header):
@@ -169,15 +168,15 @@ class _Reader:
             self.tool = "rocprofv3"
         where = "" if main else f"{path.name}: "
         self._file = f = _FileState()
-        for rows in stream.chunks():
-            chunk = _Chunk(path, header, rows, f.rows)
+        for columns in stream.batches():
+            chunk = _Chunk(path, header, columns, f.rows)
             if kind == "dispatch":
                 self._dispatches(chunk, cols)
             elif kind == "api":
                 self._api(chunk, cols)
             elif kind == "memcpy":
                 self._copies(chunk, cols)
-            f.rows += len(rows)
+            f.rows += chunk.n
         stream.table.warn_into(lambda problem, count=1: self.builder.warn(where + problem, count))
         if f.untimed:
             self.builder.warn(f"{where}no start/end time columns: dispatches placed in file order, 1 ns apart, "
@@ -188,76 +187,99 @@ class _Reader:
                               "args.duration_unknown) and their starts approximate", f.coarse)
 
     # -- helpers --------------------------------------------------------------------------------------
-    def _column(self, table, cols: dict[str, int], names: tuple[str, ...]) -> list[str] | None:
+    def _column(self, table, cols: dict[str, int], names: tuple[str, ...]):
+        """The first of ``names`` that the file has, as a trimmed string array; None if it has none."""
         for n in names:
             if n in cols:
-                i = cols[n]
-                return [r[i] for r in table.rows]
+                return _strings(table.columns[cols[n]])
         return None
 
     def _times(self, table, cols):
-        """(ts, dur, unknown) per row: exact ns, or the rounded start, 0 and True where the file rounded."""
+        """(ts, dur, unknown) arrays: exact ns; the rounded start, 0 and True where the writer rounded; null where
+        a time is no number (the builder drops and counts those rows)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         from opscope.ingest.rocprof.csv_table import time_ns
 
         starts = self._column(table, cols, _START)
         ends = self._column(table, cols, _END)
-        n = len(table.rows)
+        n = table.n
         f = self._file
         if starts is None or ends is None:  # a dispatch table without times (checked in read_file)
             f.untimed += n
-            return list(range(table.base, table.base + n)), [0] * n, [True] * n
+            return (pa.array(range(table.base, table.base + n), pa.int64()), pa.array([0] * n, pa.int64()),
+                    pa.array([True] * n))
+        try:  # the usual case: integer ns
+            s, e = pc.cast(starts, pa.int64()), pc.cast(ends, pa.int64())
+            return s, pc.subtract(e, s), pa.array([False] * n)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
         ts: list[int | None] = []
         dur: list[int | None] = []
         unknown: list[bool] = []
-        for s_text, e_text in zip(starts, ends):
-            s, rs = time_ns(s_text)
-            e, re_ = time_ns(e_text)
-            if s is None or e is None:
+        for s_text, e_text in zip(starts.to_pylist(), ends.to_pylist()):
+            s_ns, rs = time_ns(s_text or "")
+            e_ns, re_ = time_ns(e_text or "")
+            if s_ns is None or e_ns is None:
                 ts.append(None)
-                dur.append(None)  # dropped by the builder, counted under its bad-time warning
+                dur.append(None)
                 unknown.append(False)
             elif rs > 1 or re_ > 1:
                 if not f.coarse:
-                    f.example = s_text.strip() if rs > 1 else e_text.strip()
+                    f.example = s_text if rs > 1 else e_text
                 f.coarse += 1
                 f.worst = max(f.worst, rs, re_)
-                ts.append(s)
+                ts.append(s_ns)
                 dur.append(0)
                 unknown.append(True)
             else:
-                ts.append(s)
-                dur.append(e - s)
+                ts.append(s_ns)
+                dur.append(e_ns - s_ns)
                 unknown.append(False)
-        return ts, dur, unknown
+        return pa.array(ts, pa.int64()), pa.array(dur, pa.int64()), pa.array(unknown)
 
-    def _ids(self, values: list[str] | None, n: int, prefix: str = "") -> list[str]:
-        if values is None:
-            return [prefix] * n if prefix else [""] * n
-        return [f"{prefix}{v.strip()}" if prefix else v.strip() for v in values]
-
-    def _args(self, rows: list[dict[str, Any]]) -> list[str] | None:
+    def _args(self, fields: list[tuple[str, object]], extra=None):
+        """Each row's args as JSON text, joined column-wise: ``fields`` are (key, JSON-text array)."""
         if not self.keep_args:
             return None
         import msgspec
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-        return [msgspec.json.encode(r).decode() for r in rows]
+        parts: list = []
+        for i, (label, values) in enumerate(fields):
+            parts.append(pa.scalar(("{" if i == 0 else ",") + msgspec.json.encode(label).decode() + ":"))
+            parts.append(pc.fill_null(values, "null"))
+        if extra is not None:
+            parts.append(extra)
+        parts.append(pa.scalar("}"))
+        return pc.binary_join_element_wise(*parts, "")
 
     # -- kinds of file ----------------------------------------------------------------------------------
     def _dispatches(self, table, cols: dict[str, int]) -> None:
-        from opscope.ingest.rocprof.csv_table import as_float, as_int, key
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-        n = len(table.rows)
+        from opscope.ingest.rocprof.csv_table import key
+
+        n = table.n
         ts, dur, unknown = self._times(table, cols)
-        names = [_KD_SUFFIX.sub("", v.strip()) for v in self._column(table, cols, _NAME) or [""] * n]
-        device = [_agent(v) for v in self._column(table, cols, _DEVICE) or [""] * n]
-        queue = [as_int(v) for v in self._column(table, cols, _QUEUE) or [""] * n]
+        name_col = self._column(table, cols, _NAME)
+        names = _per_unique(name_col, lambda v: _KD_SUFFIX.sub("", v), pa.string()) if name_col is not None \
+            else pa.array([""] * n)
+        device_col = self._column(table, cols, _DEVICE)
+        device = _per_unique(device_col, _agent, pa.int64()) if device_col is not None else pa.nulls(n, pa.int64())
+        queue_col = self._column(table, cols, _QUEUE)
+        queue = _ints(queue_col) if queue_col is not None else pa.nulls(n, pa.int64())
         stream_col = self._column(table, cols, _STREAM)
-        stream = [as_int(v) for v in stream_col] if stream_col is not None else queue
-        dispatch = self._column(table, cols, _DISPATCH) or [str(table.base + i) for i in range(n)]
-        correlation = [as_int(v) or None for v in self._column(table, cols, _CORRELATION) or [""] * n]
-        pids = self._ids(self._column(table, cols, _PID), n)
+        stream = _ints(stream_col) if stream_col is not None else queue
+        dispatch = self._column(table, cols, _DISPATCH)
+        if dispatch is None:
+            dispatch = pa.array([str(table.base + i) for i in range(n)])
+        correlation = _nonzero(self._column(table, cols, _CORRELATION), n)
+        pids = self._column(table, cols, _PID)
         header = table.header
-        descriptive = [i for i, h in enumerate(header) if key(h) in _DESCRIPTIVE or key(h) in _QUEUE]
         counter_cols = self._file.counter_cols
         if counter_cols is None:  # decided on the first chunk: later non-numbers are skipped one by one
             counter_cols = self._file.counter_cols = []
@@ -266,111 +288,211 @@ class _Reader:
                 base = key(re.sub(r"_\d+$", "", h))
                 if k in _IDENTITY or base in _IDENTITY:
                     continue  # rocprof-compute repeats each pass's identity columns as obj_1, Correlation_ID_3...
-                values = [r[i] for r in table.rows]
-                if all(as_float(v) is not None for v in values if v.strip()) and any(v.strip() for v in values):
+                text = _strings(table.columns[i])
+                filled = pc.sum(pc.cast(pc.not_equal(text, ""), pa.int64())).as_py() or 0
+                if filled and _floats(text).null_count == table.n - filled:
                     counter_cols.append(i)
-        args = []
-        for r, row in enumerate(table.rows):
-            a: dict[str, Any] = {"dispatch_id": as_int(dispatch[r]) if as_int(dispatch[r]) is not None
-                                 else dispatch[r]}
-            if queue[r] is not None:
-                a["queue"] = queue[r]
-            for i in descriptive:
-                v = row[i].strip()
-                iv = as_int(v)
-                a[header[i]] = iv if iv is not None and not v.lower().startswith("0x") else v
-            if unknown[r]:
-                a["duration_unknown"] = True
-            args.append(a)
-        gpu_pids = [f"GPU {d}" if d is not None else "GPU" for d in device]
-        for p in set(gpu_pids):
+        gpu_pids = pc.if_else(pc.is_null(device), pa.scalar("GPU"),
+                              pc.binary_join_element_wise(pa.scalar("GPU "), pc.cast(device, pa.string()), ""))
+        for p in pc.unique(gpu_pids).to_pylist():
             self.process_names[p] = p
+        args = None
+        if self.keep_args:
+            fields: list[tuple[str, object]] = [("dispatch_id", _json_values(dispatch)), ("queue", _json(queue))]
+            seen = {"dispatch_id", "queue"}
+            for i, h in enumerate(header):
+                if (key(h) in _DESCRIPTIVE or key(h) in _QUEUE) and h not in seen:
+                    seen.add(h)
+                    fields.append((h, _json_values(_strings(table.columns[i]))))
+            extra = None
+            if pc.any(unknown).as_py():
+                extra = pc.if_else(unknown, pa.scalar(',"duration_unknown":true'), pa.scalar(""))
+            args = self._args(fields, extra)
         self.builder.add_events({
-            "kind": ["kernel"] * n, "name": names, "ts_ns": ts, "dur_ns": dur, "pid": gpu_pids,
-            "tid": [f"stream {s}" if s is not None else "" for s in stream], "device": device, "stream": stream,
-            "correlation": correlation, "cat": ["kernel"] * n,
-        }, self._args(args))
+            "kind": pa.array(["kernel"] * n), "name": names, "ts_ns": ts, "dur_ns": dur, "pid": gpu_pids,
+            "tid": pc.fill_null(pc.binary_join_element_wise(pa.scalar("stream "), pc.cast(stream, pa.string()), ""),
+                                ""),
+            "device": device, "stream": stream, "correlation": correlation, "cat": pa.array(["kernel"] * n),
+        }, args)
         if counter_cols:
             self._counters(table, counter_cols, dispatch, ts, pids)
 
-    def _counters(self, table, counter_cols: list[int], dispatch: list[str], ts: list, pids: list[str]) -> None:
-        from opscope.ingest.rocprof.csv_table import as_float
+    def _counters(self, table, counter_cols: list[int], dispatch, ts, pids) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-        header = table.header
-        c: dict[str, list] = {"name": [], "series": [], "ts_ns": [], "pid": [], "value": []}
-        kept = 0
-        for r, row in enumerate(table.rows):
-            if ts[r] is None:
+        n = table.n
+        series = pc.binary_join_element_wise(pa.scalar("dispatch "), dispatch, "")
+        pid = pids if pids is not None else pa.array([""] * n)
+        parts: dict[str, list] = {"name": [], "series": [], "ts_ns": [], "pid": [], "value": []}
+        size = 0
+        for i in counter_cols:
+            values = _floats(_strings(table.columns[i]))
+            keep = pc.and_(pc.is_valid(values), pc.is_valid(ts))
+            m = pc.sum(pc.cast(keep, pa.int64())).as_py() or 0
+            if not m:
                 continue
-            series = f"dispatch {dispatch[r].strip()}"
-            for i in counter_cols:
-                v = as_float(row[i])
-                if v is None:
-                    continue
-                c["name"].append(header[i])
-                c["series"].append(series)
-                c["ts_ns"].append(ts[r])
-                c["pid"].append(pids[r])
-                c["value"].append(v)
-                kept += 1
-            if len(c["name"]) >= 200_000:
-                self.builder.add_counters(c)
-                c = {k: [] for k in c}
-        if c["name"]:
-            self.builder.add_counters(c)
-        self.counters = kept
+            parts["name"].append(pa.array([table.header[i]] * m))
+            for column, arr in (("series", series), ("ts_ns", ts), ("pid", pid), ("value", values)):
+                parts[column].append(pc.filter(arr, keep))
+            size += m
+            if size >= 200_000:
+                self._add_counters(parts)
+                size = 0
+        self._add_counters(parts)
+
+    def _add_counters(self, parts: dict[str, list]) -> None:
+        import pyarrow as pa
+
+        if parts["name"]:
+            self.builder.add_counters({k: pa.concat_arrays(v) for k, v in parts.items()})
+        for v in parts.values():
+            v.clear()
 
     def _api(self, table, cols: dict[str, int]) -> None:
-        n = len(table.rows)
-        ts, dur, _ = self._times(table, cols)
-        domain = self._column(table, cols, ("domain",)) or [""] * n
-        function = self._column(table, cols, ("function",)) or [""] * n
-        from opscope.ingest.rocprof.csv_table import as_int
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-        kinds = []
-        for d, t, du in zip(domain, ts, dur):
-            if "MARKER" in d.upper():
-                kinds.append("marker" if du == 0 and t is not None else "user_annotation")
-            else:
-                kinds.append("runtime")
-        pids = self._ids(self._column(table, cols, _PID), n)
-        for p in set(pids):
+        n = table.n
+        ts, dur, _ = self._times(table, cols)
+        domain = self._column(table, cols, ("domain",))
+        if domain is None:
+            domain = pa.array([""] * n)
+        function = self._column(table, cols, ("function",))
+        marker = pc.match_substring(pc.utf8_upper(domain), "MARKER")
+        kinds = pc.if_else(marker, pc.if_else(pc.fill_null(pc.equal(dur, 0), False), pa.scalar("marker"),
+                                              pa.scalar("user_annotation")), pa.scalar("runtime"))
+        pids = self._column(table, cols, _PID)
+        if pids is None:
+            pids = pa.array([""] * n)
+        for p in pc.unique(pids).to_pylist():
             self.process_names.setdefault(p, f"process {p}" if p else "host")
-        correlation = [as_int(v) or None for v in self._column(table, cols, _CORRELATION) or [""] * n]
-        args = [{"domain": d.strip()} for d in domain]
+        tids = self._column(table, cols, _TID)
         self.builder.add_events({
-            "kind": kinds, "name": [f.strip() for f in function], "ts_ns": ts, "dur_ns": dur, "pid": pids,
-            "tid": self._ids(self._column(table, cols, _TID), n), "correlation": correlation,
-            "cat": [d.strip() for d in domain],
-        }, self._args(args))
+            "kind": kinds, "name": function if function is not None else pa.array([""] * n), "ts_ns": ts,
+            "dur_ns": dur, "pid": pids, "tid": tids if tids is not None else pa.array([""] * n),
+            "correlation": _nonzero(self._column(table, cols, _CORRELATION), n), "cat": domain,
+        }, self._args([("domain", _json_values(domain, numbers=False))]))
 
     def _copies(self, table, cols: dict[str, int]) -> None:
-        from opscope.ingest.rocprof.csv_table import as_int
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-        n = len(table.rows)
+        n = table.n
         ts, dur, _ = self._times(table, cols)
-        direction = [v.strip().upper() for v in self._column(table, cols, ("direction",)) or [""] * n]
-        src = [_agent(v) for v in self._column(table, cols, ("sourceagentid",)) or [""] * n]
-        dst = [_agent(v) for v in self._column(table, cols, ("destinationagentid",)) or [""] * n]
-        device = [d if dr.startswith("HOST_TO") else s for dr, s, d in zip(direction, src, dst)]
+        direction = self._column(table, cols, ("direction",))
+        direction = pc.utf8_upper(direction) if direction is not None else pa.array([""] * n)
+        src_col = self._column(table, cols, ("sourceagentid",))
+        dst_col = self._column(table, cols, ("destinationagentid",))
+        src = _per_unique(src_col, _agent, pa.int64()) if src_col is not None else pa.nulls(n, pa.int64())
+        dst = _per_unique(dst_col, _agent, pa.int64()) if dst_col is not None else pa.nulls(n, pa.int64())
+        device = pc.if_else(pc.starts_with(direction, "HOST_TO"), dst, src)
         stream_col = self._column(table, cols, _STREAM)
-        stream = [as_int(v) for v in stream_col] if stream_col is not None else [-1] * n
-        correlation = [as_int(v) or None for v in self._column(table, cols, _CORRELATION) or [""] * n]
-        size = self._column(table, cols, ("bytes", "size", "copybytes"))
-        args = []
-        for r in range(n):
-            a: dict[str, Any] = {"direction": direction[r], "source_agent": src[r], "destination_agent": dst[r]}
-            if size is not None and as_int(size[r]) is not None:
-                a["bytes"] = as_int(size[r])
-            args.append(a)
-        gpu_pids = [f"GPU {d}" if d is not None else "GPU" for d in device]
-        for p in set(gpu_pids):
+        stream = _ints(stream_col) if stream_col is not None else pa.array([-1] * n, pa.int64())
+        gpu_pids = pc.if_else(pc.is_null(device), pa.scalar("GPU"),
+                              pc.binary_join_element_wise(pa.scalar("GPU "), pc.cast(device, pa.string()), ""))
+        for p in pc.unique(gpu_pids).to_pylist():
             self.process_names[p] = p
+        fields: list[tuple[str, object]] = [("direction", _json_values(direction, numbers=False)),
+                                            ("source_agent", _json(src)), ("destination_agent", _json(dst))]
+        size = self._column(table, cols, ("bytes", "size", "copybytes"))
+        if size is not None:
+            fields.append(("bytes", _json(_ints(size))))
         self.builder.add_events({
-            "kind": ["memcpy"] * n, "name": [f"MEMORY_COPY_{d}" for d in direction], "ts_ns": ts, "dur_ns": dur,
-            "pid": gpu_pids, "tid": [f"stream {s}" for s in stream], "device": device, "stream": stream,
-            "correlation": correlation, "cat": ["memcpy"] * n,
-        }, self._args(args))
+            "kind": pa.array(["memcpy"] * n),
+            "name": pc.binary_join_element_wise(pa.scalar("MEMORY_COPY_"), direction, ""), "ts_ns": ts,
+            "dur_ns": dur, "pid": gpu_pids,
+            "tid": pc.fill_null(pc.binary_join_element_wise(pa.scalar("stream "), pc.cast(stream, pa.string()), ""),
+                                ""),
+            "device": device, "stream": stream, "correlation": _nonzero(self._column(table, cols, _CORRELATION), n),
+            "cat": pa.array(["memcpy"] * n),
+        }, self._args(fields))
+
+
+def _strings(values):
+    """Text fields -> a trimmed string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not isinstance(values, pa.Array):
+        values = pa.array(values, pa.string())
+    return pc.utf8_trim_whitespace(values)
+
+
+def _per_unique(values, fn, type_):
+    """``fn`` applied once per distinct value (kernel names, agent ids repeat: a few hundred distinct in a million)."""
+    import pyarrow as pa
+
+    encoded = values.dictionary_encode()
+    mapped = pa.array([None if v is None else fn(v) for v in encoded.dictionary.to_pylist()], type_)
+    return mapped.take(encoded.indices)
+
+
+def _ints(values):
+    """Integer text -> int64 (null where empty or not an integer), vectorized when the column is clean."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from opscope.ingest.rocprof.csv_table import as_int
+
+    blank = pc.equal(values, "")
+    try:
+        return pc.cast(pc.if_else(blank, pa.scalar(None, pa.string()), values), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _per_unique(values, as_int, pa.int64())
+
+
+def _floats(values):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from opscope.ingest.rocprof.csv_table import as_float
+
+    blank = pc.equal(values, "")
+    try:
+        out = pc.cast(pc.if_else(blank, pa.scalar(None, pa.string()), values), pa.float64())
+        return pc.if_else(pc.is_finite(out), out, pa.scalar(None, pa.float64()))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _per_unique(values, as_float, pa.float64())
+
+
+def _nonzero(values, n: int):
+    """Correlation ids: 0 (rocprof-compute's "none") and non-integers are no id."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if values is None:
+        return pa.nulls(n, pa.int64())
+    ids = _ints(values)
+    return pc.if_else(pc.fill_null(pc.equal(ids, 0), True), pa.scalar(None, pa.int64()), ids)
+
+
+def _json(values):
+    """An int64 array as JSON text (null stays null: the args writer puts ``null``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(values, pa.string())
+
+
+def _json_values(values, numbers: bool = True):
+    """Text fields as JSON values: integers as numbers (``0x...`` stays text), everything else as JSON strings."""
+    import msgspec
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if numbers and not pc.any(pc.match_substring(values, "x", ignore_case=True)).as_py():  # Arrow reads 0x7f as hex
+        try:
+            return pc.cast(pc.cast(values, pa.int64()), pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+
+    def one(v: str) -> str:
+        if numbers and (v.isdigit() or (v[:1] == "-" and v[1:].isdigit())) and len(v) < 19:
+            return str(int(v))
+        return msgspec.json.encode(v).decode()
+
+    return _per_unique(values, one, pa.string())
 
 
 @dataclass
@@ -386,10 +508,11 @@ class _FileState:
 
 
 class _Chunk:
-    """Rows of one file, ``base`` the index of the first in the file."""
+    """A block of one file's rows as string columns, ``base`` the index of its first row in the file."""
 
-    def __init__(self, path: Path, header: list[str], rows: list[list[str]], base: int) -> None:
-        self.path, self.header, self.rows, self.base = path, header, rows, base
+    def __init__(self, path: Path, header: list[str], columns: list, base: int) -> None:
+        self.path, self.header, self.columns, self.base = path, header, columns, base
+        self.n = len(columns[0]) if columns else 0
 
 
 def _agent(text: str) -> int | None:
