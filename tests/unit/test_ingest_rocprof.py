@@ -393,3 +393,20 @@ def test_csv_stream_chunks_keep_rows_whole_across_blocks_and_gzip(tmp_path):
         assert (t.merged_names, t.dropped_short, t.cut_last_row) == (1, 1, True)
     # the same trace either way
     assert _rows(open_trace(plain, use_cache=False)) == _rows(open_trace(packed, use_cache=False))
+
+
+def test_many_dispatches_take_the_column_wise_path_with_the_same_results(tmp_path):
+    # 300 rows: past the value-by-value path for few rows; one counter value blank
+    lines = ["Index,KernelName,gpu-id,queue-id,BeginNs,EndNs,GPUBusy,Note"]
+    for i in range(300):
+        busy = "" if i == 7 else str(i / 2)
+        lines.append(f'{i},"k{i % 3}(int, int)",0,{i % 2},{1000 * i},{1000 * i + 10 + i},{busy},x{i}')
+    path = tmp_path / "results.csv"
+    path.write_text("\n".join(lines) + "\n")
+    trace = open_trace(path, use_cache=False)
+    kernels = {r["name"]: (r["calls"], r["total_ns"]) for r in kernel_table(trace).to_pylist()}
+    assert kernels == {f"k{j}(int, int)": (100, sum(10 + i for i in range(j, 300, 3))) for j in range(3)}
+    counters = {r["series"]: r["value"] for r in trace.counters.to_pylist()}
+    assert set(trace.counters["name"].to_pylist()) == {"GPUBusy"}  # "Note" is text, not a counter
+    assert len(counters) == 299 and counters["dispatch 9"] == 4.5 and "dispatch 7" not in counters
+    assert sum(counters.values()) == sum(i / 2 for i in range(300) if i != 7)

@@ -63,6 +63,8 @@ _IDENTITY = set(_ROLES) | _DESCRIPTIVE
 _KD_SUFFIX = re.compile(r"(?:\s*\[clone \.kd\]|\s*\(\.kd\)|\.kd)$")
 _V3_SIBLING = re.compile(r"^(?P<prefix>.*?)(?P<kind>kernel|hip_api|hsa_api|marker_api|memory_copy|rccl_api)"
                          r"_trace\.csv(?P<gz>\.gz)?$")
+#: Below this many rows in a block, counters are converted value by value (wide rocprof-compute files).
+_FEW = 256
 _SIBLING_KINDS = ("kernel", "hip_api", "hsa_api", "marker_api", "memory_copy", "rccl_api")
 
 
@@ -98,7 +100,7 @@ class RocprofCsvReader:
 
     def read(self, path: Path, *, progress=None, keep_args: bool = True) -> Trace:
         from opscope.ingest.registry import read_head
-        from opscope.model.builder import TraceBuilder
+        from opscope.model.builder import TraceBuilder, fast_type_inference
 
         builder = TraceBuilder(str(path), FORMAT)
         kind = classify(read_head(path))
@@ -117,8 +119,9 @@ class RocprofCsvReader:
                     if sibling_kind in ("dispatch", "api", "memcpy"):
                         files.append((sibling, sibling_kind))
         reader = _Reader(builder, keep_args)
-        for i, (file, file_kind) in enumerate(files):
-            reader.read_file(file, file_kind or "", main=i == 0)
+        with fast_type_inference():  # thousands of small Arrow calls on a wide rocprof-compute file
+            for i, (file, file_kind) in enumerate(files):
+                reader.read_file(file, file_kind or "", main=i == 0)
         builder.metadata["tool"] = reader.tool
         builder.metadata["process_names"] = reader.process_names
         builder.metadata["thread_names"] = {}
@@ -261,7 +264,7 @@ class _Reader:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from opscope.ingest.rocprof.csv_table import key
+        from opscope.ingest.rocprof.csv_table import as_float, key
 
         n = table.n
         ts, dur, unknown = self._times(table, cols)
@@ -288,6 +291,11 @@ class _Reader:
                 base = key(re.sub(r"_\d+$", "", h))
                 if k in _IDENTITY or base in _IDENTITY:
                     continue  # rocprof-compute repeats each pass's identity columns as obj_1, Correlation_ID_3...
+                if table.n <= _FEW:
+                    texts = [v.strip() for v in table.columns[i].to_pylist()]
+                    if any(texts) and all(as_float(v) is not None for v in texts if v):
+                        counter_cols.append(i)
+                    continue
                 text = _strings(table.columns[i])
                 filled = pc.sum(pc.cast(pc.not_equal(text, ""), pa.int64())).as_py() or 0
                 if filled and _floats(text).null_count == table.n - filled:
@@ -326,6 +334,9 @@ class _Reader:
         pid = pids if pids is not None else pa.array([""] * n)
         parts: dict[str, list] = {"name": [], "series": [], "ts_ns": [], "pid": [], "value": []}
         size = 0
+        if n <= _FEW:  # rocprof-compute: a few dispatches x thousands of counters, cheaper value by value
+            self._few_counters(table, counter_cols, series, ts, pid)
+            return
         for i in counter_cols:
             values = _floats(_strings(table.columns[i]))
             keep = pc.and_(pc.is_valid(values), pc.is_valid(ts))
@@ -340,6 +351,25 @@ class _Reader:
                 self._add_counters(parts)
                 size = 0
         self._add_counters(parts)
+
+    def _few_counters(self, table, counter_cols: list[int], series, ts, pid) -> None:
+        from opscope.ingest.rocprof.csv_table import as_float
+
+        c: dict[str, list] = {"name": [], "series": [], "ts_ns": [], "pid": [], "value": []}
+        rows = list(zip(series.to_pylist(), ts.to_pylist(), pid.to_pylist()))
+        for i in counter_cols:
+            name = table.header[i]
+            for (s, t, p), text in zip(rows, table.columns[i].to_pylist()):
+                v = as_float(text)
+                if v is None or t is None:
+                    continue
+                c["name"].append(name)
+                c["series"].append(s)
+                c["ts_ns"].append(t)
+                c["pid"].append(p)
+                c["value"].append(v)
+        if c["name"]:
+            self.builder.add_counters(c)
 
     def _add_counters(self, parts: dict[str, list]) -> None:
         import pyarrow as pa
