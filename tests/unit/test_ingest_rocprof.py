@@ -410,3 +410,19 @@ def test_many_dispatches_take_the_column_wise_path_with_the_same_results(tmp_pat
     assert set(trace.counters["name"].to_pylist()) == {"GPUBusy"}  # "Note" is text, not a counter
     assert len(counters) == 299 and counters["dispatch 9"] == 4.5 and "dispatch 7" not in counters
     assert sum(counters.values()) == sum(i / 2 for i in range(300) if i != 7)
+
+
+@pytest.mark.parametrize("body", [
+    b"Index,KernelName,gpu-id,queue-id,BeginNs,EndNs\n0,k,0,0,1e309,1E+30\n1,k,0,0," + b"9" * 5000
+    + b",1\n2,k,0,0,5,9\n",
+    b"Index,KernelName,gpu-id,queue-id,BeginNs,EndNs\n0,k\xff\xfe,0,0,5,9,extra,\xc3\n1,\"k\xcb\",0,0,10,20\n",
+    b"Index,KernelName,gpu-id,queue-id,BeginNs,EndNs\n0,k,99999999999999999999999,0x,5,9\n1,k,0,0,\r7,\x009\n",
+])
+def test_hostile_csv_values_are_recovered_or_dropped_never_a_crash(tmp_path, body):
+    path = tmp_path / "results.csv"
+    path.write_bytes(body)
+    trace = open_trace(path, use_cache=False)
+    rows = _rows(trace)
+    assert rows and all(r["dur_ns"] >= 0 and 0 <= r["ts_ns"] < 2**61 for r in rows)
+    assert all(r["device"] is None or abs(r["device"]) < 2**63 for r in rows)
+    assert trace.warnings  # each has something to say

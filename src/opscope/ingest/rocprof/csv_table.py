@@ -22,6 +22,7 @@ from opscope.ingest.source import ByteSource
 
 #: csv's own limit is 128 KiB per field; templated kernel names stay far below this, hostile ones are cut by it.
 _FIELD_LIMIT = 16 << 20
+_INT64_LIMIT = Decimal(2**63)
 
 
 @dataclass
@@ -163,26 +164,29 @@ def key(column: str) -> str:
 
 
 def as_int(text: str) -> int | None:
-    """An integer field; None when empty or not an integer (``0x...`` hex is an integer too)."""
+    """An integer field within int64; None when empty, not an integer or out of range (``0x...`` hex counts)."""
     t = text.strip()
-    if not t:
+    if not t or len(t) > 40:
         return None
+    value: int | None = None
     try:
-        return int(t)
+        value = int(t)
     except ValueError:
-        pass
-    if t[:2].lower() == "0x":
-        try:
-            return int(t, 16)
-        except ValueError:
-            return None
-    try:
-        d = Decimal(t)
-    except InvalidOperation:
+        if t[:2].lower() == "0x":
+            try:
+                value = int(t, 16)
+            except ValueError:
+                return None
+        else:
+            try:
+                d = Decimal(t)
+            except InvalidOperation:
+                return None
+            if d.is_finite() and d == d.to_integral_value() and abs(d) < _INT64_LIMIT:
+                value = int(d)
+    if value is None or not -_INT64_LIMIT < value < _INT64_LIMIT:
         return None
-    if d.is_finite() and d == d.to_integral_value():
-        return int(d)
-    return None
+    return value
 
 
 def as_float(text: str) -> float | None:
@@ -200,7 +204,7 @@ def time_ns(text: str) -> tuple[int | None, int]:
     """A timestamp field -> (integer ns, resolution in ns). ``1.62068E+14`` (rocprof-compute on MI300 writes
     its timestamps with 6 significant digits) gives its value and a resolution of 10^9 ns: not a time to the ns."""
     t = text.strip()
-    if t.isdigit():
+    if t.isascii() and t.isdigit() and len(t) < 19:
         return int(t), 1
     try:
         d = Decimal(t)
@@ -209,7 +213,9 @@ def time_ns(text: str) -> tuple[int | None, int]:
     if not d.is_finite() or d < 0:
         return None, 1
     exponent = d.as_tuple().exponent  # as written: "1.62068E+14" has 9, "1234500.0" has -1
-    resolution = 10 ** exponent if isinstance(exponent, int) and exponent > 0 else 1
+    if not isinstance(exponent, int) or exponent > 18 or d >= _INT64_LIMIT:
+        return None, 1  # beyond int64 ns (hostile or garbage): no time
+    resolution = 10 ** exponent if exponent > 0 else 1
     return int(d.to_integral_value()), resolution
 
 
@@ -221,8 +227,11 @@ class ArrowTableStream:
     def __init__(self, path: Path, text_column: int | None) -> None:
         from opscope.ingest.registry import read_head
 
-        first = read_head(path).lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0].decode("utf-8", "replace")
-        header = next(csv.reader([first]), [])
+        first = read_head(path).lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+        try:
+            header = next(csv.reader([first]), [])
+        except csv.Error as exc:
+            raise TraceError(path, f"has a header that is not CSV ({exc})") from None
         if not any(h.strip() for h in header):
             raise TraceError(path, "holds no CSV header")
         self.table = CsvTable(path, [h.strip() for h in header], [])
@@ -271,7 +280,12 @@ class ArrowTableStream:
         text_column = self.text_column
         out: list[list[bytes]] = []
         for k, text in enumerate(self._odd):
-            row = next(csv.reader([text]), [])
+            try:
+                row = next(csv.reader([text]), [])
+            except csv.Error:
+                row = []  # a stray carriage return or NUL: no row
+                table.dropped_short += 1
+                continue
             if len(row) > width and text_column is not None:
                 extra = len(row) - width
                 row = row[:text_column] + [",".join(row[text_column:text_column + extra + 1])] + \
@@ -300,12 +314,25 @@ def _text(values):
                         pa.string())
 
 
+def _valid_utf8(blocks):
+    """The blocks with invalid UTF-8 replaced by U+FFFD: Arrow hands a bad row to Python as text, and fails on it."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    for block in blocks:
+        if block.isascii() and not decoder.getstate()[0]:
+            yield block  # the usual case (rocprof writes ASCII): nothing to repair, no copy
+        else:
+            yield decoder.decode(block).encode("utf-8")
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail.encode("utf-8")
+
+
 class _BlockFile(io.RawIOBase):
     """A readable file over decompressed blocks (a :class:`ByteSource`), remembering how the content ends."""
 
     def __init__(self, blocks) -> None:
         super().__init__()
-        self._blocks = blocks
+        self._blocks = _valid_utf8(blocks)
         self._view = memoryview(b"")
         self.last = b""
         self.tail = b""

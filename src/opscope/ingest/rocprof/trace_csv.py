@@ -547,7 +547,7 @@ class _Chunk:
 
 def _agent(text: str) -> int | None:
     """``Agent 7`` (rocprofv3 with --agent-index) or a bare number -> 7."""
-    m = re.search(r"-?\d+", text or "")
+    m = re.search(r"-?\d{1,18}(?!\d)", text or "")
     return int(m.group()) if m else None
 
 
