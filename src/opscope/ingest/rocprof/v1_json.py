@@ -184,7 +184,8 @@ def _arg_fields(trace: Trace, events, keys: tuple[str, ...]) -> dict[str, list]:
         found = pc.extract_regex(text, pattern)
         values = pc.struct_field(found, "v")
         values = pc.if_else(pc.is_valid(found), values, pa.scalar(None, pa.string()))
-        out[key] = [None if v is None else int(v) for v in values.to_pylist()]
+        # 18 digits at most: beyond int64 (hostile) is no value, not an overflow
+        out[key] = [None if v is None or len(v) > 18 else int(v) for v in values.to_pylist()]
     return out
 
 
