@@ -18,6 +18,10 @@ from opscope.ingest.migraphx import READER as MIGRAPHX_PERF
 from opscope.ingest.migraphx import TRACE_EVAL_READER as MIGRAPHX_TRACE_EVAL
 from opscope.ingest.nsys import READER as NSYS_SQLITE
 from opscope.ingest.onnxruntime import READER as ONNXRUNTIME_JSON
+from opscope.ingest.rocprof.compute_info import READER as ROCPROF_COMPUTE_INFO
+from opscope.ingest.rocprof.stats_csv import READER as ROCPROF_STATS
+from opscope.ingest.rocprof.trace_csv import READER as ROCPROF_CSV
+from opscope.ingest.rocprof.v1_json import READER as ROCPROF_JSON
 from opscope.ingest.rocprof.v3_json import READER as ROCPROF_V3_JSON
 from opscope.ingest.source import ByteSource
 from opscope.model.trace import Trace
@@ -56,6 +60,10 @@ READERS: tuple[Reader, ...] = (
     NSYS_SQLITE,
     ROCPROF_V3_JSON,
     ONNXRUNTIME_JSON,
+    ROCPROF_JSON,
+    ROCPROF_CSV,
+    ROCPROF_STATS,
+    ROCPROF_COMPUTE_INFO,
     CHROME_JSON,
 )
 
