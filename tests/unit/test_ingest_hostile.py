@@ -180,3 +180,19 @@ def test_device_work_whose_pid_or_tid_is_beyond_int64_has_no_device_or_stream(tm
     assert rows["Memcpy HtoD"] == (None, 7)
     assert rows["Memcpy DtoH"] == (0, None)
     assert rows["Memcpy DtoD"] == (1, 3)
+
+
+@pytest.mark.parametrize(("doc", "problem"), [
+    (b'{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2,"pid":1,"tid":1}], "x": "\xff\xfe"}',
+     "bytes after the event array"),
+    (b'{"a":"\xff", "traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2,"pid":1,"tid":1}]}',
+     "keys before the event array are not valid JSON"),
+])
+def test_invalid_utf8_beside_the_event_array_is_ignored_and_said(tmp_path, doc, problem):
+    """Invalid UTF-8 in the keys before or after the array (found by fuzzing the rocprof JSON reader) was a
+    UnicodeDecodeError traceback: the events are kept and the unreadable keys are counted as such."""
+    path = tmp_path / "t.json"
+    path.write_bytes(doc)
+    trace = open_trace(path, use_cache=False)
+    assert trace.events["name"].to_pylist() == ["a"]
+    assert any(problem in w["problem"] for w in trace.warnings), trace.warnings

@@ -168,7 +168,7 @@ class EventArrayStream:
                 prefix = prefix[:-1]
             try:
                 self.report.header.update(_decode_dict(prefix + b"}"))
-            except (msgspec.DecodeError, RecursionError):
+            except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
                 self.report.header_invalid = True  # the events can still be read
         else:
             raise NotAnEventArray("does not start with '{' or '['")
@@ -179,7 +179,7 @@ class EventArrayStream:
     def _raise_no_events(self, buf: bytes) -> NoReturn:
         try:
             doc = msgspec.json.decode(buf)
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             if self._eof:
                 raise NotAnEventArray("is not valid JSON and has no \"traceEvents\" array") from None
             raise NotAnEventArray("has no \"traceEvents\" array near its start") from None
@@ -317,7 +317,7 @@ class EventArrayStream:
             return
         try:
             self.report.header.update(_decode_dict(doc[:end]))
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             self.report.junk_after_array = len(tail)
             return
         self.report.junk_after_array = len(doc[end:].strip(_WS))
