@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from opscope.errors import TraceError
 from opscope.ingest.chrome import READER as CHROME_JSON
 from opscope.ingest.source import ByteSource
+from opscope.ingest.xplane import READER as XPLANE_PB
 from opscope.model.trace import Trace
 
 Progress = Callable[[int, int], None]
@@ -43,6 +44,7 @@ class Reader(Protocol):
 
 #: The readers, in the order they are asked; the first whose ``sniff`` says yes reads the file.
 READERS: tuple[Reader, ...] = (
+    XPLANE_PB,
     CHROME_JSON,
 )
 

@@ -1,0 +1,530 @@
+"""XProf's XSpace (``*.xplane.pb``) mapped to the model.
+
+An XSpace holds planes: ``/host:CPU`` (one line per thread), ``/device:GPU:N`` (one line per stream, plus lines
+XProf derived from them), ``Task Environment`` (the profile's start time) and others (``/host:metadata``: HLO
+protos). An event's start is its line's ``timestamp_ns`` plus its ``offset_ps``, its name and the stats common to
+all its runs are in the plane's event metadata, and a stat whose value is a ``ref_value`` names a stat metadata
+entry whose name is the text.
+
+Host events: a TensorFlow op is named ``scope/node:Type`` with display name ``Type`` and becomes a ``cpu_op`` named
+by its type (node and scope in its args, its ``shape`` stat in ``shapes``), as XProf's framework op stats group
+them; ``$file.py:12 fn`` (JAX's Python tracer) is ``python``; driver calls (``hip*``, ``cu*``) and any event with a
+``correlation_id`` are ``runtime``; TensorFlow's own instrumentation is ``runtime`` in a TF run (the Chrome reader's
+rule for XProf's trace viewer JSON, so that self time is computed as XProf does); the rest is ``user_annotation``.
+``MemoryAllocation``/``MemoryDeallocation`` go to the memory table. Device events on ``Stream #N(...)`` lines are
+kernels, copies and sets on device N, stream N, linked to their launch by the correlation id (TF's older tracer
+numbers correlations per CUDA context, so the key is the pair (``correlation_id``, ``context_id``), given one
+int64). XProf's derived lines (``TensorFlow Ops``, ``XLA Ops``, ``Steps``...) repeat the streams and are skipped,
+except ``Steps`` for the steps when the host has no ``step_num`` markers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from opscope.errors import TraceError
+from opscope.ingest.chrome.tensorflow import RUNTIME as TF_RUNTIME
+from opscope.ingest.chrome.tensorflow import TOOL as TENSORFLOW
+from opscope.ingest.source import ByteSource, check_readable, is_gzip
+from opscope.ingest.xplane import varint
+from opscope.model.builder import TraceBuilder, fast_type_inference
+from opscope.model.trace import Trace
+
+FORMAT = "xplane_pb"
+BATCH_ROWS = 100_000
+_DEVICE_PLANE = re.compile(r"^/device:([A-Za-z_]+):(\d+)")
+_STREAM_LINE = re.compile(r"^Stream #(\d+)")
+#: Lines XProf adds to a device plane from its streams (by name; by id below): reading them doubles device time.
+DERIVED_LINES = frozenset({
+    "TensorFlow Ops", "TensorFlow Name Scope", "XLA Ops", "XLA Modules", "Steps", "Source", "Framework Ops",
+    "Framework Name Scope", "XLA TraceMe", "Launch Stats", "Async XLA Ops", "XLA SparseCore Ops",
+    "XLA SparseCore Modules", "Sparse Core Steps", "SparseCore Steps", "TPU Steps"})
+#: XProf numbers derived lines from 0xDEADBEEF (Steps) up; older files wrote the ids as int32 (-559038737...).
+_DERIVED_MIN = 0xDEADBEEF
+_DERIVED_SPAN = 64
+_OP_TYPE = re.compile(r"^_?[A-Z][A-Za-z0-9]*$")
+_DRIVER_API = re.compile(r"^(?:hip|cuda|cu|hsa|nccl|rccl)[A-Z_]")
+_TF_RUNTIME = re.compile(TF_RUNTIME)
+_MEMORY_EVENTS = {"MemoryAllocation": 1, "MemoryDeallocation": -1}
+_GPU_ALLOCATOR = re.compile(r"(?i)^gpu_(\d+)_")
+_KERNEL_DIM = re.compile(r"(grid|block):(\d+),(\d+),(\d+)")
+_TF_SHAPE = re.compile(r"^\s*([A-Za-z0-9_]+)\[([0-9,\s?-]*)\]\s*$")
+#: Plane stats -> Kineto's deviceProperties keys.
+_DEVICE_PROPS = {"memory_size": "totalGlobalMem", "compute_cap_major": "computeMajor",
+                 "compute_cap_minor": "computeMinor", "core_count": "numSms", "clock_rate": "clockRateKHz",
+                 "memory_bandwidth": "memoryBandwidthBytesPerSec", "device_vendor": "vendor"}
+
+# host event classes (one per event metadata)
+_OP, _PYTHON, _RUNTIME, _ANNOTATION, _MEMORY = range(5)
+_KIND_NAME = {_OP: "cpu_op", _PYTHON: "python", _RUNTIME: "runtime", _ANNOTATION: "user_annotation"}
+
+
+def derived_line(line_id: int, name: str) -> bool:
+    """Whether a device-plane line is one XProf derived from the streams (by its name or its id)."""
+    return (name in DERIVED_LINES or 0 <= line_id - _DERIVED_MIN < _DERIVED_SPAN
+            or 0 <= line_id - (_DERIVED_MIN - (1 << 32)) < _DERIVED_SPAN)
+
+
+def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
+    """Read an XSpace file into a Trace (not yet completed)."""
+    with fast_type_inference():
+        return _Reader(path, keep_args).run(progress)
+
+
+def _load(path: Path) -> bytes:
+    size = check_readable(path)
+    if not is_gzip(path):
+        return path.read_bytes()
+    source = ByteSource(path)
+    data = b"".join(source.blocks())
+    if source.truncated:
+        raise TraceError(path, "gzip stream ends early", "the file is truncated")
+    del size
+    return data
+
+
+class _Rows:
+    """Column lists for one batch of events."""
+
+    __slots__ = ("kind", "name", "ts", "dur", "pid", "tid", "device", "stream", "corr", "shapes", "dtypes", "args")
+
+    def __init__(self) -> None:
+        for slot in self.__slots__:
+            setattr(self, slot, [])
+
+
+class _Reader:
+    def __init__(self, path: Path, keep_args: bool) -> None:
+        from opscope.ingest.xplane.schema import classes
+
+        self.path = path
+        self.keep_args = keep_args
+        self.cls = classes()
+        self.builder = TraceBuilder(str(path), FORMAT)
+        self.rows = _Rows()
+        self.correlations: dict[tuple, int] = {}
+        self.unmapped: Counter[str] = Counter()
+        self.host_steps: list[tuple[int, int, int, str, str, bool]] = []  # (step, ts, dur, pid, tid, root)
+        self.device_steps: list[tuple[int, int, int, str, str]] = []
+        self.memory: dict[str, list] = {k: [] for k in ("ts_ns", "pid", "tid", "device_type", "device_id", "addr",
+                                                          "bytes", "total_allocated", "total_reserved")}
+        self.origin = 0
+        self.tool: str | None = None
+        self.n_events = 0
+        self.sub_ns = 0
+        self.process_names: dict[str, str] = {}
+        self.thread_names: dict[str, str] = {}
+        self.devices: list[dict[str, Any]] = []
+
+    # -- the file -------------------------------------------------------------------------------------
+
+    def run(self, progress) -> Trace:
+        data = _load(self.path)
+        total = len(data)
+        planes, note = self._planes(data)
+        del data
+        if note:
+            self.builder.warn(note, 1)
+        self._environment(planes)
+        done = 0
+        for i, raw in enumerate(planes):
+            planes[i] = b""  # freed as we go
+            done += len(raw)
+            self._plane(raw)
+            del raw
+            if progress is not None:
+                progress(done, total)
+        self._flush()
+        if self.n_events == 0 and not self.memory["ts_ns"]:
+            raise TraceError(self.path, "is an XSpace with no events in any plane",
+                             "the profile may have been stopped before anything ran")
+        return self._finish()
+
+    def _planes(self, data: bytes) -> tuple[list[bytes], str]:
+        """Each plane's bytes; a damaged file gives its whole planes up to the damage and a warning."""
+        from google.protobuf.message import DecodeError
+
+        space = self.cls["LazySpace"]()
+        try:
+            space.ParseFromString(data)
+        except (DecodeError, RuntimeError, ValueError):
+            return self._salvage(data)
+        planes = list(space.planes)
+        if not planes:
+            raise TraceError(self.path, "is an XSpace with no planes", "the profiler wrote nothing")
+        for note in list(space.errors)[:3]:
+            self.builder.warn(f"profiler error recorded in the file: {note[:200]}", 1)
+        return planes, ""
+
+    def _salvage(self, data: bytes) -> tuple[list[bytes], str]:
+        """Frame the top-level records (field 1, a plane; 2-4, strings) by hand and keep the planes that decode."""
+        from google.protobuf.message import DecodeError
+
+        view = memoryview(data)
+        planes: list[bytes] = []
+        at = 0
+        while at < len(data):
+            tag, after = varint(view, at)
+            if tag < 0 or tag & 7 != 2 or not 1 <= tag >> 3 <= 4:
+                break
+            size, start = varint(view, after)
+            if size < 0 or start + size > len(data):
+                break
+            if tag >> 3 == 1:
+                raw = bytes(view[start:start + size])
+                try:
+                    self.cls["LazyPlane"]().ParseFromString(raw)
+                except (DecodeError, RuntimeError, ValueError):
+                    break
+                planes.append(raw)
+            at = start + size
+        if not planes:
+            raise TraceError(self.path, "is a damaged XSpace protobuf (truncated or corrupt; no whole plane decodes)",
+                             "copy the .xplane.pb again from where the profiler wrote it")
+        return planes, (f"XSpace protobuf damaged at byte {at:,} of {len(data):,} (truncated or corrupt): "
+                        f"read the {len(planes)} whole plane(s) before it, the rest is lost")
+
+    def _environment(self, planes: list[bytes]) -> None:
+        """Task Environment's profile start time: the epoch that the lines' (normalised) timestamps count from."""
+        for raw in planes:
+            plane = self.cls["LazyPlane"]()
+            plane.ParseFromString(raw)
+            if plane.name != "Task Environment":
+                continue
+            stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+            env = {stat_names.get(s.metadata_id, str(s.metadata_id)): _value(s, stat_names) for s in plane.stats}
+            start = env.get("profile_start_time")
+            if isinstance(start, int) and 0 < start < 1 << 62:
+                self.builder.metadata["profile_start_time_ns"] = start
+                self.origin = start
+            stop = env.get("profile_stop_time")
+            if isinstance(stop, int):
+                self.builder.metadata["profile_stop_time_ns"] = stop
+            return
+
+    # -- planes -----------------------------------------------------------------------------------------
+
+    def _plane(self, raw: bytes) -> None:
+        plane = self.cls["LazyPlane"]()
+        plane.ParseFromString(raw)
+        name = plane.name
+        if name == "Task Environment":
+            return
+        device = _DEVICE_PLANE.match(name)
+        if device:
+            self._device_plane(plane, device.group(1), int(device.group(2)))
+        elif name.startswith("/host:CPU"):
+            self._host_plane(plane)
+        elif plane.lines:
+            self.unmapped[f"planes other than /host:CPU and /device:*:N ({name[:60]})"] += 1
+        elif name == "/host:metadata":
+            self.unmapped["HLO protos and other metadata entries (/host:metadata)"] += len(plane.event_metadata)
+
+    def _stat_names(self, plane) -> dict[int, str]:
+        return {k: v.name for k, v in plane.stat_metadata.items()}
+
+    def _host_plane(self, plane) -> None:
+        pid = plane.name
+        self.process_names[pid] = pid
+        stat_names = self._stat_names(plane)
+        meta = plane.event_metadata
+        is_tf = any(_is_tf_op(m.name, m.display_name) for m in meta.values())
+        if is_tf:
+            self.tool = TENSORFLOW
+        elif self.tool is None:
+            self.tool = "xprof"
+        classes: dict[int, tuple[int, str, str | None, dict | None]] = {}
+        for mid, m in meta.items():
+            classes[mid] = _host_class(m.name, m.display_name, is_tf)
+        XLine = self.cls["XLine"]
+        rows = self.rows
+        keep_args = self.keep_args
+        unknown = (_ANNOTATION, "(unnamed event)", None, None)
+        for raw_line in plane.lines:
+            line = XLine()
+            line.ParseFromString(raw_line)
+            tid = str(line.id)
+            self.thread_names[f"{pid}/{tid}"] = line.display_name or line.name
+            base = self.origin + line.timestamp_ns
+            for ev in line.events:
+                if ev.WhichOneof("data") == "num_occurrences":
+                    self.unmapped["aggregated events (num_occurrences, no start time)"] += 1
+                    continue
+                offset = ev.offset_ps
+                dur_ps = ev.duration_ps
+                if offset % 1000 or dur_ps % 1000:
+                    self.sub_ns += 1
+                ts = base + offset // 1000
+                dur = dur_ps // 1000
+                cls, name, node, fixed = classes.get(ev.metadata_id, unknown)
+                stats = _stats(ev.stats, stat_names) if ev.stats else None
+                md = meta[ev.metadata_id].stats if ev.metadata_id in meta else None
+                if md:
+                    stats = {**_stats(md, stat_names), **(stats or {})}
+                if cls == _MEMORY:
+                    self._memory(stats or {}, ts, pid, tid, _MEMORY_EVENTS[name])
+                    continue
+                corr = None
+                if stats:
+                    if "step_num" in stats and isinstance(stats["step_num"], int):
+                        self.host_steps.append((stats["step_num"], ts, dur, pid, tid, "_r" in stats))
+                    if "correlation_id" in stats:
+                        corr = self._correlation(stats)
+                        cls = _RUNTIME
+                shapes = dtypes = None
+                if cls == _OP and stats and isinstance(stats.get("shape"), str):
+                    shapes, dtypes = _tf_shapes(stats["shape"])
+                rows.kind.append(_KIND_NAME[cls])
+                rows.name.append(name)
+                rows.ts.append(ts)
+                rows.dur.append(dur)
+                rows.pid.append(pid)
+                rows.tid.append(tid)
+                rows.device.append(None)
+                rows.stream.append(None)
+                rows.corr.append(corr)
+                rows.shapes.append(shapes)
+                rows.dtypes.append(dtypes)
+                if keep_args:
+                    args = dict(fixed) if fixed else None
+                    if stats:
+                        args = {**(args or {}), **stats}
+                    rows.args.append(json.dumps(args) if args else None)
+                if len(rows.ts) >= BATCH_ROWS:
+                    self._flush()
+            del line
+            self._flush_if_big()
+
+    def _device_plane(self, plane, device_type: str, ordinal: int) -> None:
+        pid = plane.name
+        self.process_names[pid] = pid
+        stat_names = self._stat_names(plane)
+        props: dict[str, Any] = {"id": ordinal, "name": pid, "type": device_type}
+        for s in plane.stats:
+            key = stat_names.get(s.metadata_id)
+            if key in _DEVICE_PROPS:
+                props[_DEVICE_PROPS[key]] = _value(s, stat_names)
+        self.devices.append(props)
+        meta = plane.event_metadata
+        XLine = self.cls["XLine"]
+        lines = []
+        for raw_line in plane.lines:
+            line = XLine()
+            line.ParseFromString(raw_line)
+            lines.append(line)
+        streams = [ln for ln in lines if _STREAM_LINE.match(ln.name) and not derived_line(ln.id, ln.name)]
+        taken = {id(ln) for ln in streams}
+        for line in lines:
+            if id(line) in taken:
+                continue
+            if line.name == "Steps" or (derived_line(line.id, line.name) and line.name == ""):
+                self._device_step_line(line, pid, meta)
+            elif not streams and line.name == "XLA Ops":
+                # a plane with no stream lines (TPU-like): its XLA Ops line is the device's own record
+                streams.append(line)
+                self.unmapped["device planes without stream lines (their XLA Ops line read as the kernels)"] += 1
+            elif derived_line(line.id, line.name):
+                self.unmapped["device events on lines XProf derived from the streams (skipped, not "
+                              "counted twice)"] += len(line.events)
+            else:
+                self.unmapped[f"device events on lines that are not streams ({line.name[:40]!r})"] += len(line.events)
+        rows = self.rows
+        keep_args = self.keep_args
+        for line in streams:
+            m = _STREAM_LINE.match(line.name)
+            stream = int(m.group(1)) if m else line.id
+            tid = str(stream)
+            self.thread_names[f"{pid}/{tid}"] = line.name
+            base = self.origin + line.timestamp_ns
+            for ev in line.events:
+                if ev.WhichOneof("data") == "num_occurrences":
+                    self.unmapped["aggregated events (num_occurrences, no start time)"] += 1
+                    continue
+                offset = ev.offset_ps
+                dur_ps = ev.duration_ps
+                if offset % 1000 or dur_ps % 1000:
+                    self.sub_ns += 1
+                m_ev = meta.get(ev.metadata_id)
+                name = (m_ev.name or m_ev.display_name) if m_ev is not None else ""
+                stats = _stats(ev.stats, stat_names) if ev.stats else {}
+                if m_ev is not None and m_ev.stats:
+                    stats = {**_stats(m_ev.stats, stat_names), **stats}
+                lower = name[:6].lower()
+                kind = "memcpy" if lower.startswith("memcpy") else "memset" if lower.startswith("memset") else "kernel"
+                rows.kind.append(kind)
+                rows.name.append(name or "(unnamed kernel)")
+                rows.ts.append(base + offset // 1000)
+                rows.dur.append(dur_ps // 1000)
+                rows.pid.append(pid)
+                rows.tid.append(tid)
+                rows.device.append(ordinal)
+                rows.stream.append(stream)
+                rows.corr.append(self._correlation(stats) if "correlation_id" in stats else None)
+                rows.shapes.append(None)
+                rows.dtypes.append(None)
+                if keep_args:
+                    if "kernel_details" in stats:
+                        stats.update(_kernel_details(stats["kernel_details"]))
+                    rows.args.append(json.dumps(stats) if stats else None)
+                if len(rows.ts) >= BATCH_ROWS:
+                    self._flush()
+        self._flush_if_big()
+
+    def _device_step_line(self, line, pid: str, meta) -> None:
+        base = self.origin + line.timestamp_ns
+        for i, ev in enumerate(line.events):
+            m = meta.get(ev.metadata_id)
+            name = m.name if m is not None else ""
+            step = int(name) if name.isdigit() and len(name) < 18 else i
+            self.device_steps.append((step, base + ev.offset_ps // 1000, ev.duration_ps // 1000, pid, str(line.id)))
+
+    # -- rows ---------------------------------------------------------------------------------------------
+
+    def _correlation(self, stats: dict) -> int | None:
+        """One int64 per (correlation_id, context_id): TF's older tracer restarts the numbering per CUDA context."""
+        key = (stats.get("correlation_id"), stats.get("context_id"))
+        value = self.correlations.get(key)
+        if value is None:
+            value = self.correlations[key] = len(self.correlations) + 1
+        return value
+
+    def _memory(self, stats: dict, ts: int, pid: str, tid: str, sign: int) -> None:
+        allocator = str(stats.get("allocator_name") or "")
+        gpu = _GPU_ALLOCATOR.match(allocator)
+        size = stats.get("allocation_bytes", stats.get("requested_bytes"))
+        m = self.memory
+        m["ts_ns"].append(ts)
+        m["pid"].append(pid)
+        m["tid"].append(tid)
+        m["device_type"].append(1 if gpu else 0)
+        m["device_id"].append(int(gpu.group(1)) if gpu else -1)
+        m["addr"].append(_int(stats.get("addr")))
+        m["bytes"].append(sign * size if isinstance(size, int) else None)
+        m["total_allocated"].append(_int(stats.get("bytes_allocated")))
+        m["total_reserved"].append(_int(stats.get("bytes_reserved")))
+
+    def _flush_if_big(self) -> None:
+        if len(self.rows.ts) >= BATCH_ROWS // 4:
+            self._flush()
+
+    def _flush(self) -> None:
+        rows = self.rows
+        if not rows.ts:
+            return
+        columns = {"kind": rows.kind, "name": rows.name, "ts_ns": rows.ts, "dur_ns": rows.dur, "pid": rows.pid,
+                   "tid": rows.tid, "device": rows.device, "stream": rows.stream, "correlation": rows.corr,
+                   "shapes": rows.shapes, "dtypes": rows.dtypes}
+        self.builder.add_events(columns, rows.args if self.keep_args else None)
+        self.n_events += len(rows.ts)
+        self.rows = _Rows()
+
+    def _finish(self) -> Trace:
+        b = self.builder
+        if self.memory["ts_ns"]:
+            b.add_memory(self.memory)
+        steps = self._steps()
+        if steps:
+            b.add_steps({k: [s[i] for s in steps] for i, k in enumerate(("step", "name", "pid", "tid", "ts_ns",
+                                                                          "dur_ns"))})
+        b.metadata["tool"] = self.tool or "xprof"
+        b.metadata["process_names"] = self.process_names
+        b.metadata["thread_names"] = self.thread_names
+        if self.devices:
+            b.metadata["device_properties"] = self.devices
+        if self.sub_ns:
+            b.warn("events whose XSpace times have a fraction of a nanosecond (rounded down)", self.sub_ns)
+        for problem, count in self.unmapped.items():
+            b.warn(f"{problem}: not mapped", count)
+        return b.finish()
+
+    def _steps(self) -> list[tuple]:
+        """XProf's step markers: the host's ``step_num`` events (the roots, ``_r``, where marked), else the device
+        planes' ``Steps`` lines; one step per number spanning all its marks."""
+        marks: list[tuple] = []
+        if self.host_steps:
+            roots = [s for s in self.host_steps if s[5]]
+            marks = [s[:5] for s in (roots or self.host_steps)]
+        elif self.device_steps:
+            marks = self.device_steps
+        by_step: dict[int, list] = {}
+        for step, ts, dur, pid, tid in marks:
+            span = by_step.get(step)
+            if span is None:
+                by_step[step] = [ts, ts + dur, pid, tid]
+            else:
+                span[0], span[1] = min(span[0], ts), max(span[1], ts + dur)
+        return [(step, f"step {step}", pid, tid, start, end - start)
+                for step, (start, end, pid, tid) in sorted(by_step.items(), key=lambda kv: kv[1][0])]
+
+
+def _is_tf_op(name: str, display: str) -> bool:
+    """``scope/node:Type`` with display name ``Type`` (a CamelCase op type, not ``Class::method``)."""
+    return (bool(display) and name.endswith(":" + display) and not name.endswith("::" + display)
+            and _OP_TYPE.match(display) is not None)
+
+
+def _host_class(name: str, display: str, is_tf: bool) -> tuple[int, str, str | None, dict | None]:
+    """(class, model name, node, fixed args) of a host event metadata entry."""
+    if _is_tf_op(name, display):
+        node = name[:-len(display) - 1]
+        scope = node.rsplit("/", 1)[0] if "/" in node else ""
+        return _OP, display, node, {"node": node, "scope": scope, "long_name": name}
+    if name.startswith("$"):
+        return _PYTHON, name[1:] or name, None, None
+    if name in _MEMORY_EVENTS:
+        return _MEMORY, name, None, None
+    if _DRIVER_API.match(name):
+        return _RUNTIME, name, None, None
+    if is_tf and _TF_RUNTIME.search(name):
+        return _RUNTIME, name, None, None
+    return _ANNOTATION, name or display or "(unnamed event)", None, None
+
+
+def _value(stat, stat_names: dict[int, str]) -> Any:
+    which = stat.WhichOneof("value")
+    if which is None:
+        return None
+    value = getattr(stat, which)
+    if which == "ref_value":
+        return stat_names.get(value, value)
+    if which == "bytes_value":
+        return f"<{len(value)} bytes>"
+    return value
+
+
+def _stats(stats, stat_names: dict[int, str]) -> dict[str, Any]:
+    return {stat_names.get(s.metadata_id, str(s.metadata_id)): _value(s, stat_names) for s in stats}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and -(1 << 63) <= value < 1 << 63 else None
+
+
+def _kernel_details(text: Any) -> dict[str, Any]:
+    """``grid:219,40,1 block:256,1,1 ...`` -> Kineto's ``grid``/``block`` lists."""
+    if not isinstance(text, str):
+        return {}
+    return {m.group(1): [int(m.group(2)), int(m.group(3)), int(m.group(4))] for m in _KERNEL_DIM.finditer(text)}
+
+
+def _tf_shapes(text: str) -> tuple[str | None, str | None]:
+    """TF's ``(int32[4,384];float[])`` -> ``[[4,384],[]]`` and ``["int32","float"]`` (JSON, like Kineto's)."""
+    inner = text.strip()
+    if inner.startswith("(") and inner.endswith(")"):
+        inner = inner[1:-1]
+    dims, types = [], []
+    for part in inner.split(";") if inner else []:
+        m = _TF_SHAPE.match(part)
+        if not m:
+            return None, None
+        types.append(m.group(1))
+        body = m.group(2).strip()
+        try:
+            dims.append([int(d) for d in body.split(",")] if body else [])
+        except ValueError:
+            return None, None
+    return json.dumps(dims, separators=(",", ":")), json.dumps(types)
