@@ -46,6 +46,8 @@ DERIVED_LINES = frozenset({
 #: XProf numbers derived lines from 0xDEADBEEF (Steps) up; older files wrote the ids as int32 (-559038737...).
 _DERIVED_MIN = 0xDEADBEEF
 _DERIVED_SPAN = 64
+#: Host threads only JAX (PJRT) runs have.
+_JAX_THREADS = ("py_xla_execute", "tf_pjrt_thread_pool")
 _OP_TYPE = re.compile(r"^_?[A-Z][A-Za-z0-9]*$")
 _DRIVER_API = re.compile(r"^(?:hip|cuda|cu|hsa|nccl|rccl)[A-Z_]")
 _TF_RUNTIME = re.compile(TF_RUNTIME)
@@ -235,8 +237,6 @@ class _Reader:
         is_tf = any(_is_tf_op(m.name, m.display_name) for m in meta.values())
         if is_tf:
             self.tool = TENSORFLOW
-        elif self.tool is None:
-            self.tool = "xprof"
         classes: dict[int, tuple[int, str, str | None, dict | None]] = {}
         for mid, m in meta.items():
             classes[mid] = _host_class(m.name, m.display_name, is_tf)
@@ -249,6 +249,8 @@ class _Reader:
             line.ParseFromString(raw_line)
             tid = str(line.id)
             self.thread_names[f"{pid}/{tid}"] = line.display_name or line.name
+            if not is_tf and line.name.startswith(_JAX_THREADS):
+                self.tool = "jax"
             base = self.origin + line.timestamp_ns
             for ev in line.events:
                 if ev.WhichOneof("data") == "num_occurrences":
@@ -430,7 +432,7 @@ class _Reader:
         if steps:
             b.add_steps({k: [s[i] for s in steps] for i, k in enumerate(("step", "name", "pid", "tid", "ts_ns",
                                                                           "dur_ns"))})
-        b.metadata["tool"] = self.tool or "xprof"
+        b.metadata["tool"] = self.tool or "xplane"
         b.metadata["process_names"] = self.process_names
         b.metadata["thread_names"] = self.thread_names
         if self.devices:
