@@ -31,6 +31,7 @@ from opscope.ingest.chrome.tensorflow import RUNTIME as TF_RUNTIME
 from opscope.ingest.chrome.tensorflow import TOOL as TENSORFLOW
 from opscope.ingest.source import ByteSource, check_readable, is_gzip
 from opscope.ingest.xplane import varint
+from opscope.ingest.xplane.schema import protobuf
 from opscope.model.builder import TraceBuilder, fast_type_inference
 from opscope.model.trace import Trace
 
@@ -60,6 +61,7 @@ _DEVICE_PROPS = {"memory_size": "totalGlobalMem", "compute_cap_major": "computeM
                  "compute_cap_minor": "computeMinor", "core_count": "numSms", "clock_rate": "clockRateKHz",
                  "memory_bandwidth": "memoryBandwidthBytesPerSec", "device_vendor": "vendor"}
 
+_CORRUPT = "file is truncated or corrupt: planes or lines whose bytes do not decode (skipped)"
 # host event classes (one per event metadata)
 _OP, _PYTHON, _RUNTIME, _ANNOTATION, _MEMORY = range(5)
 _KIND_NAME = {_OP: "cpu_op", _PYTHON: "python", _RUNTIME: "runtime", _ANNOTATION: "user_annotation"}
@@ -92,11 +94,19 @@ def _load(path: Path) -> bytes:
 class _Rows:
     """Column lists for one batch of events."""
 
-    __slots__ = ("kind", "name", "ts", "dur", "pid", "tid", "device", "stream", "corr", "shapes", "dtypes", "args")
-
     def __init__(self) -> None:
-        for slot in self.__slots__:
-            setattr(self, slot, [])
+        self.kind: list = []
+        self.name: list = []
+        self.ts: list = []
+        self.dur: list = []
+        self.pid: list = []
+        self.tid: list = []
+        self.device: list = []
+        self.stream: list = []
+        self.corr: list = []
+        self.shapes: list = []
+        self.dtypes: list = []
+        self.args: list = []
 
 
 class _Reader:
@@ -131,6 +141,7 @@ class _Reader:
         del data
         if note:
             self.builder.warn(note, 1)
+            self.builder.metadata["truncated"] = True
         self._environment(planes)
         done = 0
         for i, raw in enumerate(planes):
@@ -141,6 +152,9 @@ class _Reader:
             if progress is not None:
                 progress(done, total)
         self._flush()
+        if self.n_events == 0 and not self.memory["ts_ns"] and self.unmapped[_CORRUPT]:
+            raise TraceError(self.path, "is a damaged XSpace protobuf (corrupt; no line decodes)",
+                             "copy the .xplane.pb again from where the profiler wrote it")
         if self.n_events == 0 and not self.memory["ts_ns"]:
             raise TraceError(self.path, "is an XSpace with no events in any plane",
                              "the profile may have been stopped before anything ran")
@@ -148,8 +162,7 @@ class _Reader:
 
     def _planes(self, data: bytes) -> tuple[list[bytes], str]:
         """Each plane's bytes; a damaged file gives its whole planes up to the damage and a warning."""
-        from google.protobuf.message import DecodeError
-
+        DecodeError = protobuf("message").DecodeError  # noqa: N806
         space = self.cls["LazySpace"]()
         try:
             space.ParseFromString(data)
@@ -164,8 +177,7 @@ class _Reader:
 
     def _salvage(self, data: bytes) -> tuple[list[bytes], str]:
         """Frame the top-level records (field 1, a plane; 2-4, strings) by hand and keep the planes that decode."""
-        from google.protobuf.message import DecodeError
-
+        DecodeError = protobuf("message").DecodeError  # noqa: N806
         view = memoryview(data)
         planes: list[bytes] = []
         at = 0
@@ -187,15 +199,14 @@ class _Reader:
         if not planes:
             raise TraceError(self.path, "is a damaged XSpace protobuf (truncated or corrupt; no whole plane decodes)",
                              "copy the .xplane.pb again from where the profiler wrote it")
-        return planes, (f"XSpace protobuf damaged at byte {at:,} of {len(data):,} (truncated or corrupt): "
-                        f"read the {len(planes)} whole plane(s) before it, the rest is lost")
+        return planes, (f"file is truncated or corrupt (the XSpace protobuf is damaged at byte {at:,} of "
+                        f"{len(data):,}): read the {len(planes)} whole plane(s) before it, the rest is lost")
 
     def _environment(self, planes: list[bytes]) -> None:
         """Task Environment's profile start time: the epoch that the lines' (normalised) timestamps count from."""
         for raw in planes:
-            plane = self.cls["LazyPlane"]()
-            plane.ParseFromString(raw)
-            if plane.name != "Task Environment":
+            plane = self._parse("LazyPlane", raw, count=False)
+            if plane is None or plane.name != "Task Environment":
                 continue
             stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
             env = {stat_names.get(s.metadata_id, str(s.metadata_id)): _value(s, stat_names) for s in plane.stats}
@@ -210,9 +221,21 @@ class _Reader:
 
     # -- planes -----------------------------------------------------------------------------------------
 
+    def _parse(self, kind: str, raw: bytes, count: bool = True):
+        """The message, or None (counted) where its bytes do not decode."""
+        DecodeError = protobuf("message").DecodeError  # noqa: N806
+        message = self.cls[kind]()
+        try:
+            message.ParseFromString(raw)
+        except (DecodeError, RuntimeError, ValueError):
+            self.unmapped[_CORRUPT] += count
+            return None
+        return message
+
     def _plane(self, raw: bytes) -> None:
-        plane = self.cls["LazyPlane"]()
-        plane.ParseFromString(raw)
+        plane = self._parse("LazyPlane", raw)
+        if plane is None:
+            return
         name = plane.name
         if name == "Task Environment":
             return
@@ -240,13 +263,13 @@ class _Reader:
         classes: dict[int, tuple[int, str, str | None, dict | None]] = {}
         for mid, m in meta.items():
             classes[mid] = _host_class(m.name, m.display_name, is_tf)
-        XLine = self.cls["XLine"]
         rows = self.rows
         keep_args = self.keep_args
         unknown = (_ANNOTATION, "(unnamed event)", None, None)
         for raw_line in plane.lines:
-            line = XLine()
-            line.ParseFromString(raw_line)
+            line = self._parse("XLine", raw_line)
+            if line is None:
+                continue
             tid = str(line.id)
             self.thread_names[f"{pid}/{tid}"] = line.display_name or line.name
             if not is_tf and line.name.startswith(_JAX_THREADS):
@@ -262,7 +285,7 @@ class _Reader:
                     self.sub_ns += 1
                 ts = base + offset // 1000
                 dur = dur_ps // 1000
-                cls, name, node, fixed = classes.get(ev.metadata_id, unknown)
+                cls, name, _node, fixed = classes.get(ev.metadata_id, unknown)
                 stats = _stats(ev.stats, stat_names) if ev.stats else None
                 md = meta[ev.metadata_id].stats if ev.metadata_id in meta else None
                 if md:
@@ -312,12 +335,7 @@ class _Reader:
                 props[_DEVICE_PROPS[key]] = _value(s, stat_names)
         self.devices.append(props)
         meta = plane.event_metadata
-        XLine = self.cls["XLine"]
-        lines = []
-        for raw_line in plane.lines:
-            line = XLine()
-            line.ParseFromString(raw_line)
-            lines.append(line)
+        lines = [line for line in (self._parse("XLine", raw) for raw in plane.lines) if line is not None]
         streams = [ln for ln in lines if _STREAM_LINE.match(ln.name) and not derived_line(ln.id, ln.name)]
         taken = {id(ln) for ln in streams}
         for line in lines:
@@ -440,7 +458,9 @@ class _Reader:
         if self.sub_ns:
             b.warn("events whose XSpace times have a fraction of a nanosecond (rounded down)", self.sub_ns)
         for problem, count in self.unmapped.items():
-            b.warn(f"{problem}: not mapped", count)
+            b.warn(problem if problem == _CORRUPT else f"{problem}: not mapped", count)
+        if self.unmapped[_CORRUPT]:
+            b.metadata["truncated"] = True
         return b.finish()
 
     def _steps(self) -> list[tuple]:

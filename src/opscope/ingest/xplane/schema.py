@@ -16,13 +16,18 @@ before the next, instead of holding the whole decoded space in memory.
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any
 
 
+def protobuf(module: str) -> Any:
+    """``google.protobuf.<module>``, imported by name: protobuf ships no type stubs (types-protobuf is apart), and
+    this keeps mypy from asking for them."""
+    return importlib.import_module(f"google.protobuf.{module}")
+
 
 def _file() -> Any:
-    from google.protobuf import descriptor_pb2
-
+    descriptor_pb2 = protobuf("descriptor_pb2")
     fd = descriptor_pb2.FieldDescriptorProto
     types = {"int64": fd.TYPE_INT64, "uint64": fd.TYPE_UINT64, "double": fd.TYPE_DOUBLE, "string": fd.TYPE_STRING,
              "bytes": fd.TYPE_BYTES, "message": fd.TYPE_MESSAGE}
@@ -89,8 +94,7 @@ def _file() -> Any:
 @functools.cache
 def classes() -> dict[str, type]:
     """The message classes by short name (``XSpace``, ``XPlane``, ``XLine``, ..., ``LazySpace``, ``LazyPlane``)."""
-    from google.protobuf import descriptor_pool, message_factory
-
+    descriptor_pool, message_factory = protobuf("descriptor_pool"), protobuf("message_factory")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(_file())
     names = ("XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "LazySpace",
