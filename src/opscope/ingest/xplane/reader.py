@@ -20,6 +20,7 @@ except ``Steps`` for the steps when the host has no ``step_num`` markers.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -61,6 +62,8 @@ _DEVICE_PROPS = {"memory_size": "totalGlobalMem", "compute_cap_major": "computeM
                  "compute_cap_minor": "computeMinor", "core_count": "numSms", "clock_rate": "clockRateKHz",
                  "memory_bandwidth": "memoryBandwidthBytesPerSec", "device_vendor": "vendor"}
 
+_AGGREGATED = "aggregated events (num_occurrences, no start time)"
+_DERIVED = "device events on lines XProf derived from the streams (skipped, not counted twice)"
 _CORRUPT = "file is truncated or corrupt: planes or lines whose bytes do not decode (skipped)"
 # host event classes (one per event metadata)
 _OP, _PYTHON, _RUNTIME, _ANNOTATION, _MEMORY = range(5)
@@ -256,15 +259,14 @@ class _Reader:
         pid = plane.name
         self.process_names[pid] = pid
         stat_names = self._stat_names(plane)
-        meta = plane.event_metadata
-        is_tf = any(_is_tf_op(m.name, m.display_name) for m in meta.values())
+        meta = {mid: (m.name, m.display_name, _stats(m.stats, stat_names) if m.stats else None)
+                for mid, m in plane.event_metadata.items()}
+        is_tf = any(_is_tf_op(name, display) for name, display, _ in meta.values())
         if is_tf:
             self.tool = TENSORFLOW
-        classes: dict[int, tuple[int, str, str | None, dict | None]] = {}
-        for mid, m in meta.items():
-            classes[mid] = _host_class(m.name, m.display_name, is_tf)
-        rows = self.rows
-        keep_args = self.keep_args
+        # per event metadata: (class, model name, fixed args, metadata stats)
+        classes = {mid: (*_host_class(name, display, is_tf), md_stats)
+                   for mid, (name, display, md_stats) in meta.items()}
         unknown = (_ANNOTATION, "(unnamed event)", None, None)
         for raw_line in plane.lines:
             line = self._parse("XLine", raw_line)
@@ -274,55 +276,82 @@ class _Reader:
             self.thread_names[f"{pid}/{tid}"] = line.display_name or line.name
             if not is_tf and line.name.startswith(_JAX_THREADS):
                 self.tool = "jax"
-            base = self.origin + line.timestamp_ns
-            for ev in line.events:
-                if ev.WhichOneof("data") == "num_occurrences":
-                    self.unmapped["aggregated events (num_occurrences, no start time)"] += 1
-                    continue
-                offset = ev.offset_ps
-                dur_ps = ev.duration_ps
-                if offset % 1000 or dur_ps % 1000:
-                    self.sub_ns += 1
-                ts = base + offset // 1000
-                dur = dur_ps // 1000
-                cls, name, _node, fixed = classes.get(ev.metadata_id, unknown)
-                stats = _stats(ev.stats, stat_names) if ev.stats else None
-                md = meta[ev.metadata_id].stats if ev.metadata_id in meta else None
-                if md:
-                    stats = {**_stats(md, stat_names), **(stats or {})}
-                if cls == _MEMORY:
-                    self._memory(stats or {}, ts, pid, tid, _MEMORY_EVENTS[name])
-                    continue
-                corr = None
-                if stats:
-                    if "step_num" in stats and isinstance(stats["step_num"], int):
-                        self.host_steps.append((stats["step_num"], ts, dur, pid, tid, "_r" in stats))
-                    if "correlation_id" in stats:
-                        corr = self._correlation(stats)
-                        cls = _RUNTIME
-                shapes = dtypes = None
-                if cls == _OP and stats and isinstance(stats.get("shape"), str):
-                    shapes, dtypes = _tf_shapes(stats["shape"])
-                rows.kind.append(_KIND_NAME[cls])
-                rows.name.append(name)
-                rows.ts.append(ts)
-                rows.dur.append(dur)
-                rows.pid.append(pid)
-                rows.tid.append(tid)
-                rows.device.append(None)
-                rows.stream.append(None)
-                rows.corr.append(corr)
-                rows.shapes.append(shapes)
-                rows.dtypes.append(dtypes)
-                if keep_args:
-                    args = dict(fixed) if fixed else None
-                    if stats:
-                        args = {**(args or {}), **stats}
-                    rows.args.append(json.dumps(args) if args else None)
-                if len(rows.ts) >= BATCH_ROWS:
-                    self._flush()
+            self._host_line(line, pid, tid, classes, unknown, stat_names)
             del line
             self._flush_if_big()
+
+    def _host_line(self, line, pid: str, tid: str, classes: dict, unknown: tuple, stat_names: dict) -> None:
+        rows = self.rows
+        keep_args = self.keep_args
+        kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
+        shapes_col, dtypes_col, args_col = rows.shapes, rows.dtypes, rows.args
+        correlations = self.correlations
+        base = self.origin + line.timestamp_ns
+        n = 0
+        for ev in line.events:
+            offset = ev.offset_ps
+            if not offset and ev.num_occurrences:
+                self.unmapped[_AGGREGATED] += 1
+                continue
+            dur_ps = ev.duration_ps
+            if offset % 1000 or dur_ps % 1000:
+                self.sub_ns += 1
+            ts = base + offset // 1000
+            dur = dur_ps // 1000
+            cls, name, fixed, md_stats = classes.get(ev.metadata_id, unknown)
+            stats = _stats(ev.stats, stat_names) if ev.stats else None
+            if md_stats:
+                stats = {**md_stats, **stats} if stats else dict(md_stats)
+            corr = shapes = dtypes = None
+            if stats:
+                if cls == _MEMORY:
+                    self._memory(stats, ts, pid, tid, _MEMORY_EVENTS[name])
+                    continue
+                step = stats.get("step_num")
+                if step is not None and isinstance(step, int):
+                    self.host_steps.append((step, ts, dur, pid, tid, "_r" in stats))
+                if "correlation_id" in stats:
+                    key = (stats["correlation_id"], stats.get("context_id"))
+                    corr = correlations.get(key)
+                    if corr is None:
+                        corr = correlations[key] = len(correlations) + 1
+                    cls = _RUNTIME
+                elif cls == _OP:
+                    shape = stats.get("shape")
+                    if isinstance(shape, str):
+                        shapes, dtypes = _tf_shapes(shape)
+            elif cls == _MEMORY:
+                self._memory({}, ts, pid, tid, _MEMORY_EVENTS[name])
+                continue
+            kind_col.append(_KIND_NAME[cls])
+            name_col.append(name)
+            ts_col.append(ts)
+            dur_col.append(dur)
+            corr_col.append(corr)
+            shapes_col.append(shapes)
+            dtypes_col.append(dtypes)
+            if keep_args:
+                if fixed:
+                    args_col.append(json.dumps({**fixed, **stats} if stats else fixed))
+                else:
+                    args_col.append(json.dumps(stats) if stats else None)
+            n += 1
+            if len(ts_col) >= BATCH_ROWS:
+                self._fill(n, pid, tid, None, None)
+                n = 0
+                self._flush()
+                rows = self.rows
+                kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
+                shapes_col, dtypes_col, args_col = rows.shapes, rows.dtypes, rows.args
+        self._fill(n, pid, tid, None, None)
+
+    def _fill(self, n: int, pid: str, tid: str, device: int | None, stream: int | None) -> None:
+        """The columns one line gives all its rows alike, for the line's last ``n`` rows."""
+        rows = self.rows
+        rows.pid.extend([pid] * n)
+        rows.tid.extend([tid] * n)
+        rows.device.extend([device] * n)
+        rows.stream.extend([stream] * n)
 
     def _device_plane(self, plane, device_type: str, ordinal: int) -> None:
         pid = plane.name
@@ -334,83 +363,105 @@ class _Reader:
             if key in _DEVICE_PROPS:
                 props[_DEVICE_PROPS[key]] = _value(s, stat_names)
         self.devices.append(props)
-        meta = plane.event_metadata
-        lines = [line for line in (self._parse("XLine", raw) for raw in plane.lines) if line is not None]
-        streams = [ln for ln in lines if _STREAM_LINE.match(ln.name) and not derived_line(ln.id, ln.name)]
-        taken = {id(ln) for ln in streams}
-        for line in lines:
-            if id(line) in taken:
+        meta = {mid: (m.name or m.display_name, _stats(m.stats, stat_names) if m.stats else None)
+                for mid, m in plane.event_metadata.items()}
+        streams = 0
+        xla_ops: list[bytes] = []
+        for raw in plane.lines:  # one line decoded at a time
+            line = self._parse("XLine", raw)
+            if line is None:
                 continue
-            if line.name == "Steps" or (derived_line(line.id, line.name) and line.name == ""):
+            if _STREAM_LINE.match(line.name) and not derived_line(line.id, line.name):
+                streams += 1
+                self._device_line(line, pid, ordinal, meta, stat_names)
+            elif line.name == "Steps" or (derived_line(line.id, line.name) and line.name == ""):
                 self._device_step_line(line, pid, meta)
-            elif not streams and line.name == "XLA Ops":
-                # a plane with no stream lines (TPU-like): its XLA Ops line is the device's own record
-                streams.append(line)
-                self.unmapped["device planes without stream lines (their XLA Ops line read as the kernels)"] += 1
+            elif line.name == "XLA Ops":
+                xla_ops.append(raw)
             elif derived_line(line.id, line.name):
-                self.unmapped["device events on lines XProf derived from the streams (skipped, not "
-                              "counted twice)"] += len(line.events)
+                self.unmapped[_DERIVED] += len(line.events)
             else:
                 self.unmapped[f"device events on lines that are not streams ({line.name[:40]!r})"] += len(line.events)
-        rows = self.rows
-        keep_args = self.keep_args
-        for line in streams:
-            m = _STREAM_LINE.match(line.name)
-            stream = int(m.group(1)) if m else line.id
-            tid = str(stream)
-            self.thread_names[f"{pid}/{tid}"] = line.name
-            base = self.origin + line.timestamp_ns
-            for ev in line.events:
-                if ev.WhichOneof("data") == "num_occurrences":
-                    self.unmapped["aggregated events (num_occurrences, no start time)"] += 1
-                    continue
-                offset = ev.offset_ps
-                dur_ps = ev.duration_ps
-                if offset % 1000 or dur_ps % 1000:
-                    self.sub_ns += 1
-                m_ev = meta.get(ev.metadata_id)
-                name = (m_ev.name or m_ev.display_name) if m_ev is not None else ""
-                stats = _stats(ev.stats, stat_names) if ev.stats else {}
-                if m_ev is not None and m_ev.stats:
-                    stats = {**_stats(m_ev.stats, stat_names), **stats}
-                lower = name[:6].lower()
-                kind = "memcpy" if lower.startswith("memcpy") else "memset" if lower.startswith("memset") else "kernel"
-                rows.kind.append(kind)
-                rows.name.append(name or "(unnamed kernel)")
-                rows.ts.append(base + offset // 1000)
-                rows.dur.append(dur_ps // 1000)
-                rows.pid.append(pid)
-                rows.tid.append(tid)
-                rows.device.append(ordinal)
-                rows.stream.append(stream)
-                rows.corr.append(self._correlation(stats) if "correlation_id" in stats else None)
-                rows.shapes.append(None)
-                rows.dtypes.append(None)
-                if keep_args:
-                    if "kernel_details" in stats:
-                        stats.update(_kernel_details(stats["kernel_details"]))
-                    rows.args.append(json.dumps(stats) if stats else None)
-                if len(rows.ts) >= BATCH_ROWS:
-                    self._flush()
+            del line
+            self._flush_if_big()
+        for raw in xla_ops:
+            line = self._parse("XLine", raw)
+            if streams:
+                self.unmapped[_DERIVED] += len(line.events)
+            else:  # a plane with no stream lines (TPU-like): its XLA Ops line is the device's own record
+                self.unmapped["device planes without stream lines (their XLA Ops line read as the kernels)"] += 1
+                self._device_line(line, pid, ordinal, meta, stat_names)
         self._flush_if_big()
 
-    def _device_step_line(self, line, pid: str, meta) -> None:
+    def _device_line(self, line, pid: str, ordinal: int, meta: dict, stat_names: dict) -> None:
+        m = _STREAM_LINE.match(line.name)
+        stream = int(m.group(1)) if m else line.id
+        tid = str(stream)
+        self.thread_names[f"{pid}/{tid}"] = line.name
+        base = self.origin + line.timestamp_ns
+        rows = self.rows
+        keep_args = self.keep_args
+        kind_col, name_col, ts_col, dur_col, corr_col, args_col = (rows.kind, rows.name, rows.ts, rows.dur, rows.corr,
+                                                                   rows.args)
+        correlations = self.correlations
+        missing = ("(unnamed kernel)", None)
+        kinds: dict[str, str] = {}
+        n = 0
+        for ev in line.events:
+            offset = ev.offset_ps
+            if not offset and ev.num_occurrences:
+                self.unmapped[_AGGREGATED] += 1
+                continue
+            dur_ps = ev.duration_ps
+            if offset % 1000 or dur_ps % 1000:
+                self.sub_ns += 1
+            name, md_stats = meta.get(ev.metadata_id, missing)
+            stats = _stats(ev.stats, stat_names) if ev.stats else None
+            if md_stats:
+                stats = {**md_stats, **stats} if stats else dict(md_stats)
+            kind = kinds.get(name)
+            if kind is None:
+                lower = name[:6].lower()
+                kind = kinds[name] = ("memcpy" if lower.startswith("memcpy") else "memset"
+                                      if lower.startswith("memset") else "kernel")
+            corr = None
+            if stats and "correlation_id" in stats:
+                key = (stats["correlation_id"], stats.get("context_id"))
+                corr = correlations.get(key)
+                if corr is None:
+                    corr = correlations[key] = len(correlations) + 1
+            kind_col.append(kind)
+            name_col.append(name or "(unnamed kernel)")
+            ts_col.append(base + offset // 1000)
+            dur_col.append(dur_ps // 1000)
+            corr_col.append(corr)
+            if keep_args:
+                if stats and "kernel_details" in stats:
+                    stats.update(_kernel_details(stats["kernel_details"]))
+                args_col.append(json.dumps(stats) if stats else None)
+            n += 1
+            if len(ts_col) >= BATCH_ROWS:
+                self._fill_device(n, pid, tid, ordinal, stream)
+                n = 0
+                self._flush()
+                rows = self.rows
+                kind_col, name_col, ts_col, dur_col, corr_col, args_col = (rows.kind, rows.name, rows.ts, rows.dur,
+                                                                           rows.corr, rows.args)
+        self._fill_device(n, pid, tid, ordinal, stream)
+
+    def _fill_device(self, n: int, pid: str, tid: str, device: int, stream: int) -> None:
+        self._fill(n, pid, tid, device, stream)
+        self.rows.shapes.extend([None] * n)
+        self.rows.dtypes.extend([None] * n)
+
+    def _device_step_line(self, line, pid: str, meta: dict) -> None:
         base = self.origin + line.timestamp_ns
         for i, ev in enumerate(line.events):
-            m = meta.get(ev.metadata_id)
-            name = m.name if m is not None else ""
+            name = meta.get(ev.metadata_id, ("",))[0]
             step = int(name) if name.isdigit() and len(name) < 18 else i
             self.device_steps.append((step, base + ev.offset_ps // 1000, ev.duration_ps // 1000, pid, str(line.id)))
 
     # -- rows ---------------------------------------------------------------------------------------------
-
-    def _correlation(self, stats: dict) -> int | None:
-        """One int64 per (correlation_id, context_id): TF's older tracer restarts the numbering per CUDA context."""
-        key = (stats.get("correlation_id"), stats.get("context_id"))
-        value = self.correlations.get(key)
-        if value is None:
-            value = self.correlations[key] = len(self.correlations) + 1
-        return value
 
     def _memory(self, stats: dict, ts: int, pid: str, tid: str, sign: int) -> None:
         allocator = str(stats.get("allocator_name") or "")
@@ -489,21 +540,21 @@ def _is_tf_op(name: str, display: str) -> bool:
             and _OP_TYPE.match(display) is not None)
 
 
-def _host_class(name: str, display: str, is_tf: bool) -> tuple[int, str, str | None, dict | None]:
-    """(class, model name, node, fixed args) of a host event metadata entry."""
+def _host_class(name: str, display: str, is_tf: bool) -> tuple[int, str, dict | None]:
+    """(class, model name, fixed args) of a host event metadata entry."""
     if _is_tf_op(name, display):
         node = name[:-len(display) - 1]
         scope = node.rsplit("/", 1)[0] if "/" in node else ""
-        return _OP, display, node, {"node": node, "scope": scope, "long_name": name}
+        return _OP, display, {"node": node, "scope": scope, "long_name": name}
     if name.startswith("$"):
-        return _PYTHON, name[1:] or name, None, None
+        return _PYTHON, name[1:] or name, None
     if name in _MEMORY_EVENTS:
-        return _MEMORY, name, None, None
+        return _MEMORY, name, None
     if _DRIVER_API.match(name):
-        return _RUNTIME, name, None, None
+        return _RUNTIME, name, None
     if is_tf and _TF_RUNTIME.search(name):
-        return _RUNTIME, name, None, None
-    return _ANNOTATION, name or display or "(unnamed event)", None, None
+        return _RUNTIME, name, None
+    return _ANNOTATION, name or display or "(unnamed event)", None
 
 
 def _value(stat, stat_names: dict[int, str]) -> Any:
@@ -533,6 +584,7 @@ def _kernel_details(text: Any) -> dict[str, Any]:
     return {m.group(1): [int(m.group(2)), int(m.group(3)), int(m.group(4))] for m in _KERNEL_DIM.finditer(text)}
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _tf_shapes(text: str) -> tuple[str | None, str | None]:
     """TF's ``(int32[4,384];float[])`` -> ``[[4,384],[]]`` and ``["int32","float"]`` (JSON, like Kineto's)."""
     inner = text.strip()
