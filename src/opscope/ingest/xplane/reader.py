@@ -27,6 +27,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from opscope.errors import TraceError
 from opscope.ingest.chrome.tensorflow import RUNTIME as TF_RUNTIME
 from opscope.ingest.chrome.tensorflow import TOOL as TENSORFLOW
@@ -62,6 +64,10 @@ _DEVICE_PROPS = {"memory_size": "totalGlobalMem", "compute_cap_major": "computeM
                  "compute_cap_minor": "computeMinor", "core_count": "numSms", "clock_rate": "clockRateKHz",
                  "memory_bandwidth": "memoryBandwidthBytesPerSec", "device_vendor": "vendor"}
 
+#: The stats a read without args needs (steps, links, shapes, memory records); with args every stat is decoded.
+_HOST_STATS = frozenset({"step_num", "_r", "correlation_id", "context_id", "shape", "allocator_name",
+                         "allocation_bytes", "requested_bytes", "addr", "bytes_allocated", "bytes_reserved"})
+_DEVICE_STATS = frozenset({"correlation_id", "context_id"})
 _AGGREGATED = "aggregated events (num_occurrences, no start time)"
 _DERIVED = "device events on lines XProf derived from the streams (skipped, not counted twice)"
 _CORRUPT = "file is truncated or corrupt: planes or lines whose bytes do not decode (skipped)"
@@ -286,6 +292,7 @@ class _Reader:
         kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
         shapes_col, dtypes_col, args_col = rows.shapes, rows.dtypes, rows.args
         correlations = self.correlations
+        keep = None if keep_args else _HOST_STATS
         base = self.origin + line.timestamp_ns
         n = 0
         for ev in line.events:
@@ -299,7 +306,7 @@ class _Reader:
             ts = base + offset // 1000
             dur = dur_ps // 1000
             cls, name, fixed, md_stats = classes.get(ev.metadata_id, unknown)
-            stats = _stats(ev.stats, stat_names) if ev.stats else None
+            stats = _stats(ev.stats, stat_names, keep) if ev.stats else None
             if md_stats:
                 stats = {**md_stats, **stats} if stats else dict(md_stats)
             corr = shapes = dtypes = None
@@ -406,6 +413,7 @@ class _Reader:
         correlations = self.correlations
         missing = ("(unnamed kernel)", None)
         kinds: dict[str, str] = {}
+        keep = None if keep_args else _DEVICE_STATS
         n = 0
         for ev in line.events:
             offset = ev.offset_ps
@@ -416,7 +424,7 @@ class _Reader:
             if offset % 1000 or dur_ps % 1000:
                 self.sub_ns += 1
             name, md_stats = meta.get(ev.metadata_id, missing)
-            stats = _stats(ev.stats, stat_names) if ev.stats else None
+            stats = _stats(ev.stats, stat_names, keep) if ev.stats else None
             if md_stats:
                 stats = {**md_stats, **stats} if stats else dict(md_stats)
             kind = kinds.get(name)
@@ -486,9 +494,13 @@ class _Reader:
         rows = self.rows
         if not rows.ts:
             return
-        columns = {"kind": rows.kind, "name": rows.name, "ts_ns": rows.ts, "dur_ns": rows.dur, "pid": rows.pid,
-                   "tid": rows.tid, "device": rows.device, "stream": rows.stream, "correlation": rows.corr,
-                   "shapes": rows.shapes, "dtypes": rows.dtypes}
+        text, ints = pa.string(), pa.int64()
+        columns = {"kind": pa.array(rows.kind, text).dictionary_encode(),
+                   "name": pa.array(rows.name, text).dictionary_encode(), "ts_ns": pa.array(rows.ts, ints),
+                   "dur_ns": pa.array(rows.dur, ints), "pid": pa.array(rows.pid, text).dictionary_encode(),
+                   "tid": pa.array(rows.tid, text).dictionary_encode(), "device": pa.array(rows.device, ints),
+                   "stream": pa.array(rows.stream, ints), "correlation": pa.array(rows.corr, ints),
+                   "shapes": pa.array(rows.shapes, text), "dtypes": pa.array(rows.dtypes, text)}
         self.builder.add_events(columns, rows.args if self.keep_args else None)
         self.n_events += len(rows.ts)
         self.rows = _Rows()
@@ -569,8 +581,27 @@ def _value(stat, stat_names: dict[int, str]) -> Any:
     return value
 
 
-def _stats(stats, stat_names: dict[int, str]) -> dict[str, Any]:
-    return {stat_names.get(s.metadata_id, str(s.metadata_id)): _value(s, stat_names) for s in stats}
+def _stats(stats, stat_names: dict[int, str], keep: frozenset[str] | None = None) -> dict[str, Any]:
+    """Stats by name (``ref_value`` as the text it names); only those in ``keep`` where given."""
+    out: dict[str, Any] = {}
+    for s in stats:
+        mid = s.metadata_id
+        name = stat_names.get(mid)
+        if name is None:
+            name = str(mid)
+        if keep is not None and name not in keep:
+            continue
+        which = s.WhichOneof("value")
+        if which is None:
+            out[name] = None
+            continue
+        value = getattr(s, which)
+        if which == "ref_value":
+            value = stat_names.get(value, value)
+        elif which == "bytes_value":
+            value = f"<{len(value)} bytes>"
+        out[name] = value
+    return out
 
 
 def _int(value: Any) -> int | None:
