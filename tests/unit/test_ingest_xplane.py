@@ -192,6 +192,24 @@ def test_sub_nanosecond_times_are_rounded_down_and_said(tmp_path):
     assert any("fraction of a nanosecond" in w["problem"] for w in trace.metadata["warnings"])
 
 
+def test_xla_ops_run_on_the_host_are_ops(tmp_path):
+    """JAX on CPU (recorded with jax 0.10.2): XLA runs each HLO instruction on a host thread, with hlo_op stats."""
+    space = classes()["XSpace"]()
+    meta = Plane(space, "/host:metadata")
+    meta.set_stat(meta.p.stats, "jax_version", "0.10.2")
+    host = Plane(space, "/host:CPU")
+    line = host.line(5, "tf_XLAPjRtCpuClient/5")
+    host.event(line, "dot.3", 0, 7_000, hlo_op=("ref", "dot.3"), hlo_module=("ref", "jit_step"))
+    host.event(line, "dot.4", 10_000, 3_000, hlo_op=("ref", "dot.4"), hlo_module=("ref", "jit_step"))
+    host.event(line, "ynn_fusion", 20_000, 5_000, hlo_op=("ref", "ynn_fusion"), hlo_module=("ref", "jit_step"))
+    host.event(line, "TaskDispatcher::dispatch", 30_000, 1_000)
+    trace = open_trace(_write(tmp_path, space), use_cache=False)
+    assert trace.metadata["tool"] == "jax" and trace.metadata["jax_version"] == "0.10.2"
+    assert {r["name"]: (r["calls"], r["self_ns"]) for r in op_table(trace).to_pylist()} == {
+        "dot": (2, 10), "ynn_fusion": (1, 5)}
+    assert trace.select(["kind"]).to_pylist()[-1] == {"kind": "user_annotation"}
+
+
 def test_gzip_xplane_reads_the_same(tmp_path):
     data = _space().SerializeToString()
     path = tmp_path / "run.xplane.pb.gz"

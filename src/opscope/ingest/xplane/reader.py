@@ -52,6 +52,8 @@ _DERIVED_MIN = 0xDEADBEEF
 _DERIVED_SPAN = 64
 #: Host threads only JAX (PJRT) runs have.
 _JAX_THREADS = ("py_xla_execute", "tf_pjrt_thread_pool")
+#: ``dot.3``, ``fusion.12``: an HLO instruction's number within its module.
+_HLO_SUFFIX = re.compile(r"\.\d+$")
 _OP_TYPE = re.compile(r"^_?[A-Z][A-Za-z0-9]*$")
 _DRIVER_API = re.compile(r"^(?:hip|cuda|cu|hsa|nccl|rccl)[A-Z_]")
 _TF_RUNTIME = re.compile(TF_RUNTIME)
@@ -65,7 +67,7 @@ _DEVICE_PROPS = {"memory_size": "totalGlobalMem", "compute_cap_major": "computeM
                  "memory_bandwidth": "memoryBandwidthBytesPerSec", "device_vendor": "vendor"}
 
 #: The stats a read without args needs (steps, links, shapes, memory records); with args every stat is decoded.
-_HOST_STATS = frozenset({"step_num", "_r", "correlation_id", "context_id", "shape", "allocator_name",
+_HOST_STATS = frozenset({"step_num", "_r", "correlation_id", "context_id", "shape", "hlo_op", "allocator_name",
                          "allocation_bytes", "requested_bytes", "addr", "bytes_allocated", "bytes_reserved"})
 _DEVICE_STATS = frozenset({"correlation_id", "context_id"})
 _AGGREGATED = "aggregated events (num_occurrences, no start time)"
@@ -257,6 +259,10 @@ class _Reader:
             self.unmapped[f"planes other than /host:CPU and /device:*:N ({name[:60]})"] += 1
         elif name == "/host:metadata":
             self.unmapped["HLO protos and other metadata entries (/host:metadata)"] += len(plane.event_metadata)
+            stats = _stats(plane.stats, self._stat_names(plane))
+            if isinstance(stats.get("jax_version"), str):
+                self.builder.metadata["jax_version"] = stats["jax_version"]
+                self.tool = self.tool or "jax"
 
     def _stat_names(self, plane) -> dict[int, str]:
         return {k: v.name for k, v in plane.stat_metadata.items()}
@@ -323,6 +329,9 @@ class _Reader:
                     if corr is None:
                         corr = correlations[key] = len(correlations) + 1
                     cls = _RUNTIME
+                elif cls == _ANNOTATION and "hlo_op" in stats:
+                    # an XLA op run on the host (JAX/XLA on CPU): the framework op, named as its HLO instruction
+                    cls, name = _OP, _HLO_SUFFIX.sub("", name)
                 elif cls == _OP:
                     shape = stats.get("shape")
                     if isinstance(shape, str):
