@@ -158,3 +158,21 @@ def test_a_cut_single_plane_xplane_is_one_line_error(tmp_path, cache_dir):
         cut = tmp_path / f"cut{at}.xplane.pb"
         cut.write_bytes(data[:at])
         assert_one_line_error(run_cli("summary", str(cut), cache=cache_dir), cut, "damaged")
+
+
+def test_keras_xplane_and_its_trace_viewer_json_give_the_same_ops_and_steps_span():
+    """XProf wrote both files from one run: the xplane read here and the trace viewer JSON read by the Chrome reader
+    give the same op table, to the ns, and the same wall time."""
+    from opscope.analyses.ops import op_table
+
+    xplane = open_trace(shared_trace(KERAS), use_cache=False)
+    viewer = open_trace(shared_trace("generated/tf_keras_cpu_trace_viewer.json"), use_cache=False)
+    keys = ("name", "calls", "self_ns", "total_ns")
+    assert [{k: r[k] for k in keys} for r in op_table(xplane).to_pylist()] == \
+        [{k: r[k] for k in keys} for r in op_table(viewer).to_pylist()]
+
+    def span(trace):
+        ends = [t + d for t, d in zip(trace.events["ts_ns"].to_pylist(), trace.events["dur_ns"].to_pylist())]
+        return max(ends) - min(trace.events["ts_ns"].to_pylist())
+
+    assert span(xplane) == span(viewer) == 540_754_423
