@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import zlib
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,24 @@ def test_gzip_xplane_reads_the_same(tmp_path):
     plain = open_trace(_write(tmp_path, _space()), use_cache=False)
     zipped = open_trace(path, use_cache=False)
     assert zipped.events.select(["name", "ts_ns", "dur_ns"]).equals(plain.events.select(["name", "ts_ns", "dur_ns"]))
+
+
+def test_a_cut_gzip_keeps_the_planes_before_the_cut(tmp_path):
+    space = _space()
+    data = space.SerializeToString()
+    host_only = classes()["XSpace"](planes=[space.planes[0]]).SerializeToString()
+    assert data.startswith(host_only)
+    packed = gzip.compress(data)
+    # the shortest cut of the gzip file that inflates to the whole host plane and less than the whole file
+    keep = next(k for k in range(10, len(packed)) if len(zlib.decompressobj(31).decompress(packed[:k])) >=
+                len(host_only))
+    assert len(zlib.decompressobj(31).decompress(packed[:keep])) < len(data)
+    path = tmp_path / "cut.xplane.pb.gz"
+    path.write_bytes(packed[:keep])
+    trace = open_trace(path, use_cache=False)
+    assert "MatMul" in trace.events["name"].to_pylist() and "gemm_kernel" not in trace.events["name"].to_pylist()
+    assert trace.metadata.get("truncated") is True
+    assert any(w["problem"].startswith("file is truncated") for w in trace.metadata["warnings"])
 
 
 # -- sniffing -----------------------------------------------------------------------------------------------

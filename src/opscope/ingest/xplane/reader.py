@@ -90,16 +90,15 @@ def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
         return _Reader(path, keep_args).run(progress)
 
 
-def _load(path: Path) -> bytes:
-    size = check_readable(path)
+def _load(path: Path) -> tuple[bytes, bool]:
+    """The file's bytes, decompressed if gzip (a protobuf has no streaming parser: the message is parsed whole), and
+    whether a gzip stream ended early (what came before it is kept: its whole planes are read)."""
+    check_readable(path)
     if not is_gzip(path):
-        return path.read_bytes()
+        return path.read_bytes(), False
     source = ByteSource(path)
     data = b"".join(source.blocks())
-    if source.truncated:
-        raise TraceError(path, "gzip stream ends early", "the file is truncated")
-    del size
-    return data
+    return data, source.truncated
 
 
 class _Rows:
@@ -146,10 +145,12 @@ class _Reader:
     # -- the file -------------------------------------------------------------------------------------
 
     def run(self, progress) -> Trace:
-        data = _load(self.path)
+        data, cut = _load(self.path)
         total = len(data)
         planes, note = self._planes(data)
         del data
+        if cut and not note:
+            note = "file is truncated (its gzip stream ends early): the planes before the cut are read"
         if note:
             self.builder.warn(note, 1)
             self.builder.metadata["truncated"] = True
