@@ -145,22 +145,20 @@ class _Reader:
     # -- the file -------------------------------------------------------------------------------------
 
     def run(self, progress) -> Trace:
-        data, cut = _load(self.path)
-        total = len(data)
-        planes, note = self._planes(data)
-        del data
-        if cut and not note:
-            note = "file is truncated (its gzip stream ends early): the planes before the cut are read"
+        planes, note, total = self._planes()
         if note:
             self.builder.warn(note, 1)
             self.builder.metadata["truncated"] = True
         self._environment(planes)
         done = 0
-        for i, raw in enumerate(planes):
-            planes[i] = b""  # freed as we go
+        for i in range(len(planes)):
+            raw, planes[i] = planes[i], b""  # each plane's bytes freed once decoded
             done += len(raw)
-            self._plane(raw)
+            plane = self._parse("LazyPlane", raw)
             del raw
+            if plane is not None:
+                self._plane(plane)
+            del plane
             if progress is not None:
                 progress(done, total)
         self._flush()
@@ -172,20 +170,26 @@ class _Reader:
                              "the profile may have been stopped before anything ran")
         return self._finish()
 
-    def _planes(self, data: bytes) -> tuple[list[bytes], str]:
-        """Each plane's bytes; a damaged file gives its whole planes up to the damage and a warning."""
+    def _planes(self) -> tuple[list[bytes], str, int]:
+        """Each plane's bytes, what to say about damage, the file's size; a damaged file gives its whole planes up to
+        the damage. The file's bytes are dropped as soon as they are parsed (peak: twice the file, not three times)."""
         DecodeError = protobuf("message").DecodeError  # noqa: N806
+        data, cut = _load(self.path)
+        total = len(data)
         space = self.cls["LazySpace"]()
         try:
             space.ParseFromString(data)
         except (DecodeError, RuntimeError, ValueError):
-            return self._salvage(data)
+            planes, note = self._salvage(data)
+            return planes, note, total
+        del data
         planes = list(space.planes)
         if not planes:
             raise TraceError(self.path, "is an XSpace with no planes", "the profiler wrote nothing")
-        for note in list(space.errors)[:3]:
-            self.builder.warn(f"profiler error recorded in the file: {note[:200]}", 1)
-        return planes, ""
+        for error in list(space.errors)[:3]:
+            self.builder.warn(f"profiler error recorded in the file: {error[:200]}", 1)
+        note = "file is truncated (its gzip stream ends early): the planes before the cut are read" if cut else ""
+        return planes, note, total
 
     def _salvage(self, data: bytes) -> tuple[list[bytes], str]:
         """Frame the top-level records (field 1, a plane; 2-4, strings) by hand and keep the planes that decode."""
@@ -244,10 +248,7 @@ class _Reader:
             return None
         return message
 
-    def _plane(self, raw: bytes) -> None:
-        plane = self._parse("LazyPlane", raw)
-        if plane is None:
-            return
+    def _plane(self, plane) -> None:
         name = plane.name
         if name == "Task Environment":
             return
