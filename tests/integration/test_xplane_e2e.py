@@ -176,3 +176,16 @@ def test_keras_xplane_and_its_trace_viewer_json_give_the_same_ops_and_steps_span
         return max(ends) - min(trace.events["ts_ns"].to_pylist())
 
     assert span(xplane) == span(viewer) == 540_754_423
+
+
+def test_only_the_xplanes_among_the_shared_files_sniff_as_xspace():
+    from support.shared import SHARED_TRACES
+
+    from opscope.ingest.registry import read_head
+    from opscope.ingest.xplane import READER
+
+    shared_trace(KERAS)
+    files = [p for p in SHARED_TRACES.rglob("*") if p.is_file()]
+    taken = {str(p.relative_to(SHARED_TRACES)) for p in files if READER.sniff(p, read_head(p))}
+    assert taken == {KERAS, JAX, TF_GPU}
+    assert len(files) > 20
