@@ -183,6 +183,15 @@ def test_without_task_environment_times_stay_as_written(tmp_path):
     assert "profile_start_time_ns" not in trace.metadata
 
 
+def test_lines_already_on_the_epoch_are_not_shifted(tmp_path):
+    space = _space()
+    for plane in space.planes:
+        for line in plane.lines:
+            line.timestamp_ns += START
+    trace = open_trace(_write(tmp_path, space), use_cache=False)
+    assert min(trace.events["ts_ns"].to_pylist()) == START + 1000 + 1000
+
+
 def test_sub_nanosecond_times_are_rounded_down_and_said(tmp_path):
     space = classes()["XSpace"]()
     host = Plane(space, "/host:CPU")

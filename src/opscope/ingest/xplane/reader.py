@@ -301,7 +301,7 @@ class _Reader:
         shapes_col, dtypes_col, args_col = rows.shapes, rows.dtypes, rows.args
         correlations = self.correlations
         keep = None if keep_args else _HOST_STATS
-        base = self.origin + line.timestamp_ns
+        base = self._base(line)
         n = 0
         for ev in line.events:
             offset = ev.offset_ps
@@ -416,7 +416,7 @@ class _Reader:
         stream = int(m.group(1)) if m else line.id
         tid = str(stream)
         self.thread_names[f"{pid}/{tid}"] = line.name
-        base = self.origin + line.timestamp_ns
+        base = self._base(line)
         rows = self.rows
         keep_args = self.keep_args
         kind_col, name_col, ts_col, dur_col, corr_col, args_col = (rows.kind, rows.name, rows.ts, rows.dur, rows.corr,
@@ -474,11 +474,17 @@ class _Reader:
         self.rows.dtypes.extend([None] * n)
 
     def _device_step_line(self, line, pid: str, meta: dict) -> None:
-        base = self.origin + line.timestamp_ns
+        base = self._base(line)
         for i, ev in enumerate(line.events):
             name = meta.get(ev.metadata_id, ("",))[0]
             step = int(name) if name.isdigit() and len(name) < 18 else i
             self.device_steps.append((step, base + ev.offset_ps // 1000, ev.duration_ps // 1000, pid, str(line.id)))
+
+    def _base(self, line) -> int:
+        """A line's start on the epoch: XProf's saved files count line times from the profile's start (Task
+        Environment's ``profile_start_time``); a line already on the epoch (a raw profiler dump) is kept as it is."""
+        ts = line.timestamp_ns
+        return ts + self.origin if ts < self.origin // 2 else ts
 
     # -- rows ---------------------------------------------------------------------------------------------
 
