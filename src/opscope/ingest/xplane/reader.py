@@ -225,7 +225,7 @@ class _Reader:
             if plane is None or plane.name != "Task Environment":
                 continue
             stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
-            env = {stat_names.get(s.metadata_id, str(s.metadata_id)): _value(s, stat_names) for s in plane.stats}
+            env = {stat_names.get(s.metadata_id, str(s.metadata_id)): _plain(s, stat_names) for s in plane.stats}
             start = env.get("profile_start_time")
             if isinstance(start, int) and 0 < start < 1 << 62:
                 self.builder.metadata["profile_start_time_ns"] = start
@@ -379,9 +379,10 @@ class _Reader:
         for s in plane.stats:
             key = stat_names.get(s.metadata_id)
             if key in _DEVICE_PROPS:
-                props[_DEVICE_PROPS[key]] = _value(s, stat_names)
+                props[_DEVICE_PROPS[key]] = _plain(s, stat_names)
         self.devices.append(props)
-        meta = {mid: (m.name or m.display_name, _stats(m.stats, stat_names) if m.stats else None)
+        meta = {mid: (m.name or m.display_name or "(unnamed kernel)", _stats(m.stats, stat_names) if m.stats else None,
+                      _device_kind(m.name or m.display_name))
                 for mid, m in plane.event_metadata.items()}
         streams = 0
         xla_ops: list[bytes] = []
@@ -422,9 +423,10 @@ class _Reader:
         kind_col, name_col, ts_col, dur_col, corr_col, args_col = (rows.kind, rows.name, rows.ts, rows.dur, rows.corr,
                                                                    rows.args)
         correlations = self.correlations
-        missing = ("(unnamed kernel)", None)
-        kinds: dict[str, str] = {}
+        missing = ("(unnamed kernel)", None, "kernel")
         keep = None if keep_args else _DEVICE_STATS
+        ids = {name: mid for mid, name in stat_names.items()}
+        corr_mid, ctx_mid = ids.get("correlation_id", -1), ids.get("context_id", -1)
         n = 0
         for ev in line.events:
             offset = ev.offset_ps
@@ -434,23 +436,32 @@ class _Reader:
             dur_ps = ev.duration_ps
             if offset % 1000 or dur_ps % 1000:
                 self.sub_ns += 1
-            name, md_stats = meta.get(ev.metadata_id, missing)
-            stats = _stats(ev.stats, stat_names, keep) if ev.stats else None
-            if md_stats:
-                stats = {**md_stats, **stats} if stats else dict(md_stats)
-            kind = kinds.get(name)
-            if kind is None:
-                lower = name[:6].lower()
-                kind = kinds[name] = ("memcpy" if lower.startswith("memcpy") else "memset"
-                                      if lower.startswith("memset") else "kernel")
+            name, md_stats, kind = meta.get(ev.metadata_id, missing)
             corr = None
-            if stats and "correlation_id" in stats:
-                key = (stats["correlation_id"], stats.get("context_id"))
-                corr = correlations.get(key)
-                if corr is None:
-                    corr = correlations[key] = len(correlations) + 1
+            if keep_args or md_stats:
+                stats = _stats(ev.stats, stat_names, keep) if ev.stats else None
+                if md_stats:
+                    stats = {**md_stats, **stats} if stats else dict(md_stats)
+                if stats and "correlation_id" in stats:
+                    key = (stats["correlation_id"], stats.get("context_id"))
+                    corr = correlations.get(key)
+                    if corr is None:
+                        corr = correlations[key] = len(correlations) + 1
+            else:  # only the link is needed: read its two stats, nothing else
+                cid = ctx = None
+                for st in ev.stats:
+                    mid = st.metadata_id
+                    if mid == corr_mid:
+                        cid = _plain(st, stat_names)
+                    elif mid == ctx_mid:
+                        ctx = _plain(st, stat_names)
+                if cid is not None:
+                    key = (cid, ctx)
+                    corr = correlations.get(key)
+                    if corr is None:
+                        corr = correlations[key] = len(correlations) + 1
             kind_col.append(kind)
-            name_col.append(name or "(unnamed kernel)")
+            name_col.append(name)
             ts_col.append(base + offset // 1000)
             dur_col.append(dur_ps // 1000)
             corr_col.append(corr)
@@ -476,7 +487,7 @@ class _Reader:
     def _device_step_line(self, line, pid: str, meta: dict) -> None:
         base = self._base(line)
         for i, ev in enumerate(line.events):
-            name = meta.get(ev.metadata_id, ("",))[0]
+            name = meta[ev.metadata_id][0] if ev.metadata_id in meta else ""
             step = int(name) if name.isdigit() and len(name) < 18 else i
             self.device_steps.append((step, base + ev.offset_ps // 1000, ev.duration_ps // 1000, pid, str(line.id)))
 
@@ -563,6 +574,11 @@ class _Reader:
                 for step, (start, end, pid, tid) in sorted(by_step.items(), key=lambda kv: kv[1][0])]
 
 
+def _device_kind(name: str) -> str:
+    lower = name[:6].lower()
+    return "memcpy" if lower == "memcpy" else "memset" if lower == "memset" else "kernel"
+
+
 def _is_tf_op(name: str, display: str) -> bool:
     """``scope/node:Type`` with display name ``Type`` (a CamelCase op type, not ``Class::method``)."""
     return (bool(display) and name.endswith(":" + display) and not name.endswith("::" + display)
@@ -586,16 +602,15 @@ def _host_class(name: str, display: str, is_tf: bool) -> tuple[int, str, dict | 
     return _ANNOTATION, name or display or "(unnamed event)", None
 
 
-def _value(stat, stat_names: dict[int, str]) -> Any:
+def _plain(stat, stat_names: dict[int, str]) -> Any:
+    """One stat's value (``ref_value`` as the text it names)."""
     which = stat.WhichOneof("value")
     if which is None:
         return None
     value = getattr(stat, which)
     if which == "ref_value":
         return stat_names.get(value, value)
-    if which == "bytes_value":
-        return f"<{len(value)} bytes>"
-    return value
+    return f"<{len(value)} bytes>" if which == "bytes_value" else value
 
 
 def _stats(stats, stat_names: dict[int, str], keep: frozenset[str] | None = None) -> dict[str, Any]:
