@@ -221,8 +221,11 @@ class _Reader:
     def _environment(self, planes: list[bytes]) -> None:
         """Task Environment's profile start time: the epoch that the lines' (normalised) timestamps count from."""
         for raw in planes:
+            head = self._parse("PlaneHead", raw, count=False)  # the name only: the big planes are decoded later
+            if head is None or head.name != "Task Environment":
+                continue
             plane = self._parse("LazyPlane", raw, count=False)
-            if plane is None or plane.name != "Task Environment":
+            if plane is None:
                 continue
             stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
             env = {stat_names.get(s.metadata_id, str(s.metadata_id)): _plain(s, stat_names) for s in plane.stats}

@@ -80,7 +80,8 @@ def _file() -> Any:
                                ("metadata", 3, "bytes"), ("stats", 5, "message", "repeated", pkg + "XStat"),
                                ("child_id", 6, "int64", "repeated")])
     message("XStatMetadata", [("id", 1, "int64"), ("name", 2, "string"), ("description", 3, "string")])
-    # opscope's lazy views of the same bytes (see the module docstring)
+    # opscope's lazy views of the same bytes (see the module docstring); PlaneHead reads a plane's id and name only
+    message("PlaneHead", [("id", 1, "int64"), ("name", 2, "string")])
     message("LazySpace", [("planes", 1, "bytes", "repeated"), ("errors", 2, "string", "repeated"),
                           ("warnings", 3, "string", "repeated"), ("hostnames", 4, "string", "repeated")])
     lazy = message("LazyPlane", [*plane_fields[:2], ("lines", 3, "bytes", "repeated"), *plane_fields[3:]])
@@ -98,6 +99,6 @@ def classes() -> dict[str, type]:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(_file())
     names = ("XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "LazySpace",
-             "LazyPlane")
+             "LazyPlane", "PlaneHead")
     return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.profiler.{n}"))
             for n in names}
