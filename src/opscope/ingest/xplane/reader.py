@@ -8,14 +8,17 @@ entry whose name is the text.
 
 Host events: a TensorFlow op is named ``scope/node:Type`` with display name ``Type`` and becomes a ``cpu_op`` named
 by its type (node and scope in its args, its ``shape`` stat in ``shapes``), as XProf's framework op stats group
-them; ``$file.py:12 fn`` (JAX's Python tracer) is ``python``; driver calls (``hip*``, ``cu*``) and any event with a
-``correlation_id`` are ``runtime``; TensorFlow's own instrumentation is ``runtime`` in a TF run (the Chrome reader's
-rule for XProf's trace viewer JSON, so that self time is computed as XProf does); the rest is ``user_annotation``.
+them; an XLA op run on a host thread (JAX on CPU: an event with an ``hlo_op`` stat) is a ``cpu_op`` named by its HLO
+instruction without its ``.N``; ``$file.py:12 fn`` (JAX's Python tracer) is ``python``; driver calls (``hip*``,
+``cu*``) and any event with a ``correlation_id`` are ``runtime``; TensorFlow's own instrumentation is ``runtime`` in a
+TF run (the Chrome reader's rule for XProf's trace viewer JSON, so that self time is computed as XProf does); the rest
+is ``user_annotation``.
 ``MemoryAllocation``/``MemoryDeallocation`` go to the memory table. Device events on ``Stream #N(...)`` lines are
 kernels, copies and sets on device N, stream N, linked to their launch by the correlation id (TF's older tracer
 numbers correlations per CUDA context, so the key is the pair (``correlation_id``, ``context_id``), given one
 int64). XProf's derived lines (``TensorFlow Ops``, ``XLA Ops``, ``Steps``...) repeat the streams and are skipped,
-except ``Steps`` for the steps when the host has no ``step_num`` markers.
+except ``Steps`` for the steps when the host has no ``step_num`` markers. Saved files count line times from the
+profile's start: Task Environment's ``profile_start_time`` is added, so times are on the epoch where the file says it.
 """
 
 from __future__ import annotations
