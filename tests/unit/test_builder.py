@@ -109,7 +109,7 @@ def test_registry_is_explicit_and_fails_loudly(tmp_path):
     assert READERS and all(isinstance(r, Reader) for r in READERS)
     assert len({r.name for r in READERS}) == len(READERS)
     assert reader_named("chrome_json") is READERS[-1]  # other formats are sniffed first, JSON's loose sniff last
-    with pytest.raises(UnknownReaderError, match="no reader named 'no_such'; the readers are: .*chrome_json"):
+    with pytest.raises(UnknownReaderError, match=r"no reader named 'no_such'; the readers are: .*chrome_json"):
         reader_named("no_such")
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
     assert pick_reader(path).name == "chrome_json"
