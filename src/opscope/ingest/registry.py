@@ -24,6 +24,7 @@ from opscope.ingest.rocprof.trace_csv import READER as ROCPROF_CSV
 from opscope.ingest.rocprof.v1_json import READER as ROCPROF_JSON
 from opscope.ingest.rocprof.v3_json import READER as ROCPROF_V3_JSON
 from opscope.ingest.source import ByteSource
+from opscope.ingest.xplane import READER as XPLANE_PB
 from opscope.model.trace import Trace
 
 Progress = Callable[[int, int], None]
@@ -64,6 +65,7 @@ READERS: tuple[Reader, ...] = (
     ROCPROF_CSV,
     ROCPROF_STATS,
     ROCPROF_COMPUTE_INFO,
+    XPLANE_PB,
     CHROME_JSON,
 )
 

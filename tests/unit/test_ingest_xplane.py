@@ -1,0 +1,348 @@
+"""The XSpace reader on XSpace messages built here with the schema's message class; expected values by hand."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import zlib
+from pathlib import Path
+
+import pytest
+from support.cli import assert_one_line_error, run_cli
+
+from opscope.analyses.links import link_table
+from opscope.analyses.ops import op_table
+from opscope.errors import TraceError
+from opscope.ingest import open_trace
+from opscope.ingest.registry import pick_reader, read_head
+from opscope.ingest.xplane import READER, looks_like_xspace
+from opscope.ingest.xplane.reader import derived_line
+from opscope.ingest.xplane.schema import classes
+
+START = 1_700_000_000_000_000_000  # Task Environment's profile_start_time
+
+
+class Plane:
+    """Builds one XPlane: event and stat metadata are numbered as they are first named."""
+
+    def __init__(self, space, name: str, plane_id: int = 0) -> None:
+        self.p = space.planes.add(id=plane_id, name=name)
+        self.events: dict[tuple[str, str], int] = {}
+        self.stats: dict[str, int] = {}
+
+    def stat_id(self, name: str) -> int:
+        if name not in self.stats:
+            self.stats[name] = len(self.stats) + 1
+            self.p.stat_metadata[self.stats[name]].id = self.stats[name]
+            self.p.stat_metadata[self.stats[name]].name = name
+        return self.stats[name]
+
+    def set_stat(self, target, name: str, value) -> None:
+        stat = target.add(metadata_id=self.stat_id(name))
+        if isinstance(value, tuple) and value[0] == "ref":
+            stat.ref_value = self.stat_id(value[1])
+        elif isinstance(value, str):
+            stat.str_value = value
+        elif isinstance(value, float):
+            stat.double_value = value
+        elif value < 0:
+            stat.int64_value = value
+        else:
+            stat.uint64_value = value
+
+    def line(self, line_id: int, name: str, timestamp_ns: int = 0):
+        return self.p.lines.add(id=line_id, name=name, timestamp_ns=timestamp_ns)
+
+    def event(self, line, name: str, offset_ps: int, duration_ps: int, display: str = "", **stats) -> None:
+        key = (name, display)
+        if key not in self.events:
+            self.events[key] = len(self.events) + 1
+            md = self.p.event_metadata[self.events[key]]
+            md.id, md.name, md.display_name = self.events[key], name, display
+        ev = line.events.add(metadata_id=self.events[key], offset_ps=offset_ps, duration_ps=duration_ps)
+        for k, v in stats.items():
+            self.set_stat(ev.stats, k, v)
+
+
+def _space(environment: bool = True):
+    space = classes()["XSpace"]()
+    host = Plane(space, "/host:CPU")
+    python = host.line(11, "python", timestamp_ns=1000)
+    # train step 0 (root) from 1,000 ns + 1 us to + 101 us
+    host.event(python, "train", 1_000_000, 100_000_000, step_num=0, _r=1)
+    host.event(python, "$model.py:12 forward", 2_000_000, 50_000_000)
+    pool = host.line(-22, "tf_Compute/-22", timestamp_ns=1000)
+    host.event(pool, "model/dense/MatMul:MatMul", 10_000_000, 30_000_000, display="MatMul",
+               shape="(float[4,8];float[8,2])")
+    host.event(pool, "ThreadpoolListener::Region", 12_000_000, 5_000_000)  # TF runtime inside an op: op time
+    host.event(pool, "model/relu:Relu", 45_000_000, 5_000_000, display="Relu")
+    host.event(pool, "hipLaunchKernel", 20_000_000, 2_000_000, correlation_id=7, context_id="$$1")
+    host.event(pool, "cudaLaunchKernel", 25_000_000, 1_000_000, correlation_id=7, context_id="$$2")
+    host.event(pool, "MemoryAllocation", 30_000_000, 0, allocator_name="GPU_1_bfc", allocation_bytes=512,
+               bytes_allocated=1536, bytes_reserved=0, addr=4096)
+    host.event(pool, "MemoryDeallocation", 40_000_000, 0, allocator_name="GPU_1_bfc", allocation_bytes=512,
+               bytes_allocated=1024, bytes_reserved=0, addr=4096)
+    gpu = Plane(space, "/device:GPU:1", plane_id=1)
+    for name, value in (("memory_size", 16 << 30), ("compute_cap_major", 8), ("compute_cap_minor", 6)):
+        gpu.set_stat(gpu.p.stats, name, value)
+    stream = gpu.line(7, "Stream #7(Kernel)", timestamp_ns=2000)
+    gpu.event(stream, "gemm_kernel", 30_000_000, 4_000_000, correlation_id=7, context_id="$$1",
+              kernel_details=("ref", "regs:32 grid:10,2,1 block:256,1,1"))
+    gpu.event(stream, "relu_kernel", 35_000_000, 1_500_000, correlation_id=7, context_id="$$2")
+    copies = gpu.line(8, "Stream #8(MemcpyH2D)", timestamp_ns=2000)
+    gpu.event(copies, "MemcpyH2D", 40_000_000, 2_000_000)
+    derived = gpu.line(-559038734, "TensorFlow Ops", timestamp_ns=2000)  # repeats the kernels
+    gpu.event(derived, "model/dense/MatMul", 30_000_000, 4_000_000, display="MatMul")
+    odd = gpu.line(0xDEADBEEF + 5, "Some Derived View", timestamp_ns=2000)  # derived by id only
+    gpu.event(odd, "x", 30_000_000, 4_000_000)
+    steps = gpu.line(-559038737, "Steps", timestamp_ns=2000)
+    gpu.event(steps, "0", 29_000_000, 10_000_000)
+    if environment:
+        env = Plane(space, "Task Environment")
+        env.set_stat(env.p.stats, "profile_start_time", START)
+    return space
+
+
+def _write(tmp_path: Path, space, name: str = "run.xplane.pb") -> Path:
+    path = tmp_path / name
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def test_host_and_device_events_map_to_the_model(tmp_path):
+    trace = open_trace(_write(tmp_path, _space()), use_cache=False)
+    rows = trace.select(["kind", "name", "ts_ns", "dur_ns", "device", "stream", "correlation", "shapes",
+                         "dtypes", "self_ns", "step"]).to_pylist()
+    by = {r["name"]: r for r in rows}
+    # host: line timestamp 1,000 ns + offset; the epoch added
+    assert by["train"]["kind"] == "user_annotation" and by["train"]["ts_ns"] == START + 1000 + 1000
+    assert by["model.py:12 forward"]["kind"] == "python"
+    assert by["MatMul"]["kind"] == "cpu_op" and by["MatMul"]["dur_ns"] == 30_000
+    assert by["MatMul"]["ts_ns"] == START + 1000 + 10_000
+    assert json.loads(by["MatMul"]["shapes"]) == [[4, 8], [8, 2]]
+    assert json.loads(by["MatMul"]["dtypes"]) == ["float", "float"]
+    # XProf's self time: the TF runtime region inside MatMul is MatMul's own time
+    assert by["MatMul"]["self_ns"] == 30_000
+    assert by["ThreadpoolListener::Region"]["kind"] == "runtime"
+    assert by["hipLaunchKernel"]["kind"] == "runtime" and by["cudaLaunchKernel"]["kind"] == "runtime"
+    # device: kernels on device 1, stream 7; the copy on stream 8; derived lines skipped (no "x", one MatMul)
+    assert (by["gemm_kernel"]["kind"], by["gemm_kernel"]["device"], by["gemm_kernel"]["stream"]) == ("kernel", 1, 7)
+    assert by["gemm_kernel"]["ts_ns"] == START + 2000 + 30_000 and by["gemm_kernel"]["dur_ns"] == 4_000
+    assert (by["MemcpyH2D"]["kind"], by["MemcpyH2D"]["stream"]) == ("memcpy", 8)
+    assert "x" not in by and sum(r["name"] == "MatMul" for r in rows) == 1
+    assert sum(r["kind"] in ("kernel", "memcpy") for r in rows) == 3
+    # correlation 7 in two contexts: two different links
+    assert by["gemm_kernel"]["correlation"] == by["hipLaunchKernel"]["correlation"]
+    assert by["relu_kernel"]["correlation"] == by["cudaLaunchKernel"]["correlation"]
+    assert by["gemm_kernel"]["correlation"] != by["relu_kernel"]["correlation"]
+    names = trace.events["name"].to_pylist()
+    links = {names[d]: names[ln] for d, ln in zip(link_table(trace)["device_row"].to_pylist(),
+                                                 link_table(trace)["launch_row"].to_pylist()) if ln is not None}
+    assert links == {"gemm_kernel": "hipLaunchKernel", "relu_kernel": "cudaLaunchKernel"}
+    # the host step marker wins over the device Steps line: step 0 is "train"
+    assert trace.steps.to_pylist()[0]["ts_ns"] == START + 2000 and trace.steps.to_pylist()[0]["dur_ns"] == 100_000
+    assert by["gemm_kernel"]["step"] == 0
+    assert trace.metadata["tool"] == "tensorflow" and trace.metadata["format"] == "xplane_pb"
+    assert trace.metadata["device_properties"] == [
+        {"id": 1, "name": "/device:GPU:1", "type": "GPU", "totalGlobalMem": 16 << 30, "computeMajor": 8,
+         "computeMinor": 6}]
+    warnings = {w["problem"]: w["count"] for w in trace.metadata["warnings"]}
+    assert warnings == {"device events on lines XProf derived from the streams (skipped, not counted twice): "
+                        "not mapped": 2}
+    mem = trace.memory.to_pylist()
+    assert [(m["bytes"], m["total_allocated"], m["device_type"], m["device_id"], m["addr"]) for m in mem] == [
+        (512, 1536, 1, 1, 4096), (-512, 1024, 1, 1, 4096)]
+    ops = {r["name"]: r for r in op_table(trace).to_pylist()}
+    assert set(ops) == {"MatMul", "Relu"}
+
+
+def test_args_keep_node_scope_and_kernel_details(tmp_path):
+    trace = open_trace(_write(tmp_path, _space()), use_cache=False)
+    names = trace.events["name"].to_pylist()
+    args = {names[i]: json.loads(a) for i, a in zip(trace.args["event_id"].to_pylist(),
+                                                     trace.args["args"].to_pylist()) if a}
+    assert args["MatMul"]["node"] == "model/dense/MatMul" and args["MatMul"]["scope"] == "model/dense"
+    assert args["gemm_kernel"]["grid"] == [10, 2, 1] and args["gemm_kernel"]["block"] == [256, 1, 1]
+    assert args["gemm_kernel"]["kernel_details"] == "regs:32 grid:10,2,1 block:256,1,1"
+
+
+def test_device_steps_line_when_the_host_marks_none(tmp_path):
+    space = _space()
+    python = space.planes[0].lines[0]
+    for stat in python.events[0].stats:
+        stat.metadata_id = 999  # unnamed: the train event no longer carries step_num
+    trace = open_trace(_write(tmp_path, space), use_cache=False)
+    assert [(s["step"], s["ts_ns"], s["dur_ns"]) for s in trace.steps.to_pylist()] == [(0, START + 2000 + 29_000,
+                                                                                         10_000)]
+
+
+def test_without_task_environment_times_stay_as_written(tmp_path):
+    trace = open_trace(_write(tmp_path, _space(environment=False)), use_cache=False)
+    assert min(trace.events["ts_ns"].to_pylist()) == 1000 + 1000
+    assert "profile_start_time_ns" not in trace.metadata
+
+
+def test_lines_already_on_the_epoch_are_not_shifted(tmp_path):
+    space = _space()
+    for plane in space.planes:
+        for line in plane.lines:
+            line.timestamp_ns += START
+    trace = open_trace(_write(tmp_path, space), use_cache=False)
+    assert min(trace.events["ts_ns"].to_pylist()) == START + 1000 + 1000
+
+
+def test_sub_nanosecond_times_are_rounded_down_and_said(tmp_path):
+    space = classes()["XSpace"]()
+    host = Plane(space, "/host:CPU")
+    line = host.line(1, "main")
+    host.event(line, "step", 1_500, 2_700)
+    trace = open_trace(_write(tmp_path, space), use_cache=False)
+    assert trace.select(["ts_ns", "dur_ns"]).to_pylist() == [{"ts_ns": 1, "dur_ns": 2}]
+    assert any("fraction of a nanosecond" in w["problem"] for w in trace.metadata["warnings"])
+
+
+def test_xla_ops_run_on_the_host_are_ops(tmp_path):
+    """JAX on CPU (recorded with jax 0.10.2): XLA runs each HLO instruction on a host thread, with hlo_op stats."""
+    space = classes()["XSpace"]()
+    meta = Plane(space, "/host:metadata")
+    meta.set_stat(meta.p.stats, "jax_version", "0.10.2")
+    host = Plane(space, "/host:CPU")
+    line = host.line(5, "tf_XLAPjRtCpuClient/5")
+    host.event(line, "dot.3", 0, 7_000, hlo_op=("ref", "dot.3"), hlo_module=("ref", "jit_step"))
+    host.event(line, "dot.4", 10_000, 3_000, hlo_op=("ref", "dot.4"), hlo_module=("ref", "jit_step"))
+    host.event(line, "ynn_fusion", 20_000, 5_000, hlo_op=("ref", "ynn_fusion"), hlo_module=("ref", "jit_step"))
+    host.event(line, "TaskDispatcher::dispatch", 30_000, 1_000)
+    trace = open_trace(_write(tmp_path, space), use_cache=False)
+    assert trace.metadata["tool"] == "jax" and trace.metadata["jax_version"] == "0.10.2"
+    assert {r["name"]: (r["calls"], r["self_ns"]) for r in op_table(trace).to_pylist()} == {
+        "dot": (2, 10), "ynn_fusion": (1, 5)}
+    assert trace.select(["kind"]).to_pylist()[-1] == {"kind": "user_annotation"}
+
+
+def test_gzip_xplane_reads_the_same(tmp_path):
+    data = _space().SerializeToString()
+    path = tmp_path / "run.xplane.pb.gz"
+    path.write_bytes(gzip.compress(data))
+    assert pick_reader(path).name == "xplane_pb"
+    plain = open_trace(_write(tmp_path, _space()), use_cache=False)
+    zipped = open_trace(path, use_cache=False)
+    assert zipped.events.select(["name", "ts_ns", "dur_ns"]).equals(plain.events.select(["name", "ts_ns", "dur_ns"]))
+
+
+def test_a_cut_gzip_keeps_the_planes_before_the_cut(tmp_path):
+    space = _space()
+    data = space.SerializeToString()
+    host_only = classes()["XSpace"](planes=[space.planes[0]]).SerializeToString()
+    assert data.startswith(host_only)
+    packed = gzip.compress(data)
+    # the shortest cut of the gzip file that inflates to the whole host plane and less than the whole file
+    keep = next(k for k in range(10, len(packed)) if len(zlib.decompressobj(31).decompress(packed[:k])) >=
+                len(host_only))
+    assert len(zlib.decompressobj(31).decompress(packed[:keep])) < len(data)
+    path = tmp_path / "cut.xplane.pb.gz"
+    path.write_bytes(packed[:keep])
+    trace = open_trace(path, use_cache=False)
+    assert "MatMul" in trace.events["name"].to_pylist() and "gemm_kernel" not in trace.events["name"].to_pylist()
+    assert trace.metadata.get("truncated") is True
+    assert any(w["problem"].startswith("file is truncated") for w in trace.metadata["warnings"])
+
+
+# -- sniffing -----------------------------------------------------------------------------------------------
+
+def test_sniff_takes_xspaces_by_content(tmp_path):
+    assert looks_like_xspace(_space().SerializeToString())
+    space = classes()["XSpace"]()
+    space.planes.add(id=5, name="/device:GPU:5")  # a plane with an id is written "08 05 12 ..."
+    data = space.SerializeToString()
+    assert data[2:4] == b"\x08\x05" and looks_like_xspace(data)
+    env_first = classes()["XSpace"]()
+    env_first.planes.add(name="Task Environment")
+    assert looks_like_xspace(env_first.SerializeToString())
+    path = tmp_path / "no_suffix.bin"
+    path.write_bytes(data)
+    assert READER.sniff(path, read_head(path))
+
+
+def test_sniff_refuses_other_bytes():
+    rng = random.Random(17)
+    for _ in range(2000):
+        head = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+        assert not looks_like_xspace(head), head
+    other_plane = classes()["XSpace"]()
+    other_plane.planes.add(name="something else")
+    assert not looks_like_xspace(other_plane.SerializeToString())
+    line = classes()["XLine"](id=3, name="/host:CPU")  # a protobuf of another message
+    assert not looks_like_xspace(line.SerializeToString())
+    assert not looks_like_xspace(b'{"traceEvents": []}')
+    assert not looks_like_xspace(b"\x08\x07\x12\x04onnx")  # an ONNX model's head (ir_version, producer)
+    assert not looks_like_xspace(b"\x0a\x00")
+    assert not looks_like_xspace(b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x12")
+
+
+def test_derived_line_ids():
+    assert derived_line(-559038737, "") and derived_line(-559038734, "") and derived_line(0xDEADBEEF + 3, "")
+    assert derived_line(12, "XLA Modules") and not derived_line(12, "Stream #12(Kernel)")
+    assert not derived_line(0, "") and not derived_line(-1, "")
+
+
+# -- bad input ----------------------------------------------------------------------------------------------
+
+def test_truncated_everywhere_is_a_one_line_error_or_the_whole_planes(tmp_path):
+    space = _space()
+    data = space.SerializeToString()
+    host_end = len(classes()["XSpace"](planes=[space.planes[0]]).SerializeToString())  # where the host plane ends
+    recovered = 0
+    for cut in range(3, len(data) - 1, max(1, len(data) // 40)):
+        path = tmp_path / f"cut{cut}.xplane.pb"
+        path.write_bytes(data[:cut])
+        try:
+            trace = open_trace(path, use_cache=False)
+        except TraceError as exc:
+            assert str(path) in str(exc) and "\n" not in str(exc)
+            continue
+        # only a cut after the whole host plane recovers anything, and it says so
+        assert cut >= host_end
+        assert any("damaged" in w["problem"] for w in trace.metadata["warnings"])
+        assert trace.metadata["truncated"] is True
+        recovered += 1
+    assert recovered  # some cuts fell after the host plane
+
+
+def test_bad_files_exit_2_with_one_line(tmp_path, cache):
+    data = _space().SerializeToString()
+    cases = {
+        "corrupt": data[:20] + b"\xff" * (len(data) - 20),
+        "cut": data[: len(data) // 3],
+        "empty_plane": classes()["XSpace"](planes=[classes()["XPlane"](name="/host:CPU")]).SerializeToString(),
+        "hostnames_only": classes()["XSpace"](hostnames=["vm"]).SerializeToString(),
+        "random": bytes(random.Random(3).randrange(256) for _ in range(4096)),
+    }
+    for name, content in cases.items():
+        path = tmp_path / f"{name}.xplane.pb"
+        path.write_bytes(content)
+        res = run_cli("summary", str(path), cache=cache)
+        assert_one_line_error(res, path)
+
+
+def test_a_corrupt_line_is_skipped_and_said(tmp_path, cache):
+    space = _space()
+    data = space.SerializeToString()
+    line = space.planes[1].lines[1].SerializeToString()  # the copy stream of /device:GPU:1
+    at = data.index(line)
+    path = tmp_path / "corrupt.xplane.pb"
+    path.write_bytes(data[:at + 2] + b"\xff" * (len(line) - 2) + data[at + len(line):])
+    trace = open_trace(path, use_cache=False)
+    names = trace.events["name"].to_pylist()
+    assert "MemcpyH2D" not in names and "gemm_kernel" in names and "MatMul" in names
+    warnings = {w["problem"]: w["count"] for w in trace.metadata["warnings"]}
+    assert warnings["file is truncated or corrupt: planes or lines whose bytes do not decode (skipped)"] == 1
+    res = run_cli("summary", str(path), cache=cache)
+    assert res.returncode == 0 and "truncated or corrupt" in res.stderr
+
+
+def test_an_empty_plane_says_no_events(tmp_path):
+    path = tmp_path / "empty.xplane.pb"
+    path.write_bytes(classes()["XSpace"](planes=[classes()["XPlane"](name="/host:CPU")]).SerializeToString())
+    with pytest.raises(TraceError, match="no events"):
+        open_trace(path, use_cache=False)
