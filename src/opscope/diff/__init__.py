@@ -75,8 +75,8 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     check_level(op_level)
     fb, fn = framework_guess(base), framework_guess(new)
     if by != "api" and fb and fn and fb != fn:
-        raise UsageError(f"{labels[0]} is a {fb} trace and {labels[1]} a {fn} trace: their ops have different names; "
-                         "pass --by api to match ops across frameworks by their Python API")
+        raise UsageError(f"{labels[0]} is a trace of {fb} and {labels[1]} one of {fn}: their ops have different names; "
+                         "pass --by api to match ops across frameworks by their Python API or ONNX op type")
     sb, sn = spans(base, new, labels, steps=steps, whole_trace=whole_trace)
     with_shapes = by == "name,shapes"
     rows = [row_schema(with_shapes, sb.per_step).empty_table()]
