@@ -34,7 +34,7 @@ from opscope.ingest.chrome.json_stream import EventArrayStream
 from opscope.ingest.chrome.salvage import SalvageStats
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
-from opscope.model.builder import TraceBuilder, fast_type_inference, safe_str
+from opscope.model.builder import TraceBuilder, fast_type_inference, int_array, safe_str
 
 FORMAT = "rocprofv3_json"
 TOOL = "rocprofv3"
@@ -369,28 +369,19 @@ def _marker_messages(value: Any) -> dict[int, str]:
 
 # -- records -> columns ------------------------------------------------------------------------------------------
 
-def _ints(values: list) -> pa.Array:
-    """int64 column of the values; null where one is absent or beyond int64 (a uint64 handle)."""
-    try:
-        return pa.array(values, pa.int64())
-    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([v if v.__class__ is int and -(1 << 63) <= v < (1 << 63) else None for v in values],
-                        pa.int64())
-
-
 def _dispatch_columns(recs: list, keep_args: bool) -> dict[str, pa.Array]:
     info = [r.dispatch_info for r in recs]
     corr = [r.correlation_id for r in recs]
     cols = {
-        "start": _ints([r.start_timestamp for r in recs]),
-        "end": _ints([r.end_timestamp for r in recs]),
-        "tid": _ints([r.thread_id for r in recs]),
-        "corr": _ints([c.internal for c in corr]),
-        "ext": _ints([c.external for c in corr]),
-        "agent": _ints([i.agent_id.handle for i in info]),
-        "queue": _ints([i.queue_id.handle for i in info]),
-        "stream": _ints([None if r.stream_id is None else r.stream_id.handle for r in recs]),
-        "kernel_id": _ints([i.kernel_id for i in info]),
+        "start": int_array([r.start_timestamp for r in recs]),
+        "end": int_array([r.end_timestamp for r in recs]),
+        "tid": int_array([r.thread_id for r in recs]),
+        "corr": int_array([c.internal for c in corr]),
+        "ext": int_array([c.external for c in corr]),
+        "agent": int_array([i.agent_id.handle for i in info]),
+        "queue": int_array([i.queue_id.handle for i in info]),
+        "stream": int_array([None if r.stream_id is None else r.stream_id.handle for r in recs]),
+        "kernel_id": int_array([i.kernel_id for i in info]),
     }
     if keep_args:
         for name, get in (("dispatch_id", lambda i: i.dispatch_id), ("lds", lambda i: i.group_segment_size),
@@ -398,41 +389,41 @@ def _dispatch_columns(recs: list, keep_args: bool) -> dict[str, pa.Array]:
                           ("gx", lambda i: i.grid_size.x), ("gy", lambda i: i.grid_size.y),
                           ("gz", lambda i: i.grid_size.z), ("wx", lambda i: i.workgroup_size.x),
                           ("wy", lambda i: i.workgroup_size.y), ("wz", lambda i: i.workgroup_size.z)):
-            cols[name] = _ints([get(i) for i in info])
+            cols[name] = int_array([get(i) for i in info])
     return cols
 
 
 def _api_columns(recs: list) -> dict[str, pa.Array]:
     corr = [r.correlation_id for r in recs]
     return {
-        "start": _ints([r.start_timestamp for r in recs]),
-        "end": _ints([r.end_timestamp for r in recs]),
-        "tid": _ints([r.thread_id for r in recs]),
-        "corr": _ints([c.internal for c in corr]),
-        "ext": _ints([c.external for c in corr]),
-        "rkind": _ints([r.kind for r in recs]),
-        "op": _ints([r.operation for r in recs]),
+        "start": int_array([r.start_timestamp for r in recs]),
+        "end": int_array([r.end_timestamp for r in recs]),
+        "tid": int_array([r.thread_id for r in recs]),
+        "corr": int_array([c.internal for c in corr]),
+        "ext": int_array([c.external for c in corr]),
+        "rkind": int_array([r.kind for r in recs]),
+        "op": int_array([r.operation for r in recs]),
     }
 
 
 def _copy_columns(recs: list) -> dict[str, pa.Array]:
     cols = _api_columns(recs)
-    cols["src"] = _ints([r.src_agent_id.handle for r in recs])
-    cols["dst"] = _ints([r.dst_agent_id.handle for r in recs])
-    cols["bytes"] = _ints([r.bytes for r in recs])
-    cols["stream"] = _ints([None if r.stream_id is None else r.stream_id.handle for r in recs])
+    cols["src"] = int_array([r.src_agent_id.handle for r in recs])
+    cols["dst"] = int_array([r.dst_agent_id.handle for r in recs])
+    cols["bytes"] = int_array([r.bytes for r in recs])
+    cols["stream"] = int_array([None if r.stream_id is None else r.stream_id.handle for r in recs])
     return cols
 
 
 def _alloc_columns(recs: list) -> dict[str, pa.Array]:
     return {
-        "start": _ints([r.start_timestamp for r in recs]),
-        "tid": _ints([r.thread_id for r in recs]),
-        "rkind": _ints([r.kind for r in recs]),
-        "op": _ints([r.operation for r in recs]),
-        "agent": _ints([r.agent_id.handle for r in recs]),
-        "addr": _ints([_address(r.address) for r in recs]),
-        "size": _ints([r.allocation_size for r in recs]),
+        "start": int_array([r.start_timestamp for r in recs]),
+        "tid": int_array([r.thread_id for r in recs]),
+        "rkind": int_array([r.kind for r in recs]),
+        "op": int_array([r.operation for r in recs]),
+        "agent": int_array([r.agent_id.handle for r in recs]),
+        "addr": int_array([_address(r.address) for r in recs]),
+        "size": int_array([r.allocation_size for r in recs]),
     }
 
 
