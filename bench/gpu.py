@@ -102,6 +102,12 @@ def wall_and_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[flo
     return r["wall_s"], round(r["peak_rss_mb"])
 
 
+def median_wall_and_rss(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int]:
+    """:func:`wall_and_rss` ``repeat`` times: the median wall seconds and the largest peak RSS (MiB)."""
+    runs = [wall_and_rss(cmd, env) for _ in range(repeat)]
+    return statistics.median(r[0] for r in runs), max(r[1] for r in runs)
+
+
 def median_case(name: str, trace: str, runs: list[dict], command: list[str]) -> dict:
     ok = [r for r in runs if r["rc"] == 0]
     case = {"trace": trace, "case": name, "command": command, "runs": runs}

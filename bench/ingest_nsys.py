@@ -15,13 +15,12 @@ import os
 import random
 import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from gpu import wall_and_rss as run  # one child process: wall seconds and peak RSS (MiB)
+from gpu import median_wall_and_rss  # child processes: median wall seconds, largest peak RSS (MiB)
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "traces" / "nsys" / "perlmutter-cloverleaf-cuda.sqlite"
@@ -115,8 +114,7 @@ def measure(path: Path, repeat: int, env: dict[str, str]) -> list[tuple[str, flo
     }
     out = []
     for name, cmd in cases.items():
-        runs = [run(cmd, env) for _ in range(repeat)]
-        out.append((name, statistics.median(r[0] for r in runs), max(r[1] for r in runs)))
+        out.append((name, *median_wall_and_rss(cmd, repeat, env)))
     return out
 
 

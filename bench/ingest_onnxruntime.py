@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from gpu import wall_and_rss as run  # one child process: wall seconds and peak RSS (MiB)
+from gpu import median_wall_and_rss  # child processes: median wall seconds, largest peak RSS (MiB)
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "traces" / "generated" / "onnxruntime_cpu_profile.json"
@@ -72,8 +71,7 @@ def main() -> None:
                                                 "--no-cache"]}
         results = {}
         for name, cmd in cases.items():
-            runs = [run(cmd, env) for _ in range(args.repeat)]
-            results[name] = (statistics.median(r[0] for r in runs), max(r[1] for r in runs))
+            results[name] = median_wall_and_rss(cmd, args.repeat, env)
         base = results["orjson.loads"][0]
         for name, (wall, rss) in results.items():
             print(f"| {label} | {name} | {wall:.2f} | {wall / base:.1f} | {rss} |")
