@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 
 from opscope.errors import UsageError
@@ -26,15 +28,18 @@ SANDBOX: dict[str, str | bool | int | float | list[str]] = {
     "lock_configuration": True}
 
 
-def run_sql(trace: Trace, sql: str, sandbox: bool = False) -> pa.Table:
-    """Run DuckDB SQL over the trace's tables. The SQL is the user's own and, like any DuckDB session, may read
-    and write the files the user can (``read_csv('/etc/passwd')``, ``COPY ... TO``); ``sandbox`` takes that away
-    (:data:`SANDBOX`) for SQL that comes from someone else, e.g. behind a shared service."""
+def run_sql(trace: Trace | Mapping[str, object], sql: str, sandbox: bool = False) -> pa.Table:
+    """Run DuckDB SQL over the trace's tables, or over named tables (a job's rank-partitioned Arrow datasets,
+    which DuckDB scans lazily: only the columns and ranks the SQL needs are read). The SQL is the user's own and,
+    like any DuckDB session, may read and write the files the user can (``read_csv('/etc/passwd')``, ``COPY ...
+    TO``); ``sandbox`` takes that away (:data:`SANDBOX`) for SQL that comes from someone else, e.g. behind a
+    shared service."""
     import duckdb
 
     con = duckdb.connect(":memory:", config=SANDBOX if sandbox else {})
     try:
-        for name, table in trace.tables().items():
+        tables = trace.tables() if isinstance(trace, Trace) else trace
+        for name, table in tables.items():
             if name == "args" and "args" not in sql.lower():
                 continue  # the args table is the widest; load it only when asked for
             con.register(name, table)

@@ -61,6 +61,9 @@ class Section:
     caption: str | None = None
     #: rows that do not fit one Arrow schema (a finding with its evidence rows): data formats only
     records: Rows | None = None
+    #: a whole JSON document of several named tables (a job view): what JSON writes instead of the rows;
+    #: CSV writes the section's table
+    document: Mapping[str, Any] | None = None
     #: labelled lines shown as a grid on the terminal (an overview, a finding's estimate)
     fields: Sequence[tuple[str, str]] = ()
     #: prose shown as it is (a rule's explanation)

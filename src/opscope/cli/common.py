@@ -77,8 +77,15 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
     """:func:`load` without its lines on stderr, for a command that opens several traces: it calls
     :func:`announce` once all are open, so a file that fails to open is the run's only line."""
     from opscope.ingest import open_trace
+    from opscope.scale.discover import is_job_spec
     from opscope.sysmem import release_free_memory
 
+    if is_job_spec(path):
+        from opscope.errors import UsageError
+
+        raise UsageError(f"{path} names a job (a directory or glob of rank traces) and this command reads one trace: "
+                         "give it one rank's file; opscope job, summary, ops, kernels, steps, gpu, memory, scope, "
+                         "code and query take the whole job")
     _use_system_allocator()
     progress = _progress_for(path)
     try:
@@ -202,3 +209,26 @@ def event_filter(kinds: str | None = None, match: str | None = None, exclude: st
 
     return EventFilter(kinds=None if kinds is None else split(kinds), match=match, exclude=exclude,
                        steps=parse_steps(steps))
+
+
+def per_rank(spec: Path, fn: Any, no_cache: bool = False, **kwargs: Any) -> Report | None:
+    """When ``spec`` names a job (a directory of rank traces or a glob) rather than one trace: ``fn``'s report
+    (``fn(trace, **kwargs)``) for every rank, computed in parallel, as one table with a ``rank`` column; else
+    None. The executor is a local pool unless $OPSCOPE_DASK names a Dask scheduler (or local:N);
+    $OPSCOPE_WORKERS sets the pool's size."""
+    import os
+
+    from opscope.scale.discover import is_job_spec
+
+    if not is_job_spec(spec):
+        return None
+    from opscope.cli.job import TaskProgress
+    from opscope.scale.fanout import fan_out
+
+    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
+    progress = TaskProgress("reading ranks")
+    try:
+        return fan_out([spec], fn, kwargs, use_cache=not no_cache, dask=os.environ.get("OPSCOPE_DASK") or None,
+                       workers=int(workers) if workers.isdigit() else None, progress=progress)
+    finally:
+        progress.close()

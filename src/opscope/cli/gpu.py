@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, TraceArg, load, show
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, TraceArg, load, per_rank, show
 from opscope.errors import UsageError
 
 
@@ -54,4 +54,6 @@ def gpu(
     only: GpuPart | None = "idle" if idle else "launches" if launches else None
     if not short_gap_us * 1000 < 2**62:  # inf and nan too: the threshold becomes int64 nanoseconds
         raise UsageError(f"--short-gap-us takes a finite number of microseconds, not {short_gap_us}")
-    show(gpu_report(load(trace, no_cache), round(short_gap_us * 1000), only, limit), format)
+    job = per_rank(trace, gpu_report, no_cache, short_gap_ns=round(short_gap_us * 1000), only=only, limit=limit)
+    show(job if job is not None else gpu_report(load(trace, no_cache), round(short_gap_us * 1000), only, limit),
+         format)

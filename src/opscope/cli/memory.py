@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceArg, load, show, split
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceArg, load, per_rank, show, split
 
 
 class MemoryView(str, Enum):
@@ -50,5 +50,7 @@ def memory(
     from opscope.analyses.filters import parse_steps
     from opscope.analyses.reports import memory_report
 
-    show(memory_report(load(trace, no_cache), view.value if view else None, timeline,
-                       split(device) if device else None, sort, parse_steps(steps), limit), format)
+    args = (view.value if view else None, timeline, split(device) if device else None, sort, parse_steps(steps), limit)
+    job = per_rank(trace, memory_report, no_cache, view=args[0], timeline=timeline, devices=args[2], sort=sort,
+                   steps=args[4], limit=limit)
+    show(job if job is not None else memory_report(load(trace, no_cache), *args), format)

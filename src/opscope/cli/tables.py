@@ -18,6 +18,7 @@ from opscope.cli.common import (
     TraceArg,
     event_filter,
     load,
+    per_rank,
     show,
     split,
 )
@@ -41,6 +42,10 @@ def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt =
         if limit < 0:
             raise typer.BadParameter("must be 0 (all rows) or more", param_hint="--limit")
         top = limit or sys.maxsize
+    job = per_rank(trace, summary_report, no_cache, top=top)
+    if job is not None:
+        show(job, format)
+        return
     show(summary_report(load(trace, no_cache, inflation_note=False), top=top, run=find_run_info(trace)), format)
 
 
@@ -72,8 +77,14 @@ def ops(
     """
     from opscope.analyses.reports import gpu_ops_report, ops_report
 
-    t = load(trace, no_cache)
     filt = event_filter(kinds, match, exclude, steps)
+    job = per_rank(trace, gpu_ops_report, no_cache, by=split(by), filt=filt, sort=sort or "gpu_ns", kinds=kinds,
+                   names="full" if full_names else "short", limit=limit) if gpu else \
+        per_rank(trace, ops_report, no_cache, by=split(by), filt=filt, sort=sort or "self_ns", kinds=kinds, limit=limit)
+    if job is not None:
+        show(job, format)
+        return
+    t = load(trace, no_cache)
     if gpu:
         show(gpu_ops_report(t, split(by), filt, sort or "gpu_ns", kinds, "full" if full_names else "short", limit),
              format)
@@ -104,8 +115,10 @@ def kernels(
     """
     from opscope.analyses.reports import kernels_report
 
-    show(kernels_report(load(trace, no_cache), event_filter(None, match, exclude, steps), by_op, sort,
-                        "full" if full_names else "short", limit), format)
+    filt = event_filter(None, match, exclude, steps)
+    names = "full" if full_names else "short"
+    job = per_rank(trace, kernels_report, no_cache, filt=filt, by_op=by_op, sort=sort, names=names, limit=limit)
+    show(job if job is not None else kernels_report(load(trace, no_cache), filt, by_op, sort, names, limit), format)
 
 
 @app.command()
@@ -122,6 +135,10 @@ def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
     from opscope.analyses.recording import find_run_info
     from opscope.analyses.reports import steps_report
 
+    job = per_rank(trace, steps_report, no_cache, limit=limit)
+    if job is not None:
+        show(job, format)
+        return
     show(steps_report(load(trace, no_cache, inflation_note=False), limit, run=find_run_info(trace)), format)
 
 
@@ -148,8 +165,18 @@ def query(
     pid, value), memory (ts_ns, pid, tid, device_type, device_id, addr, bytes, total_allocated,
     total_reserved), args (event_id, args as JSON text).
 
+    TRACE may be a job (a directory or glob of rank traces): every rank is read into the cache in parallel and
+    the tables hold all ranks, with a `rank` column (a Parquet dataset partitioned by rank; DuckDB reads only
+    the columns and ranks the SQL needs).
+
     Example: opscope query t.json "select name, sum(dur_ns) from events where kind='kernel' group by 1"
     """
     from opscope.query import query_report, run_sql
+    from opscope.scale.discover import is_job_spec
 
+    if is_job_spec(trace):
+        from opscope.cli.job import job_tables
+
+        show(query_report(run_sql(job_tables(trace), sql, sandbox=sandbox), limit), format)
+        return
     show(query_report(run_sql(load(trace, no_cache), sql, sandbox=sandbox), limit), format)

@@ -17,6 +17,7 @@ from opscope.cli.common import (
     TraceArg,
     event_filter,
     load,
+    per_rank,
     show,
 )
 
@@ -49,8 +50,9 @@ def scope(
     """
     from opscope.analyses.reports import scope_report
 
-    show(scope_report(load(trace, no_cache), event_filter("cpu_op", match, exclude, steps), sort, max_depth, limit),
-         format)
+    filt = event_filter("cpu_op", match, exclude, steps)
+    job = per_rank(trace, scope_report, no_cache, filt=filt, sort=sort, max_depth=max_depth, limit=limit)
+    show(job if job is not None else scope_report(load(trace, no_cache), filt, sort, max_depth, limit), format)
 
 
 @app.command()
@@ -83,5 +85,9 @@ def code(
     """
     from opscope.analyses.reports import code_report
 
-    show(code_report(load(trace, no_cache), event_filter("cpu_op", match, exclude, steps), frames, flat,
-                     sort or ("self_ns" if flat else "total_ns"), max_depth, limit), format)
+    filt = event_filter("cpu_op", match, exclude, steps)
+    order = sort or ("self_ns" if flat else "total_ns")
+    job = per_rank(trace, code_report, no_cache, filt=filt, frames=frames, flat=flat, sort=order, max_depth=max_depth,
+                   limit=limit)
+    show(job if job is not None else code_report(load(trace, no_cache), filt, frames, flat, order, max_depth, limit),
+         format)

@@ -20,7 +20,11 @@ def _escaped(match: re.Match) -> bytes:
 
 
 def render(report: Report, out: Console, err: Console) -> None:
-    _, rows = document(report, keep=("both", "data", "json"))
-    data = _RAW_CONTROL.sub(_escaped, msgspec.json.format(msgspec.json.encode(rows), indent=2))
+    section = report.data_section()
+    if section is not None and section.document is not None:
+        value: object = section.document
+    else:
+        _, value = document(report, keep=("both", "data", "json"))
+    data = _RAW_CONTROL.sub(_escaped, msgspec.json.format(msgspec.json.encode(value), indent=2))
     out.file.write(data.decode() + "\n")
     say(err, report)

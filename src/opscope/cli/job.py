@@ -1,0 +1,110 @@
+"""`opscope job`: a whole job (every rank's trace) at once: stragglers, collectives, clock alignment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from opscope.cli.app import app
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, err, show
+
+JobArg = Annotated[list[str], typer.Argument(
+    help="The job's rank traces: a directory (searched recursively), a glob (quote it: 'traces/rank-*.json.gz') or "
+         "several files; any format opscope reads.", show_default=False, metavar="DIR|GLOB|FILES...")]
+DaskOpt = Annotated[str | None, typer.Option(
+    "--dask", help="Run the per-rank tasks on a Dask cluster: a scheduler address (tcp://host:8786) or local:N (a "
+                   "local cluster of N workers). Workers must see the trace files and the cache at the same paths. "
+                   "Needs the dask extra.", show_default=False)]
+WorkersOpt = Annotated[int | None, typer.Option(
+    "--workers", "-j", help="Processes of the local pool (default: one per core).", show_default=False)]
+
+
+@app.command()
+def job(
+    paths: JobArg,
+    format: FormatOpt = "table",
+    limit: LimitOpt = 0,
+    table: Annotated[str, typer.Option(help="The table --format csv writes (JSON writes all): ranks, steps, "
+                                            "rank_steps, why, collectives, instances, clocks.")] = "ranks",
+    no_align: Annotated[bool, typer.Option("--no-align", help="Do not estimate and remove the ranks' clock "
+                                                              "offsets.")] = False,
+    dask: DaskOpt = None,
+    workers: WorkersOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """The job view: every rank's trace read in parallel (each into its own cache entry), then combined.
+
+    Per rank: step time, compute and collective time per step, how long it waited in collectives and how much
+    later than the others it arrived (its delay); the stragglers (delay >= 5% of the step), the slowest rank of
+    each step, and where a straggler's extra time goes (kernels, ops, idle causes against the median rank).
+    Collectives are matched across ranks by process group and order; per call the arrival skew, each rank's
+    wait and transfer time, bus bandwidth (nccl-tests definitions) against the link's peak where known. Clocks
+    of ranks on different hosts are aligned on the ends of blocking collectives (--no-align to skip).
+
+    Missing, unreadable, truncated files, ranks of another job (different world size) and workers that die are
+    each named in one line; the rest of the job is still analysed.
+    """
+    from opscope.analyses.job.report import job_report
+    from opscope.scale.job import run_job
+
+    progress = TaskProgress("reading ranks")
+    try:
+        run = run_job(paths, dask=dask, workers=workers, align=not no_align, use_cache=not no_cache,
+                      progress=progress)
+    finally:
+        progress.close()
+    assert run.view is not None
+    show(job_report(run.view, spec=", ".join(paths), files=len(run.inputs.files), world_size=run.world_size,
+                    executor=run.executor, problems=run.problems, limit=limit, table=table), format)
+
+
+class TaskProgress:
+    """Tasks done of all, as a bar on a terminal's stderr (nothing when stderr is not a terminal)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not err.is_terminal:
+            return
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+            self.bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=err, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.what, total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+
+def job_tables(spec: Path) -> dict[str, object]:
+    """Every rank of the job read into the cache (in parallel), as the rank-partitioned dataset's tables."""
+    import os
+
+    from opscope.cli.common import say
+    from opscope.errors import UsageError
+    from opscope.model.cache import cache_root
+    from opscope.scale.dataset import dataset_tables, job_dataset
+    from opscope.scale.job import run_job
+
+    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
+    progress = TaskProgress("reading ranks")
+    try:
+        run = run_job([spec], dask=os.environ.get("OPSCOPE_DASK") or None,
+                      workers=int(workers) if workers.isdigit() else None, summarize=False, progress=progress)
+    finally:
+        progress.close()
+    for line in run.problems:
+        say(line)
+    if not run.entries:
+        raise UsageError(f"{spec}: no rank could be read into the cache")
+    return dataset_tables(job_dataset(run.entries, cache_root()))

@@ -1,0 +1,104 @@
+"""A job as input: a directory or glob of rank traces (or several files) as the list of trace files to read.
+
+Which files are traces is decided by content (the readers' sniff, 64 KiB each), never by name; a file no reader
+knows is named and left out. The rank comes from the trace's distributed info once it is read; the file name
+(``rank-3``, ``rank_3``, ``worker3``, ``trace.3.json``) is only the fallback, and the view says when it was used.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opscope.errors import UsageError
+
+_GLOB = re.compile(r"[*?\[]")
+_RANK_IN_NAME = re.compile(r"(?:rank|worker|proc|gpu)[-_.]?(\d+)", re.IGNORECASE)
+#: Files never asked about: what recording directories hold beside traces.
+_NOT_TRACES = {"run.json", "cases.json", "MANIFEST.tsv", "README.md"}
+#: A job this large is refused without --max-ranks (a typo'd glob over a home directory).
+MAX_FILES = 100_000
+
+
+@dataclass
+class JobInputs:
+    """The trace files of a job and the files that were left out (``skipped``: one line each)."""
+
+    files: list[Path]
+    skipped: list[str] = field(default_factory=list)
+    spec: str = ""
+
+
+def is_job_spec(text: str | Path) -> bool:
+    """Whether a command's TRACE argument names a job (a glob, or a directory that is not an `opscope record`
+    recording) rather than one trace."""
+    text = str(text)
+    if _GLOB.search(text) and not Path(text).exists():
+        return True
+    path = Path(text)
+    return path.is_dir() and not (path / "run.json").is_file()
+
+
+def rank_from_name(path: Path) -> int | None:
+    """The rank a file's name suggests: ``rank-3.json`` -> 3, ``worker3.pt.trace.json`` -> 3; else its last number
+    when it is the only one in the name; else None."""
+    name = path.name
+    m = _RANK_IN_NAME.search(name)
+    if m:
+        return int(m.group(1))
+    numbers = re.findall(r"\d+", name.split(".")[0])
+    return int(numbers[0]) if len(numbers) == 1 else None
+
+
+def job_inputs(specs: list[str] | list[Path]) -> JobInputs:
+    """The trace files named by ``specs``: directories (searched recursively), globs, files."""
+    from opscope.errors import TraceError
+    from opscope.ingest import pick_reader
+
+    candidates: list[Path] = []
+    for spec in specs:
+        text = str(spec)
+        path = Path(text)
+        if path.is_dir():
+            candidates += sorted(p for p in path.rglob("*") if p.is_file() and not _hidden(p, path))
+        elif path.is_file():
+            candidates.append(path)
+        elif _GLOB.search(text):
+            found = sorted(Path(p) for p in glob.glob(text, recursive=True))
+            if not found:
+                raise UsageError(f"{text}: no file matches this pattern")
+            candidates += [p for p in found if p.is_file()]
+        else:
+            raise UsageError(f"{text}: no such file or directory")
+        if len(candidates) > MAX_FILES:
+            raise UsageError(f"{text}: more than {MAX_FILES} files; point at the directory of the job's traces")
+    files, skipped = [], []
+    seen: set[Path] = set()
+    for p in candidates:
+        key = p.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        if p.name in _NOT_TRACES:
+            continue
+        try:
+            pick_reader(p)
+        except TraceError as exc:
+            skipped.append(f"{p}: left out, {exc.problem}")
+            continue
+        except OSError as exc:
+            skipped.append(f"{p}: left out, cannot be read ({exc.strerror or exc})")
+            continue
+        files.append(p)
+    if not files:
+        where = ", ".join(str(s) for s in specs)
+        raise UsageError(f"{where}: no trace files found" + (f" ({len(skipped)} files are not traces)" if skipped
+                                                               else ""))
+    return JobInputs(files=files, skipped=skipped, spec=", ".join(str(s) for s in specs))
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    # the cache and editors' files: .opscope, .ipynb_checkpoints, .#rank-0.json
+    return any(part.startswith(".") for part in path.relative_to(root).parts)

@@ -1,0 +1,65 @@
+"""The per-rank task: open one rank's trace (into its own cache entry) and reduce it to its RankSummary.
+
+It runs in a worker process (the local pool or a Dask worker), so it is a module-level function of plain,
+picklable arguments, and what it returns is small: a rank's summary tables, never its events.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from opscope.analyses.job.rank import RankSummary
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """What a worker needs to read one rank: the file, the cache to read and write (a path the workers share
+    with the client), and the reader settings of the client's environment (a Dask worker has its own)."""
+
+    path: str
+    cache_dir: str | None
+    use_cache: bool = True
+    settings: tuple[tuple[str, str], ...] = ()
+    #: False: read the rank into the cache and say who it is, without its summary tables (for `query DIR`)
+    summarize: bool = True
+
+
+@dataclass
+class RankResult:
+    summary: RankSummary
+    #: the rank's cache entry (a directory of Parquet files), when the cache was used
+    entry: str | None
+    #: the peak resident memory of the worker process so far (bytes) and the task's wall time (s)
+    peak_rss: int
+    seconds: float
+
+
+def summarize_rank(task: RankTask) -> RankResult:
+    from opscope.analyses.job.rank import rank_summary
+    from opscope.ingest import open_trace
+    from opscope.ingest.source import read_settings
+    from opscope.model import cache
+    from opscope.scale.discover import rank_from_name
+
+    started = time.perf_counter()
+    for name, value in task.settings:
+        os.environ[name] = value
+    path = Path(task.path)
+    cache_dir = Path(task.cache_dir) if task.cache_dir else None
+    trace = open_trace(path, use_cache=task.use_cache, cache_dir=cache_dir)
+    summary = rank_summary(trace, task.path, rank_from_name(path), full=task.summarize)
+    entry = None
+    if task.use_cache:
+        candidate = (cache_dir or cache.cache_root()) / cache.cache_key(path, read_settings())
+        entry = str(candidate) if (candidate / "meta.json").is_file() else None
+    return RankResult(summary=summary, entry=entry, peak_rss=peak_rss_bytes(),
+                      seconds=time.perf_counter() - started)
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory in bytes (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
