@@ -173,19 +173,3 @@ def test_every_vega_lite_chart_is_valid_against_the_schema(tmp_path):
         jsonschema.validate(chart.spec, schema)
 
 
-def test_job_page_labels_each_trace_by_its_rank_or_file_name(tmp_path):
-    from opscope.render.html.compare import job_page
-
-    ranked = open_trace(write_trace(tmp_path / "r3.json", small_gpu_trace(), header={"distributedInfo": {"rank": 3}}))
-    again = open_trace(write_trace(tmp_path / "again.json", small_gpu_trace(),
-                                   header={"distributedInfo": {"rank": 3}}))
-    plain = open_trace(write_trace(tmp_path / "plain.json", small_gpu_trace()))
-    page = job_page([("d/r3.json", ranked), ("e/plain.json", plain), ("f/again.json", again)])
-    table = next(b for b in page.sections[0].blocks if getattr(b, "key", "") == "ranks")
-    labels = [row[table.columns.index("rank")].value for row in table.rows]
-    paths = [row[table.columns.index("trace")].value for row in table.rows]
-    assert labels == ["rank 3 (trace 1)", "plain.json", "rank 3 (trace 3)"]
-    assert paths == ["d/r3.json", "e/plain.json", "f/again.json"]
-    # the sections after Ranks are the first trace's, and the page says so
-    assert [s.id for s in page.sections] == ["ranks", "overview", "gpu", "ops", "memory", "advice"]
-    assert "d/r3.json (the first trace given)" in page.notes[0]

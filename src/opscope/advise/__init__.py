@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opscope.advise.context import AdviceContext, MeasuredFactor
 from opscope.advise.finding import Finding, NotApplicable, Rule, ranked
@@ -27,6 +27,9 @@ from opscope.advise.rules import (
 )
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
+
+if TYPE_CHECKING:
+    from opscope.analyses.job.view import JobView
 
 #: The rules, in the order they run (and are listed by --explain). A new rule is one module and one line here.
 RULES: tuple[Rule, ...] = (
@@ -87,11 +90,11 @@ class Advice:
 
 def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, ...] = (),
            only: list[str] | None = None, measured: Mapping[str, MeasuredFactor] | None = None,
-           context: AdviceContext | None = None) -> Advice:
+           context: AdviceContext | None = None, job: JobView | None = None) -> Advice:
     """Run every rule (or those named in ``only``) on ``trace``; findings ranked by estimated saving.
     ``measured``: speed-ups measured here that replace the dominant-op rule's assumed ones (advise --measure)."""
     # ``context``: one a caller already filled (the HTML report shares its analyses with the rules)
-    ctx = context or AdviceContext(trace, run=run, peers=peers, measured=measured)
+    ctx = context or AdviceContext(trace, run=run, peers=peers, measured=measured, job=job)
     rules = [rule(r) for r in only] if only else all_rules()
     findings: list[Finding] = []
     not_applicable: dict[str, str] = {}
@@ -104,6 +107,11 @@ def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, 
     if peers:
         subject = _rank_label(trace, 0)
         compared = [f"{_rank_label(p, i)} ({_file_name(p)})" for i, p in enumerate(peers, start=1)]
+    elif job is not None:
+        subject = _rank_label(trace, 0)
+        compared = [f"rank {r} ({_file_name_of(p)})" for r, p in zip(job.ranks["rank"].to_pylist(),
+                                                                     job.ranks["file"].to_pylist())
+                    if job.ranks.num_rows and r != trace.metadata.get("rank")]
     return Advice(ranked(findings), not_applicable, [r.id for r in rules], ctx.unit, ctx.step_ns, ctx.steps,
                   ctx.window_lines(), subject, compared)
 
@@ -112,6 +120,10 @@ def _rank_label(trace: Trace, i: int) -> str:
     """"rank 3" from the trace's distributed info, else its place among the traces given ("trace 2")."""
     rank = trace.metadata.get("rank")
     return f"rank {rank}" if isinstance(rank, int) else f"trace {i + 1}"
+
+
+def _file_name_of(source: str | None) -> str:
+    return str(source or "?").replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _file_name(trace: Trace) -> str:

@@ -15,6 +15,7 @@ from opscope.analyses.recording import find_run_info  # noqa: F401  (advise's ca
 from opscope.model.trace import Trace
 
 if TYPE_CHECKING:
+    from opscope.analyses.job.view import JobView
     from opscope.analyses.recording import Inflation
 
 
@@ -37,15 +38,18 @@ class AdviceContext:
     figure with :meth:`per_step` and into a share of the step with :meth:`pct`.
 
     ``run`` is the recording's run.json when there is one (thread settings, CPU cores, GPUs); ``peers`` are
-    traces of the other ranks of the same job, for comparisons across ranks; ``measured`` are speed-ups measured
+    traces of the other ranks of the same job, for comparisons across ranks (``job``: their combined view, computed
+    rank by rank without holding the ranks, which the communication rule prefers); ``measured`` are speed-ups measured
     here for the dominant-op rule's alternatives (by alternative id), which replace its assumed factors.
     """
 
     def __init__(self, trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, ...] = (),
-                 measured: Mapping[str, MeasuredFactor] | None = None) -> None:
+                 measured: Mapping[str, MeasuredFactor] | None = None, job: JobView | None = None) -> None:
         self.trace = trace
         self.run = run
         self.peers = peers
+        #: the whole job's view (``opscope advise DIR``): collectives matched across ranks, stragglers by delay
+        self.job = job
         self.measured: Mapping[str, MeasuredFactor] = measured or {}
 
     # --- the window and per-step arithmetic ---------------------------------------------------------

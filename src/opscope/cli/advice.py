@@ -11,13 +11,15 @@ import typer
 from opscope.cli.app import app
 from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, announce, load, open_quietly, say, show, split
 from opscope.errors import TraceError, UsageError
+from opscope.scale.discover import is_job_spec
 
 
 @app.command()
 def advise(
     traces: Annotated[list[Path] | None, typer.Argument(
-        help="Trace file, or a recording directory from `opscope record`. More traces after the first: the other "
-             "ranks of the same job (for straggler and communication findings).", show_default=False)] = None,
+        help="Trace file, or a recording directory from `opscope record`; or a job: a directory or glob of rank "
+             "traces, or several rank traces (read in parallel as opscope job does: stragglers for the "
+             "communication rule).", show_default=False)] = None,
     explain: Annotated[str | None, typer.Option("--explain", help="Say how rule RULE decides and estimates its "
                                                                   "saving, then exit ('all' for every rule).",
                                                 metavar="RULE")] = None,
@@ -62,6 +64,9 @@ def advise(
     if not traces:
         raise UsageError("give a trace to advise on (or --explain RULE); see opscope advise --help")
     first, *others = traces
+    job = None
+    if others or is_job_spec(first):
+        first, job = _job(traces, no_cache)
     run = None
     if first.is_dir():
         first, run = recording_trace(first)
@@ -70,10 +75,34 @@ def advise(
     if run_info is not None:
         run = _read_run_info(run_info)
     t = load(first, no_cache, inflation_note=False)
-    peers = tuple(load(p, no_cache) for p in others)
     measured = _measure(t, first, measure_dir, budget) if measure else None
-    result = run_rules(t, run=run, peers=peers, only=split(rules) if rules else None, measured=measured)
+    result = run_rules(t, run=run, only=split(rules) if rules else None, measured=measured, job=job)
     show(advice_report(result, str(first), limit), format)
+
+
+def _job(traces: list[Path], no_cache: bool) -> tuple[Path, Any]:
+    """Several ranks: the job view (every rank summarised in parallel, see opscope job) and the trace the
+    single-trace rules read: the lowest rank's."""
+    import os
+
+    from opscope.cli.job import TaskProgress
+    from opscope.scale.job import run_job
+
+    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
+    progress = TaskProgress("reading ranks")
+    try:
+        run = run_job(traces, dask=os.environ.get("OPSCOPE_DASK") or None,
+                      workers=int(workers) if workers.isdigit() else None, use_cache=not no_cache, progress=progress)
+    finally:
+        progress.close()
+    for line in run.problems:
+        say(line)
+    if not run.summaries:
+        raise UsageError(f"{', '.join(map(str, traces))}: no rank could be read")
+    lowest = min(run.summaries)
+    say(f"single-trace findings are rank {lowest}'s ({run.summaries[lowest].path}); the straggler finding covers "
+        f"all {len(run.summaries)} ranks")
+    return Path(run.summaries[lowest].path), run.view
 
 
 def _measure(trace: Any, path: Path, directory: Path, budget: float) -> dict[str, Any]:

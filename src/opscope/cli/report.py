@@ -10,6 +10,7 @@ import typer
 from opscope.cli.app import app
 from opscope.cli.common import NoCacheOpt, announce, open_quietly, say
 from opscope.errors import UsageError
+from opscope.scale.discover import is_job_spec
 
 #: what the report adds up to on a big trace; said when a file grows past it (mail and bug trackers refuse more)
 SIZE_GOAL = 5 * 10**6
@@ -18,7 +19,8 @@ SIZE_GOAL = 5 * 10**6
 @app.command()
 def report(
     traces: Annotated[list[Path], typer.Argument(help="A trace or recording directory; two: BASE NEW (a comparison); "
-                                                      "three or more (or --ranks): the ranks of one job.",
+                                                      "a directory or glob of rank traces, three or more traces (or "
+                                                      "two with --ranks): the ranks of one job.",
                                                  show_default=False, metavar="TRACE")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.", show_default=False)],
     force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
@@ -36,8 +38,10 @@ def report(
     with their evidence, estimates and changes). Every number comes from the function the matching command
     uses (opscope summary, steps, gpu, ops, kernels, memory, advise), so the page and the CLI agree.
 
-    BASE NEW: the comparison opscope diff prints, with its headline as a chart. Three or more traces (or two
-    with --ranks): each rank's figures side by side, then the first trace's sections.
+    BASE NEW: the comparison opscope diff prints, with its headline as a chart. A job (a directory or glob of
+    rank traces, three or more traces, or two with --ranks): opscope job's view, read rank by rank in parallel
+    (ranks, heat maps of each rank's delay and step time per step, the slowest rank per step, why the
+    stragglers are slow, the collectives), then the lowest rank's own sections.
 
     The report holds aggregates, not events (tables keep their first 300 rows; the JSON output of each command
     has them all), so it stays small. OUTPUT is never replaced unless --force is given.
@@ -49,19 +53,53 @@ def report(
     if not output.name.lower().endswith((".html", ".htm")):
         raise UsageError(f"{output}: give the report a .html name (-o report.html)")
     check_target(output, force)  # before minutes of analysis, not after
-    paths, run = _inputs(traces)
-    if len(paths) == 2 and not ranks:
-        page = _diff_page(paths, no_cache)
-    elif len(paths) >= 2:
-        page = _job_page(paths, run, no_cache)
+    if len(traces) >= 3 or (len(traces) == 2 and ranks) or (len(traces) == 1 and is_job_spec(traces[0])):
+        page = _whole_job_page(traces, no_cache)
     else:
-        page = _trace_page(paths[0], run, no_cache)
+        page = _page(traces, ranks, no_cache)
     say("writing the report")
     text = html(page).encode("utf-8")
     size = write_file(output, lambda stream: stream.write(text), force=force)
     say(f"wrote {output} ({size / 1e6:.2f} MB); open it in a browser (it needs no network)")
     if size > SIZE_GOAL:
         say(f"the report is over {SIZE_GOAL / 1e6:.0f} MB: some mail and bug trackers refuse files that big")
+
+
+def _page(traces: list[Path], ranks: bool, no_cache: bool):
+    paths, run = _inputs(traces)
+    if len(paths) == 2 and not ranks:
+        return _diff_page(paths, no_cache)
+    return _trace_page(paths[0], run, no_cache)
+
+
+def _whole_job_page(traces: list[Path], no_cache: bool):
+    """A job: the job view computed rank by rank in parallel (as opscope job), then the lowest rank's sections."""
+    import os
+
+    from opscope.analyses.job.report import job_report
+    from opscope.analyses.recording import find_run_info
+    from opscope.cli.job import TaskProgress
+    from opscope.render.html.compare import job_view_page
+    from opscope.scale.job import run_job
+
+    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
+    progress = TaskProgress("reading ranks")
+    try:
+        run = run_job(traces, dask=os.environ.get("OPSCOPE_DASK") or None,
+                      workers=int(workers) if workers.isdigit() else None, use_cache=not no_cache, progress=progress)
+    finally:
+        progress.close()
+    assert run.view is not None
+    report = job_report(run.view, spec=", ".join(map(str, traces)), files=len(run.inputs.files),
+                        world_size=run.world_size, executor=run.executor, problems=run.problems)
+    first = None
+    if run.summaries:
+        path = Path(run.summaries[min(run.summaries)].path)
+        trace = open_quietly(path, no_cache)
+        announce(trace, path)
+        first = (str(path), trace)
+        return job_view_page(report, run.view.rank_steps, first, find_run_info(path), _progress)
+    return job_view_page(report, run.view.rank_steps, first, None, _progress)
 
 
 def _inputs(traces: list[Path]) -> tuple[list[Path], Any]:
@@ -105,12 +143,3 @@ def _diff_page(paths: list[Path], no_cache: bool):
     _progress("the comparison")
     result = compare(a, b, labels=(str(base), str(new)))
     return diff_page(result, str(base), str(new))
-
-
-def _job_page(paths: list[Path], run: Any, no_cache: bool):
-    from opscope.render.html.compare import job_page
-
-    opened = [(str(p), open_quietly(p, no_cache)) for p in paths]
-    for (_, trace), path in zip(opened, paths):
-        announce(trace, path)
-    return job_page(opened, run, _progress)

@@ -36,7 +36,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
                      "exposed_ns": ctx.per_step(r["exposed_ns"]), "hideable_ns": ctx.per_step(r["hideable_ns"]),
                      "exposed_pct": round(100.0 * r["exposed_ns"] / r["comm_ns"], 2) if r["comm_ns"] else None}
                     for r in rows]
-        ranks = (f"the other ranks' traces were compared ({len(ctx.peers)} given)" if ctx.peers else
+        ranks = (f"the job's {ctx.job.ranks.num_rows} ranks were compared (opscope job)" if ctx.job is not None else
+                 f"the other ranks' traces were compared ({len(ctx.peers)} given)" if ctx.peers else
                  "without the other ranks' traces the straggler check did not run")
         findings.append(Finding(
             rule=RULE.id,
@@ -80,9 +81,50 @@ def _label(trace, i: int):
     return rank if isinstance(rank, int) else f"trace {i}"
 
 
+def _job_straggler(ctx: AdviceContext) -> Finding | None:
+    """With the job view: the ranks that reach the collectives later than the others by at least
+    STRAGGLER_SHARE of the step (their delay, measured on aligned clocks), and where their extra time goes."""
+    job = ctx.job
+    assert job is not None
+    if not job.stragglers:
+        return None
+    rows = job.ranks.to_pylist()
+    by_rank = {r["rank"]: r for r in rows}
+    worst = max(job.stragglers, key=lambda r: by_rank[r]["delay_ns"] or 0)
+    delay = int(by_rank[worst]["delay_ns"])
+    steps = [r["step_ns"] for r in rows if r.get("step_ns") is not None]
+    step_ns = int(statistics.fmean(steps)) if steps else ctx.step_ns
+    why = [w for w in job.why.to_pylist() if w["rank"] == worst][:3]
+    because = ("; its extra time per step goes to " + ", ".join(
+        f"{w['category']} {w['name']} (+{format_ns(w['extra_ns'])})" for w in why)) if why else ""
+    others = f" and rank(s) {', '.join(str(r) for r in job.stragglers if r != worst)}" \
+        if len(job.stragglers) > 1 else ""
+    return Finding(
+        rule=RULE.id,
+        title=f"Straggler: rank {worst}{others} reaches the collectives {format_ns(delay)} per step after the "
+              f"other ranks, who wait for it",
+        saving_ns=delay,
+        saving_pct=round(100.0 * delay / step_ns, 2) if step_ns else None,
+        estimate=(f"in every blocking collective the other ranks wait for the last to arrive; rank {worst} arrives "
+                  f"{format_ns(delay)} per step later than the median of the others (measured from {job.delay_from}"
+                  f" over {len(job.compared)} compared step(s), clocks "
+                  f"{'aligned on collective ends' if job.aligned else 'not aligned'}); balanced, the job would save "
+                  f"that per step{because}"),
+        change=("balance the work across ranks (uneven data shards, variable sequence lengths: bucket or pack "
+                "them; uneven pipeline stages), and check the slow rank's host: thermal throttling, a noisy "
+                "neighbour, a slower link; compare it with opscope diff RANK_FAST RANK_SLOW"),
+        evidence=sorted(({k: r.get(k) for k in ("rank", "step_ns", "compute_ns", "comm_ns", "wait_ns", "delay_ns",
+                                                  "straggler")} for r in rows), key=lambda r: -(r["delay_ns"] or 0)),
+        evidence_title="per rank, per step (opscope job: delay = how much later than the others it reaches the "
+                       "collectives)",
+    )
+
+
 def _straggler(ctx: AdviceContext) -> Finding | None:
     """With the other ranks' traces: the rank with the most compute per step holds the others up in every
     collective (they wait inside it, so they show the most collective time)."""
+    if ctx.job is not None:
+        return _job_straggler(ctx)
     if not ctx.peers:
         return None
     rows = [_rank_row(ctx, _label(ctx.trace, 0))]
@@ -134,7 +176,11 @@ under a collective) per step ("hideable"), averaged over the trace's devices. Fi
 collective (DDP's bucketed all-reduce during backward, FSDP prefetching), and a collective's time includes
 the wait for slower ranks, which overlapping does not remove (see stragglers).
 
-Stragglers (needs the other ranks' traces: opscope advise RANK0 RANK1 ...): per rank, compute time per step
+Stragglers, given the whole job (opscope advise DIR, or several rank traces): the job view (opscope job) reads
+every rank in parallel, matches the collectives across ranks and aligns the ranks' clocks on their ends; a rank's
+delay is how much later than the other ranks it reaches the collectives, summed over a step. A rank whose delay is
+at least {STRAGGLER_SHARE:.0%} of the step is a straggler; balanced, the job saves its delay per step.
+Without matched collectives (traces without NCCL kernels): per rank, compute time per step
 (kernels, union over streams, averaged over its devices) and time in collectives. In every collective the
 other ranks wait for the slowest, so the straggler is the rank with the most compute, and normally the least
 time in collectives (the finding says when the two disagree). Balanced, every rank would compute the median:

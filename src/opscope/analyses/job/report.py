@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
-
 from opscope.analyses.job.ranks import STRAGGLER_SHARE, span_text
 from opscope.analyses.job.view import JobView
 from opscope.report import Column, Report, Section

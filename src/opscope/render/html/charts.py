@@ -231,11 +231,14 @@ def grouped_bars(rows: Sequence[dict], category: str, series: str, value_ns: str
     return _spec(chart.properties(height=max(80, 36 * categories)))
 
 
-def per_rank(rows: Sequence[dict], value: str, title: str, unit: str = "ms") -> dict[str, Any]:
-    """One bar per rank (trace) of one figure."""
+def rank_step_heatmap(rows: Sequence[dict], value_ns: str, title: str) -> dict[str, Any]:
+    """A heat map of one per-rank, per-step figure (``opscope job``'s rank_steps): rank down, step across."""
     alt = _alt()
-    data = [{"rank": r["rank"], "v": r[value], "shown": r.get(f"{value}_text", "")} for r in rows]
-    chart = alt.Chart(alt.Data(values=data)).mark_bar().encode(
-        x=alt.X("rank:N", sort=None, title="trace (rank)"), y=alt.Y("v:Q", title=f"{title} ({unit})"),
-        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("shown:N", title=title)])
-    return _spec(chart.properties(height=200))
+    data = [{"rank": r["rank"], "step": r["step"], "ms": ms(r[value_ns]), "shown": format_ns(r[value_ns])}
+            for r in rows if r.get(value_ns) is not None]
+    chart = alt.Chart(alt.Data(values=data)).mark_rect().encode(
+        x=alt.X("step:O", title="step"), y=alt.Y("rank:O", title="rank"),
+        color=alt.Color("ms:Q", title=f"{title} (ms)", scale=alt.Scale(scheme="orangered")),
+        tooltip=[alt.Tooltip("rank:O"), alt.Tooltip("step:O"), alt.Tooltip("shown:N", title=title)])
+    ranks = len({r["rank"] for r in data})
+    return _spec(chart.properties(height=max(80, min(900, 14 * ranks))))

@@ -3,18 +3,15 @@ a job of several ranks (each rank's overview side by side, then the first rank's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import pyarrow as pa
 
-from opscope.analyses.steps import NO_STEPS
 from opscope.model.trace import Trace
 from opscope.render.html import charts
 from opscope.render.html.page import Block, ChartBlock, FieldsBlock, Page, PageSection, ProseBlock
 from opscope.render.html.sections import TABLE_ROWS, trace_sections
-from opscope.render.html.tables import section_table, table_block
-from opscope.units import format_ns, format_pct
+from opscope.render.html.tables import section_table
 
 
 def diff_page(result, base: str, new: str) -> Page:
@@ -50,60 +47,42 @@ def diff_page(result, base: str, new: str) -> Page:
                 notes=list(report.notes), kind="diff")
 
 
-def job_page(traces: Sequence[tuple[str, Trace]], run: dict | None = None,
-             progress: Callable[[str], None] | None = None) -> Page:
-    """Several ranks of one job: their overview figures side by side, then the first trace's own sections."""
-    from opscope.analyses.summary import summarize
-
-    rows: list[dict[str, Any]] = []
-    for name, trace in traces:
-        if progress is not None:
-            progress(f"overview of {name}")
-        s = summarize(trace, top=0)
-        busy_pct = 100 * s.gpu_busy_ns / s.wall_ns if s.gpu_busy_ns is not None and s.wall_ns else None
-        rows.append({"rank": _rank_label(trace, name), "trace": name, "events": s.events, "wall_ns": s.wall_ns,
-                     "steps": s.steps.count, "median_step_ns": s.steps.median_ns, "gpu_busy_ns": s.gpu_busy_ns,
-                     "gpu_busy_pct": round(busy_pct, 2) if busy_pct is not None else None})
-    _disambiguate(rows)
-    blocks: list[Block] = [table_block("ranks", "Each trace (rank)", pa.Table.from_pylist(rows),
-                                       legend="rank: the trace's distributed rank when it records one, else its file "
-                                              "name; median_step_ns: median ProfilerStep#N duration (outliers left "
-                                              "out); gpu_busy_pct: device busy over the trace's wall time")]
-    with_steps = [r for r in rows if r["median_step_ns"] is not None]
-    if with_steps:
-        data = [{"rank": r["rank"], "median_step_ms": charts.ms(r["median_step_ns"]),
-                 "median_step_ms_text": format_ns(r["median_step_ns"])} for r in with_steps]
-        blocks.append(ChartBlock("ranks_steps", "Median step time per rank",
-                                 charts.per_rank(data, "median_step_ms", "median step time"),
-                                 caption="a rank far above the others is a straggler the rest wait for"))
-    else:
-        blocks.append(ProseBlock("ranks_no_steps", f"No step chart: these traces have {NO_STEPS}.", tone="empty"))
-    with_gpu = [r for r in rows if r["gpu_busy_pct"] is not None]
-    if with_gpu:
-        data = [{"rank": r["rank"], "busy": r["gpu_busy_pct"], "busy_text": format_pct(r["gpu_busy_pct"])}
-                for r in with_gpu]
-        blocks.append(ChartBlock("ranks_busy", "Device busy per rank", charts.per_rank(data, "busy", "busy", "%"),
-                                 caption="device busy time as a share of each trace's wall time"))
-    first_name, first = traces[0]
-    sections = [PageSection("ranks", "Ranks", blocks, intro="opscope summary of each trace")]
-    sections += trace_sections(first, run, progress)
-    names = [n for n, _ in traces]
-    return Page(title=f"opscope report: {len(traces)} traces", sources=names, sections=sections,
-                notes=[f"the sections after Ranks are about {first_name} (the first trace given); give another "
-                       "trace first to see its own"], kind="job")
-
-
-def _rank_label(trace: Trace, name: str) -> str:
-    """"rank 3" from the trace's distributed info, else the file's name (the table has the whole path)."""
-    rank = trace.metadata.get("rank")
-    return f"rank {rank}" if isinstance(rank, int) else name.replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def _disambiguate(rows: list[dict[str, Any]]) -> None:
-    """Two traces with one label (two files named alike, two recordings of rank 0) get their place added."""
-    seen: dict[str, int] = {}
-    for r in rows:
-        seen[r["rank"]] = seen.get(r["rank"], 0) + 1
-    for i, r in enumerate(rows, 1):
-        if seen[r["rank"]] > 1:
-            r["rank"] = f"{r['rank']} (trace {i})"
+def job_view_page(report, rank_steps: pa.Table, first: tuple[str, Trace] | None, run: dict | None = None,
+                  progress: Callable[[str], None] | None = None) -> Page:
+    """A whole job (``opscope job``'s report and its rank x step table, computed rank by rank in parallel): the job
+    overview, the ranks, a heat map of each rank's delay and step time per step, the slowest rank per step, why
+    the stragglers are slow, the collectives; then the sections of one rank's trace (``first``)."""
+    blocks: list[Block] = []
+    for section in report.sections:
+        if section.fields:
+            blocks.append(FieldsBlock(f"job_{section.key}", list(section.fields)))
+            continue
+        if not section.terminal or section.arrow is None:
+            continue
+        if section.arrow.num_rows == 0:
+            continue
+        blocks.append(section_table(section, f"job_{section.key}", section.title, limit=TABLE_ROWS,
+                                    searchable=section.key in ("ranks", "why")))
+        if section.key == "ranks" and rank_steps.num_rows:
+            rows = rank_steps.to_pylist()
+            if any(r.get("late_ns") is not None for r in rows):
+                blocks.append(ChartBlock("job_delay_map", "Delay per rank and step",
+                                         charts.rank_step_heatmap(rows, "late_ns", "delay"),
+                                         caption="how much later than the other ranks each rank reached the step's "
+                                                 "collectives (clock-aligned); a dark row is a straggler"))
+            blocks.append(ChartBlock("job_step_map", "Step time per rank and step",
+                                     charts.rank_step_heatmap(rows, "step_ns", "step time"),
+                                     caption="step duration of each rank (ranks that wait in collectives have "
+                                             "steps as long as the straggler's)"))
+    sections = [PageSection("job", "Job", blocks, intro="opscope job")]
+    names: list[str] = []
+    notes = [*report.notes]
+    if report.headline:
+        notes.insert(0, report.headline)
+    if first is not None:
+        name, trace = first
+        sections += trace_sections(trace, run, progress)
+        names.append(name)
+        notes.append(f"the sections after Job are about {name} (the lowest rank)")
+    return Page(title=f"opscope report: {report.title or 'job'}", sources=names, sections=sections, notes=notes,
+                kind="job")
