@@ -62,11 +62,11 @@ def job_inputs(specs: list[str] | list[Path]) -> JobInputs:
         text = str(spec)
         path = Path(text)
         if path.is_dir():
-            candidates += sorted(p for p in path.rglob("*") if p.is_file() and not _hidden(p, path))
+            candidates += sorted((p for p in path.rglob("*") if p.is_file() and not _hidden(p, path)), key=_natural)
         elif path.is_file():
             candidates.append(path)
         elif _GLOB.search(text):
-            found = sorted(Path(p) for p in glob.glob(text, recursive=True))
+            found = sorted((Path(p) for p in glob.glob(text, recursive=True)), key=_natural)
             if not found:
                 raise UsageError(f"{text}: no file matches this pattern")
             candidates += [p for p in found if p.is_file()]
@@ -97,6 +97,11 @@ def job_inputs(specs: list[str] | list[Path]) -> JobInputs:
         raise UsageError(f"{where}: no trace files found" + (f" ({len(skipped)} files are not traces)" if skipped
                                                                else ""))
     return JobInputs(files=files, skipped=skipped, spec=", ".join(str(s) for s in specs))
+
+
+def _natural(path: Path) -> list:
+    """rank-2 before rank-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
 
 
 def _hidden(path: Path, root: Path) -> bool:
