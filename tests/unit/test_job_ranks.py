@@ -17,7 +17,8 @@ def summary(rank: int, steps: dict[int, int], work: list[tuple[int, str, str, in
             idle: dict[str, int] | None = None) -> RankSummary:
     """A rank whose step N lasts steps[N] ns (compute 60%, comm 30% of it)."""
     t = pa.table({"step": list(steps), "ts_ns": [1000 * s for s in steps], "dur_ns": list(steps.values()),
-                  "compute_ns": [d * 6 // 10 for d in steps.values()], "comm_ns": [d * 3 // 10 for d in steps.values()]},
+                  "compute_ns": [d * 6 // 10 for d in steps.values()],
+                  "comm_ns": [d * 3 // 10 for d in steps.values()]},
                  schema=STEPS_SCHEMA)
     w = pa.Table.from_pylist([{"step": s, "category": c, "name": n, "ns": ns} for s, c, n, ns in work],
                              schema=WORK_SCHEMA)
@@ -96,8 +97,9 @@ def test_span_text():
 # ---------------------------------------------------------------- inputs
 
 def test_files_are_in_natural_order(tmp_path):
-    from opscope.scale.discover import job_inputs
     from support.tracefiles import small_gpu_trace, write_trace
+
+    from opscope.scale.discover import job_inputs
 
     files = [write_trace(tmp_path / f"rank-{r}.json", small_gpu_trace()) for r in (10, 2, 1)]
     assert job_inputs([tmp_path]).files == [files[2], files[1], files[0]]
@@ -115,8 +117,9 @@ def test_rank_from_name():
 
 
 def test_job_inputs_keep_traces_and_name_what_is_left_out(tmp_path):
-    from opscope.scale.discover import is_job_spec, job_inputs
     from support.tracefiles import small_gpu_trace, write_trace
+
+    from opscope.scale.discover import is_job_spec, job_inputs
 
     job = tmp_path / "job"
     (job / "node1").mkdir(parents=True)
