@@ -56,8 +56,15 @@ def job(
     finally:
         progress.close()
     assert run.view is not None
+    from opscope.scale.rank_task import peak_rss_bytes
+
+    resources = {"combining_peak_rss_bytes": peak_rss_bytes(),
+                 "worker_peak_rss_bytes": max(run.worker_peak_rss.values(), default=None),
+                 "task_seconds_total": round(sum(run.task_seconds.values()), 3),
+                 "task_seconds_max": round(max(run.task_seconds.values(), default=0.0), 3)}
     show(job_report(run.view, spec=", ".join(paths), files=len(run.inputs.files), world_size=run.world_size,
-                    executor=run.executor, problems=run.problems, limit=limit, table=table), format)
+                    executor=run.executor, problems=run.problems, limit=limit, table=table, resources=resources),
+         format)
 
 
 class TaskProgress:

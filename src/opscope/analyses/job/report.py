@@ -31,8 +31,11 @@ WHY_LEGEND = ("where a straggler spends its extra time: per step, its kernel tim
               "Kernels and ops over the compared steps; idle causes over each rank's window divided by its steps")
 
 def job_report(view: JobView, *, spec: str, files: int, world_size: int | None, executor: str,
-               problems: Sequence[str], limit: int | None = None, table: str = "ranks") -> Report:
-    """``table``: the table CSV writes (ranks, steps, rank_steps, why, collectives, instances, clocks)."""
+               problems: Sequence[str], limit: int | None = None, table: str = "ranks",
+               resources: dict[str, Any] | None = None) -> Report:
+    """``table``: the table CSV writes (ranks, steps, rank_steps, why, collectives, instances, clocks);
+    ``resources``: what the run cost (peak memory of the combining process and of the workers, task seconds),
+    for the JSON document."""
     ranks = view.ranks
     fields = _overview(view, files=files, world_size=world_size, executor=executor)
     tables = {"ranks": ranks, "steps": view.slowest, "rank_steps": view.rank_steps, "why": view.why,
@@ -46,7 +49,7 @@ def job_report(view: JobView, *, spec: str, files: int, world_size: int | None, 
                 "executor": executor, "compared_steps": view.compared, "delay_from": view.delay_from,
                 "clocks_aligned": view.aligned, "stragglers": view.stragglers},
         **{name: t.to_pylist() for name, t in tables.items()},
-        "problems": list(problems), "notes": list(view.notes),
+        "problems": list(problems), "notes": list(view.notes), "resources": dict(resources or {}),
     }
     hidden = {"file": Column(show="data"), "rank_from": Column(show="data")}
     sections = [
