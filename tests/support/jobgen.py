@@ -104,8 +104,14 @@ class _Base:
         if not isinstance(events, list):
             raise ValueError(f"{path}: no traceEvents list")
         self.events: list[dict[str, Any]] = events
-        dist = self.doc.get("distributedInfo") or {}
-        self.world = int(dist.get("world_size", 1)) if isinstance(dist, dict) else 1
+        dist = self.doc.get("distributedInfo")
+        # The base's world: its distributedInfo, else the group size its collectives record, else 1.
+        sizes = [e["args"]["Group size"] for e in events if is_nccl(e) and isinstance(e.get("args"), dict)
+                 and isinstance(e["args"].get("Group size"), int)]
+        if isinstance(dist, dict) and isinstance(dist.get("world_size"), int):
+            self.world = dist["world_size"]
+        else:
+            self.world = max(set(sizes), key=sizes.count) if sizes else 1
         # Timed events: index, ts and end (None without a duration), in ns.
         self.timed: list[tuple[int, int, int | None]] = []
         for i, ev in enumerate(events):
@@ -329,6 +335,8 @@ def _is_gz(path: Path) -> bool:
 def truncate_rank(job: JobTruth, r: int, keep_fraction: float = 0.6) -> Path:
     """Cut rank r's JSON after ``keep_fraction`` of its bytes, as a writer killed mid-file leaves it; a gzip file
     stays gzip: a stream flushed up to the cut, without its end marker and trailer."""
+    if not 0 <= keep_fraction < 1:
+        raise ValueError(f"keep_fraction must be in [0, 1), got {keep_fraction}")
     path = job.files[r]
     gz = _is_gz(path)
     data = gzip.decompress(path.read_bytes()) if gz else path.read_bytes()

@@ -295,3 +295,15 @@ def test_bad_arguments(base: Path, tmp_path: Path):
         make_job(base, tmp_path / "b", 3, offsets_ns=[0, 1])
     with pytest.raises(ValueError, match=">= 0"):
         make_job(base, tmp_path / "c", 3, jitter_ns=-1)
+
+
+def test_a_base_without_distributed_info_takes_its_world_from_the_collectives(tmp_path: Path):
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": tiny_base()}))
+    job = make_job(path, tmp_path / "job", 3, gzip=False)
+    doc = load(job.files[2])
+    assert "distributedInfo" not in doc  # not invented: the rank comes from the file name then
+    assert {e["args"]["Process Group Ranks"] for e in doc["traceEvents"] if "Group size" in e.get("args", {})} == {
+        "[0, 1, 2]"}
+    with pytest.raises(ValueError, match="keep_fraction"):
+        truncate_rank(job, 0, keep_fraction=1.5)
