@@ -14,8 +14,10 @@ from support.tracefiles import write_trace, x
 
 from opscope.analyses.collectives import (
     COLLECTIVE_CALLS,
+    canonical_ranks,
     collective_calls,
     collective_calls_with_notes,
+    expand_ranks,
     message_bytes,
     normalise_collective,
     normalise_dtype,
@@ -385,3 +387,24 @@ def test_trace_without_collectives():
     table, notes = collective_calls_with_notes(make_trace([row("kernel", "gemm", 0, 10, stream=7, device=0)]))
     assert table.schema == COLLECTIVE_CALLS and table.num_rows == 0 and notes == []
     assert collective_calls(make_trace([])).num_rows == 0
+
+
+def test_rank_lists_canonical_truncated_and_expanded(tmp_path):
+    assert canonical_ranks([2, 0, 1]) == "0,1,2"
+    assert canonical_ranks(list(range(1024))) == "0-1023"
+    assert canonical_ranks(list(range(0, 1024, 8))) == "0-1016:8"
+    assert canonical_ranks([*range(100, 140), 500, 7, 9]) == "7,9,100-139,500"
+    for ranks in ([], [5], list(range(1024)), list(range(3, 900, 7)), [*range(100, 140), 500, 7, 9]):
+        assert expand_ranks(canonical_ranks(ranks)) == sorted(ranks)
+    assert expand_ranks("0-2000000") is None and expand_ranks("5-1") is None and expand_ranks("0,x") is None
+    # torch keeps the first 30 ranks: "[0, 2, ..., 58, ...]"; completed from Global rank start/stride, Group size
+    cut = "[" + ", ".join(str(2 * k) for k in range(30)) + ", ...]"
+    strided = {**COMM_ARGS, "Process Group Ranks": cut, "Group size": 64, "Global rank start": 0,
+               "Global rank stride": 2}
+    no_stride = {**strided, "Global rank stride": -1}
+    events = [launch(10, 1), kernel(ALLREDUCE_KERNEL, 100, 10, 1, **strided),
+              launch(20, 2), kernel(ALLREDUCE_KERNEL, 200, 10, 2, **no_stride)]
+    table, notes = one_rank(tmp_path, events)
+    assert table["pg_ranks"].to_pylist() == ["0-126:2", ""]
+    assert expand_ranks("0-126:2") == list(range(0, 128, 2)) and table["group_size"].to_pylist() == [64, 64]
+    assert any(n.startswith("1 collective call(s) whose Process Group Ranks list is cut short") for n in notes)

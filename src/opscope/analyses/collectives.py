@@ -11,6 +11,10 @@ the first of these sources that has it.
 ``bytes`` is the message size S of nccl-tests: the whole buffer of one rank (``in_nelems`` x dtype size, but the
 gathered output, ``out_nelems``, for allgather and gather), so that the bus-bandwidth factors of nccl-tests apply.
 
+``pg_ranks`` is the group's ranks sorted, ``"0,1,2"``; a list longer than 64 characters is written with ranges
+(``"0-1023"``, ``"0-1016:8"``: :func:`canonical_ranks`, read back with :func:`expand_ranks`), so that a large
+job's per-rank tables stay small.
+
 Trace text is untrusted: numbers must be JSON integers in range, strings are capped, and
 ``Process Group Ranks`` (a string such as ``"[0, 1]"``) is parsed as digits and commas only; a malformed one
 becomes ``""`` (unknown) and is counted in the notes.
@@ -66,6 +70,10 @@ _MAX_TEXT = 256               # pg names, descriptions, dtypes, kernel names kep
 _MAX_RANKS_TEXT = 1 << 20     # a "Process Group Ranks" string longer than this is not parsed
 _MAX_NELEMS = 1 << 56         # element counts above this are not believed (bytes stay in int64)
 _RANKS_RE = re.compile(r"\[\s*(?:\d{1,9}\s*(?:,\s*\d{1,9}\s*)*)?\]")
+_TRUNCATED_RE = re.compile(r"\[\s*\d{1,9}\s*(?:,\s*\d{1,9}\s*)*,\s*\.\.\.\s*\]")  # torch keeps the first 30
+_CANONICAL_ITEM = re.compile(r"(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?")
+_PLAIN_MAX = 64               # a rank list longer than this as plain text is written with ranges
+_MAX_RANKS = 1 << 20
 
 # Normalised collective names: the trace's name lowered, "nccl:"/"c10d::" and underscores removed, then the
 # variant suffixes below stripped; what is left is looked up here.
@@ -103,7 +111,6 @@ _DTYPE_ALIASES = {
 }
 
 _EVENT_COLUMNS = ["kind", "name", "ts_ns", "dur_ns", "device", "stream", "external_id", "event_id", "step"]
-_FIELDS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg", "pg_desc", "pg_ranks_text")
 
 
 def collective_calls(trace: Trace) -> pa.Table:
@@ -126,7 +133,7 @@ def collective_calls_with_notes(trace: Trace) -> tuple[pa.Table, list[str]]:
     annotation_fields: dict[int, dict[str, Any]] = _annotation_fields(trace, [ids[i] for i in missing]) \
         if missing else {}
     notes: list[str] = []
-    counts = {"malformed": 0, "named_only": 0, "annotation": 0, "disagree": 0, "no_pg": 0, "sizes": 0}
+    counts = {"truncated": 0, "malformed": 0, "named_only": 0, "annotation": 0, "disagree": 0, "no_pg": 0, "sizes": 0}
     disagree_example = ""
     rows: dict[str, list] = {f.name: [] for f in COLLECTIVE_CALLS}
     for i, name in enumerate(names):
@@ -145,7 +152,7 @@ def collective_calls_with_notes(trace: Trace) -> tuple[pa.Table, list[str]]:
         if _disagree(from_kernel, collective):
             counts["disagree"] += 1
             disagree_example = disagree_example or f"{name.split('(')[0][:80]} under {collective}"
-        pg_ranks, group_size = _ranks(merged.get("pg_ranks_text"), merged.get("group_size"), counts)
+        pg_ranks, group_size = _ranks(merged, counts)
         dtype = merged.get("dtype")
         in_n, out_n = merged.get("in_nelems"), merged.get("out_nelems")
         size = message_bytes(collective, in_n, out_n, dtype)
@@ -179,6 +186,10 @@ def collective_calls_with_notes(trace: Trace) -> tuple[pa.Table, list[str]]:
     if counts["malformed"]:
         notes.append(f"{counts['malformed']} collective call(s) with a malformed Process Group Ranks value or one "
                      "that disagrees with Group size: their group's ranks are taken as unknown")
+    if counts["truncated"]:
+        notes.append(f"{counts['truncated']} collective call(s) whose Process Group Ranks list is cut short (torch "
+                     "keeps the first 30) and cannot be completed from the global rank start and stride: their "
+                     "group's ranks are taken as unknown")
     if counts["annotation"]:
         notes.append(f"{counts['annotation']} collective call(s) described only by the nccl:<name> annotation around "
                      "their launch (no collective args on the kernel or record_param_comms)")
@@ -284,6 +295,47 @@ def parse_pg_ranks(text: Any) -> list[int] | None:
     return sorted(ranks)
 
 
+def canonical_ranks(ranks: list[int]) -> str:
+    """The ``pg_ranks`` text of a set of ranks: sorted and comma-separated (``"0,1,2"``); when that is longer
+    than 64 characters, every run of three or more ranks at a constant step is written ``first-last`` (step 1)
+    or ``first-last:step`` (``"0-1023"``, ``"0-1016:8"``), so that a large group's calls stay small tables."""
+    ranks = sorted(set(ranks))
+    plain = ",".join(map(str, ranks))
+    if len(plain) <= _PLAIN_MAX:
+        return plain
+    items, i, n = [], 0, len(ranks)
+    while i < n:
+        if i + 2 < n and ranks[i + 1] - ranks[i] == ranks[i + 2] - ranks[i + 1]:
+            step, j = ranks[i + 1] - ranks[i], i + 2
+            while j + 1 < n and ranks[j + 1] - ranks[j] == step:
+                j += 1
+            items.append(f"{ranks[i]}-{ranks[j]}" if step == 1 else f"{ranks[i]}-{ranks[j]}:{step}")
+            i = j + 1
+        else:
+            items.append(str(ranks[i]))
+            i += 1
+    return ",".join(items)
+
+
+def expand_ranks(text: str) -> list[int] | None:
+    """The ranks of a ``pg_ranks`` text (:func:`canonical_ranks`), sorted; ``[]`` for ``""``; None when it is
+    not such a text (or names more than 2**20 ranks)."""
+    if not text:
+        return []
+    out: list[int] = []
+    for item in text.split(","):
+        m = _CANONICAL_ITEM.fullmatch(item.strip())
+        if m is None:
+            return None
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) is not None else first
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        if last < first or step < 1 or len(out) + (last - first) // step >= _MAX_RANKS:
+            return None
+        out.extend(range(first, last + 1, step))
+    return sorted(set(out))
+
+
 # --- helpers -------------------------------------------------------------------------------------------------
 
 def _args_of(trace: Trace, ids: list[int]) -> list[dict[str, Any]]:
@@ -334,6 +386,8 @@ def _fields(args: dict[str, Any]) -> dict[str, Any]:
         "pg": _text(args.get("Process Group Name")),
         "pg_desc": _text(args.get("Process Group Description")),
         "pg_ranks_text": args.get("Process Group Ranks"),
+        "rank_start": _int(args.get("Global rank start")),
+        "rank_stride": _int(args.get("Global rank stride")),
     }
 
 
@@ -420,15 +474,26 @@ def _first_input(args: dict[str, Any]) -> tuple[int | None, str | None]:
     return _int(n), dtype
 
 
-def _ranks(text: Any, group_size: int | None, counts: dict[str, int]) -> tuple[str, int | None]:
-    """(canonical ``"0,1,2"`` or ``""``, group size): the size from the ranks where the args lack it."""
+def _ranks(fields: dict[str, Any], counts: dict[str, int]) -> tuple[str, int | None]:
+    """(canonical ``pg_ranks`` or ``""``, group size): the size from the ranks where the args lack it. torch writes
+    only the first 30 ranks of a larger group (``"[0, 1, ..., 29, ...]"``); such a list is completed from ``Global
+    rank start``/``stride`` and ``Group size`` when they agree with it, else the ranks are unknown."""
+    text, group_size = fields.get("pg_ranks_text"), fields.get("group_size")
+    if isinstance(text, str) and len(text) <= _MAX_RANKS_TEXT and _TRUNCATED_RE.fullmatch(text.strip()):
+        prefix = [int(p) for p in text.strip()[1:-1].split(",")[:-1]]
+        start, stride = fields.get("rank_start"), fields.get("rank_stride")
+        if start is not None and stride and group_size and group_size <= _MAX_RANKS \
+                and prefix == [start + stride * k for k in range(len(prefix))]:
+            return canonical_ranks([start + stride * k for k in range(group_size)]), group_size
+        counts["truncated"] += 1
+        return "", group_size
     ranks = parse_pg_ranks(text)
     if ranks is None or (ranks and group_size is not None and len(ranks) != group_size):
         counts["malformed"] += 1
         return "", group_size
     if not ranks:
         return "", group_size
-    return ",".join(map(str, ranks)), group_size if group_size is not None else len(ranks)
+    return canonical_ranks(ranks), group_size if group_size is not None else len(ranks)
 
 
 def _sequence(pgs: Iterable[str], collectives: Iterable[str], steps: Iterable[int | None]) -> list[int]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from opscope.analyses.collectives import MATCHED_BY_ORDER, parse_pg_ranks
+from opscope.analyses.collectives import MATCHED_BY_ORDER, expand_ranks
 
 LONG = pa.schema([
     ("instance", pa.int64()),
@@ -71,6 +71,7 @@ def match_instances(calls: Mapping[int, pa.Table]) -> Matched:
     out: dict[str, list] = {f.name: [] for f in LONG}
     flagged: list[tuple] = []
     incomplete = strangers = by_order = 0
+    expected_of: dict[str, frozenset[int]] = {}
     instance = 0
     for key in sorted(groups, key=_sort_key):
         members = groups[key]
@@ -79,10 +80,12 @@ def match_instances(calls: Mapping[int, pa.Table]) -> Matched:
             flagged.append((key, problem))
             continue
         first = next(iter(members.values()))
-        expected = _expected(first["pg_ranks"], all_ranks)
-        if not set(expected) <= set(members):
+        if first["pg_ranks"] not in expected_of:
+            expected_of[first["pg_ranks"]] = frozenset(_expected(first["pg_ranks"], all_ranks))
+        expected = expected_of[first["pg_ranks"]]
+        if not expected <= members.keys():
             incomplete += 1
-        if set(members) - set(expected):
+        if members.keys() - expected:
             strangers += 1
         if first["matched_by"] == MATCHED_BY_ORDER:
             by_order += 1
@@ -125,7 +128,7 @@ def _sort_key(key: tuple) -> tuple:
 
 def _expected(pg_ranks: str, all_ranks: list[int]) -> list[int]:
     """The ranks an instance should have: its group's recorded ranks, else every rank given."""
-    ranks = parse_pg_ranks(f"[{pg_ranks}]") if pg_ranks else None
+    ranks = expand_ranks(pg_ranks)
     return ranks if ranks else all_ranks
 
 

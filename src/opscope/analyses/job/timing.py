@@ -81,6 +81,10 @@ NOTES = (
 )
 
 
+_USED = ("instance", "rank", "pg", "collective", "algorithm", "protocol", "dtype", "bytes", "group_size", "step",
+         "seq", "start_ns", "end_ns", "dur_ns", "matched_by")
+
+
 @dataclass
 class Timing:
     per_rank: pa.Table
@@ -115,7 +119,7 @@ def collective_timing(long_aligned: pa.Table, peaks_gbps: Mapping[int, float] | 
     """Per (instance, rank), per instance and per (collective, size bucket) timing of matched collectives whose
     times are on one clock (``apply_offsets(match_instances(...).long, clocks)``); ``peaks_gbps``: rank -> its
     link's unidirectional peak (``link_peak_gbps``), where known."""
-    columns = {name: long_aligned[name].to_pylist() for name in long_aligned.column_names}
+    columns = {name: long_aligned[name].to_pylist() for name in _USED}
     members: dict[int, list[int]] = {}
     for row, instance in enumerate(columns["instance"]):
         members.setdefault(instance, []).append(row)
