@@ -408,3 +408,15 @@ def test_rank_lists_canonical_truncated_and_expanded(tmp_path):
     assert table["pg_ranks"].to_pylist() == ["0-126:2", ""]
     assert expand_ranks("0-126:2") == list(range(0, 128, 2)) and table["group_size"].to_pylist() == [64, 64]
     assert any(n.startswith("1 collective call(s) whose Process Group Ranks list is cut short") for n in notes)
+
+
+def test_leave_one_out_median_against_the_plain_definition():
+    from statistics import median
+
+    from opscope.analyses.job.timing import _leave_one_out_medians
+
+    rng = random.Random(3)
+    for n in range(1, 12):
+        values = [rng.randrange(0, 50) for _ in range(n)]  # ties included
+        plain = [median(values[:k] + values[k + 1:]) if n > 1 else None for k in range(n)]
+        assert _leave_one_out_medians(values) == plain

@@ -19,6 +19,7 @@ is 0 by definition), null with fewer than 2 instances. ``end_spread_ns`` is the 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import median
@@ -133,11 +134,16 @@ def _start(ref: int, by_instance: dict[int, dict[int, int]], by_rank: dict[int, 
     """Offsets of the ranks reachable from ``ref``: breadth first, each from a known neighbour by the median end
     difference over their shared instances."""
     offsets: dict[int, float] = {ref: 0.0}
-    queue = [ref]
+    queue = deque([ref])
+    visited: set[int] = set()  # instances whose members were looked at: each once, so the walk is linear
     while queue:
-        known = queue.pop(0)
+        known = queue.popleft()
         mine = by_rank[known]
-        neighbours = {r for i in mine for r in by_instance[i]} - offsets.keys()
+        neighbours: set[int] = set()
+        for instance in mine:
+            if instance not in visited:
+                visited.add(instance)
+                neighbours.update(r for r in by_instance[instance] if r not in offsets)
         for rank in sorted(neighbours):
             theirs = by_rank[rank]
             shared = [theirs[i] - mine[i] for i in mine if i in theirs]

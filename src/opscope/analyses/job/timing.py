@@ -130,10 +130,10 @@ def collective_timing(long_aligned: pa.Table, peaks_gbps: Mapping[int, float] | 
         rows = sorted(members[instance], key=lambda r: columns["rank"][r])
         arrivals = [columns["start_ns"][r] for r in rows]
         last = max(arrivals)
+        loo = _leave_one_out_medians(arrivals)
         waits, transfers = [], []
         for k, r in enumerate(rows):
             dur = columns["dur_ns"][r]
-            others = arrivals[:k] + arrivals[k + 1:]
             waits.append(min(max(last - arrivals[k], 0), dur))
             transfers.append(max(columns["end_ns"][r] - last, 0))
             per_rank["instance"].append(instance)
@@ -141,7 +141,7 @@ def collective_timing(long_aligned: pa.Table, peaks_gbps: Mapping[int, float] | 
             per_rank["arrival_ns"].append(arrivals[k])
             per_rank["wait_ns"].append(waits[-1])
             per_rank["transfer_ns"].append(transfers[-1])
-            per_rank["late_ns"].append(round(arrivals[k] - median(others)) if others else None)
+            per_rank["late_ns"].append(round(arrivals[k] - loo[k]) if loo[k] is not None else None)
             per_rank["step"].append(columns["step"][r])
             per_rank["dur_ns"].append(dur)
         first = rows[0]
@@ -186,6 +186,31 @@ def collective_timing(long_aligned: pa.Table, peaks_gbps: Mapping[int, float] | 
         notes.append(f"{uneven} all-to-all instance(s) with different sizes on different ranks (uneven splits): "
                      "their bytes are the largest rank's")
     return Timing(pa.table(per_rank, schema=PER_RANK), instance_table, _summary(instance_table), notes)
+
+
+def _leave_one_out_medians(values: list[int]) -> list[float | None]:
+    """For each value, the median of all the others (None when there are no others), from one sort."""
+    n = len(values)
+    if n < 2:
+        return [None] * n
+    order = sorted(range(n), key=values.__getitem__)
+    ranked = [values[i] for i in order]
+    position = [0] * n
+    for p, i in enumerate(order):
+        position[i] = p
+    m = n - 1
+
+    def remaining(j: int, removed: int) -> int:  # the j-th smallest once the one at ``removed`` is left out
+        return ranked[j] if j < removed else ranked[j + 1]
+
+    out: list[float | None] = []
+    for k in range(n):
+        p = position[k]
+        if m % 2:
+            out.append(remaining(m // 2, p))
+        else:
+            out.append((remaining(m // 2 - 1, p) + remaining(m // 2, p)) / 2)
+    return out
 
 
 def _peak(peaks: Mapping[int, float] | None, ranks: list[int]) -> float | None:
