@@ -119,7 +119,8 @@ def test_nccl_annotation_then_kernel_name_alone(tmp_path):
         ("reduce_scatter", None, "RING", "LL128", 0)
     assert any(n.startswith("1 collective call(s) described only by the nccl:<name> annotation") for n in notes)
     assert any(n.startswith("1 collective call(s) known only from the kernel name") for n in notes)
-    assert any(n.startswith("1 kernel(s) whose name names another collective") for n in notes)
+    assert "1 kernel(s) whose name names another collective than the one recorded for their launch (e.g. a sendrecv " \
+        "kernel under allreduce): the recorded one is used" in notes
     assert any(n.startswith("2 collective call(s) without a process group") for n in notes)
 
 
@@ -190,6 +191,13 @@ def test_disagreeing_instance_left_out_and_named():
     assert matched.notes == [
         "2 collective instance(s) whose ranks disagree on the collective or its size are left out; the first: "
         "process group '0', step 1, call #1: allreduce 4096 B on rank(s) 0; allreduce 2048 B on rank(s) 1"]
+
+
+def test_trace_text_in_notes_is_plain():
+    pg = "[bold red]boom[/] " + "x" * 100
+    a, b = [call(0, 10, 0, pg=pg, bytes=1)], [call(0, 10, 0, pg=pg, bytes=2)]
+    (note,) = match_instances({0: calls_table(a), 1: calls_table(b)}).notes
+    assert "process group '?bold?red?boom????" + "x" * 22 + "', step 1" in note and "[" not in note
 
 
 def test_missing_member_order_matching_and_uneven_alltoall():

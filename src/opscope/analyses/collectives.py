@@ -151,7 +151,7 @@ def collective_calls_with_notes(trace: Trace) -> tuple[pa.Table, list[str]]:
             counts["annotation"] += 1
         if _disagree(from_kernel, collective):
             counts["disagree"] += 1
-            disagree_example = disagree_example or f"{name.split('(')[0][:80]} under {collective}"
+            disagree_example = disagree_example or f"a {from_kernel} kernel under {collective}"
         pg_ranks, group_size = _ranks(merged, counts)
         dtype = merged.get("dtype")
         in_n, out_n = merged.get("in_nelems"), merged.get("out_nelems")

@@ -11,6 +11,7 @@ per-rank sizes may differ: uneven splits), is left out and named in a note, neve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -150,5 +151,10 @@ def _disagreement(members: dict[int, dict]) -> str:
 
 def _describe(key: tuple) -> str:
     mode, pg, _, collective, step, seq = key
-    where = f"process group {pg!r}" if mode == "group" else f"{collective} (by order)"
+    where = f"process group {_shown(pg)}" if mode == "group" else f"{collective} (by order)"
     return f"{where}, step {step if step is not None else '-'}, call #{seq}"
+
+
+def _shown(text: str) -> str:
+    """A process group's name as notes show it: trace text, so only plain characters, quoted, and short."""
+    return "'" + re.sub(r"[^A-Za-z0-9_.:-]", "?", text[:40]) + "'"
