@@ -53,21 +53,22 @@ class Matched:
 def match_instances(calls: Mapping[int, pa.Table]) -> Matched:
     """Match each rank's collective calls (rank -> its ``COLLECTIVE_CALLS`` table) into instances."""
     all_ranks = sorted(int(r) for r in calls)
-    groups: dict[tuple, dict[int, dict]] = {}
+    # each rank's columns as lists, and per key {rank: row index}: no Python object per call beyond its values
+    columns: dict[int, dict[str, list]] = {}
+    groups: dict[tuple, dict[int, int]] = {}
     duplicates = 0
     for rank in all_ranks:
         table = calls[rank]
         if table.num_rows == 0:
             continue
-        columns = {name: table[name].to_pylist() for name in _CARRIED}
-        for i in range(table.num_rows):
-            row = {name: columns[name][i] for name in _CARRIED}
-            key = _key(row)
-            members = groups.setdefault(key, {})
-            if rank in members:
+        cols = columns[rank] = {name: table[name].to_pylist() for name in _CARRIED}
+        for i, key in enumerate(zip(cols["matched_by"], cols["pg"], cols["pg_ranks"], cols["collective"],
+                                    cols["step"], cols["seq"])):
+            at = groups.setdefault(_key(*key), {})
+            if rank in at:
                 duplicates += 1
                 continue
-            members[rank] = row
+            at[rank] = i
     notes: list[str] = []
     out: dict[str, list] = {f.name: [] for f in LONG}
     flagged: list[tuple] = []
@@ -75,7 +76,7 @@ def match_instances(calls: Mapping[int, pa.Table]) -> Matched:
     expected_of: dict[str, frozenset[int]] = {}
     instance = 0
     for key in sorted(groups, key=_sort_key):
-        members = groups[key]
+        members = {rank: _Row(columns[rank], i) for rank, i in groups[key].items()}
         problem = _disagreement(members)
         if problem:
             flagged.append((key, problem))
@@ -116,10 +117,21 @@ def match_instances(calls: Mapping[int, pa.Table]) -> Matched:
     return Matched(pa.table(out, schema=LONG), notes)
 
 
-def _key(row: dict) -> tuple:
-    if row["matched_by"] == MATCHED_BY_ORDER or not row["pg"]:
-        return ("order", "", "", row["collective"], row["step"], row["seq"])
-    return ("group", row["pg"], row["pg_ranks"], "", row["step"], row["seq"])
+class _Row:
+    """One call: a row of a rank's column lists, read like a dict."""
+    __slots__ = ("columns", "i")
+
+    def __init__(self, columns: dict[str, list], i: int) -> None:
+        self.columns, self.i = columns, i
+
+    def __getitem__(self, name: str):
+        return self.columns[name][self.i]
+
+
+def _key(matched_by: str, pg: str, pg_ranks: str, collective: str, step: int | None, seq: int) -> tuple:
+    if matched_by == MATCHED_BY_ORDER or not pg:
+        return ("order", "", "", collective, step, seq)
+    return ("group", pg, pg_ranks, "", step, seq)
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -133,7 +145,7 @@ def _expected(pg_ranks: str, all_ranks: list[int]) -> list[int]:
     return ranks if ranks else all_ranks
 
 
-def _disagreement(members: dict[int, dict]) -> str:
+def _disagreement(members: dict[int, _Row]) -> str:
     """'' when the ranks agree on the collective and size; else which ranks say what."""
     sizes_may_differ = all(r["collective"] == "alltoall" and r["matched_by"] != MATCHED_BY_ORDER
                            for r in members.values())
