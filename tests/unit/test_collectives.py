@@ -24,7 +24,7 @@ from opscope.analyses.collectives import (
     parse_kernel_name,
     parse_pg_ranks,
 )
-from opscope.analyses.job.clocks import NOT_ALIGNED, NOT_POSSIBLE, apply_offsets, clock_offsets
+from opscope.analyses.job.clocks import NOT_ALIGNED, NOT_POSSIBLE, apply_offsets, clock_offsets, no_offsets
 from opscope.analyses.job.links import link_peak_gbps
 from opscope.analyses.job.match import LONG, match_instances
 from opscope.analyses.job.timing import PER_RANK, bus_factor, collective_timing, size_bucket
@@ -310,6 +310,8 @@ def test_no_collectives_to_align_on_and_no_align():
     off = clock_offsets(match_instances(job({0: [10], 1: [20]}, {0: 0, 1: 5})).long, no_align=True)
     assert off.notes == [NOT_ALIGNED] and off.table["clock_offset_ns"].to_pylist() == [0, 0]
     assert off.table["aligned"].to_pylist() == [False, False]
+    same = no_offsets(match_instances(job({0: [10], 1: [20]}, {0: 0, 1: 5})).long, [0, 1, 2])
+    assert same.notes == [NOT_ALIGNED] and same.table["rank"].to_pylist() == [0, 1, 2]
 
 
 # --- timing ------------------------------------------------------------------------------------------------------

@@ -105,6 +105,11 @@ def unaligned(ranks: Iterable[int]) -> Clocks:
     return Clocks(table, [NOT_ALIGNED], None)
 
 
+def no_offsets(long: pa.Table, ranks: Iterable[int] = ()) -> Clocks:
+    """:func:`unaligned` for the ranks of ``long`` and ``ranks`` (``--no-align``)."""
+    return unaligned(set(long["rank"].to_pylist()) | {int(r) for r in ranks})
+
+
 def apply_offsets(long: pa.Table, clocks: Clocks) -> pa.Table:
     """``long`` with ``start_ns``/``end_ns`` put on the reference rank's clock (minus each rank's offset); a rank
     without an offset keeps its own clock."""
