@@ -361,12 +361,12 @@ def test_bus_bandwidth_by_hand():
     assert bus_factor("allreduce", None) is None and bus_factor("broadcast", None) == 1.0
     assert timing.summary.to_pylist() == [
         {"collective": "allgather", "size_bucket": "64 KiB-1 MiB", "calls": 1, "total_bytes": 65536,
-         "skew_ns_median": 0, "wait_ns_mean": 0, "transfer_ns_mean": 1000,
-         "busbw_gbps_median": pytest.approx(65536 / 1000 * 7 / 8), "pct_of_peak_median": pytest.approx(
+         "median_skew_ns": 0, "mean_wait_ns": 0, "mean_transfer_ns": 1000,
+         "median_busbw_gbps": pytest.approx(65536 / 1000 * 7 / 8), "median_pct_of_peak": pytest.approx(
              100 * 65536 / 1000 * 7 / 8 / 300)},
         {"collective": "allreduce", "size_bucket": ">=256 MiB", "calls": 1, "total_bytes": 2**30,
-         "skew_ns_median": 0, "wait_ns_mean": 0, "transfer_ns_mean": 10_000_000,
-         "busbw_gbps_median": pytest.approx(algbw * 1.75), "pct_of_peak_median": pytest.approx(
+         "median_skew_ns": 0, "mean_wait_ns": 0, "mean_transfer_ns": 10_000_000,
+         "median_busbw_gbps": pytest.approx(algbw * 1.75), "median_pct_of_peak": pytest.approx(
              100 * algbw * 1.75 / 300)}]
 
 

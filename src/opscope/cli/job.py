@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -72,8 +72,8 @@ class TaskProgress:
 
     def __init__(self, what: str) -> None:
         self.what = what
-        self.bar = None
-        self.task = None
+        self.bar: Any = None
+        self.task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if not err.is_terminal:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,7 +50,9 @@ def memory(
     from opscope.analyses.filters import parse_steps
     from opscope.analyses.reports import memory_report
 
-    args = (view.value if view else None, timeline, split(device) if device else None, sort, parse_steps(steps), limit)
-    job = per_rank(trace, memory_report, no_cache, view=args[0], timeline=timeline, devices=args[2], sort=sort,
-                   steps=args[4], limit=limit)
-    show(job if job is not None else memory_report(load(trace, no_cache), *args), format)
+    chosen: Any = view.value if view else None
+    devices = split(device) if device else None
+    job = per_rank(trace, memory_report, no_cache, view=chosen, timeline=timeline, devices=devices, sort=sort,
+                   steps=parse_steps(steps), limit=limit)
+    show(job if job is not None else memory_report(load(trace, no_cache), chosen, timeline, devices, sort,
+                                                   parse_steps(steps), limit), format)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -116,7 +116,7 @@ def kernels(
     from opscope.analyses.reports import kernels_report
 
     filt = event_filter(None, match, exclude, steps)
-    names = "full" if full_names else "short"
+    names: Literal["short", "full"] = "full" if full_names else "short"
     job = per_rank(trace, kernels_report, no_cache, filt=filt, by_op=by_op, sort=sort, names=names, limit=limit)
     show(job if job is not None else kernels_report(load(trace, no_cache), filt, by_op, sort, names, limit), format)
 

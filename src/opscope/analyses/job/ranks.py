@@ -117,26 +117,26 @@ def rank_rows(summaries: Mapping[int, RankSummary], per_step: pa.Table, per_rank
             "wait_ns": _mean([s["wait_ns"] for s in steps]), "delay_ns": _mean([s["late_ns"] for s in steps]),
         })
     measured = "collectives"
-    if all(r["delay_ns"] is None for r in rows):
+    if all(row["delay_ns"] is None for row in rows):
         # no collective matched inside the compared steps: fall back to step times (leave-one-out median)
         measured = "step time"
-        for r in rows:
-            others = [o["step_ns"] for o in rows if o is not r and o["step_ns"] is not None]
-            r["delay_ns"] = (r["step_ns"] - statistics.median(others)) if others and r["step_ns"] is not None \
+        for row in rows:
+            others = [o["step_ns"] for o in rows if o is not row and o["step_ns"] is not None]
+            row["delay_ns"] = (row["step_ns"] - statistics.median(others)) if others and row["step_ns"] is not None \
                 else None
-        if all(r["delay_ns"] is None for r in rows) and per_rank.num_rows:
+        if all(row["delay_ns"] is None for row in rows) and per_rank.num_rows:
             # no steps at all: the collectives' lateness over the whole trace
             measured = "collectives (whole trace: no steps)"
             totals: dict[int, int] = {}
             for rank, d in zip(per_rank["rank"].to_pylist(), per_rank["late_ns"].to_pylist()):
                 totals[rank] = totals.get(rank, 0) + (d or 0)
-            for r in rows:
-                r["delay_ns"] = totals.get(r["rank"])
-    steps_known = [r["step_ns"] for r in rows if r["step_ns"] is not None]
+            for row in rows:
+                row["delay_ns"] = totals.get(row["rank"])
+    steps_known = [row["step_ns"] for row in rows if row["step_ns"] is not None]
     reference = statistics.median(steps_known) if steps_known else None
-    for r in rows:
-        r["straggler"] = bool(r["delay_ns"] is not None and reference and r["delay_ns"] > 0
-                              and r["delay_ns"] >= STRAGGLER_SHARE * reference)
+    for row in rows:
+        row["straggler"] = bool(row["delay_ns"] is not None and reference and row["delay_ns"] > 0
+                                and row["delay_ns"] >= STRAGGLER_SHARE * reference)
     return rows, measured
 
 
@@ -171,13 +171,13 @@ def why(summaries: Mapping[int, RankSummary], stragglers: Sequence[int], steps: 
     for s in stragglers:
         mine = per_rank.get(s, {})
         others = [v for r, v in per_rank.items() if r != s]
-        extra = []
+        extra: list[dict] = []
         for key, value in mine.items():
             median = statistics.median([o.get(key, 0) for o in others]) if others else 0
             if value - median > 0:
                 extra.append({"rank": s, "category": key[0], "name": key[1], "rank_ns": round(value),
                               "median_ns": round(median), "extra_ns": round(value - median)})
-        extra.sort(key=lambda r: -r["extra_ns"])
+        extra.sort(key=lambda e: -e["extra_ns"])
         rows.extend(extra[:WHY_ROWS])
     return pa.Table.from_pylist(rows, schema=WHY_SCHEMA)
 

@@ -61,11 +61,11 @@ SUMMARY = pa.schema([
     ("size_bucket", pa.string()),
     ("calls", pa.int64()),
     ("total_bytes", pa.int64()),
-    ("skew_ns_median", pa.int64()),
-    ("wait_ns_mean", pa.int64()),
-    ("transfer_ns_mean", pa.int64()),
-    ("busbw_gbps_median", pa.float64()),
-    ("pct_of_peak_median", pa.float64()),
+    ("median_skew_ns", pa.int64()),
+    ("mean_wait_ns", pa.int64()),
+    ("mean_transfer_ns", pa.int64()),
+    ("median_busbw_gbps", pa.float64()),
+    ("median_pct_of_peak", pa.float64()),
 ])
 
 _KIB, _MIB = 1 << 10, 1 << 20
@@ -236,9 +236,9 @@ def _summary(instances: pa.Table) -> pa.Table:
         out["size_bucket"].append(bucket)
         out["calls"].append(len(rows))
         out["total_bytes"].append(sum(sizes) if sizes else None)
-        out["skew_ns_median"].append(round(median(columns["skew_ns"][r] for r in rows)))
-        out["wait_ns_mean"].append(round(mean(columns["wait_ns"][r] for r in rows)))
-        out["transfer_ns_mean"].append(round(mean(columns["transfer_ns"][r] for r in rows)))
-        out["busbw_gbps_median"].append(median(busbw) if busbw else None)
-        out["pct_of_peak_median"].append(median(pct) if pct else None)
+        out["median_skew_ns"].append(round(median(columns["skew_ns"][r] for r in rows)))
+        out["mean_wait_ns"].append(round(mean(columns["wait_ns"][r] for r in rows)))
+        out["mean_transfer_ns"].append(round(mean(columns["transfer_ns"][r] for r in rows)))
+        out["median_busbw_gbps"].append(median(busbw) if busbw else None)
+        out["median_pct_of_peak"].append(median(pct) if pct else None)
     return pa.table(out, schema=SUMMARY)

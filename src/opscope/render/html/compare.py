@@ -61,8 +61,10 @@ def job_view_page(report, rank_steps: pa.Table, first: tuple[str, Trace] | None,
             continue
         if section.arrow.num_rows == 0:
             continue
-        blocks.append(section_table(section, f"job_{section.key}", section.title, limit=TABLE_ROWS,
-                                    searchable=section.key in ("ranks", "why")))
+        block = section_table(section, f"job_{section.key}", section.title, limit=TABLE_ROWS,
+                              searchable=section.key in ("ranks", "why"))
+        if block is not None:
+            blocks.append(block)
         if section.key == "ranks" and rank_steps.num_rows:
             rows = rank_steps.to_pylist()
             if any(r.get("late_ns") is not None for r in rows):
