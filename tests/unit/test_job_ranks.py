@@ -42,26 +42,38 @@ def test_compared_steps_are_those_every_rank_has_and_a_shifted_rank_is_named():
     assert any("rank(s) 3 have no steps" in n for n in notes)
 
 
-def test_delay_is_the_summed_lateness_per_step_and_the_straggler_is_over_5_percent():
+def test_delay_is_the_summed_lateness_per_step_and_the_straggler_is_over_1_percent():
     # 4 ranks, steps 1 and 2 of 100 us; rank 3 is 8 us late at each of the step's two collectives (16 us per step);
-    # rank 1 is 1 us late once per step (jitter)
+    # rank 1 is 0.5 us late once per step (jitter, under 1% of the step)
     ranks = {r: summary(r, {1: 100_000, 2: 100_000}) for r in range(4)}
     rows = []
     for step in (1, 2):
         for k in range(2):
             inst = 2 * step + k
             for r in range(4):
-                late = 8_000 if r == 3 else (1_000 if r == 1 and k == 0 else 0)
+                late = 8_000 if r == 3 else (500 if r == 1 and k == 0 else 0)
                 rows.append((inst, r, step, 0 if r == 3 else 8_000, late))
     per_step = rv.rank_steps(ranks, per_rank_rows(rows), [1, 2])
     got, measured = rv.rank_rows(ranks, per_step, per_rank_rows(rows), None)
     assert measured == "collectives"
     delays = {r["rank"]: r["delay_ns"] for r in got}
-    assert delays == {0: 0, 1: 1_000, 2: 0, 3: 16_000}
-    assert [r["rank"] for r in got if r["straggler"]] == [3]  # 16 us >= 5% of 100 us; 1 us is not
+    assert delays == {0: 0, 1: 500, 2: 0, 3: 16_000}
+    assert [r["rank"] for r in got if r["straggler"]] == [3]  # 16 us >= 1% of 100 us; 0.5 us is not
     assert {r["rank"]: r["wait_ns"] for r in got} == {0: 16_000, 1: 16_000, 2: 16_000, 3: 0}
     slowest = rv.slowest_per_step(per_step).to_pylist()
     assert [(s["step"], s["slowest_rank"], s["by_ns"]) for s in slowest] == [(1, 3, 16_000), (2, 3, 16_000)]
+
+
+def test_a_straggler_stands_apart_from_the_ranks_jitter():
+    # 8 ranks of 100 us steps; the delays of ranks 0-6 jitter from 0 to 3 us (all over 1% of the step), rank 7 is
+    # 20 us late: only rank 7 is more than 5 robust standard deviations above the others
+    ranks = {r: summary(r, {1: 100_000}) for r in range(8)}
+    lates = [0, 1_000, 2_000, 3_000, 1_500, 2_500, 500, 20_000]
+    rows = per_rank_rows([(0, r, 1, 0, late) for r, late in enumerate(lates)])
+    got, _ = rv.rank_rows(ranks, rv.rank_steps(ranks, rows, [1]), rows, None)
+    assert [r["rank"] for r in got if r["straggler"]] == [7]
+    # rank 3 (3 us): the others' median is 1.5 us, MAD 1 us: bound 1.5 + 5 * 1.4826 * 1 = 8.9 us > 3 us
+    assert not got[3]["straggler"]
 
 
 def test_without_collectives_the_delay_is_the_step_time_over_the_other_ranks_median():

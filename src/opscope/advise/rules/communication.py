@@ -11,6 +11,8 @@ import statistics
 from typing import Any
 
 from opscope.advise.context import AdviceContext
+from opscope.analyses.job.ranks import OUTLIER_SIGMAS as JOB_SIGMAS
+from opscope.analyses.job.ranks import STRAGGLER_SHARE as JOB_SHARE
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.units import format_ns
 
@@ -179,7 +181,8 @@ the wait for slower ranks, which overlapping does not remove (see stragglers).
 Stragglers, given the whole job (opscope advise DIR, or several rank traces): the job view (opscope job) reads
 every rank in parallel, matches the collectives across ranks and aligns the ranks' clocks on their ends; a rank's
 delay is how much later than the other ranks it reaches the collectives, summed over a step. A rank whose delay is
-at least {STRAGGLER_SHARE:.0%} of the step is a straggler; balanced, the job saves its delay per step.
+at least {JOB_SHARE:.0%} of the step and stands apart from the other ranks' delays ({JOB_SIGMAS:g} robust standard
+deviations above their median) is a straggler; balanced, the job saves its delay per step.
 Without matched collectives (traces without NCCL kernels): per rank, compute time per step
 (kernels, union over streams, averaged over its devices) and time in collectives. In every collective the
 other ranks wait for the slowest, so the straggler is the rank with the most compute, and normally the least

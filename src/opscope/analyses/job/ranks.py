@@ -7,6 +7,9 @@ instance (leave-one-out, so with two ranks the late one gets +d and the early on
 the ranks leave together, so each collective's lateness is the extra time the rank spent since the previous one,
 and the sum over a step is that rank's extra time in the step: what every other rank waits for. Without matched
 collectives the delay falls back to the rank's step time minus the other ranks' median step time (said so).
+
+A straggler's delay is at least STRAGGLER_SHARE of the median step and stands apart from the other ranks' delays
+(OUTLIER_SIGMAS robust standard deviations above their median): every rank jitters a little, a straggler is apart.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import pyarrow.compute as pc
 
 from opscope.analyses.job.rank import RankSummary
 
-#: A rank is a straggler when its delay per step is at least this share of the median step (the advise rule's
-#: threshold): smaller differences are jitter that no balancing would recover.
-STRAGGLER_SHARE = 0.05
+#: A rank is a straggler when its delay per step is at least this share of the median step...
+STRAGGLER_SHARE = 0.01
+#: ...and stands out from the other ranks' delays: above their median by this many robust standard deviations
+#: (1.4826 x MAD), when there are three or more others. Jitter moves every rank a little; a straggler is apart.
+OUTLIER_SIGMAS = 5.0
 #: Rows of the "why" table per straggler.
 WHY_ROWS = 10
 
@@ -135,9 +140,21 @@ def rank_rows(summaries: Mapping[int, RankSummary], per_step: pa.Table, per_rank
     steps_known = [row["step_ns"] for row in rows if row["step_ns"] is not None]
     reference = statistics.median(steps_known) if steps_known else None
     for row in rows:
+        others = [o["delay_ns"] for o in rows if o is not row and o["delay_ns"] is not None]
         row["straggler"] = bool(row["delay_ns"] is not None and reference and row["delay_ns"] > 0
-                                and row["delay_ns"] >= STRAGGLER_SHARE * reference)
+                                and row["delay_ns"] >= STRAGGLER_SHARE * reference
+                                and row["delay_ns"] > _outlier_bound(others))
     return rows, measured
+
+
+def _outlier_bound(others: list[int]) -> float:
+    """The delay above which a rank stands apart from ``others``: their median plus OUTLIER_SIGMAS robust standard
+    deviations (no bound with fewer than three others: two ranks' delays say nothing about spread)."""
+    if len(others) < 3:
+        return float("-inf")
+    centre = statistics.median(others)
+    mad = statistics.median(abs(o - centre) for o in others)
+    return centre + OUTLIER_SIGMAS * 1.4826 * mad
 
 
 def slowest_per_step(per_step: pa.Table) -> pa.Table:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opscope.analyses.job.ranks import STRAGGLER_SHARE, span_text
+from opscope.analyses.job.ranks import OUTLIER_SIGMAS, STRAGGLER_SHARE, span_text
 from opscope.analyses.job.view import JobView
 from opscope.report import Column, Report, Section
 from opscope.units import format_ns
@@ -16,7 +16,8 @@ RANKS_LEGEND = (
     "of its compute kernels and copies inside the step), comm_ns (union of its collectives), wait_ns (time its "
     "collectives waited for the last rank to arrive), delay_ns (how much later than the other ranks it reached "
     "the collectives, summed over the step: its own extra time, which every other rank waits for); "
-    f"straggler: delay at least {STRAGGLER_SHARE:.0%} of the median step; clock_offset_ns: its clock minus the "
+    f"straggler: delay at least {STRAGGLER_SHARE:.0%} of the median step and {OUTLIER_SIGMAS:g} robust standard "
+    "deviations above the other ranks' (with 3 or more others); clock_offset_ns: its clock minus the "
     "reference rank's, estimated from the ends of blocking collectives (± offset_uncertainty_ns, a robust "
     "standard error), subtracted before any cross-rank figure")
 COLLECTIVES_LEGEND = (
@@ -112,7 +113,7 @@ def _headline(view: JobView) -> str:
         if worst.get("delay_ns") is None:
             return f"{len(rows)} ranks; no straggler could be measured (no matched collectives nor shared steps)"
         return (f"no straggler: the latest rank ({worst['rank']}) is {format_ns(worst['delay_ns'])} per step behind "
-                f"the others, under {STRAGGLER_SHARE:.0%} of the step")
+                f"the others, under {STRAGGLER_SHARE:.0%} of the step or within the ranks' jitter")
     parts = []
     for r in view.stragglers:
         row = rows[r]
