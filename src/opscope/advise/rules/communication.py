@@ -183,7 +183,9 @@ every rank in parallel, matches the collectives across ranks and aligns the rank
 delay is how much later than the other ranks it reaches the collectives, summed over a step. A rank whose delay is
 at least {JOB_SHARE:.0%} of the step and stands apart from the other ranks' delays ({JOB_SIGMAS:g} robust standard
 deviations above their median) is a straggler; balanced, the job saves its delay per step.
-Without matched collectives (traces without NCCL kernels): per rank, compute time per step
+Without matched collectives the job view compares the ranks' step times instead (said in the finding).
+Given other ranks' traces opened in one process (the Python API's Loaded.advise(peers=...)): per rank, compute
+time per step
 (kernels, union over streams, averaged over its devices) and time in collectives. In every collective the
 other ranks wait for the slowest, so the straggler is the rank with the most compute, and normally the least
 time in collectives (the finding says when the two disagree). Balanced, every rank would compute the median:
