@@ -55,3 +55,26 @@ def pid_and_cache(x: int) -> tuple[int, int, str | None]:
 def sleep_then_square(x: int) -> int:
     time.sleep(0.2)
     return x * x
+
+
+def bounded(call, seconds: float = 60.0):
+    """``call()``, failing the test instead of hanging it when it takes longer than ``seconds`` (the executor
+    must never hang: a daemon thread runs it, so a stuck one does not keep pytest from exiting either)."""
+    import threading
+
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise AssertionError(f"still running after {seconds:.0f} s: the executor hung")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

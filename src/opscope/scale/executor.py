@@ -302,6 +302,8 @@ class LocalPool:
                     worker.tasks += 1
                     attempts[i] += 1
                     busy[worker] = i
+                if not busy:  # every item left was settled without a worker (it could not be sent)
+                    continue
                 waitables: list[Any] = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
                 ready = set(connection.wait(waitables))
                 for worker in [w for w in busy if w.conn in ready or w.proc.sentinel in ready]:
