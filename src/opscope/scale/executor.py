@@ -24,6 +24,7 @@ key), is the client's: it is sent with every task and set in the worker before t
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import signal
@@ -375,7 +376,11 @@ class DaskExecutor:
             with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
                 self._cluster = distributed.LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address=None, worker_dashboard_address=None)
+                    # the scheduler's HTTP server runs even without a dashboard: any free port, this host only
+                    # (None would take 8787 and ":0" every interface)
+                    dashboard_address="127.0.0.1:0", worker_dashboard_address=None,
+                    # a dead worker is its item's one-line error: the cluster's own log lines would bury it
+                    silence_logs=logging.CRITICAL)
             self.client: Any = distributed.Client(self._cluster)
             self.name = f"Dask local cluster ({n} worker{'s' if n != 1 else ''})"
         else:
