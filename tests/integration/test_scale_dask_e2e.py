@@ -3,6 +3,7 @@ is retried by the scheduler, one that always dies ends as its item's error, and 
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -115,5 +116,5 @@ def test_a_bad_address_is_one_line_within_seconds():
 
 @pytest.mark.parametrize("spec", ["local:0", "local:two", "local"])
 def test_a_bad_local_count_is_a_usage_error(spec):
-    with pytest.raises(UsageError, match="give the number of local workers, e.g. --dask local:4"):
+    with pytest.raises(UsageError, match=re.escape("give the number of local workers, e.g. --dask local:4")):
         executor_for(dask=spec)
