@@ -248,6 +248,7 @@ class LocalPool:
         method = "forkserver" if "forkserver" in get_all_start_methods() else "spawn"
         self._ctx: Any = get_context(method)  # typeshed's BaseContext lacks Process/Pipe
         self._idle: list[_Worker] = []
+        self._retired: list[_Worker] = []  # served their tasks; exiting on their own
         self._started = 0
 
     @property
@@ -303,6 +304,7 @@ class LocalPool:
                     worker.tasks += 1
                     attempts[i] += 1
                     busy[worker] = i
+                self._retired = [w for w in self._retired if w.proc.exitcode is None]  # reap the exited
                 if not busy:  # every item left was settled without a worker (it could not be sent)
                     continue
                 waitables: list[Any] = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
@@ -318,7 +320,10 @@ class LocalPool:
                     if result is not None:
                         finish(i, _outcome(keys[i], result, attempts[i]))
                         if worker.tasks >= self.max_tasks_per_child:
-                            worker.stop()  # it exits by itself after its last task
+                            # it exits by itself after its last task; reaped later, not waited for here (a
+                            # process's exit takes tens of ms, which would hold up the next dispatch)
+                            worker.conn.close()
+                            self._retired.append(worker)
                         else:
                             self._idle.append(worker)
                         continue
@@ -337,8 +342,11 @@ class LocalPool:
         return [o for o in outcomes if o is not None]
 
     def close(self) -> None:
-        while self._idle:
-            self._idle.pop().stop()
+        for worker in self._idle:
+            worker.conn.close()  # each sees EOF and returns; then they end together, not one after another
+        for worker in self._idle + self._retired:
+            worker.stop()
+        self._idle, self._retired = [], []
 
     def __enter__(self) -> LocalPool:
         return self
