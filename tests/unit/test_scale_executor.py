@@ -159,3 +159,18 @@ def test_peak_rss_is_the_kernels_high_water_mark():
                if line.startswith("VmHWM:"))
     assert abs(peak - hwm) < (4 << 20)
     assert peak > len(block)
+
+
+def test_workers_that_cannot_start_end_the_item_not_loop_forever():
+    class StillbornPool(LocalPool):
+        def _spawn(self):
+            worker = super()._spawn()
+            worker.proc.kill()  # as a worker whose interpreter cannot start would
+            worker.proc.join()
+            return worker
+
+    with StillbornPool(2) as pool:
+        outcomes = bounded(lambda: pool.run(scale.square, [1, 2], KEYS[:2]), 30)
+    assert [o.error for o in outcomes] == ["the worker running it died (killed by signal 9, SIGKILL), "
+                                           "retried 1 time(s)"] * 2
+    assert [o.attempts for o in outcomes] == [2, 2]

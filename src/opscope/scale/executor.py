@@ -284,6 +284,16 @@ class LocalPool:
             if progress:
                 progress(done, total)
 
+        def died(i: int, worker: _Worker) -> None:
+            worker.proc.join(5)
+            how = describe_exit(worker.proc.exitcode)
+            worker.stop()
+            deaths[i] += 1
+            if deaths[i] > self.death_retries:
+                finish(i, TaskOutcome(keys[i], error=died_message(how, deaths[i] - 1), attempts=attempts[i]))
+            else:
+                todo.appendleft(i)  # again, in a fresh worker
+
         try:
             while todo or busy:
                 while todo and len(busy) < self.workers:
@@ -294,15 +304,20 @@ class LocalPool:
                         finish(i, TaskOutcome(keys[i], error=f"the task cannot be sent to a worker: "
                                                              f"{describe_error(exc)}", attempts=0))
                         continue
+                    fresh = not self._idle
                     worker = self._idle.pop() if self._idle else self._spawn()
-                    try:
-                        worker.conn.send_bytes(payload)
-                    except OSError:  # it died while idle: not this item's doing
-                        worker.stop()
-                        todo.appendleft(i)
-                        continue
                     worker.tasks += 1
                     attempts[i] += 1
+                    try:
+                        worker.conn.send_bytes(payload)
+                    except OSError:
+                        if fresh:  # a new worker that cannot even start: this run counts, so it ends
+                            died(i, worker)
+                        else:  # it died while idle: not this item's doing
+                            attempts[i] -= 1
+                            worker.stop()
+                            todo.appendleft(i)
+                        continue
                     busy[worker] = i
                 self._retired = [w for w in self._retired if w.proc.exitcode is None]  # reap the exited
                 if not busy:  # every item left was settled without a worker (it could not be sent)
@@ -327,14 +342,7 @@ class LocalPool:
                         else:
                             self._idle.append(worker)
                         continue
-                    worker.proc.join(5)
-                    how = describe_exit(worker.proc.exitcode)
-                    worker.stop()
-                    deaths[i] += 1
-                    if deaths[i] > self.death_retries:
-                        finish(i, TaskOutcome(keys[i], error=died_message(how, deaths[i] - 1), attempts=attempts[i]))
-                    else:
-                        todo.appendleft(i)  # again, in a fresh worker
+                    died(i, worker)
         finally:
             for worker in busy:  # only when interrupted: workers still running are ended, not waited for
                 worker.proc.kill()
