@@ -409,6 +409,12 @@ class DaskExecutor:
                 raise UsageError(f"--dask {spec}: cannot reach a Dask scheduler there ({reason}); start one "
                                  f"(dask scheduler) and give its address, e.g. tcp://HOST:8786, or use "
                                  f"--dask local:N") from None
+            try:  # a scheduler without workers would leave every task waiting
+                self.client.wait_for_workers(1, timeout=DASK_CONNECT_TIMEOUT_S)
+            except Exception:
+                self.client.close()
+                raise UsageError(f"--dask {spec}: the scheduler there has no workers; start some "
+                                 f"(dask worker {spec}) or use --dask local:N") from None
             count_now = len(self.client.scheduler_info().get("workers", {}))
             self.name = f"Dask cluster {self.client.scheduler.address} ({count_now} worker" \
                         f"{'s' if count_now != 1 else ''})"
