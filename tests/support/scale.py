@@ -78,3 +78,12 @@ def bounded(call, seconds: float = 60.0):
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def summarize_unless_rank_2(task):
+    """The job's per-rank task, but the worker reading a file named rank-2* dies (as an out-of-memory kill would)."""
+    from opscope.scale.rank_task import summarize_rank
+
+    if Path(task.path).name.startswith("rank-2"):
+        os._exit(9)
+    return summarize_rank(task)

@@ -33,13 +33,21 @@ def per_rank_rows(rows: list[tuple[int, int, int, int, int]]) -> pa.Table:
                                  for i, r, s, w, d in rows])
 
 
-def test_compared_steps_are_those_every_rank_has_and_a_shifted_rank_is_named():
+def test_compared_steps_are_those_most_ranks_have_and_a_shifted_rank_is_named():
     ranks = {0: summary(0, {4: 10, 5: 10, 6: 10}), 1: summary(1, {4: 10, 5: 10, 6: 10}),
              2: summary(2, {5: 10, 6: 10, 7: 10}), 3: summary(3, {})}
     steps, notes = rv.compared_steps(ranks)
-    assert steps == [5, 6]
-    assert any(n.startswith("rank 2 has steps 5-7, most ranks 4-6") and "(5-6)" in n for n in notes)
+    assert steps == [4, 5, 6]  # the range most ranks have
+    assert any(n.startswith("rank 2 has steps 5-7, most ranks 4-6: it is compared on steps 5-6") for n in notes)
     assert any("rank(s) 3 have no steps" in n for n in notes)
+
+
+def test_a_rank_without_any_of_the_compared_steps_is_named():
+    ranks = {0: summary(0, {4: 10, 5: 10}), 1: summary(1, {4: 10, 5: 10}), 2: summary(2, {14: 10, 15: 10})}
+    steps, notes = rv.compared_steps(ranks)
+    assert steps == [4, 5]
+    assert notes == ["rank 2 has steps 14-15, most ranks 4-5: it shares none of them and is left out of the step "
+                     "figures"]
 
 
 def test_delay_is_the_summed_lateness_per_step_and_the_straggler_is_over_1_percent():

@@ -56,7 +56,7 @@ def job(
     finally:
         progress.close()
     assert run.view is not None
-    from opscope.scale.rank_task import peak_rss_bytes
+    from opscope.scale.executor import peak_rss_bytes
 
     resources = {"combining_peak_rss_bytes": peak_rss_bytes(),
                  "worker_peak_rss_bytes": max(run.worker_peak_rss.values(), default=None),

@@ -42,10 +42,12 @@ class JobRun:
 
 def run_job(specs: Sequence[str | Path], *, dask: str | None = None, workers: int | None = None, align: bool = True,
             use_cache: bool = True, cache_dir: Path | None = None,
-            progress: Callable[[int, int], None] | None = None, summarize: bool = True) -> JobRun:
+            progress: Callable[[int, int], None] | None = None, summarize: bool = True,
+            task: Callable[[RankTask], RankResult] = summarize_rank) -> JobRun:
     """Summarise every rank of the job named by ``specs`` on the executor (``dask``: a scheduler address or
     ``local:N``; else a local process pool of ``workers``) and combine the summaries. ``summarize=False``: only
-    read every rank into the cache (``run.entries``), no view."""
+    read every rank into the cache (``run.entries``), no view. ``task``: the per-rank function (a module-level
+    function of a :class:`RankTask`; another one wraps :func:`summarize_rank`, e.g. in tests)."""
     from opscope.ingest.source import INFLATE_RATIO_ENV
     from opscope.model.cache import cache_root
     from opscope.scale.executor import executor_for
@@ -55,7 +57,7 @@ def run_job(specs: Sequence[str | Path], *, dask: str | None = None, workers: in
     settings = tuple((k, os.environ[k]) for k in (INFLATE_RATIO_ENV,) if k in os.environ)
     tasks = [RankTask(str(p), str(root), use_cache, settings, summarize) for p in inputs.files]
     with executor_for(dask=dask, workers=workers) as executor:
-        outcomes = executor.run(summarize_rank, tasks, [str(p) for p in inputs.files], progress)
+        outcomes = executor.run(task, tasks, [str(p) for p in inputs.files], progress)
         name = executor.name
     results: list[tuple[Path, RankResult]] = []
     problems = list(inputs.skipped)

@@ -7,12 +7,12 @@ picklable arguments, and what it returns is small: a rank's summary tables, neve
 from __future__ import annotations
 
 import os
-import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from opscope.analyses.job.rank import RankSummary
+from opscope.scale.executor import peak_rss_bytes
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,3 @@ def summarize_rank(task: RankTask) -> RankResult:
         entry = str(candidate) if (candidate / "meta.json").is_file() else None
     return RankResult(summary=summary, entry=entry, peak_rss=peak_rss_bytes(),
                       seconds=time.perf_counter() - started)
-
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident memory in bytes (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

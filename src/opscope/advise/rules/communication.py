@@ -11,9 +11,9 @@ import statistics
 from typing import Any
 
 from opscope.advise.context import AdviceContext
+from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.job.ranks import OUTLIER_SIGMAS as JOB_SIGMAS
 from opscope.analyses.job.ranks import STRAGGLER_SHARE as JOB_SHARE
-from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.units import format_ns
 
 #: Hideable communication worth a finding, as a share of the step.

@@ -56,7 +56,10 @@ def span_text(numbers: Sequence[int]) -> str:
 
 
 def compared_steps(summaries: Mapping[int, RankSummary]) -> tuple[list[int], list[str]]:
-    """The steps every rank with steps has (those are compared), and one line per rank whose steps differ."""
+    """The steps compared across ranks, and one line per rank whose steps differ. The compared steps are those of
+    the step range most ranks have (a rank that profiled other steps, or was cut short, must not empty the
+    comparison for all): a rank compares on those of them it has, and a rank with none of them is named and left
+    out of the step figures."""
     sets = {r: set(s.steps["step"].to_pylist()) for r, s in summaries.items() if s.steps.num_rows}
     notes = []
     without = sorted(r for r in summaries if r not in sets)
@@ -64,13 +67,19 @@ def compared_steps(summaries: Mapping[int, RankSummary]) -> tuple[list[int], lis
         notes.append(f"rank(s) {span_text(without)} have no steps: their step figures are left out")
     if not sets:
         return [], notes
-    common = sorted(set.intersection(*sets.values()))
-    usual = max({frozenset(v) for v in sets.values()}, key=lambda v: sum(1 for s in sets.values() if s == v))
+    counts: dict[frozenset, int] = {}
+    for v in sets.values():
+        counts[frozenset(v)] = counts.get(frozenset(v), 0) + 1
+    usual = max(counts, key=lambda v: (counts[v], len(v), sorted(v)))
+    compared = sorted(usual)
     for r, numbers in sorted(sets.items()):
-        if numbers != usual:
-            notes.append(f"rank {r} has steps {span_text(sorted(numbers))}, most ranks {span_text(sorted(usual))}: "
-                         f"only the steps all ranks share are compared ({span_text(common) or 'none'})")
-    return common, notes
+        if numbers == usual:
+            continue
+        shared = sorted(numbers & usual)
+        notes.append(f"rank {r} has steps {span_text(sorted(numbers))}, most ranks {span_text(compared)}: "
+                     + (f"it is compared on steps {span_text(shared)}" if shared else
+                        "it shares none of them and is left out of the step figures"))
+    return compared, notes
 
 
 def rank_steps(summaries: Mapping[int, RankSummary], per_rank: pa.Table, steps: Sequence[int]) -> pa.Table:

@@ -12,7 +12,7 @@ from opscope.report import Column, Report, Section
 from opscope.units import format_ns
 
 RANKS_LEGEND = (
-    "per rank, means over the compared steps (the steps every rank has): step_ns (step duration), compute_ns (union "
+    "per rank, means over the compared steps (the step range most ranks have): step_ns (step duration), compute_ns (union "
     "of its compute kernels and copies inside the step), comm_ns (union of its collectives), wait_ns (time its "
     "collectives waited for the last rank to arrive), delay_ns (how much later than the other ranks it reached "
     "the collectives, summed over the step: its own extra time, which every other rank waits for); "
@@ -84,7 +84,7 @@ def _overview(view: JobView, *, files: int, world_size: int | None, executor: st
     out = [("ranks", f"{ranks} analysed" + (f" of world size {world_size}" if world_size else "")
             + f" ({files} files)"),
            ("ran on", executor),
-           ("steps compared", span_text(view.compared) if view.compared else "none (no step all ranks share)"),
+           ("steps compared", span_text(view.compared) if view.compared else "none (no rank has steps)"),
            ("clocks", _clock_line(view)),
            ("delay measured from", view.delay_from)]
     instances = view.instances.num_rows
