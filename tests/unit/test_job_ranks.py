@@ -156,7 +156,7 @@ def test_job_inputs_keep_traces_and_name_what_is_left_out(tmp_path):
         job_inputs([str(job / "nothing-*.json")])
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(UsageError, match="no trace files found"):
+    with pytest.raises(UsageError, match="is a directory with no trace files in it"):
         job_inputs([empty])
 
 

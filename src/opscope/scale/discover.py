@@ -94,8 +94,10 @@ def job_inputs(specs: list[str] | list[Path]) -> JobInputs:
         files.append(p)
     if not files:
         where = ", ".join(str(s) for s in specs)
-        raise UsageError(f"{where}: no trace files found" + (f" ({len(skipped)} files are not traces)" if skipped
-                                                               else ""))
+        what = "is a directory with no trace files in it" if len(specs) == 1 and Path(specs[0]).is_dir() else \
+            "no trace files found"
+        raise UsageError(f"{where}: {what}" + (f" ({len(skipped)} files are not traces)" if skipped else "")
+                         + " (give a trace file, or a directory or glob of a job's rank traces)")
     return JobInputs(files=files, skipped=skipped, spec=", ".join(str(s) for s in specs))
 
 
