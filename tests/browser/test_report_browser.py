@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.cli import run_cli_many
@@ -96,10 +97,9 @@ def real(tmp_path_factory) -> dict[str, Path]:
     if missing:
         pytest.skip(f"real traces not available (../shared/traces is absent on this machine): {missing[0]}")
     d = tmp_path_factory.mktemp("real-reports")
-    reports = {k: d / f"{k}.html" for k in (*traces, "diff", "job")}
+    reports = {k: d / f"{k}.html" for k in (*traces, "diff")}
     commands = {k: ("report", str(p), "-o", str(reports[k])) for k, p in traces.items()}
     commands["diff"] = ("report", str(traces["h100"]), str(traces["mi300"]), "-o", str(reports["diff"]))
-    commands["job"] = ("report", *(str(p) for p in traces.values()), "-o", str(reports["job"]))
     _run(commands, d / "cache")
     return {**reports, **{f"trace_{k}": p for k, p in traces.items()}, "cache": d / "cache"}
 
@@ -250,17 +250,39 @@ def test_the_comparison_page_draws_its_headline_and_shows_the_diff_rows(real, cl
 
 # ---------------------------------------------------------------- traces built here
 
-def test_the_job_page_shows_each_rank_then_the_first_traces_sections(real, open_report):
-    opened = open_report(real["job"])
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> dict[str, Any]:
+    """A 4-rank job made from a real rank trace (a straggler, clock offsets): its report and opscope job's JSON."""
+    from support.jobgen import make_job
+
+    base = SHARED_TRACES / "hta/nccl_parser_config/nccl_data.json.gz"
+    if not base.exists():
+        pytest.skip("the real rank trace hta/nccl_parser_config/nccl_data.json.gz is not available")
+    d = tmp_path_factory.mktemp("job-report")
+    made = make_job(base, d / "ranks", 4, straggler=2, delay_ns=4_000_000,
+                    offsets_ns=[0, 7_000_000, -3_000_000, 11_000_000], jitter_ns=10_000, seed=2)
+    out = _run({"report": ("report", str(d / "ranks"), "-o", str(d / "job.html")),
+                "json": ("job", str(d / "ranks"), "--format", "json")}, d / "cache")
+    return {"report": d / "job.html", "json": json.loads(out["json"]), "truth": made}
+
+
+def test_the_job_page_shows_the_job_view_its_heat_maps_then_the_lowest_ranks_sections(job, open_report):
+    opened = open_report(job["report"])
     assert_clean(opened)
     page = opened.page
-    assert page.inner_text("section#ranks > h2") == "Ranks"
-    _, rows = table(page, "ranks")
-    assert [r["trace"] for r in rows] == [str(real[f"trace_{k}"]) for k in ("h100", "mi300", "cpu")]
-    assert len({r["rank"] for r in rows}) == 3  # one label per trace, told apart when alike
+    assert page.inner_text("section#job > h2") == "Job"
+    _, rows = table(page, "job_ranks")
+    want = job["json"]["ranks"]
+    assert [r["rank"] for r in rows] == [raw(w["rank"]) for w in want]
+    assert [r["delay_ns"] for r in rows] == [raw(w["delay_ns"]) for w in want]
+    assert [r["straggler"] for r in rows] == [raw(w["straggler"]) for w in want]
+    assert job["json"]["job"]["stragglers"] == [job["truth"].straggler]
     charts = opened.charts()
-    assert charts["ranks_steps"] == "true" and charts["ranks_busy"] == "true"
-    # the sections after Ranks are the first trace's: its step chart and GPU breakdown are drawn
+    assert charts["job_delay_map"] == "true" and charts["job_step_map"] == "true"
+    # one rect per rank and compared step in the delay map
+    cells = page.eval_on_selector_all("#chart-job_delay_map svg g.role-mark > path", "p => p.length")
+    assert cells == 4 * len(job["json"]["job"]["compared_steps"])
+    # the sections after Job are rank 0's: its step chart and GPU breakdown are drawn
     assert charts["step_times"] == "true" and charts["gpu_parts"] == "true"
 
 
