@@ -183,8 +183,15 @@ def test_advise_and_report_take_the_job(job, tmp_path):
     cache = tmp_path / "cache"
     advice = run_cli("advise", str(job.files[0].parent), "--format", "json", "--rules", "communication", cache=cache)
     assert advice.returncode == 0, advice.stderr
-    titles = [f["title"] for f in json.loads(advice.stdout)]
+    findings = json.loads(advice.stdout)
+    titles = [f["title"] for f in findings]
     assert any(t.startswith(f"Straggler: rank {STRAGGLER} reaches the collectives") for t in titles), titles
+    # rank 0's overlap finding: its hideable collective time less the time it waited for the straggler
+    doc, _ = job_json(job.files[0].parent, cache)
+    wait = next(r["wait_ns"] for r in doc["ranks"] if r["rank"] == 0)
+    overlap = [f for f in findings if f["title"].startswith("Communication not overlapped")]
+    if overlap:
+        assert overlap[0]["saving_ns"] == overlap[0]["evidence"][0]["hideable_ns"] - wait
     pytest.importorskip("altair")
     out = tmp_path / "job.html"
     res = run_cli("report", str(job.files[0].parent), "-o", str(out), cache=cache)

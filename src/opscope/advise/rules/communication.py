@@ -32,13 +32,20 @@ def check(ctx: AdviceContext) -> list[Finding]:
     # Devices of one trace run side by side: the per-device figures are averaged, not added.
     exposed = ctx.per_step(sum(r["exposed_ns"] for r in rows) / len(rows))
     saving = ctx.per_step(sum(r["hideable_ns"] for r in rows) / len(rows))
+    waiting = _job_wait(ctx)
+    if waiting is not None:
+        # with the job view: the part of a collective spent waiting for late ranks is no transfer that overlapping
+        # could hide; only what is left of the hideable time after it counts
+        saving = max(0, saving - waiting)
     if saving and saving >= EXPOSED_SHARE * ctx.step_ns:
         evidence = [{"device": r["device"], "comm_ns": ctx.per_step(r["comm_ns"]),
                      "compute_ns": ctx.per_step(r["compute_ns"]), "overlapped_ns": ctx.per_step(r["overlapped_ns"]),
                      "exposed_ns": ctx.per_step(r["exposed_ns"]), "hideable_ns": ctx.per_step(r["hideable_ns"]),
                      "exposed_pct": round(100.0 * r["exposed_ns"] / r["comm_ns"], 2) if r["comm_ns"] else None}
                     for r in rows]
-        ranks = (f"the job's {ctx.job.ranks.num_rows} ranks were compared (opscope job)" if ctx.job is not None else
+        ranks = (f"the job's {ctx.job.ranks.num_rows} ranks were compared (opscope job), and this rank's "
+                 f"{format_ns(waiting or 0)} per step of waiting in collectives for later ranks is taken off the "
+                 "saving" if ctx.job is not None else
                  f"the other ranks' traces were compared ({len(ctx.peers)} given)" if ctx.peers else
                  "without the other ranks' traces the straggler check did not run")
         findings.append(Finding(
@@ -65,6 +72,17 @@ def check(ctx: AdviceContext) -> list[Finding]:
     if straggler is not None:
         findings.append(straggler)
     return findings
+
+
+def _job_wait(ctx: AdviceContext) -> int | None:
+    """This trace's rank's time per step waiting in collectives for the last rank, from the job view."""
+    if ctx.job is None or ctx.job.ranks.num_rows == 0 or "wait_ns" not in ctx.job.ranks.column_names:
+        return None
+    rank = ctx.trace.metadata.get("rank")
+    for row in ctx.job.ranks.to_pylist():
+        if row["rank"] == rank:
+            return row["wait_ns"]
+    return None
 
 
 def _rank_row(ctx: AdviceContext, label) -> dict[str, Any] | None:
@@ -176,7 +194,8 @@ max(compute, comm) instead of their union on the two, so the saving is at most m
 under a collective) per step ("hideable"), averaged over the trace's devices. Fires when that is at least
 {EXPOSED_SHARE:.0%} of the step. It is an upper bound: it needs independent compute to run during each
 collective (DDP's bucketed all-reduce during backward, FSDP prefetching), and a collective's time includes
-the wait for slower ranks, which overlapping does not remove (see stragglers).
+the wait for slower ranks, which overlapping does not remove (see stragglers): given the whole job, the rank's
+measured wait per step (opscope job's wait_ns) is taken off the saving.
 
 Stragglers, given the whole job (opscope advise DIR, or several rank traces): the job view (opscope job) reads
 every rank in parallel, matches the collectives across ranks and aligns the ranks' clocks on their ends; a rank's
