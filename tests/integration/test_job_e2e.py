@@ -190,8 +190,8 @@ def test_advise_and_report_take_the_job(job, tmp_path):
     doc, _ = job_json(job.files[0].parent, cache)
     wait = next(r["wait_ns"] for r in doc["ranks"] if r["rank"] == 0)
     overlap = [f for f in findings if f["title"].startswith("Communication not overlapped")]
-    if overlap:
-        assert overlap[0]["saving_ns"] == overlap[0]["evidence"][0]["hideable_ns"] - wait
+    assert overlap, titles
+    assert overlap[0]["saving_ns"] == overlap[0]["evidence"][0]["hideable_ns"] - wait
     pytest.importorskip("altair")
     out = tmp_path / "job.html"
     res = run_cli("report", str(job.files[0].parent), "-o", str(out), cache=cache)
