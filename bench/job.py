@@ -50,6 +50,28 @@ def opscope_job(directory: Path, cache: Path, executor: list[str]) -> dict:
     return {"wall_s": round(wall, 2), "doc": json.loads(proc.stdout)}
 
 
+HTA_LOAD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+ta = TraceAnalysis(trace_dir=sys.argv[1])
+t1 = time.perf_counter()
+print(json.dumps({"load_s": round(t1 - t0, 2), "ranks": len(ta.t.traces),
+                  "self_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                  "children_peak_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)}))
+"""
+
+
+def hta_load(directory: Path, python: str) -> dict | None:
+    """The reference: HTA 0.5.0 loading every rank of the job into one process (its own interpreter)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([python, "-c", HTA_LOAD, str(directory)], capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        return {"error": proc.stderr[-600:]}
+    return {"wall_s": round(wall, 2), **json.loads(proc.stdout.strip().splitlines()[-1])}
+
+
 def accuracy(doc: dict, truth) -> dict:
     ranks = {r["rank"]: r for r in doc["ranks"]}
     expected = statistics.fmean(truth.delay_per_step_ns[s] for s in truth.steps)
@@ -61,7 +83,7 @@ def accuracy(doc: dict, truth) -> dict:
             "delay_error_pct": round(100 * abs(delay - expected) / expected, 2), "offset_error_us": offset_err / 1e3}
 
 
-def case(n: int, scratch: Path, repeat: int, executors: dict[str, list[str]]) -> list[dict]:
+def case(n: int, scratch: Path, repeat: int, executors: dict[str, list[str]], hta_python: str | None) -> list[dict]:
     rng = random.Random(n)
     offsets = [0] + [rng.randint(-50_000_000, 50_000_000) for _ in range(n - 1)]
     job_dir = scratch / f"job{n}"
@@ -89,6 +111,16 @@ def case(n: int, scratch: Path, repeat: int, executors: dict[str, list[str]]) ->
                 "worker_peak_mb": round(max(r["worker_peak_rss_bytes"] for r in res) / 2**20),
                 "task_s_total": statistics.median(r["task_seconds_total"] for r in res),
                 **accuracy(docs[0], truth), "generated_s": round(made, 1)})
+    if hta_python:
+        ref = hta_load(job_dir, hta_python)
+        if ref and "error" not in ref:
+            rows.append({"ranks": n, "executor": "HTA 0.5.0 TraceAnalysis(trace_dir) load", "run": "all ranks in one "
+                         "process", "files_mb": round(size / 1e6, 1), "wall_s": ref["wall_s"],
+                         "per_rank_s": round(ref["wall_s"] / n, 3), "combining_peak_mb": ref["self_peak_mb"],
+                         "worker_peak_mb": ref["children_peak_mb"], "stragglers": "-", "delay_ms": "-",
+                         "true_delay_ms": "-", "delay_error_pct": "-", "offset_error_us": float("nan")})
+        else:
+            print(f"HTA failed on {n} ranks: {ref}", file=sys.stderr)
     shutil.rmtree(job_dir, ignore_errors=True)
     return rows
 
@@ -98,8 +130,9 @@ def markdown(rows: list[dict]) -> str:
             "straggler found | delay (ms) vs truth | offset error (µs) |")
     lines = [head, "|" + "---|" * 10]
     lines.extend(f"| {r['ranks']} | {r['executor']} | {r['run']} | {r['wall_s']} | {r['per_rank_s']} | "
-                 f"{r['combining_peak_mb']} | {r['worker_peak_mb']} | {r['stragglers']} | {r['delay_ms']} vs "
-                 f"{r['true_delay_ms']} ({r['delay_error_pct']}%) | {r['offset_error_us']:.3f} |" for r in rows)
+                 f"{r['combining_peak_mb']} | {r['worker_peak_mb']} | {r['stragglers']} | " + (
+                     f"{r['delay_ms']} vs {r['true_delay_ms']} ({r['delay_error_pct']}%) | {r['offset_error_us']:.3f} |"
+                     if r["delay_ms"] != "-" else "- | - |") for r in rows)
     return "\n".join(lines)
 
 
@@ -109,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--no-dask", action="store_true")
+    parser.add_argument("--hta-python", default=None, help="a Python with HolisticTraceAnalysis 0.5.0 (the reference)")
     args = parser.parse_args(argv)
     if not BASE.is_file():
         raise SystemExit(f"{BASE}: the base rank trace is missing (../shared/traces)")
@@ -118,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="opscope-job-bench-") as tmp:
         for n in args.ranks:
-            rows += case(n, Path(tmp), args.repeat, executors)
-            print(markdown(rows[-2 * len(executors):]), flush=True)
+            rows += case(n, Path(tmp), args.repeat, executors, args.hta_python)
+            print(markdown(rows), flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                                "rows": rows}, indent=2))
