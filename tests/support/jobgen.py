@@ -321,7 +321,9 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, doc: dict[str, Any], gz: bool) -> None:
-    data = orjson.dumps(doc)
+    # Kineto writes '"rank": 3' (json's default separators); tools that find the rank with a regex on that text
+    # (HTA: '"rank":\s+(\d+)') need the space, so the keys are spaced as Kineto spaces them
+    data = orjson.dumps(doc).replace(b'"rank":', b'"rank": ').replace(b'"world_size":', b'"world_size": ')
     path.write_bytes(gzip.compress(data, compresslevel=1, mtime=0) if gz else data)
 
 
