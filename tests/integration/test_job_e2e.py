@@ -10,7 +10,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from support.cli import run_cli
 from support.jobgen import drop_rank, make_job, other_world, shift_steps, truncate_rank
 from support.shared import shared_trace
@@ -112,8 +111,9 @@ def test_faults_are_named_and_the_rest_of_the_job_is_analysed(tmp_path):
 
 
 def test_a_worker_that_dies_is_named_and_the_rest_goes_on(tmp_path):
-    from opscope.scale.job import run_job
     from support.scale import summarize_unless_rank_2
+
+    from opscope.scale.job import run_job
 
     truth = make_job(shared_trace(BASE), tmp_path / "ranks", 4, straggler=1, delay_ns=DELAY_NS, seed=4)
     run = run_job([tmp_path / "ranks"], workers=2, cache_dir=tmp_path / "cache", task=summarize_unless_rank_2)

@@ -32,7 +32,12 @@ def is_document(fmt: str) -> bool:
     return fmt != "table"
 
 
-TraceArg = Annotated[Path, typer.Argument(help="Trace file (.json or .json.gz).", show_default=False)]
+TraceArg = Annotated[Path, typer.Argument(help="Trace file (any format opscope reads, plain or .gz).",
+                                          show_default=False)]
+#: a command that also takes a whole job: per rank in parallel, rows with a rank column (see per_rank)
+TraceOrJobArg = Annotated[Path, typer.Argument(
+    help="Trace file (any format opscope reads, plain or .gz), or a job: a directory or quoted glob of rank traces "
+         "(each rank in parallel; rows with a rank column).", show_default=False, metavar="TRACE")]
 
 
 def _registered_format(value: str) -> str:

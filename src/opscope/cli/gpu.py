@@ -7,13 +7,13 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, TraceArg, load, per_rank, show
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, TraceOrJobArg, load, per_rank, show
 from opscope.errors import UsageError
 
 
 @app.command()
 def gpu(
-    trace: TraceArg,
+    trace: TraceOrJobArg,
     idle: Annotated[bool, typer.Option("--idle", help="Only the idle-causes table (JSON/CSV: its rows).")] = False,
     launches: Annotated[bool, typer.Option("--launches", help="Only the launches-and-concurrency table (JSON/CSV: "
                                                               "its rows).")] = False,

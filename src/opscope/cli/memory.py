@@ -8,7 +8,17 @@ from typing import Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceArg, load, per_rank, show, split
+from opscope.cli.common import (
+    FormatOpt,
+    LimitOpt,
+    NoCacheOpt,
+    StepsOpt,
+    TraceOrJobArg,
+    load,
+    per_rank,
+    show,
+    split,
+)
 
 
 class MemoryView(str, Enum):
@@ -21,7 +31,7 @@ class MemoryView(str, Enum):
 
 @app.command()
 def memory(
-    trace: TraceArg,
+    trace: TraceOrJobArg,
     view: Annotated[MemoryView | None, typer.Option(help="One table: peak (per device), holders (ops holding "
                                                          "memory at each peak), allocations (by op), timeline, "
                                                          "counters. Default: all but timeline as sections (JSON/"

@@ -15,7 +15,7 @@ from opscope.cli.common import (
     MatchOpt,
     NoCacheOpt,
     StepsOpt,
-    TraceArg,
+    TraceOrJobArg,
     event_filter,
     load,
     per_rank,
@@ -25,7 +25,7 @@ from opscope.cli.common import (
 
 
 @app.command()
-def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt = False,
+def summary(trace: TraceOrJobArg, format: FormatOpt = "table", no_cache: NoCacheOpt = False,
             top: Annotated[int, typer.Option(help="Rows in the top-ops and top-kernels lists.")] = 5,
             limit: Annotated[int | None, typer.Option(
                 "--limit", "-n", help="Rows in the top-ops and top-kernels lists (0 = all), as every table "
@@ -51,7 +51,7 @@ def summary(trace: TraceArg, format: FormatOpt = "table", no_cache: NoCacheOpt =
 
 @app.command()
 def ops(
-    trace: TraceArg,
+    trace: TraceOrJobArg,
     by: Annotated[str, typer.Option(help="Group by these columns: name, shapes, dtypes, kind, pid, tid, step.")]
     = "name",
     kinds: Annotated[str, typer.Option(help="Event kinds to count, comma-separated (e.g. "
@@ -94,7 +94,7 @@ def ops(
 
 @app.command()
 def kernels(
-    trace: TraceArg,
+    trace: TraceOrJobArg,
     by_op: Annotated[bool, typer.Option("--by-op", help="Split each kernel by the operator that launched it.")]
     = False,
     full_names: Annotated[bool, typer.Option("--full-names", help="One row per whole (demangled) kernel name "
@@ -122,7 +122,7 @@ def kernels(
 
 
 @app.command()
-def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
+def steps(trace: TraceOrJobArg, format: FormatOpt = "table", limit: LimitOpt = 0,
           no_cache: NoCacheOpt = False) -> None:
     """Per step: duration, device busy time, and outliers (slow first step, > 1.5x the median).
 
@@ -144,7 +144,7 @@ def steps(trace: TraceArg, format: FormatOpt = "table", limit: LimitOpt = 0,
 
 @app.command()
 def query(
-    trace: TraceArg,
+    trace: TraceOrJobArg,
     sql: Annotated[str, typer.Argument(help="DuckDB SQL over the tables events, steps, flows, counters, "
                                             "memory, args.", show_default=False)],
     format: FormatOpt = "table",

@@ -14,7 +14,7 @@ from opscope.cli.common import (
     MatchOpt,
     NoCacheOpt,
     StepsOpt,
-    TraceArg,
+    TraceOrJobArg,
     event_filter,
     load,
     per_rank,
@@ -27,7 +27,7 @@ _VIEW_SORT_HELP = ("Order of siblings in the tree (flat: of rows): total_ns, sel
 
 @app.command()
 def scope(
-    trace: TraceArg,
+    trace: TraceOrJobArg,
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Only modules at most this deep (0 = the "
                                                                       "top modules); totals still include the "
                                                                       "modules below.", min=0)] = None,
@@ -57,7 +57,7 @@ def scope(
 
 @app.command()
 def code(
-    trace: TraceArg,
+    trace: TraceOrJobArg,
     flat: Annotated[bool, typer.Option("--flat", help="One row per frame (file:line function) instead of a tree "
                                                       "of call paths.")] = False,
     frames: Annotated[str | None, typer.Option("--frames", help="Keep only frames matching this regex (e.g. "

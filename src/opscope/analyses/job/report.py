@@ -12,8 +12,8 @@ from opscope.report import Column, Report, Section
 from opscope.units import format_ns
 
 RANKS_LEGEND = (
-    "per rank, means over the compared steps (the step range most ranks have): step_ns (step duration), compute_ns (union "
-    "of its compute kernels and copies inside the step), comm_ns (union of its collectives), wait_ns (time its "
+    "per rank, means over the compared steps (the step range most ranks have): step_ns (step duration), compute_ns "
+    "(union of its compute kernels and copies inside the step), comm_ns (union of its collectives), wait_ns (time its "
     "collectives waited for the last rank to arrive), delay_ns (how much later than the other ranks it reached "
     "the collectives, summed over the step: its own extra time, which every other rank waits for); "
     f"straggler: delay at least {STRAGGLER_SHARE:.0%} of the median step and {OUTLIER_SIGMAS:g} robust standard "
