@@ -96,7 +96,7 @@ def test_faults_are_named_and_the_rest_of_the_job_is_analysed(tmp_path):
     truncated = truncate_rank(truth, 1, keep_fraction=0.5)
     dropped = drop_rank(truth, 6)
     foreign = other_world(truth, 4, 16)
-    shifted = shift_steps(truth, 7, 10)
+    shift_steps(truth, 7, 10)
     (tmp_path / "ranks" / "notes.txt").write_text("not a trace\n")
     doc, err = job_json(tmp_path / "ranks", tmp_path / "cache")
     lines = err.splitlines()
@@ -132,7 +132,7 @@ def test_a_job_without_collectives_says_alignment_was_not_possible(tmp_path):
         events += [x("aten::mm", 1000 * s + 10, 50 + extra) for s in (1, 2)]
         write_trace(tmp_path / "ranks" / f"rank-{rank}.json", events,
                     header={"distributedInfo": {"rank": rank, "world_size": 3}})
-    doc, err = job_json(tmp_path / "ranks", tmp_path / "cache")
+    doc, _ = job_json(tmp_path / "ranks", tmp_path / "cache")
     assert not doc["job"]["clocks_aligned"]
     assert any("alignment was not possible" in n for n in doc["notes"])
     assert doc["job"]["delay_from"] == "step time"
