@@ -11,8 +11,9 @@ from opscope.cli.app import app
 from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, err, show
 
 JobArg = Annotated[list[str], typer.Argument(
+    metavar="DIR|GLOB|FILES",
     help="The job's rank traces: a directory (searched recursively), a glob (quote it: 'traces/rank-*.json.gz') or "
-         "several files; any format opscope reads.", show_default=False, metavar="DIR|GLOB|FILES...")]
+         "several files; any format opscope reads.", show_default=False)]
 DaskOpt = Annotated[str | None, typer.Option(
     "--dask", help="Run the per-rank tasks on a Dask cluster: a scheduler address (tcp://host:8786) or local:N (a "
                    "local cluster of N workers). Workers must see the trace files and the cache at the same paths. "
@@ -37,8 +38,9 @@ def job(
     """The job view: every rank's trace read in parallel (each into its own cache entry), then combined.
 
     Per rank: step time, compute and collective time per step, how long it waited in collectives and how much
-    later than the others it arrived (its delay); the stragglers (delay >= 5% of the step), the slowest rank of
-    each step, and where a straggler's extra time goes (kernels, ops, idle causes against the median rank).
+    later than the others it arrived (its delay); the stragglers (delay >= 1% of the step and apart from the other
+    ranks' jitter), the slowest rank of each step, and where a straggler's extra time goes (kernels, ops, idle
+    causes against the median rank).
     Collectives are matched across ranks by process group and order; per call the arrival skew, each rank's
     wait and transfer time, bus bandwidth (nccl-tests definitions) against the link's peak where known. Clocks
     of ranks on different hosts are aligned on the ends of blocking collectives (--no-align to skip).
