@@ -21,6 +21,12 @@ DELAY_NS = 4_000_000  # 1.8% of the base's ~225 ms steps
 
 
 @pytest.fixture(scope="module")
+def warm(tmp_path_factory) -> Path:
+    """One cache for the tests that only read the job (the first run fills it)."""
+    return tmp_path_factory.mktemp("job-cache")
+
+
+@pytest.fixture(scope="module")
 def job(tmp_path_factory):
     rng = random.Random(18)
     offsets = [0] + [rng.randint(-50_000_000, 50_000_000) for _ in range(RANKS - 1)]
@@ -35,8 +41,8 @@ def job_json(directory: Path, cache: Path, *extra: str) -> tuple[dict, str]:
     return json.loads(res.stdout), res.stderr
 
 
-def test_names_the_straggler_its_delay_and_the_clock_offsets(job, tmp_path):
-    doc, err = job_json(job.files[0].parent, tmp_path / "cache")
+def test_names_the_straggler_its_delay_and_the_clock_offsets(job, warm):
+    doc, err = job_json(job.files[0].parent, warm)
     assert doc["job"]["stragglers"] == [STRAGGLER]
     assert doc["job"]["compared_steps"] == job.steps and doc["job"]["clocks_aligned"]
     ranks = {r["rank"]: r for r in doc["ranks"]}
@@ -74,19 +80,19 @@ def test_the_local_pool_and_a_dask_cluster_give_the_same_answers(job, tmp_path):
     assert pool["resources"]["combining_peak_rss_bytes"] > 0 and dask["resources"]["worker_peak_rss_bytes"] > 0
 
 
-def test_no_align_leaves_the_clocks_as_they_are(job, tmp_path):
-    doc, _ = job_json(job.files[0].parent, tmp_path / "cache", "--no-align")
+def test_no_align_leaves_the_clocks_as_they_are(job, warm):
+    doc, _ = job_json(job.files[0].parent, warm, "--no-align")
     assert not doc["job"]["clocks_aligned"]
     assert {r["clock_offset_ns"] for r in doc["ranks"]} <= {0, None}
     assert any("--no-align" in n for n in doc["notes"])
 
 
-def test_csv_writes_the_chosen_table(job, tmp_path):
-    res = run_cli("job", str(job.files[0].parent), "--format", "csv", "--table", "collectives", cache=tmp_path / "c")
+def test_csv_writes_the_chosen_table(job, warm):
+    res = run_cli("job", str(job.files[0].parent), "--format", "csv", "--table", "collectives", cache=warm)
     assert res.returncode == 0, res.stderr
     header = res.stdout.splitlines()[0].split(",")
     assert header[:3] == ["collective", "size_bucket", "calls"]
-    bad = run_cli("job", str(job.files[0].parent), "--table", "nope", cache=tmp_path / "c")
+    bad = run_cli("job", str(job.files[0].parent), "--table", "nope", cache=warm)
     assert bad.returncode == 2 and "--table must be one of" in bad.stderr
 
 
@@ -157,9 +163,9 @@ def test_the_real_two_rank_set(tmp_path):
     assert b.exists()
 
 
-def test_table_commands_and_query_take_the_job(job, tmp_path):
+def test_table_commands_and_query_take_the_job(job, warm):
     directory = job.files[0].parent
-    cache = tmp_path / "cache"
+    cache = warm
     per_rank = run_cli("kernels", str(directory), "--format", "json", "-n", "3", cache=cache)
     assert per_rank.returncode == 0, per_rank.stderr
     rows = json.loads(per_rank.stdout)
@@ -171,7 +177,9 @@ def test_table_commands_and_query_take_the_job(job, tmp_path):
     sql = "select rank, count(*) as n, sum(dur_ns) as t from events where kind = 'comm' group by rank order by rank"
     query = run_cli("query", str(directory), sql, "--format", "json", cache=cache)
     assert query.returncode == 0, query.stderr
-    for row in json.loads(query.stdout):
+    rows = {r["rank"]: r for r in json.loads(query.stdout)}
+    assert sorted(rows) == list(range(RANKS))
+    for row in (rows[0], rows[STRAGGLER]):
         alone = json.loads(run_cli("query", str(job.files[row["rank"]]), sql.replace("rank, ", "").replace(
             " group by rank order by rank", ""), "--format", "json", cache=cache).stdout)[0]
         assert (row["n"], row["t"]) == (alone["n"], alone["t"])
@@ -179,8 +187,8 @@ def test_table_commands_and_query_take_the_job(job, tmp_path):
     assert one_trace_only.returncode == 2
 
 
-def test_advise_and_report_take_the_job(job, tmp_path):
-    cache = tmp_path / "cache"
+def test_advise_and_report_take_the_job(job, warm, tmp_path):
+    cache = warm
     advice = run_cli("advise", str(job.files[0].parent), "--format", "json", "--rules", "communication", cache=cache)
     assert advice.returncode == 0, advice.stderr
     findings = json.loads(advice.stdout)
