@@ -83,18 +83,9 @@ def advise(
 def _job(traces: list[Path], no_cache: bool) -> tuple[Path, Any]:
     """Several ranks: the job view (every rank summarised in parallel, see opscope job) and the trace the
     single-trace rules read: the lowest rank's."""
-    import os
+    from opscope.cli.job import run_job_from_env
 
-    from opscope.cli.job import TaskProgress
-    from opscope.scale.job import run_job
-
-    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
-    progress = TaskProgress("reading ranks")
-    try:
-        run = run_job(traces, dask=os.environ.get("OPSCOPE_DASK") or None,
-                      workers=int(workers) if workers.isdigit() else None, use_cache=not no_cache, progress=progress)
-    finally:
-        progress.close()
+    run = run_job_from_env(traces, use_cache=not no_cache)
     for line in run.problems:
         say(line)
     if not run.summaries:

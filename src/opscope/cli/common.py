@@ -221,19 +221,16 @@ def per_rank(spec: Path, fn: Any, no_cache: bool = False, **kwargs: Any) -> Repo
     (``fn(trace, **kwargs)``) for every rank, computed in parallel, as one table with a ``rank`` column; else
     None. The executor is a local pool unless $OPSCOPE_DASK names a Dask scheduler (or local:N);
     $OPSCOPE_WORKERS sets the pool's size."""
-    import os
-
     from opscope.scale.discover import is_job_spec
 
     if not is_job_spec(spec):
         return None
-    from opscope.cli.job import TaskProgress
+    from opscope.cli.job import TaskProgress, executor_from_env
     from opscope.scale.fanout import fan_out
 
-    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
+    dask, workers = executor_from_env()
     progress = TaskProgress("reading ranks")
     try:
-        return fan_out([spec], fn, kwargs, use_cache=not no_cache, dask=os.environ.get("OPSCOPE_DASK") or None,
-                       workers=int(workers) if workers.isdigit() else None, progress=progress)
+        return fan_out([spec], fn, kwargs, use_cache=not no_cache, dask=dask, workers=workers, progress=progress)
     finally:
         progress.close()

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, err, show
+
+if TYPE_CHECKING:
+    from opscope.scale.job import JobRun
 
 JobArg = Annotated[list[str], typer.Argument(
     metavar="DIR|GLOB|FILES",
@@ -95,23 +100,33 @@ class TaskProgress:
 
 
 
+def executor_from_env() -> tuple[str | None, int | None]:
+    """The executor of a command that takes a job but has no --dask/--workers options: $OPSCOPE_DASK (a scheduler
+    address or local:N) and $OPSCOPE_WORKERS (the local pool's size)."""
+    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
+    return os.environ.get("OPSCOPE_DASK") or None, int(workers) if workers.isdigit() else None
+
+
+def run_job_from_env(specs: Sequence[str | Path], **options: Any) -> JobRun:
+    """:func:`opscope.scale.job.run_job` for a command without executor options, with a progress bar."""
+    from opscope.scale.job import run_job
+
+    dask, workers = executor_from_env()
+    progress = TaskProgress("reading ranks")
+    try:
+        return run_job(specs, dask=dask, workers=workers, progress=progress, **options)
+    finally:
+        progress.close()
+
+
 def job_tables(spec: Path) -> dict[str, object]:
     """Every rank of the job read into the cache (in parallel), as the rank-partitioned dataset's tables."""
-    import os
-
     from opscope.cli.common import say
     from opscope.errors import UsageError
     from opscope.model.cache import cache_root
     from opscope.scale.dataset import dataset_tables, job_dataset
-    from opscope.scale.job import run_job
 
-    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
-    progress = TaskProgress("reading ranks")
-    try:
-        run = run_job([spec], dask=os.environ.get("OPSCOPE_DASK") or None,
-                      workers=int(workers) if workers.isdigit() else None, summarize=False, progress=progress)
-    finally:
-        progress.close()
+    run = run_job_from_env([spec], summarize=False)
     for line in run.problems:
         say(line)
     if not run.entries:

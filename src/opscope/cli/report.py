@@ -74,32 +74,21 @@ def _page(traces: list[Path], ranks: bool, no_cache: bool):
 
 def _whole_job_page(traces: list[Path], no_cache: bool):
     """A job: the job view computed rank by rank in parallel (as opscope job), then the lowest rank's sections."""
-    import os
-
     from opscope.analyses.job.report import job_report
     from opscope.analyses.recording import find_run_info
-    from opscope.cli.job import TaskProgress
+    from opscope.cli.job import run_job_from_env
     from opscope.render.html.compare import job_view_page
-    from opscope.scale.job import run_job
 
-    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
-    progress = TaskProgress("reading ranks")
-    try:
-        run = run_job(traces, dask=os.environ.get("OPSCOPE_DASK") or None,
-                      workers=int(workers) if workers.isdigit() else None, use_cache=not no_cache, progress=progress)
-    finally:
-        progress.close()
+    run = run_job_from_env(traces, use_cache=not no_cache)
     assert run.view is not None
     report = job_report(run.view, spec=", ".join(map(str, traces)), files=len(run.inputs.files),
                         world_size=run.world_size, executor=run.executor, problems=run.problems)
-    first = None
-    if run.summaries:
-        path = Path(run.summaries[min(run.summaries)].path)
-        trace = open_quietly(path, no_cache)
-        announce(trace, path)
-        first = (str(path), trace)
-        return job_view_page(report, run.view.rank_steps, first, find_run_info(path), _progress)
-    return job_view_page(report, run.view.rank_steps, first, None, _progress)
+    if not run.summaries:
+        return job_view_page(report, run.view.rank_steps, None)
+    path = Path(run.summaries[min(run.summaries)].path)
+    trace = open_quietly(path, no_cache)
+    announce(trace, path)
+    return job_view_page(report, run.view.rank_steps, (str(path), trace), find_run_info(path), _progress)
 
 
 def _inputs(traces: list[Path]) -> tuple[list[Path], Any]:

@@ -3,7 +3,6 @@ section (cut to its limit) comes back; the ranks' rows are joined into one table
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,6 @@ class ReportTask:
     path: str
     cache_dir: str | None
     use_cache: bool
-    settings: tuple[tuple[str, str], ...]
     #: a module-level function ``(trace, **kwargs) -> Report`` (pickled by reference)
     fn: Callable[..., Report]
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -45,8 +43,6 @@ def report_rank(task: ReportTask) -> RankPart:
     from opscope.ingest import open_trace
     from opscope.scale.discover import rank_from_name
 
-    for name, value in task.settings:
-        os.environ[name] = value
     path = Path(task.path)
     trace = open_trace(path, use_cache=task.use_cache, cache_dir=Path(task.cache_dir) if task.cache_dir else None)
     report = task.fn(trace, **task.kwargs)
@@ -72,25 +68,14 @@ def fan_out(specs: Sequence[str | Path], fn: Callable[..., Report], kwargs: dict
             use_cache: bool = True, cache_dir: Path | None = None, dask: str | None = None,
             workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> Report:
     """``fn``'s report for every rank of the job, as one report with a ``rank`` column."""
-    from opscope.ingest.source import INFLATE_RATIO_ENV
     from opscope.model.cache import cache_root
     from opscope.scale.discover import job_inputs
-    from opscope.scale.executor import executor_for
+    from opscope.scale.job import run_per_file
 
     inputs = job_inputs([str(s) for s in specs])
     root = cache_dir or cache_root()
-    settings = tuple((k, os.environ[k]) for k in (INFLATE_RATIO_ENV,) if k in os.environ)
-    tasks = [ReportTask(str(p), str(root), use_cache, settings, fn, kwargs) for p in inputs.files]
-    with executor_for(dask=dask, workers=workers) as executor:
-        outcomes = executor.run(report_rank, tasks, [str(p) for p in inputs.files], progress)
-    problems = list(inputs.skipped)
-    parts: list[tuple[Path, RankPart]] = []
-    for path, outcome in zip(inputs.files, outcomes):
-        if outcome.error is not None:
-            text = outcome.error if str(path) in outcome.error else f"{path}: {outcome.error}"
-            problems.append(f"{text}; left out")
-        else:
-            parts.append((path, outcome.value))
+    tasks = [ReportTask(str(p), str(root), use_cache, fn, kwargs) for p in inputs.files]
+    parts, problems, _ = run_per_file(inputs, report_rank, tasks, dask=dask, workers=workers, progress=progress)
     return combine_parts(parts, problems, ", ".join(str(s) for s in specs))
 
 

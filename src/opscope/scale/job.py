@@ -9,11 +9,11 @@ truncated beyond recovery, not a trace), a worker that died on a rank, a file wh
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from opscope.analyses.job.rank import RankSummary
 from opscope.analyses.job.ranks import span_text
@@ -48,18 +48,29 @@ def run_job(specs: Sequence[str | Path], *, dask: str | None = None, workers: in
     ``local:N``; else a local process pool of ``workers``) and combine the summaries. ``summarize=False``: only
     read every rank into the cache (``run.entries``), no view. ``task``: the per-rank function (a module-level
     function of a :class:`RankTask`; another one wraps :func:`summarize_rank`, e.g. in tests)."""
-    from opscope.ingest.source import INFLATE_RATIO_ENV
     from opscope.model.cache import cache_root
-    from opscope.scale.executor import executor_for
 
     inputs = job_inputs([str(s) for s in specs])
     root = cache_dir or cache_root()
-    settings = tuple((k, os.environ[k]) for k in (INFLATE_RATIO_ENV,) if k in os.environ)
-    tasks = [RankTask(str(p), str(root), use_cache, settings, summarize) for p in inputs.files]
+    tasks = [RankTask(str(p), str(root), use_cache, summarize) for p in inputs.files]
+    results, problems, name = run_per_file(inputs, task, tasks, dask=dask, workers=workers, progress=progress)
+    run = _assemble(inputs, results, problems, name)
+    if summarize:
+        run.view = job_view(run.summaries, align=align)
+    return run
+
+
+def run_per_file(inputs: JobInputs, fn: Callable[[Any], Any], items: Sequence[Any], *, dask: str | None = None,
+                 workers: int | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> tuple[list[tuple[Path, Any]], list[str], str]:
+    """``fn`` on one item per file of ``inputs`` on the executor: the values that came back (with their file), one
+    line per file left out (the inputs' own and each task's error or dead worker), and the executor's name."""
+    from opscope.scale.executor import executor_for
+
     with executor_for(dask=dask, workers=workers) as executor:
-        outcomes = executor.run(task, tasks, [str(p) for p in inputs.files], progress)
+        outcomes = executor.run(fn, items, [str(p) for p in inputs.files], progress)
         name = executor.name
-    results: list[tuple[Path, RankResult]] = []
+    results: list[tuple[Path, Any]] = []
     problems = list(inputs.skipped)
     for path, outcome in zip(inputs.files, outcomes):
         if outcome.error is not None:
@@ -67,10 +78,7 @@ def run_job(specs: Sequence[str | Path], *, dask: str | None = None, workers: in
             problems.append(f"{text}; left out")
         else:
             results.append((path, outcome.value))
-    run = _assemble(inputs, results, problems, name)
-    if summarize:
-        run.view = job_view(run.summaries, align=align)
-    return run
+    return results, problems, name
 
 
 def _assemble(inputs: JobInputs, results: list[tuple[Path, RankResult]], problems: list[str],

@@ -6,7 +6,6 @@ picklable arguments, and what it returns is small: a rank's summary tables, neve
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,13 +16,12 @@ from opscope.scale.executor import peak_rss_bytes
 
 @dataclass(frozen=True)
 class RankTask:
-    """What a worker needs to read one rank: the file, the cache to read and write (a path the workers share
-    with the client), and the reader settings of the client's environment (a Dask worker has its own)."""
+    """What a worker needs to read one rank: the file and the cache to read and write (a path the workers share
+    with the client; the executor sends the client's reader settings with every task)."""
 
     path: str
     cache_dir: str | None
     use_cache: bool = True
-    settings: tuple[tuple[str, str], ...] = ()
     #: False: read the rank into the cache and say who it is, without its summary tables (for `query DIR`)
     summarize: bool = True
 
@@ -46,8 +44,6 @@ def summarize_rank(task: RankTask) -> RankResult:
     from opscope.scale.discover import rank_from_name
 
     started = time.perf_counter()
-    for name, value in task.settings:
-        os.environ[name] = value
     path = Path(task.path)
     cache_dir = Path(task.cache_dir) if task.cache_dir else None
     trace = open_trace(path, use_cache=task.use_cache, cache_dir=cache_dir)
