@@ -94,7 +94,7 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
     _use_system_allocator()
     progress = _progress_for(path)
     try:
-        trace = open_trace(path, use_cache=not no_cache, progress=progress)
+        trace = open_trace(path, use_cache=not no_cache, progress=progress, write_behind=True)
     finally:
         if progress is not None:
             progress.close()

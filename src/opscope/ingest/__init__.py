@@ -6,6 +6,8 @@ keeps a Parquet cache so that the next open of the same file is fast.
 
 from __future__ import annotations
 
+import copy
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -17,8 +19,11 @@ from opscope.model.derive import complete
 from opscope.model.trace import Trace
 from opscope.sysmem import release_free_memory
 
-__all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "open_trace", "pick_reader", "read_head",
-           "reader_named"]
+__all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "finish_cache_writes", "open_trace", "pick_reader",
+           "read_head", "reader_named"]
+
+#: Cache entries being written behind the command (``write_behind``): joined before the next open and at exit.
+_pending_writes: list[threading.Thread] = []
 
 
 def open_trace(
@@ -27,14 +32,18 @@ def open_trace(
     use_cache: bool = True,
     progress: Progress | None = None,
     cache_dir: Path | None = None,
+    write_behind: bool = False,
 ) -> Trace:
     """Read a trace file into the model, from the cache when the file has not changed.
 
     Without the cache, the full JSON args of every event (the ``args`` table, which only ``query``
     and a few analyses read) are not kept: the first use of ``trace.args`` reads the file again.
+    With ``write_behind`` a new cache entry is written on a thread while the caller analyses the trace (Parquet
+    encoding releases the GIL); the interpreter waits for it at exit, and the next ``open_trace`` first.
     """
     path = Path(path)
     check_readable(path)
+    finish_cache_writes()
     rebuilt = None
     variant = read_settings()
     if use_cache:
@@ -56,12 +65,26 @@ def open_trace(
     release_free_memory()
     trace = complete(trace)
     if use_cache:
-        cache.store(path, trace, cache_dir, variant)
+        if write_behind:
+            # The tables are immutable Arrow tables; the metadata is copied before the caller can add to it.
+            snapshot = Trace(metadata=copy.deepcopy(trace.metadata), **trace.tables())
+            writer = threading.Thread(target=cache.store, args=(path, snapshot, cache_dir, variant),
+                                      name="opscope-cache-write")  # not a daemon: the interpreter waits for it
+            writer.start()
+            _pending_writes.append(writer)
+        else:
+            cache.store(path, trace, cache_dir, variant)
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
         trace.args = partial(_args_of, path)
     return trace
+
+
+def finish_cache_writes() -> None:
+    """Wait until the cache entries being written behind (``open_trace(write_behind=True)``) are in place."""
+    while _pending_writes:
+        _pending_writes.pop().join()
 
 
 def _args_of(path: Path):

@@ -7,15 +7,26 @@ reported through ``truncated`` so the reader can keep what came before.
 from __future__ import annotations
 
 import os
+import queue
 import stat
+import threading
 import zlib
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 from opscope.errors import TraceError
 
+try:  # ISA-L's inflate is 2-2.5x zlib's (BENCHMARKS.md, issue 19); zlib serves where no wheel exists
+    from isal import isal_zlib as _fast_zlib
+except ImportError:  # pragma: no cover - isal is a dependency; a platform without its wheel falls back
+    _fast_zlib = None  # type: ignore[assignment]
+_FAST_ERROR: type[BaseException] = getattr(_fast_zlib, "error", zlib.error)
+
 GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 256 << 10
+#: Decompressed blocks a prefetching source holds ahead of its reader (each ``block_size``): enough to keep the
+#: inflating thread busy while the reader parses, little enough to stay a few MB.
+PREFETCH_BLOCKS = 4
 # A gzip bomb (a small file of repeated events) would inflate to GBs of events held in memory. Real
 # Kineto/Chrome traces compress 7-30x (measured on the shared traces), so inflating stops at 100x the
 # compressed size, never below 64 MiB (the floor spares small files of unusual ratio; 64 MiB of the densest
@@ -81,9 +92,12 @@ class ByteSource:
     ``bytes_in`` how many compressed bytes were consumed (for progress bars).
     """
 
-    def __init__(self, path: Path, block_size: int = 2 << 20) -> None:
+    def __init__(self, path: Path, block_size: int = 2 << 20, prefetch: bool = False) -> None:
         self.path = path
         self.block_size = block_size
+        # Inflate on a thread ahead of the reader: zlib and ISA-L release the GIL, so on two cores decompression
+        # runs beside the parsing instead of before it. Only for whole-file reads (a sniff reads one block).
+        self.prefetch = prefetch
         self.size = check_readable(path)
         self.compressed = is_gzip(path)
         self.truncated = False
@@ -93,18 +107,71 @@ class ByteSource:
 
     def blocks(self) -> Generator[bytes, None, None]:
         if self.compressed:
-            yield from self._gzip_blocks()
-        else:
-            with open(self.path, "rb") as fh:
-                while block := fh.read(self.block_size):
-                    self.bytes_in += len(block)
-                    yield block
+            inflate = self._fast_gzip_blocks() if _fast_zlib is not None else self._gzip_blocks()
+            return _prefetched(inflate, PREFETCH_BLOCKS) if self.prefetch else inflate
+        return self._plain_blocks()
 
-    def _gzip_blocks(self) -> Generator[bytes, None, None]:
+    def _plain_blocks(self) -> Generator[bytes, None, None]:
+        with open(self.path, "rb") as fh:
+            while block := fh.read(self.block_size):
+                self.bytes_in += len(block)
+                yield block
+
+    def _fast_gzip_blocks(self) -> Generator[bytes, None, None]:
+        """ISA-L inflate of an intact file. At the first sign of damage (an error, or a stream that ends early) the
+        file is inflated again by :meth:`_gzip_blocks`, which salvages exactly as before, from where this stopped."""
+        assert _fast_zlib is not None
+        decomp = _fast_zlib.decompressobj(16 + zlib.MAX_WBITS)
+        with open(self.path, "rb") as fh:
+            while True:
+                raw = fh.read(READ_SIZE)
+                if not raw:
+                    break
+                self.bytes_in += len(raw)
+                while raw:
+                    try:
+                        out = decomp.decompress(raw, self.block_size)
+                    except _FAST_ERROR:
+                        yield from self._gzip_blocks(skip=self.inflated)
+                        return
+                    if out:
+                        self.inflated += len(out)
+                        if self.max_inflate is not None and self.inflated > self.max_inflate:
+                            yield out[: len(out) - (self.inflated - self.max_inflate)]
+                            self._stop_inflating()
+                            return
+                        yield out
+                    # eof first: at a member's end zlib leaves the rest of the input in both unconsumed_tail and
+                    # unused_data, and feeding the tail back to the finished member loops forever (multi-member gzip)
+                    if decomp.eof:
+                        raw = decomp.unused_data
+                        if raw.lstrip(b"\x00"):
+                            decomp = _fast_zlib.decompressobj(16 + zlib.MAX_WBITS)  # next gzip member
+                        else:
+                            raw = b""
+                    elif decomp.unconsumed_tail:
+                        raw = decomp.unconsumed_tail
+                    else:
+                        raw = b""
+        if not decomp.eof:
+            yield from self._gzip_blocks(skip=self.inflated)
+
+    def _gzip_blocks(self, skip: int = 0) -> Generator[bytes, None, None]:
+        """zlib inflate with salvage; the first ``skip`` decompressed bytes (already given) are not given again."""
+        for block in self._zlib_blocks(produced=skip > 0):
+            if skip:
+                if len(block) <= skip:
+                    skip -= len(block)
+                    continue
+                block, skip = block[skip:], 0
+            yield block
+
+    def _zlib_blocks(self, produced: bool) -> Generator[bytes, None, None]:
         # wbits=16+MAX_WBITS: gzip framing. Output is bounded per call (max_length) because trace
         # JSON compresses ~20x: one compressed read could otherwise inflate to hundreds of MB.
         decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        produced = False
+        self.bytes_in = 0
+        self.inflated = 0
         with open(self.path, "rb") as fh:
             while True:
                 raw = fh.read(READ_SIZE)
@@ -137,14 +204,16 @@ class ByteSource:
                             self._stop_inflating()
                             return
                         yield out
-                    if decomp.unconsumed_tail:
-                        raw = decomp.unconsumed_tail
-                    elif decomp.eof:
+                    # eof first: at a member's end zlib leaves the rest of the input in both unconsumed_tail and
+                    # unused_data, and feeding the tail back to the finished member loops forever (multi-member gzip)
+                    if decomp.eof:
                         raw = decomp.unused_data
                         if raw.lstrip(b"\x00"):
                             decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)  # next gzip member
                         else:
                             raw = b""
+                    elif decomp.unconsumed_tail:
+                        raw = decomp.unconsumed_tail
                     else:
                         raw = b""
         if not decomp.eof:
@@ -184,3 +253,49 @@ def _inflate_until_error(decomp, raw: bytes) -> bytes:
             continue
         i += len(piece)
     return b"".join(out)
+
+
+_END = object()
+
+
+def _prefetched(blocks: Iterator[bytes], depth: int) -> Generator[bytes, None, None]:
+    """``blocks`` produced on a daemon thread, at most ``depth`` ahead of the consumer; an exception in the producer
+    (a TraceError) is raised in the consumer at the point the stream reached. Closing the generator early stops the
+    producer at its next block."""
+    handoff: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for block in blocks:
+                while not stop.is_set():
+                    try:
+                        handoff.put(block, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            item: object = _END
+        except BaseException as exc:  # handed to the consumer, who raises it
+            item = exc
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    worker = threading.Thread(target=produce, name="opscope-inflate", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = handoff.get()
+            if item is _END:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
