@@ -10,8 +10,8 @@ generator (events replicated K times, ids and timestamps shifted so they stay un
 
 Generated traces go to ``--work-dir`` once and are reused (any ``*.json.gz`` there whose ``.meta.json`` says
 it holds K copies of the same source). Cases per size, each a whole process, median of ``--repeat`` runs
-(``--big-repeat``, default 1, for sizes of 1.5 GB and more); wall time around the child and peak RSS from
-``/usr/bin/time -f %M`` (``bench/ingest.py``'s ``run_child``):
+(``--big-repeat``, default 1, for sizes of 1.5 GB and more), run as rounds of every case in turn; wall time
+around the child and peak RSS from ``/usr/bin/time -f %M`` (``bench/ingest.py``'s ``run_child``):
 
   reference        gunzip + ``orjson.loads`` of the whole document -- the floor every ratio is taken against
   no-cache         ``python -m opscope.cli summary TRACE --no-cache``
@@ -36,10 +36,10 @@ Prints markdown tables, writes ``bench/out/curves.json`` and, when altair + vl-c
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,11 +51,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import (
     GENERATOR_VERSION,
+    HTA_CODE,
     OUT_DIR,
+    REFERENCE_CODE,
     SMALL_TRACE,
     Case,
     _uncompressed_size,
-    bench_trace,
     hta_available,
     machine_info,
     run_child,
@@ -71,17 +72,12 @@ import sys
 from TraceLens import TreePerfAnalyzer
 TreePerfAnalyzer.from_file(sys.argv[1])
 """
-TRACELENS_CASE = "TraceLens TreePerfAnalyzer.from_file"
-
-# The short names of bench_trace's cases, for the pivot table and the plot.
-SHORT = {
-    "reference: gunzip + orjson.loads": "orjson (reference)",
-    "opscope summary --no-cache": "opscope --no-cache",
-    "opscope summary, first open (writes cache)": "opscope first open",
-    "opscope summary, cached re-open": "opscope cached",
-    "HTA 0.5.0 TraceAnalysis load": "HTA 0.5.0",
-    TRACELENS_CASE: "TraceLens",
-}
+# case names as bench/ingest.py spells them (the same commands), and short names for the pivot table and plot
+REFERENCE, NO_CACHE = "reference: gunzip + orjson.loads", "opscope summary --no-cache"
+COLD, WARM = "opscope summary, first open (writes cache)", "opscope summary, cached re-open"
+HTA, TRACELENS = "HTA 0.5.0 TraceAnalysis load", "TraceLens TreePerfAnalyzer.from_file"
+SHORT = {REFERENCE: "orjson (reference)", NO_CACHE: "opscope --no-cache", COLD: "opscope first open",
+         WARM: "opscope cached", HTA: "HTA 0.5.0", TRACELENS: "TraceLens"}
 
 
 def parse_sizes(spec: str) -> list[tuple[str, int]]:
@@ -149,18 +145,68 @@ def trace_for(label: str, copies: int, source: Path, work: Path) -> tuple[Path, 
     return path, int(meta["json_bytes"]), meta
 
 
-def measure(case: Case, repeat: int, args, env: dict[str, str] | None = None) -> Case:
-    print(f"[{case.trace}] {case.case}: ", end="", file=sys.stderr, flush=True)
-    for _ in range(repeat):
-        r = run_child(case.command, env=env, timeout=args.timeout, max_rss_bytes=args.max_rss_bytes)
-        case.runs.append(r)
-        print(f"{r.wall_s:.2f}s/{r.peak_rss_bytes / 1e6:.0f}MB" + ("" if r.rc == 0 else f"(rc={r.rc})"),
-              end=" ", file=sys.stderr, flush=True)
-        if r.rc != 0:
-            break  # a tool that timed out or ran out of memory once will again: don't pay for it twice
-    print(file=sys.stderr)
-    case.finish()
-    return case
+def bench_size(label: str, path: Path, repeat: int, args) -> list[Case]:
+    """Every case on one trace, ``repeat`` rounds of all cases in turn (not each case ``repeat`` times in a
+    row): on a shared machine a burst of load then hits every case about alike, which keeps the ratios fair.
+    A case that failed (error, timeout, memory limit) is not run again in later rounds."""
+    py = sys.executable
+    base_env = dict(os.environ)
+    base_env.pop("OPSCOPE_CACHE_DIR", None)
+    tl_env = dict(base_env)
+    tl_env.pop("PYTHONPATH", None)  # TraceLens's venv, not opscope's sources
+    cli = [py, "-m", "opscope.cli", "summary", str(path)]
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", label)
+    scratch = args.work_dir / f"curves-{slug}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    trace_dir = scratch / "hta"  # HTA reads a directory: one holding only (a link to) the trace
+    trace_dir.mkdir(parents=True)
+    os.symlink(path, trace_dir / path.name)
+
+    def case(name: str, cmd: list[str], skip: bool, why: str) -> Case | None:
+        if skip:
+            return None
+        c = Case(label, name, cmd)
+        c.error = None if why == "" else f"not run: {why}"
+        return c
+
+    ref = Case(label, REFERENCE, [py, "-c", REFERENCE_CODE, str(path)])
+    nocache, cold, warm = Case(label, NO_CACHE, cli + ["--no-cache"]), Case(label, COLD, cli), Case(label, WARM, cli)
+    hta = case(HTA, [args.hta_python, "-c", HTA_CODE, str(trace_dir)], args.skip_hta,
+               "" if args.hta_ok else args.hta_why)
+    tl = case(TRACELENS, [args.tracelens_python, "-c", TRACELENS_CODE, str(path)], args.skip_tracelens,
+              "" if args.tl_ok else args.tl_why)
+    cases = [c for c in (ref, nocache, cold, warm, hta, tl) if c is not None]
+
+    def run(c: Case, env: dict[str, str], cwd: Path | None = None) -> bool:
+        if c.error is not None or any(r.rc != 0 for r in c.runs):
+            return False  # not runnable, or failed once: it would again
+        r = run_child(c.command, env=env, cwd=cwd, timeout=args.timeout, max_rss_bytes=args.max_rss_bytes)
+        c.runs.append(r)
+        print(f"[{label}] {SHORT[c.case]}: {r.wall_s:.2f}s/{r.peak_rss_bytes / 1e6:.0f}MB"
+              + ("" if r.rc == 0 else f" (rc={r.rc})"), file=sys.stderr, flush=True)
+        return r.rc == 0
+
+    cache = scratch / "cache"
+    for i in range(repeat):
+        print(f"[{label}] round {i + 1}/{repeat}", file=sys.stderr, flush=True)
+        run(ref, base_env)
+        run(nocache, base_env)
+        shutil.rmtree(cache, ignore_errors=True)  # first open: an empty cache; re-open: the cache it wrote
+        cache.mkdir()
+        cache_env = dict(base_env, OPSCOPE_CACHE_DIR=str(cache))
+        if run(cold, cache_env):
+            run(warm, cache_env)
+            warm.cache_bytes = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+        if hta is not None:
+            run(hta, base_env, cwd=scratch)
+        if tl is not None:
+            run(tl, tl_env)
+    if cold.runs and cold.runs[-1].rc != 0 and not warm.runs:
+        warm.error = "skipped: the first open failed"
+    shutil.rmtree(scratch, ignore_errors=True)
+    for c in cases:
+        c.finish()
+    return cases
 
 
 def phases_available(module: str) -> tuple[bool, str]:
@@ -170,6 +216,21 @@ def phases_available(module: str) -> tuple[bool, str]:
     if r.returncode == 0:
         return True, ""
     return False, f"skipped: {module} does not exist in this opscope"
+
+
+def parse_phases(stdout: str) -> dict[str, float]:
+    """The numeric entries of the JSON object that is the whole output, or else its last line (so that a
+    module may log before it); {} when there is none."""
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    for text in (stdout, lines[-1] if lines else ""):
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return {str(k): float(v) for k, v in doc.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {}
 
 
 def run_phases(path: Path, repeat: int, args) -> dict:
@@ -189,12 +250,11 @@ def run_phases(path: Path, repeat: int, args) -> dict:
         if r.returncode != 0:
             errors.append(f"exit {r.returncode}: {r.stderr.strip()[-300:]}")
             break
-        try:
-            doc = json.loads(r.stdout)
-            runs.append({str(k): float(v) for k, v in doc.items()})
-        except (ValueError, AttributeError, TypeError) as e:
-            errors.append(f"output is not a JSON object phase -> seconds ({e}): {r.stdout.strip()[:200]!r}")
+        seconds = parse_phases(r.stdout)
+        if not seconds:
+            errors.append(f"no JSON object phase -> seconds in its output: {r.stdout.strip()[-200:]!r}")
             break
+        runs.append(seconds)
         print(" ".join(f"{k}={v:.2f}" for k, v in runs[-1].items()), end=" | ", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     if errors:
@@ -293,7 +353,8 @@ def write_plot(sizes: list[dict], dest: Path) -> str:
     if not rows:
         return "no plot: no case finished"
     base = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=alt.X("JSON GB:Q", scale=alt.Scale(type="log"), title="trace size (GB of JSON)"),
+        x=alt.X("JSON GB:Q", scale=alt.Scale(type="log"), title="trace size (GB of JSON)",
+                axis=alt.Axis(values=[0.05, 0.1, 0.2, 0.5, 1, 2])),
         color=alt.Color("case:N", title=None))
     wall = base.encode(y=alt.Y("wall s:Q", scale=alt.Scale(type="log"), title="wall s (whole process)")).properties(
         width=320, height=260, title="open time")
@@ -359,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     args.hta_ok, args.hta_why = (False, "skipped") if args.skip_hta else hta_available(args.hta_python)
     tl_ok, tl_why = (False, "skipped") if args.skip_tracelens else tool_version(
         args.tracelens_python, "TraceLens", "see bench/curves.py's docstring")
+    args.tl_ok, args.tl_why = tl_ok, tl_why
     for name, ok, why, skip in (("HTA", args.hta_ok, args.hta_why, args.skip_hta),
                                 ("TraceLens", tl_ok, tl_why, args.skip_tracelens)):
         if not skip:
@@ -375,25 +437,14 @@ def main(argv: list[str] | None = None) -> int:
         path, json_bytes, meta = trace_for(label, copies, source, args.work_dir)
         repeat = args.big_repeat if json_bytes >= BIG_BYTES else args.repeat
         t0 = time.perf_counter()
-        size_args = copy.copy(args)
-        size_args.repeat, size_args.light_python = repeat, None
-        cases = bench_trace(f"curves {label}", path, json_bytes, size_args, args.work_dir)
-        if not args.skip_tracelens:
-            tl = Case(f"curves {label}", TRACELENS_CASE, [args.tracelens_python, "-c", TRACELENS_CODE, str(path)])
-            if tl_ok:
-                env = dict(os.environ)
-                env.pop("PYTHONPATH", None)  # TraceLens's venv, not opscope's sources
-                measure(tl, repeat, args, env=env)
-            else:
-                tl.error = f"not run: {tl_why}"
-            cases.append(tl)
+        cases = bench_size(label, path, repeat, args)
         ref = cases[0].wall_s
-        for c in cases:  # again: bench_trace did its own cases, not TraceLens
+        for c in cases:
             c.wall_ratio = round(c.wall_s / ref, 2) if c.wall_s is not None and ref else None
             c.rss_over_json = round(c.peak_rss_bytes / json_bytes, 2) if c.peak_rss_bytes is not None else None
         phases = None
         if args.phases:
-            phases = run_phases(path, repeat, args) if phases_ok else {"error": phases_note}
+            phases = run_phases(path, repeat, args) if phases_ok else None
         results.append({"label": label, "copies": copies, "path": str(path), "file_bytes": path.stat().st_size,
                         "json_bytes": json_bytes, "generated": meta, "repeat": repeat,
                         "seconds": round(time.perf_counter() - t0, 1), "phases": phases,
