@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="interpreter that has TraceLens installed (default: %(default)s)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before one run is killed (default: 900)")
     ap.add_argument("--max-rss-gb", type=float, default=None,
-                    help="resident GB at which one run is killed (default: 70%% of the memory available at start)")
+                    help="resident GB at which one run is killed (default: 80%% of the memory available at start)")
     ap.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True,
                     help="per-phase profile from `python -m opscope.ingest.phases TRACE` when that exists")
     ap.add_argument("--phases-module", default="opscope.ingest.phases", help=argparse.SUPPRESS)
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                     avail = int(line.split()[1]) * 1024
         except (OSError, ValueError, IndexError):
             pass
-        args.max_rss_gb = round(0.7 * avail / 1e9, 1)
+        args.max_rss_gb = round(0.8 * avail / 1e9, 1)
     args.max_rss_bytes = int(args.max_rss_gb * 1e9)
     print(f"a run is killed after {args.timeout:.0f} s or at {args.max_rss_gb} GB resident", file=sys.stderr)
 
