@@ -72,6 +72,9 @@ class Run:
     peak_rss_bytes: int
     rc: int
     stderr_tail: str = ""
+    # peak of the summed RSS of the child's process group, sampled every ~0.25 s (only with max_rss_bytes):
+    # counts worker processes, which %M (one process) does not; pages shared after fork count once per process
+    group_rss_bytes: int = 0
 
 
 @dataclass
@@ -136,7 +139,7 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | Non
                                 env=env, cwd=cwd, start_new_session=True)
         deadline = None if timeout is None else t0 + timeout
         killed = False
-        over_rss = 0
+        over_rss = group_peak = 0
         watch = deadline is not None or max_rss_bytes is not None
         next_rss_check = t0
         while True:
@@ -152,6 +155,7 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | Non
             if max_rss_bytes is not None and now >= next_rss_check:
                 next_rss_check = now + 0.25
                 rss = _group_rss_bytes(proc.pid)
+                group_peak = max(group_peak, rss)
                 if rss > max_rss_bytes:
                     os.killpg(proc.pid, signal.SIGKILL)
                     over_rss = rss
@@ -176,7 +180,8 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | Non
     if over_rss:
         tail += f"\n[killed at {over_rss / 1e9:.1f} GB resident: over the {max_rss_bytes / 1e9:.1f} GB limit]"
         rss_kib = max(rss_kib, over_rss // 1024)
-    return Run(wall_s=round(wall, 3), peak_rss_bytes=rss_kib * 1024, rc=proc.returncode, stderr_tail=tail)
+    return Run(wall_s=round(wall, 3), peak_rss_bytes=rss_kib * 1024, rc=proc.returncode, stderr_tail=tail,
+               group_rss_bytes=group_peak)
 
 
 # ----------------------------------------------------------------------------------------------------------
