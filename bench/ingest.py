@@ -72,6 +72,9 @@ class Run:
     peak_rss_bytes: int
     rc: int
     stderr_tail: str = ""
+    # peak of the summed RSS of the child's process group, sampled every ~0.25 s (only with max_rss_bytes):
+    # counts worker processes, which %M (one process) does not; pages shared after fork count once per process
+    group_rss_bytes: int = 0
 
 
 @dataclass
@@ -101,9 +104,28 @@ class Case:
 TIME_BIN = shutil.which("time", path="/usr/bin:/bin")
 
 
+def _group_rss_bytes(pgid: int) -> int:
+    """Resident bytes of every process in process group ``pgid`` (Linux /proc; 0 elsewhere)."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (d / "stat").read_bytes()
+            if int(stat[stat.rindex(b")") + 2:].split()[2]) != pgid:  # fields after "pid (comm)": state ppid pgrp
+                continue
+            total += int((d / "statm").read_bytes().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return total
+
+
 def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-              timeout: float | None = None) -> Run:
+              timeout: float | None = None, max_rss_bytes: int | None = None) -> Run:
     """Run ``cmd`` with stdout to /dev/null; return its wall time and its own peak RSS.
+
+    ``timeout`` (seconds) and ``max_rss_bytes`` (resident memory of the child's whole process group,
+    sampled every ~0.25 s) kill the child when exceeded, so that a tool that cannot cope with a big trace
+    is reported as such instead of hanging the run or sending the machine into the OOM killer.
 
     The RSS comes from GNU ``/usr/bin/time -f %M`` when there is one: Linux carries a process's RSS
     high-water mark across fork+exec, so a child forked straight from this (possibly large) process would
@@ -117,15 +139,28 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | Non
                                 env=env, cwd=cwd, start_new_session=True)
         deadline = None if timeout is None else t0 + timeout
         killed = False
+        over_rss = group_peak = 0
+        watch = deadline is not None or max_rss_bytes is not None
+        next_rss_check = t0
         while True:
-            pid, status, rusage = os.wait4(proc.pid, 0 if deadline is None else os.WNOHANG)
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG if watch else 0)
             if pid:
                 break
-            if time.perf_counter() > deadline:
+            now = time.perf_counter()
+            if deadline is not None and now > deadline:
                 os.killpg(proc.pid, signal.SIGKILL)  # the whole group: time and the command under it
                 killed = True
-                deadline = None  # next wait4 blocks until the kill lands
+                watch = False  # next wait4 blocks until the kill lands
                 continue
+            if max_rss_bytes is not None and now >= next_rss_check:
+                next_rss_check = now + 0.25
+                rss = _group_rss_bytes(proc.pid)
+                group_peak = max(group_peak, rss)
+                if rss > max_rss_bytes:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    over_rss = rss
+                    watch = False
+                    continue
             time.sleep(0.02)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)  # tell Popen the child is reaped
@@ -142,7 +177,11 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | Non
                 tail += "\n[time] " + " ".join(lines[:-1])
     if killed:
         tail += f"\n[killed after the {timeout:.0f} s timeout]"
-    return Run(wall_s=round(wall, 3), peak_rss_bytes=rss_kib * 1024, rc=proc.returncode, stderr_tail=tail)
+    if over_rss:
+        tail += f"\n[killed at {over_rss / 1e9:.1f} GB resident: over the {max_rss_bytes / 1e9:.1f} GB limit]"
+        rss_kib = max(rss_kib, over_rss // 1024)
+    return Run(wall_s=round(wall, 3), peak_rss_bytes=rss_kib * 1024, rc=proc.returncode, stderr_tail=tail,
+               group_rss_bytes=group_peak)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -179,8 +218,9 @@ def _kineto_bytes(e: dict, dumps) -> bytes:
     return out + b"\n  }"
 
 
-def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
-    """Write ``dest`` (gzip) with ``source``'s events repeated K times, K chosen for ~size_gb GB of JSON.
+def make_big_trace(source: Path, dest: Path, size_gb: float, copies: int | None = None) -> dict:
+    """Write ``dest`` (gzip) with ``source``'s events repeated K times, K chosen for ~size_gb GB of JSON
+    (or K = ``copies`` when given; ``size_gb`` is then ignored).
 
     Copy k is shifted in time by k * (span + 1 ms); correlation/flow ids and External ids are offset by
     k * (their max + 1) so they stay unique; ``ProfilerStep#N`` becomes ``ProfilerStep#(N + k*1000)``.
@@ -192,11 +232,14 @@ def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
 
     meta_path = dest.with_name(dest.name + ".meta.json")
     st = source.stat()
-    want = {"generator": GENERATOR_VERSION, "source": str(source), "source_size": st.st_size,
-            "source_mtime": st.st_mtime, "size_gb": size_gb}
+    want: dict = {"generator": GENERATOR_VERSION, "source": str(source), "source_size": st.st_size,
+                  "source_mtime": st.st_mtime}
+    want.update({"size_gb": size_gb} if copies is None else {"copies": copies})
     if dest.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        if all(meta.get(k) == v for k, v in want.items()):
+        # not the source's mtime: re-copying ../shared changes it, not the content (a 1 GB trace takes a
+        # minute to regenerate, and other runs may be reading it)
+        if all(meta.get(k) == v for k, v in want.items() if k != "source_mtime"):
             print(f"reusing {dest} ({meta['copies']} copies, {meta['json_bytes'] / 1e9:.2f} GB of JSON)",
                   file=sys.stderr)
             return meta
@@ -253,7 +296,8 @@ def make_big_trace(source: Path, dest: Path, size_gb: float) -> dict:
         return b",\n".join(_kineto_bytes(shifted(e, k), orjson.dumps) for e in evs)
 
     first = copy_bytes(0)
-    copies = max(1, round(size_gb * 1e9 / len(first)))
+    if copies is None:
+        copies = max(1, round(size_gb * 1e9 / len(first)))
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
@@ -445,10 +489,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed")
     ap.add_argument("--out", type=Path, default=OUT_DIR / "ingest.json")
     ap.add_argument("--generate-only", type=Path, metavar="DEST", help=argparse.SUPPRESS)
+    ap.add_argument("--copies", type=int, default=None, help=argparse.SUPPRESS)  # with --generate-only
     args = ap.parse_args(argv)
 
     if args.generate_only:
-        make_big_trace(args.trace.resolve(), args.generate_only, args.size_gb)
+        make_big_trace(args.trace.resolve(), args.generate_only, args.size_gb, args.copies)
         return 0
 
     if not args.trace.exists():
