@@ -23,7 +23,7 @@ around the child and peak RSS from ``/usr/bin/time -f %M`` (``bench/ingest.py``'
 
 A case that runs past ``--timeout`` or over ``--max-rss-gb`` of resident memory is killed and reported as
 such. ``--phases`` (on by default) adds a per-phase profile of opscope's cold open from
-``python -m opscope.ingest.phases TRACE`` (a JSON object phase -> seconds on stdout), when that module exists.
+``bench/phases.py TRACE`` (its last line: a JSON object phase -> wall seconds, each phase run alone).
 
 Prints markdown tables, writes ``bench/out/curves.json`` and, when altair + vl-convert are importable,
 ``bench/out/curves.svg``.
@@ -212,7 +212,17 @@ def bench_size(label: str, path: Path, repeat: int, args) -> list[Case]:
     return cases
 
 
-def phases_available(module: str) -> tuple[bool, str]:
+PHASES_SCRIPT = Path(__file__).with_name("phases.py")
+
+
+def phases_command(module: str | None) -> list[str]:
+    """bench/phases.py, or ``python -m MODULE`` (a stand-in, for tests)."""
+    return [sys.executable, "-m", module] if module else [sys.executable, str(PHASES_SCRIPT)]
+
+
+def phases_available(module: str | None) -> tuple[bool, str]:
+    if not module:
+        return PHASES_SCRIPT.is_file(), "" if PHASES_SCRIPT.is_file() else f"skipped: {PHASES_SCRIPT} is missing"
     r = subprocess.run([sys.executable, "-c", "import importlib.util, sys; "
                         "sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)", module],
                        capture_output=True, text=True)
@@ -245,7 +255,7 @@ def run_phases(path: Path, repeat: int, args) -> dict:
         with tempfile.TemporaryDirectory(prefix="curves-phases-", dir=args.work_dir) as cache:
             env = dict(os.environ, OPSCOPE_CACHE_DIR=cache)
             try:
-                r = subprocess.run([sys.executable, "-m", args.phases_module, str(path)], capture_output=True,
+                r = subprocess.run([*phases_command(args.phases_module), str(path)], capture_output=True,
                                    text=True, env=env, timeout=args.timeout)
             except subprocess.TimeoutExpired:
                 errors.append(f"timed out after {args.timeout:.0f} s")
@@ -401,8 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rss-gb", type=float, default=None,
                     help="resident GB at which one run is killed (default: 80%% of the memory available at start)")
     ap.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True,
-                    help="per-phase profile from `python -m opscope.ingest.phases TRACE` when that exists")
-    ap.add_argument("--phases-module", default="opscope.ingest.phases", help=argparse.SUPPRESS)
+                    help="per-phase profile of the cold open from bench/phases.py")
+    ap.add_argument("--phases-module", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--trace", type=Path, default=SMALL_TRACE, help="source trace (default: %(default)s)")
     ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "opscope-bench",
                     help="where generated traces and temporary caches go (default: %(default)s)")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -117,10 +116,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args()
     result = profile(args.trace)
-    text = json.dumps(result, indent=1)
     if args.json:
-        args.json.write_text(text)
-    sys.stdout.write(text + "\n")
+        args.json.write_text(json.dumps(result, indent=1))
+    for phase, row in result.items():
+        if "cpu_s" in row:
+            print(f"{phase:>14}: {row['wall_s']:8.3f} s wall {row['cpu_s']:8.3f} s CPU")
+    # last line: phase -> wall seconds, one JSON object (bench/curves.py reads it)
+    print(json.dumps({phase: row["wall_s"] for phase, row in result.items() if "wall_s" in row}))
 
 
 if __name__ == "__main__":
