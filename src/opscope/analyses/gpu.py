@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import groupby
 from operator import itemgetter
 
@@ -82,6 +82,7 @@ LAUNCH_SCHEMA = pa.schema([
 ])
 
 
+@lru_cache(maxsize=4096)  # called per copy row: a trace has a few distinct copy names
 def direction_code(name: str | None) -> int:
     """Index into :data:`MEMCPY_DIRECTIONS` of a memcpy event's name ("Memcpy HtoD (Pageable -> Device)")."""
     if not name:
@@ -286,13 +287,19 @@ def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Arr
 
 # --- analyses ------------------------------------------------------------------------------------------
 
+def gpu_analysis(trace: Trace, short_gap_ns: int = 10_000) -> GpuAnalysis:
+    """The trace's :class:`GpuAnalysis` with this ``short_gap_ns``, made once per trace: the sections of a report,
+    the rules of advise and the parts of a diff share its merged intervals and tables."""
+    return trace.memo(("gpu.analysis", short_gap_ns), lambda: GpuAnalysis(trace, short_gap_ns=short_gap_ns))
+
+
 class GpuAnalysis:
     """Every GPU table of one trace, sharing the prepared work and the merged intervals."""
 
     def __init__(self, trace: Trace, short_gap_ns: int = 10_000) -> None:
         self.trace = trace
         self.short_gap_ns = short_gap_ns
-        self.work = device_work(trace)
+        self.work: GpuWork = trace.memo("gpu.device_work", lambda: device_work(trace))
 
     @cached_property
     def stream_busy(self) -> pa.Table:
@@ -655,7 +662,7 @@ def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.T
     a device spent on work the trace does not show (see :class:`UnseenBusy`; only a first step can have it).
     Null busy figures: the trace has no device work."""
     table = step_table(trace)
-    analysis = analysis or GpuAnalysis(trace)
+    analysis = analysis or gpu_analysis(trace)
     steps = trace.steps
     spans = list(zip(steps["ts_ns"].to_pylist(), pc.add(steps["ts_ns"], steps["dur_ns"]).to_pylist()))
     busy: list[int | None] = [None] * len(spans)

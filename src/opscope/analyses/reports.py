@@ -231,11 +231,11 @@ _CONCURRENCY = ("streams", "launch_threads", "concurrent_ns", "concurrent_pct", 
 def gpu_report(trace: Trace, short_gap_ns: int, only: GpuPart | None, limit: int | None, analysis=None) -> Report:
     """Device time per device and stream, idle time by cause, concurrency and launches (or ``only`` one).
     ``analysis``: the trace's GpuAnalysis with this ``short_gap_ns`` when the caller has one."""
-    from opscope.analyses.gpu import GpuAnalysis
+    from opscope.analyses.gpu import gpu_analysis
     from opscope.analyses.idle import IDLE_NOTE
 
     if analysis is None or analysis.short_gap_ns != short_gap_ns:
-        analysis = GpuAnalysis(trace, short_gap_ns=short_gap_ns)
+        analysis = gpu_analysis(trace, short_gap_ns)
     breakdown = analysis.breakdown()
     if breakdown.num_rows == 0:
         return Report([Section("breakdown", table=breakdown)], empty=analysis.notes()[0])

@@ -111,7 +111,7 @@ def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> No
         raise TraceError(new_path, f"is the same file as {base_path}; nothing to compare",
                          "give two different traces (a baseline and a new run)")
     for path, trace in ((base_path, base), (new_path, new)):
-        if trace.events.num_rows == 0:
+        if trace.num_events == 0:
             raise TraceError(path, "has no events; nothing to compare", "check that the profiler recorded a step")
 
 

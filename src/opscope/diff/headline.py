@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import name_match
-from opscope.analyses.gpu import GpuAnalysis
+from opscope.analyses.gpu import gpu_analysis
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import union_ns
 from opscope.analyses.steps import step_window
@@ -46,7 +46,7 @@ def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) 
     total = span.step_ns * span.divisor  # the compared time, all used steps together
     out: dict[str, int] = {}
     if device_work:
-        within = GpuAnalysis(trace).parts_within(_intervals(trace, span))
+        within = gpu_analysis(trace).parts_within(_intervals(trace, span))
         for part in DEVICE_PARTS:
             out[part] = sum(within[part].values())
         unseen = within["unseen_busy"]

@@ -97,13 +97,14 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
             raise ValueError("meta.json is not an object")
         events_file = entry / "events.parquet"
         _check(events_file, sums)  # every command reads it: checked now, so a bad one is rebuilt here
-        names = pq.read_schema(events_file).names
+        footer = pq.read_metadata(events_file)
+        names = footer.schema.to_arrow_schema().names
         # Every side table's footer too (cheap: footers only), so a truncated file is found here,
         # not as pyarrow's multi-line error in the middle of a command.
         for name in TABLE_SCHEMAS:
             if name != "events":
                 pq.read_metadata(entry / f"{name}.parquet")
-        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file))}
+        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file), footer.num_rows)}
     except (OSError, ValueError, pa.ArrowException) as exc:
         # Unreadable entry: remove it and let the caller re-parse, so store() writes a good entry
         # (store never overwrites an entry whose meta.json exists).

@@ -16,9 +16,11 @@ Loader: TypeAlias = Callable[[], pa.Table]
 class ColumnLoader:
     """Reads chosen columns of a table on demand (the cache's Parquet file)."""
 
-    def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table]) -> None:
+    def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table], num_rows: int | None = None) -> None:
         self.names = list(names)
         self.load = load
+        #: the table's row count when known without reading a column (the Parquet footer says it)
+        self.num_rows = num_rows
 
 
 class Trace:
@@ -45,6 +47,7 @@ class Trace:
         self._events: pa.Table | None = None
         self._event_loader: ColumnLoader | None = None
         self._event_columns: dict[str, pa.ChunkedArray] = {}
+        self._memo: dict[Any, Any] = {}
         self.events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
@@ -59,6 +62,7 @@ class Trace:
     @events.setter
     def events(self, value: pa.Table | ColumnLoader | None) -> None:
         self._event_columns = {}
+        self._memo = {}
         if isinstance(value, ColumnLoader):
             self._events, self._event_loader = None, value
         else:
@@ -73,6 +77,23 @@ class Trace:
             self._event_columns.update(zip(missing, self._event_loader.load(missing).columns))
         return pa.table({n: self._event_columns[n] for n in names})
 
+    @property
+    def num_events(self) -> int:
+        """Rows of the events table, without reading its columns when the cache's footer says it."""
+        if self._events is None and self._event_loader is not None and self._event_loader.num_rows is not None:
+            return self._event_loader.num_rows
+        return self.events.num_rows
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per trace and ``key``: analyses that several sections, rules or tables ask for
+        (the device links, the GPU analysis) are computed once per command. Forgotten when a table is replaced;
+        what is stored must not be mutated by its users."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
+
     def _table(self, name: str) -> pa.Table:
         value = self._tables[name]
         if callable(value):
@@ -81,6 +102,7 @@ class Trace:
 
     def _set(self, name: str, table: pa.Table) -> None:
         self._tables[name] = table
+        self._memo = {}
 
     flows = property(lambda self: self._table("flows"), lambda self, t: self._set("flows", t))
     counters = property(lambda self: self._table("counters"), lambda self, t: self._set("counters", t))
