@@ -27,9 +27,12 @@ from opscope.errors import TraceError
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 
+# 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 9  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+CACHE_FORMAT = 10  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+#: Derived tables an entry holds beside the model's (TABLE_SCHEMAS): read like them, on first use.
+DERIVED = ("copy_args",)
 _PROBE = 1 << 20
 _CHUNK = 1 << 20
 #: What store() never writes into meta.json: facts about this open, not about the trace.
@@ -101,7 +104,7 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         names = footer.schema.to_arrow_schema().names
         # Every side table's footer too (cheap: footers only), so a truncated file is found here,
         # not as pyarrow's multi-line error in the middle of a command.
-        for name in TABLE_SCHEMAS:
+        for name in (*TABLE_SCHEMAS, *DERIVED):
             if name != "events":
                 pq.read_metadata(entry / f"{name}.parquet")
         tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file), footer.num_rows)}
@@ -110,7 +113,7 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         # (store never overwrites an entry whose meta.json exists).
         _discard(entry)
         raise CorruptEntryError(_first_line(exc)) from None
-    for name in TABLE_SCHEMAS:
+    for name in (*TABLE_SCHEMAS, *DERIVED):
         if name != "events":
             # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
             tables[name] = partial(_read_later, entry / f"{name}.parquet", sums)
@@ -168,7 +171,9 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "")
     except OSError:
         return None
     try:
-        for name, table in trace.tables().items():
+        tables = trace.tables()
+        tables["copy_args"] = trace.copy_args
+        for name, table in tables.items():
             pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
         meta = {k: v for k, v in trace.metadata.items() if k not in _NOT_STORED}
         (tmp / "meta.json").write_text(json.dumps(meta, default=str))

@@ -7,7 +7,10 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
-from opscope.model.schema import TABLE_SCHEMAS
+from opscope.model.schema import TABLE_SCHEMAS, kind_mask
+
+#: Kinds whose args :attr:`Trace.copy_args` holds.
+COPY_KINDS = ("memcpy", "memset")
 
 Table: TypeAlias = pa.Table
 Loader: TypeAlias = Callable[[], pa.Table]
@@ -43,6 +46,8 @@ class Trace:
         steps: Table | Loader,
         args: Table | Loader,
         metadata: dict[str, Any] | None = None,
+        *,
+        copy_args: Table | Loader | None = None,
     ) -> None:
         self._events: pa.Table | None = None
         self._event_loader: ColumnLoader | None = None
@@ -51,6 +56,7 @@ class Trace:
         self.events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
+        self._copy_args = copy_args
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
 
     @property
@@ -103,12 +109,26 @@ class Trace:
     def _set(self, name: str, table: pa.Table) -> None:
         self._tables[name] = table
         self._memo = {}
+        if name == "args":
+            self._copy_args = None  # derived from the args given now
 
     flows = property(lambda self: self._table("flows"), lambda self, t: self._set("flows", t))
     counters = property(lambda self: self._table("counters"), lambda self, t: self._set("counters", t))
     memory = property(lambda self: self._table("memory"), lambda self, t: self._set("memory", t))
     steps = property(lambda self: self._table("steps"), lambda self, t: self._set("steps", t))
     args = property(lambda self: self._table("args"), lambda self, t: self._set("args", t))
+
+    @property
+    def copy_args(self) -> pa.Table:
+        """The rows of ``args`` whose event is a copy or a fill (``memcpy``, ``memset``: :data:`COPY_KINDS`), in
+        ``event_id`` order: the copies' sizes without reading every event's arguments (the cache keeps them in a
+        file of their own; the host events' args are most of the table)."""
+        value = self._copy_args
+        if callable(value):
+            value = self._copy_args = value()
+        if value is None:
+            return self.memo("trace.copy_args", lambda: copy_rows_of(self.args, self))
+        return value
 
     def tables(self) -> dict[str, pa.Table]:
         return {name: getattr(self, name) for name in TABLE_SCHEMAS}
@@ -132,3 +152,14 @@ class Trace:
     def __repr__(self) -> str:
         return (f"Trace({self.metadata.get('source')!r}, events={self.events.num_rows}, "
                 f"steps={self.steps.num_rows}, warnings={len(self.warnings)})")
+
+
+def copy_rows_of(args: pa.Table, trace: Trace) -> pa.Table:
+    """The rows of ``args`` (``event_id``, ``args``) whose event is of a :data:`COPY_KINDS` kind."""
+    import pyarrow.compute as pc
+
+    if args.num_rows == 0:
+        return args
+    events = trace.select(["kind"])
+    rows = pc.indices_nonzero(kind_mask(events, COPY_KINDS)).cast(pa.int64())  # event_id is the row index
+    return args.filter(pc.is_in(args["event_id"], value_set=rows))
