@@ -314,7 +314,12 @@ class GpuAnalysis:
     def __init__(self, trace: Trace, short_gap_ns: int = 10_000) -> None:
         self.trace = trace
         self.short_gap_ns = short_gap_ns
-        self.work: GpuWork = trace.memo("gpu.device_work", lambda: device_work(trace))
+
+    @cached_property
+    def work(self) -> GpuWork:
+        """The prepared device work (shared by every analysis of the trace). Not computed when the tables a
+        command shows were kept in the cache by an earlier command."""
+        return self.trace.memo("gpu.device_work", lambda: device_work(self.trace))
 
     @cached_property
     def stream_busy(self) -> pa.Table:
@@ -470,18 +475,19 @@ class GpuAnalysis:
         return {d: (o, lv) for d, o, lv in zip(agg["device"].to_pylist(), agg["over_sum"].to_pylist(),
                                                 agg["level_max"].to_pylist())}
 
-    # The tables below are computed once per analysis: the report's sections and the advice rules share one.
+    # The tables below are computed once per analysis (the report's sections and the advice rules share one),
+    # and kept in the cache entry of a cached trace for the next command.
     def breakdown(self) -> pa.Table:
         """One row per device (``stream`` null: the union over its streams) followed by one per stream."""
-        return self._breakdown
+        return self.trace.memo("gpu.breakdown", lambda: self._breakdown, keep=True)
 
     def launches(self) -> pa.Table:
         """Per device: streams, true concurrency, kernel counts and durations, launch delays."""
-        return self._launches
+        return self.trace.memo("gpu.launches", lambda: self._launches, keep=True)
 
     def idle(self) -> pa.Table:
         """Per device, idle time by cause (analyses/idle.py)."""
-        return self._idle
+        return self.trace.memo(f"gpu.idle/{self.short_gap_ns}", lambda: self._idle, keep=True)
 
     @cached_property
     def _idle(self) -> pa.Table:
@@ -588,6 +594,9 @@ class GpuAnalysis:
 
     def notes(self) -> list[str]:
         """What to know about the breakdown: the window, what busy means, clipped events."""
+        return list(self.trace.memo("gpu.notes", self._notes, keep=True))
+
+    def _notes(self) -> list[str]:
         w = self.work
         if w.table.num_rows == 0:
             return [NO_GPU]
@@ -603,6 +612,9 @@ class GpuAnalysis:
 
     def launch_notes(self) -> list[str]:
         """What to know about launches: none linked, or clock skew."""
+        return list(self.trace.memo("gpu.launch_notes", self._launch_notes, keep=True))
+
+    def _launch_notes(self) -> list[str]:
         w = self.work
         if w.table.num_rows == 0:
             return [NO_GPU]
@@ -676,6 +688,11 @@ def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.T
     ``launched_gpu_ns`` (the work the step launched, wherever it ran). ``unseen_busy_ns``: the part of the step
     a device spent on work the trace does not show (see :class:`UnseenBusy`; only a first step can have it).
     Null busy figures: the trace has no device work."""
+    # kept in the cache entry (the figures do not depend on the analysis' short-gap setting)
+    return trace.memo("gpu.step_device_table", lambda: _step_device_table(trace, analysis), keep=True)
+
+
+def _step_device_table(trace: Trace, analysis: GpuAnalysis | None) -> pa.Table:
     table = step_table(trace)
     analysis = analysis or gpu_analysis(trace)
     steps = trace.steps

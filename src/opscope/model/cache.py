@@ -19,6 +19,7 @@ import tempfile
 import zlib
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -118,7 +119,7 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
             # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
             tables[name] = partial(_read_later, entry / f"{name}.parquet", sums)
     metadata["from_cache"] = str(entry)
-    return Trace(metadata=metadata, **tables)
+    return Trace(metadata=metadata, results=ResultStore(entry), **tables)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -184,3 +185,91 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "")
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     return entry
+
+
+# --- results of analyses, kept beside the tables -----------------------------------------------------------
+
+_RESULT_HEADER = 12  # payload size (8 bytes) and CRC-32 (4 bytes), little-endian
+_fingerprint: str | None = None
+
+
+def code_fingerprint() -> str:
+    """A hash of opscope's own files (code and data) and pyarrow's version: a result computed by other code is
+    never served. Hashed once per process (~180 small files: milliseconds)."""
+    global _fingerprint
+    if _fingerprint is None:
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{CACHE_FORMAT}|{pa.__version__}".encode())
+        for file in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                           and p.suffix != ".pyc"):
+            h.update(str(file.relative_to(root)).encode() + b"\0")
+            h.update(file.read_bytes())
+        _fingerprint = h.hexdigest()
+    return _fingerprint
+
+
+class ResultStore:
+    """What analyses computed on a cached trace, kept in its entry (``results/``) for the next command: Arrow
+    tables (IPC) and JSON values, one file each, named by a hash of the analysis' key and :func:`code_fingerprint`.
+
+    Written by the first command that computes a result, atomically (a temporary name renamed into place) and
+    with its size and CRC-32 in front; a file that fails the check is removed and the result computed again. A
+    result that cannot be written (read-only cache, full disk) is simply not kept."""
+
+    def __init__(self, entry: Path) -> None:
+        self.dir = entry / "results"
+
+    def _file(self, key: str) -> Path:
+        h = hashlib.blake2b(f"{code_fingerprint()}|{key}".encode(), digest_size=16)
+        return self.dir / h.hexdigest()
+
+    def get(self, key: str) -> tuple[bool, Any]:
+        """``(True, the stored value)``, or ``(False, None)`` when there is none (or it was damaged: removed)."""
+        file = self._file(key)
+        try:
+            data = file.read_bytes()
+        except OSError:
+            return False, None
+        size, crc = int.from_bytes(data[:8], "little"), int.from_bytes(data[8:_RESULT_HEADER], "little")
+        payload = memoryview(data)[_RESULT_HEADER:]
+        try:
+            if len(payload) != size or zlib.crc32(payload) != crc:
+                raise ValueError("checksum")
+            if payload[:1] == b"{":
+                return True, json.loads(bytes(payload))["v"]
+            with pa.ipc.open_file(pa.py_buffer(bytes(payload))) as reader:
+                return True, reader.read_all()
+        except (ValueError, KeyError, TypeError, pa.ArrowException):
+            try:
+                file.unlink()
+            except OSError:
+                pass
+            return False, None
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep ``value`` (a pyarrow Table, or a JSON value that survives a round trip: str, int, float, bool,
+        None, lists and str-keyed dicts of them) for the next command."""
+        if isinstance(value, pa.Table):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_file(sink, value.schema) as writer:
+                writer.write_table(value)
+            payload = sink.getvalue().to_pybytes()
+        else:
+            text = json.dumps({"v": value}, allow_nan=True)
+            if json.loads(text)["v"] != value:  # a tuple, a non-str key: would come back different
+                return
+            payload = text.encode()
+        file = self._file(key)
+        try:
+            self.dir.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(len(payload).to_bytes(8, "little") + zlib.crc32(payload).to_bytes(4, "little"))
+                fh.write(payload)
+            os.replace(tmp, file)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except (OSError, UnboundLocalError):
+                pass

@@ -48,6 +48,7 @@ class Trace:
         metadata: dict[str, Any] | None = None,
         *,
         copy_args: Table | Loader | None = None,
+        results: Any = None,
     ) -> None:
         self._events: pa.Table | None = None
         self._event_loader: ColumnLoader | None = None
@@ -57,6 +58,9 @@ class Trace:
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
         self._copy_args = copy_args
+        #: where results of analyses outlive the command (the cache's ResultStore: ``get(key)``, ``put(key,
+        #: value)``); None for a trace not read from the cache, or changed since
+        self.results = results
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
 
     @property
@@ -69,6 +73,7 @@ class Trace:
     def events(self, value: pa.Table | ColumnLoader | None) -> None:
         self._event_columns = {}
         self._memo = {}
+        self.results = None  # no longer the cached trace
         if isinstance(value, ColumnLoader):
             self._events, self._event_loader = None, value
         else:
@@ -90,15 +95,28 @@ class Trace:
             return self._event_loader.num_rows
         return self.events.num_rows
 
-    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+    def memo(self, key: Any, compute: Callable[[], Any], keep: bool = False) -> Any:
         """``compute()``, once per trace and ``key``: analyses that several sections, rules or tables ask for
         (the device links, the GPU analysis) are computed once per command. Forgotten when a table is replaced;
-        what is stored must not be mutated by its users."""
+        what is stored must not be mutated by its users.
+
+        ``keep``: also keep the result in the trace's cache entry (:attr:`results`), so that the next command on
+        the same cached trace reads it instead of computing it. Only for results that are an Arrow table or a
+        JSON value, and a ``key`` (str) that names everything the result depends on besides the trace."""
         try:
             return self._memo[key]
         except KeyError:
-            value = self._memo[key] = compute()
-            return value
+            pass
+        store = self.results if keep else None
+        if store is not None:
+            found, value = store.get(key)
+            if found:
+                self._memo[key] = value
+                return value
+        value = self._memo[key] = compute()
+        if store is not None and self.results is store:  # (compute() may have replaced a table)
+            store.put(key, value)
+        return value
 
     def _table(self, name: str) -> pa.Table:
         value = self._tables[name]
@@ -109,6 +127,7 @@ class Trace:
     def _set(self, name: str, table: pa.Table) -> None:
         self._tables[name] = table
         self._memo = {}
+        self.results = None
         if name == "args":
             self._copy_args = None  # derived from the args given now
 
