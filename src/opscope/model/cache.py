@@ -11,6 +11,7 @@ when they are first read (a corrupt one is an error that removes the entry, so t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -241,35 +242,39 @@ class ResultStore:
             with pa.ipc.open_file(pa.py_buffer(bytes(payload))) as reader:
                 return True, reader.read_all()
         except (ValueError, KeyError, TypeError, pa.ArrowException):
-            try:
-                file.unlink()
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):
+                file.unlink()  # damaged: computed again and rewritten
             return False, None
 
     def put(self, key: str, value: Any) -> None:
         """Keep ``value`` (a pyarrow Table, or a JSON value that survives a round trip: str, int, float, bool,
         None, lists and str-keyed dicts of them) for the next command."""
-        if isinstance(value, pa.Table):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_file(sink, value.schema) as writer:
-                writer.write_table(value)
-            payload = sink.getvalue().to_pybytes()
-        else:
-            text = json.dumps({"v": value}, allow_nan=True)
-            if json.loads(text)["v"] != value:  # a tuple, a non-str key: would come back different
-                return
-            payload = text.encode()
+        try:
+            if isinstance(value, pa.Table):
+                sink = pa.BufferOutputStream()
+                # the IPC file format holds one dictionary per column: chunks that differ in theirs are unified
+                table = value.unify_dictionaries()
+                with pa.ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table)
+                payload = sink.getvalue().to_pybytes()
+            else:
+                text = json.dumps({"v": value}, allow_nan=True)
+                if json.loads(text)["v"] != value:  # a tuple, a non-str key: would come back different
+                    return
+                payload = text.encode()
+        except (TypeError, ValueError, RecursionError, pa.ArrowException):
+            return  # not a value this store can keep: computed again next time
         file = self._file(key)
         try:
             self.dir.mkdir(exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
+        except OSError:
+            return  # a read-only or full cache: the result is not kept
+        try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(len(payload).to_bytes(8, "little") + zlib.crc32(payload).to_bytes(4, "little"))
                 fh.write(payload)
             os.replace(tmp, file)
         except OSError:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except (OSError, UnboundLocalError):
-                pass
