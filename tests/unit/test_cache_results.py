@@ -32,7 +32,7 @@ def _cached(tmp_path, cache, events=None):
 
 
 def _results(cache):
-    return sorted(p for p in cache.glob("*/results/*") if not p.name.startswith(".tmp-"))
+    return sorted(p for p in cache.glob("*/results/*/*") if not p.name.startswith(".tmp-"))
 
 
 def _device_row(table: pa.Table) -> dict:
@@ -75,17 +75,28 @@ def test_a_damaged_result_is_computed_again_and_rewritten(tmp_path, cache):
         data[-1] ^= 0xFF
         file.write_bytes(bytes(data))
     assert GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown().to_pylist() == expected
-    store = cache_mod.ResultStore(kept[0].parent.parent)
+    store = cache_mod.ResultStore(kept[0].parent.parent.parent)
     assert store.get("gpu.breakdown")[0]  # rewritten whole
 
 
-def test_results_of_other_code_are_not_served(tmp_path, cache, monkeypatch):
+def test_results_of_other_code_are_not_served_and_make_way(tmp_path, cache, monkeypatch):
     path, trace = _cached(tmp_path, cache)
     gpu_analysis(trace).breakdown()
+    (old,) = {p.parent for p in _results(cache)}
     monkeypatch.setattr(cache_mod, "_fingerprint", "another version of opscope")
-    monkeypatch.setattr(gpu_mod, "device_work", _recomputing)
-    with pytest.raises(AssertionError, match="computed again"):
-        GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown()
+    with monkeypatch.context() as patched:
+        patched.setattr(gpu_mod, "device_work", _recomputing)
+        with pytest.raises(AssertionError, match="computed again"):
+            GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown()
+    GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown()  # kept for this code; the other code's results go
+    assert not old.exists()
+    assert {p.parent.name for p in _results(cache)} == {"another version of opscope"}
+
+
+def test_an_entry_removed_meanwhile_is_not_made_again(tmp_path):
+    store = cache_mod.ResultStore(tmp_path / "gone")
+    store.put("t", pa.table({"n": [1]}))
+    assert not (tmp_path / "gone").exists()
 
 
 def test_a_changed_trace_keeps_nothing(tmp_path, cache):

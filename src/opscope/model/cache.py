@@ -211,19 +211,34 @@ def code_fingerprint() -> str:
 
 
 class ResultStore:
-    """What analyses computed on a cached trace, kept in its entry (``results/``) for the next command: Arrow
-    tables (IPC) and JSON values, one file each, named by a hash of the analysis' key and :func:`code_fingerprint`.
+    """What analyses computed on a cached trace, kept in its entry for the next command: Arrow tables (IPC,
+    zstd-compressed) and JSON values, one file each, in ``results/<code fingerprint>/`` and named by a hash of the
+    analysis' key.
 
     Written by the first command that computes a result, atomically (a temporary name renamed into place) and
     with its size and CRC-32 in front; a file that fails the check is removed and the result computed again. A
-    result that cannot be written (read-only cache, full disk) is simply not kept."""
+    result that cannot be written (read-only cache, full disk) is simply not kept. Writing removes the results of
+    other code (another opscope version): they would never be read again by this one."""
 
     def __init__(self, entry: Path) -> None:
-        self.dir = entry / "results"
+        self.root = entry / "results"
+        self._pruned = False
+
+    @property
+    def dir(self) -> Path:
+        return self.root / code_fingerprint()
 
     def _file(self, key: str) -> Path:
-        h = hashlib.blake2b(f"{code_fingerprint()}|{key}".encode(), digest_size=16)
-        return self.dir / h.hexdigest()
+        return self.dir / hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+    def _prune(self) -> None:
+        # once per store: the folders of other fingerprints (another version's results) go
+        self._pruned = True
+        mine = self.dir.name
+        with contextlib.suppress(OSError):
+            for folder in self.root.iterdir():
+                if folder.name != mine and folder.is_dir():
+                    shutil.rmtree(folder, ignore_errors=True)
 
     def get(self, key: str) -> tuple[bool, Any]:
         """``(True, the stored value)``, or ``(False, None)`` when there is none (or it was damaged: removed)."""
@@ -254,7 +269,8 @@ class ResultStore:
                 sink = pa.BufferOutputStream()
                 # the IPC file format holds one dictionary per column: chunks that differ in theirs are unified
                 table = value.unify_dictionaries()
-                with pa.ipc.new_file(sink, table.schema) as writer:
+                options = pa.ipc.IpcWriteOptions(compression="zstd")
+                with pa.ipc.new_file(sink, table.schema, options=options) as writer:
                     writer.write_table(table)
                 payload = sink.getvalue().to_pybytes()
             else:
@@ -264,8 +280,11 @@ class ResultStore:
                 payload = text.encode()
         except (TypeError, ValueError, RecursionError, pa.ArrowException):
             return  # not a value this store can keep: computed again next time
+        if not self._pruned:
+            self._prune()
         file = self._file(key)
         try:
+            self.root.mkdir(exist_ok=True)  # not parents: an entry removed meanwhile is not made again here
             self.dir.mkdir(exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
         except OSError:
