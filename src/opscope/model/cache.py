@@ -236,9 +236,13 @@ class ResultStore:
         self._pruned = True
         mine = self.dir.name
         with contextlib.suppress(OSError):
-            for folder in self.root.iterdir():
-                if folder.name != mine and folder.is_dir():
-                    shutil.rmtree(folder, ignore_errors=True)
+            for other in self.root.iterdir():
+                if other.name == mine:
+                    continue
+                if other.is_dir():
+                    shutil.rmtree(other, ignore_errors=True)
+                else:
+                    other.unlink(missing_ok=True)
 
     def get(self, key: str) -> tuple[bool, Any]:
         """``(True, the stored value)``, or ``(False, None)`` when there is none (or it was damaged: removed)."""
