@@ -131,6 +131,8 @@ def main() -> None:
     results = []
     for label, trace in traces:
         for name, goal, args in commands:
+            if "S" in args and trace == SAMPLE:
+                continue  # the sample against itself is "diff T T"
             for fmt in formats:
                 argv = argv_for(args, trace, fmt, copies[trace])
                 runs: dict[str, list[dict]] = {who: [] for who, _ in checkouts}
