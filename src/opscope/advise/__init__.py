@@ -7,8 +7,9 @@ trace and ranks what they find.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from opscope.advise.context import AdviceContext, MeasuredFactor
@@ -92,7 +93,25 @@ def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, 
            only: list[str] | None = None, measured: Mapping[str, MeasuredFactor] | None = None,
            context: AdviceContext | None = None, job: JobView | None = None) -> Advice:
     """Run every rule (or those named in ``only``) on ``trace``; findings ranked by estimated saving.
-    ``measured``: speed-ups measured here that replace the dominant-op rule's assumed ones (advise --measure)."""
+    ``measured``: speed-ups measured here that replace the dominant-op rule's assumed ones (advise --measure).
+
+    On one cached trace (no other ranks, no measured factors, no context given) the advice is kept in the trace's
+    cache entry: the next ``opscope advise`` with the same rules and run.json reads it."""
+    if context is None and not peers and not measured and job is None and trace.results is not None:
+        key = f"advise/{only!r}/{json.dumps(run, sort_keys=True, default=repr)}"
+        kept = trace.memo(key, lambda: _as_dict(_advise(trace, run, only)), keep=True)
+        return Advice(**{**kept, "findings": [Finding(**f) for f in kept["findings"]]})
+    return _advise(trace, run, only, peers, measured, context, job)
+
+
+def _as_dict(advice: Advice) -> dict[str, Any]:
+    return {f.name: getattr(advice, f.name) if f.name != "findings" else [x.to_dict() for x in advice.findings]
+            for f in fields(advice)}
+
+
+def _advise(trace: Trace, run: dict[str, Any] | None, only: list[str] | None, peers: tuple[Trace, ...] = (),
+            measured: Mapping[str, MeasuredFactor] | None = None, context: AdviceContext | None = None,
+            job: JobView | None = None) -> Advice:
     # ``context``: one a caller already filled (the HTML report shares its analyses with the rules)
     ctx = context or AdviceContext(trace, run=run, peers=peers, measured=measured, job=job)
     rules = [rule(r) for r in only] if only else all_rules()

@@ -119,9 +119,9 @@ class AdviceContext:
     @cached_property
     def gpu(self):
         """The GpuAnalysis of the trace, or None when it has no device work."""
-        from opscope.analyses.gpu import GpuAnalysis
+        from opscope.analyses.gpu import gpu_analysis
 
-        analysis = GpuAnalysis(self.trace)
+        analysis = gpu_analysis(self.trace)
         return analysis if analysis.has_work else None
 
     @cached_property

@@ -71,8 +71,9 @@ def launch_links(trace: Trace) -> pa.Table:
 
 
 def _bytes(trace: Trace, event_ids: pa.Array) -> dict[int, int]:
-    """event_id -> the ``bytes`` argument of those events that have one."""
-    args = trace.args
+    """event_id -> the ``bytes`` argument of those events that have one (from ``copy_args``: the copies' args
+    only, not every event's)."""
+    args = trace.copy_args
     if args.num_rows == 0:
         return {}
     mine = args.filter(pc.is_in(args["event_id"], value_set=event_ids))

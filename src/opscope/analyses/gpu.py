@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import groupby
 from operator import itemgetter
 
@@ -82,6 +82,7 @@ LAUNCH_SCHEMA = pa.schema([
 ])
 
 
+@lru_cache(maxsize=4096)  # called per copy row: a trace has a few distinct copy names
 def direction_code(name: str | None) -> int:
     """Index into :data:`MEMCPY_DIRECTIONS` of a memcpy event's name ("Memcpy HtoD (Pageable -> Device)")."""
     if not name:
@@ -276,15 +277,36 @@ def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Arr
     if runtime.num_rows == 0 or correlation.null_count == len(correlation):
         return (pa.nulls(len(correlation), pa.int64()),) * 3
     where = pc.index_in(correlation, value_set=runtime["correlation"].combine_chunks())
-    thread = pc.binary_join_element_wise(pc.cast(runtime["pid"], pa.string()), pc.cast(runtime["tid"], pa.string()),
-                                         "/")
-    thread = pc.cast(combined(pc.dictionary_encode(thread)).indices, pa.int64())
+    thread = _thread_numbers(runtime)
     ts = runtime["ts_ns"].combine_chunks()
     end = pc.add(ts, pc.fill_null(runtime["dur_ns"].combine_chunks(), 0))
     return pc.take(ts, where), pc.take(end, where), pc.take(thread, where)
 
 
+def _thread_numbers(runtime: pa.Table) -> pa.Array:
+    """A number per row for its host thread: the rows with one "pid/tid" text share a number (null without one)."""
+    ids = runtime.select(["pid", "tid"]).unify_dictionaries()
+    pid, tid = ids["pid"], ids["tid"]
+    if pa.types.is_dictionary(pid.type) and pa.types.is_dictionary(tid.type) and pid.num_chunks and tid.num_chunks \
+            and not any(pc.any(pc.match_substring(c.chunks[0].dictionary, "/")).as_py() for c in (pid, tid)):
+        # The pair of dictionary codes: one int per row instead of two strings joined (a 1 GB trace has ~1M
+        # launches). Without a "/" in any pid or tid, equal codes are equal "pid/tid" texts, as below.
+        codes = [pc.cast(combined(pa.chunked_array([c.indices for c in col.chunks], pa.int32())), pa.int64())
+                 for col in (pid, tid)]
+        key = pc.add(pc.multiply(codes[0], 1 << 32), codes[1])
+        return pc.cast(pc.dictionary_encode(key).indices, pa.int64())
+    thread = pc.binary_join_element_wise(pc.cast(runtime["pid"], pa.string()), pc.cast(runtime["tid"], pa.string()),
+                                         "/")
+    return pc.cast(combined(pc.dictionary_encode(thread)).indices, pa.int64())
+
+
 # --- analyses ------------------------------------------------------------------------------------------
+
+def gpu_analysis(trace: Trace, short_gap_ns: int = 10_000) -> GpuAnalysis:
+    """The trace's :class:`GpuAnalysis` with this ``short_gap_ns``, made once per trace: the sections of a report,
+    the rules of advise and the parts of a diff share its merged intervals and tables."""
+    return trace.memo(("gpu.analysis", short_gap_ns), lambda: GpuAnalysis(trace, short_gap_ns=short_gap_ns))
+
 
 class GpuAnalysis:
     """Every GPU table of one trace, sharing the prepared work and the merged intervals."""
@@ -292,7 +314,12 @@ class GpuAnalysis:
     def __init__(self, trace: Trace, short_gap_ns: int = 10_000) -> None:
         self.trace = trace
         self.short_gap_ns = short_gap_ns
-        self.work = device_work(trace)
+
+    @cached_property
+    def work(self) -> GpuWork:
+        """The prepared device work (shared by every analysis of the trace). Not computed when the tables a
+        command shows were kept in the cache by an earlier command."""
+        return self.trace.memo("gpu.device_work", lambda: device_work(self.trace))
 
     @cached_property
     def stream_busy(self) -> pa.Table:
@@ -448,18 +475,19 @@ class GpuAnalysis:
         return {d: (o, lv) for d, o, lv in zip(agg["device"].to_pylist(), agg["over_sum"].to_pylist(),
                                                 agg["level_max"].to_pylist())}
 
-    # The tables below are computed once per analysis: the report's sections and the advice rules share one.
+    # The tables below are computed once per analysis (the report's sections and the advice rules share one),
+    # and kept in the cache entry of a cached trace for the next command.
     def breakdown(self) -> pa.Table:
         """One row per device (``stream`` null: the union over its streams) followed by one per stream."""
-        return self._breakdown
+        return self.trace.memo("gpu.breakdown", lambda: self._breakdown, keep=True)
 
     def launches(self) -> pa.Table:
         """Per device: streams, true concurrency, kernel counts and durations, launch delays."""
-        return self._launches
+        return self.trace.memo("gpu.launches", lambda: self._launches, keep=True)
 
     def idle(self) -> pa.Table:
         """Per device, idle time by cause (analyses/idle.py)."""
-        return self._idle
+        return self.trace.memo(f"gpu.idle/{self.short_gap_ns}", lambda: self._idle, keep=True)
 
     @cached_property
     def _idle(self) -> pa.Table:
@@ -566,6 +594,9 @@ class GpuAnalysis:
 
     def notes(self) -> list[str]:
         """What to know about the breakdown: the window, what busy means, clipped events."""
+        return list(self.trace.memo("gpu.notes", self._notes, keep=True))
+
+    def _notes(self) -> list[str]:
         w = self.work
         if w.table.num_rows == 0:
             return [NO_GPU]
@@ -581,6 +612,9 @@ class GpuAnalysis:
 
     def launch_notes(self) -> list[str]:
         """What to know about launches: none linked, or clock skew."""
+        return list(self.trace.memo("gpu.launch_notes", self._launch_notes, keep=True))
+
+    def _launch_notes(self) -> list[str]:
         w = self.work
         if w.table.num_rows == 0:
             return [NO_GPU]
@@ -654,8 +688,13 @@ def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.T
     ``launched_gpu_ns`` (the work the step launched, wherever it ran). ``unseen_busy_ns``: the part of the step
     a device spent on work the trace does not show (see :class:`UnseenBusy`; only a first step can have it).
     Null busy figures: the trace has no device work."""
+    # kept in the cache entry (the figures do not depend on the analysis' short-gap setting)
+    return trace.memo("gpu.step_device_table", lambda: _step_device_table(trace, analysis), keep=True)
+
+
+def _step_device_table(trace: Trace, analysis: GpuAnalysis | None) -> pa.Table:
     table = step_table(trace)
-    analysis = analysis or GpuAnalysis(trace)
+    analysis = analysis or gpu_analysis(trace)
     steps = trace.steps
     spans = list(zip(steps["ts_ns"].to_pylist(), pc.add(steps["ts_ns"], steps["dur_ns"]).to_pylist()))
     busy: list[int | None] = [None] * len(spans)

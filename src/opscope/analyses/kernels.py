@@ -28,6 +28,12 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
     """
     if names not in NAME_FORMS:
         raise UsageError(f"names must be one of {', '.join(NAME_FORMS)}, not {names!r}")
+    # kept in the cache entry: the next command on the same trace with the same options reads it
+    return trace.memo(f"kernels.kernel_table/{filt!r}/{by_op}/{sort}/{names}",
+                      lambda: _kernel_table(trace, filt, by_op, sort, names), keep=True)
+
+
+def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str, names: str) -> pa.Table:
     filt = filt or EventFilter()
     kinds = filt.kinds or DEVICE_WORK
     filt = EventFilter(kinds=kinds, match=filt.match, exclude=filt.exclude, steps=filt.steps)

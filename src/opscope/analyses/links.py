@@ -55,9 +55,12 @@ def link_table(trace: Trace) -> pa.Table:
     annotation other than ``ProfilerStep#N``. Nulls where there is no such event or no link.
     ``link_inferred`` is true where the launch was paired by order, not by correlation id.
     """
+    return trace.memo("links.link_table", lambda: _link_table(trace))
+
+
+def _link_table(trace: Trace) -> pa.Table:
     links = device_links(trace)
-    events = trace.select(["name"])
-    names = events["name"]
+    names = trace.select(["name"])["name"]
     return pa.table({
         "device_row": links["device_row"],
         "launch_row": links["launch_row"],
@@ -70,7 +73,12 @@ def link_table(trace: Trace) -> pa.Table:
 
 
 def device_links(trace: Trace) -> dict[str, pa.Array]:
-    """The link rows as arrays: device_row, launch_row, op_row, top_row, annotation_row, link_inferred."""
+    """The link rows as arrays: device_row, launch_row, op_row, top_row, annotation_row, link_inferred (computed
+    once per trace: do not change the dict)."""
+    return trace.memo("links.device_links", lambda: _device_links(trace))
+
+
+def _device_links(trace: Trace) -> dict[str, pa.Array]:
     events = trace.select(_COLUMNS)
     device_rows = rows_where(kind_mask(events, LINKED_KINDS))
     launch, inferred = launch_rows(events, device_rows)

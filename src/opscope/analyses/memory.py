@@ -68,7 +68,30 @@ def memory_records(trace: Trace, steps: list[int] | None = None, devices: list[s
                    with_ops: bool = True) -> MemoryRecords:
     """The records with ops and lifetimes; ``steps``/``devices`` keep only the records of those (the
     allocations made before the window that are still alive then show as held 'before the window').
-    ``with_ops=False`` leaves the ``op`` column empty (finding each record's op is most of the work)."""
+    ``with_ops=False`` leaves the ``op`` column empty (finding each record's op is most of the work).
+
+    Kept in the cache entry of a cached trace: the next command with the same options reads them."""
+    key = f"memory.records/{steps!r}/{devices!r}/{with_ops}"
+    made: list[MemoryRecords] = []
+
+    def records() -> MemoryRecords:
+        if not made:
+            made.append(_memory_records(trace, steps, devices, with_ops))
+        return made[0]
+
+    def facts() -> dict:
+        rec = records()
+        return {"start_ns": rec.start_ns, "end_ns": rec.end_ns, "devices": rec.devices, "problems": rec.problems,
+                "windowed": rec.windowed}
+
+    about = trace.memo(key + "/facts", facts, keep=True)
+    table = trace.memo(key, lambda: records().table, keep=True)
+    return made[0] if made else MemoryRecords(table, about["start_ns"], about["end_ns"], list(about["devices"]),
+                                              dict(about["problems"]), about["windowed"])
+
+
+def _memory_records(trace: Trace, steps: list[int] | None, devices: list[str] | None,
+                    with_ops: bool) -> MemoryRecords:
     mem = trace.memory
     first = trace.select(["ts_ns"])["ts_ns"]
     start = first[0].as_py() if len(first) else None

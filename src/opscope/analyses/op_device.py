@@ -52,8 +52,14 @@ def device_work(trace: Trace, level: str = "api", framework: str | None = None,
     launch has none), ``shapes`` (that op's input shapes; null when it has none) and ``class`` (its kernel
     class, from its name or its launching op: :mod:`opscope.analyses.kernel_classes`). ``framework`` tells
     :func:`opscope.analyses.names.python_api` how to read op names (``pytorch``; None: guess); ``links`` are the
-    trace's :func:`opscope.analyses.links.device_links` when the caller has them already."""
+    trace's :func:`opscope.analyses.links.device_links` when the caller has them already. Kept in the cache entry of
+    a cached trace for the next command."""
     check_level(level)
+    return trace.memo(f"op_device.device_work/{level}/{framework}", lambda: _device_work(trace, level, framework,
+                                                                                          links), keep=True)
+
+
+def _device_work(trace: Trace, level: str, framework: str | None, links: dict[str, pa.Array] | None) -> pa.Table:
     links = links if links is not None else device_links(trace)
     rows = links["device_row"]
     if len(rows) == 0:

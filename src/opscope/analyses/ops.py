@@ -38,6 +38,13 @@ def op_table(
     for key in by:
         if key not in GROUP_KEYS:
             raise UsageError(f"cannot group by {key!r}; choose from {', '.join(GROUP_KEYS)}")
+    # kept in the cache entry: the next command on the same trace with the same options reads it
+    return trace.memo(f"ops.op_table/{list(by)!r}/{filt!r}/{sort}/{merge_duplicates}/{python_api}",
+                      lambda: _op_table(trace, by, filt, sort, merge_duplicates, python_api), keep=True)
+
+
+def _op_table(trace: Trace, by: Sequence[str], filt: EventFilter | None, sort: str, merge_duplicates: bool,
+              python_api: bool) -> pa.Table:
     filt = filt or EventFilter(kinds=("cpu_op",))
     columns = list(dict.fromkeys(list(by) + ["ts_ns", "dur_ns", "self_ns", "kind", "name", "step"]))
     if merge_duplicates:  # folded once at ingest (model.derive.fold_duplicate_ops)

@@ -7,7 +7,6 @@ typed options and computes nothing the chosen renderer does not show (sections a
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache
 from typing import Literal
 
 import pyarrow as pa
@@ -231,11 +230,11 @@ _CONCURRENCY = ("streams", "launch_threads", "concurrent_ns", "concurrent_pct", 
 def gpu_report(trace: Trace, short_gap_ns: int, only: GpuPart | None, limit: int | None, analysis=None) -> Report:
     """Device time per device and stream, idle time by cause, concurrency and launches (or ``only`` one).
     ``analysis``: the trace's GpuAnalysis with this ``short_gap_ns`` when the caller has one."""
-    from opscope.analyses.gpu import GpuAnalysis
+    from opscope.analyses.gpu import gpu_analysis
     from opscope.analyses.idle import IDLE_NOTE
 
     if analysis is None or analysis.short_gap_ns != short_gap_ns:
-        analysis = GpuAnalysis(trace, short_gap_ns=short_gap_ns)
+        analysis = gpu_analysis(trace, short_gap_ns)
     breakdown = analysis.breakdown()
     if breakdown.num_rows == 0:
         return Report([Section("breakdown", table=breakdown)], empty=analysis.notes()[0])
@@ -288,9 +287,12 @@ def memory_report(trace: Trace, view: MemoryView | None, timeline: int, devices:
         table = mem.timeline_table(rec, buckets)
         return table.append_column("allocated", table["allocated_bytes"])
 
-    tables = {"peak": cache(peak), "holders": lambda: mem.holders_table(rec, sort),
-              "allocations": lambda: mem.allocation_table(rec, sort), "timeline": cache(over_time),
-              "counters": lambda: counters}
+    def kept(view: str, make):  # each table is kept in the cache entry for the next command with these options
+        return lambda: trace.memo(f"memory_report.{view}/{steps!r}/{devices!r}/{sort}/{buckets}", make, keep=True)
+
+    tables = {"peak": kept("peak", peak), "holders": kept("holders", lambda: mem.holders_table(rec, sort)),
+              "allocations": kept("allocations", lambda: mem.allocation_table(rec, sort)),
+              "timeline": kept("timeline", over_time), "counters": lambda: counters}
     titles = {**_MEMORY_TITLES, "timeline": f"Memory over time ({buckets} buckets)"}
     columns = {"over_time": Column(show="terminal", sketch="sparkline", scale="peak_allocated_bytes"),
                "allocated": Column(show="terminal", sketch="bar", scale="device")}

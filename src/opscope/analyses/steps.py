@@ -79,6 +79,10 @@ def step_table(trace: Trace) -> pa.Table:
     the step, wherever it ran: work launched near a step's end runs into the next one, so this can exceed the
     step's duration and is no share of it), outlier flag. The device busy time *inside* each step's interval
     is :func:`opscope.analyses.gpu.step_device_table`."""
+    return trace.memo("steps.step_table", lambda: _step_table(trace), keep=True)
+
+
+def _step_table(trace: Trace) -> pa.Table:
     steps = trace.steps
     if steps.num_rows == 0:
         return pa.table({"step": pa.array([], pa.int64()), "dur_ns": pa.array([], pa.int64()),

@@ -69,9 +69,11 @@ def sync_calls(trace: Trace) -> list[Sync]:
                      pc.invert(pc.fill_null(pc.is_in(rec["correlation"], value_set=runtime_corr), False)))
     orphans = pc.filter(records, orphan)
     # an orphan's host side: the cpu_op with its external id (how Kineto links them)
-    ops = ev.filter(kind_mask(ev, ("cpu_op",)))
-    op_rows = rows_where(kind_mask(ev, ("cpu_op",)))
-    host_of = dict(zip(ops["external_id"].to_pylist(), op_rows.to_pylist()))
+    host_of: dict = {}
+    if len(orphans):  # a dict of every op is a Python object per op: only when some record needs it
+        ops = ev.filter(kind_mask(ev, ("cpu_op",)))
+        op_rows = rows_where(kind_mask(ev, ("cpu_op",)))
+        host_of = dict(zip(ops["external_id"].to_pylist(), op_rows.to_pylist()))
     step_spans = list(zip(trace.steps["step"].to_pylist(), trace.steps["ts_ns"].to_pylist(),
                           trace.steps["dur_ns"].to_pylist()))
 

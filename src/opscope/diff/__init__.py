@@ -68,7 +68,6 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     """Compare ``new`` against ``base`` (both already checked by :func:`check_inputs` when they come from
     files). Times are per step when both traces have steps, else whole-trace totals. ``op_level`` says which op
     device work is charged to in the op rows (:mod:`opscope.analyses.op_device`)."""
-    from opscope.analyses.links import device_links
     from opscope.analyses.op_device import check_level, device_work
 
     by = check_by(by)
@@ -85,10 +84,9 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     if kernels:
         rows.append(combine("kernel", kernel_totals(base, sb), kernel_totals(new, sn), sb, sn, with_shapes))
     table = sort_rows(pa.concat_tables(rows))
-    links_base, links_new = device_links(base), device_links(new)  # shared: the slow part of both tables
-    choice = kernel_choice_changes(kernels_by_op(base, sb, links_base), kernels_by_op(new, sn, links_new), sb, sn)
-    device = compare_device(device_work(base, op_level, fb, links_base), device_work(new, op_level, fn, links_new),
-                            sb, sn)
+    # each trace's device links are computed once (Trace.memo), and only when a result is not kept in its cache
+    choice = kernel_choice_changes(kernels_by_op(base, sb), kernels_by_op(new, sn), sb, sn)
+    device = compare_device(device_work(base, op_level, fb), device_work(new, op_level, fn), sb, sn)
     head = headline_rows(base, new, sb, sn)
     notes, row_notes = _notes(sb, sn, labels), _row_notes(by)
     mismatch = device_mismatch(base, new, labels)
@@ -111,7 +109,7 @@ def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> No
         raise TraceError(new_path, f"is the same file as {base_path}; nothing to compare",
                          "give two different traces (a baseline and a new run)")
     for path, trace in ((base_path, base), (new_path, new)):
-        if trace.events.num_rows == 0:
+        if trace.num_events == 0:
             raise TraceError(path, "has no events; nothing to compare", "check that the profiler recorded a step")
 
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import name_match
-from opscope.analyses.gpu import GpuAnalysis
+from opscope.analyses.gpu import gpu_analysis
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import union_ns
 from opscope.analyses.steps import step_window
@@ -42,11 +42,16 @@ def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) 
     spans in the compared steps, ops inside included; only when a trace has them), ``host_ops`` (union of the
     cpu_op spans outside it) and ``outside_ops`` (the rest of the step). ``unseen_busy`` (only when a trace has
     it): device time spent on work the trace does not show (:class:`opscope.analyses.gpu.UnseenBusy`), left out
-    of idle."""
+    of idle. Kept in the cache entry of a cached trace for the next diff."""
+    return trace.memo(f"diff.parts/{span!r}/{device_work}/{host_work}", lambda: _parts(trace, span, device_work,
+                                                                                        host_work), keep=True)
+
+
+def _parts(trace: Trace, span: Span, device_work: bool, host_work: bool) -> dict[str, int]:
     total = span.step_ns * span.divisor  # the compared time, all used steps together
     out: dict[str, int] = {}
     if device_work:
-        within = GpuAnalysis(trace).parts_within(_intervals(trace, span))
+        within = gpu_analysis(trace).parts_within(_intervals(trace, span))
         for part in DEVICE_PARTS:
             out[part] = sum(within[part].values())
         unseen = within["unseen_busy"]
@@ -108,8 +113,10 @@ def device_mismatch(base: Trace, new: Trace, labels: tuple[str, str]) -> str | N
 
 
 def _any_device(trace: Trace) -> bool:
-    mask = kind_mask(trace.select(["kind"]), ("kernel", "memcpy", "memset", "comm"))
-    return bool(pc.any(mask).as_py())
+    def any_device() -> bool:
+        return bool(pc.any(kind_mask(trace.select(["kind"]), ("kernel", "memcpy", "memset", "comm"))).as_py())
+
+    return trace.memo("diff.any_device", any_device, keep=True)
 
 
 def sentence(rows: list[dict], per_step: bool) -> str:

@@ -22,12 +22,22 @@ Choice = dict[tuple[str, str], tuple[frozenset[str], int]]  # (op, shapes) -> (k
 def kernels_by_op(trace: Trace, span: Span, links: dict[str, pa.Array] | None = None) -> Choice:
     """For each (innermost launching op, its input shapes): the short names of the kernels it launched and
     their total duration, over the span. ``links``: the trace's :func:`device_links`, when already computed."""
+    # the grouped table is kept in the cache entry of a cached trace for the next diff
+    grouped = trace.memo(f"diff.kernels_by_op/{span.steps!r}", lambda: _grouped(trace, span, links), keep=True)
+    return {(op, shapes): (frozenset(k), ns) for op, shapes, k, ns in
+            zip(grouped["op"].to_pylist(), grouped["shapes"].to_pylist(), grouped["kernel_distinct"].to_pylist(),
+                grouped["dur_ns_sum"].to_pylist())}
+
+
+def _grouped(trace: Trace, span: Span, links: dict[str, pa.Array] | None) -> pa.Table:
     links = links if links is not None else device_links(trace)
     linked = pc.is_valid(links["op_row"])
     device_rows = pc.filter(links["device_row"], linked)
     op_rows = pc.filter(links["op_row"], linked)
     if len(device_rows) == 0:
-        return {}
+        return pa.table({"op": pa.array([], pa.string()), "shapes": pa.array([], pa.string()),
+                         "kernel_distinct": pa.array([], pa.list_(pa.string())),
+                         "dur_ns_sum": pa.array([], pa.int64())})
     ev = trace.select(["name", "shapes", "dur_ns", "step", "kind"])
     work = pa.table({
         "kernel": short_names(pc.take(ev["name"], device_rows)),
@@ -40,11 +50,7 @@ def kernels_by_op(trace: Trace, span: Span, links: dict[str, pa.Array] | None = 
     work = work.filter(pc.equal(work["kind"], "kernel"))  # copies and memsets are not a kernel choice
     if span.steps is not None:
         work = work.filter(pc.fill_null(pc.is_in(work["step"], pa.array(span.steps, pa.int64())), False))
-    grouped = work.group_by(["op", "shapes"], use_threads=False).aggregate([("kernel", "distinct"),
-                                                                            ("dur_ns", "sum")])
-    return {(op, shapes): (frozenset(k), ns) for op, shapes, k, ns in
-            zip(grouped["op"].to_pylist(), grouped["shapes"].to_pylist(), grouped["kernel_distinct"].to_pylist(),
-                grouped["dur_ns_sum"].to_pylist())}
+    return work.group_by(["op", "shapes"], use_threads=False).aggregate([("kernel", "distinct"), ("dur_ns", "sum")])
 
 
 def kernel_choice_changes(base: Choice, new: Choice, span_base: Span, span_new: Span) -> pa.Table:

@@ -11,6 +11,7 @@ when they are first read (a corrupt one is an error that removes the entry, so t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,6 +20,7 @@ import tempfile
 import zlib
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,9 +29,12 @@ from opscope.errors import TraceError
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 
+# 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 9  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+CACHE_FORMAT = 10  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+#: Derived tables an entry holds beside the model's (TABLE_SCHEMAS): read like them, on first use.
+DERIVED = ("copy_args",)
 _PROBE = 1 << 20
 _CHUNK = 1 << 20
 #: What store() never writes into meta.json: facts about this open, not about the trace.
@@ -97,24 +102,25 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
             raise ValueError("meta.json is not an object")
         events_file = entry / "events.parquet"
         _check(events_file, sums)  # every command reads it: checked now, so a bad one is rebuilt here
-        names = pq.read_schema(events_file).names
+        footer = pq.read_metadata(events_file)
+        names = footer.schema.to_arrow_schema().names
         # Every side table's footer too (cheap: footers only), so a truncated file is found here,
         # not as pyarrow's multi-line error in the middle of a command.
-        for name in TABLE_SCHEMAS:
+        for name in (*TABLE_SCHEMAS, *DERIVED):
             if name != "events":
                 pq.read_metadata(entry / f"{name}.parquet")
-        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file))}
+        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file), footer.num_rows)}
     except (OSError, ValueError, pa.ArrowException) as exc:
         # Unreadable entry: remove it and let the caller re-parse, so store() writes a good entry
         # (store never overwrites an entry whose meta.json exists).
         _discard(entry)
         raise CorruptEntryError(_first_line(exc)) from None
-    for name in TABLE_SCHEMAS:
+    for name in (*TABLE_SCHEMAS, *DERIVED):
         if name != "events":
             # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
             tables[name] = partial(_read_later, entry / f"{name}.parquet", sums)
     metadata["from_cache"] = str(entry)
-    return Trace(metadata=metadata, **tables)
+    return Trace(metadata=metadata, results=ResultStore(entry), **tables)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -167,7 +173,9 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "")
     except OSError:
         return None
     try:
-        for name, table in trace.tables().items():
+        tables = trace.tables()
+        tables["copy_args"] = trace.copy_args
+        for name, table in tables.items():
             pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
         meta = {k: v for k, v in trace.metadata.items() if k not in _NOT_STORED}
         (tmp / "meta.json").write_text(json.dumps(meta, default=str))
@@ -178,3 +186,118 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "")
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     return entry
+
+
+# --- results of analyses, kept beside the tables -----------------------------------------------------------
+
+_RESULT_HEADER = 12  # payload size (8 bytes) and CRC-32 (4 bytes), little-endian
+_fingerprint: str | None = None
+
+
+def code_fingerprint() -> str:
+    """A hash of opscope's own files (code and data) and pyarrow's version: a result computed by other code is
+    never served. Hashed once per process (~180 small files: milliseconds)."""
+    global _fingerprint
+    if _fingerprint is None:
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{CACHE_FORMAT}|{pa.__version__}".encode())
+        for file in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                           and p.suffix != ".pyc"):
+            h.update(str(file.relative_to(root)).encode() + b"\0")
+            h.update(file.read_bytes())
+        _fingerprint = h.hexdigest()
+    return _fingerprint
+
+
+class ResultStore:
+    """What analyses computed on a cached trace, kept in its entry for the next command: Arrow tables (IPC,
+    zstd-compressed) and JSON values, one file each, in ``results/<code fingerprint>/`` and named by a hash of the
+    analysis' key.
+
+    Written by the first command that computes a result, atomically (a temporary name renamed into place) and
+    with its size and CRC-32 in front; a file that fails the check is removed and the result computed again. A
+    result that cannot be written (read-only cache, full disk) is simply not kept. Writing removes the results of
+    other code (another opscope version): they would never be read again by this one."""
+
+    def __init__(self, entry: Path) -> None:
+        self.root = entry / "results"
+        self._pruned = False
+
+    @property
+    def dir(self) -> Path:
+        return self.root / code_fingerprint()
+
+    def _file(self, key: str) -> Path:
+        return self.dir / hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+    def _prune(self) -> None:
+        # once per store: the folders of other fingerprints (another version's results) go
+        self._pruned = True
+        mine = self.dir.name
+        with contextlib.suppress(OSError):
+            for other in self.root.iterdir():
+                if other.name == mine:
+                    continue
+                if other.is_dir():
+                    shutil.rmtree(other, ignore_errors=True)
+                else:
+                    other.unlink(missing_ok=True)
+
+    def get(self, key: str) -> tuple[bool, Any]:
+        """``(True, the stored value)``, or ``(False, None)`` when there is none (or it was damaged: removed)."""
+        file = self._file(key)
+        try:
+            data = file.read_bytes()
+        except OSError:
+            return False, None
+        size, crc = int.from_bytes(data[:8], "little"), int.from_bytes(data[8:_RESULT_HEADER], "little")
+        payload = memoryview(data)[_RESULT_HEADER:]
+        try:
+            if len(payload) != size or zlib.crc32(payload) != crc:
+                raise ValueError("checksum")
+            if payload[:1] == b"{":
+                return True, json.loads(bytes(payload))["v"]
+            with pa.ipc.open_file(pa.py_buffer(bytes(payload))) as reader:
+                return True, reader.read_all()
+        except (ValueError, KeyError, TypeError, pa.ArrowException):
+            with contextlib.suppress(OSError):
+                file.unlink()  # damaged: computed again and rewritten
+            return False, None
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep ``value`` (a pyarrow Table, or a JSON value that survives a round trip: str, int, float, bool,
+        None, lists and str-keyed dicts of them) for the next command."""
+        try:
+            if isinstance(value, pa.Table):
+                sink = pa.BufferOutputStream()
+                # the IPC file format holds one dictionary per column: chunks that differ in theirs are unified
+                table = value.unify_dictionaries()
+                options = pa.ipc.IpcWriteOptions(compression="zstd")
+                with pa.ipc.new_file(sink, table.schema, options=options) as writer:
+                    writer.write_table(table)
+                payload = sink.getvalue().to_pybytes()
+            else:
+                text = json.dumps({"v": value}, allow_nan=True)
+                if json.loads(text)["v"] != value:  # a tuple, a non-str key: would come back different
+                    return
+                payload = text.encode()
+        except (TypeError, ValueError, RecursionError, pa.ArrowException):
+            return  # not a value this store can keep: computed again next time
+        if not self._pruned:
+            self._prune()
+        file = self._file(key)
+        try:
+            self.root.mkdir(exist_ok=True)  # not parents: an entry removed meanwhile is not made again here
+            self.dir.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
+        except OSError:
+            return  # a read-only or full cache: the result is not kept
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(len(payload).to_bytes(8, "little") + zlib.crc32(payload).to_bytes(4, "little"))
+                fh.write(payload)
+            os.replace(tmp, file)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -7,7 +7,10 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
-from opscope.model.schema import TABLE_SCHEMAS
+from opscope.model.schema import TABLE_SCHEMAS, kind_mask
+
+#: Kinds whose args :attr:`Trace.copy_args` holds.
+COPY_KINDS = ("memcpy", "memset")
 
 Table: TypeAlias = pa.Table
 Loader: TypeAlias = Callable[[], pa.Table]
@@ -16,9 +19,11 @@ Loader: TypeAlias = Callable[[], pa.Table]
 class ColumnLoader:
     """Reads chosen columns of a table on demand (the cache's Parquet file)."""
 
-    def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table]) -> None:
+    def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table], num_rows: int | None = None) -> None:
         self.names = list(names)
         self.load = load
+        #: the table's row count when known without reading a column (the Parquet footer says it)
+        self.num_rows = num_rows
 
 
 class Trace:
@@ -41,13 +46,21 @@ class Trace:
         steps: Table | Loader,
         args: Table | Loader,
         metadata: dict[str, Any] | None = None,
+        *,
+        copy_args: Table | Loader | None = None,
+        results: Any = None,
     ) -> None:
         self._events: pa.Table | None = None
         self._event_loader: ColumnLoader | None = None
         self._event_columns: dict[str, pa.ChunkedArray] = {}
+        self._memo: dict[Any, Any] = {}
         self.events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
+        self._copy_args = copy_args
+        #: where results of analyses outlive the command (the cache's ResultStore: ``get(key)``, ``put(key,
+        #: value)``); None for a trace not read from the cache, or changed since
+        self.results = results
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
 
     @property
@@ -59,6 +72,8 @@ class Trace:
     @events.setter
     def events(self, value: pa.Table | ColumnLoader | None) -> None:
         self._event_columns = {}
+        self._memo = {}
+        self.results = None  # no longer the cached trace
         if isinstance(value, ColumnLoader):
             self._events, self._event_loader = None, value
         else:
@@ -73,6 +88,36 @@ class Trace:
             self._event_columns.update(zip(missing, self._event_loader.load(missing).columns))
         return pa.table({n: self._event_columns[n] for n in names})
 
+    @property
+    def num_events(self) -> int:
+        """Rows of the events table, without reading its columns when the cache's footer says it."""
+        if self._events is None and self._event_loader is not None and self._event_loader.num_rows is not None:
+            return self._event_loader.num_rows
+        return self.events.num_rows
+
+    def memo(self, key: Any, compute: Callable[[], Any], keep: bool = False) -> Any:
+        """``compute()``, once per trace and ``key``: analyses that several sections, rules or tables ask for
+        (the device links, the GPU analysis) are computed once per command. Forgotten when a table is replaced;
+        what is stored must not be mutated by its users.
+
+        ``keep``: also keep the result in the trace's cache entry (:attr:`results`), so that the next command on
+        the same cached trace reads it instead of computing it. Only for results that are an Arrow table or a
+        JSON value, and a ``key`` (str) that names everything the result depends on besides the trace."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        store = self.results if keep else None
+        if store is not None:
+            found, value = store.get(key)
+            if found:
+                self._memo[key] = value
+                return value
+        value = self._memo[key] = compute()
+        if store is not None and self.results is store:  # (compute() may have replaced a table)
+            store.put(key, value)
+        return value
+
     def _table(self, name: str) -> pa.Table:
         value = self._tables[name]
         if callable(value):
@@ -81,12 +126,28 @@ class Trace:
 
     def _set(self, name: str, table: pa.Table) -> None:
         self._tables[name] = table
+        self._memo = {}
+        self.results = None
+        if name == "args":
+            self._copy_args = None  # derived from the args given now
 
     flows = property(lambda self: self._table("flows"), lambda self, t: self._set("flows", t))
     counters = property(lambda self: self._table("counters"), lambda self, t: self._set("counters", t))
     memory = property(lambda self: self._table("memory"), lambda self, t: self._set("memory", t))
     steps = property(lambda self: self._table("steps"), lambda self, t: self._set("steps", t))
     args = property(lambda self: self._table("args"), lambda self, t: self._set("args", t))
+
+    @property
+    def copy_args(self) -> pa.Table:
+        """The rows of ``args`` whose event is a copy or a fill (``memcpy``, ``memset``: :data:`COPY_KINDS`), in
+        ``event_id`` order: the copies' sizes without reading every event's arguments (the cache keeps them in a
+        file of their own; the host events' args are most of the table)."""
+        value = self._copy_args
+        if callable(value):
+            value = self._copy_args = value()
+        if value is None:
+            return self.memo("trace.copy_args", lambda: copy_rows_of(self.args, self))
+        return value
 
     def tables(self) -> dict[str, pa.Table]:
         return {name: getattr(self, name) for name in TABLE_SCHEMAS}
@@ -110,3 +171,14 @@ class Trace:
     def __repr__(self) -> str:
         return (f"Trace({self.metadata.get('source')!r}, events={self.events.num_rows}, "
                 f"steps={self.steps.num_rows}, warnings={len(self.warnings)})")
+
+
+def copy_rows_of(args: pa.Table, trace: Trace) -> pa.Table:
+    """The rows of ``args`` (``event_id``, ``args``) whose event is of a :data:`COPY_KINDS` kind."""
+    import pyarrow.compute as pc
+
+    if args.num_rows == 0:
+        return args
+    events = trace.select(["kind"])
+    rows = pc.indices_nonzero(kind_mask(events, COPY_KINDS)).cast(pa.int64())  # event_id is the row index
+    return args.filter(pc.is_in(args["event_id"], value_set=rows))

@@ -84,12 +84,16 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[t
     busy = ctx.gpu.device_not_idle  # unseen busy time is no gap
     busy = busy.filter(pc.and_(pc.equal(busy["group"], device), pc.greater(busy["end"], busy["start"])))
     w0, w1 = ctx.window
-    starts = busy["start"].to_pylist()
-    ends = busy["end"].to_pylist()
-    edges_start = [w0] + ends
-    edges_end = starts + [w1]
-    gaps = [(s, e - s) for s, e in zip(edges_start, edges_end) if e > s]
-    gaps.sort(key=lambda g: -g[1])
+    # Columns, not a Python tuple per busy interval: a long trace has hundreds of thousands of them.
+    edges_start = pa.concat_arrays([pa.array([w0], pa.int64()), busy["end"].combine_chunks().cast(pa.int64())])
+    edges_end = pa.concat_arrays([busy["start"].combine_chunks().cast(pa.int64()), pa.array([w1], pa.int64())])
+    length = pc.subtract(edges_end, edges_start)
+    keep = pc.greater(length, 0)
+    starts, lengths = pc.filter(edges_start, keep), pc.filter(length, keep)
+    # longest first; equal lengths in time order (a stable sort of the gaps by length)
+    order = pc.sort_indices(pa.table({"len": lengths, "at": pa.array(range(len(lengths)), pa.int64())}),
+                            [("len", "descending"), ("at", "ascending")])[:top]
+    gaps = list(zip(pc.take(starts, order).to_pylist(), pc.take(lengths, order).to_pylist()))
     steps = ctx.trace.steps
     spans = list(zip(steps["step"].to_pylist(), steps["ts_ns"].to_pylist(), steps["dur_ns"].to_pylist()))
     out = []

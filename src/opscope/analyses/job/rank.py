@@ -133,10 +133,10 @@ def _grouped(names, ns, steps, category: str) -> pa.Table:
 
 def _idle(trace: Trace) -> pa.Table:
     """Device idle time by cause over the rank's window, averaged over its devices."""
-    from opscope.analyses.gpu import GpuAnalysis
+    from opscope.analyses.gpu import gpu_analysis
     from opscope.analyses.idle import idle_causes
 
-    analysis = GpuAnalysis(trace)
+    analysis = gpu_analysis(trace)
     if not analysis.has_work:
         return IDLE_SCHEMA.empty_table()
     table = idle_causes(analysis)
