@@ -1,0 +1,168 @@
+"""Start-up benchmark: what each library costs to import, and whole ``opscope`` processes that should take a
+fraction of a second (``--help``, a command served from the Parquet cache of a small trace).
+
+1. Per library (typer, rich, pydantic, pyarrow, pyarrow.compute, pyarrow.parquet, numpy, duckdb, ...): the time
+   of its ``import`` inside a fresh interpreter (median of ``--repeat`` processes), and the process's peak RSS;
+   pyarrow also with numpy hidden (pyarrow imports numpy only because it is installed).
+2. Whole processes, medians of ``--repeat``: a bare ``python -c pass`` and ``python -c "import pyarrow"`` (the
+   floor), ``opscope --help``, ``opscope CMD --help``, and ``summary``/``ops``/``kernels`` (table and
+   ``--format json``) on a small shared trace already in the cache (a private cache dir, filled first). The
+   cases run round-robin, so a busy machine slows all of them alike; the ratios to the bare interpreter and to
+   ``import pyarrow`` are the figures to compare.
+
+Prints markdown tables and writes bench/out/startup.json.
+
+    python bench/startup.py --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared" / "traces"
+OUT = REPO / "bench" / "out" / "startup.json"
+#: 1.1 MB gzip (a ResNet-50 step on one GPU, Kineto), and 3.3 MB plain JSON (a CPU training run of torch 2.13)
+SMALL = [SHARED / "kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz",
+         SHARED / "generated/torch_cpu_mobilenetv2_train.json"]
+
+LIBS = ["typer", "rich.console", "pydantic", "numpy", "pyarrow", "pyarrow.compute", "pyarrow.parquet", "duckdb",
+        "jinja2", "msgspec", "orjson", "importlib.metadata", "opscope", "opscope.cli", "opscope.model.trace",
+        "opscope.analyses.reports", "opscope.render"]
+
+IMPORT_ONE = """\
+import sys, time
+if sys.argv[2] == "hide-numpy":
+    sys.modules["numpy"] = None  # pyarrow then runs without it
+t0 = time.perf_counter()
+__import__(sys.argv[1])
+print(time.perf_counter() - t0)
+"""
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
+    """One child process: wall seconds, peak RSS (MiB, from wait4), exit code, stdout."""
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _, status, rusage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    return wall, rusage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), text
+
+
+def opscope_cmd() -> list[str]:
+    """The installed console script beside this interpreter (what users run), else ``python -m opscope.cli``."""
+    script = Path(sys.executable).parent / "opscope"
+    return [sys.executable, str(script)] if script.exists() else [sys.executable, "-m", "opscope.cli"]
+
+
+def round_robin(cases: dict[str, list[str]], repeat: int, env: dict[str, str]) -> dict[str, dict]:
+    """Every case ``repeat`` times, interleaved; per case the median wall time, its spread and the largest RSS."""
+    walls: dict[str, list[float]] = {name: [] for name in cases}
+    rss: dict[str, float] = dict.fromkeys(cases, 0.0)
+    for _ in range(repeat):
+        for name, cmd in cases.items():
+            wall, peak, rc, _ = run(cmd, env)
+            if rc:
+                raise SystemExit(f"failed ({rc}): {' '.join(cmd)}")
+            walls[name].append(wall)
+            rss[name] = max(rss[name], peak)
+    return {name: {"median_s": round(statistics.median(w), 4), "min_s": round(min(w), 4),
+                   "max_s": round(max(w), 4), "peak_rss_mb": round(rss[name], 1)} for name, w in walls.items()}
+
+
+def bench_imports(repeat: int, env: dict[str, str]) -> list[dict]:
+    """Each library's import time inside a fresh interpreter (median of ``repeat``) and the process's peak RSS."""
+    rows = []
+    cases = [(lib, "plain") for lib in LIBS] + [("pyarrow", "hide-numpy"), ("pyarrow.parquet", "hide-numpy")]
+    for lib, mode in cases:
+        times, peaks = [], []
+        for _ in range(repeat):
+            _, peak, rc, text = run([sys.executable, "-c", IMPORT_ONE, lib, mode], env)
+            if rc:
+                break
+            times.append(float(text.strip().splitlines()[-1]))
+            peaks.append(peak)
+        if not times:
+            rows.append({"library": lib, "mode": mode, "import_s": None, "note": "not installed"})
+            continue
+        rows.append({"library": lib, "mode": mode, "import_s": round(statistics.median(times), 4),
+                     "peak_rss_mb": round(max(peaks), 1)})
+    return rows
+
+
+def bench_commands(repeat: int, env: dict[str, str]) -> dict[str, dict]:
+    """The whole processes, round-robin, against ``python -c pass`` and ``python -c 'import pyarrow'``."""
+    op = opscope_cmd()
+    cases: dict[str, list[str]] = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "python -c 'import pyarrow'": [sys.executable, "-c", "import pyarrow"],
+        "opscope --help": [*op, "--help"],
+        "opscope summary --help": [*op, "summary", "--help"],
+        "opscope gpu --help": [*op, "gpu", "--help"],
+    }
+    for trace in (t for t in SMALL if t.exists()):
+        run([*op, "summary", str(trace)], env)  # fills the cache
+        short = trace.name.split(".")[0]
+        for cmd in ("summary", "ops", "kernels"):
+            cases[f"opscope {cmd} {short} (cached)"] = [*op, cmd, str(trace)]
+            cases[f"opscope {cmd} {short} -f json (cached)"] = [*op, cmd, str(trace), "--format", "json"]
+    results = round_robin(cases, repeat, env)
+    bare = results["python -c pass"]["median_s"]
+    arrow = results["python -c 'import pyarrow'"]["median_s"]
+    for r in results.values():
+        r["x_bare_python"] = round(r["median_s"] / bare, 2)
+        r["x_import_pyarrow"] = round(r["median_s"] / arrow, 2)
+    return results
+
+
+def markdown(imports: list[dict], commands: dict[str, dict]) -> str:
+    lines = ["| library | import (s) | peak RSS (MiB) |", "|---|---:|---:|"]
+    for r in imports:
+        name = r["library"] + (" (numpy hidden)" if r["mode"] == "hide-numpy" else "")
+        lines.append(f"| {name} | {r['import_s'] if r['import_s'] is not None else 'not installed'} | "
+                     f"{r.get('peak_rss_mb', '')} |")
+    lines += ["", "| process | median (s) | min–max (s) | x `python -c pass` | x `import pyarrow` | peak RSS (MiB) |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for name, r in commands.items():
+        lines.append(f"| `{name}` | {r['median_s']:.3f} | {r['min_s']:.3f}–{r['max_s']:.3f} | {r['x_bare_python']} | "
+                     f"{r['x_import_pyarrow']} | {r['peak_rss_mb']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--skip-imports", action="store_true", help="only the whole processes")
+    args = ap.parse_args(argv)
+    cache = Path(tempfile.mkdtemp(prefix="opscope-startup-cache-"))
+    env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO / "src")}
+    try:
+        imports = [] if args.skip_imports else bench_imports(args.repeat, env)
+        commands = bench_commands(args.repeat, env)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    print(markdown(imports, commands))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"repeat": args.repeat, "python": platform.python_version(),
+                                    "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "imports": imports,
+                                    "commands": commands}, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
