@@ -8,11 +8,15 @@ fraction of a second (``--help``, a command served from the Parquet cache of a s
    floor), ``opscope --help``, ``opscope CMD --help``, and ``summary``/``ops``/``kernels`` (table and
    ``--format json``) on a small shared trace already in the cache (a private cache dir, filled first). The
    cases run round-robin, so a busy machine slows all of them alike; the ratios to the bare interpreter and to
-   ``import pyarrow`` are the figures to compare.
+   ``import pyarrow`` are the figures to compare. ``--baseline-src DIR`` runs the opscope commands of a second
+   source tree (e.g. ``git archive REV src | tar -x -C DIR``) in the same rounds, for a before/after.
+
+Bytecode is written and used as an installed package has it (PYTHONDONTWRITEBYTECODE is dropped for the children
+and one unmeasured round runs first): without .pyc files every run would compile opscope's sources again.
 
 Prints markdown tables and writes bench/out/startup.json.
 
-    python bench/startup.py --repeat 5
+    python bench/startup.py --repeat 5 [--baseline-src /tmp/base]
 """
 
 from __future__ import annotations
@@ -50,8 +54,9 @@ print(time.perf_counter() - t0)
 """
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
-    """One child process: wall seconds, peak RSS (MiB, from wait4), exit code, stdout."""
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str, float]:
+    """One child process: wall seconds, peak RSS (MiB, from wait4), exit code, stdout, CPU seconds (user + system:
+    on a busy machine this moves less than the wall time)."""
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL, env=env)
@@ -59,7 +64,7 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
         wall = time.perf_counter() - t0
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
-    return wall, rusage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), text
+    return wall, rusage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), text, rusage.ru_utime + rusage.ru_stime
 
 
 def opscope_cmd() -> list[str]:
@@ -68,19 +73,24 @@ def opscope_cmd() -> list[str]:
     return [sys.executable, str(script)] if script.exists() else [sys.executable, "-m", "opscope.cli"]
 
 
-def round_robin(cases: dict[str, list[str]], repeat: int, env: dict[str, str]) -> dict[str, dict]:
-    """Every case ``repeat`` times, interleaved; per case the median wall time, its spread and the largest RSS."""
+def round_robin(cases: dict[str, tuple[list[str], dict[str, str]]], repeat: int) -> dict[str, dict]:
+    """Every case once unmeasured (bytecode, page cache), then ``repeat`` times, interleaved; per case the median
+    wall time, its spread and the largest RSS."""
     walls: dict[str, list[float]] = {name: [] for name in cases}
+    cpus: dict[str, list[float]] = {name: [] for name in cases}
     rss: dict[str, float] = dict.fromkeys(cases, 0.0)
-    for _ in range(repeat):
-        for name, cmd in cases.items():
-            wall, peak, rc, _ = run(cmd, env)
+    for i in range(repeat + 1):
+        for name, (cmd, env) in cases.items():
+            wall, peak, rc, _, cpu = run(cmd, env)
             if rc:
                 raise SystemExit(f"failed ({rc}): {' '.join(cmd)}")
-            walls[name].append(wall)
-            rss[name] = max(rss[name], peak)
+            if i:
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+                rss[name] = max(rss[name], peak)
     return {name: {"median_s": round(statistics.median(w), 4), "min_s": round(min(w), 4),
-                   "max_s": round(max(w), 4), "peak_rss_mb": round(rss[name], 1)} for name, w in walls.items()}
+                   "max_s": round(max(w), 4), "cpu_s": round(statistics.median(cpus[name]), 4),
+                   "peak_rss_mb": round(rss[name], 1)} for name, w in walls.items()}
 
 
 def bench_imports(repeat: int, env: dict[str, str]) -> list[dict]:
@@ -89,10 +99,12 @@ def bench_imports(repeat: int, env: dict[str, str]) -> list[dict]:
     cases = [(lib, "plain") for lib in LIBS] + [("pyarrow", "hide-numpy"), ("pyarrow.parquet", "hide-numpy")]
     for lib, mode in cases:
         times, peaks = [], []
-        for _ in range(repeat):
-            _, peak, rc, text = run([sys.executable, "-c", IMPORT_ONE, lib, mode], env)
+        for i in range(repeat + 1):  # the first writes the bytecode
+            _, peak, rc, text, _ = run([sys.executable, "-c", IMPORT_ONE, lib, mode], env)
             if rc:
                 break
+            if not i:
+                continue
             times.append(float(text.strip().splitlines()[-1]))
             peaks.append(peak)
         if not times:
@@ -103,23 +115,33 @@ def bench_imports(repeat: int, env: dict[str, str]) -> list[dict]:
     return rows
 
 
-def bench_commands(repeat: int, env: dict[str, str]) -> dict[str, dict]:
-    """The whole processes, round-robin, against ``python -c pass`` and ``python -c 'import pyarrow'``."""
+def opscope_cases(env: dict[str, str], tag: str = "") -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The opscope processes of one source tree (``env``'s PYTHONPATH), named with ``tag``."""
     op = opscope_cmd()
-    cases: dict[str, list[str]] = {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "python -c 'import pyarrow'": [sys.executable, "-c", "import pyarrow"],
-        "opscope --help": [*op, "--help"],
-        "opscope summary --help": [*op, "summary", "--help"],
-        "opscope gpu --help": [*op, "gpu", "--help"],
-    }
+    cases = {f"opscope --help{tag}": ([*op, "--help"], env),
+             f"opscope summary --help{tag}": ([*op, "summary", "--help"], env),
+             f"opscope gpu --help{tag}": ([*op, "gpu", "--help"], env)}
     for trace in (t for t in SMALL if t.exists()):
-        run([*op, "summary", str(trace)], env)  # fills the cache
         short = trace.name.split(".")[0]
         for cmd in ("summary", "ops", "kernels"):
-            cases[f"opscope {cmd} {short} (cached)"] = [*op, cmd, str(trace)]
-            cases[f"opscope {cmd} {short} -f json (cached)"] = [*op, cmd, str(trace), "--format", "json"]
-    results = round_robin(cases, repeat, env)
+            cases[f"opscope {cmd} {short} (cached){tag}"] = ([*op, cmd, str(trace)], env)
+            cases[f"opscope {cmd} {short} -f json (cached){tag}"] = ([*op, cmd, str(trace), "--format", "json"], env)
+    return cases
+
+
+def bench_commands(repeat: int, env: dict[str, str], baseline: dict[str, str] | None) -> dict[str, dict]:
+    """The whole processes, round-robin, against ``python -c pass`` and ``python -c 'import pyarrow'``."""
+    op = opscope_cmd()
+    for trace in (t for t in SMALL if t.exists()):
+        run([*op, "summary", str(trace)], env)  # fills the cache (its format is the same for both trees)
+    cases: dict[str, tuple[list[str], dict[str, str]]] = {
+        "python -c pass": ([sys.executable, "-c", "pass"], env),
+        "python -c 'import pyarrow'": ([sys.executable, "-c", "import pyarrow"], env),
+        **opscope_cases(env),
+    }
+    if baseline is not None:
+        cases.update(opscope_cases(baseline, " [baseline]"))
+    results = round_robin(cases, repeat)
     bare = results["python -c pass"]["median_s"]
     arrow = results["python -c 'import pyarrow'"]["median_s"]
     for r in results.values():
@@ -134,11 +156,11 @@ def markdown(imports: list[dict], commands: dict[str, dict]) -> str:
         name = r["library"] + (" (numpy hidden)" if r["mode"] == "hide-numpy" else "")
         lines.append(f"| {name} | {r['import_s'] if r['import_s'] is not None else 'not installed'} | "
                      f"{r.get('peak_rss_mb', '')} |")
-    lines += ["", "| process | median (s) | min–max (s) | x `python -c pass` | x `import pyarrow` | peak RSS (MiB) |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "| process | median (s) | min-max (s) | x `python -c pass` | x `import pyarrow` | CPU (s) | "
+                  "peak RSS (MiB) |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, r in commands.items():
-        lines.append(f"| `{name}` | {r['median_s']:.3f} | {r['min_s']:.3f}–{r['max_s']:.3f} | {r['x_bare_python']} | "
-                     f"{r['x_import_pyarrow']} | {r['peak_rss_mb']:.0f} |")
+        lines.append(f"| `{name}` | {r['median_s']:.3f} | {r['min_s']:.3f}-{r['max_s']:.3f} | {r['x_bare_python']} | "
+                     f"{r['x_import_pyarrow']} | {r['cpu_s']:.3f} | {r['peak_rss_mb']:.0f} |")
     return "\n".join(lines)
 
 
@@ -147,19 +169,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--skip-imports", action="store_true", help="only the whole processes")
+    ap.add_argument("--baseline-src", type=Path, help="a second source tree (its src/ folder's parent) to time "
+                                                      "in the same rounds")
     args = ap.parse_args(argv)
     cache = Path(tempfile.mkdtemp(prefix="opscope-startup-cache-"))
     env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO / "src")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    baseline = None if args.baseline_src is None else {**env, "PYTHONPATH": str(args.baseline_src / "src")}
     try:
         imports = [] if args.skip_imports else bench_imports(args.repeat, env)
-        commands = bench_commands(args.repeat, env)
+        commands = bench_commands(args.repeat, env, baseline)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     print(markdown(imports, commands))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"repeat": args.repeat, "python": platform.python_version(),
-                                    "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "imports": imports,
-                                    "commands": commands}, indent=1) + "\n")
+    meta = {"repeat": args.repeat, "baseline_src": str(args.baseline_src or ""), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "load_avg": os.getloadavg()}
+    args.out.write_text(json.dumps({**meta, "imports": imports, "commands": commands}, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
 

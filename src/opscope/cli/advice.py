@@ -1,7 +1,5 @@
 """`opscope advise` (ranked findings with estimated savings) and `opscope diff` (two runs, per step; a CI gate)."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated, Any
