@@ -14,17 +14,28 @@ shipped, only slower to start.
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 from pathlib import Path
 from typing import Any, cast
 
-_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
-_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?")
 #: parameter settings under which the adapter does more than convert (these take typer's own converter)
 _PATH_DEFAULTS = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "readable": True,
                   "resolve_path": False, "allow_dash": False, "path_type": None}
 _MISS = object()
+
+
+def _digits(text: str, leading_zero: bool) -> bool:
+    """1 to 18 ASCII digits (no sign, space or underscore); without ``leading_zero``, none before another digit."""
+    return 0 < len(text) <= 18 and text.isascii() and text.isdigit() and (leading_zero or text == "0" or text[0] != "0")
+
+
+def _plain_number(text: str, annotation: type) -> bool:
+    """``text`` is an integer (or, for a float, a decimal fraction) in the plainest spelling: -12, 0, 3.25. Every
+    other spelling pydantic may read its own way (1_000, 1e3, ' 5', inf): those go to typer's converter."""
+    whole, dot, fraction = text.removeprefix("-").partition(".")
+    if not _digits(whole, leading_zero=False):
+        return False
+    return not dot or (annotation is float and _digits(fraction, leading_zero=True))
 
 
 def _utf8(value: str) -> bool:
@@ -53,7 +64,7 @@ def fast_value(annotation: Any, info: Any, value: Any, param: Any = None, ctx: A
             return _MISS
         if type(value) is annotation:
             number = value
-        elif type(value) is str and (_INT if annotation is int else _FLOAT).fullmatch(value):
+        elif type(value) is str and _plain_number(value, annotation):
             number = annotation(value)
         else:
             return _MISS

@@ -8,7 +8,6 @@ import typer
 from opscope.cli.app import app
 from opscope.cli.common import NoCacheOpt, event_filter, load, say
 from opscope.errors import TraceError, UsageError
-from opscope.outfile import check_target, write_file
 
 if TYPE_CHECKING:
     from opscope.render.graph import Graph
@@ -45,6 +44,7 @@ def graph(
     first ones in graph order for a model without a profile); what is left out is said on stderr and
     in the drawing.
     """
+    from opscope.outfile import check_target, write_file
     from opscope.render.dot import check_program, draw, output_format
 
     fmt = output_format(output.suffix)
