@@ -16,7 +16,7 @@ and one unmeasured round runs first): without .pyc files every run would compile
 
 Prints markdown tables and writes bench/out/startup.json.
 
-    python bench/startup.py --repeat 5 [--baseline-src /tmp/base]
+    python bench/startup.py --repeat 5 [--baseline-src /tmp/base] [--hide-numpy]
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ SMALL = [SHARED / "kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.g
 LIBS = ["typer", "rich.console", "pydantic", "numpy", "pyarrow", "pyarrow.compute", "pyarrow.parquet", "duckdb",
         "jinja2", "msgspec", "orjson", "importlib.metadata", "opscope", "opscope.cli", "opscope.model.trace",
         "opscope.analyses.reports", "opscope.render"]
+
+#: a process to time: its command line and environment
+Case = tuple[list[str], dict[str, str]]
 
 IMPORT_ONE = """\
 import sys, time
@@ -73,7 +76,7 @@ def opscope_cmd() -> list[str]:
     return [sys.executable, str(script)] if script.exists() else [sys.executable, "-m", "opscope.cli"]
 
 
-def round_robin(cases: dict[str, tuple[list[str], dict[str, str]]], repeat: int) -> dict[str, dict]:
+def round_robin(cases: dict[str, Case], repeat: int) -> dict[str, dict]:
     """Every case once unmeasured (bytecode, page cache), then ``repeat`` times, interleaved; per case the median
     wall time, its spread and the largest RSS."""
     walls: dict[str, list[float]] = {name: [] for name in cases}
@@ -115,9 +118,14 @@ def bench_imports(repeat: int, env: dict[str, str]) -> list[dict]:
     return rows
 
 
-def opscope_cases(env: dict[str, str], tag: str = "") -> dict[str, tuple[list[str], dict[str, str]]]:
+#: the CLI with numpy hidden: pyarrow imports it only because it is installed, and opscope's table commands never
+#: call it (the outputs are compared below)
+NO_NUMPY_MAIN = "import sys; sys.modules['numpy'] = None; sys.argv[0] = 'opscope'; from opscope.cli import main; main()"
+
+
+def opscope_cases(env: dict[str, str], tag: str = "", op: list[str] | None = None) -> dict[str, Case]:
     """The opscope processes of one source tree (``env``'s PYTHONPATH), named with ``tag``."""
-    op = opscope_cmd()
+    op = op or opscope_cmd()
     cases = {f"opscope --help{tag}": ([*op, "--help"], env),
              f"opscope summary --help{tag}": ([*op, "summary", "--help"], env),
              f"opscope gpu --help{tag}": ([*op, "gpu", "--help"], env)}
@@ -129,18 +137,26 @@ def opscope_cases(env: dict[str, str], tag: str = "") -> dict[str, tuple[list[st
     return cases
 
 
-def bench_commands(repeat: int, env: dict[str, str], baseline: dict[str, str] | None) -> dict[str, dict]:
+def bench_commands(repeat: int, env: dict[str, str], baseline: dict[str, str] | None,
+                   hide_numpy: bool = False) -> dict[str, dict]:
     """The whole processes, round-robin, against ``python -c pass`` and ``python -c 'import pyarrow'``."""
     op = opscope_cmd()
     for trace in (t for t in SMALL if t.exists()):
         run([*op, "summary", str(trace)], env)  # fills the cache (its format is the same for both trees)
-    cases: dict[str, tuple[list[str], dict[str, str]]] = {
+    cases: dict[str, Case] = {
         "python -c pass": ([sys.executable, "-c", "pass"], env),
         "python -c 'import pyarrow'": ([sys.executable, "-c", "import pyarrow"], env),
         **opscope_cases(env),
     }
     if baseline is not None:
         cases.update(opscope_cases(baseline, " [baseline]"))
+    if hide_numpy:
+        hidden = opscope_cases(env, " [numpy hidden]", [sys.executable, "-c", NO_NUMPY_MAIN])
+        cases.update(hidden)
+        for name, (cmd, _) in hidden.items():  # the same bytes on stdout, or the figure means nothing
+            plain = run(cases[name.removesuffix(" [numpy hidden]")][0], env)
+            if run(cmd, env)[3] != plain[3]:
+                raise SystemExit(f"numpy hidden changes the output of {name}")
     results = round_robin(cases, repeat)
     bare = results["python -c pass"]["median_s"]
     arrow = results["python -c 'import pyarrow'"]["median_s"]
@@ -169,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--skip-imports", action="store_true", help="only the whole processes")
+    ap.add_argument("--hide-numpy", action="store_true", help="also the opscope processes with numpy hidden (after "
+                                                              "checking that their output is the same)")
     ap.add_argument("--baseline-src", type=Path, help="a second source tree (its src/ folder's parent) to time "
                                                       "in the same rounds")
     args = ap.parse_args(argv)
@@ -178,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = None if args.baseline_src is None else {**env, "PYTHONPATH": str(args.baseline_src / "src")}
     try:
         imports = [] if args.skip_imports else bench_imports(args.repeat, env)
-        commands = bench_commands(args.repeat, env, baseline)
+        commands = bench_commands(args.repeat, env, baseline, args.hide_numpy)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     print(markdown(imports, commands))

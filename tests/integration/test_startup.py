@@ -26,7 +26,9 @@ HEAVY = ("pyarrow", "numpy", "duckdb", "pydantic", "rich", "msgspec", "jinja2", 
 
 #: runs the CLI's main once per argv in this process, then prints the names of the modules loaded
 RUN_MAIN = """\
-import json, sys
+import json, os, sys
+if os.environ.get("WITH_NUMPY"):
+    import numpy  # loaded before main(): it then leaves numpy alone
 from opscope.cli import main
 results = []
 for argv in json.loads(sys.argv[1]):
@@ -38,7 +40,7 @@ for argv in json.loads(sys.argv[1]):
         code = exc.code
     results.append(code)
 sys.stdout.flush()
-print("\\n" + json.dumps({"codes": results, "modules": sorted(sys.modules)}))
+print("\\n" + json.dumps({"codes": results, "modules": sorted(k for k, v in sys.modules.items() if v is not None)}))
 """
 
 
@@ -125,3 +127,21 @@ def test_a_command_runs_in_an_application_of_its_own():
         assert group.commands[name].help == whole.commands[name].help
     for argv in ([], ["--help"], ["summry", "t.json"], ["-"]):
         assert app_for(argv) is app
+
+
+def test_table_commands_run_without_numpy_and_say_the_same(tmp_path):
+    """pyarrow imports numpy only because it is installed: the table commands leave it out (app.NUMPY_FREE) and
+    their output is the same byte for byte as with it."""
+    from opscope.cli.app import NUMPY_FREE
+
+    trace = write_trace(tmp_path / "t.json", small_gpu_trace())
+    other = write_trace(tmp_path / "u.json", small_gpu_trace()[:-1])
+    argvs = [[c, str(trace), *([str(other)] if c == "diff" else []), "--format", f]
+             for c in sorted(NUMPY_FREE) for f in ("json", "table")]
+    for argv in argvs:  # one process per command: main() decides for a fresh process
+        without, codes, modules = run_main(argv)
+        assert "numpy" not in modules and "pyarrow" in modules, argv
+        with_numpy, codes_too, modules_too = run_main(argv, env={"WITH_NUMPY": "1"})
+        assert "numpy" in modules_too
+        assert codes == codes_too == [0], argv
+        assert without == with_numpy, argv

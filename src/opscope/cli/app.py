@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -49,8 +50,25 @@ def app_for(argv: list[str]) -> typer.Typer:
     return one
 
 
+#: Commands that read traces (or their cache entries) and show tables. pyarrow imports numpy only because it is
+#: installed; opscope calls nothing that needs it on these paths (--format json on every shared trace is the same
+#: byte for byte without it), and leaving it out saves a fifth of a cached command's CPU time
+#: (bench/startup.py --hide-numpy). Not advise (--measure runs torch), query (DuckDB's) or the capture commands.
+NUMPY_FREE = frozenset({"summary", "ops", "kernels", "steps", "gpu", "memory", "scope", "code", "diff"})
+
+
+def skip_numpy(argv: list[str]) -> bool:
+    """Keep numpy out of this process when ``argv`` runs a :data:`NUMPY_FREE` command (not when numpy is loaded
+    already, nor when a Dask client, which may serialize with it, runs the job's ranks: $OPSCOPE_DASK)."""
+    if not argv or argv[0] not in NUMPY_FREE or "numpy" in sys.modules or os.environ.get("OPSCOPE_DASK"):
+        return False
+    sys.modules["numpy"] = None  # type: ignore[assignment]  # import numpy raises ImportError: pyarrow goes without
+    return True
+
+
 def main() -> None:
     """Run the command line; errors about inputs are one line on stderr and exit code 2."""
+    skip_numpy(sys.argv[1:])
     try:
         app_for(sys.argv[1:])()
     except (TraceError, UsageError) as exc:
