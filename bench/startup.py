@@ -120,6 +120,7 @@ def bench_imports(repeat: int, env: dict[str, str]) -> list[dict]:
 
 #: the CLI with numpy loaded first: pyarrow imports it only because it is installed, and the table commands leave
 #: it out (opscope.cli.app.NUMPY_FREE); this is what they cost with it (the outputs are compared below)
+ARROW_NO_NUMPY = "import sys; sys.modules['numpy'] = None; import pyarrow, pyarrow.compute, pyarrow.parquet"
 NUMPY_MAIN = "import sys, numpy; sys.argv[0] = 'opscope'; from opscope.cli import main; main()"
 
 
@@ -146,8 +147,7 @@ def bench_commands(repeat: int, env: dict[str, str], baseline: dict[str, str] | 
     cases: dict[str, Case] = {
         "python -c pass": ([sys.executable, "-c", "pass"], env),
         "python -c 'import pyarrow'": ([sys.executable, "-c", "import pyarrow"], env),
-        "python -c 'import pyarrow, .compute, .parquet' (numpy hidden)": ([sys.executable, "-c", "import sys; sys.modules['numpy'] = None; "
-                                                       "import pyarrow, pyarrow.compute, pyarrow.parquet"], env),
+        "python -c 'import pyarrow, .compute, .parquet' (numpy hidden)": ([sys.executable, "-c", ARROW_NO_NUMPY], env),
         **opscope_cases(env),
     }
     if baseline is not None:
