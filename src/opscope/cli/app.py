@@ -51,9 +51,10 @@ def app_for(argv: list[str]) -> typer.Typer:
 
 
 #: Commands that read traces (or their cache entries) and show tables. pyarrow imports numpy only because it is
-#: installed; opscope calls nothing that needs it on these paths (--format json on every shared trace is the same
-#: byte for byte without it), and leaving it out saves a fifth of a cached command's CPU time
-#: (bench/startup.py --hide-numpy). Not advise (--measure runs torch), query (DuckDB's) or the capture commands.
+#: installed; opscope calls nothing that needs it on these paths (tools/json_snapshot.py run with numpy hidden:
+#: every table command on every shared trace, the same bytes, exit codes and stderr), and leaving it out saves a
+#: fifth of a cached command's CPU time (bench/startup.py --with-numpy). Not advise (--measure runs torch), query
+#: (SQL may ask DuckDB for anything) or the commands that run programs.
 NUMPY_FREE = frozenset({"summary", "ops", "kernels", "steps", "gpu", "memory", "scope", "code", "diff"})
 
 
