@@ -13,6 +13,7 @@ from opscope.errors import TraceError, UsageError
 
 fastparams.install()  # option values converted without importing pydantic (see fastparams)
 
+
 def _typer() -> typer.Typer:
     return typer.Typer(
         name="opscope",
@@ -58,9 +59,20 @@ def app_for(argv: list[str]) -> typer.Typer:
 NUMPY_FREE = frozenset({"summary", "ops", "kernels", "steps", "gpu", "memory", "scope", "code", "diff"})
 
 
+def is_command_process() -> bool:
+    """Whether this process is the ``opscope`` command itself (its console script, ``python -m opscope.cli``), not
+    a program that calls :func:`main` among other work: only the command may decide what the process imports."""
+    entry = sys.modules.get("__main__")
+    spec = getattr(entry, "__spec__", None)
+    if spec is not None and spec.name == "opscope.cli.__main__":
+        return True
+    return os.path.basename(getattr(entry, "__file__", None) or "") == "opscope"
+
+
 def skip_numpy(argv: list[str]) -> bool:
     """Keep numpy out of this process when ``argv`` runs a :data:`NUMPY_FREE` command (not when numpy is loaded
-    already, nor when a Dask client, which may serialize with it, runs the job's ranks: $OPSCOPE_DASK)."""
+    already, nor when a Dask client, which may serialize with it, runs the job's ranks: $OPSCOPE_DASK). For the
+    command process only (see is_command_process): pyarrow imported without numpy stays without it."""
     if not argv or argv[0] not in NUMPY_FREE or "numpy" in sys.modules or os.environ.get("OPSCOPE_DASK"):
         return False
     sys.modules["numpy"] = None  # type: ignore[assignment]  # import numpy raises ImportError: pyarrow goes without
@@ -69,7 +81,8 @@ def skip_numpy(argv: list[str]) -> bool:
 
 def main() -> None:
     """Run the command line; errors about inputs are one line on stderr and exit code 2."""
-    skip_numpy(sys.argv[1:])
+    if is_command_process():
+        skip_numpy(sys.argv[1:])
     try:
         app_for(sys.argv[1:])()
     except (TraceError, UsageError) as exc:
