@@ -39,7 +39,7 @@ def _plain_number(text: str, annotation: type) -> bool:
 
 
 def _utf8(value: str) -> bool:
-    # pydantic-core rejects strings that are not valid Unicode (lone surrogates from undecodable argv bytes)
+    # text that is not valid Unicode (lone surrogates from undecodable argv bytes) is left to typer's converter
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
