@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
+import functools
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # glibc's soname first: ctypes.util.find_library runs `ldconfig -p` in a child process (milliseconds that
+    # every command paid at start-up); it is asked only where that name does not load (not glibc)
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        from ctypes.util import find_library
+
+        return ctypes.CDLL(find_library("c") or "libc.so.6")
 
 
 def release_free_memory() -> None:
@@ -15,4 +27,4 @@ def release_free_memory() -> None:
     workers trim for the same reason).
     """
     with contextlib.suppress(OSError, AttributeError):  # not glibc
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+        _libc().malloc_trim(0)

@@ -1,8 +1,5 @@
 """`opscope advise` (ranked findings with estimated savings) and `opscope diff` (two runs, per step; a CI gate)."""
 
-from __future__ import annotations
-
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -109,6 +106,8 @@ def _measure(trace: Any, path: Path, directory: Path, budget: float) -> dict[str
 
 
 def _read_run_info(path: Path) -> Any:
+    import json
+
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -133,6 +132,8 @@ def open_pair(base: Path, new: Path, no_cache: bool,
 
 def recording_trace(directory: Path) -> tuple[Path, Any]:
     """The first trace of a recording directory, and its run.json."""
+    import json
+
     from opscope.analyses.recording import clean_run, recording_traces
 
     run_file = directory / "run.json"

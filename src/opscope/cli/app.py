@@ -2,33 +2,92 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
-from opscope.cli.common import err
+from opscope.cli import fastparams
+from opscope.cli.common import stderr
 from opscope.errors import TraceError, UsageError
 
-app = typer.Typer(
-    name="opscope",
-    help="Profile and analyze deep-learning workloads: where does the time go?\n\n"
-         "TRACE is a PyTorch profiler / Kineto trace or any Chrome trace-event JSON (.json or .json.gz). "
-         "The first open of a trace caches it as Parquet (in ~/.cache/opscope or $OPSCOPE_CACHE_DIR) so "
-         "later commands on the same file start instantly.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+fastparams.install()  # option values converted without importing pydantic (see fastparams)
+
+
+def _typer() -> typer.Typer:
+    return typer.Typer(
+        name="opscope",
+        help="Profile and analyze deep-learning workloads: where does the time go?\n\n"
+             "TRACE is a PyTorch profiler / Kineto trace or any Chrome trace-event JSON (.json or .json.gz). "
+             "The first open of a trace caches it as Parquet (in ~/.cache/opscope or $OPSCOPE_CACHE_DIR) so "
+             "later commands on the same file start instantly.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+
+
+app = _typer()
+
+
+def _unused() -> None:
+    """Never run: the second command that keeps a one-command app a group (typer runs a lone command as the app)."""
+
+
+def app_for(argv: list[str]) -> typer.Typer:
+    """The application that runs ``argv``: when it starts with a command's name, an application of that command
+    alone, else :data:`app`. typer builds every registered command (reading each signature and every option)
+    before it runs one; for the one named nothing else is needed, and its help, errors and output are the same."""
+    if not argv or argv[0].startswith("-"):
+        return app
+    named = [c for c in app.registered_commands
+             if (c.name or (c.callback.__name__.lower().replace("_", "-") if c.callback else None)) == argv[0]]
+    if len(named) != 1:
+        return app
+    one = _typer()
+    one.registered_commands = [named[0]]
+    one.command(name="-", hidden=True)(_unused)
+    return one
+
+
+#: Commands that read traces (or their cache entries) and show tables. pyarrow imports numpy only because it is
+#: installed; opscope calls nothing that needs it on these paths (tools/json_snapshot.py run with numpy hidden:
+#: every table command on every shared trace, the same bytes, exit codes and stderr), and leaving it out saves a
+#: fifth of a cached command's CPU time (bench/startup.py --with-numpy). Not advise (--measure runs torch), query
+#: (SQL may ask DuckDB for anything) or the commands that run programs.
+NUMPY_FREE = frozenset({"summary", "ops", "kernels", "steps", "gpu", "memory", "scope", "code", "diff"})
+
+
+def is_command_process() -> bool:
+    """Whether this process is the ``opscope`` command itself (its console script, ``python -m opscope.cli``), not
+    a program that calls :func:`main` among other work: only the command may decide what the process imports."""
+    entry = sys.modules.get("__main__")
+    spec = getattr(entry, "__spec__", None)
+    if spec is not None and spec.name == "opscope.cli.__main__":
+        return True
+    return os.path.basename(getattr(entry, "__file__", None) or "") == "opscope"
+
+
+def skip_numpy(argv: list[str]) -> bool:
+    """Keep numpy out of this process when ``argv`` runs a :data:`NUMPY_FREE` command (not when numpy is loaded
+    already, nor when a Dask client, which may serialize with it, runs the job's ranks: $OPSCOPE_DASK). For the
+    command process only (see is_command_process): pyarrow imported without numpy stays without it."""
+    if not argv or argv[0] not in NUMPY_FREE or "numpy" in sys.modules or os.environ.get("OPSCOPE_DASK"):
+        return False
+    sys.modules["numpy"] = None  # type: ignore[assignment]  # import numpy raises ImportError: pyarrow goes without
+    return True
 
 
 def main() -> None:
     """Run the command line; errors about inputs are one line on stderr and exit code 2."""
+    if is_command_process():
+        skip_numpy(sys.argv[1:])
     try:
-        app()
+        app_for(sys.argv[1:])()
     except (TraceError, UsageError) as exc:
-        err.print(f"opscope: error: {exc}", markup=False, highlight=False)
+        stderr().print(f"opscope: error: {exc}", markup=False, highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
-        err.print("opscope: interrupted", markup=False)
+        stderr().print("opscope: interrupted", markup=False)
         sys.exit(130)

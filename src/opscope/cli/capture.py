@@ -1,7 +1,5 @@
 """Commands that run a program: demo, record, tune-threads, model, numerics (and numerics-diff of two dumps)."""
 
-from __future__ import annotations
-
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -9,7 +7,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, err, is_document, load, say, show
+from opscope.cli.common import FormatOpt, LimitOpt, is_document, load, say, show, stderr
 from opscope.errors import UsageError
 
 #: Commands that take a program after `--` and pass its arguments through.
@@ -34,7 +32,7 @@ def demo(
         path, _ = record_demo(output, steps=steps)
     except ImportError as exc:
         raise UsageError(f"opscope demo needs PyTorch ({exc})") from None
-    err.print(f"trace saved to {path}", highlight=False, markup=False)
+    stderr().print(f"trace saved to {path}", highlight=False, markup=False)
     trace = load(path)
     advice = advice_report(run_rules(trace), f"advice for {path.name}", limit=3, evidence_rows=4)
     show(summary_report(trace).then(replace(advice, legend=f"all of it: opscope advise {path}")), format)
@@ -48,7 +46,7 @@ def _demo_report(trace, path: Path) -> None:
     try:
         require()
     except UsageError:  # the view extra is not installed
-        err.print("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
+        stderr().print("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
                   f"{path} -o report.html", highlight=False, markup=False)
         return
     from opscope.analyses.recording import find_run_info
@@ -61,9 +59,9 @@ def _demo_report(trace, path: Path) -> None:
     try:
         write_file(target, lambda stream: stream.write(text))
     except UsageError as exc:
-        err.print(f"opscope: no HTML report: {exc}", highlight=False, markup=False)
+        stderr().print(f"opscope: no HTML report: {exc}", highlight=False, markup=False)
         return
-    err.print(f"report: {target} (open it in a browser; it works offline)", highlight=False, markup=False)
+    stderr().print(f"report: {target} (open it in a browser; it works offline)", highlight=False, markup=False)
 
 
 @app.command(context_settings=_PROGRAM)

@@ -1,5 +1,9 @@
 """What every command shares: its options, loading a trace (progress, recovered-events warning), showing a
-report in the chosen format."""
+report in the chosen format.
+
+Importing this module (and so registering every command) costs typer alone: pyarrow, rich, the model and the
+renderers are imported on first use, so that ``opscope --help`` starts in a fraction of a second.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +13,46 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
-
-from opscope.model.trace import Trace
-from opscope.render import RENDERERS, renderer
-from opscope.render.data import printable
-from opscope.report import Report
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
 
     from opscope.analyses.filters import EventFilter
+    from opscope.model.trace import Trace
+    from opscope.report import Report
 
-# Piped output is not cut to 80 columns: names are what people grep for.
-out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, soft_wrap=True)  # one-line errors stay one line
+
+def stdout() -> Console:
+    """The console commands show their tables and documents on (``out``), made on first use."""
+    if "out" not in _consoles:
+        from rich.console import Console
+
+        # Piped output is not cut to 80 columns: names are what people grep for.
+        _consoles["out"] = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    return _consoles["out"]
+
+
+def stderr() -> Console:
+    """The console of the lines for the person running the command (``err``), made on first use."""
+    if "err" not in _consoles:
+        from rich.console import Console
+
+        _consoles["err"] = Console(stderr=True, soft_wrap=True)  # one-line errors stay one line
+    return _consoles["err"]
+
+
+# rich costs as much to import as typer, and --help needs neither: the consoles are made on first use.
+_consoles: dict[str, Console] = {}
+
+
+def __getattr__(name: str) -> Any:
+    # ``common.out`` and ``common.err``, as before they were made lazily
+    if name == "out":
+        return stdout()
+    if name == "err":
+        return stderr()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_document(fmt: str) -> bool:
@@ -40,14 +68,21 @@ TraceOrJobArg = Annotated[Path, typer.Argument(
          "(each rank in parallel; rows with a rank column).", show_default=False, metavar="TRACE")]
 
 
+#: the names of the renderers registered in opscope.render (RENDERERS), spelled here so that registering the
+#: commands does not import the renderers; a test checks that the two agree
+FORMATS = ("table", "json", "csv")
+
+
 def _registered_format(value: str) -> str:
+    from opscope.render import RENDERERS
+
     if value not in RENDERERS:
         raise typer.BadParameter(f"{value!r} is not one of {', '.join(RENDERERS)}")
     return value
 
 
 #: every renderer registered in opscope.render is a --format choice
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format.", metavar="|".join(RENDERERS),
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format.", metavar="|".join(FORMATS),
                                         callback=_registered_format)]
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the file itself; neither use nor write "
@@ -59,13 +94,17 @@ StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only these steps,
 
 def show(report: Report, fmt: str) -> None:
     """Hand a command's report to the renderer of ``fmt``."""
-    renderer(fmt)(report, out, err)
+    from opscope.render import renderer
+
+    renderer(fmt)(report, stdout(), stderr())
 
 
 def say(text: str) -> None:
     """One line for the person running the command, on stderr (stdout may be a JSON document); control characters
     (from a trace or a file written elsewhere) are spelled out."""
-    err.print(f"opscope: {printable(text)}", highlight=False, markup=False)
+    from opscope.render.data import printable
+
+    stderr().print(f"opscope: {printable(text)}", highlight=False, markup=False)
 
 
 def load(path: Path, no_cache: bool = False, inflation_note: bool = True) -> Trace:
@@ -171,7 +210,7 @@ class _ReadProgress:
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
             self.bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                                TimeRemainingColumn(), console=err, transient=True)
+                                TimeRemainingColumn(), console=stderr(), transient=True)
             self.bar.start()
             self.task = self.bar.add_task(f"reading {self.path.name}", total=total)
         self.bar.update(self.task, completed=done, total=total)
@@ -182,7 +221,7 @@ class _ReadProgress:
 
 
 def _progress_for(path: Path) -> _ReadProgress | None:
-    if not err.is_terminal:
+    if not stderr().is_terminal:
         return None
     try:
         return _ReadProgress(path, content_size(path))
@@ -191,6 +230,9 @@ def _progress_for(path: Path) -> _ReadProgress | None:
 
 
 def _warn_recovered(trace: Trace) -> None:
+    from rich.text import Text
+
+    err = stderr()
     rebuilt = trace.metadata.get("cache_rebuilt")
     if rebuilt:
         err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: cache entry was corrupt "

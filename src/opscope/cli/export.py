@@ -1,7 +1,5 @@
 """`opscope export`: the trace written back for chrome://tracing or the Perfetto UI, with opscope's findings."""
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -9,7 +7,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import NoCacheOpt, StepsOpt, TraceArg, err, load, say, split
+from opscope.cli.common import NoCacheOpt, StepsOpt, TraceArg, load, say, split, stderr
 
 
 class ExportFormat(str, Enum):
@@ -59,7 +57,7 @@ def export(
 
     check_target(output, force)
     model = load(trace, no_cache)
-    phase = say if err.is_terminal else None
+    phase = say if stderr().is_terminal else None
     plan, size = write_export(model, to.value, output, force=force, cut=cut, findings=not no_findings, phase=phase)
     say(f"wrote {output} ({size:,} bytes): kept {len(plan.rows):,} of {plan.total:,} events, "
         f"{plan.links.num_rows:,} launch arrows, {len(plan.marks):,} opscope marks")

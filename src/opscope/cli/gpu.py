@@ -1,7 +1,5 @@
 """`opscope gpu`: where device time goes per device and stream, why the device idles, launches."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

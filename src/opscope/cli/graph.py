@@ -1,17 +1,20 @@
 """`opscope graph`: a recording's nn.Module tree, or an ONNX model's operator graph, drawn with Graphviz."""
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import NoCacheOpt, event_filter, load, say
 from opscope.errors import TraceError, UsageError
-from opscope.outfile import check_target, write_file
-from opscope.render.graph import DEFAULT_MAX_NODES, Graph
+
+if TYPE_CHECKING:
+    from opscope.render.graph import Graph
+
+#: opscope.render.graph's DEFAULT_MAX_NODES, spelled here so that --help does not import the renderer (and the
+#: ONNX reader below it); a test checks that the two agree
+DEFAULT_MAX_NODES = 150
 
 
 @app.command()
@@ -41,6 +44,7 @@ def graph(
     first ones in graph order for a model without a profile); what is left out is said on stderr and
     in the drawing.
     """
+    from opscope.outfile import check_target, write_file
     from opscope.render.dot import check_program, draw, output_format
 
     fmt = output_format(output.suffix)
@@ -64,7 +68,7 @@ def graph(
     say(f"wrote {output} ({len(drawing.nodes)} nodes, {len(drawing.edges)} edges, {size} bytes)")
 
 
-def _trace_graph(source: Path, max_nodes: int, min_pct: float | None, no_cache: bool) -> Graph:
+def _trace_graph(source: Path, max_nodes: int, min_pct: float | None, no_cache: bool) -> "Graph":
     from opscope.analyses.views import module_tree, tree_table
     from opscope.render.graph import module_graph
 
@@ -75,7 +79,7 @@ def _trace_graph(source: Path, max_nodes: int, min_pct: float | None, no_cache: 
 
 
 def _model_graph(source: Path, profile: Path | None, max_nodes: int, min_pct: float | None,
-                 no_cache: bool) -> Graph:
+                 no_cache: bool) -> "Graph":
     from opscope.analyses.ort_nodes import node_times
     from opscope.ingest.onnx_model import read_onnx
     from opscope.render.graph import onnx_graph

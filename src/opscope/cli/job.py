@@ -1,7 +1,5 @@
 """`opscope job`: a whole job (every rank's trace) at once: stragglers, collectives, clock alignment."""
 
-from __future__ import annotations
-
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, err, show
+from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, show, stderr
 
 if TYPE_CHECKING:
     from opscope.scale.job import JobRun
@@ -83,13 +81,13 @@ class TaskProgress:
         self.task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
-        if not err.is_terminal:
+        if not stderr().is_terminal:
             return
         if self.bar is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
             self.bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                                TimeRemainingColumn(), console=err, transient=True)
+                                TimeRemainingColumn(), console=stderr(), transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.what, total=total)
         self.bar.update(self.task, completed=done, total=total)
@@ -107,7 +105,7 @@ def executor_from_env() -> tuple[str | None, int | None]:
     return os.environ.get("OPSCOPE_DASK") or None, int(workers) if workers.isdigit() else None
 
 
-def run_job_from_env(specs: Sequence[str | Path], **options: Any) -> JobRun:
+def run_job_from_env(specs: Sequence[str | Path], **options: Any) -> "JobRun":
     """:func:`opscope.scale.job.run_job` for a command without executor options, with a progress bar."""
     from opscope.scale.job import run_job
 

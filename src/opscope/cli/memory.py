@@ -1,7 +1,5 @@
 """`opscope memory`: peaks per device, who holds memory at the peak, allocations by op, a timeline."""
 
-from __future__ import annotations
-
 from enum import Enum
 from typing import Annotated, Any
 

@@ -1,8 +1,6 @@
 """`opscope perf MODEL.onnx`: ``migraphx-driver perf`` on ONNX Runtime (and ``--trace-eval``, like
 ``MIGRAPHX_TRACE_EVAL=2``)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

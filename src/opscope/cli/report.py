@@ -1,7 +1,5 @@
 """`opscope report`: one self-contained HTML file with a trace's analyses as charts and tables."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -1,7 +1,5 @@
 """`opscope repro`: the hot ops of a trace as standalone benchmarks with their exact inputs, run and checked."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """Table commands over one trace: summary, ops, kernels, steps, query."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Literal
 

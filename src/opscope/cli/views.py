@@ -1,7 +1,5 @@
 """`opscope scope` and `opscope code`: op time by nn.Module and by Python stack frame."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

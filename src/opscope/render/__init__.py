@@ -7,23 +7,35 @@ Renderers never compute: every number they show is in the report.
 
 from __future__ import annotations
 
-from typing import Protocol
+from importlib import import_module
+from typing import TYPE_CHECKING, Protocol
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
-from opscope.render import csv, json, terminal
-from opscope.report import Report
+    from opscope.report import Report
 
 
 class Renderer(Protocol):
     def __call__(self, report: Report, out: Console, err: Console) -> None: ...
 
 
+def _module(name: str) -> Renderer:
+    """``opscope.render.<name>.render``, its module imported on the first call: a command imports the renderer it
+    shows its report with, not all of them (the terminal's needs rich's tables, JSON's msgspec)."""
+
+    def render(report: Report, out: Console, err: Console) -> None:
+        import_module(f"opscope.render.{name}").render(report, out, err)
+
+    render.__qualname__ = render.__name__ = f"{name}.render"
+    return render
+
+
 #: format name -> the function that shows a report in it.
 RENDERERS: dict[str, Renderer] = {
-    "table": terminal.render,
-    "json": json.render,
-    "csv": csv.render,
+    "table": _module("terminal"),
+    "json": _module("json"),
+    "csv": _module("csv"),
 }
 
 
