@@ -6,7 +6,7 @@ keeps a Parquet cache so that the next open of the same file is fast.
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import threading
 from functools import partial
 from pathlib import Path
@@ -66,9 +66,13 @@ def open_trace(
     trace = complete(trace)
     if use_cache:
         if write_behind:
-            # The tables are immutable Arrow tables; the metadata is copied before the caller can add to it.
-            snapshot = Trace(metadata=copy.deepcopy(trace.metadata), **trace.tables())
-            writer = threading.Thread(target=cache.store, args=(path, snapshot, cache_dir, variant),
+            # The tables are immutable Arrow tables; the metadata's keys and warnings are copied before the caller can
+            # add to them (not a deep copy: a hostile header nested 10,000 deep would exceed the recursion limit).
+            metadata = dict(trace.metadata)
+            if isinstance(metadata.get("warnings"), list):
+                metadata["warnings"] = list(metadata["warnings"])
+            snapshot = Trace(metadata=metadata, **trace.tables())
+            writer = threading.Thread(target=_store_behind, args=(path, snapshot, cache_dir, variant),
                                       name="opscope-cache-write")  # not a daemon: the interpreter waits for it
             writer.start()
             _pending_writes.append(writer)
@@ -79,6 +83,14 @@ def open_trace(
     else:
         trace.args = partial(_args_of, path)
     return trace
+
+
+def _store_behind(path: Path, trace: Trace, cache_dir: Path | None, variant: str) -> None:
+    """``cache.store`` on the writer thread: whatever stops it leaves no entry (the next open parses again) and never
+    a thread's traceback on stderr in the middle of the command's output."""
+    # a cache is an optimisation: the command's result does not depend on it
+    with contextlib.suppress(Exception):
+        cache.store(path, trace, cache_dir, variant)
 
 
 def finish_cache_writes() -> None:
