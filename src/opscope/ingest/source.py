@@ -11,8 +11,9 @@ import queue
 import stat
 import threading
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 from opscope.errors import TraceError
 
@@ -135,24 +136,11 @@ class ByteSource:
                         yield from self._gzip_blocks(skip=self.inflated)
                         return
                     if out:
-                        self.inflated += len(out)
-                        if self.max_inflate is not None and self.inflated > self.max_inflate:
-                            yield out[: len(out) - (self.inflated - self.max_inflate)]
-                            self._stop_inflating()
-                            return
+                        out, stop = self._within_cap(out)
                         yield out
-                    # eof first: at a member's end zlib leaves the rest of the input in both unconsumed_tail and
-                    # unused_data, and feeding the tail back to the finished member loops forever (multi-member gzip)
-                    if decomp.eof:
-                        raw = decomp.unused_data
-                        if raw.lstrip(b"\x00"):
-                            decomp = _fast_zlib.decompressobj(16 + zlib.MAX_WBITS)  # next gzip member
-                        else:
-                            raw = b""
-                    elif decomp.unconsumed_tail:
-                        raw = decomp.unconsumed_tail
-                    else:
-                        raw = b""
+                        if stop:
+                            return
+                    raw, decomp = _rest_of_input(decomp, _fast_zlib.decompressobj)
         if not decomp.eof:
             yield from self._gzip_blocks(skip=self.inflated)
 
@@ -198,24 +186,11 @@ class ByteSource:
                                          "the file is damaged; re-copy or re-export it") from None
                     if out:
                         produced = True
-                        self.inflated += len(out)
-                        if self.max_inflate is not None and self.inflated > self.max_inflate:
-                            yield out[: len(out) - (self.inflated - self.max_inflate)]
-                            self._stop_inflating()
-                            return
+                        out, stop = self._within_cap(out)
                         yield out
-                    # eof first: at a member's end zlib leaves the rest of the input in both unconsumed_tail and
-                    # unused_data, and feeding the tail back to the finished member loops forever (multi-member gzip)
-                    if decomp.eof:
-                        raw = decomp.unused_data
-                        if raw.lstrip(b"\x00"):
-                            decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)  # next gzip member
-                        else:
-                            raw = b""
-                    elif decomp.unconsumed_tail:
-                        raw = decomp.unconsumed_tail
-                    else:
-                        raw = b""
+                        if stop:
+                            return
+                    raw, decomp = _rest_of_input(decomp, zlib.decompressobj)
         if not decomp.eof:
             self.truncated = True
             tail = decomp.flush()
@@ -224,12 +199,32 @@ class ByteSource:
 
     corrupt_reason: str = ""
 
+    def _within_cap(self, out: bytes) -> tuple[bytes, bool]:
+        """``out`` counted against the inflate cap: (the part that may be handed on, whether inflating stops)."""
+        self.inflated += len(out)
+        if self.max_inflate is None or self.inflated <= self.max_inflate:
+            return out, False
+        self._stop_inflating()
+        return out[: len(out) - (self.inflated - self.max_inflate)], True
+
     def _stop_inflating(self) -> None:
         assert self.max_inflate is not None
         self.truncated = True
         self.corrupt_reason = (
             f"reading stopped at {self.max_inflate / (1 << 20):.0f} MiB decompressed, {self.inflate_ratio:g}x its "
             f"compressed size, as a guard against gzip bombs; to read it all set {INFLATE_RATIO_ENV}=0")
+
+
+def _rest_of_input(decomp, new_member: Callable[[int], Any]) -> tuple[bytes, Any]:
+    """(the compressed input still to feed, the decompressor to feed it to) after a ``decompress`` call of either
+    inflater: the rest of a block cut by the output bound, else the next gzip member (zero padding ends the file).
+
+    eof first: at a member's end zlib leaves the rest of the input in both ``unconsumed_tail`` and ``unused_data``,
+    and feeding the tail back to the finished member loops forever (multi-member gzip)."""
+    if decomp.eof:
+        rest = decomp.unused_data
+        return (rest, new_member(16 + zlib.MAX_WBITS)) if rest.lstrip(b"\x00") else (b"", decomp)
+    return decomp.unconsumed_tail, decomp
 
 
 def _inflate_until_error(decomp, raw: bytes) -> bytes:
