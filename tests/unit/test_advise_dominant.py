@@ -157,3 +157,33 @@ def test_an_unnamed_kernel_and_op_are_matched_as_empty_names_not_a_type_error(tm
             del e["name"]
     found = findings(write_trace(tmp_path / "t.json", events))
     assert len(found) == 1 and "100.0%" in found[0].title and found[0].saving_ns is None
+
+
+def test_only_alternatives_with_a_finding_are_offered_for_measuring(tmp_path):
+    # one step: a depthwise backward of 40 us (4% of the 1000 us of op self time: under ALTERNATIVE_SHARE, no
+    # finding) and an NCHW depthwise forward convolution of 100 us (10%: a finding); --measure measures only what a
+    # finding uses
+    from opscope.advise.context import AdviceContext
+    from opscope.advise.rules.dominant import ALTERNATIVE_SHARE, matched_items
+
+    dw = [[8, 32, 10, 10], [8, 32, 10, 10], [32, 1, 3, 3]]
+    fwd = [[8, 32, 10, 10], [32, 1, 3, 3], [32]]
+    nchw = [[3200, 100, 10, 1], [9, 9, 3, 1], [1]]
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              x("aten::convolution_backward", 0, 40, **{"Input Dims": dw}),
+              x("aten::convolution", 40, 100, **{"Input Dims": fwd, "Input Strides": nchw}),
+              x("aten::mm", 140, 860, **{"Input Dims": [[64, 64], [64, 64]]})]
+    path = write_trace(tmp_path / "t.json", events)
+    assert 0.04 < ALTERNATIVE_SHARE <= 0.10
+    found = findings(path)
+    assert not by_title(found, "Depthwise-convolution backward") and len(by_title(found, "NCHW")) == 1, found
+    _, claimed = matched_items(AdviceContext(open_trace(path)))
+    assert [(alt.id, item.name) for alt, item, _ in claimed] == [("nchw-conv", "aten::convolution")]
+    # at 50 us (5%) the depthwise backward gets its finding, and is measured too
+    events[1] = x("aten::convolution_backward", 0, 50, **{"Input Dims": dw})
+    events[2] = x("aten::convolution", 50, 100, **{"Input Dims": fwd, "Input Strides": nchw})
+    events[3] = x("aten::mm", 150, 850, **{"Input Dims": [[64, 64], [64, 64]]})
+    path = write_trace(tmp_path / "t2.json", events)
+    assert len(by_title(findings(path), "Depthwise-convolution backward")) == 1
+    _, claimed = matched_items(AdviceContext(open_trace(path)))
+    assert sorted(alt.id for alt, _, _ in claimed) == ["depthwise-backward", "nchw-conv"]

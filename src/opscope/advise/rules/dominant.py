@@ -585,21 +585,28 @@ def _measure_hint(ctx: AdviceContext, alt: Alternative, scope: Scope) -> str:
 
 
 def matched_items(ctx: AdviceContext) -> tuple[Scope, list[tuple[Alternative, Item, Match]]]:
-    """Every item that an alternative with a variant claims (all devices), for measuring the alternatives."""
+    """Every item that an alternative with a variant claims (all devices), for measuring the alternatives: only
+    those of an alternative that gets a finding on that device (ALTERNATIVE_SHARE of its time or more), so that
+    nothing is measured that no finding would use."""
     if ctx.gpu is not None:
         per_device, names = gpu_items(ctx)
         scope = Scope(True, hardware(ctx, names))
-        items = [i for found in per_device.values() for i in found.items]
+        groups = list(per_device.values())
     else:
-        scope, items = Scope(False, None), cpu_items(ctx).items
+        scope, groups = Scope(False, None), [cpu_items(ctx)]
     claimed = []
-    for item in items:
-        for alt in ALTERNATIVES:
-            m = alt.match(item, scope)
-            if m:
-                if alt.variant is not None and m[1] is not None:
-                    claimed.append((alt, item, m))
-                break
+    for found in groups:
+        mine: dict[str, list[tuple[Alternative, Item, Match]]] = {}
+        for item in found.items:
+            for alt in ALTERNATIVES:  # the first alternative that applies claims the item, as in the findings
+                m = alt.match(item, scope)
+                if m:
+                    mine.setdefault(alt.id, []).append((alt, item, m))
+                    break
+        for hits in mine.values():
+            if not found.total_ns or sum(i.ns for _, i, _ in hits) < ALTERNATIVE_SHARE * found.total_ns:
+                continue
+            claimed += [(alt, item, m) for alt, item, m in hits if alt.variant is not None and m[1] is not None]
     return scope, claimed
 
 
