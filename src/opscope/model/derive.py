@@ -6,6 +6,7 @@ Invariants after it: rows are in time order, ``event_id`` is the row index, ``pa
 
 from __future__ import annotations
 
+import os
 import re
 from array import array
 
@@ -14,6 +15,11 @@ import pyarrow.compute as pc
 
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
+
+try:  # the stack walk in C (_nest.c), where it was built; _nest_sorted below is the definition and the fallback
+    from opscope.model import _nest  # type: ignore[attr-defined]
+except ImportError:
+    _nest = None
 
 #: Host kinds nest in two layers: Python frames among themselves, and everything the framework
 #: records (ops, annotations, runtime calls) among themselves. Self time of an op is its duration
@@ -168,12 +174,19 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
         # A stable sort by thread keeps each thread's rows in the table's time order.
         sub = sub.take(pc.sort_indices(sub["thread"]))
         row_v, thread_v, ts_v, dur_v = (_int64_view(sub[c]) for c in ("row", "thread", "ts", "dur"))
-        overlapping += _nest_sorted(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns, keep_self)
+        overlapping += _nest_walk()(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns, keep_self)
     parent_arr = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent)])
     parent_arr = pc.if_else(pc.equal(parent_arr, -1), pa.scalar(None, pa.int64()), parent_arr)
     depth_arr = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)])
     self_arr = pc.max_element_wise(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self_ns)]), 0)
     return parent_arr, depth_arr, self_arr, overlapping
+
+
+def _nest_walk():
+    """The C stack walk where it is built and not turned off (``OPSCOPE_NATIVE=0``), else :func:`_nest_sorted`."""
+    if _nest is None or os.environ.get("OPSCOPE_NATIVE", "1") == "0":
+        return _nest_sorted
+    return _nest.nest_sorted
 
 
 def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.ingest.chrome import tensorflow
+from opscope.ingest.chrome.native import NativeBatch
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, as_int, id_array, int_array, safe_str, str_array
 from opscope.model.schema import COUNTERS
@@ -433,6 +434,71 @@ class EventColumns:
             node = pa.array([a.name if a.name.__class__ is str else None for a in args], pa.string())
             has = pc.and_(pc.is_valid(ids), pc.is_valid(node))
             self._nodes.append((pc.filter(ids, has), pc.filter(node, has)))
+
+    def add_native(self, batch: NativeBatch) -> None:
+        """Append the rows the C reader held (``native.py``): the same rows :meth:`add_batch` makes of them."""
+        if batch.memory:
+            n = batch.memory
+            self.builder.add_memory({
+                "ts_ns": batch.ints("memory_ts_ns", n),
+                "pid": pc.fill_null(batch.texts("memory_pid", n), "").dictionary_encode(),
+                "tid": pc.fill_null(batch.texts("memory_tid", n), "").dictionary_encode(),
+                **{c: batch.ints(c, n) for c in ("device_type", "device_id", "addr", "bytes", "total_allocated",
+                                                 "total_reserved")},
+            })
+        if batch.flows:
+            n = batch.flows
+            self.builder.add_flows({
+                "id": pc.fill_null(batch.texts("flow_id", n), ""),
+                "cat": batch.texts("flow_cat", n).dictionary_encode(),
+                "phase": batch.texts("flow_phase", n).dictionary_encode(),
+                "ts_ns": batch.ints("flow_ts_ns", n),
+                "pid": pc.fill_null(batch.texts("flow_pid", n), "").dictionary_encode(),
+                "tid": pc.fill_null(batch.texts("flow_tid", n), "").dictionary_encode(),
+            })
+        if batch.rows:
+            self._emit_native(batch)
+
+    def _emit_native(self, batch: NativeBatch) -> None:
+        n = batch.rows
+        cat_arr = batch.texts("cat", n).dictionary_encode()
+        kind_arr = self._kinds_of(cat_arr, n, n)
+        is_gpu = pc.is_in(kind_arr.dictionary, _GPU_KIND_ARRAY).take(kind_arr.indices)
+        stream = batch.ints("stream", n)
+        device = batch.ints("device", n)
+        tids = batch.texts("tid", n)
+        if pc.any(is_gpu).as_py():
+            missing = pc.and_(is_gpu, pc.is_null(stream))
+            if pc.any(missing).as_py():
+                # as the Python path: an int tid is the stream, a text tid may name it ("stream 7")
+                from_text = [_stream_from_text(t) if m and t is not None else None
+                             for m, t in zip(missing.to_pylist(), tids.to_pylist())]
+                tid_stream = pc.coalesce(batch.ints("tid_int", n), pa.array(from_text, pa.int64()))
+                stream = pc.if_else(missing, tid_stream, stream)
+            missing = pc.and_(is_gpu, pc.is_null(device))
+            if pc.any(missing).as_py():
+                device = pc.if_else(missing, batch.ints("pid_int", n), device)
+        none = pa.nulls(n, pa.int64())
+        names, cut = cap_names(batch.texts("name", n).dictionary_encode())
+        self.names_cut += cut
+        columns = {
+            "kind": kind_arr,
+            "name": names,
+            "cat": cat_arr,
+            "ts_ns": batch.ints("ts_ns", n),
+            "dur_ns": batch.ints("dur_ns", n),
+            "pid": pc.fill_null(batch.texts("pid", n), "").dictionary_encode(),
+            "tid": pc.fill_null(tids, "").dictionary_encode(),
+            "device": pc.if_else(is_gpu, device, none),
+            "stream": pc.if_else(is_gpu, stream, none),
+            "correlation": batch.ints("correlation", n),
+            "external_id": batch.ints("external_id", n),
+            "shapes": pc.replace_substring_regex(batch.texts("shapes", n), r"\s+", ""),
+            "dtypes": batch.texts("dtypes", n),
+            "strides": batch.texts("strides", n),
+            "concrete_inputs": batch.texts("concrete_inputs", n),
+        }
+        self.builder.add_events(columns, batch.texts("args", n) if self.keep_args else None)
 
     def _flow_events(self, flows: list) -> None:
         self.builder.add_flows({

@@ -16,11 +16,14 @@ import msgspec
 from opscope.errors import TraceError
 from opscope.ingest.chrome.columns import EventColumns, set_exact_times
 from opscope.ingest.chrome.json_stream import MAX_EPILOGUE, EventArrayStream, NotAnEventArray
+from opscope.ingest.chrome.native import TAKE_ROWS, Accepted, NativeBatch, scanner
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference
 
 FORMAT = "chrome_json"
+#: Bytes of the event array decoded at a time (a test reads small traces in many chunks with a smaller value).
+CHUNK_BYTES = 1 << 20
 
 
 class RawEvent(msgspec.Struct, gc=False):
@@ -63,11 +66,12 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
     blocks = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
-    stream = EventArrayStream(blocks, _decode_batch, _decode_one_exact)
+    native = scanner()
+    stream = EventArrayStream(blocks, _batch_decoder(native), _decode_one_exact, chunk_size=CHUNK_BYTES)
     columns = EventColumns(builder if builder is not None else TraceBuilder(str(path), FORMAT), keep_args=keep_args,
                            categories=categories)
     with fast_type_inference():
-        trace = _read_events(path, source, stream, columns)
+        trace = _read_events(path, source, stream, columns, native)
     _add_stream_warnings(trace, stream.report, source)
     if trace.events.num_rows == 0 and trace.counters.num_rows == 0 and trace.memory.num_rows == 0:
         if stream.report.truncated or source.truncated:
@@ -85,11 +89,22 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
     return trace
 
 
-def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, columns: EventColumns) -> Trace:
+def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, columns: EventColumns,
+                 native: Any = None) -> Trace:
     try:
         for events, chunk in stream.batches():
+            if events.__class__ is Accepted:  # the C reader holds its rows
+                if events.rest is not None:  # metadata and counters: no rows, so no order to keep with them
+                    columns.add_batch(_decode_batch(events.rest), _decode_exact(events.rest) if events.exact else None)
+                if native.pending() >= TAKE_ROWS:
+                    columns.add_native(NativeBatch(native.take()))
+                continue
+            if native is not None and native.pending():  # the rows held come first: the file's order
+                columns.add_native(NativeBatch(native.take()))
             exact = _exact_times(events, chunk)
             columns.add_batch(events, exact)
+        if native is not None and native.pending():
+            columns.add_native(NativeBatch(native.take()))
     except NotAnEventArray as exc:
         if source.truncated and not stream.report.found_events:
             raise TraceError(path, "gzip stream ends early before any trace events",
@@ -99,6 +114,20 @@ def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, colum
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"malformed JSON header ({exc})") from None
     return columns.finish(stream.report.header)
+
+
+def _batch_decoder(native: Any) -> Any:
+    """What decodes a chunk of the event array: the C reader where it is built and takes the chunk (it keeps the
+    rows and says :class:`Accepted`), else msgspec (a list of :class:`RawEvent`)."""
+    if native is None:
+        return _decode_batch
+    feed = native.feed
+
+    def decode(chunk: bytes) -> Any:
+        kept = feed(chunk)
+        return _decode_batch(chunk) if kept is None else Accepted(*kept)
+
+    return decode
 
 
 def _reporting(blocks, source: ByteSource, progress):

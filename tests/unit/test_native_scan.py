@@ -1,0 +1,223 @@
+"""The C reader of event chunks (``_scan.c``) and the C nesting walk (``_nest.c``) against the Python paths they
+stand in for: on traces built to hit every branch (and every reason to decline a chunk), every table, the
+metadata and the warnings must be the same, value for value."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sysconfig
+from array import array
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from opscope.ingest import open_trace
+from opscope.ingest.chrome import native, reader
+from opscope.model import derive
+
+needs_scan = pytest.mark.skipif(native._scan is None, reason="the C reader (_scan.c) is not built here")
+needs_nest = pytest.mark.skipif(derive._nest is None, reason="the C nesting walk (_nest.c) is not built here")
+
+
+def test_the_extensions_are_built_where_a_compiler_is():
+    # setup.py builds them as optional: a silent failure would leave every trace on the slow path
+    if not (shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc")):
+        pytest.skip("no C compiler here: opscope runs on its Python paths")
+    assert native._scan is not None and derive._nest is not None
+
+
+def _read_both(path: Path, monkeypatch, chunk: int = 1 << 20):
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk)
+    out = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv("OPSCOPE_NATIVE", flag)
+        out.append(open_trace(path, use_cache=False))
+    return out
+
+
+def _same(a, b) -> None:
+    for name in ("events", "flows", "counters", "memory", "args", "steps"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.schema == y.schema, name
+        assert x.num_rows == y.num_rows, name
+        for column in x.column_names:
+            u, v = x[column], y[column]
+            if pa.types.is_dictionary(u.type):  # dictionaries may list values in another order
+                u, v = u.cast(u.type.value_type), v.cast(v.type.value_type)
+            assert u.equals(v), f"{name}.{column}: {u.to_pylist()[:8]} != {v.to_pylist()[:8]}"
+    assert a.metadata == b.metadata
+    assert a.warnings == b.warnings
+
+
+def _time(rng: random.Random, big: bool):
+    base = 1_712_195_495_000_000 if big else 10_000
+    choice = rng.random()
+    if choice < 0.35:
+        return base + rng.randrange(1_000_000)
+    if choice < 0.8:
+        return round(base + rng.random() * 1e6, rng.choice([1, 3, 4, 6]))
+    return float(base + rng.randrange(1_000_000))
+
+
+NAMES = ["aten::mm", "void at::native::{lambda()#1}, at::Tensor", 'quote "inside"', "tab\there", "slash/\\back",
+         "kernel<128>", "", "ProfilerStep#1", "ProfilerStep#2"]
+#: What the C reader declines (its chunk takes the Python path): rare, so that most chunks are taken
+RARE = {"name": ["caf\u00e9", "\u2603 snow"], "cat": [5], "External id": [2 ** 62], "ts": ["12.5"]}
+
+
+def _pick(rng: random.Random, field: str, common: list):
+    return rng.choice(RARE[field]) if field in RARE and rng.random() < 0.01 else rng.choice(common)
+
+
+def _event(rng: random.Random, big: bool) -> dict:
+    kind = rng.random()
+    pid = rng.choice([1, 2, 0, "Spans", 17, "python3", None, 123456789012])
+    tid = rng.choice([1, 7, "stream 7", "Trace", 2, None, -3])
+    ts = _pick(rng, "ts", [_time(rng, big)])
+    if kind < 0.55:
+        args = {}
+        for key, values in (("External id", [1, 2, 99, None]), ("correlation", [5, 6, None, 2 ** 40]),
+                            ("stream", [7, "0x0", " 12 ", "x", None, 0]), ("device", [0, 1, "3", None]),
+                            ("Input Dims", [[[8, 3, 224, 224], [64, 3, 7, 7]], [], [[1]], None, "odd"]),
+                            ("Input type", [["float", "float"], ["c10::Half"]]),
+                            ("Input Strides", [[[150528, 50176, 224, 1]]]), ("Concrete Inputs", [["", "1"]]),
+                            ("grid", [[1, 2, 3]]), ("nested", [{"a": [1, {"b": None}]}])):
+            if rng.random() < 0.5:
+                args[key] = _pick(rng, key, values)
+        event = {"ph": "X", "cat": _pick(rng, "cat", ["cpu_op", "kernel", "cuda_runtime", "gpu_memcpy",
+                                                      "user_annotation", "python_function", "weird_cat", None]),
+                 "name": _pick(rng, "name", NAMES), "pid": pid, "tid": tid,
+                 "ts": ts, "dur": rng.choice([rng.randrange(0, 500), round(rng.random() * 300, 3), 0, None, -1])}
+        if rng.random() < 0.9:
+            event["args"] = args
+    elif kind < 0.7:
+        event = {"ph": rng.choice("stf"), "id": rng.choice([1, 2, 77, "0x1f", None]),
+                 "cat": rng.choice(["ac2g", "fwdbwd", None, 3]), "name": "flow", "pid": pid, "tid": tid, "ts": ts}
+    elif kind < 0.88:
+        event = {"ph": "i", "s": "t", "name": "[memory]", "pid": pid, "tid": tid, "ts": ts,
+                 "args": {"Device Type": rng.choice([0, 1]), "Device Id": rng.choice([-1, 0, 1]),
+                          "Addr": rng.randrange(1 << 40), "Bytes": rng.randrange(-4096, 4096),
+                          "Total Allocated": rng.randrange(1 << 30), "Total Reserved": rng.randrange(1 << 31)}}
+    elif kind < 0.95:
+        event = {"ph": "M", "name": rng.choice(["process_name", "thread_name", "process_labels"]), "pid": pid,
+                 "tid": tid, "args": {"name": "proc", "labels": "GPU 0"}}
+    elif kind < 0.985:
+        event = {"ph": "C", "name": "counter", "pid": pid, "ts": ts, "args": {"a": rng.random(), "b": 3}}
+    elif kind < 0.992:  # declined: a marker's row order
+        event = {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces", "tid": "T",
+                 "ts": ts}
+    else:  # declined: B/E pairs
+        event = {"ph": rng.choice("BE"), "name": "range", "pid": pid, "tid": tid, "ts": ts}
+    return event
+
+
+def _write(path: Path, events: list[dict], ascii_only: bool, pretty: bool) -> Path:
+    doc = {"schemaVersion": 1, "traceEvents": events}
+    path.write_text(json.dumps(doc, ensure_ascii=ascii_only, indent=1 if pretty else None), encoding="utf-8")
+    return path
+
+
+@needs_scan
+@pytest.mark.parametrize("seed", range(12))
+def test_random_traces_read_the_same_with_and_without_the_c_reader(tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    big = seed % 3 == 0  # epoch-scale float times: exact from their text
+    events = [_event(rng, big) for _ in range(1500)]
+    path = _write(tmp_path / "t.json", events, ascii_only=seed % 2 == 0, pretty=seed % 4 < 2)
+    taken = _count_taken(monkeypatch)
+    python, c = _read_both(path, monkeypatch, chunk=rng.choice([1024, 4096, 16384]))
+    _same(python, c)
+    assert taken["yes"] >= 5 and taken["no"] >= 1, taken  # both paths ran, chunk after chunk
+
+
+def _count_taken(monkeypatch) -> dict:
+    """How many chunks the C reader took and declined (cut candidates that fail included)."""
+    counts = {"yes": 0, "no": 0}
+    real = native._scan.Scanner
+
+    class Counting:
+        def __init__(self) -> None:
+            self._scanner = real()
+            self.pending, self.take = self._scanner.pending, self._scanner.take
+
+        def feed(self, chunk: bytes):
+            kept = self._scanner.feed(chunk)
+            counts["yes" if kept is not None else "no"] += 1
+            return kept
+
+    monkeypatch.setattr(native._scan, "Scanner", Counting)
+    return counts
+
+
+@needs_scan
+def test_common_chunks_are_taken_by_the_c_reader_and_odd_ones_declined(monkeypatch):
+    scanner = native._scan.Scanner()
+    ok = b'[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1.5,"dur":2,"args":{"stream":7}},' \
+         b'{"ph":"M","name":"process_name","pid":0,"args":{"name":"x"}}]'
+    rest, exact = scanner.feed(ok)
+    assert json.loads(rest) == [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "x"}}]
+    assert exact is False and scanner.pending() == 1
+    for declined in (b'[{"ph":"X","name":"caf\xc3\xa9","ts":1,"dur":1}]',  # UTF-8: the Python path checks it
+                     b'[{"ph":"X","name":"\\u00e9","ts":1,"dur":1}]',  # \u escapes
+                     b'[{"ph":"X","ph":"X","ts":1,"dur":1}]',  # a repeated key (msgspec keeps the last)
+                     b'[{"ph":"B","name":"b","ts":1}]',  # B/E pairs
+                     b'[{"ph":"X","ts":"1","dur":1}]',  # a time as text
+                     b'[{"ph":"X","ts":1,"dur":1,"args":{"correlation":1.5}}]',  # a fractional id
+                     b'[{"ph":"X","ts":1,"dur":1}',  # not closed
+                     b'[{"ph":"X","ts":1,"dur":1},]',  # a trailing comma
+                     b'[{"ph":"X","ts":01,"dur":1}]',  # not JSON
+                     b'[{"ph":"X","ts":1,"dur":1,"args":' + b'[' * 80 + b']' * 80 + b'}]'):  # deeper than handled
+        # a chunk that pushes rows before it is declined leaves nothing behind
+        assert scanner.feed(b'[{"ph":"X","ts":5,"dur":1},' + declined[1:]) is None, declined
+        assert scanner.pending() == 1, declined
+    columns = native.NativeBatch(scanner.take())
+    assert columns.rows == 1 and columns.ints("ts_ns", 1).to_pylist() == [1500]
+    assert columns.ints("stream", 1).to_pylist() == [7] and columns.texts("tid", 1).to_pylist() == ["7"]
+    assert scanner.pending() == 0
+
+
+@needs_scan
+@pytest.mark.parametrize("text", ["0.0005", "1.0005", "2.5e-3", "123456789.123456789", "1e22", "1E+2", "-0.0",
+                                  "9007199254740993.5", "0.1", "4398046511103.9995", "1712195495519689.047",
+                                  "-1712195495519689.0005", "1712195495519689.0015", "1.7976931348623157e308",
+                                  "5e-324", "123.4567890123456789"])
+def test_float_times_as_python_reads_them(text):
+    # plain: round(float(text) * 1000) half to even (the Python path's pyarrow/round); with a float time of
+    # 2**42 us or more in the chunk: Decimal(text) * 1000, to the nearest integer, half to even
+    scanner = native._scan.Scanner()
+    chunk = (f'[{{"ph":"X","ts":{text},"dur":{text}}}]').encode()
+    kept = scanner.feed(chunk)
+    value = float(text)
+    exact = abs(value) >= 2.0 ** 42
+    assert kept is not None and kept[1] is exact
+    got = native.NativeBatch(scanner.take()).ints("ts_ns", 1).to_pylist()[0]
+    want = int((Decimal(text) * 1000).to_integral_value()) if exact else round(value * 1000)
+    want = want if -(2 ** 63 - 1) <= want <= 2 ** 63 - 1 else None
+    assert got == want
+
+
+@needs_nest
+@pytest.mark.parametrize("seed", range(6))
+def test_the_c_nesting_walk_is_the_python_one(seed):
+    rng = random.Random(seed)
+    n = 3000
+    rows = list(range(n))
+    threads = sorted(rng.randrange(4) for _ in range(n))
+    ts, dur = [], []
+    for i in range(n):
+        ts.append((ts[-1] if i and threads[i] == threads[i - 1] else 0) + rng.randrange(0, 5))
+        dur.append(rng.choice([0, 1, 3, 10, 50, 200]))
+    order = sorted(range(n), key=lambda i: (threads[i], ts[i], -dur[i]))
+    cols = [array("q", [v[i] for i in order]) for v in (rows, threads, ts, dur)]
+    keep = bytes(rng.choice([0, 1, 2]) for _ in range(n)) if seed % 2 else None
+    results = []
+    for walk in (derive._nest_sorted, derive._nest.nest_sorted):
+        parent, depth, self_ns = array("q", [-1]) * n, array("i", [0]) * n, array("q", dur)
+        overlapping = walk(*(memoryview(c) for c in cols), parent, depth, self_ns, keep)
+        results.append((overlapping, parent.tolist(), depth.tolist(), self_ns.tolist()))
+    assert results[0] == results[1]
+    assert results[0][0] > 0  # partly overlapping events were walked too
