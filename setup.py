@@ -1,4 +1,4 @@
-"""The optional C parts (everything else is in pyproject.toml): the decoder of Chrome trace chunks and the nesting walk.
+"""The optional C parts (everything else is in pyproject.toml): the reader of Chrome trace chunks and derive.py's loops.
 
 ``optional=True``: where no C compiler is found the build goes on without them and opscope uses its Python paths
 (the same tables, slower; see ``opscope.ingest.chrome.native`` and ``opscope.model.derive``)."""
@@ -10,5 +10,5 @@ FLAGS = ["-O2", "-Wall"]
 setup(ext_modules=[
     Extension("opscope.ingest.chrome._scan", ["src/opscope/ingest/chrome/_scan.c"], optional=True,
               extra_compile_args=FLAGS),
-    Extension("opscope.model._nest", ["src/opscope/model/_nest.c"], optional=True, extra_compile_args=FLAGS),
+    Extension("opscope.model._derive", ["src/opscope/model/_derive.c"], optional=True, extra_compile_args=FLAGS),
 ])

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from array import array
+from itertools import pairwise
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,10 +18,10 @@ import pyarrow.compute as pc
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
 
-try:  # the stack walk in C (_nest.c), where it was built; _nest_sorted below is the definition and the fallback
-    from opscope.model import _nest  # type: ignore[attr-defined]
+try:  # the loops over every event in C (_derive.c), where it was built; the Python ones below are the definition
+    from opscope.model import _derive  # type: ignore[attr-defined]
 except ImportError:
-    _nest = None
+    _derive = None
 
 #: Host kinds nest in two layers: Python frames among themselves, and everything the framework
 #: records (ops, annotations, runtime calls) among themselves. Self time of an op is its duration
@@ -56,8 +58,7 @@ def complete(trace: Trace) -> Trace:
     order = pc.sort_indices(events, [("ts_ns", "ascending"), ("dur_ns", "descending")])
     names, columns = events.column_names, events.columns
     del events
-    for i in range(len(columns)):  # column by column: peak memory is one column, not a second table
-        columns[i] = columns[i].take(order)
+    _take_in_place(columns, order)
     events = pa.table(columns, names=names)
     del columns
     events = _mark_comm(events)
@@ -78,6 +79,26 @@ def complete(trace: Trace) -> Trace:
     trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS), trace)
     trace.steps = steps
     return trace
+
+
+def _take_in_place(columns: list, order: pa.Array) -> None:
+    """``columns[i] = columns[i].take(order)`` for every column, on two threads (Arrow's take releases the GIL).
+    Column by column, each replaced as soon as it is taken: peak memory is two columns, not a second table."""
+    failed: list[BaseException] = []
+
+    def take(first: int) -> None:
+        try:
+            for i in range(first, len(columns), 2):
+                columns[i] = columns[i].take(order)
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    helper = threading.Thread(target=take, args=(1,), name="opscope-take")
+    helper.start()
+    take(0)
+    helper.join()
+    if failed:
+        raise failed[0]
 
 
 def _count_long_names(names: pa.ChunkedArray) -> int:
@@ -108,7 +129,17 @@ def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
     if old.equals(new):
         return events
     args = trace.args
-    where = pc.index_in(args["event_id"], value_set=old)
+    low, high = pc.min_max(old).values() if len(old) else (pa.scalar(0), pa.scalar(0))
+    if _native() and len(old) and low.as_py() >= 0 and high.as_py() < 2 * len(old) + 1024:
+        # old ids are distinct and dense (the builder numbers rows 0, 1, ...): a table of new row by old id
+        size = high.as_py() + 1
+        new_of = array("q", [-1]) * size
+        _derive.invert_ids(_int64_view(old), new_of)
+        where = pc.take(pa.Array.from_buffers(pa.int64(), size, [None, pa.py_buffer(new_of)]),
+                        pc.if_else(pc.less(args["event_id"], size), args["event_id"], None))
+        where = pc.if_else(pc.equal(where, -1), pa.scalar(None, pa.int64()), where)
+    else:
+        where = pc.index_in(args["event_id"], value_set=old)
     keep = pc.is_valid(where)
     trace.args = pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()),
                             "args": pc.filter(args["args"], keep)})
@@ -182,11 +213,14 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
     return parent_arr, depth_arr, self_arr, overlapping
 
 
+def _native() -> bool:
+    """Whether the C loops are built and not turned off (``OPSCOPE_NATIVE=0``)."""
+    return _derive is not None and os.environ.get("OPSCOPE_NATIVE", "1") != "0"
+
+
 def _nest_walk():
-    """The C stack walk where it is built and not turned off (``OPSCOPE_NATIVE=0``), else :func:`_nest_sorted`."""
-    if _nest is None or os.environ.get("OPSCOPE_NATIVE", "1") == "0":
-        return _nest_sorted
-    return _nest.nest_sorted
+    """The C stack walk where it can be used, else :func:`_nest_sorted`."""
+    return _derive.nest_sorted if _native() else _nest_sorted
 
 
 def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:
@@ -336,7 +370,14 @@ def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:
     starts = steps["ts_ns"].to_pylist()
     ends = [s + d for s, d in zip(starts, steps["dur_ns"].to_pylist())]
     numbers = steps["step"].to_pylist()
-    if len(starts) <= _MASK_STEP_LIMIT:
+    if _native() and ts.null_count == 0 and None not in numbers and all(a <= b for a, b in pairwise(starts)):
+        values, found = array("q", [0]) * n, bytearray(n)
+        _derive.step_of(_int64_view(ts), array("q", starts), array("q", ends), array("q", numbers), values, found,
+                        len(starts) > _MASK_STEP_LIMIT)
+        step = pc.if_else(pc.not_equal(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(found)]), 0),
+                          pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(values)]),
+                          pa.scalar(None, pa.int64()))
+    elif len(starts) <= _MASK_STEP_LIMIT:
         for s, e, k in zip(starts, ends, numbers):
             inside = pc.and_(pc.greater_equal(ts, s), pc.less(ts, e))
             step = pc.if_else(inside, pa.scalar(k, pa.int64()), step)

@@ -571,15 +571,18 @@ static void col_free(Validity *v, Buf *a, Buf *b) {
     v->n = v->nulls = 0;
 }
 
+/* Empty every column, keeping the memory: the next rows are written where these were, without new pages. */
 static int out_reset(Out *o) {
     for (int i = 0; i < N_STR; i++) {
         StrCol *c = str_col(o, i);
-        col_free(&c->v, &c->offsets, &c->data);
+        c->v.valid.len = c->v.n = c->v.nulls = 0;
+        c->offsets.len = c->data.len = 0;
         if (str_init(c)) return OOM;
     }
     for (int i = 0; i < N_INT; i++) {
         IntCol *c = int_col(o, i);
-        col_free(&c->v, &c->data, NULL);
+        c->v.valid.len = c->v.n = c->v.nulls = 0;
+        c->data.len = 0;
     }
     return 0;
 }
@@ -691,6 +694,22 @@ static int push_raw(StrCol *col, const Val *v) {
     return str_push(col, 1, (const char *)v->rs, (size_t)(v->re - v->rs));
 }
 
+/* Input Dims as the model keeps them: the raw text without its blanks (the Python path: a regex removing \s+;
+ * the text can hold no other blank, raw control characters in strings being declined) */
+static int push_raw_tight(StrCol *col, const Val *v) {
+    if (v->type == T_NONE) return str_push(col, 0, NULL, 0);
+    size_t n = (size_t)(v->re - v->rs);
+    if (col->data.len + n > INT32_MAX) return DECLINE;
+    if (buf_grow(&col->data, n)) return OOM;
+    char *o = col->data.p + col->data.len;
+    for (const unsigned char *q = v->rs; q < v->re; q++)
+        if (*q != ' ' && *q != '\n' && *q != '\t' && *q != '\r') *o++ = (char)*q;
+    col->data.len = (size_t)(o - col->data.p);
+    int32_t end = (int32_t)col->data.len;
+    if (buf_put(&col->offsets, &end, sizeof end)) return OOM;
+    return valid_push(&col->v, 1);
+}
+
 #define TRY(x) do { int _r = (x); if (_r) return _r; } while (0)
 
 static int complete_event(Out *o, const Val *k, const Val *a, const unsigned char *base) {
@@ -710,7 +729,7 @@ static int complete_event(Out *o, const Val *k, const Val *a, const unsigned cha
     TRY(push_int(&o->ext, a[A_EXT].type == T_INT ? &a[A_EXT] : &a[A_EXT_LEGACY]));
     TRY(push_int_or_text(&o->stream, &a[A_STREAM]));
     TRY(push_int_or_text(&o->device, &a[A_DEVICE]));
-    TRY(push_raw(&o->dims, &a[A_DIMS]));
+    TRY(push_raw_tight(&o->dims, &a[A_DIMS]));
     TRY(push_raw(&o->dtypes, &a[A_TYPE]));
     TRY(push_raw(&o->strides, &a[A_STRIDES]));
     TRY(push_raw(&o->concrete, &a[A_CONCRETE]));
@@ -769,17 +788,21 @@ static int resolve_times(Out *o, Buf *times, int per_row, IntCol *first, IntCol 
     return 0;
 }
 
-static int scan_chunk(Out *o, const unsigned char *base, size_t len) {
+/* A chunk: a JSON array of events, or with items_only the items alone ("{...},{...}", the stream's buffer between
+ * two cuts, read in place). */
+static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_only) {
     Cur c = {base, base + len};
     o->times.len = o->f_times.len = o->m_times.len = o->rest.len = 0;
     o->n_rest = 0;
     o->exact = 0;
     if (len > UINT32_MAX) return DECLINE;
     skip_ws(&c);
-    if (c.p >= c.end || *c.p != '[') return DECLINE;
-    c.p++;
-    skip_ws(&c);
-    if (c.p < c.end && *c.p == ']') return DECLINE; /* nothing to do: the Python path */
+    if (!items_only) {
+        if (c.p >= c.end || *c.p != '[') return DECLINE;
+        c.p++;
+        skip_ws(&c);
+    }
+    if (c.p >= c.end || *c.p != '{') return DECLINE; /* empty, or not an object: the Python path */
     Val k[K_TOP], a[A_KEYS];
     Pick args = {ARG_KEYS, ARG_LENS, A_KEYS, a, -1, NULL};
     Pick top = {TOP_KEYS, TOP_LENS, K_TOP, k, K_ARGS, &args};
@@ -802,7 +825,8 @@ static int scan_chunk(Out *o, const unsigned char *base, size_t len) {
         }
         skip_ws(&c);
         if (c.p < c.end && *c.p == ',') { c.p++; continue; }
-        if (c.p < c.end && *c.p == ']') { c.p++; break; }
+        if (items_only && c.p == c.end) break;
+        if (!items_only && c.p < c.end && *c.p == ']') { c.p++; break; }
         return DECLINE;
     }
     skip_ws(&c);
@@ -861,12 +885,18 @@ static void scanner_dealloc(Scanner *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *scanner_feed(Scanner *self, PyObject *arg) {
+static PyObject *feed(Scanner *self, PyObject *arg, Py_ssize_t start, Py_ssize_t end, int items_only) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (end < 0) end = view.len;
+    if (start < 0 || start > end || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "feed_items: start and end must lie within the buffer, start <= end");
+        return NULL;
+    }
     Mark m;
     mark(&self->o, &m);
-    int r = scan_chunk(&self->o, (const unsigned char *)view.buf, (size_t)view.len);
+    int r = scan_chunk(&self->o, (const unsigned char *)view.buf + start, (size_t)(end - start), items_only);
     PyBuffer_Release(&view);
     if (r) {
         rollback(&self->o, &m);
@@ -876,6 +906,15 @@ static PyObject *scanner_feed(Scanner *self, PyObject *arg) {
     PyObject *rest = self->o.n_rest ? bytes_of(&self->o.rest) : (Py_INCREF(Py_None), Py_None);
     if (!rest) return NULL;
     return Py_BuildValue("(NO)", rest, self->o.exact ? Py_True : Py_False);
+}
+
+static PyObject *scanner_feed(Scanner *self, PyObject *arg) { return feed(self, arg, 0, -1, 0); }
+
+static PyObject *scanner_feed_items(Scanner *self, PyObject *args) {
+    PyObject *buf;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "Onn", &buf, &start, &end)) return NULL;
+    return feed(self, buf, start, end, 1);
 }
 
 static PyObject *scanner_pending(Scanner *self, PyObject *unused) {
@@ -911,6 +950,9 @@ static PyMethodDef scanner_methods[] = {
      "feed(chunk) -> (rest, exact) | None\n\nRead one chunk of the event array (\"[{...},...]\") into the columns. "
      "None: declined (nothing kept; decode it with the Python path). Else the events left to the Python path as "
      "one JSON array (metadata and counter events) or None, and whether the chunk reads float times exactly."},
+    {"feed_items", (PyCFunction)scanner_feed_items, METH_VARARGS,
+     "feed_items(buffer, start, end) -> (rest, exact) | None\n\nAs feed, for the items alone (\"{...},{...}\") "
+     "in buffer[start:end], read in place."},
     {"pending", (PyCFunction)scanner_pending, METH_NOARGS, "pending() -> int: rows held (events, flows, memory)."},
     {"take", (PyCFunction)scanner_take, METH_NOARGS,
      "take() -> dict: the columns held (Arrow buffers), and start afresh."},

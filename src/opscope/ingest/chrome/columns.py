@@ -493,7 +493,7 @@ class EventColumns:
             "stream": pc.if_else(is_gpu, stream, none),
             "correlation": batch.ints("correlation", n),
             "external_id": batch.ints("external_id", n),
-            "shapes": pc.replace_substring_regex(batch.texts("shapes", n), r"\s+", ""),
+            "shapes": batch.texts("shapes", n),  # without blanks, as _emit's regex leaves them
             "dtypes": batch.texts("dtypes", n),
             "strides": batch.texts("strides", n),
             "concrete_inputs": batch.texts("concrete_inputs", n),

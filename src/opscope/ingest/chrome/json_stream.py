@@ -78,7 +78,9 @@ class EventArrayStream:
     """Yield decoded batches of events from ``blocks`` (decompressed bytes).
 
     ``decode_batch(json_array_bytes)`` turns one chunk into a list; it must raise
-    ``msgspec.DecodeError``/``msgspec.ValidationError`` on malformed input. ``make_event`` builds one
+    ``msgspec.DecodeError``/``msgspec.ValidationError`` on malformed input. ``decode_items(buffer, start, end)``,
+    when given, is tried first on the chunk's items where they lie (no copy); it returns None to decline, and
+    whatever it returns otherwise is yielded as the chunk's events (with empty chunk bytes). ``make_event`` builds one
     event from a repaired single-object byte string (used by salvage).
     """
 
@@ -90,10 +92,13 @@ class EventArrayStream:
         array_key: bytes = b"traceEvents",
         chunk_size: int = 1 << 20,
         stop_at_end: bool = False,
+        decode_items: Callable[[bytes, int, int], Any] | None = None,
     ) -> None:
         self._blocks = blocks
         self._decode_batch = decode_batch
         self._decode_one = decode_one
+        # tried first on a chunk's items in place (buffer, start, end): a result, or None to decode_batch the chunk
+        self._decode_items = decode_items
         self._array_key = array_key
         self._chunk_size = chunk_size
         self.report = StreamReport()
@@ -277,6 +282,10 @@ class EventArrayStream:
 
     def _decode_to(self, buf: bytes, pos: int, close: int) -> tuple[list, bytes, int] | None:
         """The items of ``buf[pos:close + 1]`` (``close`` at a ``}``) decoded as one array; None if that fails."""
+        if self._decode_items is not None:
+            kept = self._decode_items(buf, pos, close + 1)
+            if kept is not None:
+                return kept, b"", close + 1
         chunk = b"[" + buf[pos:close + 1] + b"]"
         try:
             events = self._decode_batch(chunk)

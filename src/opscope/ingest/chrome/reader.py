@@ -67,7 +67,8 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
     native = scanner()
-    stream = EventArrayStream(blocks, _batch_decoder(native), _decode_one_exact, chunk_size=CHUNK_BYTES)
+    stream = EventArrayStream(blocks, _decode_batch, _decode_one_exact, chunk_size=CHUNK_BYTES,
+                              decode_items=_items_decoder(native))
     columns = EventColumns(builder if builder is not None else TraceBuilder(str(path), FORMAT), keep_args=keep_args,
                            categories=categories)
     with fast_type_inference():
@@ -116,16 +117,16 @@ def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, colum
     return columns.finish(stream.report.header)
 
 
-def _batch_decoder(native: Any) -> Any:
-    """What decodes a chunk of the event array: the C reader where it is built and takes the chunk (it keeps the
-    rows and says :class:`Accepted`), else msgspec (a list of :class:`RawEvent`)."""
+def _items_decoder(native: Any) -> Any:
+    """The C reader's try at a chunk's items, in the stream's buffer: :class:`Accepted` when it keeps their rows,
+    None (the chunk is then decoded by msgspec into :class:`RawEvent` structs); None where there is no C reader."""
     if native is None:
-        return _decode_batch
-    feed = native.feed
+        return None
+    feed_items = native.feed_items
 
-    def decode(chunk: bytes) -> Any:
-        kept = feed(chunk)
-        return _decode_batch(chunk) if kept is None else Accepted(*kept)
+    def decode(buffer: bytes, start: int, end: int) -> Accepted | None:
+        kept = feed_items(buffer, start, end)
+        return None if kept is None else Accepted(*kept)
 
     return decode
 

@@ -1,5 +1,6 @@
-/* opscope.model._nest: derive.py's stack walk (_nest_sorted) in C; the same arithmetic, without a Python object per
- * event. derive.py keeps the Python version as the definition and uses it where this module is not built. */
+/* opscope.model._derive: derive.py's loops over every event in C, the same arithmetic without a Python object per
+ * event: the nesting stack walk (_nest_sorted) and the inverse of the event-id permutation (_renumber). derive.py
+ * keeps the Python versions as the definition and uses them where this module is not built. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -109,14 +110,104 @@ done:
     return result;
 }
 
+/* new_of[old id] = row of that id after the sort (-1: no row), for ids below size */
+static PyObject *invert_ids(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_ids, *o_out;
+    if (!PyArg_ParseTuple(args, "OO", &o_ids, &o_out)) return NULL;
+    View ids, out;
+    ids.held = out.held = 0;
+    PyObject *result = NULL;
+    if (view(o_ids, &ids, 0, 8, "ids") || view(o_out, &out, 1, 8, "out")) goto done;
+    Py_ssize_t n = ids.b.len / 8, size = out.b.len / 8;
+    const int64_t *id_v = ids.b.buf;
+    int64_t *out_v = out.b.buf;
+    for (Py_ssize_t i = 0; i < size; i++) out_v[i] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (id_v[i] < 0 || id_v[i] >= size || out_v[id_v[i]] != -1) {
+            PyErr_SetString(PyExc_ValueError, "invert_ids: ids must be distinct and below the output's size");
+            goto done;
+        }
+        out_v[id_v[i]] = i;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(&ids);
+    release(&out);
+    return result;
+}
+
+/* The step of each time: with latest_start, the step that starts last at or before it (bisect) if it is still
+ * running; else the last step (in the steps' order) running then (the mask loop). found[i] = 0: no step. */
+static PyObject *step_of(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_ts, *o_starts, *o_ends, *o_numbers, *o_out, *o_found;
+    int latest_start;
+    if (!PyArg_ParseTuple(args, "OOOOOOp", &o_ts, &o_starts, &o_ends, &o_numbers, &o_out, &o_found, &latest_start))
+        return NULL;
+    View ts, starts, ends, numbers, out, found;
+    View *all[] = {&ts, &starts, &ends, &numbers, &out, &found};
+    for (int i = 0; i < 6; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    int64_t *reach = NULL;
+    if (view(o_ts, &ts, 0, 8, "ts") || view(o_starts, &starts, 0, 8, "starts") || view(o_ends, &ends, 0, 8, "ends") ||
+        view(o_numbers, &numbers, 0, 8, "numbers") || view(o_out, &out, 1, 8, "out") ||
+        view(o_found, &found, 1, 1, "found"))
+        goto done;
+    Py_ssize_t n = ts.b.len / 8, k = starts.b.len / 8;
+    if (ends.b.len / 8 != k || numbers.b.len / 8 != k || out.b.len / 8 != n || found.b.len != n) {
+        PyErr_SetString(PyExc_ValueError, "step_of: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *t = ts.b.buf, *s = starts.b.buf, *e = ends.b.buf, *num = numbers.b.buf;
+    for (Py_ssize_t j = 1; j < k; j++)
+        if (s[j] < s[j - 1]) {
+            PyErr_SetString(PyExc_ValueError, "step_of: the steps must be sorted by start");
+            goto done;
+        }
+    int64_t *o = out.b.buf;
+    uint8_t *f = found.b.buf;
+    reach = malloc(sizeof(int64_t) * (size_t)(k ? k : 1)); /* the latest end among steps 0..j */
+    if (!reach) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t j = 0; j < k; j++) reach[j] = j && reach[j - 1] > e[j] ? reach[j - 1] : e[j];
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t lo = 0, hi = k; /* the first step starting after t[i] */
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (s[mid] <= t[i]) lo = mid + 1; else hi = mid;
+        }
+        Py_ssize_t j = lo - 1, hit = -1;
+        if (latest_start) {
+            if (j >= 0 && t[i] < e[j]) hit = j;
+        } else {
+            for (; j >= 0 && reach[j] > t[i]; j--)
+                if (t[i] < e[j]) { hit = j; break; }
+        }
+        f[i] = hit >= 0;
+        o[i] = hit >= 0 ? num[hit] : 0;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    free(reach);
+    for (int i = 0; i < 6; i++) release(all[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"step_of", step_of, METH_VARARGS,
+     "step_of(ts, starts, ends, numbers, out, found, latest_start) -> None\n\nThe step number of each time "
+     "into out (found[i] 0 where none): derive.assign_steps's two rules (int64 buffers, found bytes)."},
+    {"invert_ids", invert_ids, METH_VARARGS,
+     "invert_ids(ids, out) -> None\n\nout[ids[i]] = i, -1 elsewhere (int64 buffers; distinct ids below len(out))."},
     {"nest_sorted", nest_sorted, METH_VARARGS,
      "nest_sorted(rows, threads, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nderive._nest_sorted in C: "
      "the same arguments (int64 buffers; depth int32; keep_self bytes or None), the same result."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nest", "derive.py's nesting walk in C.", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_derive", "derive.py's loops over every event in C.", -1,
+                                    methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__nest(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__derive(void) { return PyModule_Create(&module); }
