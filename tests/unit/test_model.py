@@ -148,3 +148,12 @@ def test_a_chain_of_same_name_ops_folds_into_its_outermost_op(tmp_path):
     events = trace.events.to_pylist()
     assert sum(e["merged"] for e in events) == 4
     assert [e["op_self_ns"] for e in events if e["depth"] == 0] == [90 * US, 100 * US]
+
+
+def test_arange_is_the_rows_numbers():
+    import pyarrow as pa
+
+    from opscope.model.ranges import arange
+
+    assert arange(0, 0).to_pylist() == [] and arange(4, 2).to_pylist() == []
+    assert arange(5, 9).to_pylist() == [5, 6, 7, 8] and arange(0, 3).type == pa.int64()

@@ -252,3 +252,57 @@ def test_the_c_step_lookup_follows_both_python_rules(monkeypatch, seed, n_steps)
         got.append(derive.assign_steps(events, steps))
     assert got[0].equals(got[1])
     assert got[1].null_count < n  # events fell in steps
+
+
+@needs_scan
+def test_the_scanning_thread_stops_when_the_reader_fails(tmp_path, monkeypatch):
+    # the C reader's chunks are cut and scanned on a thread; an error while the rows are turned into tables is
+    # raised to the caller and the thread ends (it does not stay blocked on its queue)
+    import threading
+
+    from opscope.ingest.chrome import columns as columns_module
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+              for i in range(20_000)]
+    path = _write(tmp_path / "t.json", events, ascii_only=True, pretty=False)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(native, "TAKE_ROWS", 16)
+    monkeypatch.setattr(reader, "TAKE_ROWS", 16)
+
+    def fail(self, batch):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(columns_module.EventColumns, "add_native", fail)
+    with pytest.raises(RuntimeError, match="boom"):
+        reader.read(path)
+    assert not [t for t in threading.enumerate() if t.name == "opscope-scan"]
+
+
+@needs_nest
+@pytest.mark.parametrize(("seed", "tensorflow"), [(0, False), (1, True), (2, False)])
+def test_the_c_layer_walk_nests_as_derive_nest_does(monkeypatch, seed, tensorflow):
+    # derive.nest per layer: the Python path sorts each layer's rows by thread and walks them; the C walk keeps one
+    # stack per thread in table order. Threads interleave, events overlap partly, GPU rows (a stream) stay out.
+    rng = random.Random(seed)
+    n = 6000
+    rows = []
+    for _ in range(n):
+        ts = rng.randrange(0, 20_000)
+        rows.append((ts, rng.choice([0, 1, 2, 5, 30, 300, 2000])))
+    rows.sort(key=lambda r: (r[0], -r[1]))
+    events = pa.table({
+        "ts_ns": pa.array([r[0] for r in rows], pa.int64()),
+        "dur_ns": pa.array([r[1] for r in rows], pa.int64()),
+        "kind": pa.array([rng.choice(["cpu_op", "runtime", "python", "kernel", "user_annotation"])
+                          for _ in range(n)]).dictionary_encode(),
+        "pid": pa.array([rng.choice(["1", "2", "7"]) for _ in range(n)]).dictionary_encode(),
+        "tid": pa.array([rng.choice(["1", "9", "10", "11"]) for _ in range(n)]).dictionary_encode(),
+        "stream": pa.array([rng.choice([None, None, None, 7]) for _ in range(n)], pa.int64()),
+    })
+    got = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv("OPSCOPE_NATIVE", flag)
+        got.append(derive.nest(events, runtime_is_op_time=tensorflow))
+    (p0, d0, s0, o0), (p1, d1, s1, o1) = got
+    assert p0.equals(p1) and d0.equals(d1) and s0.equals(s1) and o0 == o1
+    assert o1 > 0 and p1.null_count < n  # nested and partly overlapping events were walked

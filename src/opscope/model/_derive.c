@@ -5,6 +5,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     Py_buffer b;
@@ -110,6 +111,135 @@ done:
     return result;
 }
 
+/* One thread's open events, for nest_layer. */
+typedef struct {
+    int64_t key;
+    int64_t *end, *row;
+    Py_ssize_t top, cap;
+} Stack;
+
+typedef struct {
+    Stack *stacks;
+    Py_ssize_t *slots; /* open addressing: index into stacks + 1, 0 empty */
+    Py_ssize_t n, cap_stacks, n_slots;
+} Threads;
+
+static Stack *thread_stack(Threads *t, int64_t key) {
+    if (2 * (t->n + 1) > t->n_slots) { /* grow the slots (and place every thread again) */
+        Py_ssize_t n_slots = t->n_slots ? 2 * t->n_slots : 64;
+        Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
+        if (!slots) return NULL;
+        for (Py_ssize_t i = 0; i < t->n; i++) {
+            uint64_t h = (uint64_t)t->stacks[i].key * 0x9E3779B97F4A7C15ull;
+            Py_ssize_t j = (Py_ssize_t)(h >> 20) & (n_slots - 1);
+            while (slots[j]) j = (j + 1) & (n_slots - 1);
+            slots[j] = i + 1;
+        }
+        free(t->slots);
+        t->slots = slots;
+        t->n_slots = n_slots;
+    }
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+    Py_ssize_t j = (Py_ssize_t)(h >> 20) & (t->n_slots - 1);
+    while (t->slots[j]) {
+        Stack *st = &t->stacks[t->slots[j] - 1];
+        if (st->key == key) return st;
+        j = (j + 1) & (t->n_slots - 1);
+    }
+    if (t->n == t->cap_stacks) {
+        Py_ssize_t cap = t->cap_stacks ? 2 * t->cap_stacks : 16;
+        Stack *stacks = realloc(t->stacks, sizeof *stacks * (size_t)cap);
+        if (!stacks) return NULL;
+        t->stacks = stacks;
+        t->cap_stacks = cap;
+    }
+    Stack *st = &t->stacks[t->n];
+    memset(st, 0, sizeof *st);
+    st->key = key;
+    t->slots[j] = ++t->n;
+    return st;
+}
+
+static int stack_push(Stack *st, int64_t end, int64_t row) {
+    if (st->top == st->cap) {
+        Py_ssize_t cap = st->cap ? 2 * st->cap : 8;
+        int64_t *e = realloc(st->end, sizeof *e * (size_t)cap);
+        if (!e) return -1;
+        st->end = e;
+        int64_t *r = realloc(st->row, sizeof *r * (size_t)cap);
+        if (!r) return -1;
+        st->row = r;
+        st->cap = cap;
+    }
+    st->end[st->top] = end;
+    st->row[st->top] = row;
+    st->top++;
+    return 0;
+}
+
+/* _nest_sorted over the rows of one layer, without sorting them by thread first: the rows in table (time) order,
+ * each thread's own stack found by its key (pid code * 2**31 + tid code, as derive.nest makes it). Each thread sees
+ * its rows in the same order as after derive.nest's stable sort, so the results are the same. */
+static PyObject *nest_layer(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_mask, *o_pid, *o_tid, *o_ts, *o_dur, *o_parent, *o_depth, *o_self, *o_keep;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o_mask, &o_pid, &o_tid, &o_ts, &o_dur, &o_parent, &o_depth, &o_self,
+                          &o_keep))
+        return NULL;
+    View mask, pid, tid, tss, durs, parent, depth, self_ns, keep;
+    View *all[] = {&mask, &pid, &tid, &tss, &durs, &parent, &depth, &self_ns, &keep};
+    for (int i = 0; i < 9; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    Threads threads = {0};
+    int failed = 0;
+    long long overlapping = 0;
+    if (view(o_mask, &mask, 0, 1, "mask") || view(o_pid, &pid, 0, 4, "pid") || view(o_tid, &tid, 0, 4, "tid") ||
+        view(o_ts, &tss, 0, 8, "ts") || view(o_dur, &durs, 0, 8, "dur") || view(o_parent, &parent, 1, 8, "parent") ||
+        view(o_depth, &depth, 1, 4, "depth") || view(o_self, &self_ns, 1, 8, "self_ns") ||
+        (o_keep != Py_None && view(o_keep, &keep, 0, 0, "keep_self")))
+        goto done;
+    Py_ssize_t n = mask.b.len;
+    if (pid.b.len / 4 != n || tid.b.len / 4 != n || tss.b.len / 8 != n || durs.b.len / 8 != n ||
+        parent.b.len / 8 != n || depth.b.len / 4 != n || self_ns.b.len / 8 != n || (keep.held && keep.b.len != n)) {
+        PyErr_SetString(PyExc_ValueError, "nest_layer: buffers of different lengths");
+        goto done;
+    }
+    const uint8_t *m = mask.b.buf, *keep_v = keep.held ? keep.b.buf : NULL;
+    const int32_t *pid_v = pid.b.buf, *tid_v = tid.b.buf;
+    const int64_t *ts_v = tss.b.buf, *dur_v = durs.b.buf;
+    int64_t *parent_v = parent.b.buf, *self_v = self_ns.b.buf;
+    int32_t *depth_v = depth.b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t row = 0; row < n && !failed; row++) {
+        if (!m[row]) continue;
+        Stack *st = thread_stack(&threads, (int64_t)pid_v[row] * ((int64_t)1 << 31) + tid_v[row]);
+        if (!st) { failed = 1; break; }
+        int64_t ts = ts_v[row], dur = dur_v[row];
+        while (st->top && st->end[st->top - 1] <= ts) st->top--;
+        if (st->top) {
+            int64_t up = st->row[st->top - 1];
+            parent_v[row] = up;
+            depth_v[row] = (int32_t)st->top;
+            if (ts + dur <= st->end[st->top - 1]) {
+                if (!keep_v || !(keep_v[row] == 1 && keep_v[up] == 2)) self_v[up] -= dur;
+            } else {
+                overlapping++;
+                take_overrun(ts, ts + dur, row, st->end, st->row, st->top, self_v, keep_v);
+            }
+        }
+        if (stack_push(st, ts + dur, row)) failed = 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) { PyErr_NoMemory(); goto done; }
+    result = PyLong_FromLongLong(overlapping);
+done:
+    for (Py_ssize_t i = 0; i < threads.n; i++) { free(threads.stacks[i].end); free(threads.stacks[i].row); }
+    free(threads.stacks);
+    free(threads.slots);
+    for (int i = 0; i < 9; i++) release(all[i]);
+    return result;
+}
+
 /* new_of[old id] = row of that id after the sort (-1: no row), for ids below size */
 static PyObject *invert_ids(PyObject *self, PyObject *args) {
     (void)self;
@@ -196,6 +326,10 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"nest_layer", nest_layer, METH_VARARGS,
+     "nest_layer(mask, pid_codes, tid_codes, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nThe nesting walk "
+     "of derive.nest for the rows where mask is set, in table order, each thread on its own stack (uint8 mask, "
+     "int32 codes, int64 times; parent/self_ns int64, depth int32 written in place)."},
     {"step_of", step_of, METH_VARARGS,
      "step_of(ts, starts, ends, numbers, out, found, latest_start) -> None\n\nThe step number of each time "
      "into out (found[i] 0 where none): derive.assign_steps's two rules (int64 buffers, found bytes)."},

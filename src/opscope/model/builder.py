@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.model.ranges import arange
 from opscope.model.schema import ARGS, COUNTERS, DERIVED_COLUMNS, EVENTS, FLOWS, MEMORY, STEPS
 from opscope.model.trace import Trace
 
@@ -81,7 +82,7 @@ class TraceBuilder:
             self.dropped_times += n_bad
             batch = batch.filter(valid)
         first = self._n_events
-        ids = pa.array(range(first, first + batch.num_rows), pa.int64())
+        ids = arange(first, first + batch.num_rows)
         given = ids
         if n_bad:  # the ids of the kept rows, null where a row was dropped
             kept = pc.subtract(pc.cumulative_sum(pc.cast(valid, pa.int64())), 1 - first)

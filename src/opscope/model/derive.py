@@ -15,6 +15,7 @@ from itertools import pairwise
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
 
@@ -125,7 +126,7 @@ def _count_long_names(names: pa.ChunkedArray) -> int:
 def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
     """Make ``event_id`` the row index (readers may have dropped rows) and remap ``args`` to it."""
     old = events["event_id"].combine_chunks()
-    new = pa.array(range(events.num_rows), pa.int64())
+    new = arange(0, events.num_rows)
     if old.equals(new):
         return events
     args = trace.args
@@ -140,9 +141,12 @@ def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
         where = pc.if_else(pc.equal(where, -1), pa.scalar(None, pa.int64()), where)
     else:
         where = pc.index_in(args["event_id"], value_set=old)
-    keep = pc.is_valid(where)
-    trace.args = pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()),
-                            "args": pc.filter(args["args"], keep)})
+    if where.null_count == 0:  # every args row still has its event: the text is kept as it is, not copied
+        trace.args = pa.table({"event_id": pc.cast(where, pa.int64()), "args": args["args"]})
+    else:
+        keep = pc.is_valid(where)
+        trace.args = pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()),
+                                "args": pc.filter(args["args"], keep)})
     return events.set_column(events.schema.get_field_index("event_id"), "event_id", new)
 
 
@@ -189,8 +193,16 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
         flags = pc.add(pc.multiply(pc.cast(kind_mask(events, ("runtime",)), pa.int8()), 1),
                        pc.multiply(pc.cast(kind_mask(events, ("cpu_op",)), pa.int8()), 2))
         keep_self = bytes(pc.cast(flags, pa.uint8()).to_pylist())
+    codes = [_codes(events[c]).combine_chunks() for c in ("pid", "tid")] if n else []
+    native = _native() and n and not any(c.null_count for c in codes)
     for layer in (OP_LAYER, PYTHON_LAYER):
         in_layer = pc.and_(kind_mask(events, layer), pc.is_null(events["stream"]))
+        if native:  # each row to its thread's stack in the C walk, without sorting the rows by thread
+            mask = pc.cast(pc.fill_null(in_layer, False), pa.uint8()).combine_chunks()
+            overlapping += _derive.nest_layer(_view(mask, "B"), _view(codes[0], "i"), _view(codes[1], "i"),
+                                              _int64_view(events["ts_ns"]), _int64_view(events["dur_ns"]), parent,
+                                              depth, self_ns, keep_self)
+            continue
         rows = pc.cast(pc.indices_nonzero(in_layer), pa.int64())
         if len(rows) == 0:
             continue
@@ -225,10 +237,16 @@ def _nest_walk():
 
 def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:
     """The values of a null-free int64 column as a memoryview (no Python object per value)."""
+    return _view(values, "q")
+
+
+def _view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:
+    """The values of a null-free fixed-width column as a memoryview of ``fmt`` items (``q`` int64, ``i`` int32, ``B``
+    uint8)."""
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if len(arr) == 0:
-        return memoryview(array("q"))
-    return memoryview(arr.buffers()[1]).cast("q")[arr.offset:arr.offset + len(arr)]
+        return memoryview(array(fmt))
+    return memoryview(arr.buffers()[1]).cast(fmt)[arr.offset:arr.offset + len(arr)]
 
 
 def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns, keep_self=None) -> int:
@@ -319,8 +337,10 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     dup = pc.filter(candidates, folded)
     if len(dup) == 0:
         return none_merged, self_ns
-    row_ids = pa.array(range(n), pa.int64())
-    merged = pc.is_in(row_ids, value_set=dup)
+    row_ids = arange(0, n)
+    # each row's place among the candidates (where it is one): merged where that candidate was folded
+    place = pc.max_element_wise(pc.subtract(pc.cumulative_sum(pc.cast(same, pa.int64())), 1), 0)
+    merged = pc.and_(same, pc.take(folded, place))
     kept = _kept_ancestors(merged, parent, row_ids)
     # each folded row's self time goes to its nearest kept ancestor
     moved = pa.table({"target": pc.take(kept, dup), "ns": pc.take(self_ns, dup)}).group_by("target").aggregate(

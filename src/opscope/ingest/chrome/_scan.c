@@ -184,6 +184,31 @@ typedef struct {
     double d;   /* T_FLOAT */
 } Val;
 
+/* A number per JSON's grammar, only checked (a value nobody reads: no conversion). */
+static int check_number(Cur *c) {
+    const unsigned char *p = c->p, *end = c->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return DECLINE;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') while (p < end && *p >= '0' && *p <= '9') p++;
+    else return DECLINE;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return DECLINE;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return DECLINE;
+        const unsigned char *digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p - digits > 4) return DECLINE; /* as scan_number: such exponents are the Python path's */
+    }
+    c->p = p;
+    return 0;
+}
+
 /* A number per JSON's grammar; ints of at most MAX_DIGITS digits, floats a finite double. */
 static int scan_number(Cur *c, Val *v) {
     const unsigned char *p = c->p, *start = p;
@@ -266,15 +291,18 @@ static int scan_number(Cur *c, Val *v) {
     memcpy(tmp, start, n);
     tmp[n] = 0;
     char *stop = NULL;
+    PyGILState_STATE gil = PyGILState_Ensure(); /* the scan runs without the GIL; CPython's conversion needs it */
     double d = PyOS_string_to_double(tmp, &stop, NULL);
-    if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return DECLINE; }
-    if (stop != tmp + n || !isfinite(d)) return DECLINE;
+    int failed = d == -1.0 && PyErr_Occurred();
+    if (failed) PyErr_Clear();
+    PyGILState_Release(gil);
+    if (failed || stop != tmp + n || !isfinite(d)) return DECLINE;
     v->type = T_FLOAT;
     v->d = d;
     return 0;
 }
 
-static int skip_value(Cur *c, int depth, Val *v);
+static int skip_value(Cur *c, int depth, Val *v, int need);
 
 static int expect_literal(Cur *c, const char *word, int type, Val *v) {
     size_t n = strlen(word);
@@ -286,8 +314,8 @@ static int expect_literal(Cur *c, const char *word, int type, Val *v) {
     return 0;
 }
 
-/* Any value: its type and span (objects and arrays are only validated). */
-static int skip_value(Cur *c, int depth, Val *v) {
+/* Any value: its type and span (objects and arrays are only validated; a number is converted when needed). */
+static int skip_value(Cur *c, int depth, Val *v, int need) {
     Val inner;
     if (c->p >= c->end) return DECLINE;
     switch (*c->p) {
@@ -309,7 +337,7 @@ static int skip_value(Cur *c, int depth, Val *v) {
                 if (c->p >= c->end || *c->p != ':') return DECLINE;
                 c->p++;
                 skip_ws(c);
-                if (skip_value(c, depth + 1, &inner)) return DECLINE;
+                if (skip_value(c, depth + 1, &inner, 0)) return DECLINE;
                 skip_ws(c);
                 if (c->p < c->end && *c->p == ',') { c->p++; continue; }
                 if (c->p < c->end && *c->p == '}') { c->p++; v->e = c->p; return 0; }
@@ -324,7 +352,7 @@ static int skip_value(Cur *c, int depth, Val *v) {
             if (c->p < c->end && *c->p == ']') { c->p++; v->e = c->p; return 0; }
             for (;;) {
                 skip_ws(c);
-                if (skip_value(c, depth + 1, &inner)) return DECLINE;
+                if (skip_value(c, depth + 1, &inner, 0)) return DECLINE;
                 skip_ws(c);
                 if (c->p < c->end && *c->p == ',') { c->p++; continue; }
                 if (c->p < c->end && *c->p == ']') { c->p++; v->e = c->p; return 0; }
@@ -334,7 +362,10 @@ static int skip_value(Cur *c, int depth, Val *v) {
         case 't': return expect_literal(c, "true", T_BOOL, v);
         case 'f': return expect_literal(c, "false", T_BOOL, v);
         case 'n': return expect_literal(c, "null", T_NULL, v);
-        default: return scan_number(c, v);
+        default:
+            if (need) return scan_number(c, v);
+            v->type = T_INT; /* a number nobody reads */
+            return check_number(c);
     }
 }
 
@@ -350,20 +381,45 @@ static const char *ARG_KEYS[A_KEYS] = {"correlation", "External id", "external i
                                        "Device Type", "Device Id", "Addr", "Bytes", "Total Allocated",
                                        "Total Reserved"};
 
-static int key_index(const unsigned char *s, const unsigned char *e, const char **keys, const size_t *lens, int n) {
+/* Which picked key a member's key is: a 256-slot table on (length, first and last byte) gives the one candidate to
+ * compare (a slot two keys share sends the lookup to a linear search), so that the many keys nobody picks cost one
+ * table read each. */
+#define KEY_SLOTS 256
+#define SLOT_SHARED (-2)
+
+static inline unsigned key_slot(const unsigned char *s, size_t len) {
+    return (unsigned)(len * 31u + s[0] * 7u + s[len - 1]) & (KEY_SLOTS - 1);
+}
+
+static void key_table(const char **keys, const size_t *lens, int n, signed char *table) {
+    for (int i = 0; i < KEY_SLOTS; i++) table[i] = -1;
+    for (int i = 0; i < n; i++) {
+        unsigned slot = key_slot((const unsigned char *)keys[i], lens[i]);
+        table[slot] = table[slot] == -1 ? (signed char)i : SLOT_SHARED;
+    }
+}
+
+static int key_index(const unsigned char *s, const unsigned char *e, const char **keys, const size_t *lens, int n,
+                     const signed char *table) {
     size_t len = (size_t)(e - s);
-    for (int i = 0; i < n; i++)
+    if (len == 0) return -1;
+    int i = table[key_slot(s, len)];
+    if (i >= 0) return lens[i] == len && memcmp(keys[i], s, len) == 0 ? i : -1;
+    if (i == -1) return -1;
+    for (i = 0; i < n; i++)
         if (lens[i] == len && *s == (unsigned char)keys[i][0] && memcmp(keys[i], s, len) == 0) return i;
     return -1;
 }
 
 static size_t TOP_LENS[K_TOP], ARG_LENS[A_KEYS];
+static signed char TOP_TABLE[KEY_SLOTS], ARG_TABLE[KEY_SLOTS];
 
 /* The keys an object's members are picked by, and optionally the object under one of them read the same way (an
  * event's args: read in the same pass that validates them). */
 typedef struct Pick {
     const char **keys;
     const size_t *lens;
+    const signed char *table;
     int n;
     Val *found;
     int nested_key; /* -1: none */
@@ -379,10 +435,10 @@ static int scan_object(Cur *c, int depth, Pick *pick) {
     c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
+    Val scratch; /* the value of a key nobody picked */
     for (;;) {
         const unsigned char *ks, *ke;
         int esc;
-        Val v;
         skip_ws(c);
         if (scan_string(c, &ks, &ke, &esc)) return DECLINE;
         if (esc) return DECLINE; /* an escaped key might spell a picked one */
@@ -391,23 +447,21 @@ static int scan_object(Cur *c, int depth, Pick *pick) {
         c->p++;
         skip_ws(c);
         const unsigned char *raw = c->p;
-        int k = key_index(ks, ke, pick->keys, pick->lens, pick->n);
+        int k = key_index(ks, ke, pick->keys, pick->lens, pick->n, pick->table);
+        /* written in place (a copy of a just-written struct stalls on store forwarding) */
+        Val *v = k >= 0 ? &found[k] : &scratch;
+        if (k >= 0 && v->type != T_NONE) return DECLINE; /* repeated: msgspec keeps the last */
         if (k >= 0 && k == pick->nested_key && c->p < c->end && *c->p == '{') {
             if (depth + 1 >= MAX_DEPTH) return DECLINE;
-            if (found[k].type != T_NONE) return DECLINE;
             if (scan_object(c, depth + 1, pick->nested)) return DECLINE;
-            v.type = T_OBJ;
-            v.s = raw;
-            v.e = c->p;
-        } else if (skip_value(c, depth + 1, &v)) {
+            v->type = T_OBJ;
+            v->s = raw;
+            v->e = c->p;
+        } else if (skip_value(c, depth + 1, v, k >= 0)) {
             return DECLINE;
         }
-        v.rs = raw;
-        v.re = c->p;
-        if (k >= 0) {
-            if (found[k].type != T_NONE) return DECLINE; /* repeated: msgspec keeps the last */
-            found[k] = v;
-        }
+        v->rs = raw;
+        v->re = c->p;
         skip_ws(c);
         if (c->p < c->end && *c->p == ',') { c->p++; continue; }
         if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
@@ -804,8 +858,8 @@ static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_o
     }
     if (c.p >= c.end || *c.p != '{') return DECLINE; /* empty, or not an object: the Python path */
     Val k[K_TOP], a[A_KEYS];
-    Pick args = {ARG_KEYS, ARG_LENS, A_KEYS, a, -1, NULL};
-    Pick top = {TOP_KEYS, TOP_LENS, K_TOP, k, K_ARGS, &args};
+    Pick args = {ARG_KEYS, ARG_LENS, ARG_TABLE, A_KEYS, a, -1, NULL};
+    Pick top = {TOP_KEYS, TOP_LENS, TOP_TABLE, K_TOP, k, K_ARGS, &args};
     for (;;) {
         skip_ws(&c);
         const unsigned char *start = c.p;
@@ -844,6 +898,7 @@ static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_o
 typedef struct {
     PyObject_HEAD
     Out o;
+    int busy; /* a feed is running (without the GIL): the columns are not to be touched */
 } Scanner;
 
 static PyObject *bytes_of(const Buf *b) { return PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len); }
@@ -894,9 +949,20 @@ static PyObject *feed(Scanner *self, PyObject *arg, Py_ssize_t start, Py_ssize_t
         PyErr_SetString(PyExc_ValueError, "feed_items: start and end must lie within the buffer, start <= end");
         return NULL;
     }
+    if (self->busy) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "Scanner: used from two threads at once");
+        return NULL;
+    }
+    self->busy = 1;
     Mark m;
     mark(&self->o, &m);
-    int r = scan_chunk(&self->o, (const unsigned char *)view.buf + start, (size_t)(end - start), items_only);
+    int r;
+    Py_BEGIN_ALLOW_THREADS /* the bytes are immutable and held by the view; the inflate thread and the caller's
+                            * other threads run meanwhile */
+    r = scan_chunk(&self->o, (const unsigned char *)view.buf + start, (size_t)(end - start), items_only);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
     PyBuffer_Release(&view);
     if (r) {
         rollback(&self->o, &m);
@@ -919,12 +985,20 @@ static PyObject *scanner_feed_items(Scanner *self, PyObject *args) {
 
 static PyObject *scanner_pending(Scanner *self, PyObject *unused) {
     (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner: used from two threads at once");
+        return NULL;
+    }
     Out *o = &self->o;
     return PyLong_FromSize_t(o->ts.v.n + o->f_ts.v.n + o->m_ts.v.n);
 }
 
 static PyObject *scanner_take(Scanner *self, PyObject *unused) {
     (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner: used from two threads at once");
+        return NULL;
+    }
     Out *o = &self->o;
     PyObject *d = PyDict_New();
     if (!d) return NULL;
@@ -978,6 +1052,8 @@ PyMODINIT_FUNC PyInit__scan(void) {
     init_tables();
     for (int i = 0; i < K_TOP; i++) TOP_LENS[i] = strlen(TOP_KEYS[i]);
     for (int i = 0; i < A_KEYS; i++) ARG_LENS[i] = strlen(ARG_KEYS[i]);
+    key_table(TOP_KEYS, TOP_LENS, K_TOP, TOP_TABLE);
+    key_table(ARG_KEYS, ARG_LENS, A_KEYS, ARG_TABLE);
     if (PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -21,6 +21,7 @@ from opscope.ingest.chrome import tensorflow
 from opscope.ingest.chrome.native import NativeBatch
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, as_int, id_array, int_array, safe_str, str_array
+from opscope.model.ranges import arange
 from opscope.model.schema import COUNTERS
 
 
@@ -334,7 +335,7 @@ class EventColumns:
         all_kinds = pa.array(kinds + [null_kind, "marker"], pa.string())
         idx = pc.fill_null(codes, len(kinds))
         if n_slices < n:
-            idx = pc.if_else(pc.less(pa.array(range(n), pa.int64()), n_slices), pc.cast(idx, pa.int64()),
+            idx = pc.if_else(pc.less(arange(0, n), n_slices), pc.cast(idx, pa.int64()),
                              len(kinds) + 1)
         return pa.DictionaryArray.from_arrays(pc.cast(idx, pa.int32()), all_kinds)
 

@@ -8,6 +8,10 @@ held as Python dicts. Imported only when a file is parsed (see :mod:`opscope.ing
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,19 +97,15 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
 def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, columns: EventColumns,
                  native: Any = None) -> Trace:
     try:
-        for events, chunk in stream.batches():
-            if events.__class__ is Accepted:  # the C reader holds its rows
-                if events.rest is not None:  # metadata and counters: no rows, so no order to keep with them
-                    columns.add_batch(_decode_batch(events.rest), _decode_exact(events.rest) if events.exact else None)
-                if native.pending() >= TAKE_ROWS:
-                    columns.add_native(NativeBatch(native.take()))
-                continue
-            if native is not None and native.pending():  # the rows held come first: the file's order
-                columns.add_native(NativeBatch(native.take()))
-            exact = _exact_times(events, chunk)
-            columns.add_batch(events, exact)
-        if native is not None and native.pending():
-            columns.add_native(NativeBatch(native.take()))
+        for item in (_batches(stream) if native is None else _pipelined(stream, native)):
+            if item[0] == "rows":
+                columns.add_native(NativeBatch(item[1]))
+            elif item[0] == "rest":  # metadata and counters the C reader left: no rows, so no order to keep
+                rest, exact = item[1], item[2]
+                columns.add_batch(_decode_batch(rest), _decode_exact(rest) if exact else None)
+            else:
+                events, chunk = item[1], item[2]
+                columns.add_batch(events, _exact_times(events, chunk))
     except NotAnEventArray as exc:
         if source.truncated and not stream.report.found_events:
             raise TraceError(path, "gzip stream ends early before any trace events",
@@ -115,6 +115,72 @@ def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, colum
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"malformed JSON header ({exc})") from None
     return columns.finish(stream.report.header)
+
+
+def _batches(stream: EventArrayStream) -> Iterator[tuple]:
+    """The Python path's work items: ("events", decoded structs, the chunk they came from)."""
+    for events, chunk in stream.batches():
+        yield "events", events, chunk
+
+
+def _native_items(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
+    """The work items with a C reader, in the file's order: ("rows", columns it held), ("rest", metadata and
+    counter events it left, exact), ("events", ...) for a chunk it declined (the rows held are taken first)."""
+    for events, chunk in stream.batches():
+        if events.__class__ is Accepted:
+            if events.rest is not None:
+                yield "rest", events.rest, events.exact
+            if native.pending() >= TAKE_ROWS:
+                yield "rows", native.take()
+            continue
+        if native.pending():
+            yield "rows", native.take()
+        yield "events", events, chunk
+    if native.pending():
+        yield "rows", native.take()
+
+
+_DONE = ("done",)
+
+
+def _pipelined(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
+    """:func:`_native_items` produced on a thread: while this one turns rows into Arrow tables, the producer cuts
+    the next chunks and the C reader scans them without the GIL (and the inflate thread runs beside both). Its
+    errors are raised here, in order; leaving early stops it."""
+    items: queue.Queue = queue.Queue(maxsize=4)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in _native_items(stream, native):
+                while not stop.is_set():
+                    try:
+                        items.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put(_DONE)
+        except BaseException as exc:  # raised again in the reading thread
+            items.put(("error", exc))
+
+    producer = threading.Thread(target=produce, name="opscope-scan", daemon=True)
+    producer.start()
+    try:
+        while True:
+            item = items.get()
+            if item is _DONE:
+                return
+            if item[0] == "error":
+                raise item[1]
+            yield item
+    finally:
+        stop.set()
+        while producer.is_alive():  # let a producer blocked on a full queue see the stop
+            with contextlib.suppress(queue.Empty):
+                items.get(timeout=0.1)
+        producer.join()
 
 
 def _items_decoder(native: Any) -> Any:
