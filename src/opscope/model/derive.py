@@ -246,7 +246,7 @@ def _view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if len(arr) == 0:
         return memoryview(array(fmt))
-    return memoryview(arr.buffers()[1]).cast(fmt)[arr.offset:arr.offset + len(arr)]
+    return memoryview(arr.buffers()[1]).cast(fmt)[arr.offset:arr.offset + len(arr)]  # type: ignore[call-overload]
 
 
 def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns, keep_self=None) -> int:
