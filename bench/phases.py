@@ -6,8 +6,9 @@ Runs the phases one after another in this process, each timed alone (wall and CP
 is that phase's own cost, not its share of an overlapped run:
 
 * inflate (zlib) / inflate (ISA-L): decompressing the file and nothing else (0 for a plain .json);
-* cut + decode: finding the chunk boundaries of the event array and msgspec's decoding of the chunks, less inflate;
-* columns: turning the decoded events into Arrow columns (``EventColumns.add_batch``) and the builder's tables;
+* cut + decode: finding the chunk boundaries of the event array and decoding the chunks, less inflate: with the C
+  reader (``_scan.c``, where built) its scan straight into column buffers, else msgspec's decoding into structs;
+* columns: turning those into Arrow columns (``EventColumns.add_native`` / ``add_batch``) and the builder's tables;
 * complete: time order, nesting, self time, steps (``model.derive.complete``);
 * cache write: the Parquet entry (``model.cache.store``) into an empty directory;
 * cached open: ``open_trace`` from that entry, reading the events columns a command reads.
@@ -69,19 +70,20 @@ def profile(path: Path) -> dict[str, dict[str, float]]:
     isal_clock = _inflate(path, fast=True)
     stream_clock, columns_clock, complete_clock = Clock(), Clock(), Clock()
     source = ByteSource(path)
-    stream = EventArrayStream(source.blocks(), reader._decode_batch, reader._decode_one_exact)
+    native = reader.scanner()  # the C reader where built (OPSCOPE_NATIVE=0: the Python path), here on one thread
+    stream = EventArrayStream(source.blocks(), reader._decode_batch, reader._decode_one_exact,
+                              chunk_size=reader.CHUNK_BYTES, decode_items=reader._items_decoder(native))
     columns = EventColumns(TraceBuilder(str(path), reader.FORMAT))
-    batches = stream.batches()
+    items = reader._batches(stream) if native is None else reader.native_items(stream, native)
     with fast_type_inference():
         while True:
             with stream_clock:
-                item = next(batches, None)
+                item = next(items, None)
             if item is None:
                 break
             with columns_clock:
-                events, chunk = item
-                columns.add_batch(events, reader._exact_times(events, chunk))
-            del item, events, chunk
+                reader.apply_item(columns, item)
+            del item
         with columns_clock:
             trace = columns.finish(stream.report.header)
     with complete_clock:
@@ -107,6 +109,7 @@ def profile(path: Path) -> dict[str, dict[str, float]]:
         "cache_write": store_clock.row(),
         "cached_open": cached_clock.row(),
         "events": {"rows": rows},
+        "reader": {"c": native is not None},
     }
 
 

@@ -74,6 +74,23 @@ def _skip(buf: bytes, pos: int, chars: bytes) -> int:
     return pos
 
 
+def _last_boundaries(buf: bytes, lo: int, limit: int, end: int, count: int) -> list[int]:
+    """The last ``count`` boundary candidates (``_BOUNDARY`` matches within ``buf[lo:end]``) starting before
+    ``limit``, last first. Searched backwards from ``limit`` (``rfind`` of ``}``): the same ones a forward search of
+    the window finds, without going over the hundreds before them. (Matches cannot overlap: one consumes only
+    blanks, ``,``, ``{`` or ``]`` after its ``}``.)"""
+    found: list[int] = []
+    at = limit
+    while len(found) < count:
+        i = buf.rfind(b"}", lo, at)
+        if i == -1:
+            break
+        if _BOUNDARY.match(buf, i, end):
+            found.append(i)
+        at = i
+    return found
+
+
 class EventArrayStream:
     """Yield decoded batches of events from ``blocks`` (decompressed bytes).
 
@@ -268,13 +285,12 @@ class EventArrayStream:
         window = _CUT_WINDOW
         lo = max(pos, limit - window)
         while True:
-            candidates = [m.start() for m in _BOUNDARY.finditer(buf, lo, min(len(buf), limit + 64))
-                          if m.start() < limit]
+            candidates = _last_boundaries(buf, lo, limit, min(len(buf), limit + 64), _CUT_SEARCH_TRIES)
             if candidates or lo == pos:
                 break
             window *= 4  # geometric: a boundary far back costs a linear scan, not one per window
             lo = max(pos, limit - window)
-        for close in reversed(candidates[-_CUT_SEARCH_TRIES:]):
+        for close in candidates:
             result = self._decode_to(buf, pos, close)
             if result is not None:
                 return result

@@ -98,14 +98,7 @@ def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, colum
                  native: Any = None) -> Trace:
     try:
         for item in (_batches(stream) if native is None else _pipelined(stream, native)):
-            if item[0] == "rows":
-                columns.add_native(NativeBatch(item[1]))
-            elif item[0] == "rest":  # metadata and counters the C reader left: no rows, so no order to keep
-                rest, exact = item[1], item[2]
-                columns.add_batch(_decode_batch(rest), _decode_exact(rest) if exact else None)
-            else:
-                events, chunk = item[1], item[2]
-                columns.add_batch(events, _exact_times(events, chunk))
+            apply_item(columns, item)
     except NotAnEventArray as exc:
         if source.truncated and not stream.report.found_events:
             raise TraceError(path, "gzip stream ends early before any trace events",
@@ -117,13 +110,25 @@ def _read_events(path: Path, source: ByteSource, stream: EventArrayStream, colum
     return columns.finish(stream.report.header)
 
 
+def apply_item(columns: EventColumns, item: tuple) -> None:
+    """One work item of :func:`_batches` or :func:`native_items` into ``columns``."""
+    if item[0] == "rows":
+        columns.add_native(NativeBatch(item[1]))
+    elif item[0] == "rest":  # metadata and counters the C reader left: no rows, so no order to keep
+        rest, exact = item[1], item[2]
+        columns.add_batch(_decode_batch(rest), _decode_exact(rest) if exact else None)
+    else:
+        events, chunk = item[1], item[2]
+        columns.add_batch(events, _exact_times(events, chunk))
+
+
 def _batches(stream: EventArrayStream) -> Iterator[tuple]:
     """The Python path's work items: ("events", decoded structs, the chunk they came from)."""
     for events, chunk in stream.batches():
         yield "events", events, chunk
 
 
-def _native_items(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
+def native_items(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
     """The work items with a C reader, in the file's order: ("rows", columns it held), ("rest", metadata and
     counter events it left, exact), ("events", ...) for a chunk it declined (the rows held are taken first)."""
     for events, chunk in stream.batches():
@@ -144,7 +149,7 @@ _DONE = ("done",)
 
 
 def _pipelined(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
-    """:func:`_native_items` produced on a thread: while this one turns rows into Arrow tables, the producer cuts
+    """:func:`native_items` produced on a thread: while this one turns rows into Arrow tables, the producer cuts
     the next chunks and the C reader scans them without the GIL (and the inflate thread runs beside both). Its
     errors are raised here, in order; leaving early stops it."""
     items: queue.Queue = queue.Queue(maxsize=4)
@@ -152,7 +157,7 @@ def _pipelined(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
 
     def produce() -> None:
         try:
-            for item in _native_items(stream, native):
+            for item in native_items(stream, native):
                 while not stop.is_set():
                     try:
                         items.put(item, timeout=0.1)
