@@ -126,3 +126,24 @@ def test_corrupt_side_table_found_on_first_use_is_one_error_and_removes_the_entr
     rebuilt = open_trace(path, cache_dir=cache)
     assert "from_cache" not in rebuilt.metadata and rebuilt.steps.to_pylist() == expected
     assert open_trace(path, cache_dir=cache).steps.to_pylist() == expected
+
+
+@pytest.mark.parametrize("failing", ["events", "flows"])
+def test_a_failed_table_write_on_either_thread_keeps_no_entry(tmp_path, monkeypatch, failing):
+    # the largest table is written on a second thread: its failure (a full disk) is the write's failure too, and
+    # neither a half-written entry nor its temporary directory is left
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    root = tmp_path / "cache"
+    real = pq.write_table
+
+    def write(table, where, **kw):
+        if where.name == f"{failing}.parquet":
+            raise OSError(28, "No space left on device")
+        return real(table, where, **kw)
+
+    monkeypatch.setattr(cache_mod.pq, "write_table", write)
+    assert cache_mod.store(tmp_path / "t.json", trace, root) is None
+    assert list(root.iterdir()) == []
+    monkeypatch.setattr(cache_mod.pq, "write_table", real)
+    entry = cache_mod.store(tmp_path / "t.json", trace, root)
+    assert entry is not None and (entry / f"{failing}.parquet").is_file()

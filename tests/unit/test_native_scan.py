@@ -25,8 +25,10 @@ needs_nest = pytest.mark.skipif(derive._derive is None, reason="the C nesting wa
 
 def test_the_extensions_are_built_where_a_compiler_is():
     # setup.py builds them as optional: a silent failure would leave every trace on the slow path
-    if not (shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc")):
-        pytest.skip("no C compiler here: opscope runs on its Python paths")
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not shutil.which(compiler) or not headers.exists():
+        pytest.skip(f"no C compiler ({compiler}) or no Python headers ({headers}): opscope runs on its Python paths")
     assert native._scan is not None and derive._derive is not None
 
 
