@@ -5,7 +5,7 @@
 
 from setuptools import Extension, setup
 
-FLAGS = ["-O2", "-Wall"]
+FLAGS = ["-O3", "-Wall"]
 
 setup(ext_modules=[
     Extension("opscope.ingest.chrome._scan", ["src/opscope/ingest/chrome/_scan.c"], optional=True,

@@ -10,7 +10,9 @@ import os
 import re
 import threading
 from array import array
+from collections.abc import Callable
 from itertools import pairwise
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,6 +20,9 @@ import pyarrow.compute as pc
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 try:  # the loops over every event in C (_derive.c), where it was built; the Python ones below are the definition
     from opscope.model import _derive  # type: ignore[attr-defined]
@@ -63,13 +68,19 @@ def complete(trace: Trace) -> Trace:
     events = pa.table(columns, names=names)
     del columns
     events = _mark_comm(events)
-    parent, depth, self_ns, overlapping = nest(events, runtime_is_op_time=trace.metadata.get("tool") ==
-                                               XPROF_SELF_TIME_TOOL)
+
+    def nesting() -> tuple[pa.Array, pa.Array, pa.Array, int]:
+        return nest(events, runtime_is_op_time=trace.metadata.get("tool") == XPROF_SELF_TIME_TOOL)
+
+    def stepping() -> tuple[pa.Table, pa.Array]:
+        steps = trace.steps if trace.steps.num_rows else find_steps(events)  # a reader's own step marks come first
+        return steps, assign_steps(events, steps)
+
+    # independent of each other, and mostly Arrow and C work without the GIL: on two threads
+    (parent, depth, self_ns, overlapping), (steps, step) = _side_by_side(nesting, stepping)
     if overlapping:
         trace.warn("events overlap the event they start in partly, on the same thread (not nested); their shared "
                    "time is counted once in self times", overlapping)
-    steps = trace.steps if trace.steps.num_rows else find_steps(events)  # a reader's own step marks come first
-    step = assign_steps(events, steps)
     events = events.append_column("parent", parent)
     events = events.append_column("depth", depth)
     events = events.append_column("self_ns", self_ns)
@@ -80,6 +91,28 @@ def complete(trace: Trace) -> Trace:
     trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS), trace)
     trace.steps = steps
     return trace
+
+
+def _side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """``(first(), second())``, ``first`` on a second thread; its error is raised here."""
+    result: list = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(first())
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    helper = threading.Thread(target=run, name="opscope-derive")
+    helper.start()
+    try:
+        other = second()
+    finally:
+        helper.join()
+    if failed:
+        raise failed[0]
+    return result[0], other
 
 
 def _take_in_place(columns: list, order: pa.Array) -> None:

@@ -35,7 +35,7 @@ typedef struct {
     size_t len, cap;
 } Buf;
 
-static int buf_grow(Buf *b, size_t extra) {
+static inline int buf_grow(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + extra) cap *= 2;
@@ -46,7 +46,7 @@ static int buf_grow(Buf *b, size_t extra) {
     return 0;
 }
 
-static int buf_put(Buf *b, const void *src, size_t n) {
+static inline int buf_put(Buf *b, const void *src, size_t n) {
     if (buf_grow(b, n)) return OOM;
     if (n) memcpy(b->p + b->len, src, n);
     b->len += n;
@@ -58,7 +58,7 @@ typedef struct {
     size_t n, nulls;
 } Validity;
 
-static int valid_push(Validity *v, int ok) {
+static inline int valid_push(Validity *v, int ok) {
     if (v->n % 8 == 0) {
         char zero = 0;
         if (buf_put(&v->valid, &zero, 1)) return OOM;
@@ -76,7 +76,7 @@ typedef struct {
     Buf data;
 } IntCol;
 
-static int int_push(IntCol *c, int ok, int64_t value) {
+static inline int int_push(IntCol *c, int ok, int64_t value) {
     if (!ok) value = 0;
     if (buf_put(&c->data, &value, sizeof value)) return OOM;
     return valid_push(&c->v, ok);
@@ -93,7 +93,7 @@ static int str_init(StrCol *c) {
     return buf_put(&c->offsets, &zero, sizeof zero);
 }
 
-static int str_push(StrCol *c, int ok, const char *s, size_t n) {
+static inline int str_push(StrCol *c, int ok, const char *s, size_t n) {
     if (!ok) n = 0;
     if (c->data.len + n > INT32_MAX) return DECLINE;
     if (ok && buf_put(&c->data, s, n)) return OOM;
@@ -910,7 +910,9 @@ static int put(PyObject *d, const char *key, PyObject *value) {
     return r;
 }
 
-/* (validity bitmap or None when nothing is null, values) and (validity or None, offsets, data) */
+/* (validity bitmap or None when nothing is null, values) and (validity or None, offsets, data), copied out: the
+ * scanner's buffers are kept for the next rows (handing them over and allocating afresh was faster by a little and
+ * held more memory: glibc serves the new buffers from freed, resident memory) */
 static PyObject *int_tuple(const IntCol *c) {
     if (c->v.nulls) return Py_BuildValue("(NN)", bytes_of(&c->v.valid), bytes_of(&c->data));
     return Py_BuildValue("(ON)", Py_None, bytes_of(&c->data));
