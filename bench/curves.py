@@ -76,8 +76,9 @@ TreePerfAnalyzer.from_file(sys.argv[1])
 REFERENCE, NO_CACHE = "reference: gunzip + orjson.loads", "opscope summary --no-cache"
 COLD, WARM = "opscope summary, first open (writes cache)", "opscope summary, cached re-open"
 HTA, TRACELENS = "HTA 0.5.0 TraceAnalysis load", "TraceLens TreePerfAnalyzer.from_file"
+PYTHON_PATH = "opscope summary --no-cache, Python path (OPSCOPE_NATIVE=0)"
 SHORT = {REFERENCE: "orjson (reference)", NO_CACHE: "opscope --no-cache", COLD: "opscope first open",
-         WARM: "opscope cached", HTA: "HTA 0.5.0", TRACELENS: "TraceLens"}
+         WARM: "opscope cached", HTA: "HTA 0.5.0", TRACELENS: "TraceLens", PYTHON_PATH: "opscope --no-cache, Python"}
 
 
 def parse_sizes(spec: str) -> list[tuple[str, int]]:
@@ -175,7 +176,8 @@ def bench_size(label: str, path: Path, repeat: int, args) -> list[Case]:
                "" if args.hta_ok else args.hta_why)
     tl = case(TRACELENS, [args.tracelens_python, "-c", TRACELENS_CODE, str(path)], args.skip_tracelens,
               "" if args.tl_ok else args.tl_why)
-    cases = [c for c in (ref, nocache, cold, warm, hta, tl) if c is not None]
+    python_path = Case(label, PYTHON_PATH, cli + ["--no-cache"]) if args.python_path else None
+    cases = [c for c in (ref, nocache, python_path, cold, warm, hta, tl) if c is not None]
 
     def run(c: Case, env: dict[str, str], cwd: Path | None = None) -> bool:
         if c.error is not None or any(r.rc != 0 for r in c.runs):
@@ -191,6 +193,8 @@ def bench_size(label: str, path: Path, repeat: int, args) -> list[Case]:
         print(f"[{label}] round {i + 1}/{repeat}", file=sys.stderr, flush=True)
         run(ref, base_env)
         run(nocache, base_env)
+        if python_path is not None:  # the same command without the C parts (ingest/chrome/_scan.c, model/_derive.c)
+            run(python_path, dict(base_env, OPSCOPE_NATIVE="0"))
         shutil.rmtree(cache, ignore_errors=True)  # first open: an empty cache; re-open: the cache it wrote
         cache.mkdir()
         cache_env = dict(base_env, OPSCOPE_CACHE_DIR=str(cache))
@@ -403,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big-repeat", type=int, default=1, help="runs per case for sizes of 1.5 GB and more")
     ap.add_argument("--skip-hta", action="store_true", help="do not run HolisticTraceAnalysis")
     ap.add_argument("--skip-tracelens", action="store_true", help="do not run TraceLens")
+    ap.add_argument("--python-path", action="store_true",
+                    help="also opscope --no-cache with OPSCOPE_NATIVE=0 (its Python paths, without the C parts)")
     ap.add_argument("--hta-python", default="/tmp/htavenv.keep/bin/python",
                     help="interpreter that has HTA 0.5.0 installed (default: %(default)s)")
     ap.add_argument("--tracelens-python", default="/tmp/tlvenv/bin/python",
