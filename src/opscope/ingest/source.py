@@ -7,15 +7,14 @@ reported through ``truncated`` so the reader can keep what came before.
 from __future__ import annotations
 
 import os
-import queue
 import stat
-import threading
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 from opscope.errors import TraceError
+from opscope.threads import ahead
 
 try:  # ISA-L's inflate is 2-2.5x zlib's (BENCHMARKS.md, issue 19); zlib serves where no wheel exists
     from isal import isal_zlib as _fast_zlib
@@ -109,7 +108,7 @@ class ByteSource:
     def blocks(self) -> Generator[bytes, None, None]:
         if self.compressed:
             inflate = self._fast_gzip_blocks() if _fast_zlib is not None else self._gzip_blocks()
-            return _prefetched(inflate, PREFETCH_BLOCKS) if self.prefetch else inflate
+            return ahead(inflate, PREFETCH_BLOCKS, "opscope-inflate") if self.prefetch else inflate
         return self._plain_blocks()
 
     def _plain_blocks(self) -> Generator[bytes, None, None]:
@@ -250,47 +249,3 @@ def _inflate_until_error(decomp, raw: bytes) -> bytes:
     return b"".join(out)
 
 
-_END = object()
-
-
-def _prefetched(blocks: Iterator[bytes], depth: int) -> Generator[bytes, None, None]:
-    """``blocks`` produced on a daemon thread, at most ``depth`` ahead of the consumer; an exception in the producer
-    (a TraceError) is raised in the consumer at the point the stream reached. Closing the generator early stops the
-    producer at its next block."""
-    handoff: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for block in blocks:
-                while not stop.is_set():
-                    try:
-                        handoff.put(block, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            item: object = _END
-        except BaseException as exc:  # handed to the consumer, who raises it
-            item = exc
-        while not stop.is_set():
-            try:
-                handoff.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    worker = threading.Thread(target=produce, name="opscope-inflate", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = handoff.get()
-            if item is _END:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import zlib
 from functools import partial
 from pathlib import Path
@@ -29,6 +28,7 @@ import pyarrow.parquet as pq
 from opscope.errors import TraceError
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
+from opscope.threads import side_by_side
 
 # 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
@@ -194,24 +194,13 @@ def _write_tables(tables: dict[str, pa.Table], directory: Path) -> None:
     if not tables:
         return
     largest = max(tables, key=lambda name: tables[name].nbytes)
-    failed: list[BaseException] = []
 
-    def write_largest() -> None:
-        try:
-            pq.write_table(tables[largest], directory / f"{largest}.parquet", compression="zstd")
-        except BaseException as exc:  # raised again in the caller's thread
-            failed.append(exc)
+    def write(names: list[str]) -> None:
+        for name in names:
+            pq.write_table(tables[name], directory / f"{name}.parquet", compression="zstd")
 
-    helper = threading.Thread(target=write_largest, name="opscope-cache-write")
-    helper.start()
-    try:
-        for name, table in tables.items():
-            if name != largest:
-                pq.write_table(table, directory / f"{name}.parquet", compression="zstd")
-    finally:
-        helper.join()
-    if failed:
-        raise failed[0]
+    side_by_side(lambda: write([largest]), lambda: write([n for n in tables if n != largest]),
+                 "opscope-cache-write")
 
 
 # --- results of analyses, kept beside the tables -----------------------------------------------------------

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from array import array
-from collections.abc import Callable
 from itertools import pairwise
-from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,9 +17,7 @@ import pyarrow.compute as pc
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
-
-A = TypeVar("A")
-B = TypeVar("B")
+from opscope.threads import side_by_side
 
 try:  # the loops over every event in C (_derive.c), where it was built; the Python ones below are the definition
     from opscope.model import _derive  # type: ignore[attr-defined]
@@ -77,7 +72,7 @@ def complete(trace: Trace) -> Trace:
         return steps, assign_steps(events, steps)
 
     # independent of each other, and mostly Arrow and C work without the GIL: on two threads
-    (parent, depth, self_ns, overlapping), (steps, step) = _side_by_side(nesting, stepping)
+    (parent, depth, self_ns, overlapping), (steps, step) = side_by_side(nesting, stepping, "opscope-derive")
     if overlapping:
         trace.warn("events overlap the event they start in partly, on the same thread (not nested); their shared "
                    "time is counted once in self times", overlapping)
@@ -93,47 +88,14 @@ def complete(trace: Trace) -> Trace:
     return trace
 
 
-def _side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
-    """``(first(), second())``, ``first`` on a second thread; its error is raised here."""
-    result: list = []
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(first())
-        except BaseException as exc:  # raised again in the caller's thread
-            failed.append(exc)
-
-    helper = threading.Thread(target=run, name="opscope-derive")
-    helper.start()
-    try:
-        other = second()
-    finally:
-        helper.join()
-    if failed:
-        raise failed[0]
-    return result[0], other
-
-
 def _take_in_place(columns: list, order: pa.Array) -> None:
     """``columns[i] = columns[i].take(order)`` for every column, on two threads (Arrow's take releases the GIL).
     Column by column, each replaced as soon as it is taken: peak memory is two columns, not a second table."""
-    failed: list[BaseException] = []
-
     def take(first: int) -> None:
-        try:
-            for i in range(first, len(columns), 2):
-                columns[i] = columns[i].take(order)
-        except BaseException as exc:  # raised again in the caller's thread
-            failed.append(exc)
+        for i in range(first, len(columns), 2):
+            columns[i] = columns[i].take(order)
 
-    helper = threading.Thread(target=take, args=(1,), name="opscope-take")
-    helper.start()
-    take(0)
-    helper.join()
-    if failed:
-        raise failed[0]
-
+    side_by_side(lambda: take(1), lambda: take(0), "opscope-take")
 
 def _count_long_names(names: pa.ChunkedArray) -> int:
     """Rows whose name is longer than ``LONG_NAME_CHARS``, measured on the distinct names (the dictionary) only:

@@ -8,9 +8,6 @@ held as Python dicts. Imported only when a file is parsed (see :mod:`opscope.ing
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ from opscope.ingest.chrome.native import TAKE_ROWS, Accepted, NativeBatch, scann
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference
+from opscope.threads import ahead
 
 FORMAT = "chrome_json"
 #: Bytes of the event array decoded at a time (a test reads small traces in many chunks with a smaller value).
@@ -145,47 +143,11 @@ def native_items(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
         yield "rows", native.take()
 
 
-_DONE = ("done",)
-
-
 def _pipelined(stream: EventArrayStream, native: Any) -> Iterator[tuple]:
     """:func:`native_items` produced on a thread: while this one turns rows into Arrow tables, the producer cuts
     the next chunks and the C reader scans them without the GIL (and the inflate thread runs beside both). Its
     errors are raised here, in order; leaving early stops it."""
-    items: queue.Queue = queue.Queue(maxsize=4)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for item in native_items(stream, native):
-                while not stop.is_set():
-                    try:
-                        items.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            items.put(_DONE)
-        except BaseException as exc:  # raised again in the reading thread
-            items.put(("error", exc))
-
-    producer = threading.Thread(target=produce, name="opscope-scan", daemon=True)
-    producer.start()
-    try:
-        while True:
-            item = items.get()
-            if item is _DONE:
-                return
-            if item[0] == "error":
-                raise item[1]
-            yield item
-    finally:
-        stop.set()
-        while producer.is_alive():  # let a producer blocked on a full queue see the stop
-            with contextlib.suppress(queue.Empty):
-                items.get(timeout=0.1)
-        producer.join()
+    return ahead(native_items(stream, native), 4, "opscope-scan")
 
 
 def _items_decoder(native: Any) -> Any:
