@@ -4,7 +4,7 @@ matching on (dictionary) string columns, and percentages."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +19,18 @@ def combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
     return values
+
+
+def int64_values(values: pa.Array | pa.ChunkedArray) -> memoryview:
+    """The values of a null-free int64 array as a memoryview of Python ints on demand (indexable, searchable with
+    ``bisect``), without a Python object per value up front."""
+    arr = combined(values)
+    if arr.null_count:
+        raise ValueError("int64_values: the array holds nulls")
+    if len(arr) == 0:
+        return memoryview(b"").cast("q")
+    view = memoryview(arr.buffers()[1]).cast("q")
+    return view[arr.offset:arr.offset + len(arr)]
 
 
 def arange(n: int) -> pa.Array:
@@ -121,6 +133,60 @@ def thread_keys(pid, tid, pid_vocab: pa.Array, tid_vocab: pa.Array) -> pa.Array:
     p = pc.fill_null(codes_in(pid, pid_vocab), -1)
     t = pc.fill_null(codes_in(tid, tid_vocab), -1)
     return pc.add(pc.multiply(p, 1 << 32), t)
+
+
+def group_numbers(table: pa.Table, keys: Sequence[str]) -> tuple[pa.Array, Callable[[pa.Array | pa.ChunkedArray],
+                                                                                       dict[str, pa.Array]]]:
+    """Per row, the number (0, 1, ...) of its group of equal ``keys`` values (nulls equal to each other), numbered
+    in the order Arrow's ``group_by`` lists the groups, and a function from numbers to the groups' key values
+    (dictionary keys as plain strings).
+
+    One key that is a dictionary column is grouped on its codes: no copy of every row's name as a string (its
+    groups are listed in the order they first appear, as ``group_by`` lists them). Several keys are grouped by
+    ``group_by`` itself on their values. Either way each row's group is at hand for per-group work after an
+    aggregation (unions of each group's spans)."""
+    column = table[keys[0]].unify_dictionaries() if len(keys) == 1 else None
+    vocabulary = _dictionary_of(column) if column is not None else None
+    if column is not None and vocabulary is not None:
+        indices = combined(pa.chunked_array([c.indices for c in column.chunks], column.type.index_type))
+        codes = pc.fill_null(pc.cast(indices, pa.int64()), -1)  # null -> -1
+        listed = pc.unique(codes)  # in order of first appearance
+        vocabulary = vocabulary.cast(_plain(column.type))
+
+        def code_values(groups: pa.Array | pa.ChunkedArray) -> dict[str, pa.Array]:
+            code = pc.take(listed, combined(groups))
+            return {keys[0]: vocabulary.take(pc.if_else(pc.less(code, 0), pa.scalar(None, pa.int64()), code))}
+
+        return pc.cast(pc.index_in(codes, value_set=listed), pa.int64()), code_values
+    plain = pa.table({k: table[k].cast(_plain(table[k].type)) for k in keys}).append_column("row",
+                                                                                             arange(table.num_rows))
+    grouped = plain.group_by(list(keys), use_threads=False).aggregate([("row", "list")])
+    rows = combined(grouped["row_list"])
+    flat = pc.list_flatten(rows)
+    # every row is in one list: each row's number is the position of the list it is in
+    number = pc.take(pc.cast(pc.list_parent_indices(rows), pa.int64()), pc.sort_indices(flat))
+
+    def key_values(groups: pa.Array | pa.ChunkedArray) -> dict[str, pa.Array]:
+        return {k: combined(grouped[k]).take(combined(groups)) for k in keys}
+
+    return number, key_values
+
+
+def _dictionary_of(column: pa.Array | pa.ChunkedArray) -> pa.Array | None:
+    """The one dictionary every chunk of a (unified) dictionary column shares, if its values are distinct."""
+    if not pa.types.is_dictionary(column.type):
+        return None
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if not chunks:
+        return pa.array([], column.type.value_type)
+    dictionary = chunks[0].dictionary
+    if any(not c.dictionary.equals(dictionary) for c in chunks[1:]):
+        return None
+    return dictionary if pc.count_distinct(dictionary, mode="all").as_py() == len(dictionary) else None
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
 
 
 # --- names -----------------------------------------------------------------------------------------------

@@ -24,6 +24,12 @@ class EventFilter:
     steps: Sequence[int] | None = None
 
     def apply(self, events: pa.Table) -> pa.Table:
+        mask = self.mask(events)
+        return events if mask is None else events.filter(mask)
+
+    def mask(self, events: pa.Table) -> pa.ChunkedArray | pa.Array | None:
+        """The rows this filter keeps (None: every row), from the ``kind``, ``name`` and ``step`` columns it asks
+        about: a caller can combine it with its own mask and filter once."""
         mask = None
         if self.kinds:
             mask = _and(mask, kind_mask(events, self.kinds))
@@ -34,7 +40,7 @@ class EventFilter:
         if self.steps:
             mask = _and(mask, pc.fill_null(pc.is_in(events["step"], pa.array(list(self.steps), pa.int64())),
                                            False))
-        return events if mask is None else events.filter(mask)
+        return mask
 
 
 def _and(a, b):

@@ -368,7 +368,7 @@ class GpuAnalysis:
             return [0] * len(spans)
         merged = merged_intervals(pa.array([0] * len(unseen), pa.int64()), pa.array([u[0] for u in unseen]),
                                   pa.array([u[1] for u in unseen]), presorted=True)
-        return covered_within(merged["start"].to_pylist(), merged["end"].to_pylist(), spans)
+        return covered_within(merged["start"], merged["end"], spans)
 
     def busy_within(self, spans: list[tuple[int, int]]) -> list[int]:
         """Device busy time inside each ``(start, end)`` span: the union over every device and stream of the work
@@ -377,9 +377,9 @@ class GpuAnalysis:
         db = self.device_busy
         if db.num_rows == 0:
             return [0] * len(spans)
-        any_device = merged_intervals(pa.array([0] * db.num_rows, pa.int64()), db["start"].combine_chunks(),
+        any_device = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), db.num_rows), db["start"].combine_chunks(),
                                       db["end"].combine_chunks())
-        return covered_within(any_device["start"].to_pylist(), any_device["end"].to_pylist(), spans)
+        return covered_within(any_device["start"], any_device["end"], spans)
 
     def parts_within(self, spans: list[tuple[int, int]]) -> dict[str, dict[int, int]]:
         """Per part (compute, comm, memset, memcpy, and busy = any work) and device: how long that part's work

@@ -4,11 +4,13 @@ span boundaries, and which span encloses an instant."""
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, scatter
+from opscope.analyses.arrays import arange, combined, int64_values, scatter
 
 _INT64_MIN = -(1 << 63)
 
@@ -72,7 +74,9 @@ def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted:
         return empty
     rows = arange(n)
     if not presorted:
-        order = pc.sort_indices(pa.table({"g": group, "s": start}), [("g", "ascending"), ("s", "ascending")])
+        # the model keeps events in time order: then a (stable) sort by group alone gives the same order
+        order = pc.sort_indices(group) if _is_sorted(start) else \
+            pc.sort_indices(pa.table({"g": group, "s": start}), [("g", "ascending"), ("s", "ascending")])
         group, start, end, rows = group.take(order), start.take(order), end.take(order), order
     changed = pa.concat_arrays([pa.array([True]), pc.not_equal(group.slice(1), group.slice(0, n - 1))])
     rank = pc.subtract(pc.cumulative_sum(pc.cast(changed, pa.int64())), 1)
@@ -191,17 +195,22 @@ def sweep(spans: pa.Table, by: str | None = None) -> pa.Table:
     return points.append_column("seg", seg)
 
 
-def covered_within(starts: list[int], ends: list[int], spans: list[tuple[int, int]]) -> list[int]:
+def covered_within(starts: Sequence[int] | pa.Array, ends: Sequence[int] | pa.Array,
+                   spans: list[tuple[int, int]]) -> list[int]:
     """For disjoint ``[starts[i], ends[i])`` in time order, how much of each ``(lo, hi)`` span they cover.
 
     Prefix sums and a binary search per span: O((n + spans) log n), so a thousand steps over a million busy
-    intervals stay fast."""
-    prefix = [0]
-    for s, e in zip(starts, ends):
-        prefix.append(prefix[-1] + e - s)
+    intervals stay fast. Given Arrow arrays, the sums are Arrow's and the search reads the buffers in place (no
+    Python int per interval)."""
+    if isinstance(starts, (pa.Array, pa.ChunkedArray)):
+        durations = pc.subtract(combined(ends), combined(starts))
+        starts, ends = int64_values(starts), int64_values(ends)
+        through = int64_values(pc.cumulative_sum(durations)) if len(durations) else []  # sum up to and with i
+    else:
+        through = list(accumulate(e - s for s, e in zip(starts, ends)))
 
     def covered_before(t: int) -> int:
         i = bisect_right(starts, t) - 1  # the last interval starting at or before t
-        return 0 if i < 0 else prefix[i] + min(t, ends[i]) - starts[i]
+        return 0 if i < 0 else through[i] - ends[i] + min(t, ends[i])
 
     return [max(0, covered_before(hi) - covered_before(lo)) if hi > lo else 0 for lo, hi in spans]

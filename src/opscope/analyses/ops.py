@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, shares_pct
+from opscope.analyses.arrays import combined, group_numbers, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
@@ -46,27 +46,34 @@ def op_table(
 def _op_table(trace: Trace, by: Sequence[str], filt: EventFilter | None, sort: str, merge_duplicates: bool,
               python_api: bool) -> pa.Table:
     filt = filt or EventFilter(kinds=("cpu_op",))
-    columns = list(dict.fromkeys(list(by) + ["ts_ns", "dur_ns", "self_ns", "kind", "name", "step"]))
+    asked = ["kind", "name", "step"]  # what a filter may look at
     if merge_duplicates:  # folded once at ingest (model.derive.fold_duplicate_ops)
-        events = trace.select(columns + ["op_self_ns", "merged"])
-        events = events.set_column(events.schema.get_field_index("self_ns"), "self_ns", events["op_self_ns"])
-        events = events.filter(pc.invert(events["merged"]))
+        events = trace.select(list(dict.fromkeys([*by, "ts_ns", "dur_ns", "op_self_ns", "merged", *asked])))
+        keep = filt.mask(events)
+        not_merged = pc.invert(events["merged"])
+        keep = not_merged if keep is None else pc.and_(keep, not_merged)
+        self_column = "op_self_ns"
     else:
-        events = trace.select(columns)
-    events = filt.apply(events).select(list(by) + ["ts_ns", "dur_ns", "self_ns"])
-    events = _plain_keys(events, by)
-    events = events.append_column("row", pa.array(range(events.num_rows), pa.int64()))
-    grouped = events.group_by(list(by), use_threads=False).aggregate([
-        ("dur_ns", "count"), ("dur_ns", "sum"), ("self_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max"),
-        ("row", "list"),
-    ])
+        events = trace.select(list(dict.fromkeys([*by, "ts_ns", "dur_ns", "self_ns", *asked])))
+        keep = filt.mask(events)
+        self_column = "self_ns"
+    # only the columns the table needs are filtered (copied)
+    events = pa.table({**{k: events[k] for k in by}, "ts_ns": events["ts_ns"], "dur_ns": events["dur_ns"],
+                       "self_ns": events[self_column]})
+    if keep is not None:
+        events = events.filter(keep)
+    group, keys = group_numbers(events, by)
+    grouped = pa.table({"g": group, "dur_ns": events["dur_ns"], "self_ns": events["self_ns"]}).group_by(
+        "g", use_threads=False).aggregate([("dur_ns", "count"), ("dur_ns", "sum"), ("self_ns", "sum"),
+                                           ("dur_ns", "min"), ("dur_ns", "max")]).sort_by("g")  # groups' order
     calls = grouped["dur_ns_count"]
     total = grouped["dur_ns_sum"]
     self_total = grouped["self_ns_sum"]
     denominator = pc.sum(self_total).as_py() or 0
+    key_values = keys(grouped["g"])
     out = pa.table({
-        **{k: grouped[k] for k in by},
-        **_api_column(trace, grouped, by, python_api),
+        **key_values,
+        **_api_column(trace, key_values, by, python_api),
         "calls": calls,
         "total_ns": total,
         "self_ns": self_total,
@@ -74,40 +81,31 @@ def _op_table(trace: Trace, by: Sequence[str], filt: EventFilter | None, sort: s
         "min_ns": grouped["dur_ns_min"],
         "max_ns": grouped["dur_ns_max"],
         "self_pct": shares_pct(self_total, denominator),
-        "total_pct": _covered_pct(events, grouped["row_list"]),
+        "total_pct": _covered_pct(events, group, grouped["g"]),
     })
     return sort_table(out, sort)
 
 
-def _covered_pct(events: pa.Table, rows: pa.ChunkedArray) -> pa.Array:
-    """Per group (its events' rows in ``rows``): % of the union of all events' spans that the group's spans cover.
+def _covered_pct(events: pa.Table, group: pa.Array, groups: pa.ChunkedArray) -> pa.Array:
+    """Per group (``groups``, the numbers ``group`` gives each row): % of the union of all events' spans that the
+    group's spans cover.
 
     Why unions: totals of nested events (ProfilerStep#N around the annotations inside it) add up to many
     times the time they cover, and a share of such a sum is not a share of anything.
     """
     from opscope.analyses.intervals import union_by_group, union_ns
 
-    rows = combined(rows)
-    flat = pc.list_flatten(rows)
-    covered = union_by_group(events["ts_ns"].take(flat), events["dur_ns"].take(flat),
-                             pa.chunked_array([pc.list_parent_indices(rows)]))
+    covered = union_by_group(events["ts_ns"], events["dur_ns"], group) if events.num_rows else {}
     whole = union_ns(events["ts_ns"], events["dur_ns"]) if events.num_rows else 0
-    return shares_pct(pa.array([covered.get(g, 0) for g in range(len(rows))], pa.int64()), whole)
+    return shares_pct(pa.array([covered.get(g, 0) for g in groups.to_pylist()], pa.int64()), whole)
 
 
-def _api_column(trace: Trace, grouped: pa.Table, by: Sequence[str], wanted: bool) -> dict[str, pa.Array]:
+def _api_column(trace: Trace, grouped: dict[str, pa.Array], by: Sequence[str], wanted: bool) -> dict[str, pa.Array]:
     if not wanted or "name" not in by:
         return {}
     from opscope.analyses.names import framework_of, python_apis
 
     return {"python_api": python_apis(grouped["name"], framework_of(trace.metadata))}
-
-
-def _plain_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:
-    for k in keys:
-        if pa.types.is_dictionary(table.schema.field(k).type):
-            table = table.set_column(table.schema.get_field_index(k), k, table[k].cast(pa.string()))
-    return table
 
 
 def sort_table(table: pa.Table, sort: str, descending: bool = True) -> pa.Table:

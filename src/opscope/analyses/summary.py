@@ -82,7 +82,7 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
     host = spans.filter(kind_mask(events, HOST_BUSY_KINDS))
     device = spans.filter(kind_mask(events, DEVICE_WORK))
     gpu_busy = union_ns(device["ts_ns"], device["dur_ns"]) if device.num_rows else None
-    devices = sorted({d for d in device["device"].to_pylist() if d is not None}) if device.num_rows else []
+    devices = sorted(d for d in pc.unique(device["device"]).to_pylist() if d is not None) if device.num_rows else []
     shown = events.select(["kind", "dur_ns", "self_ns"]).filter(pc.invert(kind_mask(events, _NOT_WORK)))
     by_kind = shown.group_by("kind", use_threads=False).aggregate([("dur_ns", "count"), ("self_ns", "sum")])
     self_sum = by_kind["self_ns_sum"]

@@ -190,14 +190,21 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "")
 
 def _write_tables(tables: dict[str, pa.Table], directory: Path) -> None:
     """Each table as ``NAME.parquet`` (zstd): the largest on a second thread while this one writes the others
-    (Parquet encoding releases the GIL: about half the time on two cores). The helper's error is raised here."""
+    (Parquet encoding releases the GIL: about half the time on two cores). The helper's error is raised here.
+
+    Parquet dictionary-encodes only the columns that are dictionaries already (trying it on ids, times and args
+    text costs time and finds few repeats), and writes no min/max statistics (nothing reads them: the cache is read
+    whole, column by column): a quarter less CPU for the same size."""
     if not tables:
         return
     largest = max(tables, key=lambda name: tables[name].nbytes)
 
     def write(names: list[str]) -> None:
         for name in names:
-            pq.write_table(tables[name], directory / f"{name}.parquet", compression="zstd")
+            table = tables[name]
+            dictionaries = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
+            pq.write_table(table, directory / f"{name}.parquet", compression="zstd", use_dictionary=dictionaries,
+                           write_statistics=False)
 
     side_by_side(lambda: write([largest]), lambda: write([n for n in tables if n != largest]),
                  "opscope-cache-write")

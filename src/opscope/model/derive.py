@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
+from opscope.sysmem import release_free_memory
 from opscope.threads import side_by_side
 
 try:  # the loops over every event in C (_derive.c), where it was built; the Python ones below are the definition
@@ -62,6 +63,7 @@ def complete(trace: Trace) -> Trace:
     _take_in_place(columns, order)
     events = pa.table(columns, names=names)
     del columns
+    release_free_memory()  # the unsorted columns are gone: their memory back before nesting allocates its own
     events = _mark_comm(events)
 
     def nesting() -> tuple[pa.Array, pa.Array, pa.Array, int]:
@@ -359,9 +361,9 @@ def _kept_ancestors(merged: pa.Array, parent: pa.Array, row_ids: pa.Array) -> pa
 def find_steps(events: pa.Table) -> pa.Table:
     """The ``ProfilerStep#N`` annotations as a steps table, sorted by start. (Kineto writes them as
     user annotations; its 2021 releases wrote them as operators, category "Operator".)"""
-    annotations = events.select(["name", "pid", "tid", "ts_ns", "dur_ns"]).filter(
-        kind_mask(events, ("user_annotation", "cpu_op")))
-    found = annotations.filter(pc.starts_with(annotations["name"].cast(pa.string()), "ProfilerStep#"))
+    wanted = pc.and_(kind_mask(events, ("user_annotation", "cpu_op")), _name_starts_with(events["name"],
+                                                                                        "ProfilerStep#"))
+    found = events.select(["name", "pid", "tid", "ts_ns", "dur_ns"]).filter(wanted)
     rows = []
     for name, pid, tid, ts, dur in zip(*(found[c].to_pylist() for c in ("name", "pid", "tid", "ts_ns",
                                                                          "dur_ns"))):
@@ -372,6 +374,17 @@ def find_steps(events: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(
         [dict(zip(STEPS.names, r)) for r in rows], schema=STEPS
     )
+
+
+def _name_starts_with(names: pa.ChunkedArray, prefix: str) -> pa.ChunkedArray:
+    """Per row, whether the name starts with ``prefix``: tested once per distinct name (the dictionary), not per row."""
+    chunks = []
+    for chunk in names.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            chunks.append(pc.fill_null(pc.starts_with(chunk.dictionary, prefix).take(chunk.indices), False))
+        else:
+            chunks.append(pc.fill_null(pc.starts_with(chunk, prefix), False))
+    return pa.chunked_array(chunks, type=pa.bool_())
 
 
 def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:

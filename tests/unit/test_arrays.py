@@ -1,0 +1,116 @@
+"""Arrow helpers of the analyses: group numbers (one int per row naming its group), int64 views, filter masks."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from opscope.analyses.arrays import group_numbers, int64_values
+from opscope.analyses.filters import EventFilter
+
+
+def _groups_by_python(rows: list[tuple], keys: list[str]) -> dict[tuple, list[int]]:
+    out: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        out.setdefault(tuple(row[k] for k in keys), []).append(i)
+    return out
+
+
+def _check(table: pa.Table, keys: list[str]) -> None:
+    number, values_of = group_numbers(table, keys)
+    assert len(number) == table.num_rows and number.null_count == 0
+    rows = table.to_pylist()
+    expected = _groups_by_python(rows, keys)
+    numbers = number.to_pylist()
+    # rows share a number exactly when their key values are equal (nulls equal to nulls)
+    by_number: dict[int, list[int]] = {}
+    for i, g in enumerate(numbers):
+        by_number.setdefault(g, []).append(i)
+    assert sorted(by_number.values()) == sorted(expected.values())
+    # the numbers run 0..k-1 and name their groups' key values, as plain (not dictionary) values
+    assert sorted(by_number) == list(range(len(expected)))
+    values = values_of(pa.array(sorted(by_number), pa.int64()))
+    for g in sorted(by_number):
+        first = rows[by_number[g][0]]
+        assert tuple(values[k][g].as_py() for k in keys) == tuple(first[k] for k in keys)
+    for k in keys:
+        assert not pa.types.is_dictionary(values[k].type)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_group_numbers_one_dictionary_key_in_order_of_first_appearance(seed):
+    rng = random.Random(seed)
+    names = [rng.choice(["aten::mm", "aten::add", None, "aten::relu", "ü"]) for _ in range(400)]
+    # two chunks with different dictionaries: unified before the codes are compared
+    column = pa.chunked_array([pa.array(names[:150]).dictionary_encode(), pa.array(names[150:]).dictionary_encode()])
+    table = pa.table({"name": column})
+    _check(table, ["name"])
+    _, values_of = group_numbers(table, ["name"])
+    first_seen = list(dict.fromkeys(names))
+    assert values_of(pa.array(range(len(first_seen)), pa.int64()))["name"].to_pylist() == first_seen
+    # the order Arrow's group_by lists the groups of the names in (op tables list tied rows in that order)
+    plain = pa.table({"name": table["name"].cast(pa.string())})
+    listed = plain.group_by("name", use_threads=False).aggregate([])["name"].to_pylist()
+    assert listed == first_seen
+
+
+def test_group_numbers_dictionary_holding_a_value_twice():
+    # a dictionary with a repeated value must not split its group: encoded by value instead
+    column = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1, 0], pa.int32()), pa.array(["a", "b", "a"]))
+    _check(pa.table({"name": column}), ["name"])
+    number, _ = group_numbers(pa.table({"name": column}), ["name"])
+    assert number.to_pylist()[0] == number.to_pylist()[2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_group_numbers_several_keys(seed):
+    rng = random.Random(seed)
+    n = 300
+    table = pa.table({
+        "name": pa.array([rng.choice(["a", "b", "c", None]) for _ in range(n)]).dictionary_encode(),
+        "shapes": pa.array([rng.choice(["[[1]]", "[[2, 3]]", None]) for _ in range(n)]),
+        "step": pa.array([rng.choice([1, 2, None]) for _ in range(n)], pa.int64()),
+    })
+    _check(table, ["name", "shapes", "step"])
+    _check(table, ["shapes"])
+    _check(table, ["step", "name"])
+    # numbered in the order group_by lists the groups (op tables list tied rows in that order)
+    _, values_of = group_numbers(table, ["name", "shapes"])
+    listed = table.select(["name", "shapes"]).cast(pa.schema([("name", pa.string()), ("shapes", pa.string())])) \
+        .group_by(["name", "shapes"], use_threads=False).aggregate([])
+    got = values_of(pa.array(range(listed.num_rows), pa.int64()))
+    assert got["name"].to_pylist() == listed["name"].to_pylist()
+    assert got["shapes"].to_pylist() == listed["shapes"].to_pylist()
+
+
+def test_group_numbers_empty_table():
+    table = pa.table({"name": pa.array([], pa.string()).dictionary_encode()})
+    number, values_of = group_numbers(table, ["name"])
+    assert len(number) == 0
+    assert values_of(pa.array([], pa.int64()))["name"].to_pylist() == []
+
+
+def test_int64_values_reads_in_place_and_refuses_nulls():
+    arr = pa.array([9, 1, 2, 3], pa.int64()).slice(1)
+    view = int64_values(arr)
+    assert list(view) == [1, 2, 3] and len(view) == 3
+    assert list(int64_values(pa.chunked_array([[1], [2, 5]], pa.int64()))) == [1, 2, 5]
+    assert len(int64_values(pa.array([], pa.int64()))) == 0
+    with pytest.raises(ValueError):
+        int64_values(pa.array([1, None], pa.int64()))
+
+
+def test_event_filter_mask_matches_apply():
+    events = pa.table({
+        "kind": pa.array(["cpu_op", "kernel", "cpu_op", "runtime", "cpu_op"]).dictionary_encode(),
+        "name": pa.array(["aten::mm", "gemm", "aten::add", "cudaLaunchKernel", None]).dictionary_encode(),
+        "step": pa.array([1, 1, 2, None, 2], pa.int64()),
+    })
+    assert EventFilter().mask(events) is None
+    filt = EventFilter(kinds=("cpu_op",), match="aten", steps=[2])
+    mask = filt.mask(events)
+    assert pc.fill_null(mask, False).to_pylist() == [False, False, True, False, False]
+    assert events.filter(mask).to_pylist() == filt.apply(events).to_pylist()
