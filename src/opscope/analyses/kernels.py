@@ -44,7 +44,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
         "name": shown(rows["name"]),
         "kind": rows["kind"].cast(pa.string()),
         "dur_ns": rows["dur_ns"],
-        "stream": pc.cast(rows["stream"], pa.string()),
+        "stream": rows["stream"],  # ints: their distinct values per group are formatted after grouping
     })
     aggregates = [("dur_ns", "count"), ("dur_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max"),
                   ("stream", "distinct")]
@@ -61,7 +61,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
     grouped = table.group_by(keys, use_threads=False).aggregate(aggregates)
     total = grouped["dur_ns_sum"]
     calls = grouped["dur_ns_count"]
-    streams = [",".join(sorted((s for s in v if s is not None), key=_num)) for v in
+    streams = [",".join(str(s) for s in sorted(s for s in v if s is not None)) for v in
                grouped["stream_distinct"].to_pylist()]
     out = {
         **{k: grouped[k] for k in keys},
@@ -77,6 +77,3 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
         out["variants"] = grouped["full_count_distinct"]
     return sort_table(pa.table(out), sort)
 
-
-def _num(text: str):
-    return (0, int(text)) if text.lstrip("-").isdigit() else (1, text)
