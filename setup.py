@@ -1,4 +1,5 @@
-"""The optional C parts (everything else is in pyproject.toml): the reader of Chrome trace chunks and derive.py's loops.
+"""The optional C parts (everything else is in pyproject.toml): the reader of Chrome trace chunks, derive.py's loops
+and the analyses' (innermost enclosing span, scatter).
 
 ``optional=True``: where no C compiler is found the build goes on without them and opscope uses its Python paths
 (the same tables, slower; see ``opscope.ingest.chrome.native`` and ``opscope.model.derive``)."""
@@ -11,4 +12,6 @@ setup(ext_modules=[
     Extension("opscope.ingest.chrome._scan", ["src/opscope/ingest/chrome/_scan.c"], optional=True,
               extra_compile_args=FLAGS),
     Extension("opscope.model._derive", ["src/opscope/model/_derive.c"], optional=True, extra_compile_args=FLAGS),
+    Extension("opscope.analyses._loops", ["src/opscope/analyses/_loops.c"], optional=True,
+              extra_compile_args=FLAGS),
 ])

@@ -3,6 +3,7 @@ matching on (dictionary) string columns, and percentages."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 
@@ -10,6 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.model.schema import buffers_key
+
+try:
+    from opscope.analyses import _loops  # type: ignore[attr-defined]
+except ImportError:  # not built here: the Arrow definitions run
+    _loops = None
 
 # --- arrays ----------------------------------------------------------------------------------------------
 
@@ -44,7 +50,31 @@ def scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
     """An array of length ``n`` holding ``values`` at ``positions`` (unique) and null elsewhere."""
     if len(positions) == 0:
         return pa.nulls(n, values.type)
-    return pc.take(values, pc.index_in(arange(n), value_set=pc.cast(positions, pa.int64())))
+    positions = pc.cast(combined(positions), pa.int64())
+    c_loops = native_loops()
+    if c_loops is not None and positions.null_count == 0:
+        out = bytearray(8 * n)
+        try:
+            c_loops.where(int64_values(positions), out)  # one pass, no hash of n row numbers
+        except ValueError:  # repeated or out-of-range positions: the definition below says what they give
+            pass
+        else:
+            return pc.take(values, minus_one_as_null(out, n))
+    return pc.take(values, pc.index_in(arange(n), value_set=positions))
+
+
+def minus_one_as_null(buffer: bytearray, n: int) -> pa.Array:
+    """``n`` int64 values written by a C loop into ``buffer`` (-1: none) as an Arrow array with nulls there."""
+    values = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffer)])
+    return pc.if_else(pc.equal(values, -1), pa.scalar(None, pa.int64()), values)
+
+
+def native_loops():
+    """The C loops (``_loops.c``) where built and not turned off (``OPSCOPE_NATIVE=0``), else None: then the Arrow
+    definitions here and in :mod:`opscope.analyses.intervals` run instead, with the same results."""
+    if _loops is None or os.environ.get("OPSCOPE_NATIVE", "1") == "0":
+        return None
+    return _loops
 
 
 def rows_where(mask: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -10,7 +10,7 @@ from itertools import accumulate
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, int64_values, scatter
+from opscope.analyses.arrays import arange, combined, int64_values, minus_one_as_null, native_loops, scatter
 
 _INT64_MIN = -(1 << 63)
 
@@ -127,6 +127,9 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
     n_s, n_q = spans.num_rows, queries.num_rows
     if n_q == 0 or n_s == 0:
         return pa.nulls(n_q, pa.int64())
+    found = _innermost_in_c(spans, queries)
+    if found is not None:
+        return found
     span_thread, span_end = combined(spans["thread"]), combined(spans["end"])
     span_parent = combined(spans["parent"])
     accept = combined(spans["accept"]) if "accept" in spans.column_names else None
@@ -164,6 +167,30 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
     if not found_at:
         return pa.nulls(n_q, pa.int64())
     return scatter(n_q, pa.concat_arrays(found_at), pc.cast(pa.concat_arrays(found), pa.int64()))
+
+
+def _innermost_in_c(spans: pa.Table, queries: pa.Table) -> pa.Array | None:
+    """:func:`innermost_enclosing` by the C loop (each query's thread's spans searched by start, then up their
+    parents), or None where it cannot run: not built, nulls in the times or threads, a thread's spans out of order."""
+    c_loops = native_loops()
+    if c_loops is None:
+        return None
+    columns = [pc.cast(combined(spans[c]), pa.int64()) for c in ("thread", "ts", "end")] + \
+        [pc.cast(combined(queries[c]), pa.int64()) for c in ("thread", "ts")]
+    if any(c.null_count for c in columns):
+        return None
+    parent = pc.fill_null(pc.cast(combined(spans["parent"]), pa.int64()), -1)
+    accept = None
+    if "accept" in spans.column_names:
+        flags = pc.cast(pc.fill_null(combined(spans["accept"]), False), pa.uint8())
+        accept = memoryview(flags.buffers()[1])[flags.offset:flags.offset + spans.num_rows]
+    out = bytearray(8 * queries.num_rows)
+    s_thread, s_ts, s_end, q_thread, q_ts = (int64_values(c) for c in columns)
+    try:
+        c_loops.innermost(s_thread, s_ts, s_end, int64_values(parent), accept, q_thread, q_ts, out)
+    except ValueError:  # spans out of time order on a thread: the Arrow walk says what that gives
+        return None
+    return minus_one_as_null(out, queries.num_rows)
 
 
 def sweep(spans: pa.Table, by: str | None = None) -> pa.Table:

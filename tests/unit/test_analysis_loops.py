@@ -1,0 +1,96 @@
+"""The analyses' C loops (``analyses/_loops.c``) against their Arrow definitions: the innermost enclosing span and
+the scatter give the same arrays on random spans and queries (threads, equal starts, parents, accept flags)."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from opscope.analyses import arrays
+from opscope.analyses.intervals import innermost_enclosing
+
+pytestmark = pytest.mark.skipif(arrays.native_loops() is None, reason="opscope.analyses._loops is not built here")
+
+
+def _nested_spans(rng: random.Random, threads: int, per_thread: int) -> list[dict]:
+    """Properly nested spans per thread (a tree: children inside their parent, siblings apart or one inside the
+    other when they start together), in time order (start, longest first), with each span's parent position."""
+    rows: list[dict] = []
+
+    def children(thread: int, start: int, end: int, depth: int) -> None:
+        t = start
+        while depth < 4 and t < end and rng.random() < 0.7:
+            child_end = rng.randrange(t + 1, end + 1)
+            rows.append({"thread": thread, "ts": t, "end": child_end})
+            children(thread, t, child_end, depth + 1)
+            t = child_end + rng.choice([0, 0, 1, 3])
+
+    for thread in range(threads):
+        t = rng.randrange(0, 50)
+        for _ in range(per_thread):
+            end = t + rng.randrange(1, 100)
+            rows.append({"thread": thread * 7 - 3, "ts": t, "end": end})
+            children(thread * 7 - 3, t, end, 1)
+            t = end + rng.randrange(0, 20)
+    rows.sort(key=lambda r: (r["ts"], -(r["end"] - r["ts"])))
+    # the parent: the latest earlier span of the same thread that holds it (the model's nesting)
+    for i, r in enumerate(rows):
+        r["parent"] = next((j for j in range(i - 1, -1, -1) if rows[j]["thread"] == r["thread"]
+                            and rows[j]["ts"] <= r["ts"] and r["end"] <= rows[j]["end"]), None)
+        r["accept"] = rng.random() < 0.7
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("with_accept", [False, True])
+def test_innermost_enclosing_c_matches_arrow(seed, with_accept, monkeypatch):
+    rng = random.Random(seed)
+    rows = _nested_spans(rng, rng.randint(1, 4), rng.randint(1, 30))
+    spans = pa.table({k: pa.array([r[k] for r in rows], pa.bool_() if k == "accept" else pa.int64())
+                      for k in ("thread", "ts", "end", "parent", "accept")})
+    if not with_accept:
+        spans = spans.drop_columns(["accept"])
+    threads = sorted({r["thread"] for r in rows}) + [999]  # a thread without spans
+    inside = [rng.choice(rows) for _ in range(150)]  # half the queries inside some span, half anywhere
+    queries = pa.table({"thread": [r["thread"] for r in inside] + [rng.choice(threads) for _ in range(150)],
+                        "ts": [rng.randrange(r["ts"], r["end"]) for r in inside] +
+                              [rng.randrange(-5, 3000) for _ in range(150)]})
+    got = innermost_enclosing(spans, queries)
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    expected = innermost_enclosing(spans, queries)
+    assert got.to_pylist() == expected.to_pylist()
+    assert got.null_count < len(got)  # some queries are inside spans: the comparison is not of nulls only
+    # and by hand: the innermost accepted span of the query's thread holding it
+    for q, g in zip(queries.to_pylist(), got.to_pylist()):
+        holding = [i for i, r in enumerate(rows) if r["thread"] == q["thread"] and r["ts"] <= q["ts"] < r["end"]
+                   and (r["accept"] or not with_accept)]
+        assert g == (max(holding, key=lambda i: (rows[i]["ts"], i)) if holding else None)
+
+
+def test_innermost_enclosing_out_of_order_spans_take_the_arrow_walk(monkeypatch):
+    spans = pa.table({"thread": [0, 0], "ts": [10, 0], "end": [20, 30], "parent": [None, None]})
+    queries = pa.table({"thread": [0, 0], "ts": [15, 25]})
+    got = innermost_enclosing(spans, queries).to_pylist()
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert got == innermost_enclosing(spans, queries).to_pylist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_scatter_c_matches_arrow(seed, monkeypatch):
+    rng = random.Random(seed)
+    n = rng.randint(1, 200)
+    positions = rng.sample(range(n), rng.randint(1, n))
+    values = pa.array([rng.random() if rng.random() < 0.9 else None for _ in positions])
+    got = arrays.scatter(n, pa.array(positions, pa.int64()), values)
+    by_hand = [None] * n
+    for p, v in zip(positions, values.to_pylist()):
+        by_hand[p] = v
+    assert got.to_pylist() == by_hand
+    # repeated and out-of-range positions: the Arrow definition (first occurrence; ignored) in both
+    odd = pa.array(positions + [positions[0], n + 5], pa.int64())
+    odd_values = pa.array(values.to_pylist() + [1.5, 2.5])
+    got_odd = arrays.scatter(n, odd, odd_values).to_pylist()
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert got_odd == arrays.scatter(n, odd, odd_values).to_pylist() == by_hand
