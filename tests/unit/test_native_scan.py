@@ -29,7 +29,9 @@ def test_the_extensions_are_built_where_a_compiler_is():
     headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
     if not shutil.which(compiler) or not headers.exists():
         pytest.skip(f"no C compiler ({compiler}) or no Python headers ({headers}): opscope runs on its Python paths")
-    assert native._scan is not None and derive._derive is not None
+    from opscope.analyses import arrays
+
+    assert native._scan is not None and derive._derive is not None and arrays._loops is not None
 
 
 def _read_both(path: Path, monkeypatch, chunk: int = 1 << 20):

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
 from opscope.analyses.links import link_table
+from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -35,7 +36,7 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
         return []
     copies = ev.take(rows)
     links = launch_links(trace) if links is None else links
-    where = pc.index_in(rows, value_set=links["device_row"].combine_chunks())
+    where = index_in(rows, links["device_row"])
     launch = pc.take(links["launch_row"].combine_chunks(), where)
     op = pc.take(links["top_op_name"].combine_chunks(), where).to_pylist()
     calls = ev.select(["ts_ns", "dur_ns", "pid", "tid"]).take(pc.fill_null(launch, 0))

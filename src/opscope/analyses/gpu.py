@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, count_by, share_pct
 from opscope.analyses.intervals import covered_by_group, covered_within, merged_intervals, sweep, union_by_group
 from opscope.analyses.steps import step_table, step_window, window_line
+from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -276,7 +277,7 @@ def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Arr
     runtime = runtime.filter(pc.is_valid(runtime["correlation"]))
     if runtime.num_rows == 0 or correlation.null_count == len(correlation):
         return (pa.nulls(len(correlation), pa.int64()),) * 3
-    where = pc.index_in(correlation, value_set=runtime["correlation"].combine_chunks())
+    where = index_in(correlation, runtime["correlation"])
     thread = _thread_numbers(runtime)
     ts = runtime["ts_ns"].combine_chunks()
     end = pc.add(ts, pc.fill_null(runtime["dur_ns"].combine_chunks(), 0))

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import arange, combined, name_match, rows_where, scatter
+from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -95,7 +96,7 @@ def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.A
     has_corr = pc.is_valid(runtime_corr)
     keyed_runtime = pc.filter(runtime, has_corr)
     device_corr = combined(pc.take(correlation, device_rows))
-    where = pc.index_in(device_corr, value_set=pc.filter(runtime_corr, has_corr))
+    where = index_in(device_corr, pc.filter(runtime_corr, has_corr))
     launch = pc.take(keyed_runtime, where)
     launch = _op_launches(events, device_corr, launch)
     inferred = pa.nulls(len(device_rows), pa.bool_()).fill_null(False)
@@ -121,7 +122,7 @@ def _op_launches(events: pa.Table, device_corr: pa.Array, launch: pa.Array) -> p
     ops = rows_where(pc.and_(kind_mask(events, ("cpu_op",)), pc.is_valid(events["correlation"])))
     if not len(ops):
         return launch
-    where = pc.index_in(device_corr, value_set=combined(pc.take(events["correlation"], ops)))
+    where = index_in(device_corr, pc.take(events["correlation"], ops))
     return pc.coalesce(launch, pc.take(ops, where))
 
 
@@ -249,7 +250,7 @@ def launching_op(trace: Trace, device_rows: pa.Table) -> pa.Array:
     """For each row of ``device_rows`` (a selection of device events with their ``event_id``), the name
     of the innermost ``cpu_op`` that launched it; null where the trace has no such link."""
     links = device_links(trace)
-    where = pc.index_in(device_rows["event_id"], value_set=links["device_row"])
+    where = index_in(device_rows["event_id"], links["device_row"])
     return _names_at(trace.select(["name"])["name"], pc.take(links["op_row"], where))
 
 

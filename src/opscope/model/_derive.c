@@ -240,6 +240,59 @@ done:
     return result;
 }
 
+/* index_in(keys, key_valid, values, value_valid, out) -> None
+ * out[i] = the first j with values[j] == keys[i] (a null key matches the first null value), -1 where none: Arrow's
+ * index_in on int64 columns with one open-addressing table instead of its memo table. *_valid: bytes (1 valid) or
+ * None (all valid). */
+static PyObject *index_in(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_keys, *o_kvalid, *o_values, *o_vvalid, *o_out;
+    if (!PyArg_ParseTuple(args, "OOOOO", &o_keys, &o_kvalid, &o_values, &o_vvalid, &o_out)) return NULL;
+    View keys, kvalid, values, vvalid, out;
+    View *all[] = {&keys, &kvalid, &values, &vvalid, &out};
+    for (int i = 0; i < 5; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    if (view(o_keys, &keys, 0, 8, "keys") || (o_kvalid != Py_None && view(o_kvalid, &kvalid, 0, 1, "key_valid")) ||
+        view(o_values, &values, 0, 8, "values") ||
+        (o_vvalid != Py_None && view(o_vvalid, &vvalid, 0, 1, "value_valid")) || view(o_out, &out, 1, 8, "out"))
+        goto done;
+    Py_ssize_t n = keys.b.len / 8, m = values.b.len / 8;
+    if (out.b.len / 8 != n || (kvalid.held && kvalid.b.len != n) || (vvalid.held && vvalid.b.len != m)) {
+        PyErr_SetString(PyExc_ValueError, "index_in: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *k = keys.b.buf, *v = values.b.buf;
+    const uint8_t *kv = kvalid.held ? kvalid.b.buf : NULL, *vv = vvalid.held ? vvalid.b.buf : NULL;
+    int64_t *o = out.b.buf;
+    Py_ssize_t size = 16;
+    while (size < 2 * m + 2) size *= 2;
+    int64_t *slot = malloc(sizeof *slot * (size_t)size); /* index into values + 1, 0 empty */
+    if (!slot) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    memset(slot, 0, sizeof *slot * (size_t)size);
+    int64_t first_null = -1;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        if (vv && !vv[j]) { if (first_null < 0) first_null = j; continue; }
+        uint64_t h = (uint64_t)v[j] * 0x9E3779B97F4A7C15ull;
+        Py_ssize_t s = (Py_ssize_t)(h >> 17) & (size - 1);
+        while (slot[s] && v[slot[s] - 1] != v[j]) s = (s + 1) & (size - 1);
+        if (!slot[s]) slot[s] = j + 1; /* the first occurrence stays */
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kv && !kv[i]) { o[i] = first_null; continue; }
+        uint64_t h = (uint64_t)k[i] * 0x9E3779B97F4A7C15ull;
+        Py_ssize_t s = (Py_ssize_t)(h >> 17) & (size - 1);
+        while (slot[s] && v[slot[s] - 1] != k[i]) s = (s + 1) & (size - 1);
+        o[i] = slot[s] ? slot[s] - 1 : -1;
+    }
+    Py_END_ALLOW_THREADS
+    free(slot);
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < 5; i++) release(all[i]);
+    return result;
+}
+
 /* new_of[old id] = row of that id after the sort (-1: no row), for ids below size */
 static PyObject *invert_ids(PyObject *self, PyObject *args) {
     (void)self;
@@ -333,6 +386,9 @@ static PyMethodDef methods[] = {
     {"step_of", step_of, METH_VARARGS,
      "step_of(ts, starts, ends, numbers, out, found, latest_start) -> None\n\nThe step number of each time "
      "into out (found[i] 0 where none): derive.assign_steps's two rules (int64 buffers, found bytes)."},
+    {"index_in", index_in, METH_VARARGS,
+     "index_in(keys, key_valid, values, value_valid, out) -> None\n\nArrow's index_in for int64 columns: out[i] "
+     "the first j with values[j] == keys[i] (null keys: the first null value), -1 where none."},
     {"invert_ids", invert_ids, METH_VARARGS,
      "invert_ids(ids, out) -> None\n\nout[ids[i]] = i, -1 elsewhere (int64 buffers; distinct ids below len(out))."},
     {"nest_sorted", nest_sorted, METH_VARARGS,

@@ -14,6 +14,7 @@ from itertools import pairwise
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace
@@ -422,8 +423,7 @@ def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:
     runtime_corr = pc.filter(events["correlation"], is_runtime)
     runtime_step = pc.filter(step, is_runtime)
     if len(runtime_corr):
-        where = pc.index_in(events["correlation"], value_set=runtime_corr.combine_chunks()
-                            if isinstance(runtime_corr, pa.ChunkedArray) else runtime_corr)
+        where = index_in(events["correlation"], runtime_corr)
         launched = pc.take(runtime_step, where)
         is_device = pc.is_valid(events["stream"])
         step = pc.if_else(pc.and_(is_device, pc.is_valid(where)), launched, step)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, Rule
 from opscope.analyses.arrays import combined, name_match
+from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
@@ -411,7 +412,7 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     if k.num_rows == 0:
         return {}, []
     links = link_table(ctx.trace)
-    op_row = pc.take(links["op_row"], pc.index_in(k["event_id"], value_set=links["device_row"]))
+    op_row = pc.take(links["op_row"], index_in(k["event_id"], links["device_row"]))
     ops = ctx.trace.select(["name", "shapes", "dtypes", "strides"])
     found = pc.indices_nonzero(pc.is_valid(op_row))
     rows = pc.take(op_row, found)

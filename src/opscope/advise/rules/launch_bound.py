@@ -13,6 +13,7 @@ from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.arrays import name_match
 from opscope.analyses.names import short_names
+from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
@@ -44,7 +45,7 @@ def launched_kernels(ctx: AdviceContext) -> pa.Table:
     single = per_corr.filter(pc.equal(per_corr["correlation_count"], 1))["correlation"]
     kernels = kernels.filter(pc.is_in(kernels["correlation"], value_set=single.combine_chunks()))
     calls = calls.group_by("correlation", use_threads=False).aggregate([("dur_ns", "max")])
-    where = pc.index_in(kernels["correlation"], value_set=calls["correlation"].combine_chunks())
+    where = index_in(kernels["correlation"], calls["correlation"])
     launch = pc.take(calls["dur_ns_max"].combine_chunks(), where)
     t = pa.table({"name": kernels["name"], "dur_ns": kernels["dur_ns"], "launch_ns": launch})
     return t.filter(pc.is_valid(t["launch_ns"]))

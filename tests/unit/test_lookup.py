@@ -1,0 +1,35 @@
+"""``model.lookup.index_in`` is Arrow's ``index_in`` for int64 columns: the same positions from the C table (nulls,
+repeated values, slices, chunks), and Arrow's own answer for other types."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from opscope.model import lookup
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_index_in_matches_arrow(seed, native, monkeypatch):
+    monkeypatch.setenv("OPSCOPE_NATIVE", native)
+    rng = random.Random(seed)
+    for _ in range(40):
+        values = [rng.choice([None, *range(-4, 12)]) for _ in range(rng.randint(0, 30))]
+        keys = [rng.choice([None, *range(-6, 15)]) for _ in range(rng.randint(0, 50))]
+        key_array = pa.array([0] + keys, pa.int64()).slice(1)  # an offset into its buffers
+        value_array = pa.chunked_array([pa.array(values[:5], pa.int64()), pa.array(values[5:], pa.int64())])
+        got = lookup.index_in(key_array, value_array)
+        assert got.type == pa.int32()
+        assert got.to_pylist() == pc.index_in(key_array, value_set=value_array.combine_chunks()).to_pylist()
+        # and by hand: the first position of the key (a null key: of the first null)
+        assert got.to_pylist() == [values.index(k) if k in values else None for k in keys]
+
+
+def test_index_in_of_other_types_is_arrows():
+    keys, values = pa.array(["a", "b", None]), pa.array(["b", None, "b"])
+    assert lookup.index_in(keys, values).to_pylist() == [None, 0, 1]
+    assert lookup.index_in(pa.array([], pa.int64()), pa.array([], pa.int64())).to_pylist() == []
