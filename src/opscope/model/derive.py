@@ -83,6 +83,7 @@ def complete(trace: Trace) -> Trace:
     events = events.append_column("depth", depth)
     events = events.append_column("self_ns", self_ns)
     events = events.append_column("step", step)
+    release_free_memory()  # nesting's and step lookup's temporaries
     merged, op_self_ns = fold_duplicate_ops(events)
     events = events.append_column("merged", merged)
     events = events.append_column("op_self_ns", op_self_ns)

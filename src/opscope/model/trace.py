@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from opscope.model.schema import TABLE_SCHEMAS, kind_mask
+from opscope.sysmem import release_free_memory
 
 #: Kinds whose args :attr:`Trace.copy_args` holds.
 COPY_KINDS = ("memcpy", "memset")
@@ -114,6 +115,8 @@ class Trace:
                 self._memo[key] = value
                 return value
         value = self._memo[key] = compute()
+        if keep:  # a whole analysis is done: the temporaries it freed go back to the system (glibc keeps them)
+            release_free_memory()
         if store is not None and self.results is store:  # (compute() may have replaced a table)
             store.put(key, value)
         return value
