@@ -4,13 +4,17 @@ and the analyses' (innermost enclosing span, scatter).
 ``optional=True``: where no C compiler is found the build goes on without them and opscope uses its Python paths
 (the same tables, slower; see ``opscope.ingest.chrome.native`` and ``opscope.model.derive``)."""
 
+import sys
+
 from setuptools import Extension, setup
 
 FLAGS = ["-O3", "-Wall"]
+THREADS = [] if sys.platform == "win32" else ["-pthread"]
 
 setup(ext_modules=[
+    # -pthread: a long chunk is read as two halves on two threads (glibc before 2.34 keeps pthreads apart)
     Extension("opscope.ingest.chrome._scan", ["src/opscope/ingest/chrome/_scan.c"], optional=True,
-              extra_compile_args=FLAGS),
+              extra_compile_args=FLAGS + THREADS, extra_link_args=THREADS),
     Extension("opscope.model._derive", ["src/opscope/model/_derive.c"], optional=True, extra_compile_args=FLAGS),
     Extension("opscope.analyses._loops", ["src/opscope/analyses/_loops.c"], optional=True,
               extra_compile_args=FLAGS),

@@ -310,3 +310,53 @@ def test_the_c_layer_walk_nests_as_derive_nest_does(monkeypatch, seed, tensorflo
     (p0, d0, s0, o0), (p1, d1, s1, o1) = got
     assert p0.equals(p1) and d0.equals(d1) and s0.equals(s1) and o0 == o1
     assert o1 > 0 and p1.null_count < n  # nested and partly overlapping events were walked
+
+
+def _splitting(monkeypatch, split_bytes: int) -> list:
+    """Every Scanner the reader makes reads chunks of ``split_bytes`` or more as two halves at once; returns them."""
+    made = []
+    real = native._scan.Scanner
+
+    def make():
+        made.append(real(split_bytes=split_bytes))
+        return made[-1]
+
+    monkeypatch.setattr(native._scan, "Scanner", make)
+    return made
+
+
+@needs_scan
+@pytest.mark.parametrize("seed", range(10))
+def test_chunks_read_as_two_halves_give_the_same_tables(tmp_path, monkeypatch, seed):
+    # the halves meet at an item boundary near the middle; where that candidate lies inside a string ("}, {" in
+    # a name) or a half declines, the chunk is read whole: either way the rows, their order and the exact-time rule
+    # (decided for the whole chunk) are those of the Python path
+    rng = random.Random(1000 + seed)
+    big = seed % 3 == 0
+    events = [_event(rng, big) for _ in range(1500)]
+    for e in events[::40]:
+        e["name"] = rng.choice(['x}, {"ph": "X"', "}, {", "a},\n {b"])  # candidates inside strings
+    path = _write(tmp_path / "t.json", events, ascii_only=seed % 2 == 0, pretty=seed % 4 < 2)
+    made = _splitting(monkeypatch, 1)
+    python, c = _read_both(path, monkeypatch, chunk=rng.choice([2048, 4096, 8192]))  # most chunks taken
+    _same(python, c)
+    assert sum(s.splits() for s in made) >= 3  # chunks were read in two halves
+
+
+@needs_scan
+def test_the_exact_time_rule_covers_both_halves(tmp_path, monkeypatch):
+    # an epoch-scale float time in the first half makes the whole chunk read float times from their text: a time in
+    # the second half whose float rounds differently ("533249.85550" us: 533249855 as a float, 533249856 exactly)
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 1712195495519689.5 + i,
+               "dur": 1} for i in range(40)]
+    events += [{"ph": "X", "cat": "cpu_op", "name": f"late{i}", "pid": 1, "tid": 2, "ts": "533249.85550",
+                "dur": 2} for i in range(40)]
+    text = json.dumps({"traceEvents": events}).replace('"533249.85550"', "533249.85550")
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    made = _splitting(monkeypatch, 1)
+    python, c = _read_both(path, monkeypatch, chunk=1 << 20)  # one chunk
+    _same(python, c)
+    assert sum(s.splits() for s in made) >= 1  # (reading the args again for the comparison splits it again)
+    late = c.events.filter(pa.compute.starts_with(c.events["name"].cast(pa.string()), "late"))
+    assert set(late["ts_ns"].to_pylist()) == {533249856}  # exactly, not the float's 533249855

@@ -843,8 +843,8 @@ static int resolve_times(Out *o, Buf *times, int per_row, IntCol *first, IntCol 
 }
 
 /* A chunk: a JSON array of events, or with items_only the items alone ("{...},{...}", the stream's buffer between
- * two cuts, read in place). */
-static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_only) {
+ * two cuts, read in place); its times are left for finish_chunk. */
+static int scan_items(Out *o, const unsigned char *base, size_t len, int items_only) {
     Cur c = {base, base + len};
     o->times.len = o->f_times.len = o->m_times.len = o->rest.len = 0;
     o->n_rest = 0;
@@ -885,12 +885,153 @@ static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_o
     }
     skip_ws(&c);
     if (c.p != c.end) return DECLINE;
-    if (o->n_rest) TRY(buf_put(&o->rest, "]", 1));
-    /* the times, now that the chunk says whether float times are read exactly */
+    return 0;
+}
+
+/* The end of a chunk read by scan_items: the times, now that the chunk says whether float times are read exactly
+ * (exact: for the whole chunk, both halves of a split one), and the left events' closing bracket. */
+static int finish_chunk(Out *o, int exact, const unsigned char *base) {
+    o->exact = exact;
     TRY(resolve_times(o, &o->times, 2, &o->ts, &o->dur, base));
     TRY(resolve_times(o, &o->f_times, 1, &o->f_ts, NULL, base));
     TRY(resolve_times(o, &o->m_times, 1, &o->m_ts, NULL, base));
     return 0;
+}
+
+static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_only) {
+    TRY(scan_items(o, base, len, items_only));
+    TRY(finish_chunk(o, o->exact, base));
+    if (o->n_rest) TRY(buf_put(&o->rest, "]", 1));
+    return 0;
+}
+
+/* ---- a chunk read as two halves on two threads ----------------------------------------------------------------- */
+
+/* v's bits appended to into's */
+static int valid_append(Validity *into, const Validity *v) {
+    if (into->n % 8 == 0) {
+        if (buf_put(&into->valid, v->valid.p, (v->n + 7) / 8)) return OOM;
+    } else {
+        for (size_t i = 0; i < v->n; i++) /* valid_push counts n and the nulls */
+            if (valid_push(into, (v->valid.p[i / 8] >> (i % 8)) & 1)) return OOM;
+        return 0;
+    }
+    into->n += v->n;
+    into->nulls += v->nulls;
+    return 0;
+}
+
+/* The rows of `from` (the second half of a chunk) after those of `into`; DECLINE where a text column would pass
+ * Arrow's 2 GiB offsets (the whole chunk read at once declines there too). */
+static int out_append(Out *into, const Out *from) {
+    for (int i = 0; i < N_STR; i++) {
+        StrCol *a = str_col(into, i);
+        const StrCol *b = str_col((Out *)from, i);
+        size_t shift = a->data.len;
+        if (shift + b->data.len > INT32_MAX) return DECLINE;
+        TRY(buf_put(&a->data, b->data.p, b->data.len));
+        size_t n = b->v.n;
+        TRY(buf_grow(&a->offsets, n * sizeof(int32_t)));
+        const int32_t *src = (const int32_t *)b->offsets.p + 1;
+        int32_t *dst = (int32_t *)(a->offsets.p + a->offsets.len);
+        for (size_t k = 0; k < n; k++) dst[k] = src[k] + (int32_t)shift;
+        a->offsets.len += n * sizeof(int32_t);
+        TRY(valid_append(&a->v, &b->v));
+    }
+    for (int i = 0; i < N_INT; i++) {
+        IntCol *a = int_col(into, i);
+        const IntCol *b = int_col((Out *)from, i);
+        TRY(buf_put(&a->data, b->data.p, b->data.len));
+        TRY(valid_append(&a->v, &b->v));
+    }
+    if (from->n_rest) { /* "[a,b" + "[c,d" -> "[a,b,c,d" */
+        if (into->n_rest) {
+            TRY(buf_put(&into->rest, ",", 1));
+            TRY(buf_put(&into->rest, from->rest.p + 1, from->rest.len - 1));
+        } else {
+            TRY(buf_put(&into->rest, from->rest.p, from->rest.len));
+        }
+        into->n_rest += from->n_rest;
+    }
+    return 0;
+}
+
+/* Where a chunk of items splits in two: the "{" of an item near the middle, after "}" "," (blanks allowed) -- a
+ * candidate only: inside a string it makes the first half end inside that string, which then declines. 0: none. */
+static size_t split_point(const unsigned char *base, size_t len) {
+    for (size_t i = len / 2; i > len / 4; i--) {
+        if (base[i] != '{') continue;
+        size_t j = i;
+        while (j > 0 && (base[j - 1] == ' ' || base[j - 1] == '\n' || base[j - 1] == '\r' || base[j - 1] == '\t')) j--;
+        if (j == 0 || base[j - 1] != ',') continue;
+        j--;
+        while (j > 0 && (base[j - 1] == ' ' || base[j - 1] == '\n' || base[j - 1] == '\r' || base[j - 1] == '\t')) j--;
+        if (j == 0 || base[j - 1] != '}') continue;
+        return i;
+    }
+    return 0;
+}
+
+#ifndef _WIN32
+#include <pthread.h>
+#define CAN_SPLIT 1
+
+typedef struct {
+    Out *o;
+    const unsigned char *base;
+    size_t len;
+    int r;
+} Half;
+
+static void *scan_half(void *arg) {
+    Half *h = arg;
+    h->r = scan_items(h->o, h->base, h->len, 1);
+    return NULL;
+}
+#else
+#define CAN_SPLIT 0
+#endif
+
+/* Chunks at least this long are read as two halves at once (a thread per half); shorter ones are not worth it. */
+#define SPLIT_BYTES (256 * 1024)
+
+/* A chunk of items read as two halves at once: the second on a thread of its own into `o2`, then appended. Where
+ * either half declines (a split candidate inside a string, or anything the whole chunk would decline too) the first
+ * half is rolled back to `m` and the chunk read whole, as without the split: the same rows and the same exact-time
+ * rule (decided for the whole chunk), the halves only share the work. */
+static int scan_split(Out *o, Out *o2, const unsigned char *base, size_t len, int items_only, size_t split_bytes,
+                      const Mark *m, Py_ssize_t *splits) {
+#if CAN_SPLIT
+    size_t at = items_only && split_bytes && len >= split_bytes ? split_point(base, len) : 0;
+    if (at) {
+        size_t first = at; /* the first half ends before the "," ahead of the split item */
+        while (first > 0 && base[first - 1] != ',') first--;
+        first--;
+        if (out_reset(o2)) return OOM;
+        Half second = {o2, base + at, len - at, 0};
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, scan_half, &second) == 0) {
+            int r = scan_items(o, base, first, 1);
+            pthread_join(thread, NULL);
+            if (r == OOM || second.r == OOM) return OOM;
+            if (r == 0 && second.r == 0) {
+                int exact = o->exact || o2->exact;
+                r = finish_chunk(o, exact, base);
+                if (!r) r = finish_chunk(o2, exact, base + at);
+                if (!r) r = out_append(o, o2);
+                if (!r && o->n_rest) r = buf_put(&o->rest, "]", 1);
+                if (!r) (*splits)++;
+                if (r != DECLINE) return r;
+            }
+            rollback(o, m);
+        }
+    }
+#else
+    (void)o2;
+    (void)split_bytes;
+    (void)m;
+#endif
+    return scan_chunk(o, base, len, items_only);
 }
 
 /* ---- to Python ----------------------------------------------------------------------------------------------- */
@@ -898,6 +1039,9 @@ static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_o
 typedef struct {
     PyObject_HEAD
     Out o;
+    Out o2; /* the second half of a chunk read in two */
+    Py_ssize_t split_bytes; /* chunks this long or longer are read in two halves at once (0: never) */
+    Py_ssize_t splits;      /* chunks read so (a split that declined and was read whole does not count) */
     int busy; /* a feed is running (without the GIL): the columns are not to be touched */
 } Scanner;
 
@@ -925,12 +1069,19 @@ static PyObject *str_tuple(const StrCol *c) {
 }
 
 static PyObject *scanner_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    (void)args;
-    (void)kw;
+    static char *keywords[] = {"split_bytes", NULL};
+    Py_ssize_t split_bytes = SPLIT_BYTES;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|n:Scanner", keywords, &split_bytes)) return NULL;
+    if (split_bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "Scanner: split_bytes must be >= 0");
+        return NULL;
+    }
     Scanner *self = (Scanner *)type->tp_alloc(type, 0);
     if (!self) return NULL;
+    self->split_bytes = split_bytes;
     memset(&self->o, 0, sizeof self->o);
-    if (out_reset(&self->o)) {
+    memset(&self->o2, 0, sizeof self->o2);
+    if (out_reset(&self->o) || out_reset(&self->o2)) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -939,6 +1090,7 @@ static PyObject *scanner_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 static void scanner_dealloc(Scanner *self) {
     out_free(&self->o);
+    out_free(&self->o2);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -962,7 +1114,8 @@ static PyObject *feed(Scanner *self, PyObject *arg, Py_ssize_t start, Py_ssize_t
     int r;
     Py_BEGIN_ALLOW_THREADS /* the bytes are immutable and held by the view; the inflate thread and the caller's
                             * other threads run meanwhile */
-    r = scan_chunk(&self->o, (const unsigned char *)view.buf + start, (size_t)(end - start), items_only);
+    r = scan_split(&self->o, &self->o2, (const unsigned char *)view.buf + start, (size_t)(end - start), items_only,
+                   (size_t)self->split_bytes, &m, &self->splits);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     PyBuffer_Release(&view);
@@ -993,6 +1146,11 @@ static PyObject *scanner_pending(Scanner *self, PyObject *unused) {
     }
     Out *o = &self->o;
     return PyLong_FromSize_t(o->ts.v.n + o->f_ts.v.n + o->m_ts.v.n);
+}
+
+static PyObject *scanner_splits(Scanner *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromSsize_t(self->splits);
 }
 
 static PyObject *scanner_take(Scanner *self, PyObject *unused) {
@@ -1030,6 +1188,8 @@ static PyMethodDef scanner_methods[] = {
      "feed_items(buffer, start, end) -> (rest, exact) | None\n\nAs feed, for the items alone (\"{...},{...}\") "
      "in buffer[start:end], read in place."},
     {"pending", (PyCFunction)scanner_pending, METH_NOARGS, "pending() -> int: rows held (events, flows, memory)."},
+    {"splits", (PyCFunction)scanner_splits, METH_NOARGS,
+     "splits() -> int: chunks read as two halves at once so far."},
     {"take", (PyCFunction)scanner_take, METH_NOARGS,
      "take() -> dict: the columns held (Arrow buffers), and start afresh."},
     {NULL, NULL, 0, NULL},
@@ -1040,7 +1200,8 @@ static PyTypeObject ScannerType = {
     .tp_name = "opscope.ingest.chrome._scan.Scanner",
     .tp_basicsize = sizeof(Scanner),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Chunks of a Chrome trace's event array read straight into column buffers (the common case).",
+    .tp_doc = "Scanner(split_bytes=262144)\n\nChunks of a Chrome trace's event array read straight into column "
+              "buffers (the common case); chunks of split_bytes or more (0: none) as two halves on two threads.",
     .tp_new = scanner_new,
     .tp_dealloc = (destructor)scanner_dealloc,
     .tp_methods = scanner_methods,
