@@ -331,7 +331,7 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     candidate_parents = pc.take(parent, candidates)
     # children in the op layer of each candidate's parent: a candidate is folded when it is the only one
     counts = pc.value_counts(pc.drop_null(pc.filter(parent, pc.and_(layer, pc.is_in(parent, candidate_parents)))))
-    n_children = pc.take(counts.field("counts"), pc.index_in(candidate_parents, value_set=counts.field("values")))
+    n_children = pc.take(counts.field("counts"), index_in(candidate_parents, counts.field("values")))
     folded = pc.fill_null(pc.equal(n_children, 1), False)
     dup = pc.filter(candidates, folded)
     if len(dup) == 0:
@@ -344,7 +344,7 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     # each folded row's self time goes to its nearest kept ancestor
     moved = pa.table({"target": pc.take(kept, dup), "ns": pc.take(self_ns, dup)}).group_by("target").aggregate(
         [("ns", "sum")])
-    extra = pc.fill_null(pc.take(moved["ns_sum"], pc.index_in(row_ids, value_set=moved["target"])), 0)
+    extra = pc.fill_null(pc.take(moved["ns_sum"], index_in(row_ids, moved["target"])), 0)
     return merged, pc.add(self_ns, extra)
 
 
