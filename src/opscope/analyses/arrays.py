@@ -192,9 +192,8 @@ def group_numbers(table: pa.Table, keys: Sequence[str]) -> tuple[pa.Array, Calla
                                                                                              arange(table.num_rows))
     grouped = plain.group_by(list(keys), use_threads=False).aggregate([("row", "list")])
     rows = combined(grouped["row_list"])
-    flat = pc.list_flatten(rows)
     # every row is in one list: each row's number is the position of the list it is in
-    number = pc.take(pc.cast(pc.list_parent_indices(rows), pa.int64()), pc.sort_indices(flat))
+    number = scatter(table.num_rows, pc.list_flatten(rows), pc.cast(pc.list_parent_indices(rows), pa.int64()))
 
     def key_values(groups: pa.Array | pa.ChunkedArray) -> dict[str, pa.Array]:
         return {k: combined(grouped[k]).take(combined(groups)) for k in keys}

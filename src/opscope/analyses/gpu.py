@@ -30,8 +30,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from itertools import groupby
-from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -395,12 +393,13 @@ class GpuAnalysis:
         for part, mask in masks.items():
             d, s, e = (device, start, end) if mask is None else (device.filter(mask), start.filter(mask),
                                                                   end.filter(mask))
-            merged = merged_intervals(d, s, e)  # per device, in time order
-            rows = zip(*(merged[c].to_pylist() for c in ("group", "start", "end")))
+            merged = merged_intervals(d, s, e)  # per device (in device order), in time order
+            group = combined(merged["group"])
             out[part] = {}
-            for dev, intervals in groupby(rows, key=itemgetter(0)):
-                _, starts, ends = zip(*intervals)
-                out[part][dev] = sum(covered_within(list(starts), list(ends), spans))
+            for dev in pc.unique(group).to_pylist():
+                mine = pc.equal(group, dev)
+                out[part][dev] = sum(covered_within(pc.filter(merged["start"], mine), pc.filter(merged["end"], mine),
+                                                    spans))
         out["unseen_busy"] = {dev: sum(covered_within([u.start], [u.end], spans))
                               for dev, u in self.work.unseen.items()}
         return out
