@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from opscope.analyses.links import device_links
 from opscope.analyses.names import short_names
 from opscope.diff.normalize import Span
+from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
 SCHEMA = pa.schema([("op", pa.string()), ("shapes", pa.string()), ("kernels_base", pa.string()),
@@ -39,17 +40,19 @@ def _grouped(trace: Trace, span: Span, links: dict[str, pa.Array] | None) -> pa.
                          "kernel_distinct": pa.array([], pa.list_(pa.string())),
                          "dur_ns_sum": pa.array([], pa.int64())})
     ev = trace.select(["name", "shapes", "dur_ns", "step", "kind"])
+    # the rows that count, chosen before any name is turned into text: kernels (copies and memsets are not a kernel
+    # choice) in the span's steps
+    keep = pc.take(kind_mask(ev, ("kernel",)), device_rows)
+    if span.steps is not None:
+        keep = pc.and_(keep, pc.fill_null(pc.is_in(pc.take(ev["step"], device_rows),
+                                                   pa.array(span.steps, pa.int64())), False))
+    device_rows, op_rows = pc.filter(device_rows, keep), pc.filter(op_rows, keep)
     work = pa.table({
         "kernel": short_names(pc.take(ev["name"], device_rows)),
-        "kind": pc.take(ev["kind"], device_rows).cast(pa.string()),
         "dur_ns": pc.take(ev["dur_ns"], device_rows),
-        "step": pc.take(ev["step"], device_rows),
         "op": pc.take(ev["name"], op_rows).cast(pa.string()),
         "shapes": pc.fill_null(pc.take(ev["shapes"], op_rows), ""),
     })
-    work = work.filter(pc.equal(work["kind"], "kernel"))  # copies and memsets are not a kernel choice
-    if span.steps is not None:
-        work = work.filter(pc.fill_null(pc.is_in(work["step"], pa.array(span.steps, pa.int64())), False))
     return work.group_by(["op", "shapes"], use_threads=False).aggregate([("kernel", "distinct"), ("dur_ns", "sum")])
 
 
