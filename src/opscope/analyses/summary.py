@@ -66,9 +66,31 @@ class Summary:
 
 
 def summarize(trace: Trace, top: int = 5) -> Summary:
-    events = trace.select(["kind", "ts_ns", "dur_ns", "device", "self_ns"])
-    n = events.num_rows
-    if n:
+    # what needs every event (spans' unions, time by kind) is kept in the cache entry with the tables below: the
+    # next summary of a cached trace reads it instead of the events' columns
+    totals = trace.memo("summary.totals", lambda: _totals(trace), keep=True)
+    by_kind = trace.memo("summary.by_kind", lambda: _by_kind(trace), keep=True)
+    return Summary(
+        source=str(trace.metadata.get("source")),
+        wall_ns=totals["wall_ns"],
+        events=trace.num_events,
+        steps=step_stats(step_table(trace)),
+        cpu_busy_ns=totals["cpu_busy_ns"],
+        gpu_busy_ns=totals["gpu_busy_ns"],
+        devices=totals["devices"],
+        # top=0: no lists, and none computed (the HTML report shows the whole tables elsewhere)
+        top_ops=op_table(trace, filt=EventFilter(kinds=("cpu_op",))).slice(0, top) if top else pa.table({}),
+        top_kernels=(kernel_table(trace).slice(0, top) if totals["device_rows"] else kernel_table(trace)) if top
+        else pa.table({}),
+        by_kind=by_kind,
+        warnings=list(trace.warnings),
+    )
+
+
+def _totals(trace: Trace) -> dict[str, Any]:
+    """Wall time, CPU and GPU busy time (unions of spans), the devices and how many device rows there are."""
+    events = trace.select(["kind", "ts_ns", "dur_ns", "device"])
+    if events.num_rows:
         # The profiler's own span and markers ("Record Window End" lands where the profiler stopped, after
         # its post-processing) are not the program's time: wall time is that of the other events.
         work = events.filter(pc.invert(kind_mask(events, _NOT_WORK)))
@@ -81,30 +103,26 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
     spans = events.select(["ts_ns", "dur_ns", "device"])
     host = spans.filter(kind_mask(events, HOST_BUSY_KINDS))
     device = spans.filter(kind_mask(events, DEVICE_WORK))
-    gpu_busy = union_ns(device["ts_ns"], device["dur_ns"]) if device.num_rows else None
-    devices = sorted(d for d in pc.unique(device["device"]).to_pylist() if d is not None) if device.num_rows else []
-    shown = events.select(["kind", "dur_ns", "self_ns"]).filter(pc.invert(kind_mask(events, _NOT_WORK)))
+    return {
+        "wall_ns": wall,
+        "cpu_busy_ns": union_ns(host["ts_ns"], host["dur_ns"]) if host.num_rows else 0,
+        "gpu_busy_ns": union_ns(device["ts_ns"], device["dur_ns"]) if device.num_rows else None,
+        "devices": sorted(d for d in pc.unique(device["device"]).to_pylist() if d is not None)
+        if device.num_rows else [],
+        "device_rows": device.num_rows,
+    }
+
+
+def _by_kind(trace: Trace) -> pa.Table:
+    """Events and self time per kind (the profiler's span and markers left out), largest first."""
+    events = trace.select(["kind", "dur_ns", "self_ns"])
+    shown = events.filter(pc.invert(kind_mask(events, _NOT_WORK)))
     by_kind = shown.group_by("kind", use_threads=False).aggregate([("dur_ns", "count"), ("self_ns", "sum")])
     self_sum = by_kind["self_ns_sum"]
     total_self = pc.sum(self_sum).as_py() or 0
-    by_kind = pa.table({
+    return pa.table({
         "kind": by_kind["kind"].cast(pa.string()),
         "events": by_kind["dur_ns_count"],
         "total_ns": self_sum,
         "pct": shares_pct(self_sum, max(total_self, 1)),
     }).sort_by([("total_ns", "descending")])
-    return Summary(
-        source=str(trace.metadata.get("source")),
-        wall_ns=wall,
-        events=n,
-        steps=step_stats(step_table(trace)),
-        cpu_busy_ns=union_ns(host["ts_ns"], host["dur_ns"]) if host.num_rows else 0,
-        gpu_busy_ns=gpu_busy,
-        devices=devices,
-        # top=0: no lists, and none computed (the HTML report shows the whole tables elsewhere)
-        top_ops=op_table(trace, filt=EventFilter(kinds=("cpu_op",))).slice(0, top) if top else pa.table({}),
-        top_kernels=(kernel_table(trace).slice(0, top) if device.num_rows else kernel_table(trace)) if top
-        else pa.table({}),
-        by_kind=by_kind,
-        warnings=list(trace.warnings),
-    )
