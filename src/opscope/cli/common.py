@@ -7,6 +7,7 @@ renderers are imported on first use, so that ``opscope --help`` starts in a frac
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -220,7 +221,17 @@ class _ReadProgress:
             self.bar.stop()
 
 
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
+
+
 def _progress_for(path: Path) -> _ReadProgress | None:
+    # not a terminal: no bar, and no need to import rich to ask (unless the environment may force one, as rich reads it)
+    if not _stderr_is_tty() and not os.environ.get("FORCE_COLOR") and not os.environ.get("TTY_COMPATIBLE"):
+        return None
     if not stderr().is_terminal:
         return None
     try:
