@@ -94,3 +94,46 @@ def test_scatter_c_matches_arrow(seed, monkeypatch):
     got_odd = arrays.scatter(n, odd, odd_values).to_pylist()
     monkeypatch.setenv("OPSCOPE_NATIVE", "0")
     assert got_odd == arrays.scatter(n, odd, odd_values).to_pylist() == by_hand
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("launches_known", [True, False])
+def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, monkeypatch):
+    from opscope.analyses import idle
+
+    rng = random.Random(seed)
+
+    def spans(k: int, disjoint: bool) -> tuple[pa.Array, pa.Array]:
+        out, t = [], rng.randrange(0, 20)
+        for _ in range(k):
+            s = t if disjoint else rng.randrange(0, 300)
+            e = s + rng.randrange(0, 40)
+            out.append((s, e))
+            t = e + rng.randrange(0, 30)
+        out.sort()
+        return pa.array([s for s, _ in out], pa.int64()), pa.array([e for _, e in out], pa.int64())
+
+    gaps = spans(rng.randint(1, 12), True)
+    covers = {idle._GAP: gaps}
+    for code in (idle._SHORT_LATE, idle._SHORT_QUEUED):  # subsets of the gaps, as _gaps makes them
+        pick = pa.array([rng.random() < 0.3 for _ in range(len(gaps[0]))])
+        covers[code] = (gaps[0].filter(pick), gaps[1].filter(pick))
+    for code in (idle._SYNC, idle._INPUT, idle._OUTSTANDING):  # overlapping host spans
+        covers[code] = spans(rng.randint(0, 10), False)
+    got = idle._attribute(covers, launches_known)
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert got == idle._attribute(covers, launches_known)
+    # by hand, nanosecond by nanosecond: the first cause that holds inside each gap
+    order = [(idle._SYNC, 0), (idle._INPUT, 1), (idle._SHORT_LATE, 2), (idle._SHORT_QUEUED, 3)]
+    expected: dict[int, int] = {}
+    for t in range(0, 400):
+        def inside(code: int) -> bool:
+            s, e = covers[code]
+            return any(a <= t < b for a, b in zip(s.to_pylist(), e.to_pylist()))
+        if not inside(idle._GAP):
+            continue
+        cause = next((i for code, i in order if inside(code)), None)
+        if cause is None:
+            cause = 4 if launches_known and not inside(idle._OUTSTANDING) else 5
+        expected[cause] = expected.get(cause, 0) + 1
+    assert {k: v for k, v in got.items() if v} == expected

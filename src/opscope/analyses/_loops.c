@@ -203,10 +203,68 @@ done:
     return result;
 }
 
+/* idle_causes(code, delta, seg, launches_known, sums, counts) -> None
+ * idle._attribute's walk over the sorted boundaries of every cover: per row the open spans of each cover (code
+ * 0 gap, 1 short gap launched late, 2 short gap queued, 3 sync, 4 data loader, 5 launched and not started) after
+ * it, and where a gap is open the segment's time to the first cause that holds (sync, input, launch overhead,
+ * kernel gap, host wait where launches are known, else other): sums[cause] += seg, counts[cause] += 1. */
+static PyObject *idle_causes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_code, *o_delta, *o_seg, *o_sums, *o_counts;
+    int launches_known;
+    if (!PyArg_ParseTuple(args, "OOOpOO", &o_code, &o_delta, &o_seg, &launches_known, &o_sums, &o_counts))
+        return NULL;
+    View code, delta, seg, sums, counts;
+    View *all[] = {&code, &delta, &seg, &sums, &counts};
+    for (int i = 0; i < 5; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    if (view(o_code, &code, 0, 1, "code") || view(o_delta, &delta, 0, 8, "delta") || view(o_seg, &seg, 0, 8, "seg") ||
+        view(o_sums, &sums, 1, 8, "sums") || view(o_counts, &counts, 1, 8, "counts"))
+        goto done;
+    Py_ssize_t n = code.b.len;
+    if (delta.b.len / 8 != n || seg.b.len / 8 != n || sums.b.len / 8 != 6 || counts.b.len / 8 != 6) {
+        PyErr_SetString(PyExc_ValueError, "idle_causes: buffers of different lengths (or not 6 causes)");
+        goto done;
+    }
+    const int8_t *c = code.b.buf;
+    const int64_t *d = delta.b.buf, *g = seg.b.buf;
+    int64_t *sum = sums.b.buf, *count = counts.b.buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t level[6] = {0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < 6; k++) sum[k] = count[k] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (c[i] < 0 || c[i] > 5) { bad = 1; break; }
+        level[c[i]] += d[i];
+        if (level[0] <= 0) continue;
+        int cause;
+        if (level[3] > 0) cause = 0;                       /* sync */
+        else if (level[4] > 0) cause = 1;                  /* input pipeline */
+        else if (level[1] > 0) cause = 2;                  /* launch overhead */
+        else if (level[2] > 0) cause = 3;                  /* kernel gap */
+        else if (launches_known && level[5] <= 0) cause = 4; /* host wait */
+        else cause = 5;                                    /* other */
+        sum[cause] += g[i];
+        count[cause]++;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "idle_causes: codes must be 0-5");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < 5; i++) release(all[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out) -> None\n\n"
      "intervals.innermost_enclosing in C (int64 buffers, -1 for none; accept bytes or None)."},
+    {"idle_causes", idle_causes, METH_VARARGS,
+     "idle_causes(code, delta, seg, launches_known, sums, counts) -> None\n\nidle._attribute's walk over the "
+     "sorted cover boundaries (int8 codes, int64 delta and seg; 6 int64 sums and counts out)."},
     {"where", where, METH_VARARGS,
      "where(positions, out) -> None\n\nout[positions[i]] = i, -1 elsewhere (int64 buffers; distinct positions)."},
     {NULL, NULL, 0, NULL},

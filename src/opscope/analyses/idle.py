@@ -21,13 +21,14 @@ by priority (the first that holds at an instant wins):
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, name_match, share_pct
+from opscope.analyses.arrays import combined, int64_values, name_match, native_loops, share_pct
 from opscope.analyses.intervals import sweep
 from opscope.model.schema import kind_mask
 
@@ -146,6 +147,12 @@ def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: boo
         return {}
     points = sweep(pa.concat_tables(parts))
     code, delta, seg = (combined(points[c]) for c in ("code", "delta", "seg"))
+    c_loops = native_loops()
+    if c_loops is not None and not (code.null_count or delta.null_count or seg.null_count):
+        sums, counts = array("q", bytes(8 * len(IDLE_CAUSES))), array("q", bytes(8 * len(IDLE_CAUSES)))
+        code_bytes = memoryview(code.buffers()[1])[code.offset:code.offset + len(code)]
+        c_loops.idle_causes(code_bytes, int64_values(delta), int64_values(seg), launches_known, sums, counts)
+        return {cause: sums[cause] for cause in range(len(IDLE_CAUSES)) if counts[cause]}
     n = len(code)
     active = {}
     for c in covers:
