@@ -152,3 +152,17 @@ def test_copy_args_hold_only_the_copies_and_give_the_same_sizes(tmp_path, cache)
     parsed = open_trace(path, use_cache=False)
     assert parsed.copy_args.to_pylist() == trace.copy_args.to_pylist()
     assert [c["bytes"] for c in copy_table(trace)] == [c["bytes"] for c in copy_table(parsed)] == [4096]
+
+
+def test_summary_totals_are_kept_and_read_back_without_reading_the_events(tmp_path, cache, monkeypatch):
+    import opscope.analyses.summary as summary_mod
+
+    path, trace = _cached(tmp_path, cache)
+    first = summary_mod.summarize(trace)
+    # by hand from small_gpu_trace: three kernels on device 0, 200 + 60 + 100 us of them (the last not cut: the
+    # summary's GPU busy time is the union of the device work, not windowed)
+    assert first.devices == [0] and first.gpu_busy_ns == 360_000
+    monkeypatch.setattr(summary_mod, "_totals", _recomputing)
+    monkeypatch.setattr(summary_mod, "_by_kind", _recomputing)
+    again = summary_mod.summarize(open_trace(path, cache_dir=cache))
+    assert again.rows() == first.rows()
