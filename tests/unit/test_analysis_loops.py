@@ -125,15 +125,17 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
     assert got == idle._attribute(covers, launches_known)
     # by hand, nanosecond by nanosecond: the first cause that holds inside each gap
     order = [(idle._SYNC, 0), (idle._INPUT, 1), (idle._SHORT_LATE, 2), (idle._SHORT_QUEUED, 3)]
+    plain = {code: list(zip(s.to_pylist(), e.to_pylist())) for code, (s, e) in covers.items()}
+
+    def inside(code: int, t: int) -> bool:
+        return any(a <= t < b for a, b in plain[code])
+
     expected: dict[int, int] = {}
-    for t in range(0, 400):
-        def inside(code: int) -> bool:
-            s, e = covers[code]
-            return any(a <= t < b for a, b in zip(s.to_pylist(), e.to_pylist()))
-        if not inside(idle._GAP):
+    for t in range(400):
+        if not inside(idle._GAP, t):
             continue
-        cause = next((i for code, i in order if inside(code)), None)
+        cause = next((i for code, i in order if inside(code, t)), None)
         if cause is None:
-            cause = 4 if launches_known and not inside(idle._OUTSTANDING) else 5
+            cause = 4 if launches_known and not inside(idle._OUTSTANDING, t) else 5
         expected[cause] = expected.get(cause, 0) + 1
     assert {k: v for k, v in got.items() if v} == expected
