@@ -241,10 +241,12 @@ def _progress_for(path: Path) -> _ReadProgress | None:
 
 
 def _warn_recovered(trace: Trace) -> None:
+    rebuilt = trace.metadata.get("cache_rebuilt")
+    if not rebuilt and not trace.metadata.get("truncated"):
+        return  # the common case: nothing to say, and rich (~30 ms to import) not needed for it
     from rich.text import Text
 
     err = stderr()
-    rebuilt = trace.metadata.get("cache_rebuilt")
     if rebuilt:
         err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: cache entry was corrupt "
                                 f"({rebuilt}); rebuilt from the trace"), highlight=False)
