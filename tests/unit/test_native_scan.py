@@ -360,3 +360,16 @@ def test_the_exact_time_rule_covers_both_halves(tmp_path, monkeypatch):
     assert sum(s.splits() for s in made) >= 1  # (reading the args again for the comparison splits it again)
     late = c.events.filter(pa.compute.starts_with(c.events["name"].cast(pa.string()), "late"))
     assert set(late["ts_ns"].to_pylist()) == {533249856}  # exactly, not the float's 533249855
+
+
+@needs_scan
+def test_halves_whose_times_need_cpythons_conversion_read_as_the_whole_chunk():
+    # 16-17 significant digits: past the fast path, converted by CPython under the GIL, which the helper thread of
+    # the second half takes for itself
+    rng = random.Random(5)
+    items = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "op%d", "pid": 1, "tid": 1, "ts": %r, "dur": %r}'
+                      % (i, rng.random() * 1e6, rng.random() * 100) for i in range(3000)).encode()
+    split, whole = native._scan.Scanner(split_bytes=1), native._scan.Scanner(split_bytes=0)
+    assert split.feed_items(items, 0, len(items)) == whole.feed_items(items, 0, len(items)) == (None, False)
+    assert (split.splits(), whole.splits()) == (1, 0)
+    assert split.take() == whole.take()
