@@ -367,8 +367,8 @@ def test_halves_whose_times_need_cpythons_conversion_read_as_the_whole_chunk():
     # 16-17 significant digits: past the fast path, converted by CPython under the GIL, which the helper thread of
     # the second half takes for itself
     rng = random.Random(5)
-    items = ", ".join('{"ph": "X", "cat": "cpu_op", "name": "op%d", "pid": 1, "tid": 1, "ts": %r, "dur": %r}'
-                      % (i, rng.random() * 1e6, rng.random() * 100) for i in range(3000)).encode()
+    items = ", ".join(f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, '
+                      f'"ts": {rng.random() * 1e6!r}, "dur": {rng.random() * 100!r}}}' for i in range(3000)).encode()
     split, whole = native._scan.Scanner(split_bytes=1), native._scan.Scanner(split_bytes=0)
     assert split.feed_items(items, 0, len(items)) == whole.feed_items(items, 0, len(items)) == (None, False)
     assert (split.splits(), whole.splits()) == (1, 0)
