@@ -10,12 +10,14 @@ from setuptools import Extension, setup
 
 FLAGS = ["-O3", "-Wall"]
 THREADS = [] if sys.platform == "win32" else ["-pthread"]
+VIEWS = ["src/opscope/_buffers.h"]  # the buffer views _derive.c and _loops.c share
 
 setup(ext_modules=[
     # -pthread: a long chunk is read as two halves on two threads (glibc before 2.34 keeps pthreads apart)
     Extension("opscope.ingest.chrome._scan", ["src/opscope/ingest/chrome/_scan.c"], optional=True,
               extra_compile_args=FLAGS + THREADS, extra_link_args=THREADS),
-    Extension("opscope.model._derive", ["src/opscope/model/_derive.c"], optional=True, extra_compile_args=FLAGS),
+    Extension("opscope.model._derive", ["src/opscope/model/_derive.c"], optional=True, extra_compile_args=FLAGS,
+              depends=VIEWS),
     Extension("opscope.analyses._loops", ["src/opscope/analyses/_loops.c"], optional=True,
-              extra_compile_args=FLAGS),
+              extra_compile_args=FLAGS, depends=VIEWS),
 ])

@@ -33,3 +33,15 @@ def test_index_in_of_other_types_is_arrows():
     keys, values = pa.array(["a", "b", None]), pa.array(["b", None, "b"])
     assert lookup.index_in(keys, values).to_pylist() == [None, 0, 1]
     assert lookup.index_in(pa.array([], pa.int64()), pa.array([], pa.int64())).to_pylist() == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_index_in_of_sparse_ids_matches_arrow(seed):
+    # ids spread far wider than their count (no direct table: the hash), with nulls and repeats
+    rng = random.Random(seed)
+    pool = [rng.randrange(-(1 << 62), 1 << 62) for _ in range(20)]
+    for _ in range(40):
+        values = [rng.choice([None, *pool]) for _ in range(rng.randint(0, 30))]
+        keys = [rng.choice([None, 7, *pool]) for _ in range(rng.randint(0, 50))]
+        got = lookup.index_in(pa.array(keys, pa.int64()), pa.array(values, pa.int64()))
+        assert got.to_pylist() == [values.index(k) if k in values else None for k in keys]

@@ -1,33 +1,11 @@
-/* opscope.analyses._loops: loops of analyses/intervals.py and arrays.py over every row in C, the same results
- * without a Python object or a hash probe per row: the innermost enclosing span of each query (a binary search
- * among its thread's spans, then up their parents) and the scatter of values to positions. The Python (Arrow)
- * versions stay the definition and run where this module is not built. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+/* opscope.analyses._loops: loops of analyses/intervals.py and idle.py over every row in C, the same results
+ * without a Python object per row: the innermost enclosing span of each query (a binary search among its thread's
+ * spans, then up their parents) and the idle-cause walk. The Python (Arrow) versions stay the definition and run
+ * where this module is not built. */
+#include "../_buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    Py_buffer b;
-    int held;
-} View;
-
-static int view(PyObject *o, View *v, int writable, Py_ssize_t itemsize, const char *what) {
-    v->held = 0;
-    if (PyObject_GetBuffer(o, &v->b, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    v->held = 1;
-    if (itemsize && v->b.len % itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: a buffer of %zd-byte items expected", what, itemsize);
-        return -1;
-    }
-    return 0;
-}
-
-static void release(View *v) {
-    if (v->held) PyBuffer_Release(&v->b);
-    v->held = 0;
-}
 
 /* The spans of each thread, in table order: thread k's span positions are order[first[k] .. first[k + 1]). Threads
  * are found by key in an open-addressing table. */
@@ -170,39 +148,6 @@ done:
     return result;
 }
 
-/* where(positions, n, out) -> None
- * out[positions[i]] = i, -1 elsewhere (out holds n int64): which value lands on each row in a scatter. Positions
- * must be distinct and in [0, n) (ValueError otherwise). */
-static PyObject *where(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *o_pos, *o_out;
-    if (!PyArg_ParseTuple(args, "OO", &o_pos, &o_out)) return NULL;
-    View pos, out;
-    pos.held = out.held = 0;
-    PyObject *result = NULL;
-    if (view(o_pos, &pos, 0, 8, "positions") || view(o_out, &out, 1, 8, "out")) goto done;
-    Py_ssize_t k = pos.b.len / 8, n = out.b.len / 8;
-    const int64_t *p = pos.b.buf;
-    int64_t *o = out.b.buf;
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) o[i] = -1;
-    for (Py_ssize_t i = 0; i < k; i++) {
-        if (p[i] < 0 || p[i] >= n || o[p[i]] != -1) { bad = 1; break; }
-        o[p[i]] = i;
-    }
-    Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "where: positions must be distinct and below n");
-        goto done;
-    }
-    result = Py_NewRef(Py_None);
-done:
-    release(&pos);
-    release(&out);
-    return result;
-}
-
 /* idle_causes(code, delta, seg, launches_known, sums, counts) -> None
  * idle._attribute's walk over the sorted boundaries of every cover: per row the open spans of each cover (code
  * 0 gap, 1 short gap launched late, 2 short gap queued, 3 sync, 4 data loader, 5 launched and not started) after
@@ -265,8 +210,6 @@ static PyMethodDef methods[] = {
     {"idle_causes", idle_causes, METH_VARARGS,
      "idle_causes(code, delta, seg, launches_known, sums, counts) -> None\n\nidle._attribute's walk over the "
      "sorted cover boundaries (int8 codes, int64 delta and seg; 6 int64 sums and counts out)."},
-    {"where", where, METH_VARARGS,
-     "where(positions, out) -> None\n\nout[positions[i]] = i, -1 elsewhere (int64 buffers; distinct positions)."},
     {NULL, NULL, 0, NULL},
 };
 

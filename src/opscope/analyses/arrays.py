@@ -3,13 +3,15 @@ matching on (dictionary) string columns, and percentages."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.model import ranges
+from opscope.model.buffers import c_enabled, values_view
+from opscope.model.lookup import index_in
 from opscope.model.schema import buffers_key
 
 try:
@@ -33,46 +35,26 @@ def int64_values(values: pa.Array | pa.ChunkedArray) -> memoryview:
     arr = combined(values)
     if arr.null_count:
         raise ValueError("int64_values: the array holds nulls")
-    if len(arr) == 0:
-        return memoryview(b"").cast("q")
-    view = memoryview(arr.buffers()[1]).cast("q")
-    return view[arr.offset:arr.offset + len(arr)]
+    return values_view(arr, "q")
 
 
 def arange(n: int) -> pa.Array:
     """0, 1, ..., n - 1 as int64, built by Arrow (no Python int per value)."""
-    if n == 0:
-        return pa.array([], pa.int64())
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+    return ranges.arange(0, n)
 
 
 def scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
     """An array of length ``n`` holding ``values`` at ``positions`` (unique) and null elsewhere."""
     if len(positions) == 0:
         return pa.nulls(n, values.type)
-    positions = pc.cast(combined(positions), pa.int64())
-    c_loops = native_loops()
-    if c_loops is not None and positions.null_count == 0:
-        out = bytearray(8 * n)
-        try:
-            c_loops.where(int64_values(positions), out)  # one pass, no hash of n row numbers
-        except ValueError:  # repeated or out-of-range positions: the definition below says what they give
-            pass
-        else:
-            return pc.take(values, minus_one_as_null(out, n))
-    return pc.take(values, pc.index_in(arange(n), value_set=positions))
-
-
-def minus_one_as_null(buffer: bytearray, n: int) -> pa.Array:
-    """``n`` int64 values written by a C loop into ``buffer`` (-1: none) as an Arrow array with nulls there."""
-    values = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffer)])
-    return pc.if_else(pc.equal(values, -1), pa.scalar(None, pa.int64()), values)
+    return pc.take(values, index_in(arange(n), pc.cast(combined(positions), pa.int64())))
 
 
 def native_loops():
     """The C loops (``_loops.c``) where built and not turned off (``OPSCOPE_NATIVE=0``), else None: then the Arrow
-    definitions here and in :mod:`opscope.analyses.intervals` run instead, with the same results."""
-    if _loops is None or os.environ.get("OPSCOPE_NATIVE", "1") == "0":
+    definitions in :mod:`opscope.analyses.intervals` and :mod:`opscope.analyses.idle` run instead, with the same
+    results."""
+    if _loops is None or not c_enabled():
         return None
     return _loops
 
@@ -187,7 +169,7 @@ def group_numbers(table: pa.Table, keys: Sequence[str]) -> tuple[pa.Array, Calla
             code = pc.take(listed, combined(groups))
             return {keys[0]: vocabulary.take(pc.if_else(pc.less(code, 0), pa.scalar(None, pa.int64()), code))}
 
-        return pc.cast(pc.index_in(codes, value_set=listed), pa.int64()), code_values
+        return pc.cast(index_in(codes, listed), pa.int64()), code_values
     plain = pa.table({k: table[k].cast(_plain(table[k].type)) for k in keys}).append_column("row",
                                                                                              arange(table.num_rows))
     grouped = plain.group_by(list(keys), use_threads=False).aggregate([("row", "list")])

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, int64_values, name_match, native_loops, share_pct
 from opscope.analyses.intervals import sweep
+from opscope.model.buffers import values_view
 from opscope.model.schema import kind_mask
 
 if TYPE_CHECKING:
@@ -150,8 +151,8 @@ def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: boo
     c_loops = native_loops()
     if c_loops is not None and not (code.null_count or delta.null_count or seg.null_count):
         sums, counts = array("q", bytes(8 * len(IDLE_CAUSES))), array("q", bytes(8 * len(IDLE_CAUSES)))
-        code_bytes = memoryview(code.buffers()[1])[code.offset:code.offset + len(code)]
-        c_loops.idle_causes(code_bytes, int64_values(delta), int64_values(seg), launches_known, sums, counts)
+        c_loops.idle_causes(values_view(code, "b"), int64_values(delta), int64_values(seg), launches_known, sums,
+                            counts)
         return {cause: sums[cause] for cause in range(len(IDLE_CAUSES)) if counts[cause]}
     n = len(code)
     active = {}

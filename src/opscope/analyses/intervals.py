@@ -10,7 +10,8 @@ from itertools import accumulate
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, int64_values, minus_one_as_null, native_loops, scatter
+from opscope.analyses.arrays import arange, combined, int64_values, native_loops, scatter
+from opscope.model.buffers import minus_one_as_null, values_view
 
 _INT64_MIN = -(1 << 63)
 
@@ -182,8 +183,7 @@ def _innermost_in_c(spans: pa.Table, queries: pa.Table) -> pa.Array | None:
     parent = pc.fill_null(pc.cast(combined(spans["parent"]), pa.int64()), -1)
     accept = None
     if "accept" in spans.column_names:
-        flags = pc.cast(pc.fill_null(combined(spans["accept"]), False), pa.uint8())
-        accept = memoryview(flags.buffers()[1])[flags.offset:flags.offset + spans.num_rows]
+        accept = values_view(pc.cast(pc.fill_null(combined(spans["accept"]), False), pa.uint8()), "B")
     out = bytearray(8 * queries.num_rows)
     s_thread, s_ts, s_end, q_thread, q_ts = (int64_values(c) for c in columns)
     try:

@@ -1,32 +1,10 @@
 /* opscope.model._derive: derive.py's loops over every event in C, the same arithmetic without a Python object per
- * event: the nesting stack walk (_nest_sorted) and the inverse of the event-id permutation (_renumber). derive.py
- * keeps the Python versions as the definition and uses them where this module is not built. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+ * event: the nesting stack walk (_nest_sorted), the step of each event (assign_steps) and Arrow's index_in for int64
+ * ids (lookup.index_in). The Python versions stay the definition and run where this module is not built. */
+#include "../_buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    Py_buffer b;
-    int held;
-} View;
-
-static int view(PyObject *o, View *v, int writable, Py_ssize_t itemsize, const char *what) {
-    v->held = 0;
-    if (PyObject_GetBuffer(o, &v->b, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    v->held = 1;
-    if (itemsize && v->b.len % itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: a buffer of %zd-byte items expected", what, itemsize);
-        return -1;
-    }
-    return 0;
-}
-
-static void release(View *v) {
-    if (v->held) PyBuffer_Release(&v->b);
-    v->held = 0;
-}
 
 /* Part of [ts, end) past the top of the stack, taken from the latest started stack event running then. */
 static void take_overrun(int64_t ts, int64_t end, int64_t row, const int64_t *stack_end, const int64_t *stack_row,
@@ -264,59 +242,51 @@ static PyObject *index_in(PyObject *self, PyObject *args) {
     const int64_t *k = keys.b.buf, *v = values.b.buf;
     const uint8_t *kv = kvalid.held ? kvalid.b.buf : NULL, *vv = vvalid.held ? vvalid.b.buf : NULL;
     int64_t *o = out.b.buf;
+    /* Dense values (row ids, correlation ids: a range at most a few times their count) index a table directly;
+     * others go through an open-addressing hash. Either holds each value's first position. */
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (!vv || vv[j]) { if (v[j] < lo) lo = v[j]; if (v[j] > hi) hi = v[j]; }
+    int dense = lo <= hi && (uint64_t)hi - (uint64_t)lo < (uint64_t)(4 * m + 1024);
     Py_ssize_t size = 16;
-    while (size < 2 * m + 2) size *= 2;
+    if (dense) size = (Py_ssize_t)((uint64_t)hi - (uint64_t)lo) + 1;
+    else while (size < 2 * m + 2) size *= 2;
     int64_t *slot = malloc(sizeof *slot * (size_t)size); /* index into values + 1, 0 empty */
     if (!slot) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
     memset(slot, 0, sizeof *slot * (size_t)size);
     int64_t first_null = -1;
-    for (Py_ssize_t j = 0; j < m; j++) {
-        if (vv && !vv[j]) { if (first_null < 0) first_null = j; continue; }
-        uint64_t h = (uint64_t)v[j] * 0x9E3779B97F4A7C15ull;
-        Py_ssize_t s = (Py_ssize_t)(h >> 17) & (size - 1);
-        while (slot[s] && v[slot[s] - 1] != v[j]) s = (s + 1) & (size - 1);
-        if (!slot[s]) slot[s] = j + 1; /* the first occurrence stays */
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (kv && !kv[i]) { o[i] = first_null; continue; }
-        uint64_t h = (uint64_t)k[i] * 0x9E3779B97F4A7C15ull;
-        Py_ssize_t s = (Py_ssize_t)(h >> 17) & (size - 1);
-        while (slot[s] && v[slot[s] - 1] != k[i]) s = (s + 1) & (size - 1);
-        o[i] = slot[s] ? slot[s] - 1 : -1;
+    if (dense) {
+        for (Py_ssize_t j = 0; j < m; j++) {
+            if (vv && !vv[j]) { if (first_null < 0) first_null = j; continue; }
+            int64_t *at = &slot[(uint64_t)v[j] - (uint64_t)lo];
+            if (!*at) *at = j + 1; /* the first occurrence stays */
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (kv && !kv[i]) { o[i] = first_null; continue; }
+            o[i] = k[i] < lo || k[i] > hi ? -1 : slot[(uint64_t)k[i] - (uint64_t)lo] - 1;
+        }
+    } else {
+        for (Py_ssize_t j = 0; j < m; j++) {
+            if (vv && !vv[j]) { if (first_null < 0) first_null = j; continue; }
+            uint64_t h = (uint64_t)v[j] * 0x9E3779B97F4A7C15ull;
+            Py_ssize_t s = (Py_ssize_t)(h >> 17) & (size - 1);
+            while (slot[s] && v[slot[s] - 1] != v[j]) s = (s + 1) & (size - 1);
+            if (!slot[s]) slot[s] = j + 1; /* the first occurrence stays */
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (kv && !kv[i]) { o[i] = first_null; continue; }
+            uint64_t h = (uint64_t)k[i] * 0x9E3779B97F4A7C15ull;
+            Py_ssize_t s = (Py_ssize_t)(h >> 17) & (size - 1);
+            while (slot[s] && v[slot[s] - 1] != k[i]) s = (s + 1) & (size - 1);
+            o[i] = slot[s] ? slot[s] - 1 : -1;
+        }
     }
     Py_END_ALLOW_THREADS
     free(slot);
     result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < 5; i++) release(all[i]);
-    return result;
-}
-
-/* new_of[old id] = row of that id after the sort (-1: no row), for ids below size */
-static PyObject *invert_ids(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *o_ids, *o_out;
-    if (!PyArg_ParseTuple(args, "OO", &o_ids, &o_out)) return NULL;
-    View ids, out;
-    ids.held = out.held = 0;
-    PyObject *result = NULL;
-    if (view(o_ids, &ids, 0, 8, "ids") || view(o_out, &out, 1, 8, "out")) goto done;
-    Py_ssize_t n = ids.b.len / 8, size = out.b.len / 8;
-    const int64_t *id_v = ids.b.buf;
-    int64_t *out_v = out.b.buf;
-    for (Py_ssize_t i = 0; i < size; i++) out_v[i] = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (id_v[i] < 0 || id_v[i] >= size || out_v[id_v[i]] != -1) {
-            PyErr_SetString(PyExc_ValueError, "invert_ids: ids must be distinct and below the output's size");
-            goto done;
-        }
-        out_v[id_v[i]] = i;
-    }
-    result = Py_NewRef(Py_None);
-done:
-    release(&ids);
-    release(&out);
     return result;
 }
 
@@ -389,8 +359,6 @@ static PyMethodDef methods[] = {
     {"index_in", index_in, METH_VARARGS,
      "index_in(keys, key_valid, values, value_valid, out) -> None\n\nArrow's index_in for int64 columns: out[i] "
      "the first j with values[j] == keys[i] (null keys: the first null value), -1 where none."},
-    {"invert_ids", invert_ids, METH_VARARGS,
-     "invert_ids(ids, out) -> None\n\nout[ids[i]] = i, -1 elsewhere (int64 buffers; distinct ids below len(out))."},
     {"nest_sorted", nest_sorted, METH_VARARGS,
      "nest_sorted(rows, threads, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nderive._nest_sorted in C: "
      "the same arguments (int64 buffers; depth int32; keep_self bytes or None), the same result."},

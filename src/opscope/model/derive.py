@@ -6,7 +6,6 @@ Invariants after it: rows are in time order, ``event_id`` is the row index, ``pa
 
 from __future__ import annotations
 
-import os
 import re
 from array import array
 from itertools import pairwise
@@ -14,6 +13,7 @@ from itertools import pairwise
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.model.buffers import c_enabled, minus_one_as_null, values_view
 from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
@@ -129,17 +129,7 @@ def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
     if old.equals(new):
         return events
     args = trace.args
-    low, high = pc.min_max(old).values() if len(old) else (pa.scalar(0), pa.scalar(0))
-    if _native() and len(old) and low.as_py() >= 0 and high.as_py() < 2 * len(old) + 1024:
-        # old ids are distinct and dense (the builder numbers rows 0, 1, ...): a table of new row by old id
-        size = high.as_py() + 1
-        new_of = array("q", [-1]) * size
-        _derive.invert_ids(_int64_view(old), new_of)
-        where = pc.take(pa.Array.from_buffers(pa.int64(), size, [None, pa.py_buffer(new_of)]),
-                        pc.if_else(pc.less(args["event_id"], size), args["event_id"], None))
-        where = pc.if_else(pc.equal(where, -1), pa.scalar(None, pa.int64()), where)
-    else:
-        where = pc.index_in(args["event_id"], value_set=old)
+    where = index_in(args["event_id"], old)
     if where.null_count == 0:  # every args row still has its event: the text is kept as it is, not copied
         trace.args = pa.table({"event_id": pc.cast(where, pa.int64()), "args": args["args"]})
     else:
@@ -198,8 +188,9 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
         in_layer = pc.and_(kind_mask(events, layer), pc.is_null(events["stream"]))
         if native:  # each row to its thread's stack in the C walk, without sorting the rows by thread
             mask = pc.cast(pc.fill_null(in_layer, False), pa.uint8()).combine_chunks()
-            overlapping += _derive.nest_layer(_view(mask, "B"), _view(codes[0], "i"), _view(codes[1], "i"),
-                                              _int64_view(events["ts_ns"]), _int64_view(events["dur_ns"]), parent,
+            overlapping += _derive.nest_layer(values_view(mask, "B"), values_view(codes[0], "i"),
+                                              values_view(codes[1], "i"), _int64_view(events["ts_ns"]),
+                                              _int64_view(events["dur_ns"]), parent,
                                               depth, self_ns, keep_self)
             continue
         rows = pc.cast(pc.indices_nonzero(in_layer), pa.int64())
@@ -217,8 +208,7 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
         sub = sub.take(pc.sort_indices(sub["thread"]))
         row_v, thread_v, ts_v, dur_v = (_int64_view(sub[c]) for c in ("row", "thread", "ts", "dur"))
         overlapping += _nest_walk()(row_v, thread_v, ts_v, dur_v, parent, depth, self_ns, keep_self)
-    parent_arr = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent)])
-    parent_arr = pc.if_else(pc.equal(parent_arr, -1), pa.scalar(None, pa.int64()), parent_arr)
+    parent_arr = minus_one_as_null(parent, n)
     depth_arr = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth)])
     self_arr = pc.max_element_wise(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self_ns)]), 0)
     return parent_arr, depth_arr, self_arr, overlapping
@@ -226,7 +216,7 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
 
 def _native() -> bool:
     """Whether the C loops are built and not turned off (``OPSCOPE_NATIVE=0``)."""
-    return _derive is not None and os.environ.get("OPSCOPE_NATIVE", "1") != "0"
+    return _derive is not None and c_enabled()
 
 
 def _nest_walk():
@@ -236,16 +226,7 @@ def _nest_walk():
 
 def _int64_view(values: pa.Array | pa.ChunkedArray) -> memoryview:
     """The values of a null-free int64 column as a memoryview (no Python object per value)."""
-    return _view(values, "q")
-
-
-def _view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:
-    """The values of a null-free fixed-width column as a memoryview of ``fmt`` items (``q`` int64, ``i`` int32, ``B``
-    uint8)."""
-    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if len(arr) == 0:
-        return memoryview(array(fmt))
-    return memoryview(arr.buffers()[1]).cast(fmt)[arr.offset:arr.offset + len(arr)]  # type: ignore[call-overload]
+    return values_view(values, "q")
 
 
 def _nest_sorted(rows, threads, tss, durs, parent, depth, self_ns, keep_self=None) -> int:

@@ -4,10 +4,10 @@ on the million launches of a 1 GB trace (no memo table, no null bookkeeping per 
 
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from opscope.model.buffers import c_enabled, minus_one_as_null, values_view
 
 try:
     from opscope.model import _derive  # type: ignore[attr-defined]
@@ -19,13 +19,12 @@ def index_in(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArra
     """Per key, the position (int32) of its first occurrence in ``values``, null where it does not occur; a null key
     finds the first null value. Exactly ``pc.index_in(keys, value_set=values)`` for int64 columns."""
     keys, values = _one(keys), _one(values)
-    if (_derive is None or os.environ.get("OPSCOPE_NATIVE", "1") == "0" or keys.type != pa.int64()
-            or values.type != pa.int64() or len(values) >= 1 << 31):
+    if (_derive is None or not c_enabled() or keys.type != pa.int64() or values.type != pa.int64()
+            or len(values) >= 1 << 31):
         return pc.index_in(keys, value_set=values)
     out = bytearray(8 * len(keys))
-    _derive.index_in(_values(keys), _valid(keys), _values(values), _valid(values), out)
-    found = pa.Array.from_buffers(pa.int64(), len(keys), [None, pa.py_buffer(out)])
-    return pc.cast(pc.if_else(pc.equal(found, -1), pa.scalar(None, pa.int64()), found), pa.int32())
+    _derive.index_in(values_view(keys, "q"), _valid(keys), values_view(values, "q"), _valid(values), out)
+    return pc.cast(minus_one_as_null(out, len(keys)), pa.int32())
 
 
 def _one(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -34,15 +33,8 @@ def _one(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values
 
 
-def _values(arr: pa.Array) -> memoryview:
-    if len(arr) == 0:
-        return memoryview(b"")
-    return memoryview(arr.buffers()[1]).cast("q")[arr.offset:arr.offset + len(arr)]
-
-
 def _valid(arr: pa.Array) -> memoryview | None:
     """One byte per value (1: valid), or None when none is null."""
     if arr.null_count == 0:
         return None
-    flags = pc.cast(pc.is_valid(arr), pa.uint8())
-    return memoryview(flags.buffers()[1])[flags.offset:flags.offset + len(arr)]
+    return values_view(pc.cast(pc.is_valid(arr), pa.uint8()), "B")

@@ -10,10 +10,11 @@ takes the Python path, which gives the same tables.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pyarrow as pa
+
+from opscope.model.buffers import c_enabled
 
 try:
     from opscope.ingest.chrome import _scan  # type: ignore[attr-defined]
@@ -37,7 +38,7 @@ class Accepted:
 
 def scanner() -> Any:
     """A new ``_scan.Scanner``, or None where the C reader is absent or turned off (``OPSCOPE_NATIVE=0``)."""
-    if _scan is None or os.environ.get("OPSCOPE_NATIVE", "1") == "0":
+    if _scan is None or not c_enabled():
         return None
     return _scan.Scanner()
 

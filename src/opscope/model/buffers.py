@@ -1,0 +1,32 @@
+"""What opscope's C loops share on the Python side: whether they are on, and Arrow arrays as buffers and back.
+
+The C parts (``ingest/chrome/_scan.c``, ``model/_derive.c``, ``analyses/_loops.c``) each have a Python (Arrow)
+definition beside them; ``OPSCOPE_NATIVE=0`` turns every one off, so the definitions run (tests compare the two)."""
+
+from __future__ import annotations
+
+import os
+from array import array
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def c_enabled() -> bool:
+    """Whether the C parts may be used (``OPSCOPE_NATIVE`` is not ``0``); each also has to be built."""
+    return os.environ.get("OPSCOPE_NATIVE", "1") != "0"
+
+
+def values_view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:
+    """The values of a null-free fixed-width array as a memoryview of ``fmt`` items (``q`` int64, ``i`` int32, ``B``
+    uint8), read in place: no Python object per value. (Nulls are not looked at: their slots hold any value.)"""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(arr) == 0:
+        return memoryview(array(fmt))
+    return memoryview(arr.buffers()[1]).cast(fmt)[arr.offset:arr.offset + len(arr)]  # type: ignore[call-overload]
+
+
+def minus_one_as_null(buffer: bytearray | array, n: int) -> pa.Array:
+    """``n`` int64 values a C loop wrote into ``buffer`` (-1: none) as an Arrow array, null where -1."""
+    values = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffer)])
+    return pc.if_else(pc.equal(values, -1), pa.scalar(None, pa.int64()), values)
