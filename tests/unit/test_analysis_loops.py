@@ -4,12 +4,13 @@ the scatter give the same arrays on random spans and queries (threads, equal sta
 from __future__ import annotations
 
 import random
+from array import array
 
 import pyarrow as pa
 import pytest
 
 from opscope.analyses import arrays
-from opscope.analyses.intervals import innermost_enclosing
+from opscope.analyses.intervals import innermost_enclosing, merged_intervals
 
 pytestmark = pytest.mark.skipif(arrays.native_loops() is None, reason="opscope.analyses._loops is not built here")
 
@@ -139,3 +140,66 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
             cause = 4 if launches_known and not inside(idle._OUTSTANDING, t) else 5
         expected[cause] = expected.get(cause, 0) + 1
     assert {k: v for k, v in got.items() if v} == expected
+
+
+def _merged_both(monkeypatch, group, start, end, presorted):
+    """merged_intervals with the C pass and with the Arrow definition (``OPSCOPE_NATIVE=0``)."""
+    args = [pa.array(v, pa.int64()) for v in (group, start, end)]
+    taken = arrays.native_loops().merge_intervals(*(array("q", v) for v in (group, start, end)), presorted)
+    in_c = merged_intervals(*args, presorted=presorted)
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    in_arrow = merged_intervals(*args, presorted=presorted)
+    monkeypatch.delenv("OPSCOPE_NATIVE")
+    return in_c, in_arrow, taken is not None
+
+
+def test_merge_intervals_by_hand():
+    loops = arrays.native_loops()
+    # group 5: [0, 4) and [4, 6) touch (one interval), [7, 9) apart; group 2: [1, 3) holds [2, 3)
+    found = loops.merge_intervals(*(array("q", v) for v in ([5, 2, 2, 5, 5], [0, 1, 2, 4, 7], [4, 3, 3, 6, 9])),
+                                  False)
+    assert [list(array("q", b)) for b in found] == [[2, 5, 5], [1, 0, 7], [3, 6, 9], [1, 0, 4]]
+    # runs (presorted): group 5 again after group 2 is a run of its own
+    found = loops.merge_intervals(*(array("q", v) for v in ([5, 2, 5], [0, 1, 2], [4, 3, 5])), True)
+    assert [list(array("q", b)) for b in found] == [[5, 2, 5], [0, 1, 2], [4, 3, 5], [0, 1, 2]]
+    # a group's start going back, or an end before its start: declined (the Arrow definition runs)
+    assert loops.merge_intervals(array("q", [1, 1]), array("q", [5, 4]), array("q", [6, 6]), False) is None
+    assert loops.merge_intervals(array("q", [1]), array("q", [5]), array("q", [4]), False) is None
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_merged_intervals_c_matches_arrow(seed, monkeypatch):
+    rng = random.Random(seed)
+    n = rng.randint(1, 400)
+    groups = [rng.choice([-7, 0, 3, 1 << 40, 12]) for _ in range(rng.randint(1, 5))]
+    rows = []
+    t = rng.randrange(-100, 100)
+    for _ in range(n):
+        t += rng.choice([0, 0, 1, 2, 5, 30])
+        rows.append((rng.choice(groups), t, t + rng.choice([0, 1, 3, 10, 60])))
+    if seed % 4 == 1:  # each group in time order, the groups interleaved out of time order
+        rows.sort(key=lambda r: (hash((r[0], seed)) % 7, r[1]))
+    group, start, end = (list(c) for c in zip(*rows))
+    in_c, in_arrow, taken = _merged_both(monkeypatch, group, start, end, presorted=False)
+    assert taken
+    assert in_c.schema == in_arrow.schema
+    assert in_c.to_pydict() == in_arrow.to_pydict()
+    # grouped rows (presorted): runs of groups, a group may come back in a later run
+    runs = sorted(rows, key=lambda r: (r[0], r[1]))
+    first_group = [r for r in runs if r[0] == runs[0][0]]
+    others = runs[len(first_group):]
+    if seed % 2 and others:  # the first group's rows in two runs, in time order each, the others between them
+        cut = rng.randrange(len(first_group) + 1)
+        runs = first_group[cut:] + others + first_group[:cut]
+    group, start, end = (list(c) for c in zip(*runs)) if runs else ([], [], [])
+    in_c, in_arrow, taken = _merged_both(monkeypatch, group, start, end, presorted=True)
+    assert taken
+    assert in_c.schema == in_arrow.schema
+    assert in_c.to_pydict() == in_arrow.to_pydict()
+
+
+def test_merged_intervals_declined_rows_still_right(monkeypatch):
+    """Where the C pass declines (a group not in time order), the Arrow definition answers: the sorted union."""
+    got, _, taken = _merged_both(monkeypatch, [1, 1, 1], [10, 0, 3], [12, 5, 4], presorted=False)
+    assert not taken
+    assert got.to_pydict() == {"group": [1, 1], "start": [0, 10], "end": [5, 12], "first": [1, 0]}

@@ -203,6 +203,208 @@ done:
     return result;
 }
 
+/* A group's state in merge_intervals: its open interval (-1: none yet), that interval's end, the last start seen. */
+typedef struct {
+    int64_t key, end, last_start;
+    Py_ssize_t open, count;
+} Run;
+
+typedef struct {
+    Run *runs;
+    Py_ssize_t *slots; /* run index + 1, 0 empty */
+    Py_ssize_t n, cap, n_slots;
+} Runs;
+
+static void runs_free(Runs *r) {
+    free(r->runs);
+    free(r->slots);
+    memset(r, 0, sizeof *r);
+}
+
+static Py_ssize_t runs_slot(const Runs *r, int64_t key) {
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+    Py_ssize_t j = (Py_ssize_t)(h >> 17) & (r->n_slots - 1);
+    while (r->slots[j] && r->runs[r->slots[j] - 1].key != key) j = (j + 1) & (r->n_slots - 1);
+    return j;
+}
+
+/* A new run for key (hashed unless by_change: then runs are told apart by position only); its index, -1: memory. */
+static Py_ssize_t runs_add(Runs *r, int64_t key, int hashed) {
+    if (r->n == r->cap) {
+        Py_ssize_t cap = r->cap ? 2 * r->cap : 64;
+        Run *grown = realloc(r->runs, sizeof *grown * (size_t)cap);
+        if (!grown) return -1;
+        r->runs = grown;
+        r->cap = cap;
+    }
+    if (hashed && 2 * (r->n + 1) > r->n_slots) { /* keep the table at most half full */
+        Py_ssize_t n_slots = r->n_slots ? 2 * r->n_slots : 128;
+        Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
+        if (!slots) return -1;
+        free(r->slots);
+        r->slots = slots;
+        r->n_slots = n_slots;
+        for (Py_ssize_t k = 0; k < r->n; k++) r->slots[runs_slot(r, r->runs[k].key)] = k + 1;
+    }
+    Run *run = &r->runs[r->n];
+    run->key = key;
+    run->open = -1;
+    run->end = run->last_start = 0;
+    run->count = 0;
+    if (hashed) r->slots[runs_slot(r, key)] = r->n + 1;
+    return r->n++;
+}
+
+typedef struct {
+    int64_t key;
+    Py_ssize_t run;
+} KeyedRun;
+
+static int by_key(const void *a, const void *b) {
+    int64_t x = ((const KeyedRun *)a)->key, y = ((const KeyedRun *)b)->key;
+    return (x > y) - (x < y);
+}
+
+/* Four int64 columns of n values each, one after another, as a tuple of bytes. */
+static PyObject *columns_as_bytes(const int64_t *columns, Py_ssize_t n) {
+    PyObject *tuple = PyTuple_New(4);
+    for (Py_ssize_t c = 0; tuple && c < 4; c++) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)(columns + c * n), n * (Py_ssize_t)sizeof(int64_t));
+        if (!b) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, c, b);
+    }
+    return tuple;
+}
+
+/* merge_intervals(group, start, end, by_change) -> (group, start, end, first) as int64 bytes, or None
+ * intervals.merged_intervals in one pass: the union of [start, end) per group as disjoint intervals (touching spans
+ * join), each with the row that opens it. by_change: a group is a run of equal values (rows grouped, as
+ * ``presorted`` promises), the intervals in row order; else every row of a value is one group, the intervals by
+ * group (ascending), then in the order they open. None (the caller's Arrow definition then runs) where a group's
+ * starts go back in time or a span ends before it starts: there the two could differ. */
+static PyObject *merge_intervals(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_group, *o_start, *o_end;
+    int by_change;
+    if (!PyArg_ParseTuple(args, "OOOp", &o_group, &o_start, &o_end, &by_change)) return NULL;
+    View group, start, end;
+    View *all[] = {&group, &start, &end};
+    for (int i = 0; i < 3; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    Runs runs;
+    memset(&runs, 0, sizeof runs);
+    int64_t *iv = NULL, *sorted = NULL;
+    Py_ssize_t *run_of = NULL, *at = NULL;
+    KeyedRun *order = NULL;
+    if (view(o_group, &group, 0, 8, "group") || view(o_start, &start, 0, 8, "start") || view(o_end, &end, 0, 8, "end"))
+        goto done;
+    Py_ssize_t n = group.b.len / 8;
+    if (start.b.len / 8 != n || end.b.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "merge_intervals: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *g = group.b.buf, *s = start.b.buf, *e = end.b.buf;
+    /* iv: 4 columns of n (group, start, end, first) */
+    iv = malloc(sizeof *iv * 4 * (size_t)(n + 1));
+    run_of = malloc(sizeof *run_of * (size_t)(n + 1));
+    if (!iv || !run_of) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *ig = iv, *is = iv + n, *ie = iv + 2 * n, *ifirst = iv + 3 * n;
+    Py_ssize_t count = 0;
+    int state = 0; /* 0 fine, 1 declined, 2 out of memory */
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t current = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (e[i] < s[i]) { state = 1; break; }
+        Py_ssize_t k;
+        if (by_change) {
+            if (i == 0 || g[i] != g[i - 1]) current = runs_add(&runs, g[i], 0);
+            k = current;
+        } else if (current >= 0 && runs.runs[current].key == g[i]) {
+            k = current; /* consecutive rows of one group: no lookup */
+        } else {
+            Py_ssize_t j = runs.n_slots ? runs_slot(&runs, g[i]) : 0;
+            k = runs.n_slots && runs.slots[j] ? runs.slots[j] - 1 : runs_add(&runs, g[i], 1);
+            current = k;
+        }
+        if (k < 0) { state = 2; break; }
+        Run *run = &runs.runs[k];
+        if (run->open >= 0 && s[i] < run->last_start) { state = 1; break; }
+        run->last_start = s[i];
+        if (run->open < 0 || s[i] > run->end) {
+            ig[count] = g[i];
+            is[count] = s[i];
+            ie[count] = e[i];
+            ifirst[count] = i;
+            run_of[count] = k;
+            run->open = count++;
+            run->end = e[i];
+            run->count++;
+        } else if (e[i] > run->end) {
+            run->end = e[i];
+            ie[run->open] = e[i];
+        }
+    }
+    if (state == 0 && !by_change && runs.n > 1) {
+        /* by group: the runs in key order, each run's intervals where its block begins, in the order they opened */
+        order = malloc(sizeof *order * (size_t)runs.n);
+        at = malloc(sizeof *at * (size_t)runs.n);
+        sorted = malloc(sizeof *sorted * 4 * (size_t)(count + 1));
+        if (!order || !at || !sorted) {
+            state = 2;
+        } else {
+            for (Py_ssize_t k = 0; k < runs.n; k++) {
+                order[k].key = runs.runs[k].key;
+                order[k].run = k;
+            }
+            qsort(order, (size_t)runs.n, sizeof *order, by_key);
+            Py_ssize_t next = 0;
+            for (Py_ssize_t k = 0; k < runs.n; k++) {
+                at[order[k].run] = next;
+                next += runs.runs[order[k].run].count;
+            }
+            for (Py_ssize_t m = 0; m < count; m++) {
+                Py_ssize_t to = at[run_of[m]]++;
+                sorted[to] = ig[m];
+                sorted[count + to] = is[m];
+                sorted[2 * count + to] = ie[m];
+                sorted[3 * count + to] = ifirst[m];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (state == 2) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (state == 1) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (sorted) {
+        result = columns_as_bytes(sorted, count);
+    } else { /* the columns of n, shortened to count, end to end */
+        memmove(iv + count, is, sizeof *iv * (size_t)count);
+        memmove(iv + 2 * count, ie, sizeof *iv * (size_t)count);
+        memmove(iv + 3 * count, ifirst, sizeof *iv * (size_t)count);
+        result = columns_as_bytes(iv, count);
+    }
+done:
+    free(iv);
+    free(sorted);
+    free(run_of);
+    free(order);
+    free(at);
+    runs_free(&runs);
+    for (int i = 0; i < 3; i++) release(all[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out) -> None\n\n"
@@ -210,6 +412,9 @@ static PyMethodDef methods[] = {
     {"idle_causes", idle_causes, METH_VARARGS,
      "idle_causes(code, delta, seg, launches_known, sums, counts) -> None\n\nidle._attribute's walk over the "
      "sorted cover boundaries (int8 codes, int64 delta and seg; 6 int64 sums and counts out)."},
+    {"merge_intervals", merge_intervals, METH_VARARGS,
+     "merge_intervals(group, start, end, by_change) -> (group, start, end, first) as int64 bytes, or None\n\n"
+     "intervals.merged_intervals in one pass; None where a group's starts go back or a span ends before it starts."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -73,6 +73,9 @@ def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted:
                       "end": pa.array([], pa.int64()), "first": pa.array([], pa.int64())})
     if n == 0:
         return empty
+    merged = _merged_in_c(group, start, end, presorted)
+    if merged is not None:
+        return merged
     rows = arange(n)
     if not presorted:
         # the model keeps events in time order: then a (stable) sort by group alone gives the same order
@@ -89,7 +92,8 @@ def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted:
         e = pc.add_checked(end, offset)
     except pa.ArrowInvalid:  # too many groups over too long a time to shift within int64: one at a time
         parts = []
-        for g in pc.unique(group).to_pylist():
+        groups = pc.unique(group).to_pylist()  # grouped (presorted): in their order; else ascending, as below
+        for g in (groups if presorted else sorted(groups, key=lambda v: (v is None, v or 0))):
             keep = pc.equal(group, g)
             part = merged_intervals(pc.filter(group, keep), pc.filter(start, keep), pc.filter(end, keep), True)
             parts.append(part.set_column(3, "first", pc.take(pc.filter(rows, keep), part["first"])))
@@ -104,6 +108,24 @@ def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted:
         "end": pc.subtract(pc.filter(running, last), pc.filter(offset, last)),
         "first": pc.filter(rows, new),
     })
+
+
+def _merged_in_c(group: pa.Array, start: pa.Array, end: pa.Array, presorted: bool) -> pa.Table | None:
+    """:func:`merged_intervals` by ``_loops.merge_intervals`` (one pass, no sort), or None where it is not built, a
+    column is not int64 or holds nulls, or it declines (a group's starts go back in time, a span ends before it
+    starts): the Arrow definition above then runs."""
+    loops = native_loops()
+    columns = [combined(group), combined(start), combined(end)]
+    if loops is None or any(c.type != pa.int64() or c.null_count for c in columns):
+        return None
+    found = loops.merge_intervals(*(values_view(c, "q") for c in columns), presorted)
+    if found is None:
+        return None
+    count = len(found[0]) // 8
+    # ``first`` as the Arrow definition types it: sort_indices' uint64 where it sorted, else int64 row numbers
+    types = (pa.int64(), pa.int64(), pa.int64(), pa.int64() if presorted else pa.uint64())
+    return pa.table({name: pa.Array.from_buffers(t, count, [None, pa.py_buffer(values)])
+                     for name, t, values in zip(("group", "start", "end", "first"), types, found)})
 
 
 def covered_by_group(merged: pa.Table) -> dict[int, int]:
