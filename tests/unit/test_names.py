@@ -12,6 +12,7 @@ from opscope.analyses.names import (
     map_distinct,
     python_api,
     short_name,
+    short_names,
 )
 from opscope.ingest import open_trace
 
@@ -121,3 +122,17 @@ def test_kernels_short_and_full_names(tmp_path):
     assert full[FILL_DEMANGLED] == 1 and FILL not in full
     raw = {r["name"] for r in kernel_table(trace).to_pylist()}
     assert FILL in raw
+
+
+def test_short_names_encoded_gives_one_code_per_short_name():
+    """Two kernels whose names differ only in template arguments share a short name: as a dictionary array they share
+    one code, so grouping on the codes groups the short names (the kernel table groups this way)."""
+    names = pa.array(["_Z3fooIiEvv", "_Z3fooIfEvv", "bar", None, "_Z3fooIiEvv"]).dictionary_encode()
+    encoded = short_names(names, encoded=True)
+    assert pa.types.is_dictionary(encoded.type)
+    assert encoded.cast(pa.string()).to_pylist() == short_names(names).to_pylist() == ["foo", "foo", "bar", None,
+                                                                                      "foo"]
+    assert encoded.indices.to_pylist()[:3] == [0, 0, 1] and len(encoded.dictionary) == 2
+    grouped = pa.table({"name": encoded, "n": [1, 2, 3, 4, 5]}).group_by("name").aggregate([("n", "sum")])
+    assert dict(zip(grouped["name"].cast(pa.string()).to_pylist(), grouped["n_sum"].to_pylist())) == \
+        {"foo": 8, "bar": 3, None: 4}

@@ -33,19 +33,31 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
                       lambda: _kernel_table(trace, filt, by_op, sort, names), keep=True)
 
 
+def _names_shown(column: pa.ChunkedArray, names: str) -> pa.Array | pa.ChunkedArray:
+    """The names in the form asked for, as a dictionary array (see NAME_FORMS)."""
+    if names == "raw":
+        return column
+    return demangled(column, encoded=True) if names == "full" else short_names(column, encoded=True)
+
+
+def _as_text(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    return column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
+
+
 def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str, names: str) -> pa.Table:
     filt = filt or EventFilter()
     kinds = filt.kinds or DEVICE_WORK
     filt = EventFilter(kinds=kinds, match=filt.match, exclude=filt.exclude, steps=filt.steps)
     columns = ["kind", "name", "dur_ns", "stream", "step", "correlation"] + (["event_id"] if by_op else [])
     rows = filt.apply(trace.select(columns))
-    shown = {"raw": lambda c: c.cast(pa.string()), "full": demangled, "short": short_names}[names]
+    # names and kinds grouped on dictionary codes (one code per distinct string), made text once per group: a
+    # kernel name runs to hundreds of characters, and a copy of each row's would cost more than the grouping
     table = pa.table({
-        "name": shown(rows["name"]),
-        "kind": rows["kind"].cast(pa.string()),
+        "name": _names_shown(rows["name"], names),
+        "kind": rows["kind"],
         "dur_ns": rows["dur_ns"],
         "stream": rows["stream"],  # ints: their distinct values per group are formatted after grouping
-    })
+    }).unify_dictionaries()
     aggregates = [("dur_ns", "count"), ("dur_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max"),
                   ("stream", "distinct")]
     if names == "short":
@@ -64,7 +76,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
     streams = [",".join(str(s) for s in sorted(s for s in v if s is not None)) for v in
                grouped["stream_distinct"].to_pylist()]
     out = {
-        **{k: grouped[k] for k in keys},
+        **{k: _as_text(grouped[k]) for k in keys},
         "calls": calls,
         "total_ns": total,
         "avg_ns": pc.cast(pc.round(pc.divide(pc.cast(total, pa.float64()), calls)), pa.int64()),

@@ -303,31 +303,36 @@ def framework_of(metadata: dict) -> str | None:
 # --- on columns ----------------------------------------------------------------------------------
 
 def map_distinct(values: pa.Array | pa.ChunkedArray, fn: Callable[[str], str | None],
-                 prepare: Callable[[list[str]], dict[str, str]] | None = None) -> pa.Array:
+                 prepare: Callable[[list[str]], dict[str, str]] | None = None, *, encoded: bool = False) -> pa.Array:
     """``fn`` applied to each distinct string of ``values`` once; the result has one value per row.
 
     ``prepare`` (e.g. :func:`demangle_all`) sees all distinct values first, in one call, so that what it
-    caches (demangled names) is computed in one batch before ``fn`` runs on each value.
+    caches (demangled names) is computed in one batch before ``fn`` runs on each value. ``encoded``: the result
+    as a dictionary array whose values are distinct (rows equal as strings have equal codes, so grouping on it
+    groups the strings), not a copy of each row's string.
     """
     values = combined(values)
     if pa.types.is_dictionary(values.type):
         dictionary, indices = values.dictionary, values.indices
     else:
-        encoded = pc.dictionary_encode(values)
-        dictionary, indices = encoded.dictionary, encoded.indices
+        codes = pc.dictionary_encode(values)
+        dictionary, indices = codes.dictionary, codes.indices
     distinct = dictionary.to_pylist()
     if prepare is not None:
         prepare([v for v in distinct if v is not None])
     mapped = pa.array([None if v is None else fn(v) for v in distinct], pa.string())
+    if encoded:  # two names may map to one string: one code for it
+        distinct_mapped = pc.dictionary_encode(mapped)
+        return pa.DictionaryArray.from_arrays(pc.take(distinct_mapped.indices, indices), distinct_mapped.dictionary)
     return pc.take(mapped, indices)
 
 
-def demangled(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return map_distinct(values, demangle, prepare=demangle_all)
+def demangled(values: pa.Array | pa.ChunkedArray, *, encoded: bool = False) -> pa.Array:
+    return map_distinct(values, demangle, prepare=demangle_all, encoded=encoded)
 
 
-def short_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return map_distinct(values, short_name, prepare=demangle_all)
+def short_names(values: pa.Array | pa.ChunkedArray, *, encoded: bool = False) -> pa.Array:
+    return map_distinct(values, short_name, prepare=demangle_all, encoded=encoded)
 
 
 def distinct_short_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:
