@@ -13,14 +13,14 @@ def test_corrupt_events_table_is_rebuilt_with_one_warning(trace_file, cache_dir)
                                    cache=cache_dir)
     assert first.returncode == 0 and uncached.returncode == 0, (first.stderr, uncached.stderr)
     assert first.stdout == uncached.stdout and "conv_kernel" in uncached.stdout
-    flip_in_data_pages(entry_of(trace_file, cache_dir) / "events.parquet")
+    flip_in_data_pages(entry_of(trace_file, cache_dir) / "events.arrow")
 
     rebuilt = run_cli("kernels", str(trace_file), cache=cache_dir)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert rebuilt.stdout == uncached.stdout
     lines = rebuilt.stderr.strip("\n").splitlines()
     assert len(lines) == 1, rebuilt.stderr
-    assert lines[0].startswith(f"warning: {trace_file}: cache entry was corrupt (events.parquet"), lines[0]
+    assert lines[0].startswith(f"warning: {trace_file}: cache entry was corrupt (events.arrow"), lines[0]
     assert lines[0].endswith("rebuilt from the trace"), lines[0]
 
     again = run_cli("kernels", str(trace_file), cache=cache_dir)  # a good entry now: no warning
@@ -32,7 +32,7 @@ def test_corrupt_side_table_read_mid_command_is_one_error_then_rebuilt(trace_fil
                                    cache=cache_dir)
     assert first.returncode == 0 and first.stdout == uncached.stdout, first.stderr
     entry = entry_of(trace_file, cache_dir)
-    steps_file = entry / "steps.parquet"
+    steps_file = entry / "steps.arrow"
     flip_in_data_pages(steps_file)
 
     broken = run_cli("steps", str(trace_file), cache=cache_dir)

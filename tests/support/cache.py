@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from opscope.model import cache as cache_mod
 
 
@@ -14,13 +12,14 @@ def entry_of(path: Path, root: Path) -> Path:
 
 
 def flip_in_data_pages(file: Path) -> int:
-    """Invert a few bytes in the middle of the first column chunk's pages (never the footer); returns the offset."""
-    column = pq.ParquetFile(file).metadata.row_group(0).column(0)
-    start = column.dictionary_page_offset or column.data_page_offset
-    middle = start + column.total_compressed_size // 2
+    """Invert a few bytes in the middle of the table file's record batches (never its footer); returns the offset.
+
+    An Arrow IPC file ends with its footer, the footer's length (int32) and ``ARROW1``; what comes before the footer
+    and after the leading magic and schema is the batches' data."""
     data = bytearray(file.read_bytes())
-    footer_start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
-    assert start < middle < footer_start, (start, middle, footer_start)
+    footer_start = len(data) - 10 - int.from_bytes(data[-10:-6], "little")
+    middle = (8 + footer_start) // 2 + footer_start // 4  # three quarters in: past the schema message
+    assert 8 < middle < footer_start - 4, (middle, footer_start)
     for i in range(middle, middle + 4):
         data[i] ^= 0xFF
     file.write_bytes(bytes(data))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-import pyarrow.parquet as pq
+import pyarrow as pa
 import pytest
 from support.cache import entry_of, flip_in_data_pages
 from support.tracefiles import small_gpu_trace, write_trace, x
@@ -24,17 +24,17 @@ def _names(trace):
     return sorted(trace.events.column("name").to_pylist())
 
 
-def test_truncated_events_parquet_is_rebuilt(tmp_path, cache):
+def test_truncated_events_table_is_rebuilt(tmp_path, cache):
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
     first = open_trace(path, cache_dir=cache)
     expected = _names(first)
     entry = _entry(path, cache)
-    events = entry / "events.parquet"
+    events = entry / "events.arrow"
     events.write_bytes(events.read_bytes()[:50])  # truncated: the footer is gone
     again = open_trace(path, cache_dir=cache)
     assert "from_cache" not in again.metadata  # a miss: parsed from the JSON
     assert _names(again) == expected
-    pq.read_table(entry / "events.parquet")  # replaced by a readable file
+    pa.ipc.open_file(entry / "events.arrow").read_all()  # replaced by a readable file
     third = open_trace(path, cache_dir=cache)
     assert third.metadata.get("from_cache") == str(entry)
     assert _names(third) == expected
@@ -44,11 +44,11 @@ def test_truncated_side_table_is_a_miss_not_a_pyarrow_error(tmp_path, cache):
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
     open_trace(path, cache_dir=cache)
     entry = _entry(path, cache)
-    side = next(p for p in entry.glob("*.parquet") if p.name != "events.parquet")
-    side.write_bytes(b"PAR1 not really")
+    side = next(p for p in entry.glob("*.arrow") if p.name != "events.arrow")
+    side.write_bytes(b"ARROW1 not really")
     again = open_trace(path, cache_dir=cache)
     assert "from_cache" not in again.metadata
-    pq.read_table(side)  # rebuilt
+    pa.ipc.open_file(side).read_all()  # rebuilt
 
 
 def test_meta_json_that_is_not_an_object_is_a_miss(tmp_path, cache):
@@ -89,10 +89,10 @@ def test_flipped_bytes_in_events_pages_are_found_and_rebuilt(tmp_path, cache):
     uncached = open_trace(path, use_cache=False).events.to_pylist()
     open_trace(path, cache_dir=cache)
     entry = entry_of(path, cache)
-    flip_in_data_pages(entry / "events.parquet")
+    flip_in_data_pages(entry / "events.arrow")
     again = open_trace(path, cache_dir=cache)
     assert "from_cache" not in again.metadata
-    assert "events.parquet does not match its checksum" in again.metadata["cache_rebuilt"]
+    assert "events.arrow does not match its checksum" in again.metadata["cache_rebuilt"]
     assert again.events.to_pylist() == uncached
     third = open_trace(path, cache_dir=cache)  # the rebuilt entry is good, and the note was not stored
     assert third.metadata.get("from_cache") == str(entry) and "cache_rebuilt" not in third.metadata
@@ -115,12 +115,12 @@ def test_corrupt_side_table_found_on_first_use_is_one_error_and_removes_the_entr
     expected = open_trace(path, use_cache=False).steps.to_pylist()
     open_trace(path, cache_dir=cache)
     entry = entry_of(path, cache)
-    flip_in_data_pages(entry / "steps.parquet")
+    flip_in_data_pages(entry / "steps.arrow")
     cached = open_trace(path, cache_dir=cache)  # footers are fine: the entry opens
     assert cached.metadata.get("from_cache") == str(entry)
     with pytest.raises(TraceError) as info:
         cached.steps  # noqa: B018 - the first read of the side table
-    assert "steps.parquet does not match its checksum" in str(info.value)
+    assert "steps.arrow does not match its checksum" in str(info.value)
     assert "\n" not in str(info.value)
     assert not entry.exists()
     rebuilt = open_trace(path, cache_dir=cache)
@@ -134,16 +134,16 @@ def test_a_failed_table_write_on_either_thread_keeps_no_entry(tmp_path, monkeypa
     # neither a half-written entry nor its temporary directory is left
     trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
     root = tmp_path / "cache"
-    real = pq.write_table
+    real = cache_mod._write_table
 
-    def write(table, where, **kw):
-        if where.name == f"{failing}.parquet":
+    def write(table, where):
+        if where.name == f"{failing}.arrow":
             raise OSError(28, "No space left on device")
-        return real(table, where, **kw)
+        return real(table, where)
 
-    monkeypatch.setattr(cache_mod.pq, "write_table", write)
+    monkeypatch.setattr(cache_mod, "_write_table", write)
     assert cache_mod.store(tmp_path / "t.json", trace, root) is None
     assert list(root.iterdir()) == []
-    monkeypatch.setattr(cache_mod.pq, "write_table", real)
+    monkeypatch.setattr(cache_mod, "_write_table", real)
     entry = cache_mod.store(tmp_path / "t.json", trace, root)
-    assert entry is not None and (entry / f"{failing}.parquet").is_file()
+    assert entry is not None and (entry / f"{failing}.arrow").is_file()

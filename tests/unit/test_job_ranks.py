@@ -169,20 +169,20 @@ def test_a_recording_directory_is_not_a_job(tmp_path):
 
 def test_the_dataset_links_each_rank_table_under_its_rank(tmp_path):
     import duckdb
-    import pyarrow.parquet as pq
 
+    from opscope.model.cache import _write_table
     from opscope.scale.dataset import dataset_tables, job_dataset
 
     entries = {}
     for rank, n in ((0, 2), (3, 5)):
         entry = tmp_path / f"entry{rank}"
         entry.mkdir()
-        pq.write_table(pa.table({"dur_ns": list(range(n))}), entry / "events.parquet")
+        _write_table(pa.table({"dur_ns": list(range(n))}), entry / "events.arrow")
         entries[rank] = str(entry)
     directory = job_dataset(entries, tmp_path / "cache")
     assert job_dataset(entries, tmp_path / "cache") == directory  # made once
-    assert (directory / "events" / "rank=3" / "part.parquet").stat().st_ino == (tmp_path / "entry3" /
-                                                                                "events.parquet").stat().st_ino
+    assert (directory / "events" / "rank=3" / "part.arrow").stat().st_ino == (tmp_path / "entry3" /
+                                                                              "events.arrow").stat().st_ino
     con = duckdb.connect()
     con.register("events", dataset_tables(directory)["events"])
     assert con.sql("select rank, count(*), sum(dur_ns) from events group by 1 order by 1").fetchall() == \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.analyses.filters import EventFilter
@@ -157,3 +158,59 @@ def test_arange_is_the_rows_numbers():
 
     assert arange(0, 0).to_pylist() == [] and arange(4, 2).to_pylist() == []
     assert arange(5, 9).to_pylist() == [5, 6, 7, 8] and arange(0, 3).type == pa.int64()
+
+
+def _random_op_forest(rng, n: int) -> dict:
+    """Rows in time order whose parents come first: names from a few (so same-name chains occur), kinds mixed."""
+    parent, names, kinds = [], [], []
+    for i in range(n):
+        parent.append(rng.choice([None, None] + list(range(max(0, i - 6), i))) if i else None)
+        names.append(rng.choice(["aten::linear", "aten::linear", "aten::mm", "step", None]))
+        kinds.append(rng.choice(["cpu_op", "cpu_op", "cpu_op", "user_annotation", "python_function", "kernel"]))
+    return {"parent": parent, "name": names, "kind": kinds, "self_ns": [rng.randrange(0, 50) for _ in range(n)]}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_folding_in_c_matches_the_arrow_definition(seed, monkeypatch):
+    import random
+
+    import pyarrow as pa
+
+    from opscope.model import derive
+
+    if derive._derive is None:
+        pytest.skip("opscope.model._derive is not built here")
+    rng = random.Random(seed)
+    rows = _random_op_forest(rng, rng.randint(1, 300))
+    events = pa.table({"parent": pa.array(rows["parent"], pa.int64()),
+                       "name": pa.array(rows["name"]).dictionary_encode(),
+                       "kind": pa.array(rows["kind"]).dictionary_encode(),
+                       "self_ns": pa.array(rows["self_ns"], pa.int64())})
+    in_c = derive.fold_duplicate_ops(events)
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    in_arrow = derive.fold_duplicate_ops(events)
+    assert in_c[0].to_pylist() == in_arrow[0].to_pylist() and in_c[0].type == in_arrow[0].type
+    assert in_c[1].to_pylist() == in_arrow[1].to_pylist() and in_c[1].type == in_arrow[1].type
+    # self time moves from the folded rows to the kept ones: none is lost
+    assert sum(v for v, folded in zip(in_c[1].to_pylist(), in_c[0].to_pylist()) if not folded) == sum(rows["self_ns"])
+    assert any(in_c[0].to_pylist()) or seed % 5  # most seeds fold something
+
+
+def test_folding_in_c_declines_a_parent_after_its_row():
+    import pyarrow as pa
+
+    from opscope.model import derive
+
+    if derive._derive is None:
+        pytest.skip("opscope.model._derive is not built here")
+    # row 0's parent is row 1: not the model's time order, so the C pass leaves it to the Arrow definition
+    events = pa.table({"parent": pa.array([1, None], pa.int64()),
+                       "name": pa.array(["aten::mm", "aten::mm"]).dictionary_encode(),
+                       "kind": pa.array(["cpu_op", "cpu_op"]).dictionary_encode(),
+                       "self_ns": pa.array([5, 7], pa.int64())})
+    codes = events["name"].combine_chunks().indices
+    assert derive._fold_in_c(events, events["parent"].combine_chunks(), codes,
+                             derive.kind_mask(events, ("cpu_op",)).combine_chunks(),
+                             events["self_ns"].combine_chunks()) is None
+    merged, op_self = derive.fold_duplicate_ops(events)  # the Arrow definition: row 0 folds into row 1
+    assert merged.to_pylist() == [True, False] and op_self.to_pylist() == [5, 12]

@@ -348,6 +348,72 @@ done:
     return result;
 }
 
+/* fold_ops(parent, code, is_op, layer, self_ns, merged, op_self) -> int
+ * derive.fold_duplicate_ops in one pass: a cpu_op named as its parent (code, -1 for no name) that is the parent's
+ * only child in the op layer is folded (merged[i] = 1), and its self time goes to its nearest ancestor that is not
+ * (op_self, which starts as self_ns). Parents come before their children in the model's time order; the number of
+ * rows folded, or -1 (nothing written) where a parent does not come first: the caller's Arrow definition then runs. */
+static PyObject *fold_ops(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_parent, *o_code, *o_is_op, *o_layer, *o_self, *o_merged, *o_op_self;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o_parent, &o_code, &o_is_op, &o_layer, &o_self, &o_merged, &o_op_self))
+        return NULL;
+    View parent, code, is_op, layer, self_ns, merged, op_self;
+    View *all[] = {&parent, &code, &is_op, &layer, &self_ns, &merged, &op_self};
+    for (int i = 0; i < 7; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    int64_t *children = NULL, *kept = NULL;
+    if (view(o_parent, &parent, 0, 8, "parent") || view(o_code, &code, 0, 4, "code") ||
+        view(o_is_op, &is_op, 0, 1, "is_op") || view(o_layer, &layer, 0, 1, "layer") ||
+        view(o_self, &self_ns, 0, 8, "self_ns") || view(o_merged, &merged, 1, 1, "merged") ||
+        view(o_op_self, &op_self, 1, 8, "op_self"))
+        goto done;
+    Py_ssize_t n = parent.b.len / 8;
+    if (code.b.len / 4 != n || is_op.b.len != n || layer.b.len != n || self_ns.b.len / 8 != n || merged.b.len != n ||
+        op_self.b.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "fold_ops: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *up = parent.b.buf, *own = self_ns.b.buf;
+    const int32_t *name = code.b.buf;
+    const uint8_t *op = is_op.b.buf, *in_layer = layer.b.buf;
+    uint8_t *m = merged.b.buf;
+    int64_t *moved = op_self.b.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (up[i] < -1 || up[i] >= i) {
+            result = PyLong_FromLong(-1);
+            goto done;
+        }
+    children = calloc((size_t)(n ? n : 1), sizeof *children);
+    kept = malloc(sizeof *kept * (size_t)(n ? n : 1));
+    if (!children || !kept) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t folded = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (in_layer[i] && up[i] >= 0) children[up[i]]++;
+    memcpy(moved, own, sizeof *moved * (size_t)n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = up[i];
+        int fold = op[i] && p >= 0 && name[i] >= 0 && name[i] == name[p] && children[p] == 1;
+        m[i] = (uint8_t)fold;
+        kept[i] = fold ? kept[p] : i;
+        if (fold) {
+            moved[kept[i]] += own[i];
+            folded++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(folded);
+done:
+    free(children);
+    free(kept);
+    for (int i = 0; i < 7; i++) release(all[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest_layer", nest_layer, METH_VARARGS,
      "nest_layer(mask, pid_codes, tid_codes, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nThe nesting walk "
@@ -362,6 +428,10 @@ static PyMethodDef methods[] = {
     {"nest_sorted", nest_sorted, METH_VARARGS,
      "nest_sorted(rows, threads, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nderive._nest_sorted in C: "
      "the same arguments (int64 buffers; depth int32; keep_self bytes or None), the same result."},
+    {"fold_ops", fold_ops, METH_VARARGS,
+     "fold_ops(parent, code, is_op, layer, self_ns, merged, op_self) -> int\n\nderive.fold_duplicate_ops in one pass "
+     "(int64 parent, -1 none; int32 name codes, -1 none; uint8 masks; merged uint8 and op_self int64 written): the "
+     "rows folded, or -1 where a parent does not come before its row."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -304,6 +304,9 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     names = events.select(["name"]).unify_dictionaries()["name"]
     codes = pa.chunked_array([c.indices for c in names.chunks], pa.int32()).combine_chunks() \
         if pa.types.is_dictionary(names.type) else names.combine_chunks()
+    folded_in_c = _fold_in_c(events, parent, codes, is_op, self_ns)
+    if folded_in_c is not None:
+        return folded_in_c if folded_in_c[0] is not None else (none_merged, self_ns)
     same = pc.fill_null(pc.and_(is_op, pc.equal(codes, pc.take(codes, parent))), False)
     candidates = pc.indices_nonzero(same).cast(pa.int64())
     if len(candidates) == 0:
@@ -327,6 +330,27 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
         [("ns", "sum")])
     extra = pc.fill_null(pc.take(moved["ns_sum"], index_in(row_ids, moved["target"])), 0)
     return merged, pc.add(self_ns, extra)
+
+
+def _fold_in_c(events: pa.Table, parent: pa.Array, codes: pa.Array, is_op: pa.Array,
+               self_ns: pa.Array) -> tuple[pa.Array | None, pa.Array] | None:
+    """:func:`fold_duplicate_ops` by ``_derive.fold_ops`` (one pass; ``(None, self_ns)`` when nothing folds), or None
+    where it is not built, a column does not suit it (names not dictionary codes, self times with nulls) or it
+    declines (a parent after its row): the Arrow definition then runs."""
+    n = events.num_rows
+    if not _native() or codes.type != pa.int32() or self_ns.null_count or parent.type != pa.int64():
+        return None
+    layer = kind_mask(events, OP_LAYER).combine_chunks()
+    merged, op_self = bytearray(n), array("q", [0]) * n
+    folded = _derive.fold_ops(values_view(pc.fill_null(parent, -1), "q"), values_view(pc.fill_null(codes, -1), "i"),
+                              values_view(pc.cast(is_op, pa.uint8()), "B"),
+                              values_view(pc.cast(layer, pa.uint8()), "B"), values_view(self_ns, "q"), merged, op_self)
+    if folded < 0:
+        return None
+    if folded == 0:
+        return None, self_ns
+    return (pc.not_equal(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(merged)]), 0),
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(op_self)]))
 
 
 def _kept_ancestors(merged: pa.Array, parent: pa.Array, row_ids: pa.Array) -> pa.Array:

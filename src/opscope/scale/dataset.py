@@ -1,4 +1,4 @@
-"""The job's cache as one dataset partitioned by rank: ``<cache>/jobs/<key>/<table>/rank=<r>/part.parquet``.
+"""The job's cache as one dataset partitioned by rank: ``<cache>/jobs/<key>/<table>/rank=<r>/part.arrow``.
 
 Each file is a hard link to the rank's own cache entry (no copy; a symbolic link where the file system has no
 hard links), so DuckDB (``opscope query DIR "SQL"``) reads every rank's table as one with a ``rank`` column, and
@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from opscope.model.cache import TABLE_SUFFIX, table_file
 from opscope.model.schema import TABLE_SCHEMAS
 
 
@@ -28,12 +29,12 @@ def job_dataset(entries: Mapping[int, str], root: Path) -> Path:
     try:
         for rank, entry in sorted(entries.items()):
             for table in TABLE_SCHEMAS:
-                source = Path(entry) / f"{table}.parquet"
+                source = table_file(Path(entry), table)
                 if not source.is_file():
                     continue
                 folder = tmp / table / f"rank={rank}"
                 folder.mkdir(parents=True)
-                _link(source, folder / "part.parquet")
+                _link(source, folder / f"part{TABLE_SUFFIX}")
         (tmp / "ranks.tsv").write_text("".join(f"{r}\t{e}\n" for r, e in sorted(entries.items())))
         try:
             os.rename(tmp, target)
@@ -63,5 +64,5 @@ def dataset_tables(directory: Path) -> dict[str, object]:
     for table in TABLE_SCHEMAS:
         folder = directory / table
         if folder.is_dir():
-            tables[table] = ds.dataset(folder, format="parquet", partitioning="hive")
+            tables[table] = ds.dataset(folder, format="ipc", partitioning="hive")
     return tables
