@@ -114,3 +114,11 @@ def test_event_filter_mask_matches_apply():
     mask = filt.mask(events)
     assert pc.fill_null(mask, False).to_pylist() == [False, False, True, False, False]
     assert events.filter(mask).to_pylist() == filt.apply(events).to_pylist()
+
+
+def test_shares_of_times_beyond_float_precision():
+    """Times past 2^53 ns (104 days: a hostile or broken trace) are shares like any other, not an Arrow error."""
+    from opscope.analyses.arrays import shares_pct
+
+    assert shares_pct(pa.array([2**60, 3 * 2**60], pa.int64()), 2**62).to_pylist() == [25.0, 75.0]
+    assert shares_pct(pa.array([119_653_251_022_321_000], pa.int64()), 119_653_251_022_321_000).to_pylist() == [100.0]

@@ -237,5 +237,5 @@ def share_pct(part: int | float | None, whole: int | float | None, digits: int =
 def shares_pct(values: pa.Array | pa.ChunkedArray, whole: int | float) -> pa.Array:
     """Each value as a percentage of ``whole``, rounded to 2 digits; zeros when ``whole`` is 0."""
     if not whole:
-        return pc.multiply(pc.cast(values, pa.float64()), 0.0)
-    return pc.round(pc.multiply(pc.divide(pc.cast(values, pa.float64()), whole), 100.0), 2)
+        return pc.multiply(pc.cast(values, pa.float64(), safe=False), 0.0)
+    return pc.round(pc.multiply(pc.divide(pc.cast(values, pa.float64(), safe=False), float(whole)), 100.0), 2)

@@ -79,7 +79,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
         **{k: _as_text(grouped[k]) for k in keys},
         "calls": calls,
         "total_ns": total,
-        "avg_ns": pc.cast(pc.round(pc.divide(pc.cast(total, pa.float64()), calls)), pa.int64()),
+        "avg_ns": pc.cast(pc.round(pc.divide(pc.cast(total, pa.float64(), safe=False), calls)), pa.int64()),
         "min_ns": grouped["dur_ns_min"],
         "max_ns": grouped["dur_ns_max"],
         "pct": shares_pct(total, pc.sum(total).as_py() or 0),

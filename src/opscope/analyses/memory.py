@@ -312,7 +312,8 @@ def allocation_table(rec: MemoryRecords, sort: str = "bytes") -> pa.Table:
     out = pa.table({
         "device": g["device"], "op": g["op"], "allocations": g["b_count"], "bytes": g["b_sum"],
         "max_bytes": g["b_max"],
-        "avg_bytes": pc.cast(pc.round(pc.divide(pc.cast(g["b_sum"], pa.float64()), g["b_count"])), pa.int64()),
+        "avg_bytes": pc.cast(pc.round(pc.divide(pc.cast(g["b_sum"], pa.float64(), safe=False), g["b_count"])),
+                             pa.int64()),
     })
     return _sorted(out, sort, "bytes")
 

@@ -77,7 +77,7 @@ def _op_table(trace: Trace, by: Sequence[str], filt: EventFilter | None, sort: s
         "calls": calls,
         "total_ns": total,
         "self_ns": self_total,
-        "avg_ns": pc.cast(pc.round(pc.divide(pc.cast(total, pa.float64()), calls)), pa.int64()),
+        "avg_ns": pc.cast(pc.round(pc.divide(pc.cast(total, pa.float64(), safe=False), calls)), pa.int64()),
         "min_ns": grouped["dur_ns_min"],
         "max_ns": grouped["dur_ns_max"],
         "self_pct": shares_pct(self_total, denominator),
@@ -174,7 +174,8 @@ def gpu_op_table(
     kernels = pc.take(per_group["dur_count"], where)
     gpu = pc.take(per_group["dur_sum"], where)
     cpu = base["total_ns"]
-    ratio = pc.if_else(pc.greater(cpu, 0), pc.round(pc.divide(pc.cast(gpu, pa.float64()), cpu), 3), None)
+    ratio = pc.if_else(pc.greater(cpu, 0), pc.round(pc.divide(pc.cast(gpu, pa.float64(), safe=False),
+                                                              pc.cast(cpu, pa.float64(), safe=False)), 3), None)
     top_text = pc.take(pa.array([tops.get(k) for k in _key(per_group, by).to_pylist()], pa.string()), where)
     out = pa.table({
         **{k: base[k] for k in by},

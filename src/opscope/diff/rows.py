@@ -154,7 +154,7 @@ def combine(kind: str, base: pa.Table, new: pa.Table, span_base: Span, span_new:
 
 def _per_step_ns(totals: Any, span: Span) -> pa.Array:
     """:func:`per_step_ns` on a column (0 where absent): the same float division and round half to even."""
-    per_step = pc.round(pc.divide(pc.cast(combined(totals), pa.float64()), float(span.divisor)),
+    per_step = pc.round(pc.divide(pc.cast(combined(totals), pa.float64(), safe=False), float(span.divisor)),
                         round_mode="half_to_even")
     return pc.fill_null(pc.cast(per_step, pa.int64()), 0)
 

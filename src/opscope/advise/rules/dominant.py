@@ -476,7 +476,8 @@ def _worth_matching(names: pa.ChunkedArray, ops: pa.ChunkedArray | None, groups:
         maybe = pc.or_(maybe, combined(name_match(ops, _CANDIDATE_OP)))
     total = pc.sum(ns).as_py() or 0
     by_group = pa.table({"group": groups, "ns": ns}).group_by("group", use_threads=False).aggregate([("ns", "sum")])
-    big = by_group.filter(pc.greater_equal(pc.cast(by_group["ns_sum"], pa.float64()), DOMINANT_SHARE * total))
+    big = by_group.filter(pc.greater_equal(pc.cast(by_group["ns_sum"], pa.float64(), safe=False),
+                                           DOMINANT_SHARE * total))
     unnamed = pc.or_(pc.is_null(names), pc.is_null(groups))  # kept as they are: their group is not a string
     return pc.or_(pc.or_(maybe, pc.fill_null(pc.is_in(groups, value_set=big["group"]), False)), unnamed)
 
