@@ -214,3 +214,33 @@ def test_folding_in_c_declines_a_parent_after_its_row():
                              events["self_ns"].combine_chunks()) is None
     merged, op_self = derive.fold_duplicate_ops(events)  # the Arrow definition: row 0 folds into row 1
     assert merged.to_pylist() == [True, False] and op_self.to_pylist() == [5, 12]
+
+
+@pytest.mark.parametrize("native_reader", ["0", "1"])
+def test_two_categories_of_one_kind_are_one_kind(tmp_path, monkeypatch, native_reader):
+    # cuda_runtime and cuda_driver are both runtime: one row of the summary's time by kind (10 + 5 us), not two
+    # (grouping on a kind dictionary that listed "runtime" twice gave two)
+    import pyarrow.compute as pc
+
+    monkeypatch.setenv("OPSCOPE_NATIVE", native_reader)
+    events = [x("cudaLaunchKernel", 0, 10, cat="cuda_runtime"), x("cuLaunchKernel", 20, 5, cat="cuda_driver"),
+              x("aten::mm", 40, 3)]
+    trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    kinds = trace.events["kind"]
+    assert all(pc.count_distinct(c.dictionary).as_py() == len(c.dictionary) for c in kinds.chunks)
+    by_kind = summarize(trace).by_kind.to_pylist()
+    assert [(r["kind"], r["total_ns"]) for r in by_kind] == [("runtime", 15 * US), ("cpu_op", 3 * US)]
+
+
+def test_dictionaries_with_a_value_twice_are_made_distinct():
+    import pyarrow as pa
+
+    from opscope.model.derive import _distinct_dictionaries
+
+    twice = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, None, 2], pa.int32()), pa.array(["a", "b", "a"]))
+    table = _distinct_dictionaries(pa.table({"k": twice, "n": [1, 2, 3, 4, 5]}))
+    column = table["k"].chunk(0)
+    assert column.dictionary.to_pylist() == ["a", "b"] and column.indices.to_pylist() == [0, 1, 0, None, 0]
+    assert table.group_by("k").aggregate([("n", "sum")]).to_pylist() == [{"k": "a", "n_sum": 9},
+                                                                         {"k": "b", "n_sum": 2},
+                                                                         {"k": None, "n_sum": 4}]

@@ -109,11 +109,16 @@ def _event(rng: random.Random, big: bool) -> dict:
     elif kind < 0.95:
         event = {"ph": "M", "name": rng.choice(["process_name", "thread_name", "process_labels"]), "pid": pid,
                  "tid": tid, "args": {"name": "proc", "labels": "GPU 0"}}
-    elif kind < 0.994:
+    elif kind < 0.97:
         event = {"ph": "C", "name": "counter", "pid": pid, "ts": ts, "args": {"a": rng.random(), "b": 3}}
-    elif kind < 0.997:  # declined: a marker's row order
-        event = {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces", "tid": "T",
-                 "ts": ts}
+    elif kind < 0.997:  # markers: rows after their chunk's complete events, dur 0 whatever they say
+        event = {"ph": rng.choice("iIn"), "s": "g", "name": rng.choice(["Iteration Start: PyTorch Profiler",
+                                                                          "Record Window End", "mark", None]),
+                 "pid": rng.choice(["Traces", "", pid]), "tid": rng.choice(["T", "", tid]), "ts": ts}
+        for key, values in (("cat", ["cpu_instant_event", "weird_cat", None]), ("dur", [5, 1.5, "x"]),
+                            ("args", [{}, {"correlation": 3, "stream": 7, "Input Dims": [[2, 2]]}])):
+            if rng.random() < 0.4:
+                event[key] = rng.choice(values)
     else:  # declined: B/E pairs
         event = {"ph": rng.choice("BE"), "name": "range", "pid": pid, "tid": tid, "ts": ts}
     return event
@@ -373,3 +378,23 @@ def test_halves_whose_times_need_cpythons_conversion_read_as_the_whole_chunk():
     assert split.feed_items(items, 0, len(items)) == whole.feed_items(items, 0, len(items)) == (None, False)
     assert (split.splits(), whole.splits()) == (1, 0)
     assert split.take() == whole.take()
+
+
+@needs_scan
+def test_markers_are_taken_and_follow_their_chunks_complete_events(monkeypatch):
+    """Instant markers are rows of kind marker with dur 0 (whatever the event says), after the complete events of
+    their chunk, as the Python path orders them; a marker of TF's Op category is still declined."""
+    scanner = native._scan.Scanner()
+    chunk = b'[{"ph":"i","s":"g","name":"Iteration Start","pid":"Traces","tid":"T","ts":2,"dur":9},' \
+            b'{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":1,"dur":4},' \
+            b'{"ph":"n","name":"end","pid":"","tid":"","ts":3.5,"cat":"weird"}]'
+    assert scanner.feed(chunk) == (None, False)
+    assert scanner.feed(b'[{"ph":"X","cat":"cpu_op","name":"next","pid":1,"tid":1,"ts":5,"dur":1}]') == (None, False)
+    batch = native.NativeBatch(scanner.take())
+    assert (batch.rows, batch.markers) == (4, 2)
+    assert batch.texts("name", 4).to_pylist() == ["op", "Iteration Start", "end", "next"]
+    assert batch.ints("marker", 4).to_pylist() == [0, 1, 1, 0]
+    assert batch.ints("dur_ns", 4).to_pylist() == [4000, 0, 0, 1000]
+    assert batch.ints("ts_ns", 4).to_pylist() == [1000, 2000, 3500, 5000]
+    assert batch.texts("pid", 4).to_pylist() == ["1", "Traces", "", "1"]
+    assert scanner.feed(b'[{"ph":"i","cat":"Op","name":"m","pid":1,"tid":1,"ts":2}]') is None  # TF's ops: Python

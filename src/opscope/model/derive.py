@@ -46,7 +46,7 @@ LONG_NAME_CHARS = 1 << 14
 
 def complete(trace: Trace) -> Trace:
     """Validate and derive: drop rows without times, mark comm kernels, nest, assign steps."""
-    events = trace.events.unify_dictionaries()
+    events = _distinct_dictionaries(trace.events.unify_dictionaries())
     trace.events = None  # no other reference: each column below is freed as soon as it is replaced
     bad = pc.or_(pc.is_null(events["ts_ns"]), pc.is_null(events["dur_ns"]))
     n_bad = pc.sum(pc.cast(bad, pa.int64())).as_py() or 0
@@ -90,6 +90,27 @@ def complete(trace: Trace) -> Trace:
     trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS), trace)
     trace.steps = steps
     return trace
+
+
+def _distinct_dictionaries(events: pa.Table) -> pa.Table:
+    """Every dictionary column with each value once in its dictionary (a reader may map two categories to one kind).
+    Unifying chunks does that for a column of several chunks, not for one of one; grouping on dictionary codes
+    (Arrow's group_by on a dictionary column, the analyses' code grouping) counts on it."""
+    for i, field in enumerate(events.schema):
+        if not pa.types.is_dictionary(field.type):
+            continue
+        column = events.column(i)
+        chunks = []
+        for chunk in column.chunks:
+            if pc.count_distinct(chunk.dictionary, mode="all").as_py() == len(chunk.dictionary):
+                chunks.append(chunk)
+                continue
+            distinct = pc.dictionary_encode(chunk.dictionary)  # each old code -> the code of its value
+            chunks.append(pa.DictionaryArray.from_arrays(pc.take(distinct.indices, chunk.indices),
+                                                         distinct.dictionary))
+        if any(a is not b for a, b in zip(chunks, column.chunks)):
+            events = events.set_column(i, field.name, pa.chunked_array(chunks, field.type))
+    return events
 
 
 def _take_in_place(columns: list, order: pa.Array) -> None:

@@ -6,7 +6,8 @@
  * declines (returns None) and the caller decodes the chunk as before: any byte outside ASCII, a string escape other
  * than the short ones (\" \\ \/ \b \f \n \r \t), a number of more than 18 significant digits or beyond a double, a
  * repeated key it reads, a phase other than complete events (X), flows (s t f), metadata (M), counters (C) and
- * [memory] instants, a field of a type the Python path would convert in some special way, nesting deeper than
+ * instants (i I n: [memory] records, and markers, which follow the chunk's complete events as the Python path
+ * orders them), a field of a type the Python path would convert in some special way, nesting deeper than
  * MAX_DEPTH, anything that is not strict JSON. So accepting a chunk implies msgspec would decode it, and the cut the
  * stream proposed is proven as before.
  *
@@ -581,6 +582,7 @@ typedef struct {
     /* complete events */
     StrCol cat, name, pid, tid, dims, dtypes, strides, concrete, args;
     IntCol ts, dur, correlation, ext, stream, device, pid_int, tid_int;
+    IntCol marker; /* 1: an instant marker (its dur 0), rows after the chunk's complete events */
     /* flows */
     StrCol f_id, f_cat, f_ph, f_pid, f_tid;
     IntCol f_ts;
@@ -589,6 +591,7 @@ typedef struct {
     IntCol m_ts, m_device_type, m_device_id, m_addr, m_bytes, m_total_allocated, m_total_reserved;
     /* per chunk: the times until the chunk says whether floats are read exactly, the events left to Python */
     Buf times, f_times, m_times;
+    Buf markers; /* Span: each marker of the chunk, read once its complete events are in */
     Buf rest;
     size_t n_rest;
     int exact;
@@ -596,7 +599,7 @@ typedef struct {
 } Out;
 
 #define N_STR 16
-#define N_INT 16
+#define N_INT 17
 
 static StrCol *str_col(Out *o, int i) {
     StrCol *all[N_STR] = {&o->cat, &o->name, &o->pid, &o->tid, &o->dims, &o->dtypes, &o->strides, &o->concrete,
@@ -607,7 +610,7 @@ static StrCol *str_col(Out *o, int i) {
 static IntCol *int_col(Out *o, int i) {
     IntCol *all[N_INT] = {&o->ts, &o->dur, &o->correlation, &o->ext, &o->stream, &o->device, &o->pid_int,
                           &o->tid_int, &o->f_ts, &o->m_ts, &o->m_device_type, &o->m_device_id, &o->m_addr,
-                          &o->m_bytes, &o->m_total_allocated, &o->m_total_reserved};
+                          &o->m_bytes, &o->m_total_allocated, &o->m_total_reserved, &o->marker};
     return all[i];
 }
 
@@ -616,7 +619,8 @@ static const char *STR_NAMES[N_STR] = {"cat", "name", "pid", "tid", "shapes", "d
                                        "flow_tid", "memory_pid", "memory_tid"};
 static const char *INT_NAMES[N_INT] = {"ts_ns", "dur_ns", "correlation", "external_id", "stream", "device",
                                        "pid_int", "tid_int", "flow_ts_ns", "memory_ts_ns", "device_type",
-                                       "device_id", "addr", "bytes", "total_allocated", "total_reserved"};
+                                       "device_id", "addr", "bytes", "total_allocated", "total_reserved",
+                                       "marker"};
 
 static void col_free(Validity *v, Buf *a, Buf *b) {
     buf_free(&v->valid);
@@ -653,6 +657,7 @@ static void out_free(Out *o) {
     buf_free(&o->times);
     buf_free(&o->f_times);
     buf_free(&o->m_times);
+    buf_free(&o->markers);
     buf_free(&o->rest);
     buf_free(&o->tmp);
 }
@@ -766,15 +771,21 @@ static int push_raw_tight(StrCol *col, const Val *v) {
 
 #define TRY(x) do { int _r = (x); if (_r) return _r; } while (0)
 
-static int complete_event(Out *o, const Val *k, const Val *a, const unsigned char *base) {
+/* A row of the events table: a complete event, or an instant marker (its dur 0, whatever the event says, as the
+ * Python path sets it) */
+static int event_row(Out *o, const Val *k, const Val *a, const unsigned char *base, int is_marker) {
     if (!(k[K_CAT].type == T_STR || k[K_CAT].type == T_NULL || k[K_CAT].type == T_NONE)) return DECLINE;
     if (is_word(&k[K_CAT], "Op") || (k[K_CAT].type == T_STR && k[K_CAT].escaped)) return DECLINE; /* TF's ops */
     if (k[K_ARGS].type != T_OBJ && k[K_ARGS].type != T_NONE) return DECLINE;
     if (a[A_EXT].type != T_INT && a[A_EXT].type != T_NONE && a[A_EXT].type != T_NULL) return DECLINE;
     TimeRec t[2];
     TRY(time_rec(&k[K_TS], base, &t[0]));
-    TRY(time_rec(&k[K_DUR], base, &t[1]));
+    if (is_marker)
+        t[1] = (TimeRec){T_INT, 0, 0, 0.0, 0, 0};
+    else
+        TRY(time_rec(&k[K_DUR], base, &t[1]));
     TRY(buf_put(&o->times, t, sizeof t));
+    TRY(int_push(&o->marker, 1, is_marker));
     TRY(push_text(o, &o->cat, &k[K_CAT]));
     TRY(push_text(o, &o->name, &k[K_NAME]));
     TRY(push_id(o, &o->pid, &o->pid_int, &k[K_PID]));
@@ -790,6 +801,14 @@ static int complete_event(Out *o, const Val *k, const Val *a, const unsigned cha
     TRY(push_raw(&o->args, &k[K_ARGS]));
     return 0;
 }
+
+static int complete_event(Out *o, const Val *k, const Val *a, const unsigned char *base) {
+    return event_row(o, k, a, base, 0);
+}
+
+typedef struct {
+    const unsigned char *s, *e;
+} Span;
 
 static int flow_event(Out *o, const Val *k, const unsigned char *base) {
     TimeRec t;
@@ -846,7 +865,7 @@ static int resolve_times(Out *o, Buf *times, int per_row, IntCol *first, IntCol 
  * two cuts, read in place); its times are left for finish_chunk. */
 static int scan_items(Out *o, const unsigned char *base, size_t len, int items_only) {
     Cur c = {base, base + len};
-    o->times.len = o->f_times.len = o->m_times.len = o->rest.len = 0;
+    o->times.len = o->f_times.len = o->m_times.len = o->rest.len = o->markers.len = 0;
     o->n_rest = 0;
     o->exact = 0;
     if (len > UINT32_MAX) return DECLINE;
@@ -872,8 +891,12 @@ static int scan_items(Out *o, const unsigned char *base, size_t len, int items_o
             case 's': case 't': case 'f': TRY(flow_event(o, k, base)); break;
             case 'M': case 'C': TRY(left_event(o, start, end)); break;
             case 'i': case 'I': case 'n':
-                if (!is_word(&k[K_NAME], "[memory]")) return DECLINE; /* a marker: its row order, the Python path */
-                TRY(memory_event(o, k, a, base));
+                if (is_word(&k[K_NAME], "[memory]")) {
+                    TRY(memory_event(o, k, a, base));
+                } else { /* a marker: a row after the chunk's complete events (push_markers) */
+                    Span span = {start, end};
+                    TRY(buf_put(&o->markers, &span, sizeof span));
+                }
                 break;
             default: return DECLINE;
         }
@@ -898,9 +921,29 @@ static int finish_chunk(Out *o, int exact, const unsigned char *base) {
     return 0;
 }
 
+/* The chunk's markers (both halves' of a split one, in order) as rows after its complete events: each read again
+ * (the scan kept where it lies), its times resolved with the chunk's exact-time rule. */
+static int push_markers(Out *o, int exact, const unsigned char *base) {
+    if (!o->markers.len) return 0;
+    Val k[K_TOP], a[A_KEYS];
+    Pick args = {ARG_KEYS, ARG_LENS, ARG_TABLE, A_KEYS, a, -1, NULL};
+    Pick top = {TOP_KEYS, TOP_LENS, TOP_TABLE, K_TOP, k, K_ARGS, &args};
+    const Span *span = (const Span *)o->markers.p;
+    size_t n = o->markers.len / sizeof *span;
+    o->times.len = 0;
+    for (size_t i = 0; i < n; i++) {
+        Cur c = {span[i].s, span[i].e};
+        TRY(scan_object(&c, 1, &top));
+        TRY(event_row(o, k, a, base, 1));
+    }
+    o->exact = exact;
+    return resolve_times(o, &o->times, 2, &o->ts, &o->dur, base);
+}
+
 static int scan_chunk(Out *o, const unsigned char *base, size_t len, int items_only) {
     TRY(scan_items(o, base, len, items_only));
     TRY(finish_chunk(o, o->exact, base));
+    TRY(push_markers(o, o->exact, base));
     if (o->n_rest) TRY(buf_put(&o->rest, "]", 1));
     return 0;
 }
@@ -1019,6 +1062,8 @@ static int scan_split(Out *o, Out *o2, const unsigned char *base, size_t len, in
                 r = finish_chunk(o, exact, base);
                 if (!r) r = finish_chunk(o2, exact, base + at);
                 if (!r) r = out_append(o, o2);
+                if (!r) r = buf_put(&o->markers, o2->markers.p, o2->markers.len);
+                if (!r) r = push_markers(o, exact, base);
                 if (!r && o->n_rest) r = buf_put(&o->rest, "]", 1);
                 if (!r) (*splits)++;
                 if (r != DECLINE) return r;
@@ -1168,6 +1213,10 @@ static PyObject *scanner_take(Scanner *self, PyObject *unused) {
     if (!bad) bad = put(d, "rows", PyLong_FromSize_t(o->ts.v.n));
     if (!bad) bad = put(d, "flows", PyLong_FromSize_t(o->f_ts.v.n));
     if (!bad) bad = put(d, "memory", PyLong_FromSize_t(o->m_ts.v.n));
+    size_t markers = 0;
+    const int64_t *is_marker = (const int64_t *)o->marker.data.p;
+    for (size_t i = 0; i < o->marker.data.len / sizeof *is_marker; i++) markers += is_marker[i] != 0;
+    if (!bad) bad = put(d, "markers", PyLong_FromSize_t(markers));
     if (bad) {
         Py_DECREF(d);
         return NULL;

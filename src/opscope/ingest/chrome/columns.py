@@ -319,25 +319,28 @@ class EventColumns:
         if slices or markers:
             self._emit(slices, markers)
 
-    def _kinds_of(self, cat_arr: pa.DictionaryArray, n_slices: int, n: int) -> pa.Array:
-        """Map each distinct category to a kind once; rows after ``n_slices`` are instant markers."""
+    def _kinds_of(self, cat_arr: pa.DictionaryArray, is_marker: pa.Array | None = None) -> pa.Array:
+        """Map each distinct category to a kind once; rows where ``is_marker`` are instant markers (kind marker,
+        whatever their category; their categories are not counted as unknown)."""
         values = cat_arr.dictionary.to_pylist()
         kinds = [self._kind(v) for v in values]
         # A slice without a category is host work (plain Chrome / XProf traces).
         null_kind = "cpu_op"
         codes = cat_arr.indices
         if "other" in kinds:
-            counts = pc.value_counts(codes.slice(0, n_slices)).to_pylist()
+            slices = codes if is_marker is None else pc.filter(codes, pc.invert(is_marker))
+            counts = pc.value_counts(slices).to_pylist()
             for item in counts:
                 code = item["values"]
                 if code is not None and kinds[code] == "other":
                     self.unknown_categories[safe_str(values[code])] += item["counts"]
-        all_kinds = pa.array(kinds + [null_kind, "marker"], pa.string())
+        # the dictionary lists each kind once (two categories may be one kind): category code -> kind code
+        distinct = list(dict.fromkeys(kinds + [null_kind, "marker"]))
+        kind_code = pa.array([distinct.index(k) for k in kinds + [null_kind, "marker"]], pa.int32())
         idx = pc.fill_null(codes, len(kinds))
-        if n_slices < n:
-            idx = pc.if_else(pc.less(arange(0, n), n_slices), pc.cast(idx, pa.int64()),
-                             len(kinds) + 1)
-        return pa.DictionaryArray.from_arrays(pc.cast(idx, pa.int32()), all_kinds)
+        if is_marker is not None:
+            idx = pc.if_else(is_marker, len(kinds) + 1, pc.cast(idx, pa.int64()))
+        return pa.DictionaryArray.from_arrays(pc.take(kind_code, idx), pa.array(distinct, pa.string()))
 
     def _times(self, values: list, exact_mode: bool) -> pa.Array:
         """Microsecond values (any JSON type) -> int64 ns array; nulls where unusable."""
@@ -372,7 +375,7 @@ class EventColumns:
         n = len(slices)
         cats = [e.cat for e in slices]
         cat_arr = str_array(cats)
-        kind_arr = self._kinds_of(cat_arr, n - len(markers), n)
+        kind_arr = self._kinds_of(cat_arr, pc.greater_equal(arange(0, n), n - len(markers)) if markers else None)
         if exact_mode:
             ts = pa.array([_ns(e, e.ts) for e in slices], pa.int64())
             dur = pa.array([_ns(e, e.dur) for e in slices], pa.int64())
@@ -463,7 +466,9 @@ class EventColumns:
     def _emit_native(self, batch: NativeBatch) -> None:
         n = batch.rows
         cat_arr = batch.texts("cat", n).dictionary_encode()
-        kind_arr = self._kinds_of(cat_arr, n, n)
+        # instant markers follow each chunk's complete events, as in add_batch
+        is_marker = pc.not_equal(batch.ints("marker", n), 0) if batch.markers else None
+        kind_arr = self._kinds_of(cat_arr, is_marker)
         is_gpu = pc.is_in(kind_arr.dictionary, _GPU_KIND_ARRAY).take(kind_arr.indices)
         stream = batch.ints("stream", n)
         device = batch.ints("device", n)

@@ -46,11 +46,12 @@ def scanner() -> Any:
 class NativeBatch:
     """The rows a Scanner held (events, flows, memory records), as Arrow arrays on demand."""
 
-    __slots__ = ("columns", "flows", "memory", "rows")
+    __slots__ = ("columns", "flows", "markers", "memory", "rows")
 
     def __init__(self, columns: dict[str, Any]) -> None:
         self.columns = columns
         self.rows: int = columns["rows"]
+        self.markers: int = columns["markers"]  # rows that are instant markers
         self.flows: int = columns["flows"]
         self.memory: int = columns["memory"]
 
