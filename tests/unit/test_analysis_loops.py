@@ -9,8 +9,8 @@ from array import array
 import pyarrow as pa
 import pytest
 
-from opscope.analyses import arrays
-from opscope.analyses.intervals import innermost_enclosing, merged_intervals
+from opscope.analyses import arrays, intervals
+from opscope.analyses.intervals import innermost_enclosing, merged_intervals, span_bounds, union_ns
 
 pytestmark = pytest.mark.skipif(arrays.native_loops() is None, reason="opscope.analyses._loops is not built here")
 
@@ -203,3 +203,27 @@ def test_merged_intervals_declined_rows_still_right(monkeypatch):
     got, _, taken = _merged_both(monkeypatch, [1, 1, 1], [10, 0, 3], [12, 5, 4], presorted=False)
     assert not taken
     assert got.to_pydict() == {"group": [1, 1], "start": [0, 10], "end": [5, 12], "first": [1, 0]}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_union_and_bounds_over_a_mask_match_arrow(seed, monkeypatch):
+    rng = random.Random(seed)
+    n = rng.randint(0, 300)
+    t, starts = rng.randrange(-50, 50), []
+    for _ in range(n):
+        t += rng.choice([0, 0, 1, 4, 20])
+        starts.append(t)
+    durs = [rng.choice([0, 1, 5, 30, 200, -3 if seed % 3 == 0 else 2]) for _ in range(n)]
+    where = [rng.random() < 0.6 for _ in range(n)] if seed % 2 else None
+    if seed % 4 == 3:  # not in time order: the C pass declines, the Arrow definition sorts
+        rng.shuffle(starts)
+    s, d = pa.array(starts, pa.int64()), pa.array(durs, pa.int64())
+    w = None if where is None else pa.array(where)
+    got = union_ns(s, d, w), span_bounds(s, d, w)
+    assert (intervals._span_union_in_c(s, d, w) is None) == (seed % 4 == 3 and n > 1 and starts != sorted(starts))
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert got == (union_ns(s, d, w), span_bounds(s, d, w))
+    # by hand: the covered time is the count of whole nanoseconds inside some selected span
+    chosen = [(a, a + b) for a, b, k in zip(starts, durs, where or [True] * n) if k]
+    assert got[0] == len({x for a, e in chosen for x in range(a, e)})
+    assert got[1] == ((min(a for a, _ in chosen), max(e for _, e in chosen)) if chosen else None)

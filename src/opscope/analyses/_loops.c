@@ -405,6 +405,65 @@ done:
     return result;
 }
 
+/* span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None
+ * intervals.union_ns and the bounds of the spans [start, start + dur) of the rows where `where` is set (uint8, or
+ * None: every row), in one pass without copying them out: the time their union covers (in start order each span
+ * adds max(0, M_i - max(s_i, M_{i-1})), M the running maximum of the ends, M_{-1} = s_0), the first start and the
+ * latest end. Ends, differences and the sum wrap as Arrow's unchecked int64 arithmetic does. None where the rows'
+ * starts are not in order (the caller's Arrow definition sorts them first); rows 0 where none is selected. */
+static PyObject *span_union(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_start, *o_dur, *o_where;
+    if (!PyArg_ParseTuple(args, "OOO", &o_start, &o_dur, &o_where)) return NULL;
+    View start, dur, where;
+    View *all[] = {&start, &dur, &where};
+    for (int i = 0; i < 3; i++) all[i]->held = 0;
+    PyObject *result = NULL;
+    if (view(o_start, &start, 0, 8, "start") || view(o_dur, &dur, 0, 8, "dur") ||
+        (o_where != Py_None && view(o_where, &where, 0, 1, "where")))
+        goto done;
+    Py_ssize_t n = start.b.len / 8;
+    if (dur.b.len / 8 != n || (where.held && where.b.len != n)) {
+        PyErr_SetString(PyExc_ValueError, "span_union: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *s = start.b.buf, *d = dur.b.buf;
+    const uint8_t *w = where.held ? where.b.buf : NULL;
+    uint64_t covered = 0;
+    int64_t first = 0, running = 0, last_start = 0;
+    Py_ssize_t rows = 0;
+    int sorted = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (w && !w[i]) continue;
+        int64_t end = (int64_t)((uint64_t)s[i] + (uint64_t)d[i]), previous;
+        if (rows == 0) {
+            first = previous = s[i];
+            running = end;
+        } else {
+            if (s[i] < last_start) {
+                sorted = 0;
+                break;
+            }
+            previous = running;
+            if (end > running) running = end;
+        }
+        int64_t lower = s[i] > previous ? s[i] : previous;
+        int64_t added = (int64_t)((uint64_t)running - (uint64_t)lower);
+        if (added > 0) covered += (uint64_t)added;
+        last_start = s[i];
+        rows++;
+    }
+    Py_END_ALLOW_THREADS
+    if (!sorted)
+        result = Py_NewRef(Py_None);
+    else
+        result = Py_BuildValue("(LLLn)", (long long)(int64_t)covered, (long long)first, (long long)running, rows);
+done:
+    for (int i = 0; i < 3; i++) release(all[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out) -> None\n\n"
@@ -412,6 +471,9 @@ static PyMethodDef methods[] = {
     {"idle_causes", idle_causes, METH_VARARGS,
      "idle_causes(code, delta, seg, launches_known, sums, counts) -> None\n\nidle._attribute's walk over the "
      "sorted cover boundaries (int8 codes, int64 delta and seg; 6 int64 sums and counts out)."},
+    {"span_union", span_union, METH_VARARGS,
+     "span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None\n\nintervals.union_ns and "
+     "the spans' bounds over the rows where `where` (uint8 or None) is set; None where their starts are not sorted."},
     {"merge_intervals", merge_intervals, METH_VARARGS,
      "merge_intervals(group, start, end, by_change) -> (group, start, end, first) as int64 bytes, or None\n\n"
      "intervals.merged_intervals in one pass; None where a group's starts go back or a span ends before it starts."},

@@ -16,12 +16,19 @@ from opscope.model.buffers import minus_one_as_null, values_view
 _INT64_MIN = -(1 << 63)
 
 
-def union_ns(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray) -> int:
-    """Total time covered by the union of the spans ``[start, start + dur)``.
+def union_ns(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray,
+             where: pa.Array | pa.ChunkedArray | None = None) -> int:
+    """Total time covered by the union of the spans ``[start, start + dur)`` (of the rows where ``where`` is true).
 
     Sorted by start, span i adds ``max(0, M_i - max(s_i, M_{i-1}))`` where M is the running
     maximum of the ends: overlaps count once, gaps not at all.
     """
+    found = _span_union_in_c(starts, durs, where)
+    if found is not None:
+        return found[0]
+    if where is not None:
+        keep = pc.fill_null(combined(where), False)
+        starts, durs = pc.filter(combined(starts), keep), pc.filter(combined(durs), keep)
     if len(starts) == 0:
         return 0
     s = combined(starts)
@@ -34,6 +41,35 @@ def union_ns(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArra
     lower = pc.max_element_wise(s, prev)
     added = pc.max_element_wise(pc.subtract(running, lower), 0)
     return int(pc.sum(added).as_py() or 0)
+
+
+def span_bounds(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray,
+                where: pa.Array | pa.ChunkedArray | None = None) -> tuple[int, int] | None:
+    """The earliest start and the latest end of the spans (of the rows where ``where`` is true); None without any."""
+    found = _span_union_in_c(starts, durs, where)
+    if found is not None:
+        return (found[1], found[2]) if found[3] else None
+    s, d = combined(starts), combined(durs)
+    if where is not None:
+        keep = pc.fill_null(combined(where), False)
+        s, d = pc.filter(s, keep), pc.filter(d, keep)
+    if len(s) == 0:
+        return None
+    return pc.min(s).as_py(), pc.max(pc.add(s, d)).as_py()
+
+
+def _span_union_in_c(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray,
+                     where: pa.Array | pa.ChunkedArray | None) -> tuple[int, int, int, int] | None:
+    """``_loops.span_union`` on these columns (no copy of the selected rows), or None where it is not built, a column
+    is not int64 or holds nulls, or the selected starts are not in order: the Arrow definitions then run."""
+    loops = native_loops()
+    if loops is None:
+        return None
+    s, d = combined(starts), combined(durs)
+    if s.type != pa.int64() or d.type != pa.int64() or s.null_count or d.null_count:
+        return None
+    mask = None if where is None else values_view(pc.cast(pc.fill_null(combined(where), False), pa.uint8()), "B")
+    return loops.span_union(values_view(s, "q"), values_view(d, "q"), mask)
 
 
 def clip(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray, lo: int,
@@ -55,7 +91,9 @@ def _is_sorted(values: pa.Array) -> bool:
 
 def union_by_group(starts: pa.ChunkedArray, durs: pa.ChunkedArray, groups: pa.ChunkedArray) -> dict[int, int]:
     """:func:`union_ns` for each group at once: ``{group: covered ns}`` (rows with a null group are ignored)."""
-    t = pa.table({"g": groups, "s": starts, "e": pc.add(starts, durs)}).filter(pc.is_valid(groups))
+    t = pa.table({"g": groups, "s": starts, "e": pc.add(starts, durs)})
+    if t["g"].null_count:
+        t = t.filter(pc.is_valid(t["g"]))
     if t.num_rows == 0:
         return {}
     return covered_by_group(merged_intervals(combined(t["g"]), combined(t["s"]), combined(t["e"])))

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.arrays import share_pct, shares_pct
 from opscope.analyses.filters import EventFilter
-from opscope.analyses.intervals import union_ns
+from opscope.analyses.intervals import span_bounds, union_ns
 from opscope.analyses.kernels import DEVICE_WORK, kernel_table
 from opscope.analyses.ops import op_table
 from opscope.analyses.steps import StepStats, step_stats, step_table
@@ -90,26 +90,20 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
 def _totals(trace: Trace) -> dict[str, Any]:
     """Wall time, CPU and GPU busy time (unions of spans), the devices and how many device rows there are."""
     events = trace.select(["kind", "ts_ns", "dur_ns", "device"])
-    if events.num_rows:
-        # The profiler's own span and markers ("Record Window End" lands where the profiler stopped, after
-        # its post-processing) are not the program's time: wall time is that of the other events.
-        work = events.filter(pc.invert(kind_mask(events, _NOT_WORK)))
-        timed = work if work.num_rows else events
-        start = pc.min(timed["ts_ns"]).as_py()
-        end = pc.max(pc.add(timed["ts_ns"], timed["dur_ns"])).as_py()
-        wall = end - start
-    else:
-        wall = 0
-    spans = events.select(["ts_ns", "dur_ns", "device"])
-    host = spans.filter(kind_mask(events, HOST_BUSY_KINDS))
-    device = spans.filter(kind_mask(events, DEVICE_WORK))
+    ts, dur = events["ts_ns"], events["dur_ns"]
+    # The profiler's own span and markers ("Record Window End" lands where the profiler stopped, after its
+    # post-processing) are not the program's time: wall time is that of the other events. (Masks, not copies of the
+    # rows: the unions and bounds read the columns where the masks select.)
+    bounds = span_bounds(ts, dur, pc.invert(kind_mask(events, _NOT_WORK))) or span_bounds(ts, dur)
+    host, device = kind_mask(events, HOST_BUSY_KINDS), kind_mask(events, DEVICE_WORK)
+    device_rows = pc.sum(pc.cast(device, pa.int64())).as_py() or 0
     return {
-        "wall_ns": wall,
-        "cpu_busy_ns": union_ns(host["ts_ns"], host["dur_ns"]) if host.num_rows else 0,
-        "gpu_busy_ns": union_ns(device["ts_ns"], device["dur_ns"]) if device.num_rows else None,
-        "devices": sorted(d for d in pc.unique(device["device"]).to_pylist() if d is not None)
-        if device.num_rows else [],
-        "device_rows": device.num_rows,
+        "wall_ns": bounds[1] - bounds[0] if bounds else 0,
+        "cpu_busy_ns": union_ns(ts, dur, host),
+        "gpu_busy_ns": union_ns(ts, dur, device) if device_rows else None,
+        "devices": sorted(d for d in pc.unique(pc.filter(events["device"], device)).to_pylist() if d is not None)
+        if device_rows else [],
+        "device_rows": device_rows,
     }
 
 
