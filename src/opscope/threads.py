@@ -1,6 +1,6 @@
 """Work on a helper thread, with its errors raised in the caller's: the one place opscope starts threads for speed.
 
-The work handed over is Arrow, Parquet, zlib/ISA-L or opscope's C code, which all run without the GIL, so two
+The work handed over is Arrow (compute, IPC), zlib/ISA-L or opscope's C code, which all run without the GIL, so two
 threads use two cores. ``ahead`` runs an iterator a few items ahead of its consumer (inflating, scanning);
 ``side_by_side`` runs two independent pieces of work at once.
 """

@@ -12,7 +12,7 @@ from opscope.ingest import open_trace
 
 
 def test_cached_open_loads_no_parser(tmp_path):
-    """A cached open reads Parquet: neither the JSON parser nor msgspec is imported."""
+    """A cached open reads the cache's Arrow files: neither the JSON parser nor msgspec is imported."""
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
     open_trace(path)
     code = ("import sys; from opscope.ingest import open_trace; t = open_trace(sys.argv[1]); "

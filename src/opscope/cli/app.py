@@ -19,7 +19,7 @@ def _typer() -> typer.Typer:
         name="opscope",
         help="Profile and analyze deep-learning workloads: where does the time go?\n\n"
              "TRACE is a PyTorch profiler / Kineto trace or any Chrome trace-event JSON (.json or .json.gz). "
-             "The first open of a trace caches it as Parquet (in ~/.cache/opscope or $OPSCOPE_CACHE_DIR) so "
+             "The first open of a trace caches its tables (in ~/.cache/opscope or $OPSCOPE_CACHE_DIR) so "
              "later commands on the same file start instantly.",
         no_args_is_help=True,
         add_completion=False,

@@ -87,7 +87,7 @@ FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format.",
                                         callback=_registered_format)]
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the file itself; neither use nor write "
-                                                             "the Parquet cache.")]
+                                                             "the cache.")]
 MatchOpt = Annotated[str | None, typer.Option("--match", help="Keep only names matching this regex.")]
 ExcludeOpt = Annotated[str | None, typer.Option("--exclude", help="Drop names matching this regex.")]
 StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only these steps, e.g. 3 or 2-4,7.")]

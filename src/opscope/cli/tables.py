@@ -164,7 +164,7 @@ def query(
     total_reserved), args (event_id, args as JSON text).
 
     TRACE may be a job (a directory or glob of rank traces): every rank is read into the cache in parallel and
-    the tables hold all ranks, with a `rank` column (a Parquet dataset partitioned by rank; DuckDB reads only
+    the tables hold all ranks, with a `rank` column (an Arrow dataset partitioned by rank; DuckDB reads only
     the columns and ranks the SQL needs).
 
     Example: opscope query t.json "select name, sum(dur_ns) from events where kind='kernel' group by 1"

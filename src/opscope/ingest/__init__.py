@@ -1,7 +1,7 @@
 """Readers: turn a trace file into the model, one reader per source format (see :mod:`.registry`).
 
 :func:`open_trace` picks the reader by content, runs it, completes the model (nesting, steps) and
-keeps a Parquet cache so that the next open of the same file is fast.
+keeps a cache of its tables (Arrow IPC files) so that the next open of the same file is fast.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def open_trace(
 
     Without the cache, the full JSON args of every event (the ``args`` table, which only ``query``
     and a few analyses read) are not kept: the first use of ``trace.args`` reads the file again.
-    With ``write_behind`` a new cache entry is written on a thread while the caller analyses the trace (Parquet
-    encoding releases the GIL); the interpreter waits for it at exit, and the next ``open_trace`` first.
+    With ``write_behind`` a new cache entry is written on a thread while the caller analyses the trace (compression
+    releases the GIL); the interpreter waits for it at exit, and the next ``open_trace`` first.
     """
     path = Path(path)
     check_readable(path)

@@ -18,12 +18,12 @@ Loader: TypeAlias = Callable[[], pa.Table]
 
 
 class ColumnLoader:
-    """Reads chosen columns of a table on demand (the cache's Parquet file)."""
+    """Reads chosen columns of a table on demand (a table file of the cache entry)."""
 
     def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table], num_rows: int | None = None) -> None:
         self.names = list(names)
         self.load = load
-        #: the table's row count when known without reading a column (the Parquet footer says it)
+        #: the table's row count when known without reading a column (the file's footer says it)
         self.num_rows = num_rows
 
 

@@ -32,7 +32,7 @@ class JobRun:
     problems: list[str]
     executor: str
     world_size: int | None
-    #: rank -> its cache entry (Parquet directory), for the rank-partitioned dataset
+    #: rank -> its cache entry (a directory of Arrow IPC files), for the rank-partitioned dataset
     entries: dict[int, str]
     #: per rank: the worker's peak resident memory (bytes) and the task's seconds
     worker_peak_rss: dict[int, int] = field(default_factory=dict)

@@ -29,7 +29,7 @@ class RankTask:
 @dataclass
 class RankResult:
     summary: RankSummary
-    #: the rank's cache entry (a directory of Parquet files), when the cache was used
+    #: the rank's cache entry (a directory of Arrow IPC files), when the cache was used
     entry: str | None
     #: the peak resident memory of the worker process so far (bytes) and the task's wall time (s)
     peak_rss: int

@@ -42,7 +42,7 @@ def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[st
     from opscope.advise.context import AdviceContext
 
     # One context for every section: the GPU analysis, step table and the like are computed once and the advice
-    # rules reuse them. The sections are built two at a time, the longest first (Arrow's kernels and Parquet reads
+    # rules reuse them. The sections are built two at a time, the longest first (Arrow's kernels and cache reads
     # release the GIL, so two threads keep two cores busy); those that need the GPU analysis wait for it, the ops
     # and memory sections start at once.
     ctx = AdviceContext(trace, run=run)
