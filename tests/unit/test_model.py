@@ -244,3 +244,22 @@ def test_dictionaries_with_a_value_twice_are_made_distinct():
     assert table.group_by("k").aggregate([("n", "sum")]).to_pylist() == [{"k": "a", "n_sum": 9},
                                                                          {"k": "b", "n_sum": 2},
                                                                          {"k": None, "n_sum": 4}]
+
+
+def test_collective_kernels_become_comm_on_the_kind_codes():
+    import pyarrow as pa
+
+    from opscope.model.derive import _mark_comm
+
+    # two chunks: one whose dictionary has no "comm" yet, one that lists it already; only kernels named after
+    # NCCL/RCCL change, whatever their case
+    first = pa.DictionaryArray.from_arrays(pa.array([0, 0, 1], pa.int32()), pa.array(["kernel", "cpu_op"]))
+    second = pa.DictionaryArray.from_arrays(pa.array([1, 1, 2], pa.int32()), pa.array(["comm", "kernel", "cpu_op"]))
+    events = pa.table({
+        "kind": pa.chunked_array([first, second]),
+        "name": pa.chunked_array([pa.array(["ncclKernel_AllReduce", "gemm", "ncclX"]).dictionary_encode(),
+                                  pa.array(["x", "RCCL_bcast", "nccl_op"]).dictionary_encode()]),
+    })
+    marked = _mark_comm(events)["kind"]
+    assert marked.cast(pa.string()).to_pylist() == ["comm", "kernel", "cpu_op", "kernel", "comm", "cpu_op"]
+    assert all(c.dictionary.to_pylist().count("comm") == 1 for c in marked.chunks)

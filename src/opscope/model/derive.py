@@ -172,8 +172,22 @@ def _mark_comm(events: pa.Table) -> pa.Table:
     is_comm = pc.and_(kernels, is_comm)
     if not pc.any(is_comm).as_py():
         return events
-    kind = pc.if_else(is_comm, pa.scalar("comm"), events["kind"].cast(pa.string()))
-    return events.set_column(events.schema.get_field_index("kind"), "kind", pc.dictionary_encode(kind))
+    kind = events["kind"]
+    if not pa.types.is_dictionary(kind.type):
+        marked = pc.if_else(is_comm, pa.scalar("comm"), kind.cast(pa.string()))
+        return events.set_column(events.schema.get_field_index("kind"), "kind", pc.dictionary_encode(marked))
+    # on the codes: "comm" joins each chunk's dictionary (once), and the comm rows take its code
+    is_comm = is_comm.combine_chunks() if isinstance(is_comm, pa.ChunkedArray) else is_comm
+    chunks, start = [], 0
+    for chunk in kind.chunks:
+        values = chunk.dictionary.to_pylist()
+        dictionary = chunk.dictionary if "comm" in values else pa.concat_arrays(
+            [chunk.dictionary, pa.array(["comm"], chunk.dictionary.type)])
+        code = pa.scalar(values.index("comm") if "comm" in values else len(values), chunk.indices.type)
+        indices = pc.if_else(is_comm.slice(start, len(chunk)), code, chunk.indices)
+        chunks.append(pa.DictionaryArray.from_arrays(indices, dictionary))
+        start += len(chunk)
+    return events.set_column(events.schema.get_field_index("kind"), "kind", pa.chunked_array(chunks, kind.type))
 
 
 def _codes(column: pa.ChunkedArray) -> pa.ChunkedArray:
