@@ -183,5 +183,10 @@ def copy_rows_of(args: pa.Table, trace: Trace) -> pa.Table:
     if args.num_rows == 0:
         return args
     events = trace.select(["kind"])
-    rows = pc.indices_nonzero(kind_mask(events, COPY_KINDS)).cast(pa.int64())  # event_id is the row index
-    return args.filter(pc.is_in(args["event_id"], value_set=rows))
+    is_copy = kind_mask(events, COPY_KINDS)  # event_id is the row index
+    ids = args["event_id"]
+    low, high = pc.min_max(ids).values()
+    if ids.null_count == 0 and low.as_py() >= 0 and high.as_py() < events.num_rows:
+        return args.filter(pc.take(is_copy, ids))  # a lookup per row, not a hash of the copies' ids
+    rows = pc.indices_nonzero(is_copy).cast(pa.int64())
+    return args.filter(pc.is_in(ids, value_set=rows))
