@@ -5,10 +5,11 @@
 #
 # BASE_SRC: the src/ of a checkout of the code before (e.g. `git worktree add /tmp/wt-base ffae12b` and
 # /tmp/wt-base/src, with its C parts built or copied in). One fresh OPSCOPE_CACHE_DIR; one first open of the trace
-# and of a copy of it (diff compares the two); then for each command REPEAT (default 2) rounds of "before" and
-# "after", each with the entry's results/ emptied first (so it computes its analyses, as the first command after
-# the cache write does), whole processes with -f json; then one "kept" run of this checkout (it reads the results the
-# run before kept). Prints "command | who | wall s | peak RSS KB" lines; BENCHMARKS.md gives medians.
+# and of a copy of it (diff compares the two) by each checkout (where their cache formats differ, each reads its
+# own entry; where they agree, the second open finds the first's); then for each command REPEAT (default 2) rounds
+# of "before" and "after", each with the entries' results/ emptied first (so it computes its analyses, as the first
+# command after the cache write does), whole processes with -f json; then one "kept" run of this checkout (it reads
+# the results the run before kept). Prints "command | who | wall s | peak RSS KB" lines; BENCHMARKS.md gives medians.
 set -euo pipefail
 BASE_SRC=${1:?usage: bench/first_command.sh BASE_SRC [REPEAT]}
 REPEAT=${2:-2}
@@ -19,8 +20,10 @@ C=${T%.json.gz}-copy.json.gz
 export OPSCOPE_CACHE_DIR
 OPSCOPE_CACHE_DIR=$(mktemp -d)
 trap 'rm -rf "$OPSCOPE_CACHE_DIR"' EXIT
-PYTHONPATH=$HERE/src python -m opscope.cli summary "$T" > /dev/null 2>&1
-PYTHONPATH=$HERE/src python -m opscope.cli summary "$C" > /dev/null 2>&1
+for src in "$BASE_SRC" "$HERE/src"; do
+  PYTHONPATH=$src python -m opscope.cli summary "$T" > /dev/null 2>&1
+  PYTHONPATH=$src python -m opscope.cli summary "$C" > /dev/null 2>&1
+done
 run() {  # label, src, command...
   local label=$1 src=$2; shift 2
   PYTHONPATH=$src /usr/bin/time -f "$* | $label | %e s | %M KB" python -m opscope.cli "$@" -f json > /dev/null \
