@@ -117,7 +117,7 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         for name in (*TABLE_SCHEMAS, *DERIVED):
             if name != "events":
                 _footer(table_file(entry, name))
-        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file), rows)}
+        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file, names), rows)}
     except (OSError, ValueError, pa.ArrowException) as exc:
         # Unreadable entry: remove it and let the caller re-parse, so store() writes a good entry
         # (store never overwrites an entry whose meta.json exists).
@@ -168,24 +168,23 @@ def _footer(file: Path) -> tuple[list[str], int]:
         return reader.schema.names, int(rows)
 
 
-def _read_ipc(file: Path, names: list[str] | None = None) -> pa.Table:
-    """The table in ``file`` (only the columns ``names``, in that order, when given). Memory-mapped: the compressed
-    bytes are read from the page cache as they are decompressed, and columns not asked for are never touched."""
-    source = pa.memory_map(str(file))
-    if names is None:
-        return pa.ipc.open_file(source).read_all()
-    schema = pa.ipc.open_file(source).schema
-    wanted = sorted({schema.get_field_index(name) for name in names})
-    if -1 in wanted:
-        raise ValueError(f"{file.name} has no column {sorted(set(names) - set(schema.names))[0]!r}")
-    # no fields named reads them all: for no columns (the row count alone) the first is read and dropped
-    reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=wanted or [0]))
-    return reader.read_all().select(names)
+def _read_ipc(file: Path, fields: list[int] | None = None) -> pa.Table:
+    """The table in ``file`` (only the columns at ``fields``, when given). Memory-mapped: the compressed bytes are
+    read from the page cache as they are decompressed, and columns not asked for are never touched."""
+    options = None if fields is None else pa.ipc.IpcReadOptions(included_fields=fields)
+    return pa.ipc.open_file(pa.memory_map(str(file)), options=options).read_all()
 
 
-def _read_columns(file: Path, names: list[str]) -> pa.Table:
+def _read_columns(file: Path, columns: list[str], names: list[str]) -> pa.Table:
+    """The columns ``names`` of the table file whose columns are ``columns`` (its footer's, read when the entry
+    opened), in that order."""
     try:
-        return _read_ipc(file, names)
+        missing = sorted(set(names) - set(columns))
+        if missing:
+            raise ValueError(f"{file.name} has no column {missing[0]!r}")
+        # no fields named reads them all: for no columns (the row count alone) the first is read and dropped
+        fields = sorted({columns.index(name) for name in names}) or [0]
+        return _read_ipc(file, fields).select(names)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise _unreadable(file, exc) from None
 
@@ -228,15 +227,22 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "")
 _COMPRESSION = {"args": "zstd", "copy_args": "zstd"}
 
 
+def _write_ipc(table: pa.Table, sink: Any, compression: str, metadata: dict[str, str] | None = None,
+               use_threads: bool = True) -> None:
+    """``table`` as an Arrow IPC file into ``sink`` (the cache's tables and the kept results alike)."""
+    options = pa.ipc.IpcWriteOptions(compression=compression, use_threads=use_threads)
+    with pa.ipc.new_file(sink, table.schema, options=options, metadata=metadata) as writer:
+        # an IPC file holds one dictionary per column: chunks that each have their own are given a common one
+        writer.write_table(table.unify_dictionaries())
+
+
 def _write_table(table: pa.Table, file: Path) -> None:
     """``table`` as an Arrow IPC file, its row count in the footer (read without reading a batch)."""
     # compressed on this thread: _write_tables runs two of these at once, and Arrow's own pool (use_threads) would
     # queue both tables' buffers behind each other and behind the analyses' Arrow work
-    options = pa.ipc.IpcWriteOptions(compression=_COMPRESSION.get(file.stem, "lz4"), use_threads=False)
-    with pa.OSFile(str(file), "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options,
-                                                             metadata={"num_rows": str(table.num_rows)}) as writer:
-        # an IPC file holds one dictionary per column: chunks that each have their own are given a common one
-        writer.write_table(table.unify_dictionaries())
+    with pa.OSFile(str(file), "wb") as sink:
+        _write_ipc(table, sink, _COMPRESSION.get(file.stem, "lz4"), {"num_rows": str(table.num_rows)},
+                   use_threads=False)
 
 
 def _write_tables(tables: dict[str, pa.Table], directory: Path) -> None:
@@ -347,11 +353,7 @@ class ResultStore:
         try:
             if isinstance(value, pa.Table):
                 sink = pa.BufferOutputStream()
-                # the IPC file format holds one dictionary per column: chunks that differ in theirs are unified
-                table = value.unify_dictionaries()
-                options = pa.ipc.IpcWriteOptions(compression="lz4")  # as the tables: read back fastest
-                with pa.ipc.new_file(sink, table.schema, options=options) as writer:
-                    writer.write_table(table)
+                _write_ipc(value, sink, "lz4")  # as the tables: read back fastest
                 payload = sink.getvalue().to_pybytes()
             else:
                 text = json.dumps({"v": value}, allow_nan=True)

@@ -334,13 +334,12 @@ class EventColumns:
                 code = item["values"]
                 if code is not None and kinds[code] == "other":
                     self.unknown_categories[safe_str(values[code])] += item["counts"]
-        # the dictionary lists each kind once (two categories may be one kind): category code -> kind code
-        distinct = list(dict.fromkeys(kinds + [null_kind, "marker"]))
-        kind_code = pa.array([distinct.index(k) for k in kinds + [null_kind, "marker"]], pa.int32())
+        # two categories may be one kind: derive.complete makes the dictionary list each value once
+        all_kinds = pa.array(kinds + [null_kind, "marker"], pa.string())
         idx = pc.fill_null(codes, len(kinds))
         if is_marker is not None:
             idx = pc.if_else(is_marker, len(kinds) + 1, pc.cast(idx, pa.int64()))
-        return pa.DictionaryArray.from_arrays(pc.take(kind_code, idx), pa.array(distinct, pa.string()))
+        return pa.DictionaryArray.from_arrays(pc.cast(idx, pa.int32()), all_kinds)
 
     def _times(self, values: list, exact_mode: bool) -> pa.Array:
         """Microsecond values (any JSON type) -> int64 ns array; nulls where unusable."""
