@@ -122,8 +122,15 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
     for code in (idle._SYNC, idle._INPUT, idle._OUTSTANDING):  # overlapping host spans
         covers[code] = spans(rng.randint(0, 10), False)
     got = idle._attribute(covers, launches_known)
+    # the C overlap path answers where the short classes are apart, as _gaps makes them; else the sweep does
+    late, queued = ({(s, e) for s, e in zip(*(a.to_pylist() for a in covers[code])) if e > s}
+                    for code in (idle._SHORT_LATE, idle._SHORT_QUEUED))
+    measured = idle._attribute_by_measure(covers, launches_known)
+    assert (measured is not None) == (arrays.native_loops() is not None and not late & queued)
     monkeypatch.setenv("OPSCOPE_NATIVE", "0")
-    assert got == idle._attribute(covers, launches_known)
+    assert idle._attribute_by_measure(covers, launches_known) is None
+    swept = idle._attribute(covers, launches_known)  # the sweep (the definition): causes with no time too
+    assert got == {k: v for k, v in swept.items() if v}
     # by hand, nanosecond by nanosecond: the first cause that holds inside each gap
     order = [(idle._SYNC, 0), (idle._INPUT, 1), (idle._SHORT_LATE, 2), (idle._SHORT_QUEUED, 3)]
     plain = {code: list(zip(s.to_pylist(), e.to_pylist())) for code, (s, e) in covers.items()}
@@ -140,6 +147,67 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
             cause = 4 if launches_known and not inside(idle._OUTSTANDING, t) else 5
         expected[cause] = expected.get(cause, 0) + 1
     assert {k: v for k, v in got.items() if v} == expected
+
+
+def test_overlap_ns_by_hand_and_declines():
+    loops = arrays.native_loops()
+    if loops is None:
+        pytest.skip("the C loops are not built")
+
+    def buf(values: list[int]) -> memoryview:
+        return memoryview(array("q", values))
+
+    # [0,10) [20,30) against [5,25) [28,40): 5 + 5 + 2
+    assert loops.overlap_ns(buf([0, 20]), buf([10, 30]), buf([5, 28]), buf([25, 40])) == 12
+    assert loops.overlap_ns(buf([0, 10]), buf([10, 20]), buf([10]), buf([10])) == 0  # touching, empty
+    assert loops.overlap_ns(buf([]), buf([]), buf([1]), buf([5])) == 0
+    assert loops.overlap_ns(buf([0, 5]), buf([10, 20]), buf([0]), buf([30])) is None  # overlapping list
+    assert loops.overlap_ns(buf([5]), buf([1]), buf([0]), buf([30])) is None  # ends before it starts
+    with pytest.raises(ValueError):
+        loops.overlap_ns(buf([0, 1]), buf([5]), buf([0]), buf([30]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_stream_levels_c_matches_sweep_and_brute_force(seed, monkeypatch):
+    from opscope.analyses.gpu import _stream_levels_in_c, stream_levels
+
+    rng = random.Random(seed)
+    rows = []  # (device, stream, start, end): each stream's intervals disjoint and in time order
+    stream = 0
+    for device in sorted(rng.sample(range(-1, 6), rng.randint(1, 4))):
+        for _ in range(rng.randint(1, 5)):
+            t = rng.randrange(0, 30)
+            for _ in range(rng.randint(0, 8)):
+                end = t + rng.randrange(0, 25)
+                rows.append((device, stream, t, end))
+                t = end + rng.randrange(0, 20)  # 0: the next one touches
+            stream += 1
+    sb = pa.table({name: pa.array([r[i] for r in rows], pa.int64())
+                   for i, name in enumerate(("device", "group", "start", "end"))})
+    got = stream_levels(sb)
+    if arrays.native_loops() is not None and sb.num_rows:
+        assert _stream_levels_in_c(sb.filter(pa.compute.greater(sb["end"], sb["start"]))) == got
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert stream_levels(sb) == got
+    expected = {}  # nanosecond by nanosecond
+    for device in {r[0] for r in rows if r[3] > r[2]}:
+        levels = [sum(1 for r in rows if r[0] == device and r[2] <= t < r[3]) for t in range(400)]
+        expected[device] = (sum(1 for v in levels if v >= 2), max(levels))
+    assert got == expected
+
+
+def test_stream_levels_declines_rows_out_of_order():
+    loops = arrays.native_loops()
+    if loops is None:
+        pytest.skip("the C loops are not built")
+
+    def buf(values: list[int]) -> memoryview:
+        return memoryview(array("q", values))
+
+    assert loops.stream_levels(buf([0, 0]), buf([0, 0]), buf([0, 5]), buf([10, 20])) is None  # overlap in a stream
+    assert loops.stream_levels(buf([1, 0]), buf([0, 1]), buf([0, 0]), buf([5, 5])) is None  # devices out of order
+    assert loops.stream_levels(buf([0, 0]), buf([1, 0]), buf([0, 0]), buf([5, 5])) is None  # streams out of order
+    assert loops.stream_levels(buf([0, 0]), buf([0, 1]), buf([0, 2]), buf([5, 4])) == [(0, 2, 2)]
 
 
 def _merged_both(monkeypatch, group, start, end, presorted):

@@ -1,7 +1,8 @@
 /* opscope.analyses._loops: loops of analyses/intervals.py and idle.py over every row in C, the same results
  * without a Python object per row: the innermost enclosing span of each query (a binary search among its thread's
- * spans, then up their parents) and the idle-cause walk. The Python (Arrow) versions stay the definition and run
- * where this module is not built. */
+ * spans, then up their parents), the union of spans per group, the union of masked rows and the overlap of two
+ * lists of disjoint spans (the idle causes as lengths of sets). The Python (Arrow) versions stay the definition and
+ * run where this module is not built. */
 #include "../_buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -145,61 +146,6 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
 done:
     by_thread_free(&bt);
     for (int i = 0; i < 8; i++) release(all[i]);
-    return result;
-}
-
-/* idle_causes(code, delta, seg, launches_known, sums, counts) -> None
- * idle._attribute's walk over the sorted boundaries of every cover: per row the open spans of each cover (code
- * 0 gap, 1 short gap launched late, 2 short gap queued, 3 sync, 4 data loader, 5 launched and not started) after
- * it, and where a gap is open the segment's time to the first cause that holds (sync, input, launch overhead,
- * kernel gap, host wait where launches are known, else other): sums[cause] += seg, counts[cause] += 1. */
-static PyObject *idle_causes(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *o_code, *o_delta, *o_seg, *o_sums, *o_counts;
-    int launches_known;
-    if (!PyArg_ParseTuple(args, "OOOpOO", &o_code, &o_delta, &o_seg, &launches_known, &o_sums, &o_counts))
-        return NULL;
-    View code, delta, seg, sums, counts;
-    View *all[] = {&code, &delta, &seg, &sums, &counts};
-    for (int i = 0; i < 5; i++) all[i]->held = 0;
-    PyObject *result = NULL;
-    if (view(o_code, &code, 0, 1, "code") || view(o_delta, &delta, 0, 8, "delta") || view(o_seg, &seg, 0, 8, "seg") ||
-        view(o_sums, &sums, 1, 8, "sums") || view(o_counts, &counts, 1, 8, "counts"))
-        goto done;
-    Py_ssize_t n = code.b.len;
-    if (delta.b.len / 8 != n || seg.b.len / 8 != n || sums.b.len / 8 != 6 || counts.b.len / 8 != 6) {
-        PyErr_SetString(PyExc_ValueError, "idle_causes: buffers of different lengths (or not 6 causes)");
-        goto done;
-    }
-    const int8_t *c = code.b.buf;
-    const int64_t *d = delta.b.buf, *g = seg.b.buf;
-    int64_t *sum = sums.b.buf, *count = counts.b.buf;
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    int64_t level[6] = {0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < 6; k++) sum[k] = count[k] = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (c[i] < 0 || c[i] > 5) { bad = 1; break; }
-        level[c[i]] += d[i];
-        if (level[0] <= 0) continue;
-        int cause;
-        if (level[3] > 0) cause = 0;                       /* sync */
-        else if (level[4] > 0) cause = 1;                  /* input pipeline */
-        else if (level[1] > 0) cause = 2;                  /* launch overhead */
-        else if (level[2] > 0) cause = 3;                  /* kernel gap */
-        else if (launches_known && level[5] <= 0) cause = 4; /* host wait */
-        else cause = 5;                                    /* other */
-        sum[cause] += g[i];
-        count[cause]++;
-    }
-    Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "idle_causes: codes must be 0-5");
-        goto done;
-    }
-    result = Py_NewRef(Py_None);
-done:
-    for (int i = 0; i < 5; i++) release(all[i]);
     return result;
 }
 
@@ -464,16 +410,169 @@ done:
     return result;
 }
 
+/* overlap_ns(a_start, a_end, b_start, b_end) -> int or None
+ * How long two sets of disjoint spans in time order overlap: the total of [a_i] intersect [b_j] over all pairs, in one
+ * merge of the two lists. None where a list is not disjoint and in order (a span ending before it starts, or
+ * starting before the previous one ends): the caller's definition then runs. */
+static PyObject *overlap_ns(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    View v[4];
+    for (int i = 0; i < 4; i++) v[i].held = 0;
+    PyObject *result = NULL;
+    static const char *names[] = {"a_start", "a_end", "b_start", "b_end"};
+    for (int i = 0; i < 4; i++)
+        if (view(o[i], &v[i], 0, 8, names[i])) goto done;
+    Py_ssize_t n = v[0].b.len / 8, m = v[2].b.len / 8;
+    if (v[1].b.len / 8 != n || v[3].b.len / 8 != m) {
+        PyErr_SetString(PyExc_ValueError, "overlap_ns: starts and ends of different lengths");
+        goto done;
+    }
+    const int64_t *as = v[0].b.buf, *ae = v[1].b.buf, *bs = v[2].b.buf, *be = v[3].b.buf;
+    int ordered = 1;
+    uint64_t total = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && ordered; i++)
+        if (ae[i] < as[i] || (i && as[i] < ae[i - 1])) ordered = 0;
+    for (Py_ssize_t j = 0; j < m && ordered; j++)
+        if (be[j] < bs[j] || (j && bs[j] < be[j - 1])) ordered = 0;
+    Py_ssize_t i = 0, j = 0;
+    while (ordered && i < n && j < m) {
+        int64_t lo = as[i] > bs[j] ? as[i] : bs[j], hi = ae[i] < be[j] ? ae[i] : be[j];
+        if (hi > lo) total += (uint64_t)hi - (uint64_t)lo;
+        if (ae[i] < be[j]) i++;
+        else j++;
+    }
+    Py_END_ALLOW_THREADS
+    result = ordered ? PyLong_FromLongLong((long long)(int64_t)total) : Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < 4; i++) release(&v[i]);
+    return result;
+}
+
+/* stream_levels(device, stream, start, end) -> [(device, over_ns, most), ...] or None
+ * GpuAnalysis.concurrency in one merge per device: rows are the merged busy intervals of each stream (grouped by
+ * stream, the streams of a device together, in time order within a stream, disjoint); per device the boundaries of
+ * its streams are merged in time order (at equal times ends first, so streams that only touch are never busy
+ * together) and the time with two or more streams busy and the most busy at once are counted. None where the
+ * rows are not so grouped and ordered, or a device has more than MAX_STREAMS streams: the caller's sweep runs. */
+#define MAX_STREAMS 1024
+static PyObject *stream_levels(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    View v[4];
+    for (int i = 0; i < 4; i++) v[i].held = 0;
+    PyObject *result = NULL;
+    static const char *names[] = {"device", "stream", "start", "end"};
+    for (int i = 0; i < 4; i++)
+        if (view(o[i], &v[i], 0, 8, names[i])) goto done;
+    Py_ssize_t n = v[0].b.len / 8;
+    for (int i = 1; i < 4; i++)
+        if (v[i].b.len / 8 != n) {
+            PyErr_SetString(PyExc_ValueError, "stream_levels: buffers of different lengths");
+            goto done;
+        }
+    const int64_t *dev = v[0].b.buf, *sid = v[1].b.buf, *s = v[2].b.buf, *e = v[3].b.buf;
+    Py_ssize_t *pos = malloc(sizeof *pos * MAX_STREAMS), *stop = malloc(sizeof *stop * MAX_STREAMS);
+    char *at_end = malloc(MAX_STREAMS);
+    int64_t *out = malloc(sizeof *out * 3 * (size_t)(n + 1));
+    Py_ssize_t n_out = 0;
+    int ok = pos && stop && at_end && out;
+    if (!ok) {
+        PyErr_NoMemory();
+        goto freeing;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && ok;) {
+        Py_ssize_t j = i, k = 0;
+        while (j < n && dev[j] == dev[i]) j++;
+        if (j < n && dev[j] < dev[i]) ok = 0; /* a device's rows apart, or devices out of order */
+        /* the device's streams: runs of one stream id, in order, each in time order and disjoint */
+        for (Py_ssize_t r = i; r < j && ok; r++) {
+            if (e[r] < s[r]) ok = 0;
+            else if (r == i || sid[r] != sid[r - 1]) {
+                if (r > i && sid[r] < sid[r - 1]) ok = 0;
+                else if (k == MAX_STREAMS) ok = 0;
+                else {
+                    if (k) stop[k - 1] = r;
+                    pos[k] = r;
+                    at_end[k] = 0;
+                    k++;
+                }
+            } else if (s[r] < e[r - 1]) ok = 0;
+        }
+        if (!ok) break;
+        stop[k - 1] = j;
+        int64_t level = 0, most = 0, previous = 0, over = 0;
+        int started = 0;
+        for (;;) {
+            Py_ssize_t best = -1;
+            int64_t best_t = 0;
+            for (Py_ssize_t q = 0; q < k; q++) {
+                if (pos[q] == stop[q]) continue;
+                int64_t t = at_end[q] ? e[pos[q]] : s[pos[q]];
+                /* earliest; at equal times an end before a start */
+                if (best < 0 || t < best_t || (t == best_t && at_end[q] && !at_end[best])) {
+                    best = q;
+                    best_t = t;
+                }
+            }
+            if (best < 0) break;
+            if (started && level >= 2) over = (int64_t)((uint64_t)over + (uint64_t)best_t - (uint64_t)previous);
+            level += at_end[best] ? -1 : 1;
+            if (level > most) most = level;
+            previous = best_t;
+            started = 1;
+            if (at_end[best]) {
+                at_end[best] = 0;
+                pos[best]++;
+            } else
+                at_end[best] = 1;
+        }
+        out[3 * n_out] = dev[i];
+        out[3 * n_out + 1] = over;
+        out[3 * n_out + 2] = most;
+        n_out++;
+        i = j;
+    }
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        result = Py_NewRef(Py_None);
+        goto freeing;
+    }
+    result = PyList_New(n_out);
+    for (Py_ssize_t q = 0; result && q < n_out; q++) {
+        PyObject *row = Py_BuildValue("(LLL)", (long long)out[3 * q], (long long)out[3 * q + 1],
+                                      (long long)out[3 * q + 2]);
+        if (!row) Py_CLEAR(result);
+        else PyList_SET_ITEM(result, q, row);
+    }
+freeing:
+    free(pos);
+    free(stop);
+    free(at_end);
+    free(out);
+done:
+    for (int i = 0; i < 4; i++) release(&v[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out) -> None\n\n"
      "intervals.innermost_enclosing in C (int64 buffers, -1 for none; accept bytes or None)."},
-    {"idle_causes", idle_causes, METH_VARARGS,
-     "idle_causes(code, delta, seg, launches_known, sums, counts) -> None\n\nidle._attribute's walk over the "
-     "sorted cover boundaries (int8 codes, int64 delta and seg; 6 int64 sums and counts out)."},
     {"span_union", span_union, METH_VARARGS,
      "span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None\n\nintervals.union_ns and "
      "the spans' bounds over the rows where `where` (uint8 or None) is set; None where their starts are not sorted."},
+    {"stream_levels", stream_levels, METH_VARARGS,
+     "stream_levels(device, stream, start, end) -> [(device, over_ns, most), ...] or None\n\nPer device, the "
+     "time two or more of its streams are busy and the most busy at once (int64 buffers of each stream's merged "
+     "intervals); None where they are not grouped and in order."},
+    {"overlap_ns", overlap_ns, METH_VARARGS,
+     "overlap_ns(a_start, a_end, b_start, b_end) -> int or None\n\nHow long two lists of disjoint spans in time "
+     "order overlap (int64 buffers); None where a list is not disjoint and in order."},
     {"merge_intervals", merge_intervals, METH_VARARGS,
      "merge_intervals(group, start, end, by_change) -> (group, start, end, first) as int64 bytes, or None\n\n"
      "intervals.merged_intervals in one pass; None where a group's starts go back or a span ends before it starts."},

@@ -34,9 +34,10 @@ from functools import cached_property, lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, count_by, share_pct
+from opscope.analyses.arrays import combined, count_by, native_loops, share_pct
 from opscope.analyses.intervals import covered_by_group, covered_within, merged_intervals, sweep, union_by_group
 from opscope.analyses.steps import step_table, step_window, window_line
+from opscope.model.buffers import values_view
 from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -213,6 +214,38 @@ def unseen_busy(table: pa.Table, w0: int, w1: int) -> dict[int, UnseenBusy]:
         begin = w0 if wait >= launch - w0 else max(w0, launch)
         out[device] = UnseenBusy(begin, start, launch, wait)
     return out
+
+
+def stream_levels(stream_busy: pa.Table) -> dict[int, tuple[int, int]]:
+    """``{device: (ns with >= 2 streams busy, most streams busy at once)}`` from the merged busy intervals of each
+    stream (:attr:`GpuAnalysis.stream_busy`: ``device``, ``group`` the stream, ``start``, ``end``): a sweep over
+    their boundaries per device (the definition), at equal times ends first."""
+    sb = stream_busy.filter(pc.greater(stream_busy["end"], stream_busy["start"]))
+    if sb.num_rows == 0:
+        return {}
+    found = _stream_levels_in_c(sb)
+    if found is not None:
+        return found
+    points = sweep(pa.table({"device": sb["device"], "start": sb["start"], "end": sb["end"]}), by="device")
+    level = pc.cumulative_sum(combined(points["delta"]))
+    dev, seg = combined(points["device"]), combined(points["seg"])
+    over = pc.if_else(pc.greater_equal(level, 2), seg, 0)
+    agg = pa.table({"device": dev, "over": over, "level": level}).group_by("device", use_threads=False) \
+        .aggregate([("over", "sum"), ("level", "max")])
+    return {d: (o, lv) for d, o, lv in zip(agg["device"].to_pylist(), agg["over_sum"].to_pylist(),
+                                            agg["level_max"].to_pylist())}
+
+
+def _stream_levels_in_c(stream_busy: pa.Table) -> dict[int, tuple[int, int]] | None:
+    """:func:`stream_levels` by ``_loops.stream_levels`` (a merge of each device's streams, no sort), or
+    None where the C loops are not built, a column holds nulls, or the rows are not grouped by stream in time order:
+    the sweep (the definition) then runs."""
+    loops = native_loops()
+    columns = [combined(stream_busy[c]) for c in ("device", "group", "start", "end")]
+    if loops is None or any(c.type != pa.int64() or c.null_count for c in columns):
+        return None
+    found = loops.stream_levels(*(values_view(c, "q") for c in columns))
+    return None if found is None else {device: (over, most) for device, over, most in found}
 
 
 def _empty_work() -> pa.Table:
@@ -463,17 +496,7 @@ class GpuAnalysis:
     @cached_property
     def concurrency(self) -> dict[int, tuple[int, int]]:
         """``{device: (ns with >= 2 streams busy, most streams busy at once)}``."""
-        sb = self.stream_busy.filter(pc.greater(self.stream_busy["end"], self.stream_busy["start"]))
-        if sb.num_rows == 0:
-            return {}
-        points = sweep(pa.table({"device": sb["device"], "start": sb["start"], "end": sb["end"]}), by="device")
-        level = pc.cumulative_sum(combined(points["delta"]))
-        dev, seg = combined(points["device"]), combined(points["seg"])
-        over = pc.if_else(pc.greater_equal(level, 2), seg, 0)
-        agg = pa.table({"device": dev, "over": over, "level": level}).group_by("device", use_threads=False) \
-            .aggregate([("over", "sum"), ("level", "max")])
-        return {d: (o, lv) for d, o, lv in zip(agg["device"].to_pylist(), agg["over_sum"].to_pylist(),
-                                                agg["level_max"].to_pylist())}
+        return stream_levels(self.stream_busy)
 
     # The tables below are computed once per analysis (the report's sections and the advice rules share one),
     # and kept in the cache entry of a cached trace for the next command.

@@ -21,15 +21,14 @@ by priority (the first that holds at an instant wins):
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, int64_values, name_match, native_loops, share_pct
-from opscope.analyses.intervals import sweep
+from opscope.analyses.arrays import combined, name_match, native_loops, share_pct
+from opscope.analyses.intervals import merged_intervals, sweep
 from opscope.model.buffers import values_view
 from opscope.model.schema import kind_mask
 
@@ -137,23 +136,21 @@ def _gaps(busy: pa.Table, w0: int, w1: int, short_gap_ns: int):
 
 
 def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> dict[int, int]:
-    """Sweep over the boundaries of every cover: each stretch of a gap goes to the first cause that holds."""
+    """Sweep over the boundaries of every cover: each stretch of a gap goes to the first cause that holds (the
+    definition; :func:`_attribute_by_measure` gives the same sums, but for causes with no time, without the sort)."""
+    if len(covers[_GAP][0]) == 0:
+        return {}
+    measured = _attribute_by_measure(covers, launches_known)
+    if measured is not None:
+        return measured
     parts = []
     for code, (s, e) in covers.items():
         keep = pc.greater(e, s)
         s, e = pc.filter(s, keep), pc.filter(e, keep)
         if len(s):
             parts.append(pa.table({"code": pa.repeat(pa.scalar(code, pa.int8()), len(s)), "start": s, "end": e}))
-    if not parts or len(covers[_GAP][0]) == 0:
-        return {}
     points = sweep(pa.concat_tables(parts))
     code, delta, seg = (combined(points[c]) for c in ("code", "delta", "seg"))
-    c_loops = native_loops()
-    if c_loops is not None and not (code.null_count or delta.null_count or seg.null_count):
-        sums, counts = array("q", bytes(8 * len(IDLE_CAUSES))), array("q", bytes(8 * len(IDLE_CAUSES)))
-        c_loops.idle_causes(values_view(code, "b"), int64_values(delta), int64_values(seg), launches_known, sums,
-                            counts)
-        return {cause: sums[cause] for cause in range(len(IDLE_CAUSES)) if counts[cause]}
     n = len(code)
     active = {}
     for c in covers:
@@ -168,6 +165,68 @@ def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: boo
     idle = pa.table({"cause": cause, "seg": seg}).filter(active[_GAP])
     sums = idle.group_by("cause", use_threads=False).aggregate([("seg", "sum")])
     return dict(zip(sums["cause"].to_pylist(), sums["seg_sum"].to_pylist()))
+
+
+def _attribute_by_measure(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> dict[int, int] | None:
+    """:func:`_attribute`'s sums as lengths of sets instead of a sweep over every boundary (no sort of them all):
+    each cause's time is the gaps' time inside one union of conditions less their time inside the union of the
+    conditions before it (sync, then sync or input, then sync, input or launched work outstanding), per class of
+    gap (short and launched late, short and queued, the rest). The gaps and the two short classes must each be
+    disjoint and in time order, the short classes parts of the gaps and apart from each other (as :func:`_gaps`
+    makes them); None where they are not or the C loops are not built: the sweep (the definition) then runs.
+    Causes with no time are left out."""
+    loops = native_loops()
+    if loops is None:
+        return None
+    sync, data, outstanding = covers[_SYNC], covers[_INPUT], covers[_OUTSTANDING]
+    u_sync = _union([sync])
+    u_host = _union([sync, data])
+    u_all = _union([u_host, outstanding]) if launches_known else u_host
+    classes = [_nonempty(covers[code]) for code in (_GAP, _SHORT_LATE, _SHORT_QUEUED)]
+    measure: list[list[int]] = []  # per class: its length, then its overlap with each union
+    for spans in classes:
+        row = [int(pc.sum(pc.subtract(spans[1], spans[0])).as_py() or 0)]
+        for union in (u_sync, u_host, u_all):
+            found = loops.overlap_ns(*(values_view(a, "q") for a in (*spans, *union)))
+            if found is None:
+                return None
+            row.append(found)
+        measure.append(row)
+    (gaps, g_sync, g_host, g_all), (late, _, late_host, late_all), (queued, _, queued_host, queued_all) = measure
+    # the short classes must be parts of the gaps and apart (as _gaps makes them), else the sweep decides
+    within = [loops.overlap_ns(*(values_view(a, "q") for a in (*short, *classes[0]))) for short in classes[1:]]
+    apart = loops.overlap_ns(*(values_view(a, "q") for a in (*classes[1], *classes[2])))
+    if within != [late, queued] or apart != 0:
+        return None
+    # the rest of the gaps (neither short class): the gaps' time less the short classes' (subsets of the gaps)
+    rest, rest_host, rest_all = gaps - late - queued, g_host - late_host - queued_host, g_all - late_all - queued_all
+    sums = {0: g_sync, 1: g_host - g_sync, 2: late - late_host, 3: queued - queued_host}
+    if launches_known:  # host wait: the rest's time with no launched work outstanding
+        sums[4], sums[5] = rest - rest_all, rest_all - rest_host
+    else:
+        sums[5] = rest - rest_host
+    return {cause: ns for cause, ns in sums.items() if ns}
+
+
+def _nonempty(spans: tuple[pa.Array, pa.Array]) -> tuple[pa.Array, pa.Array]:
+    """The spans of positive length, as int64 arrays without nulls."""
+    s, e = (pc.cast(combined(a), pa.int64()) for a in spans)
+    keep = pc.greater(e, s)
+    return pc.filter(s, keep), pc.filter(e, keep)
+
+
+def _union(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
+    """The union of the spans of every part as disjoint spans in time order."""
+    kept = [_nonempty(p) for p in parts]
+    s = pa.concat_arrays([k[0] for k in kept])
+    e = pa.concat_arrays([k[1] for k in kept])
+    if len(s) == 0:
+        return s, e
+    if len(s) > 1 and not pc.all(pc.greater_equal(s.slice(1), s.slice(0, len(s) - 1))).as_py():
+        order = pc.sort_indices(s)
+        s, e = s.take(order), e.take(order)
+    merged = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), len(s)), s, e, presorted=True)
+    return combined(merged["start"]), combined(merged["end"])
 
 
 GAP_SCHEMA = pa.schema([
