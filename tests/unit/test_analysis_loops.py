@@ -70,6 +70,38 @@ def test_innermost_enclosing_c_matches_arrow(seed, with_accept, monkeypatch):
         assert g == (max(holding, key=lambda i: (rows[i]["ts"], i)) if holding else None)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_innermost_enclosing_members_among_other_rows(seed, monkeypatch):
+    """Spans marked by ``member`` among rows that are no spans (out of time order, some without times), as the
+    memory attribution passes every event with the op layer's mask: the answer is the same row as from the
+    members alone, given as a row of the whole table."""
+    rng = random.Random(seed)
+    rows = _nested_spans(rng, rng.randint(1, 3), rng.randint(1, 20))
+    whole: list[dict] = []
+    row_of: dict[int, int] = {}
+    for i, r in enumerate(rows):  # other rows slipped in between, on the same threads, out of order
+        while rng.random() < 0.5:
+            whole.append({"thread": r["thread"], "ts": rng.choice([None, rng.randrange(0, 5000)]), "end": None,
+                          "parent": None, "accept": True, "member": False})
+        row_of[i] = len(whole)
+        whole.append({**r, "member": True})
+    for w in whole:  # parents as rows of the whole table
+        if w["member"] and w["parent"] is not None:
+            w["parent"] = row_of[w["parent"]]
+    spans = pa.table({k: pa.array([w[k] for w in whole], pa.bool_() if k in ("accept", "member") else pa.int64())
+                      for k in ("thread", "ts", "end", "parent", "accept", "member")})
+    members = pa.table({k: pa.array([r[k] for r in rows], pa.bool_() if k == "accept" else pa.int64())
+                        for k in ("thread", "ts", "end", "parent", "accept")})
+    inside = [rng.choice(rows) for _ in range(100)]
+    queries = pa.table({"thread": [r["thread"] for r in inside],
+                        "ts": [rng.randrange(r["ts"], r["end"]) for r in inside]})
+    got = innermost_enclosing(spans, queries).to_pylist()
+    expected = [None if i is None else row_of[i] for i in innermost_enclosing(members, queries).to_pylist()]
+    assert got == expected and any(g is not None for g in got)
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert innermost_enclosing(spans, queries).to_pylist() == expected
+
+
 def test_innermost_enclosing_out_of_order_spans_take_the_arrow_walk(monkeypatch):
     spans = pa.table({"thread": [0, 0], "ts": [10, 0], "end": [20, 30], "parent": [None, None]})
     queries = pa.table({"thread": [0, 0], "ts": [15, 25]})

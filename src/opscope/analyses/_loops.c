@@ -33,13 +33,15 @@ static void by_thread_free(ByThread *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* Group the n spans by thread (a counting sort: each thread's spans keep their order). */
-static int by_thread(ByThread *t, const int64_t *thread, Py_ssize_t n) {
+/* Group the n spans by thread (a counting sort: each thread's spans keep their order); where `member` is given,
+ * only the rows it marks are spans. */
+static int by_thread(ByThread *t, const int64_t *thread, const uint8_t *member, Py_ssize_t n) {
     memset(t, 0, sizeof *t);
+    /* the table grows with the threads found (a trace has a few hundred at most), not with the rows */
     t->n_slots = 64;
-    while (t->n_slots < 2 * (n + 1)) t->n_slots *= 2;
+    Py_ssize_t cap = 32;
     t->slots = calloc((size_t)t->n_slots, sizeof *t->slots);
-    t->keys = malloc(sizeof *t->keys * (size_t)(n + 1));
+    t->keys = malloc(sizeof *t->keys * (size_t)cap);
     Py_ssize_t *which = malloc(sizeof *which * (size_t)(n + 1));
     t->order = malloc(sizeof *t->order * (size_t)(n + 1));
     if (!t->slots || !t->keys || !which || !t->order) {
@@ -47,10 +49,35 @@ static int by_thread(ByThread *t, const int64_t *thread, Py_ssize_t n) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (member && !member[i]) {
+            which[i] = -1;
+            continue;
+        }
         Py_ssize_t j = slot_of(t, thread[i]);
         if (!t->slots[j]) {
+            if (t->n == cap) {
+                int64_t *keys = realloc(t->keys, sizeof *t->keys * (size_t)(2 * cap));
+                if (!keys) {
+                    free(which);
+                    return -1;
+                }
+                t->keys = keys;
+                cap *= 2;
+            }
             t->keys[t->n] = thread[i];
             t->slots[j] = ++t->n;
+            if (2 * t->n > t->n_slots) { /* over half full: twice the slots, every key placed again */
+                Py_ssize_t *slots = calloc((size_t)(2 * t->n_slots), sizeof *slots);
+                if (!slots) {
+                    free(which);
+                    return -1;
+                }
+                free(t->slots);
+                t->slots = slots;
+                t->n_slots *= 2;
+                for (Py_ssize_t k = 0; k < t->n; k++) t->slots[slot_of(t, t->keys[k])] = k + 1;
+                j = slot_of(t, thread[i]);
+            }
         }
         which[i] = t->slots[j] - 1;
     }
@@ -59,7 +86,8 @@ static int by_thread(ByThread *t, const int64_t *thread, Py_ssize_t n) {
         free(which);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++) t->first[which[i] + 1]++;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (which[i] >= 0) t->first[which[i] + 1]++;
     for (Py_ssize_t k = 0; k < t->n; k++) t->first[k + 1] += t->first[k];
     Py_ssize_t *fill = malloc(sizeof *fill * (size_t)(t->n + 1));
     if (!fill) {
@@ -67,25 +95,27 @@ static int by_thread(ByThread *t, const int64_t *thread, Py_ssize_t n) {
         return -1;
     }
     memcpy(fill, t->first, sizeof *fill * (size_t)(t->n + 1));
-    for (Py_ssize_t i = 0; i < n; i++) t->order[fill[which[i]]++] = i;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (which[i] >= 0) t->order[fill[which[i]]++] = i;
     free(fill);
     free(which);
     return 0;
 }
 
-/* innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out) -> None
+/* innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member) -> None
  * out[q] = the innermost accepted span holding query q (thread equal, ts <= q ts < end), -1 where none: the last
  * span of the query's thread starting at or before it, then up its parents (-1: none) to the first that is still
- * running and accepted. The spans must be in time order on each thread (checked: ValueError otherwise). */
+ * running and accepted. The spans must be in time order on each thread (checked: ValueError otherwise). `member`
+ * (uint8, or None: every row): only the rows it marks are spans; parents are row numbers all the same. */
 static PyObject *innermost(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o_thread, *o_ts, *o_end, *o_parent, *o_accept, *o_qthread, *o_qts, *o_out;
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o_thread, &o_ts, &o_end, &o_parent, &o_accept, &o_qthread, &o_qts,
-                          &o_out))
+    PyObject *o_thread, *o_ts, *o_end, *o_parent, *o_accept, *o_qthread, *o_qts, *o_out, *o_member = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO|O", &o_thread, &o_ts, &o_end, &o_parent, &o_accept, &o_qthread, &o_qts,
+                          &o_out, &o_member))
         return NULL;
-    View thread, ts, end, parent, accept, qthread, qts, out;
-    View *all[] = {&thread, &ts, &end, &parent, &accept, &qthread, &qts, &out};
-    for (int i = 0; i < 8; i++) all[i]->held = 0;
+    View thread, ts, end, parent, accept, qthread, qts, out, member;
+    View *all[] = {&thread, &ts, &end, &parent, &accept, &qthread, &qts, &out, &member};
+    for (int i = 0; i < 9; i++) all[i]->held = 0;
     PyObject *result = NULL;
     ByThread bt;
     memset(&bt, 0, sizeof bt);
@@ -93,20 +123,20 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
         view(o_end, &end, 0, 8, "span_end") || view(o_parent, &parent, 0, 8, "span_parent") ||
         (o_accept != Py_None && view(o_accept, &accept, 0, 1, "accept")) ||
         view(o_qthread, &qthread, 0, 8, "q_thread") || view(o_qts, &qts, 0, 8, "q_ts") ||
-        view(o_out, &out, 1, 8, "out"))
+        view(o_out, &out, 1, 8, "out") || (o_member != Py_None && view(o_member, &member, 0, 1, "member")))
         goto done;
     Py_ssize_t n = thread.b.len / 8, m = qthread.b.len / 8;
     if (ts.b.len / 8 != n || end.b.len / 8 != n || parent.b.len / 8 != n || (accept.held && accept.b.len != n) ||
-        qts.b.len / 8 != m || out.b.len / 8 != m) {
+        (member.held && member.b.len != n) || qts.b.len / 8 != m || out.b.len / 8 != m) {
         PyErr_SetString(PyExc_ValueError, "innermost: buffers of different lengths");
         goto done;
     }
     const int64_t *th = thread.b.buf, *t0 = ts.b.buf, *t1 = end.b.buf, *up = parent.b.buf;
     const int64_t *qth = qthread.b.buf, *qt = qts.b.buf;
-    const uint8_t *ok = accept.held ? accept.b.buf : NULL;
+    const uint8_t *ok = accept.held ? accept.b.buf : NULL, *in = member.held ? member.b.buf : NULL;
     int64_t *o = out.b.buf;
     Py_BEGIN_ALLOW_THREADS
-    if (by_thread(&bt, th, n) == 0) {
+    if (by_thread(&bt, th, in, n) == 0) {
         int sorted = 1;
         for (Py_ssize_t k = 0; k < bt.n && sorted; k++)
             for (Py_ssize_t i = bt.first[k] + 1; i < bt.first[k + 1]; i++)
@@ -128,7 +158,7 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
                 int64_t c = bt.order[lo - 1];
                 Py_ssize_t steps = 0;
                 while (c >= 0 && c < n && steps++ <= n) {
-                    if (t1[c] > qt[q] && (!ok || ok[c])) { o[q] = c; break; }
+                    if ((!in || in[c]) && t1[c] > qt[q] && (!ok || ok[c])) { o[q] = c; break; }
                     c = up[c];
                 }
             }
@@ -145,7 +175,7 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     result = Py_NewRef(Py_None);
 done:
     by_thread_free(&bt);
-    for (int i = 0; i < 8; i++) release(all[i]);
+    for (int i = 0; i < 9; i++) release(all[i]);
     return result;
 }
 
@@ -561,8 +591,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
-     "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out) -> None\n\n"
-     "intervals.innermost_enclosing in C (int64 buffers, -1 for none; accept bytes or None)."},
+     "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member=None) -> None\n\n"
+     "intervals.innermost_enclosing in C (int64 buffers, -1 for none; accept and member bytes or None)."},
     {"span_union", span_union, METH_VARARGS,
      "span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None\n\nintervals.union_ns and "
      "the spans' bounds over the rows where `where` (uint8 or None) is set; None where their starts are not sorted."},

@@ -10,7 +10,7 @@ from itertools import accumulate
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, int64_values, native_loops, scatter
+from opscope.analyses.arrays import arange, combined, int64_values, local_index, native_loops, rows_where, scatter
 from opscope.model.buffers import minus_one_as_null, values_view
 
 _INT64_MIN = -(1 << 63)
@@ -180,7 +180,9 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
     thread with ``ts <= query ts < end``; null when there is none.
 
     ``spans`` has ``thread``, ``ts``, ``end``, ``parent`` (position of the enclosing span, as the model nests
-    them) and optionally ``accept`` (bool), in time order (start, longest first). One stable sort merges the
+    them) and optionally ``accept`` (bool), in time order (start, longest first). With a ``member`` column (bool)
+    only the rows it marks are spans, their parents among them (the model's events and a layer's mask, without a
+    copy of the layer's rows); the answer is still a row of ``spans``. One stable sort merges the
     queries among the span starts; the last span started at or before a query is the first candidate, and
     the answer lies on its chain of parents (every span holding the query is open when it starts), so a
     vectorized walk up the chain, dropping the queries answered at each step, finds it.
@@ -191,6 +193,13 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
     found = _innermost_in_c(spans, queries)
     if found is not None:
         return found
+    if "member" in spans.column_names:  # the definition: the members alone, their parents renumbered among them
+        member = pc.fill_null(combined(spans["member"]), False)
+        rows = rows_where(member)
+        sub = spans.drop_columns(["member"]).filter(member)
+        sub = sub.set_column(sub.column_names.index("parent"), "parent",
+                             pc.take(local_index(member), pc.cast(combined(sub["parent"]), pa.int64())))
+        return pc.take(rows, innermost_enclosing(sub, queries))
     span_thread, span_end = combined(spans["thread"]), combined(spans["end"])
     span_parent = combined(spans["parent"])
     accept = combined(spans["accept"]) if "accept" in spans.column_names else None
@@ -236,8 +245,13 @@ def _innermost_in_c(spans: pa.Table, queries: pa.Table) -> pa.Array | None:
     c_loops = native_loops()
     if c_loops is None:
         return None
-    columns = [pc.cast(combined(spans[c]), pa.int64()) for c in ("thread", "ts", "end")] + \
-        [pc.cast(combined(queries[c]), pa.int64()) for c in ("thread", "ts")]
+    member = None
+    if "member" in spans.column_names:
+        member = pc.fill_null(combined(spans["member"]), False)
+    columns = [pc.cast(combined(spans[c]), pa.int64()) for c in ("thread", "ts", "end")]
+    if member is not None:  # a row that is no span may have no time
+        columns = [pc.if_else(member, c, 0) if c.null_count else c for c in columns]
+    columns += [pc.cast(combined(queries[c]), pa.int64()) for c in ("thread", "ts")]
     if any(c.null_count for c in columns):
         return None
     parent = pc.fill_null(pc.cast(combined(spans["parent"]), pa.int64()), -1)
@@ -247,7 +261,8 @@ def _innermost_in_c(spans: pa.Table, queries: pa.Table) -> pa.Array | None:
     out = bytearray(8 * queries.num_rows)
     s_thread, s_ts, s_end, q_thread, q_ts = (int64_values(c) for c in columns)
     try:
-        c_loops.innermost(s_thread, s_ts, s_end, int64_values(parent), accept, q_thread, q_ts, out)
+        c_loops.innermost(s_thread, s_ts, s_end, int64_values(parent), accept, q_thread, q_ts, out,
+                          None if member is None else values_view(pc.cast(member, pa.uint8()), "B"))
     except ValueError:  # spans out of time order on a thread: the Arrow walk says what that gives
         return None
     return minus_one_as_null(out, queries.num_rows)

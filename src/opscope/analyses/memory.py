@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, local_index, scatter, share_pct, thread_keys, vocabulary
+from opscope.analyses.arrays import arange, combined, scatter, share_pct, thread_keys, vocabulary
 from opscope.analyses.intervals import innermost_enclosing
 from opscope.errors import UsageError
 from opscope.model.derive import OP_LAYER
@@ -199,20 +199,19 @@ def _ops_of(trace: Trace, mem: pa.Table) -> pa.Array:
     n = mem.num_rows
     events = trace.select(["kind", "ts_ns", "dur_ns", "pid", "tid", "stream", "parent", "name"])
     layer = pc.and_(kind_mask(events, OP_LAYER), pc.is_null(events["stream"]))
-    sub = events.filter(layer)
-    if sub.num_rows == 0:
+    if not pc.any(layer).as_py():
         return pa.nulls(n, pa.string())
-    pid_vocab = vocabulary(sub["pid"], mem["pid"])
-    tid_vocab = vocabulary(sub["tid"], mem["tid"])
-    parent = pc.take(local_index(layer), pc.cast(combined(sub["parent"]), pa.int64()))
+    pid_vocab = vocabulary(events["pid"], mem["pid"])
+    tid_vocab = vocabulary(events["tid"], mem["tid"])
+    # every event a row of the spans, the layer's rows its members: no copy of the layer's columns
     spans = pa.table({
-        "thread": thread_keys(sub["pid"], sub["tid"], pid_vocab, tid_vocab),
-        "ts": sub["ts_ns"], "end": pc.add(sub["ts_ns"], sub["dur_ns"]), "parent": parent,
-        "accept": kind_mask(sub, ("cpu_op",)),
+        "thread": thread_keys(events["pid"], events["tid"], pid_vocab, tid_vocab),
+        "ts": events["ts_ns"], "end": pc.add(events["ts_ns"], events["dur_ns"]), "parent": events["parent"],
+        "accept": kind_mask(events, ("cpu_op",)), "member": layer,
     })
     queries = pa.table({"thread": thread_keys(mem["pid"], mem["tid"], pid_vocab, tid_vocab), "ts": mem["ts_ns"]})
     where = innermost_enclosing(spans, queries)
-    return pc.take(sub["name"], where).cast(pa.string()).combine_chunks()
+    return pc.take(events["name"], where).cast(pa.string()).combine_chunks()
 
 
 def _steps_of(trace: Trace, ts) -> pa.Array:
