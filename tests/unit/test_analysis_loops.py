@@ -242,6 +242,39 @@ def test_stream_levels_declines_rows_out_of_order():
     assert loops.stream_levels(buf([0, 0]), buf([0, 1]), buf([0, 2]), buf([5, 4])) == [(0, 2, 2)]
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_allocation_lifetimes_c_matches_arrow_and_by_hand(seed, monkeypatch):
+    from opscope.analyses.memory import _lifetimes
+
+    rng = random.Random(seed)
+    n = rng.randint(1, 300)
+    devices = [rng.choice(["GPU 0", "GPU 1", "CPU"]) for _ in range(n)]
+    addrs = [rng.randrange(0, 12) * 256 for _ in range(n)]  # few addresses: reuse, reallocations, orphan frees
+    nbytes = [rng.choice([512, 1024, -512, -1024, 0]) for _ in range(n)]
+    args = (pa.array(devices, pa.string()), pa.array(addrs, pa.int64()), pa.array(nbytes, pa.int64()))
+    got_problems: dict[str, int] = {}
+    got = _lifetimes(*args, got_problems).to_pylist()
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    arrow_problems: dict[str, int] = {}
+    assert _lifetimes(*args, arrow_problems).to_pylist() == got
+    assert arrow_problems == got_problems
+    # by hand: the next record of the same device and address ends an allocation unless it is an empty one
+    expected: list = [None] * n
+    reallocated = orphans = 0
+    last: dict = {}
+    for i in range(n):
+        key = (devices[i], addrs[i])
+        prev = last.get(key)
+        if prev is not None and nbytes[prev] > 0 and nbytes[i] != 0:
+            expected[prev] = i
+            reallocated += nbytes[i] > 0
+        if nbytes[i] < 0 and (prev is None or nbytes[prev] <= 0):
+            orphans += 1
+        last[key] = i
+    assert got == expected
+    assert sorted(got_problems.values()) == sorted([reallocated, orphans])
+
+
 def _merged_both(monkeypatch, group, start, end, presorted):
     """merged_intervals with the C pass and with the Arrow definition (``OPSCOPE_NATIVE=0``)."""
     args = [pa.array(v, pa.int64()) for v in (group, start, end)]

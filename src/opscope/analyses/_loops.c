@@ -589,6 +589,83 @@ done:
     return result;
 }
 
+/* lifetimes(device, addr, nbytes, end) -> (reallocated, orphan_frees)
+ * memory._lifetimes in one pass in time order: each record's predecessor at the same device and address (a table of
+ * the last record per pair, grown with the pairs found); an allocation (nbytes > 0) ends at the next record of
+ * its pair when that one has nbytes != 0 (end[alloc] = its row; -1 where none), counted as reallocated when that
+ * is another allocation; a free (nbytes < 0) whose predecessor is no allocation is an orphan free. */
+static PyObject *lifetimes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    View v[4];
+    for (int i = 0; i < 4; i++) v[i].held = 0;
+    PyObject *result = NULL;
+    static const char *names[] = {"device", "addr", "nbytes", "end"};
+    for (int i = 0; i < 4; i++)
+        if (view(o[i], &v[i], i == 3, 8, names[i])) goto done;
+    Py_ssize_t n = v[0].b.len / 8;
+    for (int i = 1; i < 4; i++)
+        if (v[i].b.len / 8 != n) {
+            PyErr_SetString(PyExc_ValueError, "lifetimes: buffers of different lengths");
+            goto done;
+        }
+    const int64_t *dev = v[0].b.buf, *addr = v[1].b.buf, *nb = v[2].b.buf;
+    int64_t *end = v[3].b.buf;
+    Py_ssize_t n_slots = 1024, used = 0;
+    Py_ssize_t *slots = malloc(sizeof *slots * (size_t)n_slots); /* row + 1 of the pair's last record, 0 empty */
+    long long reallocated = 0, orphans = 0;
+    int failed = !slots;
+    Py_BEGIN_ALLOW_THREADS
+    if (slots) memset(slots, 0, sizeof *slots * (size_t)n_slots);
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        end[i] = -1;
+        uint64_t h = ((uint64_t)dev[i] * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)addr[i] * 0xC2B2AE3D27D4EB4Full);
+        Py_ssize_t j = (Py_ssize_t)(h >> 20) & (n_slots - 1);
+        while (slots[j] && (dev[slots[j] - 1] != dev[i] || addr[slots[j] - 1] != addr[i])) j = (j + 1) & (n_slots - 1);
+        if (slots[j]) {
+            Py_ssize_t prev = slots[j] - 1;
+            if (nb[prev] > 0 && nb[i] != 0) {
+                end[prev] = i;
+                if (nb[i] > 0) reallocated++;
+            }
+            if (nb[i] < 0 && nb[prev] <= 0) orphans++;
+            slots[j] = i + 1;
+            continue;
+        }
+        if (nb[i] < 0) orphans++;
+        slots[j] = i + 1;
+        if (2 * ++used > n_slots) { /* over half full: twice the slots, every pair placed again */
+            Py_ssize_t *grown = calloc((size_t)(2 * n_slots), sizeof *grown);
+            if (!grown) {
+                failed = 1;
+                break;
+            }
+            for (Py_ssize_t k = 0; k < n_slots; k++) {
+                if (!slots[k]) continue;
+                Py_ssize_t r = slots[k] - 1;
+                uint64_t g = ((uint64_t)dev[r] * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)addr[r] * 0xC2B2AE3D27D4EB4Full);
+                Py_ssize_t q = (Py_ssize_t)(g >> 20) & (2 * n_slots - 1);
+                while (grown[q]) q = (q + 1) & (2 * n_slots - 1);
+                grown[q] = slots[k];
+            }
+            free(slots);
+            slots = grown;
+            n_slots *= 2;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(slots);
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_BuildValue("(LL)", reallocated, orphans);
+done:
+    for (int i = 0; i < 4; i++) release(&v[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member=None) -> None\n\n"
@@ -596,6 +673,9 @@ static PyMethodDef methods[] = {
     {"span_union", span_union, METH_VARARGS,
      "span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None\n\nintervals.union_ns and "
      "the spans' bounds over the rows where `where` (uint8 or None) is set; None where their starts are not sorted."},
+    {"lifetimes", lifetimes, METH_VARARGS,
+     "lifetimes(device, addr, nbytes, end) -> (reallocated, orphan_frees)\n\nmemory._lifetimes in one pass in "
+     "time order (int64 buffers; end filled with the row ending each allocation, -1 where none)."},
     {"stream_levels", stream_levels, METH_VARARGS,
      "stream_levels(device, stream, start, end) -> [(device, over_ns, most), ...] or None\n\nPer device, the "
      "time two or more of its streams are busy and the most busy at once (int64 buffers of each stream's merged "
