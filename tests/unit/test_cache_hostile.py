@@ -147,3 +147,46 @@ def test_a_failed_table_write_on_either_thread_keeps_no_entry(tmp_path, monkeypa
     monkeypatch.setattr(cache_mod, "_write_table", real)
     entry = cache_mod.store(tmp_path / "t.json", trace, root)
     assert entry is not None and (entry / f"{failing}.arrow").is_file()
+
+
+def _trace_with_a_copy(tmp_path):
+    events = small_gpu_trace() + [x("Memcpy HtoD (Pageable -> Device)", 2000, 30, cat="gpu_memcpy", pid=0, tid=7,
+                                    device=0, stream=7, correlation=9, bytes=4096)]
+    return write_trace(tmp_path / "t.json", events)
+
+
+@pytest.mark.parametrize("write_behind", [False, True])
+def test_a_first_open_lets_go_of_the_args_text_once_it_is_in_the_entry(tmp_path, cache, write_behind):
+    # the args table (every event's JSON text) is written while the trace is completed, and the trace then reads it
+    # back from the entry where a command needs it: the same table as read from the file
+    path = _trace_with_a_copy(tmp_path)
+    expected = open_trace(path, use_cache=False).args.to_pylist()  # read again from the file
+    first = open_trace(path, cache_dir=cache, write_behind=write_behind)
+    assert not isinstance(first.held_args(), pa.Table)
+    copies = first.copy_args.to_pylist()  # taken out of the args before they went
+    assert [json.loads(c["args"])["bytes"] for c in copies] == [4096]
+    assert first.events["name"][copies[0]["event_id"]].as_py() == "Memcpy HtoD (Pageable -> Device)"
+    assert first.args.to_pylist() == expected
+    assert open_trace(path, cache_dir=cache).args.to_pylist() == expected
+    assert [p.name for p in cache.iterdir()] == [_entry(path, cache).name]  # no draft left behind
+
+
+@pytest.mark.parametrize("write_behind", [False, True])
+def test_args_that_do_not_reach_the_entry_leave_no_entry_and_are_read_again(tmp_path, cache, monkeypatch,
+                                                                            write_behind):
+    from opscope.ingest import finish_cache_writes
+
+    path = _trace_with_a_copy(tmp_path)
+    expected = open_trace(path, use_cache=False).args.to_pylist()
+    real = cache_mod._write_table
+
+    def write(table, where):
+        if where.name == "args.arrow":
+            raise OSError(28, "No space left on device")
+        return real(table, where)
+
+    monkeypatch.setattr(cache_mod, "_write_table", write)
+    first = open_trace(path, cache_dir=cache, write_behind=write_behind)
+    finish_cache_writes()
+    assert list(cache.iterdir()) == []  # neither an entry without its args nor the draft
+    assert first.args.to_pylist() == expected  # read again from the trace file

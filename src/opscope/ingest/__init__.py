@@ -16,6 +16,7 @@ from opscope.ingest.registry import READERS, Progress, Reader, UnknownReaderErro
 from opscope.ingest.source import check_readable, read_settings
 from opscope.model import cache
 from opscope.model.derive import complete
+from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
 from opscope.sysmem import release_free_memory
 
@@ -63,7 +64,22 @@ def open_trace(
     except RecursionError:
         raise TraceError(path, "is nested too deeply to be a trace (hostile input?)") from None
     release_free_memory()
-    trace = complete(trace)
+    draft = None
+    if use_cache:
+        with contextlib.suppress(OSError):  # no cache directory: the trace is read all the same
+            draft = cache.EntryDraft(cache_dir)
+
+    def args_ready(args) -> None:  # the args text (~a quarter of the JSON) leaves memory once in the entry
+        assert draft is not None
+        draft.write_args(args)
+        draft.offload(trace, partial(_args_again, path, cache_dir, variant))
+
+    try:
+        trace = complete(trace, args_ready=None if draft is None else args_ready)
+    except BaseException:
+        if draft is not None:
+            draft.discard()
+        raise
     if use_cache:
         if write_behind:
             # The tables are immutable Arrow tables; the metadata's keys and warnings are copied before the caller can
@@ -71,13 +87,14 @@ def open_trace(
             metadata = dict(trace.metadata)
             if isinstance(metadata.get("warnings"), list):
                 metadata["warnings"] = list(metadata["warnings"])
-            snapshot = Trace(metadata=metadata, **trace.tables())
-            writer = threading.Thread(target=_store_behind, args=(path, snapshot, cache_dir, variant),
+            held = {name: trace.held_args() if name == "args" else getattr(trace, name) for name in TABLE_SCHEMAS}
+            snapshot = Trace(metadata=metadata, copy_args=trace.copy_args, **held)
+            writer = threading.Thread(target=_store_behind, args=(path, snapshot, cache_dir, variant, draft),
                                       name="opscope-cache-write")  # not a daemon: the interpreter waits for it
             writer.start()
             _pending_writes.append(writer)
         else:
-            cache.store(path, trace, cache_dir, variant)
+            cache.store(path, trace, cache_dir, variant, draft)
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
@@ -85,18 +102,33 @@ def open_trace(
     return trace
 
 
-def _store_behind(path: Path, trace: Trace, cache_dir: Path | None, variant: str) -> None:
+def _store_behind(path: Path, trace: Trace, cache_dir: Path | None, variant: str,
+                  draft: cache.EntryDraft | None) -> None:
     """``cache.store`` on the writer thread: whatever stops it leaves no entry (the next open parses again) and never
     a thread's traceback on stderr in the middle of the command's output."""
     # a cache is an optimisation: the command's result does not depend on it
-    with contextlib.suppress(Exception):
-        cache.store(path, trace, cache_dir, variant)
+    try:
+        cache.store(path, trace, cache_dir, variant, draft)
+    except Exception:
+        if draft is not None:
+            draft.discard()
 
 
 def finish_cache_writes() -> None:
     """Wait until the cache entries being written behind (``open_trace(write_behind=True)``) are in place."""
     while _pending_writes:
         _pending_writes.pop().join()
+
+
+def _args_again(path: Path, cache_dir: Path | None, variant: str):
+    """The args table a first open let go of (:meth:`cache.EntryDraft.offload`): from the cache entry once it is
+    written, else read again from the file."""
+    finish_cache_writes()
+    with contextlib.suppress(cache.CorruptEntryError, TraceError, OSError):
+        cached = cache.load(path, cache_dir, variant)
+        if cached is not None:
+            return cached.args
+    return _args_of(path)
 
 
 def _args_of(path: Path):

@@ -17,7 +17,9 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import zlib
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -197,20 +199,82 @@ def _read_later(file: Path, sums: dict) -> pa.Table:
         raise _unreadable(file, exc) from None
 
 
-def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "") -> Path | None:
-    """Write the cache entry for ``path``; returns its directory, or None if it could not be written."""
-    root = root or cache_root()
+class EntryDraft:
+    """A cache entry begun before its trace is complete: the temporary directory :func:`store` fills and renames,
+    with the ``args`` table (the JSON text of every event: the biggest table, final once ``complete`` has sorted the
+    events) compressed into it on a thread of its own while ``complete`` nests the events. Then the trace can let go
+    of that table (:meth:`offload`) for the rest of the command: it is read back from the entry where needed.
+
+    ``complete(trace, args_ready=draft.write_args)``, ``draft.offload(trace, loader)``, then ``store(...,
+    draft=draft)``, or :meth:`discard` where the trace is not stored."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_root()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+        #: what the trace holds instead of its args after :meth:`offload`
+        self.loader: Callable[[], pa.Table] | None = None
+        self._written = False
+        self._thread: threading.Thread | None = None
+
+    def write_args(self, args: pa.Table) -> None:
+        """Start writing ``args`` (the trace's final args table) into the entry."""
+
+        def write() -> None:
+            # a failure leaves the entry without its args: store() then gives the entry up
+            with contextlib.suppress(OSError, pa.ArrowException):
+                _write_table(args, table_file(self.dir, "args"))
+                self._written = True
+
+        self._thread = threading.Thread(target=write, name="opscope-cache-args")
+        self._thread.start()
+
+    def offload(self, trace: Trace, loader: Callable[[], pa.Table]) -> None:
+        """Have ``trace`` let go of its args table for ``loader`` once it is written here (it holds it until then
+        through this draft's writer alone)."""
+        if self._thread is not None:
+            self.loader = loader
+            trace.offload_args(loader)
+
+    def args_written(self) -> bool:
+        """Whether the args table is in the entry (waits for the writer)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        return self._written
+
+    def discard(self) -> None:
+        self.args_written()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
+          draft: EntryDraft | None = None) -> Path | None:
+    """Write the cache entry for ``path``; returns its directory, or None if it could not be written. ``draft``: the
+    entry begun while the trace was completed (with its args table written, or being written); store finishes it or
+    discards it."""
+    root = draft.root if draft is not None else root or cache_root()
     entry = root / cache_key(path, variant)
     if (entry / "meta.json").is_file():
+        if draft is not None:
+            draft.discard()
         return entry
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        if draft is not None:
+            tmp = draft.dir
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     except OSError:
         return None
     try:
-        tables = trace.tables()
+        tables = {name: getattr(trace, name) for name in TABLE_SCHEMAS if name != "args"}
         tables["copy_args"] = trace.copy_args
+        held = trace.held_args()
+        if draft is None or held is not draft.loader:
+            tables["args"] = trace.args  # (a table the trace still holds, or was given after the draft began)
+        elif not draft.args_written():  # the trace let go of its args and they did not reach the entry
+            raise OSError("the args table could not be written")
         _write_tables(tables, tmp)
         meta = {k: v for k, v in trace.metadata.items() if k not in _NOT_STORED}
         (tmp / "meta.json").write_text(json.dumps(meta, default=str))
@@ -218,6 +282,8 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "")
         (tmp / "sums.json").write_text(json.dumps(sums))
         os.rename(tmp, entry)
     except OSError:
+        if draft is not None:
+            draft.args_written()  # its writer is done with the directory
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     return entry

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Callable
 from itertools import pairwise
 
 import pyarrow as pa
@@ -17,7 +18,7 @@ from opscope.model.buffers import c_enabled, minus_one_as_null, values_view
 from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
-from opscope.model.trace import Trace
+from opscope.model.trace import Trace, copy_rows
 from opscope.sysmem import release_free_memory
 from opscope.threads import side_by_side
 
@@ -44,8 +45,13 @@ XPROF_SELF_TIME_TOOL = "tensorflow"
 LONG_NAME_CHARS = 1 << 14
 
 
-def complete(trace: Trace) -> Trace:
-    """Validate and derive: drop rows without times, mark comm kernels, nest, assign steps."""
+def complete(trace: Trace, args_ready: Callable[[pa.Table], None] | None = None) -> Trace:
+    """Validate and derive: drop rows without times, mark comm kernels, nest, assign steps.
+
+    ``args_ready``: called with the final ``args`` table (its ``event_id`` the rows' new positions) as soon as the
+    events are in time order, when nothing later changes the rows or their order (``copy_args`` is taken out of it
+    first): the cache compresses and writes that table, the biggest, while the nesting runs, and the caller may
+    then let go of it (:meth:`Trace.offload_args`)."""
     events = _distinct_dictionaries(trace.events.unify_dictionaries())
     trace.events = None  # no other reference: each column below is freed as soon as it is replaced
     bad = pc.or_(pc.is_null(events["ts_ns"]), pc.is_null(events["dur_ns"]))
@@ -65,6 +71,13 @@ def complete(trace: Trace) -> Trace:
     events = pa.table(columns, names=names)
     del columns
     release_free_memory()  # the unsorted columns are gone: their memory back before nesting allocates its own
+    args = _args_at_rows(trace.args, events["event_id"])
+    if args is not trace.args:
+        trace.args = args
+    if args_ready is not None and args.num_rows:
+        trace.copy_args = copy_rows(args, events.select(["kind"]))  # the copies' args, before the text may go
+        args_ready(args)
+    del args
     events = _mark_comm(events)
 
     def nesting() -> tuple[pa.Array, pa.Array, pa.Array, int]:
@@ -87,7 +100,7 @@ def complete(trace: Trace) -> Trace:
     merged, op_self_ns = fold_duplicate_ops(events)
     events = events.append_column("merged", merged)
     events = events.append_column("op_self_ns", op_self_ns)
-    trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS), trace)
+    trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS))
     trace.steps = steps
     return trace
 
@@ -143,20 +156,25 @@ def _count_long_names(names: pa.ChunkedArray) -> int:
     return total
 
 
-def _renumber(events: pa.Table, trace: Trace) -> pa.Table:
-    """Make ``event_id`` the row index (readers may have dropped rows) and remap ``args`` to it."""
-    old = events["event_id"].combine_chunks()
-    new = arange(0, events.num_rows)
-    if old.equals(new):
-        return events
-    args = trace.args
+def _args_at_rows(args: pa.Table, event_ids: pa.ChunkedArray) -> pa.Table:
+    """``args`` with each row's ``event_id`` replaced by its event's row in the sorted events (whose ``event_id``
+    column is ``event_ids``, the reader's numbers): the numbers :func:`_renumber` gives the events."""
+    old = event_ids.combine_chunks()
+    if args.num_rows == 0 or old.equals(arange(0, len(old))):
+        return args
     where = index_in(args["event_id"], old)
     if where.null_count == 0:  # every args row still has its event: the text is kept as it is, not copied
-        trace.args = pa.table({"event_id": pc.cast(where, pa.int64()), "args": args["args"]})
-    else:
-        keep = pc.is_valid(where)
-        trace.args = pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()),
-                                "args": pc.filter(args["args"], keep)})
+        return pa.table({"event_id": pc.cast(where, pa.int64()), "args": args["args"]})
+    keep = pc.is_valid(where)
+    return pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()), "args": pc.filter(args["args"], keep)})
+
+
+def _renumber(events: pa.Table) -> pa.Table:
+    """Make ``event_id`` the row index (readers may have dropped rows; the events are sorted): ``args`` got these
+    numbers from :func:`_args_at_rows`."""
+    new = arange(0, events.num_rows)
+    if events["event_id"].combine_chunks().equals(new):
+        return events
     return events.set_column(events.schema.get_field_index("event_id"), "event_id", new)
 
 

@@ -152,6 +152,22 @@ class Trace:
             return self.memo("trace.copy_args", lambda: copy_rows_of(self.args, self))
         return value
 
+    @copy_args.setter
+    def copy_args(self, table: pa.Table) -> None:
+        """The copies' args where the maker of ``args`` has them at hand (``complete``), so they are not picked
+        out of ``args`` later."""
+        self._copy_args = table
+
+    def offload_args(self, loader: Loader) -> None:
+        """Let go of the ``args`` table (the JSON text of every event: the biggest table) for ``loader``, which
+        gives the same table again when it is asked for (from the cache entry being written). Unlike setting
+        ``args``, memos, kept results and :attr:`copy_args` stay: the table is the same."""
+        self._tables["args"] = loader
+
+    def held_args(self) -> Table | Loader:
+        """The ``args`` table as held now: the table, or the loader that reads it on first use."""
+        return self._tables["args"]
+
     def tables(self) -> dict[str, pa.Table]:
         return {name: getattr(self, name) for name in TABLE_SCHEMAS}
 
@@ -178,11 +194,18 @@ class Trace:
 
 def copy_rows_of(args: pa.Table, trace: Trace) -> pa.Table:
     """The rows of ``args`` (``event_id``, ``args``) whose event is of a :data:`COPY_KINDS` kind."""
+    if args.num_rows == 0:
+        return args
+    return copy_rows(args, trace.select(["kind"]))
+
+
+def copy_rows(args: pa.Table, events: pa.Table) -> pa.Table:
+    """:func:`copy_rows_of` given the events' ``kind`` column (``events``: a table holding it, its rows numbered as
+    ``args``' ``event_id``)."""
     import pyarrow.compute as pc
 
     if args.num_rows == 0:
         return args
-    events = trace.select(["kind"])
     is_copy = kind_mask(events, COPY_KINDS)  # event_id is the row index
     ids = args["event_id"]
     low, high = pc.min_max(ids).values()
