@@ -7,6 +7,7 @@ threads use two cores. ``ahead`` runs an iterator a few items ahead of its consu
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import TypeVar
@@ -83,3 +84,19 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B], name: str) -> 
     if failed:
         raise failed[0]
     return result[0], other
+
+
+class cached_property(functools.cached_property[T]):  # noqa: N801 - a drop-in for functools' decorator
+    """:func:`functools.cached_property` without its lock: on Python < 3.12 that lock is one per property for
+    every instance, so two threads computing the same property of two objects (the GPU analyses of the two traces
+    of a diff) would take turns. An object's property is computed by one thread at a time here (each trace's
+    analyses stay on one thread); two threads asking one object at once would compute it twice, the same value."""
+
+    def __get__(self, instance: object, owner: type | None = None) -> T:  # type: ignore[override]
+        if instance is None:
+            return self  # type: ignore[return-value]
+        cache, name = instance.__dict__, self.attrname or self.func.__name__
+        value = cache.get(name, _END)
+        if value is _END:
+            value = cache[name] = self.func(instance)
+        return value

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +41,7 @@ from opscope.model.buffers import values_view
 from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
+from opscope.threads import cached_property
 
 #: Kinds of device work (sync records and annotations are not work).
 DEVICE_WORK = ("kernel", "comm", "memcpy", "memset")

@@ -12,12 +12,13 @@ import pyarrow.compute as pc
 
 from opscope.diff.device_ops import DeviceMatch, compare_device, matched_sentence
 from opscope.diff.gate import Threshold, verdict
-from opscope.diff.headline import biggest_part, device_mismatch, headline_rows, part_line, sentence
+from opscope.diff.headline import any_device, biggest_part, device_mismatch, headline_rows, part_line, parts, sentence
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
 from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, row_schema, sort_rows
 from opscope.errors import TraceError, UsageError
 from opscope.model.trace import Trace
+from opscope.threads import side_by_side
 
 __all__ = ["Comparison", "check_inputs", "compare", "framework_guess"]
 
@@ -78,16 +79,34 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
                          "pass --by api to match ops across frameworks by their Python API or ONNX op type")
     sb, sn = spans(base, new, labels, steps=steps, whole_trace=whole_trace)
     with_shapes = by == "name,shapes"
+    device_base, device_new = any_device(base), any_device(new)
+
+    def side(trace: Trace, span: Span, framework: str | None) -> tuple:
+        """What the comparison needs from one trace. Each trace's analyses are computed once (Trace.memo: the
+        device links serve several), and only where no result is kept in its cache entry."""
+        return (op_totals(trace, span, by, framework) if ops else None,
+                kernel_totals(trace, span) if kernels else None,
+                kernels_by_op(trace, span), device_work(trace, op_level, framework),
+                parts(trace, span, device_base or device_new, device_base != device_new))
+
+    # the two traces at once, the new one on a helper thread (mostly Arrow and C work: it runs without the GIL; an
+    # error of the base trace's is raised first, as one after the other would); one trace given twice, in turn
+    if base is new:
+        of_base = side(base, sb, fb)
+        of_new = side(new, sn, fn)
+    else:
+        of_new, of_base = side_by_side(lambda: side(new, sn, fn), lambda: side(base, sb, fb), "opscope-diff")
+    ops_b, kernels_b, choice_b, work_b, _ = of_base
+    ops_n, kernels_n, choice_n, work_n, _ = of_new
     rows = [row_schema(with_shapes, sb.per_step).empty_table()]
     if ops:
-        rows.append(combine("op", op_totals(base, sb, by, fb), op_totals(new, sn, by, fn), sb, sn, with_shapes))
+        rows.append(combine("op", ops_b, ops_n, sb, sn, with_shapes))
     if kernels:
-        rows.append(combine("kernel", kernel_totals(base, sb), kernel_totals(new, sn), sb, sn, with_shapes))
+        rows.append(combine("kernel", kernels_b, kernels_n, sb, sn, with_shapes))
     table = sort_rows(pa.concat_tables(rows))
-    # each trace's device links are computed once (Trace.memo), and only when a result is not kept in its cache
-    choice = kernel_choice_changes(kernels_by_op(base, sb), kernels_by_op(new, sn), sb, sn)
-    device = compare_device(device_work(base, op_level, fb), device_work(new, op_level, fn), sb, sn)
-    head = headline_rows(base, new, sb, sn)
+    choice = kernel_choice_changes(choice_b, choice_n, sb, sn)
+    device = compare_device(work_b, work_n, sb, sn)
+    head = headline_rows(base, new, sb, sn)  # from the parts computed above
     notes, row_notes = _notes(sb, sn, labels), _row_notes(by)
     mismatch = device_mismatch(base, new, labels)
     if mismatch:

@@ -91,7 +91,7 @@ def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> l
     """The step time and its parts as rows ``part, base_ns, new_ns, delta_ns``: device parts when both traces
     have device work, host parts when neither has, both kinds when only one has (its device parts are then
     compared with nothing, and the host parts are what the two have in common)."""
-    device_base, device_new = _any_device(base), _any_device(new)
+    device_base, device_new = any_device(base), any_device(new)
     device, host = device_base or device_new, device_base != device_new
     pb, pn = parts(base, span_base, device, host), parts(new, span_new, device, host)
     rows = [{"part": "step", "base_ns": span_base.step_ns, "new_ns": span_new.step_ns,
@@ -104,7 +104,7 @@ def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> l
 
 def device_mismatch(base: Trace, new: Trace, labels: tuple[str, str]) -> str | None:
     """A note when only one of the traces has device activity (a GPU run against a CPU run), else None."""
-    device_base, device_new = _any_device(base), _any_device(new)
+    device_base, device_new = any_device(base), any_device(new)
     if device_base == device_new:
         return None
     with_device, without = labels if device_base else labels[::-1]
@@ -112,11 +112,12 @@ def device_mismatch(base: Trace, new: Trace, labels: tuple[str, str]) -> str | N
             f"host_ops and outside_ops are the parts the two traces share")
 
 
-def _any_device(trace: Trace) -> bool:
-    def any_device() -> bool:
+def any_device(trace: Trace) -> bool:
+    """Whether the trace has device work (kernels, copies, fills, collectives)."""
+    def found() -> bool:
         return bool(pc.any(kind_mask(trace.select(["kind"]), ("kernel", "memcpy", "memset", "comm"))).as_py())
 
-    return trace.memo("diff.any_device", any_device, keep=True)
+    return trace.memo("diff.any_device", found, keep=True)
 
 
 def sentence(rows: list[dict], per_step: bool) -> str:

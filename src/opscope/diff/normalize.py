@@ -10,6 +10,7 @@ from opscope.analyses.filters import parse_steps
 from opscope.analyses.steps import step_table
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
+from opscope.threads import side_by_side
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,12 @@ def spans(base: Trace, new: Trace, labels: tuple[str, str], steps: str | None = 
         raise UsageError(f"{has} has {n} steps and {lacks} has none, so there is no per-step comparison; pass "
                          "--whole-trace to compare whole-trace totals")
     chosen = parse_steps(steps) if steps else None
-    return _stepped(base, chosen, labels[0]), _stepped(new, chosen, labels[1])
+    if base is new:  # one trace's memos are filled by one thread at a time
+        return _stepped(base, chosen, labels[0]), _stepped(new, chosen, labels[1])
+    # the two step tables at once (the new trace's on a helper thread; the base trace's error is raised first)
+    span_new, span_base = side_by_side(lambda: _stepped(new, chosen, labels[1]),
+                                       lambda: _stepped(base, chosen, labels[0]), "opscope-diff")
+    return span_base, span_new
 
 
 def _whole(trace: Trace) -> Span:
