@@ -8,6 +8,7 @@ threads use two cores. ``ahead`` runs an iterator a few items ahead of its consu
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import TypeVar
@@ -63,6 +64,15 @@ def ahead(items: Iterator[T], depth: int, name: str) -> Generator[T, None, None]
         worker.join()
 
 
+@functools.cache
+def usable_cores() -> int:
+    """The cores this process may run on: work is split across threads only where there are two or more."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def side_by_side(first: Callable[[], A], second: Callable[[], B], name: str) -> tuple[A, B]:
     """``(first(), second())``, ``first`` on a thread named ``name``. An error of ``second`` is raised first (after
     the thread ends), else ``first``'s."""
@@ -87,10 +97,9 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B], name: str) -> 
 
 
 class cached_property(functools.cached_property[T]):  # noqa: N801 - a drop-in for functools' decorator
-    """:func:`functools.cached_property` without its lock: on Python < 3.12 that lock is one per property for
-    every instance, so two threads computing the same property of two objects (the GPU analyses of the two traces
-    of a diff) would take turns. An object's property is computed by one thread at a time here (each trace's
-    analyses stay on one thread); two threads asking one object at once would compute it twice, the same value."""
+    """:func:`functools.cached_property` with a lock per object and property instead of functools' one per property
+    (before Python 3.12) for every object: two threads computing the same property of two objects (the GPU analyses
+    of a diff's two traces) no longer take turns, and two asking one object's property at once compute it once."""
 
     def __get__(self, instance: object, owner: type | None = None) -> T:  # type: ignore[override]
         if instance is None:
@@ -98,5 +107,14 @@ class cached_property(functools.cached_property[T]):  # noqa: N801 - a drop-in f
         cache, name = instance.__dict__, self.attrname or self.func.__name__
         value = cache.get(name, _END)
         if value is _END:
-            value = cache[name] = self.func(instance)
+            with _GUARD:
+                lock = cache.setdefault(_LOCKS, {}).setdefault(name, threading.RLock())
+            with lock:
+                value = cache.get(name, _END)
+                if value is _END:
+                    value = cache[name] = self.func(instance)
         return value
+
+
+_GUARD = threading.Lock()
+_LOCKS = "_opscope_property_locks"

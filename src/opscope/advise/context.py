@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -13,6 +12,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import share_pct
 from opscope.analyses.recording import find_run_info  # noqa: F401  (advise's callers find it here)
 from opscope.model.trace import Trace
+from opscope.threads import cached_property
 
 if TYPE_CHECKING:
     from opscope.analyses.job.view import JobView

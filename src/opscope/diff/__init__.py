@@ -18,7 +18,7 @@ from opscope.diff.normalize import Span, spans
 from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, row_schema, sort_rows
 from opscope.errors import TraceError, UsageError
 from opscope.model.trace import Trace
-from opscope.threads import side_by_side
+from opscope.threads import side_by_side, usable_cores
 
 __all__ = ["Comparison", "check_inputs", "compare", "framework_guess"]
 
@@ -90,8 +90,9 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
                 parts(trace, span, device_base or device_new, device_base != device_new))
 
     # the two traces at once, the new one on a helper thread (mostly Arrow and C work: it runs without the GIL; an
-    # error of the base trace's is raised first, as one after the other would); one trace given twice, in turn
-    if base is new:
+    # error of the base trace's is raised first, as one after the other would); one trace given twice (or one core), in
+    # turn
+    if base is new or usable_cores() < 2:
         of_base = side(base, sb, fb)
         of_new = side(new, sn, fn)
     else:

@@ -10,7 +10,7 @@ from opscope.analyses.filters import parse_steps
 from opscope.analyses.steps import step_table
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
-from opscope.threads import side_by_side
+from opscope.threads import side_by_side, usable_cores
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def spans(base: Trace, new: Trace, labels: tuple[str, str], steps: str | None = 
         raise UsageError(f"{has} has {n} steps and {lacks} has none, so there is no per-step comparison; pass "
                          "--whole-trace to compare whole-trace totals")
     chosen = parse_steps(steps) if steps else None
-    if base is new:  # one trace's memos are filled by one thread at a time
+    if base is new or usable_cores() < 2:  # one trace given twice, or one core: in turn
         return _stepped(base, chosen, labels[0]), _stepped(new, chosen, labels[1])
     # the two step tables at once (the new trace's on a helper thread; the base trace's error is raised first)
     span_new, span_base = side_by_side(lambda: _stepped(new, chosen, labels[1]),

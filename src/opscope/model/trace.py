@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
@@ -55,6 +56,11 @@ class Trace:
         self._event_loader: ColumnLoader | None = None
         self._event_columns: dict[str, pa.ChunkedArray] = {}
         self._memo: dict[Any, Any] = {}
+        # two threads may analyse one trace (advise's rules): a memo being computed is waited for, not computed
+        # again, and a column being read is read once
+        self._memo_lock = threading.Lock()
+        self._computing: dict[Any, tuple[threading.Event, int]] = {}
+        self._read_lock = threading.Lock()
         self.events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
@@ -86,7 +92,10 @@ class Trace:
             return self.events.select(list(names))
         missing = [n for n in names if n not in self._event_columns]
         if missing:
-            self._event_columns.update(zip(missing, self._event_loader.load(missing).columns))
+            with self._read_lock:
+                missing = [n for n in names if n not in self._event_columns]
+                if missing:
+                    self._event_columns.update(zip(missing, self._event_loader.load(missing).columns))
         return pa.table({n: self._event_columns[n] for n in names})
 
     @property
@@ -108,6 +117,26 @@ class Trace:
             return self._memo[key]
         except KeyError:
             pass
+        me = threading.get_ident()
+        with self._memo_lock:
+            if key in self._memo:
+                return self._memo[key]
+            running = self._computing.get(key)
+            if running is None:
+                self._computing[key] = (threading.Event(), me)
+        if running is not None:
+            done, owner = running
+            if owner == me:  # asked again while computing it (as before: no waiting on oneself)
+                return self._memo_compute(key, compute, keep)
+            done.wait()  # another thread computes it: its value (or this thread's, if it failed)
+            return self.memo(key, compute, keep)
+        try:
+            return self._memo_compute(key, compute, keep)
+        finally:
+            with self._memo_lock:
+                self._computing.pop(key)[0].set()
+
+    def _memo_compute(self, key: Any, compute: Callable[[], Any], keep: bool) -> Any:
         store = self.results if keep else None
         if store is not None:
             found, value = store.get(key)

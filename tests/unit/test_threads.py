@@ -1,0 +1,145 @@
+"""Analyses on two threads: one trace's memos and an object's cached properties are computed once however many
+threads ask, two objects' properties are computed at once, and advise and diff give what they give on one core."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+from support.tracefiles import small_gpu_trace, write_trace
+
+from opscope import threads
+from opscope.ingest import open_trace
+from opscope.model.trace import Trace
+
+WAIT_S = 20  # a deadlock fails the test instead of hanging it
+
+
+def _trace() -> Trace:
+    empty = pa.table({"x": pa.array([], pa.int64())})
+    return Trace(events=empty, flows=empty, counters=empty, memory=empty, steps=empty, args=empty)
+
+
+def test_a_memo_two_threads_ask_for_is_computed_once():
+    trace = _trace()
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def compute() -> int:
+        calls.append(1)
+        started.set()
+        assert release.wait(WAIT_S)
+        return 42
+
+    got: list[int] = []
+    first = threading.Thread(target=lambda: got.append(trace.memo("k", compute)))
+    first.start()
+    assert started.wait(WAIT_S)
+    second = threading.Thread(target=lambda: got.append(trace.memo("k", compute)))
+    second.start()  # asks while the first computes: waits for its value
+    release.set()
+    first.join(WAIT_S)
+    second.join(WAIT_S)
+    assert got == [42, 42] and len(calls) == 1
+
+
+def test_a_memo_whose_computation_failed_is_computed_by_the_thread_waiting_for_it():
+    trace = _trace()
+    started, release = threading.Event(), threading.Event()
+
+    def failing() -> int:
+        started.set()
+        assert release.wait(WAIT_S)
+        raise RuntimeError("broken")
+
+    errors: list[BaseException] = []
+
+    def ask_failing() -> None:
+        try:
+            trace.memo("k", failing)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=ask_failing)
+    first.start()
+    assert started.wait(WAIT_S)
+    got: list[int] = []
+    second = threading.Thread(target=lambda: got.append(trace.memo("k", lambda: 7)))
+    second.start()
+    release.set()
+    first.join(WAIT_S)
+    second.join(WAIT_S)
+    assert len(errors) == 1 and got == [7]
+
+
+class _Pair:
+    """Two objects whose property computations wait for each other: with one lock per property for every object
+    (functools' before Python 3.12) the second could not start while the first waits, and both would time out."""
+
+    def __init__(self, mine: threading.Event, other: threading.Event) -> None:
+        self.mine, self.other, self.calls = mine, other, 0
+
+    @threads.cached_property
+    def value(self) -> bool:
+        self.calls += 1
+        self.mine.set()
+        return self.other.wait(WAIT_S)
+
+
+def test_cached_properties_of_two_objects_are_computed_at_once_and_each_once():
+    a_started, b_started = threading.Event(), threading.Event()
+    a, b = _Pair(a_started, b_started), _Pair(b_started, a_started)
+    got: dict[str, bool] = {}
+    workers = [threading.Thread(target=lambda o=o, k=k: got.__setitem__(k, o.value)) for k, o in (("a", a), ("b", b))]
+    workers += [threading.Thread(target=lambda: got.__setitem__("a again", a.value))]  # waits for a's computation
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(WAIT_S)
+    assert got == {"a": True, "b": True, "a again": True}
+    assert (a.calls, b.calls) == (1, 1)
+
+
+def _advice_rows(path, monkeypatch, cores: int) -> list[dict]:
+    from opscope.advise import advise
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: cores)
+    monkeypatch.setattr("opscope.advise.usable_cores", lambda: cores)
+    advice = advise(open_trace(path, use_cache=False))
+    return [advice.rows(), advice.not_applicable]
+
+
+def test_advise_on_two_threads_gives_what_one_core_gives(tmp_path, monkeypatch):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    assert _advice_rows(path, monkeypatch, 2) == _advice_rows(path, monkeypatch, 1)
+
+
+def test_a_failing_rule_on_either_thread_raises_the_first_failing_rules_error(tmp_path, monkeypatch):
+    from opscope import advise as advise_module
+    from opscope.advise.finding import Rule
+
+    def broken(message: str):
+        def check(ctx):
+            raise ValueError(message)
+        return check
+
+    rules = list(advise_module.all_rules())[:2]
+    monkeypatch.setattr(advise_module, "all_rules", lambda: [
+        rules[0], Rule(id="b1", title="b1", explain="", check=broken("first")), rules[1],
+        Rule(id="b2", title="b2", explain="", check=broken("second"))])
+    monkeypatch.setattr(advise_module, "usable_cores", lambda: 2)
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    with pytest.raises(ValueError, match="first"):
+        advise_module.advise(trace)
+
+
+def test_diff_on_two_threads_gives_what_one_core_gives(pair, monkeypatch):
+    from opscope.diff import compare
+
+    def rows(cores: int) -> tuple:
+        monkeypatch.setattr("opscope.diff.usable_cores", lambda: cores)
+        monkeypatch.setattr("opscope.diff.normalize.usable_cores", lambda: cores)
+        c = compare(open_trace(pair[0], use_cache=False), open_trace(pair[1], use_cache=False))
+        return c.rows.to_pylist(), c.headline, c.summary, c.op_rows.to_pylist()
+
+    assert rows(2) == rows(1)
