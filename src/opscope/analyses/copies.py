@@ -29,7 +29,7 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
     its wait for earlier device work: a call that returns after its copy ends waited from its start to the
     copy's start), ``thread``, ``call_ts`` and ``op`` (the outermost op around the call). ``links`` is
     :func:`launch_links` when the caller has it."""
-    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid", "event_id"])
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid"])
     mask = pc.fill_null(kind_mask(ev, ("memcpy",)), False)
     rows = pc.indices_nonzero(mask)
     if len(rows) == 0:
@@ -42,12 +42,12 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
     calls = ev.select(["ts_ns", "dur_ns", "pid", "tid"]).take(pc.fill_null(launch, 0))
     has_call = pc.is_valid(launch).to_pylist()
     call_start, call_dur, call_pid, call_tid = (calls[c].to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid"))
-    nbytes = _bytes(trace, copies["event_id"].combine_chunks())
+    nbytes = _bytes(trace, pc.cast(rows, pa.int64()))  # event_id is the row index (the model's invariant)
     has_steps = trace.steps.num_rows > 0
     out = []
-    for i, (row, name, ts, dur, step, eid) in enumerate(zip(
+    for i, (row, name, ts, dur, step) in enumerate(zip(
             rows.to_pylist(), copies["name"].to_pylist(), copies["ts_ns"].to_pylist(), copies["dur_ns"].to_pylist(),
-            copies["step"].to_pylist(), copies["event_id"].to_pylist())):
+            copies["step"].to_pylist())):
         lower = (name or "").lower()
         call_ns = host_ns = thread = call_ts = None
         if has_call[i]:
@@ -58,7 +58,7 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
         out.append({
             "row": row, "name": name, "direction": MEMCPY_DIRECTIONS[direction_code(name)],
             "memory": "pageable" if "pageable" in lower else "pinned" if "pinned" in lower else None,
-            "bytes": nbytes.get(eid), "ts_ns": ts, "dur_ns": dur, "step": step,
+            "bytes": nbytes.get(row), "ts_ns": ts, "dur_ns": dur, "step": step,
             "counted": step is not None or not has_steps, "call_ns": call_ns, "host_ns": host_ns,
             "thread": thread, "call_ts": call_ts, "op": op[i],
         })

@@ -483,6 +483,8 @@ class GpuAnalysis:
             return union_by_group(table["start"], pc.subtract(table["end"], table["start"]), table["device"])
 
         u_comm = union(t.filter(pc.equal(cat, COMM)))
+        if not u_comm:  # no collectives: nothing to overlap (the compute unions are not needed)
+            return []
         u_compute = union(t.filter(pc.equal(cat, COMPUTE)))
         u_both = union(t.filter(pc.or_(pc.equal(cat, COMM), pc.equal(cat, COMPUTE))))
         rows = []
