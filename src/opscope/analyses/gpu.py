@@ -165,8 +165,10 @@ def device_work(trace: Trace) -> GpuWork:
         "step": combined(work["step"]),
     })
     del work, ev
-    # Stable: each stream's rows stay in time order (start, longest first).
-    t = t.take(pc.sort_indices(t, [("device", "ascending"), ("stream", "ascending")]))
+    # Stable: each stream's rows stay in time order (start, longest first). One device and stream (many traces):
+    # in that order already.
+    if pc.count_distinct(device).as_py() > 1 or pc.count_distinct(stream).as_py() > 1:
+        t = t.take(pc.sort_indices(t, [("device", "ascending"), ("stream", "ascending")]))
     d, s = t["device"].combine_chunks(), t["stream"].combine_chunks()
     changed = pa.concat_arrays([pa.array([True]), pc.or_(pc.not_equal(d.slice(1), d.slice(0, n - 1)),
                                                          pc.not_equal(s.slice(1), s.slice(0, n - 1)))])
@@ -194,8 +196,8 @@ def device_work(trace: Trace) -> GpuWork:
 def unseen_busy(table: pa.Table, w0: int, w1: int) -> dict[int, UnseenBusy]:
     """Per device whose first recorded work in the window waited in the queue (see the module's docstring): the
     stretch the device spent on work the trace does not show."""
-    reach = table.filter(pc.and_(pc.greater(table["cut_end"], w0), pc.less(table["raw_start"], w1)))
-    reach = reach.select(["device", "raw_start", "launch", "launch_end"])
+    reach = table.select(["device", "raw_start", "launch", "launch_end"]) \
+        .filter(pc.and_(pc.greater(table["cut_end"], w0), pc.less(table["raw_start"], w1)))
     if reach.num_rows == 0:
         return {}
     first = reach.group_by("device", use_threads=False).aggregate([("raw_start", "min")])
@@ -305,8 +307,8 @@ def _map_values(column: pa.ChunkedArray, fn) -> pa.Array:
 def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Start and end of the runtime call with each row's correlation id, and a number for the host thread that
     made it (nulls where there is no such call)."""
-    runtime = events.select(["ts_ns", "dur_ns", "correlation", "pid", "tid"]).filter(kind_mask(events, ("runtime",)))
-    runtime = runtime.filter(pc.is_valid(runtime["correlation"]))
+    runtime = events.select(["ts_ns", "dur_ns", "correlation", "pid", "tid"]) \
+        .filter(pc.and_(kind_mask(events, ("runtime",)), pc.is_valid(events["correlation"])))
     if runtime.num_rows == 0 or correlation.null_count == len(correlation):
         return (pa.nulls(len(correlation), pa.int64()),) * 3
     where = index_in(correlation, runtime["correlation"])
