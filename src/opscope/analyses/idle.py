@@ -87,8 +87,8 @@ def _device_covers(analysis: GpuAnalysis) -> Iterator[tuple[int, dict[int, tuple
         gap_s, gap_e, short_late, short_queued = _gaps(busy.filter(pc.equal(busy["group"], dev)), w0, w1,
                                                        analysis.short_gap_ns)
         mine = pending.filter(pc.equal(pending["device"], dev))
-        launches_known = t.filter(pc.equal(t["device"], dev))["launch"].null_count < \
-            pc.sum(pc.cast(pc.equal(t["device"], dev), pa.int64())).as_py()
+        # some work of the device has its launch in the trace (a mask: not a copy of the device's rows)
+        launches_known = bool(pc.any(pc.and_(pc.equal(t["device"], dev), pc.is_valid(t["launch"]))).as_py())
         covers = {_GAP: (gap_s, gap_e), _SHORT_LATE: short_late, _SHORT_QUEUED: short_queued, _SYNC: sync,
                   _INPUT: data, _OUTSTANDING: (combined(mine["start"]), combined(mine["end"]))}
         yield dev, covers, launches_known
