@@ -11,9 +11,10 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import name_match
+from opscope.analyses.arrays import combined, name_match
 from opscope.analyses.names import short_names
 from opscope.model.lookup import index_in
+from opscope.model.ranges import arange
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
@@ -31,24 +32,39 @@ def launched_kernels(ctx: AdviceContext) -> pa.Table:
     ``dur_ns`` and ``launch_ns`` (that call's duration). Kernels of a graph launch (one call, many kernels, or a
     call named like cudaGraphLaunch) are left out: they are not launched one by one."""
     ev = ctx.trace.select(["kind", "name", "dur_ns", "correlation", "step"])
-    kernels = ev.filter(pc.and_(kind_mask(ev, ("kernel", "comm")), pc.is_valid(ev["correlation"])))
+    has_corr = pc.is_valid(ev["correlation"])
+    is_kernel = pc.and_(kind_mask(ev, ("kernel", "comm")), has_corr)
     if ctx.has_steps:  # the steps' kernels only: the saving is per step
-        kernels = kernels.filter(pc.is_valid(kernels["step"]))
-    calls = ev.filter(pc.and_(kind_mask(ev, ("runtime",)), pc.is_valid(ev["correlation"])))
+        is_kernel = pc.and_(is_kernel, pc.is_valid(ev["step"]))
+    kernels = ev.select(["name", "dur_ns", "correlation"]).filter(is_kernel)
+    is_call = pc.and_(kind_mask(ev, ("runtime",)), has_corr)
+    calls = ev.select(["name", "dur_ns", "correlation"]).filter(is_call)
     # a graph launch is one call for the whole graph even when the trace shows one kernel of it
     calls = calls.filter(pc.invert(name_match(calls["name"], GRAPH_LAUNCH)))
     if kernels.num_rows == 0 or calls.num_rows == 0:
         return pa.table({"name": pa.array([], pa.string()), "dur_ns": pa.array([], pa.int64()),
                          "launch_ns": pa.array([], pa.int64())})
-    per_corr = kernels.select(["correlation"]).group_by("correlation", use_threads=False) \
-        .aggregate([("correlation", "count")])
-    single = per_corr.filter(pc.equal(per_corr["correlation_count"], 1))["correlation"]
-    kernels = kernels.filter(pc.is_in(kernels["correlation"], value_set=single.combine_chunks()))
-    calls = calls.group_by("correlation", use_threads=False).aggregate([("dur_ns", "max")])
+    # kernels alone on their correlation id (a call that launched several is a graph's or a library's)
+    kernel_corr = combined(kernels["correlation"])
+    repeated = _repeated(kernel_corr)
+    if len(repeated):
+        kernels = kernels.filter(pc.invert(pc.is_in(kernel_corr, value_set=repeated)))
+    # each correlation's longest call (ids are unique per call but in broken traces)
+    call_corr = combined(calls["correlation"])
+    if len(_repeated(call_corr)):
+        calls = calls.group_by("correlation", use_threads=False).aggregate([("dur_ns", "max")]) \
+            .rename_columns(["correlation", "dur_ns"])
     where = index_in(kernels["correlation"], calls["correlation"])
-    launch = pc.take(calls["dur_ns_max"].combine_chunks(), where)
+    launch = pc.take(combined(calls["dur_ns"]), where)
     t = pa.table({"name": kernels["name"], "dur_ns": kernels["dur_ns"], "launch_ns": launch})
     return t.filter(pc.is_valid(t["launch_ns"]))
+
+
+def _repeated(ids: pa.Array) -> pa.Array:
+    """The ids that occur more than once (each once, in no particular order)."""
+    first = index_in(ids, ids)  # each row's first occurrence
+    again = pc.not_equal(pc.cast(first, pa.int64()), arange(0, len(ids)))
+    return pc.unique(pc.filter(ids, again))
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
