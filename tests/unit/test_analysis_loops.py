@@ -360,3 +360,32 @@ def test_union_and_bounds_over_a_mask_match_arrow(seed, monkeypatch):
     chosen = [(a, a + b) for a, b, k in zip(starts, durs, where or [True] * n) if k]
     assert got[0] == len({x for a, e in chosen for x in range(a, e)})
     assert got[1] == ((min(a for a, _ in chosen), max(e for _, e in chosen)) if chosen else None)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_climb_c_matches_arrow(seed, monkeypatch):
+    """The innermost op, the outermost op and the innermost annotation above each launch: the C walk against the
+    Arrow walk (one column per step) on random forests, with launches that are ops, annotations or nothing."""
+    from opscope.analyses import links
+
+    rng = random.Random(seed)
+    n = rng.randint(1, 400)
+    parent = [None if i == 0 or rng.random() < 0.2 else rng.randrange(0, i) for i in range(n)]
+    kind = [rng.choice(["cpu_op", "user_annotation", "runtime", "python"]) for _ in range(n)]
+    name = [rng.choice(["aten::mm", "ProfilerStep#3", "block", "cudaLaunchKernel"]) for _ in range(n)]
+    events = pa.table({"kind": pa.array(kind).dictionary_encode(), "name": pa.array(name).dictionary_encode(),
+                       "parent": pa.array(parent, pa.int64())})
+    launch = pa.array([rng.choice([None, rng.randrange(0, n)]) for _ in range(200)], pa.int64())
+    got = [a.to_pylist() for a in links.climb(events, launch)]
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert got == [a.to_pylist() for a in links.climb(events, launch)]
+    # by hand for the first launches
+    for q, start in enumerate(launch.to_pylist()[:50]):
+        chain, c = [], start
+        while c is not None:
+            chain.append(c)
+            c = parent[c]
+        ops = [r for r in chain if kind[r] == "cpu_op"]
+        notes = [r for r in chain if kind[r] == "user_annotation" and not name[r].startswith("ProfilerStep#")]
+        assert (got[0][q], got[1][q], got[2][q]) == (ops[0] if ops else None, ops[-1] if ops else None,
+                                                     notes[0] if notes else None)

@@ -666,6 +666,52 @@ done:
     return result;
 }
 
+/* climb(parent, is_op, is_annotation, launch, op, top, annotation, max_steps) -> None
+ * links.climb in one walk per launch up its parents (at most max_steps rows, the launch included): the first row
+ * marked is_op (op), the last one (top) and the first marked is_annotation (annotation); -1 where none. parent and
+ * launch are int64 rows (-1: none), the marks uint8 per row; a row out of range ends the walk. */
+static PyObject *climb(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[7];
+    Py_ssize_t max_steps;
+    if (!PyArg_ParseTuple(args, "OOOOOOOn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &max_steps)) return NULL;
+    View v[7];
+    for (int i = 0; i < 7; i++) v[i].held = 0;
+    PyObject *result = NULL;
+    static const char *names[] = {"parent", "is_op", "is_annotation", "launch", "op", "top", "annotation"};
+    static const int sizes[] = {8, 1, 1, 8, 8, 8, 8};
+    for (int i = 0; i < 7; i++)
+        if (view(o[i], &v[i], i >= 4, sizes[i], names[i])) goto done;
+    Py_ssize_t n = v[0].b.len / 8, m = v[3].b.len / 8;
+    if (v[1].b.len != n || v[2].b.len != n || v[4].b.len / 8 != m || v[5].b.len / 8 != m || v[6].b.len / 8 != m) {
+        PyErr_SetString(PyExc_ValueError, "climb: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *up = v[0].b.buf, *from = v[3].b.buf;
+    const uint8_t *op_mark = v[1].b.buf, *note_mark = v[2].b.buf;
+    int64_t *op = v[4].b.buf, *top = v[5].b.buf, *note = v[6].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < m; q++) {
+        int64_t c = from[q], found_op = -1, found_top = -1, found_note = -1;
+        for (Py_ssize_t step = 0; step < max_steps && c >= 0 && c < n; step++) {
+            if (op_mark[c]) {
+                if (found_op < 0) found_op = c;
+                found_top = c;
+            }
+            if (note_mark[c] && found_note < 0) found_note = c;
+            c = up[c];
+        }
+        op[q] = found_op;
+        top[q] = found_top;
+        note[q] = found_note;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < 7; i++) release(&v[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member=None) -> None\n\n"
@@ -673,6 +719,9 @@ static PyMethodDef methods[] = {
     {"span_union", span_union, METH_VARARGS,
      "span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None\n\nintervals.union_ns and "
      "the spans' bounds over the rows where `where` (uint8 or None) is set; None where their starts are not sorted."},
+    {"climb", climb, METH_VARARGS,
+     "climb(parent, is_op, is_annotation, launch, op, top, annotation, max_steps) -> None\n\nlinks.climb in one "
+     "walk per launch up its parents (int64 rows, -1 none; uint8 marks)."},
     {"lifetimes", lifetimes, METH_VARARGS,
      "lifetimes(device, addr, nbytes, end) -> (reallocated, orphan_frees)\n\nmemory._lifetimes in one pass in "
      "time order (int64 buffers; end filled with the row ending each allocation, -1 where none)."},

@@ -19,7 +19,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, name_match, rows_where, scatter
+from opscope.analyses.arrays import arange, combined, name_match, native_loops, rows_where, scatter
+from opscope.model.buffers import minus_one_as_null, values_view
 from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -206,6 +207,9 @@ def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Ar
     is_op = combined(kind_mask(events, ("cpu_op",)))
     is_annotation = pc.and_(combined(kind_mask(events, ("user_annotation",))),
                             pc.invert(combined(name_match(events["name"], _STEP_ANNOTATION))))
+    found = _climb_in_c(parents, is_op, is_annotation, launch)
+    if found is not None:
+        return found
     null = pa.nulls(len(launch), pa.int64())
     op, top, annotation = null, null, null
     current = launch  # a runtime call is neither op nor annotation; an op that is its own launch (TF) is the op
@@ -218,6 +222,23 @@ def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Ar
         here_annotation = pc.fill_null(pc.take(is_annotation, current), False)
         annotation = pc.if_else(pc.and_(here_annotation, pc.is_null(annotation)), current, annotation)
         current = pc.take(parents, current)
+    return op, top, annotation
+
+
+def _climb_in_c(parents: pa.Array, is_op: pa.Array, is_annotation: pa.Array,
+                launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """:func:`climb` by ``_loops.climb`` (one walk per launch, no column per step), or None where the C loops are not
+    built (the definition above then runs)."""
+    loops = native_loops()
+    if loops is None or len(launch) == 0:
+        return None
+    rows = [pc.fill_null(pc.cast(combined(a), pa.int64()), -1) for a in (parents, launch)]
+    marks = [pc.cast(pc.fill_null(combined(a), False), pa.uint8()) for a in (is_op, is_annotation)]
+    m = len(launch)
+    out = [bytearray(8 * m) for _ in range(3)]
+    loops.climb(values_view(rows[0], "q"), values_view(marks[0], "B"), values_view(marks[1], "B"),
+                values_view(rows[1], "q"), *out, _MAX_CLIMB)
+    op, top, annotation = (minus_one_as_null(b, m) for b in out)
     return op, top, annotation
 
 
