@@ -389,3 +389,32 @@ def test_climb_c_matches_arrow(seed, monkeypatch):
         notes = [r for r in chain if kind[r] == "user_annotation" and not name[r].startswith("ProfilerStep#")]
         assert (got[0][q], got[1][q], got[2][q]) == (ops[0] if ops else None, ops[-1] if ops else None,
                                                      notes[0] if notes else None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_thread_keys_c_matches_arrow(seed, monkeypatch):
+    """Thread keys from dictionary columns of several chunks with nulls, and values missing from the vocabulary:
+    the one-pass C keys against Arrow's."""
+    rng = random.Random(seed)
+    names = ["1", "2", "3", "", "x/y"]
+
+    def column(chunks: int) -> pa.ChunkedArray:
+        return pa.chunked_array([pa.array([rng.choice(names + [None]) for _ in range(rng.randint(0, 60))],
+                                          pa.string()).dictionary_encode() for _ in range(chunks)])
+
+    chunks = rng.randint(1, 3)
+    pid, tid = column(chunks), column(chunks)
+    tid = pa.chunked_array([pa.array([rng.choice(names + [None]) for _ in range(len(c))], pa.string())
+                            .dictionary_encode() for c in pid.chunks])  # chunked as pid
+    pid_vocab = pa.array(["2", "1", "x/y"])  # "3" and "" are not in it
+    tid_vocab = pa.array(["", "3", "1", "2"])
+    got = arrays.thread_keys(pid, tid, pid_vocab, tid_vocab)
+    assert arrays._thread_keys_in_c(pid, tid, pid_vocab, tid_vocab) is not None
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    expected = arrays.thread_keys(pid, tid, pid_vocab, tid_vocab)
+    assert pa.chunked_array([got]).to_pylist() == pa.chunked_array([expected]).to_pylist()
+    # by hand
+    p_codes = {v: i for i, v in enumerate(pid_vocab.to_pylist())}
+    t_codes = {v: i for i, v in enumerate(tid_vocab.to_pylist())}
+    assert pa.chunked_array([got]).to_pylist() == [
+        p_codes.get(p, -1) * (1 << 32) + t_codes.get(t, -1) for p, t in zip(pid.to_pylist(), tid.to_pylist())]

@@ -712,6 +712,48 @@ done:
     return result;
 }
 
+/* thread_keys(p_index, p_valid, p_map, t_index, t_valid, t_map, out) -> None
+ * arrays.thread_keys for one chunk of dictionary columns: out[i] = P * 2^32 + T, P = p_map[p_index[i]] (-1 where the
+ * index is null or out of the map), T likewise; int32 indices, uint8 validity or None, int64 maps (-1 for values
+ * the vocabulary lacks). One pass and one output, no column per step. */
+static PyObject *thread_keys(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
+    View v[7];
+    for (int i = 0; i < 7; i++) v[i].held = 0;
+    PyObject *result = NULL;
+    static const char *names[] = {"p_index", "p_valid", "p_map", "t_index", "t_valid", "t_map", "out"};
+    static const int sizes[] = {4, 1, 8, 4, 1, 8, 8};
+    for (int i = 0; i < 7; i++)
+        if (o[i] != Py_None && view(o[i], &v[i], i == 6, sizes[i], names[i])) goto done;
+    if (o[0] == Py_None || o[2] == Py_None || o[3] == Py_None || o[5] == Py_None || o[6] == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "thread_keys: only the validity may be None");
+        goto done;
+    }
+    Py_ssize_t n = v[0].b.len / 4, n_p = v[2].b.len / 8, n_t = v[5].b.len / 8;
+    if (v[3].b.len / 4 != n || v[6].b.len / 8 != n || (v[1].held && v[1].b.len != n) ||
+        (v[4].held && v[4].b.len != n)) {
+        PyErr_SetString(PyExc_ValueError, "thread_keys: buffers of different lengths");
+        goto done;
+    }
+    const int32_t *pi = v[0].b.buf, *ti = v[3].b.buf;
+    const uint8_t *pv = v[1].held ? v[1].b.buf : NULL, *tv = v[4].held ? v[4].b.buf : NULL;
+    const int64_t *pm = v[2].b.buf, *tm = v[5].b.buf;
+    int64_t *out = v[6].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = (!pv || pv[i]) && pi[i] >= 0 && pi[i] < n_p ? pm[pi[i]] : -1;
+        int64_t t = (!tv || tv[i]) && ti[i] >= 0 && ti[i] < n_t ? tm[ti[i]] : -1;
+        out[i] = (int64_t)((uint64_t)p * 4294967296ull + (uint64_t)t);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < 7; i++) release(&v[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member=None) -> None\n\n"
@@ -719,6 +761,9 @@ static PyMethodDef methods[] = {
     {"span_union", span_union, METH_VARARGS,
      "span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None\n\nintervals.union_ns and "
      "the spans' bounds over the rows where `where` (uint8 or None) is set; None where their starts are not sorted."},
+    {"thread_keys", thread_keys, METH_VARARGS,
+     "thread_keys(p_index, p_valid, p_map, t_index, t_valid, t_map, out) -> None\n\narrays.thread_keys for one "
+     "chunk of dictionary columns (int32 indices, uint8 validity or None, int64 maps; int64 out)."},
     {"climb", climb, METH_VARARGS,
      "climb(parent, is_op, is_annotation, launch, op, top, annotation, max_steps) -> None\n\nlinks.climb in one "
      "walk per launch up its parents (int64 rows, -1 none; uint8 marks)."},

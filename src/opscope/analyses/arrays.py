@@ -142,9 +142,41 @@ def codes_in(column, vocab: pa.Array) -> pa.Array:
 
 def thread_keys(pid, tid, pid_vocab: pa.Array, tid_vocab: pa.Array) -> pa.Array:
     """One int64 per row naming its (pid, tid) thread, comparable across tables built on the same vocabularies."""
+    found = _thread_keys_in_c(pid, tid, pid_vocab, tid_vocab)
+    if found is not None:
+        return found
     p = pc.fill_null(codes_in(pid, pid_vocab), -1)
     t = pc.fill_null(codes_in(tid, tid_vocab), -1)
     return pc.add(pc.multiply(p, 1 << 32), t)
+
+
+def _thread_keys_in_c(pid, tid, pid_vocab: pa.Array, tid_vocab: pa.Array) -> pa.Array | None:
+    """:func:`thread_keys` by ``_loops.thread_keys`` for dictionary columns chunked alike: each row's key from its
+    dictionary indices and each dictionary's codes in the vocabulary, in one pass (a 1 GB trace's 2.3 M events:
+    one int64 column instead of six); None where the C loops are not built or the columns are not such."""
+    loops = native_loops()
+    chunks = [c.chunks if isinstance(c, pa.ChunkedArray) else [c] for c in (pid, tid)]
+    if loops is None or len(chunks[0]) != len(chunks[1]) or \
+            any(not pa.types.is_dictionary(c.type) or c.type.index_type != pa.int32() for c in chunks[0] + chunks[1]):
+        return None
+    n = sum(len(c) for c in chunks[0])
+    if [len(c) for c in chunks[0]] != [len(c) for c in chunks[1]]:
+        return None
+    out = bytearray(8 * n)
+    view = memoryview(out).cast("B")
+    at = 0
+    for p, t in zip(*chunks):
+        maps, parts = [], []
+        for chunk, vocab in ((p, pid_vocab), (t, tid_vocab)):
+            where = pc.index_in(chunk.dictionary.cast(pa.string()), value_set=vocab)
+            maps.append(values_view(pc.fill_null(pc.cast(where, pa.int64()), -1), "q"))
+            indices = chunk.indices
+            valid = None if indices.null_count == 0 else values_view(pc.cast(pc.is_valid(indices), pa.uint8()), "B")
+            parts.append((values_view(indices, "i"), valid))
+        (p_index, p_valid), (t_index, t_valid) = parts
+        loops.thread_keys(p_index, p_valid, maps[0], t_index, t_valid, maps[1], view[8 * at:8 * (at + len(p))])
+        at += len(p)
+    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(out)])
 
 
 def group_numbers(table: pa.Table, keys: Sequence[str]) -> tuple[pa.Array, Callable[[pa.Array | pa.ChunkedArray],
