@@ -250,8 +250,9 @@ def peak_table(rec: MemoryRecords, trace_steps: pa.Table | None = None) -> pa.Ta
     """Per device: peak allocated and reserved, when (ns after the trace start) and in which step, the level
     at the end, allocation and free counts."""
     rows = []
+    needed = rec.table.select(["ts_ns", "bytes", "allocated", "reserved", "step"])  # not the ops' names
     for label in rec.devices:
-        t = rec.table.filter(pc.equal(rec.table["device"], label))
+        t = needed.filter(pc.equal(rec.table["device"], label))
         at = first_max(t["allocated"])
         rat = first_max(t["reserved"])
         last = t["allocated"].drop_null()
@@ -289,8 +290,10 @@ def holders_table(rec: MemoryRecords, sort: str = "bytes") -> pa.Table:
     peak). What the records cannot explain (allocated before the trace or the step window) is one more row."""
     parts = []
     table = rec.table
+    needed = table.select(["allocated", "pos", "bytes", "end_pos"])  # the ops' names of the live rows alone
     for label in rec.devices:
-        t = table.filter(pc.equal(table["device"], label))
+        mine = pc.equal(table["device"], label)
+        t = needed.filter(mine)
         at = first_max(t["allocated"])
         if at is None:
             continue
@@ -298,7 +301,9 @@ def holders_table(rec: MemoryRecords, sort: str = "bytes") -> pa.Table:
         peak_pos = t["pos"][at].as_py()
         alive = pc.and_(pc.and_(pc.greater(t["bytes"], 0), pc.less_equal(t["pos"], peak_pos)),
                         pc.fill_null(pc.greater(t["end_pos"], peak_pos), True))
-        live = pa.table({"op": pc.fill_null(pc.filter(t["op"], alive), NO_OP), "bytes": pc.filter(t["bytes"], alive)})
+        live_rows = pc.filter(pc.indices_nonzero(mine), alive)
+        live = pa.table({"op": pc.fill_null(pc.take(table["op"], live_rows), NO_OP),
+                         "bytes": pc.filter(t["bytes"], alive)})
         by_op = live.group_by("op", use_threads=False).aggregate([("bytes", "sum"), ("bytes", "count")])
         ops, held, counts = (by_op[c].to_pylist() for c in ("op", "bytes_sum", "bytes_count"))
         rest = peak - sum(held)
@@ -358,8 +363,9 @@ def timeline_table(rec: MemoryRecords, buckets: int = 20) -> pa.Table:
     span = max(rec.end_ns - rec.start_ns, 1)
     rows: dict[str, list] = {k: [] for k in ("device", "bucket", "start_ns", "end_ns", "allocated_bytes",
                                              "reserved_bytes")}
+    needed = rec.table.select(["ts_ns", "bytes", "allocated", "reserved"])  # not the ops' names
     for label in rec.devices:
-        t = rec.table.filter(pc.equal(rec.table["device"], label))
+        t = needed.filter(pc.equal(rec.table["device"], label))
         alloc = _bucket_max(t, "allocated", rec.start_ns, span, buckets)
         reserved = _bucket_max(t, "reserved", rec.start_ns, span, buckets)
         for b in range(buckets):
