@@ -400,11 +400,11 @@ ALTERNATIVES = (
 def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     """Per device, its kernels inside the steps (the whole trace without steps), grouped by name and the
     launching op with its inputs (those :func:`_worth_matching`, and the time of all); and every kernel name."""
-    from opscope.analyses.arrays import scatter
+    from opscope.analyses.arrays import arange, rows_where
     from opscope.analyses.links import link_table
     from opscope.analyses.names import short_names
 
-    ev = ctx.trace.select(["kind", "name", "dur_ns", "step", "device", "event_id"])
+    ev = ctx.trace.select(["kind", "name", "dur_ns", "step", "device"])
     mask = kind_mask(ev, ("kernel",))
     if ctx.has_steps:
         mask = pc.and_(mask, pc.is_valid(ev["step"]))
@@ -412,23 +412,36 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     if k.num_rows == 0:
         return {}, []
     links = link_table(ctx.trace)
-    op_row = pc.take(links["op_row"], index_in(k["event_id"], links["device_row"]))
+    op_row = pc.take(links["op_row"], index_in(rows_where(mask), links["device_row"]))  # event_id: the row
     ops = ctx.trace.select(["name", "shapes", "dtypes", "strides"])
     found = pc.indices_nonzero(pc.is_valid(op_row))
     rows = pc.take(op_row, found)
+    # kernel and op names grouped by their dictionary codes (each value once: the model's invariant), turned into
+    # text per group, not per kernel (a 1 GB trace: a million long kernel names)
+    names = ops["name"].unify_dictionaries() if isinstance(ops["name"], pa.ChunkedArray) else ops["name"]
+    text, codes = _dictionary_codes(names)
 
-    def at(column: str) -> pa.Array:
-        if not len(rows):
-            return pa.nulls(k.num_rows, pa.string())
-        return scatter(k.num_rows, found, pc.take(ops[column], rows).combine_chunks().cast(pa.string()))
+    # each kernel's position among those with an op (null without one): one lookup for every column below
+    spread = index_in(arange(k.num_rows), pc.cast(found, pa.int64())) if len(rows) else None
+
+    def at(column: str, values: pa.ChunkedArray | pa.Array | None = None) -> pa.Array:
+        source = ops[column] if values is None else values
+        if spread is None:
+            return pa.nulls(k.num_rows, pa.int32() if values is not None else pa.string())
+        taken = pc.take(source, rows)
+        taken = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+        return pc.take(taken if values is not None else taken.cast(pa.string()), spread)
 
     table = pa.table({
-        "device": pc.fill_null(k["device"], -1), "name": k["name"].combine_chunks().cast(pa.string()),
-        "op": at("name"), "shapes": at("shapes"), "dtypes": at("dtypes"), "strides": at("strides"),
-        "dur_ns": k["dur_ns"],
+        "device": pc.fill_null(k["device"], -1), "name": pc.filter(codes, mask) if codes is not None else
+        k["name"].combine_chunks().cast(pa.string()),
+        "op": at("name", codes) if codes is not None else at("name"), "shapes": at("shapes"), "dtypes": at("dtypes"),
+        "strides": at("strides"), "dur_ns": k["dur_ns"],
     })
     keys = ["device", "name", "op", "shapes", "dtypes", "strides"]
     g = table.group_by(keys, use_threads=False).aggregate([("dur_ns", "sum"), ("dur_ns", "count")])
+    if codes is not None:  # the groups' names as text
+        g = g.set_column(1, "name", pc.take(text, g["name"])).set_column(2, "op", pc.take(text, g["op"]))
     shorts = short_names(g["name"])
     op = pc.if_else(pc.equal(g["op"], ""), pa.scalar(None, pa.string()), g["op"])
     group = pc.coalesce(pc.binary_join_element_wise(shorts, " (", op, ")", ""), shorts)
@@ -444,6 +457,17 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
         out[device] = Items(items, pc.sum(mine["dur_ns_sum"]).as_py() or 0)
     names = sorted(n for n in pc.unique(g["name"]).to_pylist() if n is not None)
     return out, names
+
+
+def _dictionary_codes(names: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array | None]:
+    """A dictionary column's values as text and each row's code (int32, null for null), or (None, None) where the
+    column is not one dictionary."""
+    chunks = names.chunks if isinstance(names, pa.ChunkedArray) else [names]
+    if not chunks or not all(pa.types.is_dictionary(c.type) for c in chunks) or \
+            any(not c.dictionary.equals(chunks[0].dictionary) for c in chunks[1:]):
+        return pa.array([], pa.string()), None
+    indices = pa.chunked_array([c.indices for c in chunks]).combine_chunks()
+    return chunks[0].dictionary.cast(pa.string()), pc.cast(indices, pa.int32())
 
 
 def cpu_items(ctx: AdviceContext) -> Items:
