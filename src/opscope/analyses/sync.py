@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import local_index, name_match, rows_where, thread_keys, vocabulary
+from opscope.analyses.arrays import combined, local_index, name_match, rows_where, thread_keys, vocabulary
 from opscope.analyses.idle import SYNC_CALLS
 from opscope.analyses.intervals import innermost_enclosing
 from opscope.analyses.links import op_ancestors
@@ -64,10 +64,12 @@ def sync_calls(trace: Trace) -> list[Sync]:
     rec_device = {c: d for c, d in zip(rec["correlation"].to_pylist(), rec["device"].to_pylist())
                   if c is not None and d is not None and d >= 0}
     # records without a runtime call in the trace stand for the call when they are blocking kinds
-    runtime_corr = pc.drop_null(ev.filter(runtime)["correlation"]).combine_chunks()
-    orphan = pc.and_(name_match(rec["name"], BLOCKING_RECORD),
-                     pc.invert(pc.fill_null(pc.is_in(rec["correlation"], value_set=runtime_corr), False)))
-    orphans = pc.filter(records, orphan)
+    orphans = records
+    if len(records):  # (the runtime calls' ids only where there are records to match)
+        runtime_corr = combined(pc.drop_null(pc.filter(ev["correlation"], runtime)))
+        orphan = pc.and_(name_match(rec["name"], BLOCKING_RECORD),
+                         pc.invert(pc.fill_null(pc.is_in(rec["correlation"], value_set=runtime_corr), False)))
+        orphans = pc.filter(records, orphan)
     # an orphan's host side: the cpu_op with its external id (how Kineto links them)
     host_of: dict = {}
     if len(orphans):  # a dict of every op is a Python object per op: only when some record needs it

@@ -17,6 +17,7 @@ from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
 from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, row_schema, sort_rows
 from opscope.errors import TraceError, UsageError
+from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 from opscope.threads import side_by_side, usable_cores
 
@@ -142,7 +143,8 @@ def framework_guess(trace: Trace) -> str | None:
     if known:
         return known
     ev = trace.select(["kind", "name"])
-    names = pc.unique(ev.filter(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"))["name"].cast(pa.string()))
+    # distinct names first (on the dictionary's codes), text after: not a string per op
+    names = pc.unique(pc.filter(ev["name"].unify_dictionaries(), kind_mask(ev, ("cpu_op",)))).cast(pa.string())
     names = pc.filter(names, pc.fill_null(pc.not_equal(names, ""), False))
     if not len(names):
         return None
