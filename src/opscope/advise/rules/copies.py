@@ -20,7 +20,6 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.arrays import combined, thread_keys, vocabulary
-from opscope.model.lookup import index_in
 from opscope.units import format_ns
 
 #: A finding needs an estimated saving of at least this share of the step.
@@ -197,20 +196,13 @@ def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) ->
     device_rows = links["device_row"].combine_chunks()
     # each device event's key; -1 for any other work
     key = pc.fill_null(pc.take(tiny_key, pc.index_in(device_rows, value_set=tiny_rows)), -1)
-    # a launch is a tiny copy's when everything it launched has that key (a graph launch of mixed work is not):
-    # grouped over the launches of some tiny copy only, the other launches (most of them) have none
-    launch_rows = links["launch_row"].combine_chunks()
-    candidates = pc.unique(pc.filter(launch_rows, pc.greater_equal(key, 0)))
-    theirs = pc.is_in(launch_rows, value_set=candidates)
-    per_candidate = pa.table({"launch": pc.filter(launch_rows, theirs), "key": pc.filter(key, theirs)}) \
-        .group_by("launch", use_threads=False).aggregate([("key", "min"), ("key", "max")])
-    candidate_key = pc.if_else(pc.equal(per_candidate["key_min"], per_candidate["key_max"]),
-                               per_candidate["key_min"], -1)
-    launches = pc.unique(launch_rows)
-    launch_key = pc.fill_null(pc.take(candidate_key, index_in(launches, per_candidate["launch"])), -1)
-    calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(launches)
+    # a launch is a tiny copy's when everything it launched has that key (a graph launch of mixed work is not)
+    per_launch = pa.table({"launch": links["launch_row"].combine_chunks(), "key": key}).group_by("launch").aggregate(
+        [("key", "min"), ("key", "max")])
+    launch_key = pc.if_else(pc.equal(per_launch["key_min"], per_launch["key_max"]), per_launch["key_min"], -1)
+    calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(per_launch["launch"])
     thread = thread_keys(calls["pid"], calls["tid"], vocabulary(calls["pid"]), vocabulary(calls["tid"]))
-    order = pc.sort_indices(pa.table({"thread": thread, "ts": calls["ts_ns"], "row": launches}),
+    order = pc.sort_indices(pa.table({"thread": thread, "ts": calls["ts_ns"], "row": per_launch["launch"]}),
                             [("thread", "ascending"), ("ts", "ascending"), ("row", "ascending")])
     thread, k = (pc.take(a, order) for a in (thread, launch_key))
     thread, k = combined(thread), combined(k)
