@@ -418,3 +418,21 @@ def test_thread_keys_c_matches_arrow(seed, monkeypatch):
     t_codes = {v: i for i, v in enumerate(tid_vocab.to_pylist())}
     assert pa.chunked_array([got]).to_pylist() == [
         p_codes.get(p, -1) * (1 << 32) + t_codes.get(t, -1) for p, t in zip(pid.to_pylist(), tid.to_pylist())]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_innermost_enclosing_with_durations_instead_of_ends(seed, monkeypatch):
+    """Spans given by ``dur`` (the end is ts + dur, no column of ends): the same rows as with ``end``."""
+    rng = random.Random(seed)
+    rows = _nested_spans(rng, rng.randint(1, 3), rng.randint(1, 25))
+    with_end = pa.table({k: pa.array([r[k] for r in rows], pa.bool_() if k == "accept" else pa.int64())
+                         for k in ("thread", "ts", "end", "parent", "accept")})
+    with_dur = with_end.set_column(2, "dur", pa.array([r["end"] - r["ts"] for r in rows], pa.int64()))
+    inside = [rng.choice(rows) for _ in range(120)]
+    queries = pa.table({"thread": [r["thread"] for r in inside],
+                        "ts": [rng.randrange(r["ts"], r["end"]) for r in inside]})
+    expected = innermost_enclosing(with_end, queries).to_pylist()
+    assert innermost_enclosing(with_dur, queries).to_pylist() == expected
+    assert any(e is not None for e in expected)
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert innermost_enclosing(with_dur, queries).to_pylist() == expected

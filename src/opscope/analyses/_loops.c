@@ -103,18 +103,21 @@ static int by_thread(ByThread *t, const int64_t *thread, const uint8_t *member, 
     return 0;
 }
 
-/* innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member, parent_valid) -> None
+/* innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member, parent_valid,
+ *           end_is_dur) -> None
  * out[q] = the innermost accepted span holding query q (thread equal, ts <= q ts < end), -1 where none: the last
  * span of the query's thread starting at or before it, then up its parents (-1: none) to the first that is still
  * running and accepted. The spans must be in time order on each thread (checked: ValueError otherwise). `member`
  * (uint8, or None: every row): only the rows it marks are spans; parents are row numbers all the same. `parent_valid`
- * (uint8, or None: every parent given): where 0 the row has no parent (its slot in span_parent is not read). */
+ * (uint8, or None: every parent given): where 0 the row has no parent (its slot in span_parent is not read).
+ * `end_is_dur`: span_end holds durations (the end is ts + dur, no column of ends needed). */
 static PyObject *innermost(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o_thread, *o_ts, *o_end, *o_parent, *o_accept, *o_qthread, *o_qts, *o_out, *o_member = Py_None,
              *o_parent_valid = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOOOOOO|OO", &o_thread, &o_ts, &o_end, &o_parent, &o_accept, &o_qthread, &o_qts,
-                          &o_out, &o_member, &o_parent_valid))
+    int end_is_dur = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO|OOp", &o_thread, &o_ts, &o_end, &o_parent, &o_accept, &o_qthread, &o_qts,
+                          &o_out, &o_member, &o_parent_valid, &end_is_dur))
         return NULL;
     View thread, ts, end, parent, accept, qthread, qts, out, member, parent_valid;
     View *all[] = {&thread, &ts, &end, &parent, &accept, &qthread, &qts, &out, &member, &parent_valid};
@@ -165,7 +168,8 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
                 int64_t c = bt.order[lo - 1];
                 Py_ssize_t steps = 0;
                 while (c >= 0 && c < n && steps++ <= n) {
-                    if ((!in || in[c]) && t1[c] > qt[q] && (!ok || ok[c])) { o[q] = c; break; }
+                    int64_t stop = end_is_dur ? (int64_t)((uint64_t)t0[c] + (uint64_t)t1[c]) : t1[c];
+                    if ((!in || in[c]) && stop > qt[q] && (!ok || ok[c])) { o[q] = c; break; }
                     c = has_up && !has_up[c] ? -1 : up[c];
                 }
             }
@@ -764,8 +768,8 @@ done:
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member=None, "
-     "parent_valid=None) -> None\n\nintervals.innermost_enclosing in C (int64 buffers, -1 for none; accept, member "
-     "and parent_valid bytes or None)."},
+     "parent_valid=None, end_is_dur=False) -> None\n\nintervals.innermost_enclosing in C (int64 buffers, -1 for "
+     "none; accept, member and parent_valid bytes or None; span_end durations where end_is_dur)."},
     {"span_union", span_union, METH_VARARGS,
      "span_union(start, dur, where) -> (covered, first_start, last_end, rows) or None\n\nintervals.union_ns and "
      "the spans' bounds over the rows where `where` (uint8 or None) is set; None where their starts are not sorted."},

@@ -179,10 +179,11 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
     """For each query (``thread``, ``ts``): the position in ``spans`` of the innermost accepted span on the same
     thread with ``ts <= query ts < end``; null when there is none.
 
-    ``spans`` has ``thread``, ``ts``, ``end``, ``parent`` (position of the enclosing span, as the model nests
-    them) and optionally ``accept`` (bool), in time order (start, longest first). With a ``member`` column (bool)
-    only the rows it marks are spans, their parents among them (the model's events and a layer's mask, without a
-    copy of the layer's rows); the answer is still a row of ``spans``. One stable sort merges the
+    ``spans`` has ``thread``, ``ts``, ``end`` (or ``dur``: the end is ``ts + dur``), ``parent`` (position of the
+    enclosing span, as the model nests them) and optionally ``accept`` (bool), in time order (start, longest
+    first). With a ``member`` column (bool) only the rows it marks are spans, their parents among them (the
+    model's events and a layer's mask, without a copy of the layer's rows); the answer is still a row of
+    ``spans``. One stable sort merges the
     queries among the span starts; the last span started at or before a query is the first candidate, and
     the answer lies on its chain of parents (every span holding the query is open when it starts), so a
     vectorized walk up the chain, dropping the queries answered at each step, finds it.
@@ -200,7 +201,7 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
         sub = sub.set_column(sub.column_names.index("parent"), "parent",
                              pc.take(local_index(member), pc.cast(combined(sub["parent"]), pa.int64())))
         return pc.take(rows, innermost_enclosing(sub, queries))
-    span_thread, span_end = combined(spans["thread"]), combined(spans["end"])
+    span_thread, span_end = combined(spans["thread"]), _span_ends(spans)
     span_parent = combined(spans["parent"])
     accept = combined(spans["accept"]) if "accept" in spans.column_names else None
     q_thread, q_ts = combined(queries["thread"]), combined(queries["ts"])
@@ -239,6 +240,13 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
     return scatter(n_q, pa.concat_arrays(found_at), pc.cast(pa.concat_arrays(found), pa.int64()))
 
 
+def _span_ends(spans: pa.Table) -> pa.Array:
+    """The spans' ``end`` column, or ``ts + dur`` where they give durations."""
+    if "end" in spans.column_names:
+        return combined(spans["end"])
+    return pc.add(combined(spans["ts"]), combined(spans["dur"]))
+
+
 def _innermost_in_c(spans: pa.Table, queries: pa.Table) -> pa.Array | None:
     """:func:`innermost_enclosing` by the C loop (each query's thread's spans searched by start, then up their
     parents), or None where it cannot run: not built, nulls in the times or threads, a thread's spans out of order."""
@@ -248,7 +256,8 @@ def _innermost_in_c(spans: pa.Table, queries: pa.Table) -> pa.Array | None:
     member = None
     if "member" in spans.column_names:
         member = pc.fill_null(combined(spans["member"]), False)
-    columns = [pc.cast(combined(spans[c]), pa.int64()) for c in ("thread", "ts", "end")]
+    end_is_dur = "end" not in spans.column_names
+    columns = [pc.cast(combined(spans[c]), pa.int64()) for c in ("thread", "ts", "dur" if end_is_dur else "end")]
     if member is not None:  # a row that is no span may have no time
         columns = [pc.if_else(member, c, 0) if c.null_count else c for c in columns]
     columns += [pc.cast(combined(queries[c]), pa.int64()) for c in ("thread", "ts")]
@@ -267,7 +276,8 @@ def _innermost_in_c(spans: pa.Table, queries: pa.Table) -> pa.Array | None:
     s_thread, s_ts, s_end, q_thread, q_ts = (int64_values(c) for c in columns)
     try:
         c_loops.innermost(s_thread, s_ts, s_end, values_view(parent, "q"), accept, q_thread, q_ts, out,
-                          None if member is None else values_view(pc.cast(member, pa.uint8()), "B"), parent_valid)
+                          None if member is None else values_view(pc.cast(member, pa.uint8()), "B"), parent_valid,
+                          end_is_dur)
     except ValueError:  # spans out of time order on a thread: the Arrow walk says what that gives
         return None
     return minus_one_as_null(out, queries.num_rows)

@@ -222,7 +222,7 @@ def _ops_of(trace: Trace, mem: pa.Table) -> pa.Array:
     # every event a row of the spans, the layer's rows its members: no copy of the layer's columns
     spans = pa.table({
         "thread": thread_keys(events["pid"], events["tid"], pid_vocab, tid_vocab),
-        "ts": events["ts_ns"], "end": pc.add(events["ts_ns"], events["dur_ns"]), "parent": events["parent"],
+        "ts": events["ts_ns"], "dur": events["dur_ns"], "parent": events["parent"],
         "accept": kind_mask(events, ("cpu_op",)), "member": layer,
     })
     queries = pa.table({"thread": thread_keys(mem["pid"], mem["tid"], pid_vocab, tid_vocab), "ts": mem["ts_ns"]})
