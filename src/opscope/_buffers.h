@@ -27,4 +27,34 @@ static void release(View *v) {
     v->held = 0;
 }
 
+/* One argument of a call taken as a buffer: its name (in errors), item size (0: any), whether it is written, and
+ * whether None may stand for it (its view then stays not held). */
+typedef struct {
+    const char *name;
+    Py_ssize_t itemsize;
+    int writable, optional;
+} ViewSpec;
+
+/* A call's first `count` positional arguments as views, one per spec (the call has `total` arguments: those after
+ * the views are the caller's to read). Every view starts not held, so release_views() is right on every path out;
+ * 0, or -1 with the error set. */
+static inline int views_of_args(PyObject *args, const char *function, const ViewSpec *spec, int count, Py_ssize_t total,
+                                View *out) {
+    for (int i = 0; i < count; i++) out[i].held = 0;
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != total) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", function, total);
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        if (spec[i].optional && o == Py_None) continue;
+        if (view(o, &out[i], spec[i].writable, spec[i].itemsize, spec[i].name)) return -1;
+    }
+    return 0;
+}
+
+static inline void release_views(View *v, int count) {
+    for (int i = 0; i < count; i++) release(&v[i]);
+}
+
 #endif

@@ -64,9 +64,9 @@ def ahead(items: Iterator[T], depth: int, name: str) -> Generator[T, None, None]
         worker.join()
 
 
-@functools.cache
 def usable_cores() -> int:
-    """The cores this process may run on: work is split across threads only where there are two or more."""
+    """The cores this process may run on (its CPU affinity): work is split across threads only where there are two or
+    more; the local worker pool and the thread grid of ``tune-threads`` size themselves by it too."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not Linux

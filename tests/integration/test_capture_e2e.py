@@ -227,7 +227,7 @@ def test_profile_api_and_load_as_polars(tmp_path):
 
 
 def test_tune_threads_runs_the_grid(tmp_path, train):
-    from opscope.capture.threads import usable_cores
+    from opscope.threads import usable_cores
 
     r = opscope_cli("tune-threads", "--format", "json", "--repeat", "1", "--", "python", str(train), "6",
                     cwd=tmp_path)

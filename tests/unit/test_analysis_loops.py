@@ -15,6 +15,11 @@ from opscope.analyses.intervals import innermost_enclosing, merged_intervals, sp
 pytestmark = pytest.mark.skipif(arrays.native_loops() is None, reason="opscope.analyses._loops is not built here")
 
 
+def buf(values: list[int]) -> memoryview:
+    """int64 values as the buffer a C loop takes."""
+    return memoryview(array("q", values))
+
+
 def _nested_spans(rng: random.Random, threads: int, per_thread: int) -> list[dict]:
     """Properly nested spans per thread (a tree: children inside their parent, siblings apart or one inside the
     other when they start together), in time order (start, longest first), with each span's parent position."""
@@ -186,9 +191,6 @@ def test_overlap_ns_by_hand_and_declines():
     if loops is None:
         pytest.skip("the C loops are not built")
 
-    def buf(values: list[int]) -> memoryview:
-        return memoryview(array("q", values))
-
     # [0,10) [20,30) against [5,25) [28,40): 5 + 5 + 2
     assert loops.overlap_ns(buf([0, 20]), buf([10, 30]), buf([5, 28]), buf([25, 40])) == 12
     assert loops.overlap_ns(buf([0, 10]), buf([10, 20]), buf([10]), buf([10])) == 0  # touching, empty
@@ -232,9 +234,6 @@ def test_stream_levels_declines_rows_out_of_order():
     loops = arrays.native_loops()
     if loops is None:
         pytest.skip("the C loops are not built")
-
-    def buf(values: list[int]) -> memoryview:
-        return memoryview(array("q", values))
 
     assert loops.stream_levels(buf([0, 0]), buf([0, 0]), buf([0, 5]), buf([10, 20])) is None  # overlap in a stream
     assert loops.stream_levels(buf([1, 0]), buf([0, 1]), buf([0, 0]), buf([5, 5])) is None  # devices out of order

@@ -457,14 +457,10 @@ done:
  * starting before the previous one ends): the caller's definition then runs. */
 static PyObject *overlap_ns(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    static const ViewSpec spec[] = {{"a_start", 8, 0, 0}, {"a_end", 8, 0, 0}, {"b_start", 8, 0, 0}, {"b_end", 8, 0, 0}};
     View v[4];
-    for (int i = 0; i < 4; i++) v[i].held = 0;
     PyObject *result = NULL;
-    static const char *names[] = {"a_start", "a_end", "b_start", "b_end"};
-    for (int i = 0; i < 4; i++)
-        if (view(o[i], &v[i], 0, 8, names[i])) goto done;
+    if (views_of_args(args, "overlap_ns", spec, 4, 4, v)) goto done;
     Py_ssize_t n = v[0].b.len / 8, m = v[2].b.len / 8;
     if (v[1].b.len / 8 != n || v[3].b.len / 8 != m) {
         PyErr_SetString(PyExc_ValueError, "overlap_ns: starts and ends of different lengths");
@@ -488,7 +484,7 @@ static PyObject *overlap_ns(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = ordered ? PyLong_FromLongLong((long long)(int64_t)total) : Py_NewRef(Py_None);
 done:
-    for (int i = 0; i < 4; i++) release(&v[i]);
+    release_views(v, 4);
     return result;
 }
 
@@ -501,14 +497,10 @@ done:
 #define MAX_STREAMS 1024
 static PyObject *stream_levels(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    static const ViewSpec spec[] = {{"device", 8, 0, 0}, {"stream", 8, 0, 0}, {"start", 8, 0, 0}, {"end", 8, 0, 0}};
     View v[4];
-    for (int i = 0; i < 4; i++) v[i].held = 0;
     PyObject *result = NULL;
-    static const char *names[] = {"device", "stream", "start", "end"};
-    for (int i = 0; i < 4; i++)
-        if (view(o[i], &v[i], 0, 8, names[i])) goto done;
+    if (views_of_args(args, "stream_levels", spec, 4, 4, v)) goto done;
     Py_ssize_t n = v[0].b.len / 8;
     for (int i = 1; i < 4; i++)
         if (v[i].b.len / 8 != n) {
@@ -596,7 +588,7 @@ freeing:
     free(at_end);
     free(out);
 done:
-    for (int i = 0; i < 4; i++) release(&v[i]);
+    release_views(v, 4);
     return result;
 }
 
@@ -607,14 +599,10 @@ done:
  * is another allocation; a free (nbytes < 0) whose predecessor is no allocation is an orphan free. */
 static PyObject *lifetimes(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    static const ViewSpec spec[] = {{"device", 8, 0, 0}, {"addr", 8, 0, 0}, {"nbytes", 8, 0, 0}, {"end", 8, 1, 0}};
     View v[4];
-    for (int i = 0; i < 4; i++) v[i].held = 0;
     PyObject *result = NULL;
-    static const char *names[] = {"device", "addr", "nbytes", "end"};
-    for (int i = 0; i < 4; i++)
-        if (view(o[i], &v[i], i == 3, 8, names[i])) goto done;
+    if (views_of_args(args, "lifetimes", spec, 4, 4, v)) goto done;
     Py_ssize_t n = v[0].b.len / 8;
     for (int i = 1; i < 4; i++)
         if (v[i].b.len / 8 != n) {
@@ -673,7 +661,7 @@ static PyObject *lifetimes(PyObject *self, PyObject *args) {
     }
     result = Py_BuildValue("(LL)", reallocated, orphans);
 done:
-    for (int i = 0; i < 4; i++) release(&v[i]);
+    release_views(v, 4);
     return result;
 }
 
@@ -683,16 +671,13 @@ done:
  * launch are int64 rows (-1: none), the marks uint8 per row; a row out of range ends the walk. */
 static PyObject *climb(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[7];
-    Py_ssize_t max_steps;
-    if (!PyArg_ParseTuple(args, "OOOOOOOn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &max_steps)) return NULL;
+    static const ViewSpec spec[] = {{"parent", 8, 0, 0}, {"is_op", 1, 0, 0}, {"is_annotation", 1, 0, 0},
+                                    {"launch", 8, 0, 0}, {"op", 8, 1, 0}, {"top", 8, 1, 0}, {"annotation", 8, 1, 0}};
     View v[7];
-    for (int i = 0; i < 7; i++) v[i].held = 0;
     PyObject *result = NULL;
-    static const char *names[] = {"parent", "is_op", "is_annotation", "launch", "op", "top", "annotation"};
-    static const int sizes[] = {8, 1, 1, 8, 8, 8, 8};
-    for (int i = 0; i < 7; i++)
-        if (view(o[i], &v[i], i >= 4, sizes[i], names[i])) goto done;
+    if (views_of_args(args, "climb", spec, 7, 8, v)) goto done;
+    Py_ssize_t max_steps = PyLong_AsSsize_t(PyTuple_GET_ITEM(args, 7));
+    if (max_steps == -1 && PyErr_Occurred()) goto done;
     Py_ssize_t n = v[0].b.len / 8, m = v[3].b.len / 8;
     if (v[1].b.len != n || v[2].b.len != n || v[4].b.len / 8 != m || v[5].b.len / 8 != m || v[6].b.len / 8 != m) {
         PyErr_SetString(PyExc_ValueError, "climb: buffers of different lengths");
@@ -719,7 +704,7 @@ static PyObject *climb(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (int i = 0; i < 7; i++) release(&v[i]);
+    release_views(v, 7);
     return result;
 }
 
@@ -729,19 +714,11 @@ done:
  * the vocabulary lacks). One pass and one output, no column per step. */
 static PyObject *thread_keys(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
+    static const ViewSpec spec[] = {{"p_index", 4, 0, 0}, {"p_valid", 1, 0, 1}, {"p_map", 8, 0, 0},
+                                    {"t_index", 4, 0, 0}, {"t_valid", 1, 0, 1}, {"t_map", 8, 0, 0}, {"out", 8, 1, 0}};
     View v[7];
-    for (int i = 0; i < 7; i++) v[i].held = 0;
     PyObject *result = NULL;
-    static const char *names[] = {"p_index", "p_valid", "p_map", "t_index", "t_valid", "t_map", "out"};
-    static const int sizes[] = {4, 1, 8, 4, 1, 8, 8};
-    for (int i = 0; i < 7; i++)
-        if (o[i] != Py_None && view(o[i], &v[i], i == 6, sizes[i], names[i])) goto done;
-    if (o[0] == Py_None || o[2] == Py_None || o[3] == Py_None || o[5] == Py_None || o[6] == Py_None) {
-        PyErr_SetString(PyExc_ValueError, "thread_keys: only the validity may be None");
-        goto done;
-    }
+    if (views_of_args(args, "thread_keys", spec, 7, 7, v)) goto done;
     Py_ssize_t n = v[0].b.len / 4, n_p = v[2].b.len / 8, n_t = v[5].b.len / 8;
     if (v[3].b.len / 4 != n || v[6].b.len / 8 != n || (v[1].held && v[1].b.len != n) ||
         (v[4].held && v[4].b.len != n)) {
@@ -761,7 +738,7 @@ static PyObject *thread_keys(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (int i = 0; i < 7; i++) release(&v[i]);
+    release_views(v, 7);
     return result;
 }
 

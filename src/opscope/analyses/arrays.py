@@ -189,10 +189,10 @@ def group_numbers(table: pa.Table, keys: Sequence[str]) -> tuple[pa.Array, Calla
     groups are listed in the order they first appear, as ``group_by`` lists them). Several keys are grouped by
     ``group_by`` itself on their values. Either way each row's group is at hand for per-group work after an
     aggregation (unions of each group's spans)."""
-    column = table[keys[0]].unify_dictionaries() if len(keys) == 1 else None
-    vocabulary = _dictionary_of(column) if column is not None else None
-    if column is not None and vocabulary is not None:
-        indices = combined(pa.chunked_array([c.indices for c in column.chunks], column.type.index_type))
+    column = table[keys[0]] if len(keys) == 1 else None
+    found = dictionary_codes(column) if column is not None else None
+    if column is not None and found is not None:
+        vocabulary, indices = found
         codes = pc.fill_null(pc.cast(indices, pa.int64()), -1)  # null -> -1
         listed = pc.unique(codes)  # in order of first appearance
         vocabulary = vocabulary.cast(_plain(column.type))
@@ -213,6 +213,19 @@ def group_numbers(table: pa.Table, keys: Sequence[str]) -> tuple[pa.Array, Calla
         return {k: combined(grouped[k]).take(combined(groups)) for k in keys}
 
     return number, key_values
+
+
+def dictionary_codes(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, pa.Array] | None:
+    """A dictionary column's one dictionary (each value once) and each row's code into it (the indices; null for a
+    null row), for grouping on codes instead of text; None where the column is not such (not a dictionary column,
+    or its values repeat)."""
+    if isinstance(column, pa.ChunkedArray) and pa.types.is_dictionary(column.type):
+        column = column.unify_dictionaries()
+    dictionary = _dictionary_of(column)
+    if dictionary is None:
+        return None
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    return dictionary, combined(pa.chunked_array([c.indices for c in chunks], column.type.index_type))
 
 
 def _dictionary_of(column: pa.Array | pa.ChunkedArray) -> pa.Array | None:

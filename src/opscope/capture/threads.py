@@ -3,7 +3,6 @@ compare their mean step times (warm-up and outlier steps left out, as ``opscope 
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -31,11 +30,6 @@ class Setting:
         return f"intra={self.intra} inter={self.inter}"
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def thread_grid(cores: int) -> list[Setting]:

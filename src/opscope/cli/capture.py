@@ -154,7 +154,8 @@ def tune_threads_cmd(
     """
     from opscope.capture.launch import parse_command
     from opscope.capture.reports import tune_threads_report
-    from opscope.capture.threads import thread_grid, tune_threads, usable_cores
+    from opscope.capture.threads import thread_grid, tune_threads
+    from opscope.threads import usable_cores
 
     target = parse_command(ctx.args)
     cores = usable_cores()

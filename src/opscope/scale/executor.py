@@ -38,6 +38,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
 from opscope.errors import TraceError, UsageError
+from opscope.threads import usable_cores
 
 #: Tasks a pool worker runs before it is replaced by a fresh process: a worker's heap (Arrow buffers, DuckDB's
 #: allocator, the JSON parser's arenas) does not shrink back after a big rank, and a fresh process costs
@@ -227,10 +228,7 @@ class _Worker:
 
 def default_workers() -> int:
     """One worker per core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 class LocalPool:

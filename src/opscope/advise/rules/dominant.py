@@ -400,7 +400,7 @@ ALTERNATIVES = (
 def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     """Per device, its kernels inside the steps (the whole trace without steps), grouped by name and the
     launching op with its inputs (those :func:`_worth_matching`, and the time of all); and every kernel name."""
-    from opscope.analyses.arrays import arange, rows_where
+    from opscope.analyses.arrays import arange, dictionary_codes, rows_where
     from opscope.analyses.links import link_table
     from opscope.analyses.names import short_names
 
@@ -418,8 +418,9 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     rows = pc.take(op_row, found)
     # kernel and op names grouped by their dictionary codes (each value once: the model's invariant), turned into
     # text per group, not per kernel (a 1 GB trace: a million long kernel names)
-    names = ops["name"].unify_dictionaries() if isinstance(ops["name"], pa.ChunkedArray) else ops["name"]
-    text, codes = _dictionary_codes(names)
+    found_codes = dictionary_codes(ops["name"])
+    text, codes = (found_codes[0].cast(pa.string()), pc.cast(found_codes[1], pa.int32())) if found_codes else \
+        (pa.array([], pa.string()), None)
 
     # each kernel's position among those with an op (null without one): one lookup for every column below
     spread = index_in(arange(k.num_rows), pc.cast(found, pa.int64())) if len(rows) else None
@@ -457,17 +458,6 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
         out[device] = Items(items, pc.sum(mine["dur_ns_sum"]).as_py() or 0)
     names = sorted(n for n in pc.unique(g["name"]).to_pylist() if n is not None)
     return out, names
-
-
-def _dictionary_codes(names: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array | None]:
-    """A dictionary column's values as text and each row's code (int32, null for null), or (None, None) where the
-    column is not one dictionary."""
-    chunks = names.chunks if isinstance(names, pa.ChunkedArray) else [names]
-    if not chunks or not all(pa.types.is_dictionary(c.type) for c in chunks) or \
-            any(not c.dictionary.equals(chunks[0].dictionary) for c in chunks[1:]):
-        return pa.array([], pa.string()), None
-    indices = pa.chunked_array([c.indices for c in chunks]).combine_chunks()
-    return chunks[0].dictionary.cast(pa.string()), pc.cast(indices, pa.int32())
 
 
 def cpu_items(ctx: AdviceContext) -> Items:
