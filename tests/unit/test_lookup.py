@@ -45,3 +45,25 @@ def test_index_in_of_sparse_ids_matches_arrow(seed):
         keys = [rng.choice([None, 7, *pool]) for _ in range(rng.randint(0, 50))]
         got = lookup.index_in(pa.array(keys, pa.int64()), pa.array(values, pa.int64()))
         assert got.to_pylist() == [values.index(k) if k in values else None for k in keys]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_positions_by_inverse_permutation_are_index_in(seed):
+    # derive._positions (the args rows' new numbers after the sort): the first position of each key, by inverting the
+    # values where they are distinct, small and non-negative, else by index_in -- the same answer either way
+    from opscope.model.derive import _positions
+
+    rng = random.Random(seed)
+    for _ in range(60):
+        n = rng.randint(0, 40)
+        values = rng.sample(range(rng.choice([n, 2 * n + 3, 5000])), n)  # distinct, some ids dropped, some far apart
+        if n and rng.random() < 0.2:
+            values[rng.randrange(n)] = values[0]  # a repeat: index_in's first position
+        if n and rng.random() < 0.1:
+            values[rng.randrange(n)] = -1
+        top = max(values, default=0)
+        keys = sorted(rng.sample(range(top + 2), rng.randint(0, top + 2)))  # absent ids and one past the end
+        if rng.random() < 0.3:
+            keys = list(range(top + 1))  # every id: the inverse itself
+        got = _positions(pa.array(keys, pa.int64()), pa.array(values, pa.int64()))
+        assert got.to_pylist() == [values.index(k) if k in values else None for k in keys]

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.model import ranges
-from opscope.model.buffers import c_enabled, values_view
+from opscope.model.buffers import c_enabled, one_array, values_view
 from opscope.model.lookup import index_in
 from opscope.model.schema import buffers_key
 
@@ -23,10 +23,9 @@ except ImportError:  # not built here: the Arrow definitions run
 
 def combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One contiguous array: the chunks of a chunked array combined (an empty one of the same type when it has
-    none); a plain array as it is."""
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
-    return values
+    none), its one chunk as it is (Arrow's ``combine_chunks`` copies even one: a column read from the cache is one
+    chunk, and a copy of it costs time and fresh memory); a plain array as it is."""
+    return one_array(values)
 
 
 def int64_values(values: pa.Array | pa.ChunkedArray) -> memoryview:

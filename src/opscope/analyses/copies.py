@@ -14,6 +14,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import combined
 from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
 from opscope.analyses.links import link_table
 from opscope.model.lookup import index_in
@@ -37,8 +38,8 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
     copies = ev.take(rows)
     links = launch_links(trace) if links is None else links
     where = index_in(rows, links["device_row"])
-    launch = pc.take(links["launch_row"].combine_chunks(), where)
-    op = pc.take(links["top_op_name"].combine_chunks(), where).to_pylist()
+    launch = pc.take(combined(links["launch_row"]), where)
+    op = pc.take(combined(links["top_op_name"]), where).to_pylist()
     calls = ev.select(["ts_ns", "dur_ns", "pid", "tid"]).take(pc.fill_null(launch, 0))
     has_call = pc.is_valid(launch).to_pylist()
     call_start, call_dur, call_pid, call_tid = (calls[c].to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid"))

@@ -169,13 +169,13 @@ def device_work(trace: Trace) -> GpuWork:
     # in that order already.
     if pc.count_distinct(device).as_py() > 1 or pc.count_distinct(stream).as_py() > 1:
         t = t.take(pc.sort_indices(t, [("device", "ascending"), ("stream", "ascending")]))
-    d, s = t["device"].combine_chunks(), t["stream"].combine_chunks()
+    d, s = combined(t["device"]), combined(t["stream"])
     changed = pa.concat_arrays([pa.array([True]), pc.or_(pc.not_equal(d.slice(1), d.slice(0, n - 1)),
                                                          pc.not_equal(s.slice(1), s.slice(0, n - 1)))])
     sid = pc.subtract(pc.cumulative_sum(pc.cast(changed, pa.int64())), 1)
-    start = t["raw_start"].combine_chunks()
-    end = t["raw_end"].combine_chunks()
-    corr = t["correlation"].combine_chunks()
+    start = combined(t["raw_start"])
+    end = combined(t["raw_end"])
+    corr = combined(t["correlation"])
     # A stream runs in order: cut an event at the start of the next one on its stream (not within a graph).
     same_next = pa.concat_arrays([pc.invert(changed.slice(1)), pa.array([False])])
     next_start = pa.concat_arrays([start.slice(1), pa.array([0], pa.int64())])
@@ -313,8 +313,8 @@ def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Arr
         return (pa.nulls(len(correlation), pa.int64()),) * 3
     where = index_in(correlation, runtime["correlation"])
     thread = _thread_numbers(runtime)
-    ts = runtime["ts_ns"].combine_chunks()
-    end = pc.add(ts, pc.fill_null(runtime["dur_ns"].combine_chunks(), 0))
+    ts = combined(runtime["ts_ns"])
+    end = pc.add(ts, pc.fill_null(combined(runtime["dur_ns"]), 0))
     return pc.take(ts, where), pc.take(end, where), pc.take(thread, where)
 
 
@@ -361,7 +361,7 @@ class GpuAnalysis:
         """Merged busy intervals per stream (``group`` = sid), with ``device`` and the ``launch`` of the work
         that opens each interval."""
         t = self.work.table
-        m = merged_intervals(t["sid"].combine_chunks(), t["start"].combine_chunks(), t["end"].combine_chunks(),
+        m = merged_intervals(combined(t["sid"]), combined(t["start"]), combined(t["end"]),
                              presorted=True)
         return m.append_column("device", pc.take(t["device"], m["first"])) \
                 .append_column("launch", pc.take(t["launch"], m["first"]))
@@ -374,8 +374,8 @@ class GpuAnalysis:
             return merged_intervals(*(pa.array([], pa.int64()),) * 3).append_column("launch", pa.array([], pa.int64()))
         order = pc.sort_indices(sb, [("device", "ascending"), ("start", "ascending")])
         sb = sb.take(order)
-        m = merged_intervals(sb["device"].combine_chunks(), sb["start"].combine_chunks(),
-                             sb["end"].combine_chunks(), presorted=True)
+        m = merged_intervals(combined(sb["device"]), combined(sb["start"]),
+                             combined(sb["end"]), presorted=True)
         return m.append_column("launch", pc.take(sb["launch"], m["first"]))
 
     @cached_property
@@ -392,8 +392,8 @@ class GpuAnalysis:
                           "launch": pa.array([u.launch for u in unseen.values()], pa.int64())})
         both = pa.concat_tables([db.select(["group", "start", "end", "launch"]).cast(extra.schema), extra])
         both = both.take(pc.sort_indices(both, [("group", "ascending"), ("start", "ascending")]))
-        m = merged_intervals(both["group"].combine_chunks(), both["start"].combine_chunks(),
-                             both["end"].combine_chunks(), presorted=True)
+        m = merged_intervals(combined(both["group"]), combined(both["start"]),
+                             combined(both["end"]), presorted=True)
         return m.append_column("launch", pc.take(both["launch"], m["first"]))
 
     def unseen_within(self, spans: list[tuple[int, int]]) -> list[int]:
@@ -412,8 +412,8 @@ class GpuAnalysis:
         db = self.device_busy
         if db.num_rows == 0:
             return [0] * len(spans)
-        any_device = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), db.num_rows), db["start"].combine_chunks(),
-                                      db["end"].combine_chunks())
+        any_device = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), db.num_rows), combined(db["start"]),
+                                      combined(db["end"]))
         return covered_within(any_device["start"], any_device["end"], spans)
 
     def parts_within(self, spans: list[tuple[int, int]]) -> dict[str, dict[int, int]]:
@@ -421,8 +421,8 @@ class GpuAnalysis:
         covers the ``(start, end)`` spans, from the intervals the breakdown uses (cut per stream, windowed); and
         ``unseen_busy``: how much of the spans each device spent on work the trace does not show."""
         t = self.work.table
-        cat = pc.cast(t["cat"].combine_chunks(), pa.int64())
-        device, start, end = t["device"].combine_chunks(), t["start"].combine_chunks(), t["end"].combine_chunks()
+        cat = pc.cast(combined(t["cat"]), pa.int64())
+        device, start, end = combined(t["device"]), combined(t["start"]), combined(t["end"])
         masks = {"compute": pc.equal(cat, COMPUTE), "comm": pc.equal(cat, COMM), "memset": pc.equal(cat, MEMSET),
                  "memcpy": pc.greater_equal(cat, MEMCPY), "busy": None}
         out: dict[str, dict[int, int]] = {}
@@ -529,9 +529,9 @@ class GpuAnalysis:
         t = w.table
         if t.num_rows == 0:
             return BREAKDOWN_SCHEMA.empty_table()
-        sid = t["sid"].combine_chunks()
-        cat = pc.cast(t["cat"].combine_chunks(), pa.int64())
-        start, end = t["start"].combine_chunks(), t["end"].combine_chunks()
+        sid = combined(t["sid"])
+        cat = pc.cast(combined(t["cat"]), pa.int64())
+        start, end = combined(t["start"]), combined(t["end"])
         is_memcpy = pc.greater_equal(cat, MEMCPY)
         # Per stream and category (plus memcpy of any direction); rows of one key stay in time order.
         key = pa.concat_arrays([pc.add(pc.multiply(sid, _CODES), cat),
@@ -544,15 +544,15 @@ class GpuAnalysis:
         streams = t.select(["sid", "device", "stream"]).group_by(["sid", "device", "stream"], use_threads=False) \
             .aggregate([]).sort_by("sid")
         sid_device = dict(zip(streams["sid"].to_pylist(), streams["device"].to_pylist()))
-        group = by_cat["group"].combine_chunks()
+        group = combined(by_cat["group"])
         stream_id = pc.divide(group, _CODES)  # integer division: keys are >= 0
         category = pc.subtract(group, pc.multiply(stream_id, _CODES))
-        device_of = pc.take(streams["device"].combine_chunks(), stream_id)
+        device_of = pc.take(combined(streams["device"]), stream_id)
         dt = pa.table({"k": pc.add(pc.multiply(device_of, _CODES), category), "s": by_cat["start"],
                        "e": by_cat["end"]})
         dt = dt.take(pc.sort_indices(dt, [("k", "ascending"), ("s", "ascending")]))
-        device_cat = covered_by_group(merged_intervals(dt["k"].combine_chunks(), dt["s"].combine_chunks(),
-                                                       dt["e"].combine_chunks(), presorted=True))
+        device_cat = covered_by_group(merged_intervals(combined(dt["k"]), combined(dt["s"]),
+                                                       combined(dt["e"]), presorted=True))
         device_all = covered_by_group(self.device_busy)
         counts = count_by(pc.filter(sid, _in_window(w)))
         clipped = count_by(pc.filter(sid, t["cut"]))

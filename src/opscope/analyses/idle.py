@@ -103,8 +103,8 @@ def _host_covers(trace, w0: int, w1: int) -> tuple[tuple[pa.Array, pa.Array], tu
     out = []
     for mask in (is_sync, is_data):
         spans = ev.select(["ts_ns", "dur_ns"]).filter(mask)
-        s = spans["ts_ns"].combine_chunks() if spans.num_rows else pa.array([], pa.int64())
-        e = pc.add(s, spans["dur_ns"].combine_chunks()) if spans.num_rows else pa.array([], pa.int64())
+        s = combined(spans["ts_ns"]) if spans.num_rows else pa.array([], pa.int64())
+        e = pc.add(s, combined(spans["dur_ns"])) if spans.num_rows else pa.array([], pa.int64())
         out.append((pc.max_element_wise(s, w0), pc.min_element_wise(e, w1)))
     return out[0], out[1]
 
@@ -113,8 +113,8 @@ def _gaps(busy: pa.Table, w0: int, w1: int, short_gap_ns: int):
     """The idle gaps of one device (its merged busy intervals in start order), and among the gaps between two
     busy periods shorter than ``short_gap_ns`` those whose next work was launched after the gap began (launch
     overhead) and those whose next work was already queued (kernel gap)."""
-    s, e = busy["start"].combine_chunks(), busy["end"].combine_chunks()
-    launch = busy["launch"].combine_chunks()
+    s, e = combined(busy["start"]), combined(busy["end"])
+    launch = combined(busy["launch"])
     k = len(s)
     gap_s = pa.concat_arrays([pa.array([w0], pa.int64()), e])
     gap_e = pa.concat_arrays([s, pa.array([w1], pa.int64())])

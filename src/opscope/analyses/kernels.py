@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import shares_pct
+from opscope.analyses.arrays import combined, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.links import launching_op
 from opscope.analyses.names import demangled, short_names
@@ -62,7 +62,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
                   ("stream", "distinct")]
     if names == "short":
         # distinct as the trace writes them; one dictionary (chunks read from the cache may differ in theirs)
-        table = table.append_column("full", rows["name"].combine_chunks() if rows.num_rows else rows["name"])
+        table = table.append_column("full", combined(rows["name"]) if rows.num_rows else rows["name"])
         aggregates.append(("full", "count_distinct"))
     keys = ["name", "kind"]
     if by_op:

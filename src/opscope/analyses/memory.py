@@ -106,18 +106,18 @@ def _memory_records(trace: Trace, steps: list[int] | None, devices: list[str] | 
     end = max(pc.max(mem["ts_ns"]).as_py(), events_end if events_end is not None else start)
     problems: dict[str, int] = {}
     device = _device_labels(mem["device_type"], mem["device_id"])
-    nbytes = pc.fill_null(mem["bytes"].combine_chunks(), 0)
-    allocated = mem["total_allocated"].combine_chunks()
+    nbytes = pc.fill_null(combined(mem["bytes"]), 0)
+    allocated = combined(mem["total_allocated"])
     negative = pc.fill_null(pc.less(allocated, 0), False)
     problems["records with a negative total allocated (ignored for peaks)"] = _count(negative)
     allocated = pc.if_else(negative, pa.scalar(None, pa.int64()), allocated)
     allocated = _rebuild_missing_totals(device, nbytes, allocated, problems)
-    reserved = mem["total_reserved"].combine_chunks()
+    reserved = combined(mem["total_reserved"])
     table = pa.table({
-        "pos": arange(n), "ts_ns": mem["ts_ns"].combine_chunks(), "device": device, "bytes": nbytes,
+        "pos": arange(n), "ts_ns": combined(mem["ts_ns"]), "device": device, "bytes": nbytes,
         "allocated": allocated, "reserved": reserved,
         "op": _ops_of(trace, mem) if with_ops else pa.nulls(n, pa.string()), "step": _steps_of(trace, mem["ts_ns"]),
-        "end_pos": _lifetimes(device, mem["addr"].combine_chunks(), nbytes, problems),
+        "end_pos": _lifetimes(device, combined(mem["addr"]), nbytes, problems),
     })
     all_devices = sorted(set(pc.unique(device).to_pylist()))
     if devices:
@@ -151,7 +151,7 @@ def _device_labels(device_type, device_id) -> pa.Array:
                   pc.fill_null(pc.cast(key["i"], pa.int64()), -1))
     pair_code = pc.add(pc.multiply(pc.fill_null(pc.cast(pairs["t"], pa.int64()), -1), 1 << 32),
                        pc.fill_null(pc.cast(pairs["i"], pa.int64()), -1))
-    return pc.take(pa.array(labels, pa.string()), pc.index_in(code, value_set=pair_code)).combine_chunks()
+    return combined(pc.take(pa.array(labels, pa.string()), pc.index_in(code, value_set=pair_code)))
 
 
 def _rebuild_missing_totals(device: pa.Array, nbytes: pa.Array, allocated: pa.Array,
@@ -227,7 +227,7 @@ def _ops_of(trace: Trace, mem: pa.Table) -> pa.Array:
     })
     queries = pa.table({"thread": thread_keys(mem["pid"], mem["tid"], pid_vocab, tid_vocab), "ts": mem["ts_ns"]})
     where = innermost_enclosing(spans, queries)
-    return pc.take(events["name"], where).cast(pa.string()).combine_chunks()
+    return combined(pc.take(events["name"], where).cast(pa.string()))
 
 
 def _steps_of(trace: Trace, ts) -> pa.Array:
@@ -241,7 +241,7 @@ def _steps_of(trace: Trace, ts) -> pa.Array:
     spans = pa.table({"thread": zero, "ts": steps["ts_ns"], "end": pc.add(steps["ts_ns"], steps["dur_ns"]),
                       "parent": pa.nulls(steps.num_rows, pa.int64())})
     where = innermost_enclosing(spans, pa.table({"thread": pa.nulls(n, pa.int64()).fill_null(0), "ts": ts}))
-    return pc.take(steps["step"], where).combine_chunks()
+    return combined(pc.take(steps["step"], where))
 
 
 # --- tables --------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def sync_calls(trace: Trace) -> list[Sync]:
                            "device", "parent"])
     runtime = kind_mask(ev, ("runtime",))
     copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), name_match(ev["name"], PAGEABLE_DTOH)))
-    pageable = pc.drop_null(copies["correlation"]).combine_chunks() if copies.num_rows else pa.array([], pa.int64())
+    pageable = combined(pc.drop_null(copies["correlation"])) if copies.num_rows else pa.array([], pa.int64())
     blocking = pc.or_(name_match(ev["name"], SYNC_CALLS),
                       pc.and_(name_match(ev["name"], ASYNC_COPY),
                               pc.fill_null(pc.is_in(ev["correlation"], value_set=pageable), False)))
@@ -140,11 +140,11 @@ def _python_frames(trace: Trace, where: list[tuple[int | None, str | None, str |
     pid = pa.array([where[i][1] for i in known], pa.string())
     tid = pa.array([where[i][2] for i in known], pa.string())
     pid_vocab, tid_vocab = vocabulary(py["pid"], pid), vocabulary(py["tid"], tid)
-    names = py["name"].combine_chunks().cast(pa.string())
+    names = combined(py["name"]).cast(pa.string())
     user = pa.array([not _INTERNAL_FRAME.search(n or "") for n in names.to_pylist()], pa.bool_())
     spans = pa.table({"thread": thread_keys(py["pid"], py["tid"], pid_vocab, tid_vocab), "ts": py["ts_ns"],
                       "end": pc.add(py["ts_ns"], py["dur_ns"]),
-                      "parent": pc.take(local_index(layer), pc.cast(py["parent"].combine_chunks(), pa.int64()))})
+                      "parent": pc.take(local_index(layer), pc.cast(combined(py["parent"]), pa.int64()))})
     queries = pa.table({"thread": thread_keys(pid, tid, pid_vocab, tid_vocab),
                         "ts": pa.array([where[i][0] for i in known], pa.int64())})
     mine = innermost_enclosing(spans.append_column("accept", user), queries)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import name_match
+from opscope.analyses.arrays import combined, name_match
 from opscope.analyses.gpu import gpu_analysis
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import union_ns
@@ -76,7 +76,7 @@ def _parts(trace: Trace, span: Span, device_work: bool, host_work: bool) -> dict
 
 
 def _plain(values: pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks().cast(pa.int64())
+    return combined(values).cast(pa.int64())
 
 
 def _intervals(trace: Trace, span: Span) -> list[tuple[int, int]]:

@@ -77,11 +77,11 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
     op with an API is part of that call: ``aten::convolution`` inside ``aten::conv2d``). Framework-internal ops
     without an API are left out: across frameworks only what the user called can be matched."""
     ev = trace.select(["kind", "name", "dur_ns", "parent", "step", "merged"])
-    names = ev["name"].combine_chunks() if ev.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    names = combined(ev["name"]) if ev.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     keys = map_distinct(names, lambda n: api_key(n, framework))
     is_op = pc.fill_null(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"), False)
     has_api = pc.and_(combined(is_op), pc.is_valid(keys))
-    parent = ev["parent"].combine_chunks()
+    parent = combined(ev["parent"])
     inside_api = pa.array([False] * ev.num_rows)
     current = parent
     for _ in range(512):  # climb until no row has an ancestor left
@@ -91,7 +91,7 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
         safe = pc.fill_null(current, 0)
         inside_api = pc.or_(inside_api, pc.and_(valid, pc.take(has_api, safe)))
         current = pc.if_else(valid, pc.take(parent, safe), pa.nulls(len(current), pa.int64()))
-    keep = pc.and_(pc.and_(has_api, pc.invert(inside_api)), pc.invert(pc.fill_null(ev["merged"].combine_chunks(),
+    keep = pc.and_(pc.and_(has_api, pc.invert(inside_api)), pc.invert(pc.fill_null(combined(ev["merged"]),
                                                                                     False)))
     if span.steps is not None:
         keep = pc.and_(keep, pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))

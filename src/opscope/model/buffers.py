@@ -17,10 +17,21 @@ def c_enabled() -> bool:
     return os.environ.get("OPSCOPE_NATIVE", "1") != "0"
 
 
+def one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One contiguous array: a chunked array's chunks combined (an empty array of its type when it has none), its
+    one chunk as it is -- Arrow's ``combine_chunks`` copies even a single chunk, and a column read from the cache is
+    one chunk: the copy cost time and fresh memory. A plain array as it is."""
+    if not isinstance(values, pa.ChunkedArray):
+        return values
+    if values.num_chunks == 1:
+        return values.chunk(0)
+    return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+
+
 def values_view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:
     """The values of a null-free fixed-width array as a memoryview of ``fmt`` items (``q`` int64, ``i`` int32, ``B``
     uint8), read in place: no Python object per value. (Nulls are not looked at: their slots hold any value.)"""
-    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    arr = one_array(values)
     if len(arr) == 0:
         return memoryview(array(fmt))
     return memoryview(arr.buffers()[1]).cast(fmt)[arr.offset:arr.offset + len(arr)]  # type: ignore[call-overload]

@@ -14,7 +14,7 @@ from itertools import pairwise
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.model.buffers import c_enabled, minus_one_as_null, values_view
+from opscope.model.buffers import c_enabled, minus_one_as_null, one_array, values_view
 from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
@@ -159,21 +159,39 @@ def _count_long_names(names: pa.ChunkedArray) -> int:
 def _args_at_rows(args: pa.Table, event_ids: pa.ChunkedArray) -> pa.Table:
     """``args`` with each row's ``event_id`` replaced by its event's row in the sorted events (whose ``event_id``
     column is ``event_ids``, the reader's numbers): the numbers :func:`_renumber` gives the events."""
-    old = event_ids.combine_chunks()
+    old = one_array(event_ids)
     if args.num_rows == 0 or old.equals(arange(0, len(old))):
         return args
-    where = index_in(args["event_id"], old)
+    where = _positions(one_array(args["event_id"]), old)
     if where.null_count == 0:  # every args row still has its event: the text is kept as it is, not copied
         return pa.table({"event_id": pc.cast(where, pa.int64()), "args": args["args"]})
     keep = pc.is_valid(where)
     return pa.table({"event_id": pc.cast(pc.filter(where, keep), pa.int64()), "args": pc.filter(args["args"], keep)})
 
 
+def _positions(keys: pa.Array, values: pa.Array) -> pa.Array:
+    """Per key, its position in ``values`` (null where it is not there): :func:`index_in`, by inverting ``values``
+    where they are distinct non-negative numbers below about twice their count (the reader's event numbers, in
+    their sorted order), which reads each value once instead of hashing them all; else ``index_in`` itself."""
+    n = len(values)
+    if n == 0 or keys.null_count or values.null_count or keys.type != pa.int64() or values.type != pa.int64():
+        return index_in(keys, values)
+    bounds = pc.min_max(values).as_py()
+    key_bounds = pc.min_max(keys).as_py()
+    top = bounds["max"]
+    if (bounds["min"] < 0 or top >= 2 * n + 1024 or (len(keys) and (key_bounds["min"] < 0 or key_bounds["max"] > top))):
+        return index_in(keys, values)
+    where = pc.inverse_permutation(values, max_index=top, output_type=pa.int64())
+    if where.null_count != top + 1 - n:  # a value twice: index_in gives its first position
+        return index_in(keys, values)
+    return where if keys.equals(arange(0, top + 1)) else pc.take(where, keys)
+
+
 def _renumber(events: pa.Table) -> pa.Table:
     """Make ``event_id`` the row index (readers may have dropped rows; the events are sorted): ``args`` got these
     numbers from :func:`_args_at_rows`."""
     new = arange(0, events.num_rows)
-    if events["event_id"].combine_chunks().equals(new):
+    if one_array(events["event_id"]).equals(new):
         return events
     return events.set_column(events.schema.get_field_index("event_id"), "event_id", new)
 
@@ -195,7 +213,7 @@ def _mark_comm(events: pa.Table) -> pa.Table:
         marked = pc.if_else(is_comm, pa.scalar("comm"), kind.cast(pa.string()))
         return events.set_column(events.schema.get_field_index("kind"), "kind", pc.dictionary_encode(marked))
     # on the codes: "comm" joins each chunk's dictionary (once), and the comm rows take its code
-    is_comm = is_comm.combine_chunks() if isinstance(is_comm, pa.ChunkedArray) else is_comm
+    is_comm = one_array(is_comm) if isinstance(is_comm, pa.ChunkedArray) else is_comm
     chunks, start = [], 0
     for chunk in kind.chunks:
         values = chunk.dictionary.to_pylist()
@@ -235,12 +253,12 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
         flags = pc.add(pc.multiply(pc.cast(kind_mask(events, ("runtime",)), pa.int8()), 1),
                        pc.multiply(pc.cast(kind_mask(events, ("cpu_op",)), pa.int8()), 2))
         keep_self = bytes(pc.cast(flags, pa.uint8()).to_pylist())
-    codes = [_codes(events[c]).combine_chunks() for c in ("pid", "tid")] if n else []
+    codes = [one_array(_codes(events[c])) for c in ("pid", "tid")] if n else []
     native = _native() and n and not any(c.null_count for c in codes)
     for layer in (OP_LAYER, PYTHON_LAYER):
         in_layer = pc.and_(kind_mask(events, layer), pc.is_null(events["stream"]))
         if native:  # each row to its thread's stack in the C walk, without sorting the rows by thread
-            mask = pc.cast(pc.fill_null(in_layer, False), pa.uint8()).combine_chunks()
+            mask = one_array(pc.cast(pc.fill_null(in_layer, False), pa.uint8()))
             overlapping += _derive.nest_layer(values_view(mask, "B"), values_view(codes[0], "i"),
                                               values_view(codes[1], "i"), _int64_view(events["ts_ns"]),
                                               _int64_view(events["dur_ns"]), parent,
@@ -347,16 +365,16 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     removes duplicate nodes before ``key_averages()``.
     """
     n = events.num_rows
-    self_ns = events["self_ns"].combine_chunks() if n else pa.array([], pa.int64())
+    self_ns = one_array(events["self_ns"]) if n else pa.array([], pa.int64())
     none_merged = pa.nulls(n, pa.bool_()).fill_null(False)
     if n == 0:
         return none_merged, self_ns
-    is_op = kind_mask(events, ("cpu_op",)).combine_chunks()
-    parent = events["parent"].combine_chunks()
+    is_op = one_array(kind_mask(events, ("cpu_op",)))
+    parent = one_array(events["parent"])
     # Compare dictionary codes, not strings: one int32 per row instead of a copy of every name.
     names = events.select(["name"]).unify_dictionaries()["name"]
-    codes = pa.chunked_array([c.indices for c in names.chunks], pa.int32()).combine_chunks() \
-        if pa.types.is_dictionary(names.type) else names.combine_chunks()
+    codes = one_array(pa.chunked_array([c.indices for c in names.chunks], pa.int32())) \
+        if pa.types.is_dictionary(names.type) else one_array(names)
     folded_in_c = _fold_in_c(events, parent, codes, is_op, self_ns)
     if folded_in_c is not None:
         return folded_in_c if folded_in_c[0] is not None else (none_merged, self_ns)
@@ -364,7 +382,7 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     candidates = pc.indices_nonzero(same).cast(pa.int64())
     if len(candidates) == 0:
         return none_merged, self_ns
-    layer = kind_mask(events, OP_LAYER).combine_chunks()
+    layer = one_array(kind_mask(events, OP_LAYER))
     candidate_parents = pc.take(parent, candidates)
     # children in the op layer of each candidate's parent: a candidate is folded when it is the only one
     counts = pc.value_counts(pc.drop_null(pc.filter(parent, pc.and_(layer, pc.is_in(parent, candidate_parents)))))
@@ -393,7 +411,7 @@ def _fold_in_c(events: pa.Table, parent: pa.Array, codes: pa.Array, is_op: pa.Ar
     n = events.num_rows
     if not _native() or codes.type != pa.int32() or self_ns.null_count or parent.type != pa.int64():
         return None
-    layer = kind_mask(events, OP_LAYER).combine_chunks()
+    layer = one_array(kind_mask(events, OP_LAYER))
     merged, op_self = bytearray(n), array("q", [0]) * n
     folded = _derive.fold_ops(values_view(pc.fill_null(parent, -1), "q"), values_view(pc.fill_null(codes, -1), "i"),
                               values_view(pc.cast(is_op, pa.uint8()), "B"),
@@ -490,4 +508,4 @@ def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:
         # (as Holistic Trace Analysis counts it too); without correlation ids, time is all there is to go by.
         unlaunched = pc.and_(pc.and_(is_device, pc.is_valid(events["correlation"])), pc.is_null(where))
         step = pc.if_else(unlaunched, pa.scalar(None, pa.int64()), step)
-    return step.combine_chunks() if isinstance(step, pa.ChunkedArray) else step
+    return one_array(step) if isinstance(step, pa.ChunkedArray) else step

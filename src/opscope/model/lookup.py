@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.model.buffers import c_enabled, minus_one_as_null, values_view
+from opscope.model.buffers import c_enabled, minus_one_as_null, one_array, values_view
 
 try:
     from opscope.model import _derive  # type: ignore[attr-defined]
@@ -18,19 +18,13 @@ except ImportError:  # not built here: Arrow's index_in
 def index_in(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Per key, the position (int32) of its first occurrence in ``values``, null where it does not occur; a null key
     finds the first null value. Exactly ``pc.index_in(keys, value_set=values)`` for int64 columns."""
-    keys, values = _one(keys), _one(values)
+    keys, values = one_array(keys), one_array(values)
     if (_derive is None or not c_enabled() or keys.type != pa.int64() or values.type != pa.int64()
             or len(values) >= 1 << 31):
         return pc.index_in(keys, value_set=values)
     out = bytearray(8 * len(keys))
     _derive.index_in(values_view(keys, "q"), _valid(keys), values_view(values, "q"), _valid(values), out)
     return pc.cast(minus_one_as_null(out, len(keys)), pa.int32())
-
-
-def _one(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
-    return values
 
 
 def _valid(arr: pa.Array) -> memoryview | None:

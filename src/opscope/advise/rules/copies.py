@@ -193,11 +193,11 @@ def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) ->
     key_id = {k: i for i, k in enumerate(keys)}
     tiny_rows = pa.array([c["row"] for c in tiny], pa.int64())
     tiny_key = pa.array([key_id[(c["direction"], c["step"])] for c in tiny], pa.int64())
-    device_rows = links["device_row"].combine_chunks()
+    device_rows = combined(links["device_row"])
     # each device event's key; -1 for any other work
     key = pc.fill_null(pc.take(tiny_key, pc.index_in(device_rows, value_set=tiny_rows)), -1)
     # a launch is a tiny copy's when everything it launched has that key (a graph launch of mixed work is not)
-    per_launch = pa.table({"launch": links["launch_row"].combine_chunks(), "key": key}).group_by("launch").aggregate(
+    per_launch = pa.table({"launch": combined(links["launch_row"]), "key": key}).group_by("launch").aggregate(
         [("key", "min"), ("key", "max")])
     launch_key = pc.if_else(pc.equal(per_launch["key_min"], per_launch["key_max"]), per_launch["key_min"], -1)
     calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(per_launch["launch"])

@@ -430,12 +430,12 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
         if spread is None:
             return pa.nulls(k.num_rows, pa.int32() if values is not None else pa.string())
         taken = pc.take(source, rows)
-        taken = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+        taken = combined(taken) if isinstance(taken, pa.ChunkedArray) else taken
         return pc.take(taken if values is not None else taken.cast(pa.string()), spread)
 
     table = pa.table({
         "device": pc.fill_null(k["device"], -1), "name": pc.filter(codes, mask) if codes is not None else
-        k["name"].combine_chunks().cast(pa.string()),
+        combined(k["name"]).cast(pa.string()),
         "op": at("name", codes) if codes is not None else at("name"), "shapes": at("shapes"), "dtypes": at("dtypes"),
         "strides": at("strides"), "dur_ns": k["dur_ns"],
     })
@@ -472,7 +472,7 @@ def cpu_items(ctx: AdviceContext) -> Items:
     if ev.num_rows == 0:
         return Items([], 0)
     keys = ["name", "shapes", "dtypes", "strides"]
-    table = pa.table({**{c: ev[c].combine_chunks().cast(pa.string()) for c in keys},
+    table = pa.table({**{c: combined(ev[c]).cast(pa.string()) for c in keys},
                       "self_ns": pc.fill_null(ev["op_self_ns"], 0)})
     g = table.group_by(keys, use_threads=False).aggregate([("self_ns", "sum"), ("self_ns", "count")])
     kept = g.filter(_worth_matching(g["name"], None, g["name"], g["self_ns_sum"]))

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext, HostCores
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import name_match, share_pct
+from opscope.analyses.arrays import combined, name_match, share_pct
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import merged_intervals, union_by_group, union_ns
 from opscope.model.schema import kind_mask
@@ -65,7 +65,7 @@ def idle_while_loading(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
     w0, w1 = ctx.window
     starts = pc.max_element_wise(spans["ts_ns"], w0)
     ends = pc.max_element_wise(pc.min_element_wise(pc.add(spans["ts_ns"], spans["dur_ns"]), w1), starts)
-    loading = merged_intervals(spans["step"].combine_chunks(), starts.combine_chunks(), ends.combine_chunks())
+    loading = merged_intervals(combined(spans["step"]), combined(starts), combined(ends))
     busy = ctx.gpu.device_not_idle  # unseen busy time is not idle
     groups, lo, hi = loading["group"].to_pylist(), loading["start"].to_pylist(), loading["end"].to_pylist()
     out: dict[int, int] = {}

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import name_match
+from opscope.analyses.arrays import combined, name_match
 from opscope.analyses.intervals import clip, union_ns
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
@@ -85,8 +85,8 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[t
     busy = busy.filter(pc.and_(pc.equal(busy["group"], device), pc.greater(busy["end"], busy["start"])))
     w0, w1 = ctx.window
     # Columns, not a Python tuple per busy interval: a long trace has hundreds of thousands of them.
-    edges_start = pa.concat_arrays([pa.array([w0], pa.int64()), busy["end"].combine_chunks().cast(pa.int64())])
-    edges_end = pa.concat_arrays([busy["start"].combine_chunks().cast(pa.int64()), pa.array([w1], pa.int64())])
+    edges_start = pa.concat_arrays([pa.array([w0], pa.int64()), combined(busy["end"]).cast(pa.int64())])
+    edges_end = pa.concat_arrays([combined(busy["start"]).cast(pa.int64()), pa.array([w1], pa.int64())])
     length = pc.subtract(edges_end, edges_start)
     keep = pc.greater(length, 0)
     starts, lengths = pc.filter(edges_start, keep), pc.filter(length, keep)
