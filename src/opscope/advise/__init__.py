@@ -48,6 +48,10 @@ RULES: tuple[Rule, ...] = (
     memory.RULE,
 )
 _BY_ID = {r.id: r for r in RULES}
+#: The order two threads take the rules in: the costliest first (measured on a 1 GB trace: the GPU analysis and idle
+#: causes, then the copies with their launches), so that neither thread is left with a long rule at the end.
+#: Results and errors still come out in the rules' order.
+_COSTLIEST_FIRST = ("gpu-idle", "memcpy", "dominant-op", "communication", "launch-bound", "memory", "host-sync")
 if len(_BY_ID) != len(RULES):
     raise RuntimeError(f"two rules share an id: {[r.id for r in RULES]}")
 
@@ -144,7 +148,8 @@ def _checked(rules: list[Rule], ctx: AdviceContext) -> list[tuple[list[Finding],
     running them in order would: the first failing rule's."""
     outcomes: list[tuple[list[Finding], str | None] | BaseException | None] = [None] * len(rules)
     claim = threading.Lock()
-    taken = iter(range(len(rules)))
+    cost = {rule_id: i for i, rule_id in enumerate(_COSTLIEST_FIRST)}
+    taken = iter(sorted(range(len(rules)), key=lambda i: cost.get(rules[i].id, len(cost))))
 
     def work() -> None:
         while True:
