@@ -33,7 +33,7 @@ def union_ns(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArra
         return 0
     s = combined(starts)
     e = pc.add(s, combined(durs))
-    if not _is_sorted(s):  # the model keeps events in time order; other callers may not
+    if not is_sorted(s):  # the model keeps events in time order; other callers may not
         order = pc.sort_indices(s)
         s, e = s.take(order), e.take(order)
     running = pc.cumulative_max(e)
@@ -83,7 +83,8 @@ def clip(starts: pa.Array | pa.ChunkedArray, durs: pa.Array | pa.ChunkedArray, l
     return inside, pc.filter(start, inside), pc.filter(end, inside)
 
 
-def _is_sorted(values: pa.Array) -> bool:
+def is_sorted(values: pa.Array) -> bool:
+    """Whether the values never decrease (nulls are not looked at)."""
     if len(values) < 2:
         return True
     return bool(pc.all(pc.greater_equal(values.slice(1), values.slice(0, len(values) - 1))).as_py())
@@ -117,7 +118,7 @@ def merged_intervals(group: pa.Array, start: pa.Array, end: pa.Array, presorted:
     rows = arange(n)
     if not presorted:
         # the model keeps events in time order: then a (stable) sort by group alone gives the same order
-        order = pc.sort_indices(group) if _is_sorted(start) else \
+        order = pc.sort_indices(group) if is_sorted(start) else \
             pc.sort_indices(pa.table({"g": group, "s": start}), [("g", "ascending"), ("s", "ascending")])
         group, start, end, rows = group.take(order), start.take(order), end.take(order), order
     changed = pa.concat_arrays([pa.array([True]), pc.not_equal(group.slice(1), group.slice(0, n - 1))])

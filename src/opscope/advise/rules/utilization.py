@@ -8,13 +8,16 @@ one covers the most).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import combined, name_match
-from opscope.analyses.intervals import clip, union_ns
+from opscope.analyses.arrays import combined, int64_values, name_match
+from opscope.analyses.intervals import clip, is_sorted, union_ns
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
@@ -107,20 +110,41 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[t
     return out
 
 
-def host_events(ctx: AdviceContext) -> pa.Table:
-    """Host ops, annotations and runtime calls (any thread), without the step markers."""
+@dataclass(frozen=True)
+class HostEvents:
+    """Host ops, annotations and runtime calls (any thread) without the step markers: the events' columns and a mask
+    of those rows, not a copy of them (a 1 GB trace has ~2 M), with the longest one's duration, so that a gap reads
+    only the rows that can reach it (the events are in time order: those that start at most that long before it)."""
+
+    events: pa.Table  #: kind, name, ts_ns, dur_ns of every event
+    mask: pa.Array  #: the host events among them
+    starts: memoryview | None  #: ts_ns, searchable; None where the rows are not in time order (every row is read)
+    longest: int
+
+
+def host_events(ctx: AdviceContext) -> HostEvents:
+    """The host events of the trace (:class:`HostEvents`)."""
     ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns"])
-    ev = ev.filter(kind_mask(ev, ("cpu_op", "runtime", "user_annotation")))
-    return ev.filter(pc.invert(pc.fill_null(name_match(ev["name"], STEP_MARKER), False)))
+    mask = combined(pc.and_(pc.fill_null(kind_mask(ev, ("cpu_op", "runtime", "user_annotation")), False),
+                            pc.invert(pc.fill_null(name_match(ev["name"], STEP_MARKER), False))))
+    ts = combined(ev["ts_ns"])
+    starts = int64_values(ts) if ts.null_count == 0 and is_sorted(ts) else None
+    longest = pc.max(pc.filter(combined(ev["dur_ns"]), mask)).as_py() or 0
+    return HostEvents(ev, mask, starts, max(0, longest))
 
 
-def host_during(host: pa.Table, start: int, length: int) -> dict:
+def host_during(host: HostEvents, start: int, length: int) -> dict:
     """What the host did during a gap: the share of it covered by ``host`` events (:func:`host_events`), and
     the one covering the most of it (the innermost one on a tie)."""
-    inside, lo, hi = clip(host["ts_ns"], host["dur_ns"], start, start + length)
+    first, last = 0, host.events.num_rows
+    if host.starts is not None:  # the rows that start in [start - longest, start + length): all that can overlap it
+        first = bisect_left(host.starts, start - host.longest)
+        last = bisect_left(host.starts, start + length)
+    rows = host.events.slice(first, last - first).filter(host.mask.slice(first, last - first))
+    inside, lo, hi = clip(rows["ts_ns"], rows["dur_ns"], start, start + length)
     if len(lo) == 0 or not length:
         return {"host_busy_pct": 0.0 if length else None, "host_op": None}
-    names, durs = pc.filter(host["name"], inside), pc.filter(host["dur_ns"], inside)
+    names, durs = pc.filter(rows["name"], inside), pc.filter(rows["dur_ns"], inside)
     overlap = pc.subtract(hi, lo)
     covered = union_ns(lo, overlap)
     # the largest overlap; among equal ones the shortest event (the innermost of nested ops)
