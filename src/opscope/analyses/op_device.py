@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined
 from opscope.analyses.kernel_classes import classify
 from opscope.analyses.links import device_links
-from opscope.analyses.names import python_api
+from opscope.analyses.names import maps_to_value, python_api
 from opscope.errors import UsageError
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -84,12 +84,10 @@ def _device_work(trace: Trace, level: str, framework: str | None, links: dict[st
 def api_op_rows(events: pa.Table, launching: pa.Array, framework: str | None = None) -> pa.Array:
     """For each launching op row (null: none), the outermost op above it (itself included) that has a Python
     API, else the launching op itself. ``events`` needs ``kind``, ``name`` and ``parent``."""
-    from opscope.analyses.names import map_distinct
-
     parents = combined(events["parent"])
     framework = framework or None
     has_api = pc.and_(combined(kind_mask(events, ("cpu_op",))),
-                      pc.is_valid(map_distinct(events["name"], lambda op: python_api(op, framework))))
+                      maps_to_value(events["name"], lambda op: python_api(op, framework)))
     outermost = pc.if_else(pc.fill_null(pc.take(has_api, launching), False), launching,
                            pa.scalar(None, pa.int64()))
     current = pc.take(parents, launching)

@@ -78,7 +78,7 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
     without an API are left out: across frameworks only what the user called can be matched."""
     ev = trace.select(["kind", "name", "dur_ns", "parent", "step", "merged"])
     names = combined(ev["name"]) if ev.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
-    keys = map_distinct(names, lambda n: api_key(n, framework))
+    keys = map_distinct(names, lambda n: api_key(n, framework), encoded=True)  # codes: no string per row
     is_op = pc.fill_null(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"), False)
     has_api = pc.and_(combined(is_op), pc.is_valid(keys))
     parent = combined(ev["parent"])
@@ -96,7 +96,8 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
     if span.steps is not None:
         keep = pc.and_(keep, pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
     dur = pc.filter(ev["dur_ns"], keep)
-    return _totals({"name": pc.filter(keys, keep)}, dur, pa.repeat(pa.scalar(1, pa.int64()), len(dur)))
+    names = pc.filter(keys, keep).cast(pa.string())
+    return _totals({"name": names}, dur, pa.repeat(pa.scalar(1, pa.int64()), len(dur)))
 
 
 def kernel_totals(trace: Trace, span: Span) -> pa.Table:
