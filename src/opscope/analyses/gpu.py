@@ -36,15 +36,15 @@ import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, count_by, native_loops, share_pct
 from opscope.analyses.intervals import covered_by_group, covered_within, merged_intervals, sweep, union_by_group
+from opscope.analyses.links import LINKED_KINDS, correlated_launches
 from opscope.analyses.steps import step_table, step_window, window_line
 from opscope.model.buffers import values_view
-from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 from opscope.threads import cached_property
 
 #: Kinds of device work (sync records and annotations are not work).
-DEVICE_WORK = ("kernel", "comm", "memcpy", "memset")
+DEVICE_WORK = LINKED_KINDS  # the rows of links.correlated_launches, which _launches reads
 MEMCPY_DIRECTIONS = ("htod", "dtoh", "dtod", "ptop", "other")
 #: Category codes of work rows: 0 compute, 1 comm, 2 memset, 3.. memcpy by direction.
 CATEGORIES = ("compute", "comm", "memset") + tuple(f"memcpy_{d}" for d in MEMCPY_DIRECTIONS)
@@ -155,7 +155,7 @@ def device_work(trace: Trace) -> GpuWork:
     if n == 0:
         return GpuWork(w0, w1, bool(steps.num_rows), steps.num_rows, _empty_work(), 0, last_step)
     cat = _categories(work["kind"], work["name"])
-    launch, launch_end, thread = _launches(ev, combined(work["correlation"]))
+    launch, launch_end, thread = _launches(trace, ev)
     device = pc.fill_null(combined(work["device"]), -1)
     stream = pc.fill_null(combined(work["stream"]), -1)
     t = pa.table({
@@ -304,17 +304,18 @@ def _map_values(column: pa.ChunkedArray, fn) -> pa.Array:
     return pa.concat_arrays(chunks) if chunks else pa.array([], pa.int8())
 
 
-def _launches(events: pa.Table, correlation: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """Start and end of the runtime call with each row's correlation id, and a number for the host thread that
-    made it (nulls where there is no such call)."""
-    runtime = events.select(["ts_ns", "dur_ns", "correlation", "pid", "tid"]) \
-        .filter(pc.and_(kind_mask(events, ("runtime",)), pc.is_valid(events["correlation"])))
-    if runtime.num_rows == 0 or correlation.null_count == len(correlation):
-        return (pa.nulls(len(correlation), pa.int64()),) * 3
-    where = index_in(correlation, runtime["correlation"])
+def _launches(trace: Trace, events: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Per device work row (in row order): the start and end of the runtime call with its correlation id, and a number
+    for the host thread that made it (nulls where there is no such call)."""
+    correlated = correlated_launches(trace)
+    n = len(correlated.device_rows)
+    if len(correlated.keyed_runtime) == 0 or correlated.device_corr.null_count == n:
+        return (pa.nulls(n, pa.int64()),) * 3
+    runtime = events.select(["ts_ns", "dur_ns", "pid", "tid"]).take(correlated.keyed_runtime)
     thread = _thread_numbers(runtime)
     ts = combined(runtime["ts_ns"])
     end = pc.add(ts, pc.fill_null(combined(runtime["dur_ns"]), 0))
+    where = correlated.where
     return pc.take(ts, where), pc.take(end, where), pc.take(thread, where)
 
 

@@ -16,6 +16,8 @@ the work), the outermost one (the top-level op the user called) and the innermos
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -82,23 +84,53 @@ def device_links(trace: Trace) -> dict[str, pa.Array]:
 
 def _device_links(trace: Trace) -> dict[str, pa.Array]:
     events = trace.select(_COLUMNS)
-    device_rows = rows_where(kind_mask(events, LINKED_KINDS))
-    launch, inferred = launch_rows(events, device_rows)
+    correlated = correlated_launches(trace)
+    device_rows = correlated.device_rows
+    launch, inferred = _launch_rows(events, correlated)
     op_row, top_row, annotation_row = climb(events, launch)
     return {"device_row": device_rows, "launch_row": launch, "op_row": op_row, "top_row": top_row,
             "annotation_row": annotation_row, "link_inferred": inferred}
 
 
-def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """The launch row of each device row (null where none) and whether it was inferred by order."""
+@dataclass(frozen=True)
+class CorrelatedLaunches:
+    """The device events (kernel, comm, memcpy, memset) and the runtime calls that share their correlation id."""
+
+    device_rows: pa.Array  #: the device events' rows, in row order
+    device_corr: pa.Array  #: their correlation ids
+    runtime: pa.Array  #: the rows of every runtime call
+    has_corr: pa.Array  #: which of those have a correlation id
+    keyed_runtime: pa.Array  #: the rows of those that have one
+    where: pa.Array  #: per device event, the position in ``keyed_runtime`` of the first call with its id (null: none)
+
+
+def correlated_launches(trace: Trace) -> CorrelatedLaunches:
+    """:class:`CorrelatedLaunches` of the trace, once per trace: the device links and the GPU analysis's launch times
+    both look the device events' correlation ids up among the runtime calls."""
+    return trace.memo("links.correlated_launches", lambda: _correlated_launches(trace.select(["kind", "correlation"])))
+
+
+def _correlated_launches(events: pa.Table, device_rows: pa.Array | None = None) -> CorrelatedLaunches:
+    if device_rows is None:
+        device_rows = rows_where(kind_mask(events, LINKED_KINDS))
     runtime = rows_where(kind_mask(events, ("runtime",)))
     correlation = events["correlation"]
     runtime_corr = combined(pc.take(correlation, runtime))
     has_corr = pc.is_valid(runtime_corr)
-    keyed_runtime = pc.filter(runtime, has_corr)
     device_corr = combined(pc.take(correlation, device_rows))
     where = index_in(device_corr, pc.filter(runtime_corr, has_corr))
-    launch = pc.take(keyed_runtime, where)
+    return CorrelatedLaunches(device_rows, device_corr, runtime, has_corr, pc.filter(runtime, has_corr), where)
+
+
+def launch_rows(events: pa.Table, device_rows: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The launch row of each device row (null where none) and whether it was inferred by order."""
+    return _launch_rows(events, _correlated_launches(events, device_rows))
+
+
+def _launch_rows(events: pa.Table, correlated: CorrelatedLaunches) -> tuple[pa.Array, pa.Array]:
+    device_rows, device_corr, runtime, has_corr = (correlated.device_rows, correlated.device_corr, correlated.runtime,
+                                                   correlated.has_corr)
+    launch = pc.take(correlated.keyed_runtime, correlated.where)
     launch = _op_launches(events, device_corr, launch)
     inferred = pa.nulls(len(device_rows), pa.bool_()).fill_null(False)
     # Without correlation ids on either side: pair by order.
