@@ -263,3 +263,24 @@ def test_collective_kernels_become_comm_on_the_kind_codes():
     marked = _mark_comm(events)["kind"]
     assert marked.cast(pa.string()).to_pylist() == ["comm", "kernel", "cpu_op", "kernel", "comm", "cpu_op"]
     assert all(c.dictionary.to_pylist().count("comm") == 1 for c in marked.chunks)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kind_mask_is_membership_of_the_kind_text(seed):
+    # kind_mask compares dictionary codes (a few) or takes the dictionary's booleans (many): either way, per row,
+    # whether its kind is one of those asked for; a null kind is not
+    import random
+
+    import pyarrow as pa
+
+    from opscope.model.schema import kind_mask
+
+    rng = random.Random(seed)
+    pool = [f"k{i}" for i in range(10)]
+    for _ in range(20):
+        chunks = [pa.array([rng.choice([None, *pool[:rng.randint(1, 10)]]) for _ in range(rng.randint(0, 40))],
+                           pa.string()).dictionary_encode() for _ in range(rng.randint(1, 3))]
+        kinds = tuple(rng.sample(pool, rng.randint(0, 10)))
+        events = pa.table({"kind": pa.chunked_array(chunks, pa.dictionary(pa.int32(), pa.string()))})
+        got = kind_mask(events, kinds).to_pylist()
+        assert got == [k is not None and k in kinds for c in chunks for k in c.to_pylist()]

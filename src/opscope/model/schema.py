@@ -114,6 +114,10 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+#: Up to this many matching dictionary codes, a kind mask compares the codes; beyond, it takes per-code booleans.
+_COMPARED_CODES = 6
+
+
 def kind_mask(events: pa.Table, kinds) -> pa.ChunkedArray:
     """Boolean mask of rows whose ``kind`` is in ``kinds``, computed on the dictionary (no string copy).
 
@@ -129,7 +133,15 @@ def kind_mask(events: pa.Table, kinds) -> pa.ChunkedArray:
     for chunk in column.chunks:
         if pa.types.is_dictionary(chunk.type):
             hit = pa.compute.is_in(chunk.dictionary, wanted)
-            chunks.append(pa.compute.fill_null(hit.take(chunk.indices), False))
+            codes = pa.compute.indices_nonzero(hit).to_pylist()
+            if 0 < len(codes) <= _COMPARED_CODES:  # a compare per code: 2-4x a take of the dictionary's booleans
+                found = None
+                for code in codes:
+                    equal = pa.compute.equal(chunk.indices, pa.scalar(code, chunk.indices.type))
+                    found = equal if found is None else pa.compute.or_(found, equal)
+                chunks.append(pa.compute.fill_null(found, False))
+            else:
+                chunks.append(pa.compute.fill_null(hit.take(chunk.indices), False))
         else:
             chunks.append(pa.compute.fill_null(pa.compute.is_in(chunk, wanted), False))
     mask = pa.chunked_array(chunks, type=pa.bool_())
