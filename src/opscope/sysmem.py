@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ctypes
 
 
 @functools.cache
 def _libc() -> ctypes.CDLL:
+    import ctypes  # here: the command line imports this module at start-up, and only trimming needs ctypes
+
     # glibc's soname first: ctypes.util.find_library runs `ldconfig -p` in a child process (milliseconds that
     # every command paid at start-up); it is asked only where that name does not load (not glibc)
     try:
@@ -28,3 +35,31 @@ def release_free_memory() -> None:
     """
     with contextlib.suppress(OSError, AttributeError):  # not glibc
         _libc().malloc_trim(0)
+
+
+#: Arrow's allocator for this process (Arrow reads it once, at its first allocation): the C library's. Arrow's default,
+#: mimalloc, keeps the pages it frees, and the allocations Arrow makes on its own account (Acero's group-by, which does
+#: not take pyarrow's pool) bypass ``pyarrow.set_memory_pool``: with glibc's malloc they are handed back by
+#: :func:`release_free_memory` like the rest (the 1 GB trace's commands peak 10-14% lower, as fast; BENCHMARKS.md).
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+_pool_set_here = False
+
+
+def prefer_system_allocator() -> None:
+    """For the command process, before pyarrow is imported: Arrow's buffers from the C library's allocator, unless
+    the person running it chose an allocator. Programs this process starts do not inherit the choice
+    (:func:`child_environment`)."""
+    global _pool_set_here
+    if ARROW_POOL_ENV in os.environ or "pyarrow" in sys.modules:
+        return
+    os.environ[ARROW_POOL_ENV] = "system"
+    _pool_set_here = True
+
+
+def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (a copy of this process's environment when None) for a program opscope starts: without the allocator
+    choice :func:`prefer_system_allocator` made for opscope itself."""
+    env = dict(os.environ) if env is None else env
+    if _pool_set_here:
+        env.pop(ARROW_POOL_ENV, None)
+    return env

@@ -24,6 +24,7 @@ from opscope.capture.outdir import claim_output_dir, remove_staging_dirs
 from opscope.capture.runner import ENV, write_json_atomic
 from opscope.capture.session import RecordOptions
 from opscope.errors import UsageError
+from opscope.sysmem import child_environment
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 
@@ -101,7 +102,7 @@ def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str
     """Run ``interpreter -m opscope.capture.runner`` with ``config`` (its mode and target) and return its exit
     code. Ctrl-C goes to the program, not to us; ``stdout``/``stderr`` are where the program's go
     (``None``: ours)."""
-    env = dict(os.environ)
+    env = child_environment()
     env[ENV] = json.dumps(config)
     # The program's interpreter may be another venv: make this opscope importable there.
     package_root = str(Path(__file__).resolve().parents[2])

@@ -10,6 +10,7 @@ import typer
 from opscope.cli import fastparams
 from opscope.cli.common import stderr
 from opscope.errors import TraceError, UsageError
+from opscope.sysmem import prefer_system_allocator
 
 fastparams.install()  # option values converted without importing pydantic (see fastparams)
 
@@ -83,6 +84,7 @@ def main() -> None:
     """Run the command line; errors about inputs are one line on stderr and exit code 2."""
     if is_command_process():
         skip_numpy(sys.argv[1:])
+        prefer_system_allocator()
     try:
         app_for(sys.argv[1:])()
     except (TraceError, UsageError) as exc:

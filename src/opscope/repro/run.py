@@ -18,6 +18,7 @@ from typing import Any
 
 from opscope.repro.variants import choose
 from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
+from opscope.sysmem import child_environment
 
 #: The result fields a script reports that cases.json keeps.
 RESULT_FIELDS = ("status", "device", "replay_ns", "iqr_ns", "runs", "ratio", "profiled_ns", "profiled_ratio", "check",
@@ -77,7 +78,7 @@ def run_script(script: Path, device: str | None, budget: float, variants: list[s
     try:
         try:
             done = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout,
-                                  errors="replace")
+                                  errors="replace", env=child_environment())
         except subprocess.TimeoutExpired:
             return {"status": f"hung: no result after {timeout:.0f} s (killed; --timeout sets the limit)"}
         result = _read_result(Path(out))
