@@ -121,3 +121,23 @@ def test_copies_without_sizes_or_launches_do_not_crash(tmp_path):
     events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
               x(PAGEABLE, 100, 500, cat="gpu_memcpy", pid=0, tid=7, device=0, stream=7)]
     assert memcpy_findings(tmp_path, events) == []  # no size: no saving claimed
+
+
+def test_copy_sizes_read_from_args_text_as_a_dict_would():
+    # the copies' "bytes" argument, read without building each args dict: the same value as json's dict would give
+    import json
+
+    from opscope.analyses.copies import _bytes_values
+
+    texts = ['{"bytes": 128, "stream": 7}', '{"stream": 7}', '[1, 2]', "null", "not json", '{"bytes": 1, "bytes": 2}',
+             '{"args": {"bytes": 5}}', '{"bytes": -3}', '{"bytes": 1.5}', '{"bytes": "64"}', None, ""]
+
+    def by_dict(text):
+        try:
+            value = json.loads(text) if text else None
+        except ValueError:
+            return None
+        return value.get("bytes") if isinstance(value, dict) else None
+
+    assert _bytes_values(texts) == [by_dict(t) for t in texts] == [128, None, None, None, None, 2, None, -3, 1.5, "64",
+                                                                    None, None]

@@ -122,3 +122,38 @@ def test_shares_of_times_beyond_float_precision():
 
     assert shares_pct(pa.array([2**60, 3 * 2**60], pa.int64()), 2**62).to_pylist() == [25.0, 75.0]
     assert shares_pct(pa.array([119_653_251_022_321_000], pa.int64()), 119_653_251_022_321_000).to_pylist() == [100.0]
+
+
+def test_pylist_is_to_pylist():
+    # dictionary columns (chunks with their own dictionaries, null codes, a null in a dictionary), plain ones, empty
+    from opscope.analyses.arrays import pylist
+
+    d1 = pa.DictionaryArray.from_arrays(pa.array([0, None, 1, 0], pa.int32()), pa.array(["a", None]))
+    d2 = pa.array(["x", "y", None, "x"]).dictionary_encode()
+    cases = [pa.chunked_array([d1, d2]), d2, pa.array([1, None, 3]), pa.chunked_array([], pa.int64()),
+             pa.chunked_array([pa.array(["p", None]), pa.array(["q"])])]
+    for values in cases:
+        assert pylist(values) == values.to_pylist()
+    assert pylist(pa.chunked_array([d1, d2])) == ["a", None, None, "a", "x", "y", None, "x"]
+
+
+def test_median_is_statistics_median():
+    # odd and even counts, repeats, negatives, chunks, one value; nulls and no values: statistics.median's own answer
+    import random
+    import statistics
+
+    import pytest
+
+    from opscope.analyses.arrays import median
+
+    rng = random.Random(5)
+    for n in [1, 2, 3, 4, 5, 10, 11, 100, 101]:
+        for _ in range(20):
+            values = [rng.randint(-50, 50) for _ in range(n)]
+            cut = rng.randint(0, n)
+            got = median(pa.chunked_array([pa.array(values[:cut], pa.int64()), pa.array(values[cut:], pa.int64())]))
+            assert got == statistics.median(values) and type(got) is type(statistics.median(values))
+    with pytest.raises(statistics.StatisticsError):
+        median(pa.array([], pa.int64()))
+    with pytest.raises(TypeError):
+        median(pa.array([1, None, 3], pa.int64()))

@@ -14,7 +14,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined
+from opscope.analyses.arrays import combined, pylist
 from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
 from opscope.analyses.links import link_table
 from opscope.model.lookup import index_in
@@ -42,26 +42,36 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
     op = pc.take(combined(links["top_op_name"]), where).to_pylist()
     calls = ev.select(["ts_ns", "dur_ns", "pid", "tid"]).take(pc.fill_null(launch, 0))
     has_call = pc.is_valid(launch).to_pylist()
-    call_start, call_dur, call_pid, call_tid = (calls[c].to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid"))
+    call_start, call_dur, call_pid, call_tid = (pylist(calls[c]) for c in ("ts_ns", "dur_ns", "pid", "tid"))
     nbytes = _bytes(trace, pc.cast(rows, pa.int64()))  # event_id is the row index (the model's invariant)
     has_steps = trace.steps.num_rows > 0
+    by_name: dict[str | None, tuple[str, str | None]] = {}  # a trace has a few copy names and many copies
+
+    def of_name(name: str | None) -> tuple[str, str | None]:
+        found = by_name.get(name)
+        if found is None:
+            lower = (name or "").lower()
+            found = by_name[name] = (MEMCPY_DIRECTIONS[direction_code(name)],
+                                     "pageable" if "pageable" in lower else "pinned" if "pinned" in lower else None)
+        return found
+
     out = []
-    for i, (row, name, ts, dur, step) in enumerate(zip(
-            rows.to_pylist(), copies["name"].to_pylist(), copies["ts_ns"].to_pylist(), copies["dur_ns"].to_pylist(),
-            copies["step"].to_pylist())):
-        lower = (name or "").lower()
-        call_ns = host_ns = thread = call_ts = None
-        if has_call[i]:
-            call_ts, call_ns = call_start[i], call_dur[i]
+    for row, name, ts, dur, step, called, call_ts, call_ns, pid, tid, top in zip(
+            rows.to_pylist(), pylist(copies["name"]), copies["ts_ns"].to_pylist(), copies["dur_ns"].to_pylist(),
+            copies["step"].to_pylist(), has_call, call_start, call_dur, call_pid, call_tid, op):
+        host_ns = thread = None
+        if called:
             waited = max(0, ts - call_ts) if call_ts + call_ns >= ts + dur else 0
             host_ns = max(0, call_ns - waited)
-            thread = f"{call_pid[i]}/{call_tid[i]}"
+            thread = f"{pid}/{tid}"
+        else:
+            call_ts = call_ns = None
+        direction, memory = of_name(name)
         out.append({
-            "row": row, "name": name, "direction": MEMCPY_DIRECTIONS[direction_code(name)],
-            "memory": "pageable" if "pageable" in lower else "pinned" if "pinned" in lower else None,
+            "row": row, "name": name, "direction": direction, "memory": memory,
             "bytes": nbytes.get(row), "ts_ns": ts, "dur_ns": dur, "step": step,
             "counted": step is not None or not has_steps, "call_ns": call_ns, "host_ns": host_ns,
-            "thread": thread, "call_ts": call_ts, "op": op[i],
+            "thread": thread, "call_ts": call_ts, "op": top,
         })
     return out
 
@@ -79,15 +89,30 @@ def _bytes(trace: Trace, event_ids: pa.Array) -> dict[int, int]:
     if args.num_rows == 0:
         return {}
     mine = args.filter(pc.is_in(args["event_id"], value_set=event_ids))
-    out = {}
-    for eid, text in zip(mine["event_id"].to_pylist(), mine["args"].to_pylist()):
+    ids, texts = mine["event_id"].to_pylist(), mine["args"].to_pylist()
+    values = _bytes_values(texts)
+    return {eid: value for eid, value in zip(ids, values) if isinstance(value, int) and value >= 0}
+
+
+class _Sized(msgspec.Struct):
+    """The one key of a copy's args read here: the others are passed over, not built into a dict (a repeated key
+    gives its last value, as a dict does)."""
+
+    bytes: Any = None
+
+
+_decode_sized = msgspec.json.Decoder(_Sized).decode
+
+
+def _bytes_values(texts: list[str | None]) -> list[Any]:
+    """Each args text's ``bytes`` value (None where absent, where the text is not valid JSON, or not an object)."""
+    values = []
+    for text in texts:
         try:
-            value = msgspec.json.decode(text).get("bytes") if text else None
-        except (msgspec.DecodeError, AttributeError):
-            continue
-        if isinstance(value, int) and value >= 0:
-            out[eid] = value
-    return out
+            values.append(_decode_sized(text).bytes if text else None)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            values.append(None)
+    return values
 
 
 COPY_SCHEMA = pa.schema([

@@ -4,14 +4,12 @@ which uses them) launch a whole step's kernels at once; fusion (torch.compile) l
 
 from __future__ import annotations
 
-import statistics
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import combined, name_match
+from opscope.analyses.arrays import combined, median, name_match
 from opscope.analyses.names import short_names
 from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
@@ -80,8 +78,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
     idle = ctx.idle
     waiting = pc.sum(idle.filter(pc.is_in(idle["cause"], pa.array(["launch_overhead", "host_wait"])))["idle_ns"]) \
         .as_py() or 0
-    median_kernel = int(statistics.median(k["dur_ns"].to_pylist()))
-    median_launch = int(statistics.median(k["launch_ns"].to_pylist()))
+    median_kernel = int(median(k["dur_ns"]))
+    median_launch = int(median(k["launch_ns"]))
     # kernels x median call: a few slow first launches (module loading, lazy init) are not a per-step cost
     launching = k.num_rows * median_launch
     saving = ctx.per_step(min(waiting, launching))
