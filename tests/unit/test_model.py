@@ -44,6 +44,11 @@ def test_group_by_shapes_and_filters(tmp_path):
     assert only_step2["name"].to_pylist() == ["aten::conv2d"]
     excluded = op_table(trace, filt=EventFilter(kinds=("cpu_op",), exclude="^aten::conv"))
     assert excluded["name"].to_pylist() == ["aten::relu"]
+    # without coverage (diff's totals): the same table less the union-based total_pct
+    for by, filt in ((("name",), None), (("name", "shapes"), EventFilter(kinds=("cpu_op",), steps=[2]))):
+        full = op_table(trace, by=by, filt=filt)
+        bare = op_table(trace, by=by, filt=filt, coverage=False)
+        assert "total_pct" in full.column_names and bare.equals(full.drop_columns(["total_pct"]))
 
 
 def test_kernels_by_launching_op_and_step(tmp_path):

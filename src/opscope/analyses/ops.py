@@ -22,6 +22,7 @@ def op_table(
     sort: str = "self_ns",
     merge_duplicates: bool = True,
     python_api: bool = False,
+    coverage: bool = True,
 ) -> pa.Table:
     """One row per group of host events (default: ``cpu_op`` events grouped by name).
 
@@ -33,18 +34,19 @@ def op_table(
     which an event of the group ran (the group's union): never above 100, even for nested annotations
     (a sum of nested totals over the self time read 674%). With ``python_api`` (and ``name`` among ``by``),
     a ``python_api`` column names the Python function that records the op (``aten::conv2d`` ->
-    ``torch.nn.functional.conv2d``).
+    ``torch.nn.functional.conv2d``). Without ``coverage`` the table has no ``total_pct`` (its unions are the table's
+    costliest part, and a caller that only adds up times, as diff does, has no use for them).
     """
     for key in by:
         if key not in GROUP_KEYS:
             raise UsageError(f"cannot group by {key!r}; choose from {', '.join(GROUP_KEYS)}")
     # kept in the cache entry: the next command on the same trace with the same options reads it
-    return trace.memo(f"ops.op_table/{list(by)!r}/{filt!r}/{sort}/{merge_duplicates}/{python_api}",
-                      lambda: _op_table(trace, by, filt, sort, merge_duplicates, python_api), keep=True)
+    key = f"ops.op_table/{list(by)!r}/{filt!r}/{sort}/{merge_duplicates}/{python_api}" + ("" if coverage else "/bare")
+    return trace.memo(key, lambda: _op_table(trace, by, filt, sort, merge_duplicates, python_api, coverage), keep=True)
 
 
 def _op_table(trace: Trace, by: Sequence[str], filt: EventFilter | None, sort: str, merge_duplicates: bool,
-              python_api: bool) -> pa.Table:
+              python_api: bool, coverage: bool = True) -> pa.Table:
     filt = filt or EventFilter(kinds=("cpu_op",))
     asked = ["kind", "name", "step"]  # what a filter may look at
     if merge_duplicates:  # folded once at ingest (model.derive.fold_duplicate_ops)
@@ -81,7 +83,7 @@ def _op_table(trace: Trace, by: Sequence[str], filt: EventFilter | None, sort: s
         "min_ns": grouped["dur_ns_min"],
         "max_ns": grouped["dur_ns_max"],
         "self_pct": shares_pct(self_total, denominator),
-        "total_pct": _covered_pct(events, group, grouped["g"]),
+        **({"total_pct": _covered_pct(events, group, grouped["g"])} if coverage else {}),
     })
     return sort_table(out, sort)
 

@@ -43,7 +43,7 @@ def op_totals(trace: Trace, span: Span, by: str, framework: str | None) -> pa.Ta
     if by == "api":
         return api_totals(trace, span, framework)
     keys = ("name", "shapes") if by == "name,shapes" else ("name",)
-    table = op_table(trace, by=keys, filt=EventFilter(kinds=("cpu_op",), steps=span.steps))
+    table = op_table(trace, by=keys, filt=EventFilter(kinds=("cpu_op",), steps=span.steps), coverage=False)
     # a step, not an op (legacy Kineto files write ProfilerStep#N as an Operator); the regex only where it may match
     maybe_step = pc.fill_null(pc.starts_with(table["name"].cast(pa.string()), "ProfilerStep#"), False)
     if pc.any(maybe_step).as_py():
