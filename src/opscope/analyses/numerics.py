@@ -13,7 +13,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from opscope.errors import UsageError
 
@@ -60,6 +59,8 @@ def load_dump(path: Path) -> pa.Table:
 
         if trace_eval.MARKER in head:
             return pa.Table.from_pylist(trace_eval.read_rows(path), schema=SCHEMA)
+    import pyarrow.parquet as pq  # here: diff imports this module for the numerics' columns, and reads no dump
+
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
