@@ -9,7 +9,6 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from opscope.model.schema import TABLE_SCHEMAS, kind_mask
-from opscope.sysmem import release_free_memory
 
 #: Kinds whose args :attr:`Trace.copy_args` holds.
 COPY_KINDS = ("memcpy", "memset")
@@ -143,9 +142,10 @@ class Trace:
             if found:
                 self._memo[key] = value
                 return value
+        # No trim here (there was one, malloc_trim after each kept analysis): with Arrow on the C library's allocator
+        # the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff of two
+        # 1 GB traces 1.49 -> 1.22 s, peaks within a few MB; BENCHMARKS.md, "The sixth session")
         value = self._memo[key] = compute()
-        if keep:  # a whole analysis is done: the temporaries it freed go back to the system (glibc keeps them)
-            release_free_memory()
         if store is not None and self.results is store:  # (compute() may have replaced a table)
             store.put(key, value)
         return value
