@@ -39,8 +39,9 @@ def release_free_memory() -> None:
 
 #: Arrow's allocator for this process (Arrow reads it once, at its first allocation): the C library's. Arrow's default,
 #: mimalloc, keeps the pages it frees, and the allocations Arrow makes on its own account (Acero's group-by, which does
-#: not take pyarrow's pool) bypass ``pyarrow.set_memory_pool``: with glibc's malloc they are handed back by
-#: :func:`release_free_memory` like the rest (the 1 GB trace's commands peak 10-14% lower, as fast; BENCHMARKS.md).
+#: not take pyarrow's pool) bypass ``pyarrow.set_memory_pool``: with glibc's malloc the next analysis reuses them and
+#: :func:`release_free_memory` hands them back where a phase ends (a 1 GB trace's commands peak 7-23% lower, and run
+#: faster; BENCHMARKS.md, "The sixth session").
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 _pool_set_here = False
 
