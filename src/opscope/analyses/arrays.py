@@ -44,8 +44,9 @@ def pylist(values: pa.Array | pa.ChunkedArray) -> list:
 
 
 def median(values: pa.Array | pa.ChunkedArray) -> float | int:
-    """``statistics.median`` of the values (the middle one, or the mean of the two middle ones), with the values put in
-    order by Arrow instead of as a Python list (a million kernels' durations: a sort of a million Python ints)."""
+    """``statistics.median`` of numbers without NaN (the middle one, or the mean of the two middle ones), with the
+    values put in order by Arrow instead of as a Python list (a million kernels' durations: a sort of a million
+    Python ints)."""
     arr = combined(values)
     if arr.null_count or len(arr) == 0:
         return statistics.median(arr.to_pylist())  # its answer, and its error, for nulls or no values
