@@ -57,6 +57,15 @@ def prefer_system_allocator() -> None:
     _pool_set_here = True
 
 
+def use_system_pool() -> None:
+    """pyarrow's pool: the C library's allocator, which returns freed buffers where Arrow's default keeps them, so a
+    one-shot command's peak stays near the size of its columns. (It covers pyarrow's own calls; Arrow's allocations on
+    its own account follow :func:`prefer_system_allocator`'s choice, made at the command's start.)"""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """``env`` (a copy of this process's environment when None) for a program opscope starts: without the allocator
     choice :func:`prefer_system_allocator` made for opscope itself."""

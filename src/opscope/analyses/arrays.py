@@ -22,11 +22,9 @@ except ImportError:  # not built here: the Arrow definitions run
 
 # --- arrays ----------------------------------------------------------------------------------------------
 
-def combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """One contiguous array: the chunks of a chunked array combined (an empty one of the same type when it has
-    none), its one chunk as it is (Arrow's ``combine_chunks`` copies even one: a column read from the cache is one
-    chunk, and a copy of it costs time and fresh memory); a plain array as it is."""
-    return one_array(values)
+#: One contiguous array (:func:`opscope.model.buffers.one_array`: a one-chunk column's chunk, not Arrow's copy of it),
+#: under the name the analyses use.
+combined = one_array
 
 
 def pylist(values: pa.Array | pa.ChunkedArray) -> list:

@@ -30,8 +30,6 @@ class Setting:
         return f"intra={self.intra} inter={self.inter}"
 
 
-
-
 def thread_grid(cores: int) -> list[Setting]:
     """The default, then intra-op counts 1, 2, 4... up to the cores (and the core count itself), each
     with 1 and 2 inter-op threads (2 only where there are 2 cores)."""

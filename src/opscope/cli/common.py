@@ -123,7 +123,7 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
     :func:`announce` once all are open, so a file that fails to open is the run's only line."""
     from opscope.ingest import open_trace
     from opscope.scale.discover import is_job_spec
-    from opscope.sysmem import release_free_memory
+    from opscope.sysmem import release_free_memory, use_system_pool
 
     if is_job_spec(path):
         from opscope.errors import UsageError
@@ -131,7 +131,7 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
         raise UsageError(f"{path} names a job (a directory or glob of rank traces) and this command reads one trace: "
                          "give it one rank's file; opscope job, summary, ops, kernels, steps, gpu, memory, scope, "
                          "code and query take the whole job")
-    _use_system_allocator()
+    use_system_pool()
     progress = _progress_for(path)
     try:
         trace = open_trace(path, use_cache=not no_cache, progress=progress, write_behind=True)
@@ -155,14 +155,6 @@ def _say_inflation(path: Path) -> None:
     inflation = step_inflation(find_run_info(path))
     if inflation is not None and inflation.inflated:
         say(f"{path}: {inflation.line()}")
-
-
-def _use_system_allocator() -> None:
-    # Arrow's default allocator keeps freed chunks; the system one returns them, which keeps the
-    # peak memory of a one-shot command near the size of the columns.
-    import pyarrow as pa
-
-    pa.set_memory_pool(pa.system_memory_pool())
 
 
 #: Content (decompressed) this big gets a bar from the start: parsing it takes seconds.

@@ -216,7 +216,7 @@ def _mark_comm(events: pa.Table) -> pa.Table:
         marked = pc.if_else(is_comm, pa.scalar("comm"), kind.cast(pa.string()))
         return events.set_column(events.schema.get_field_index("kind"), "kind", pc.dictionary_encode(marked))
     # on the codes: "comm" joins each chunk's dictionary (once), and the comm rows take its code
-    is_comm = one_array(is_comm) if isinstance(is_comm, pa.ChunkedArray) else is_comm
+    is_comm = one_array(is_comm)
     chunks, start = [], 0
     for chunk in kind.chunks:
         values = chunk.dictionary.to_pylist()
@@ -511,4 +511,4 @@ def assign_steps(events: pa.Table, steps: pa.Table) -> pa.Array:
         # (as Holistic Trace Analysis counts it too); without correlation ids, time is all there is to go by.
         unlaunched = pc.and_(pc.and_(is_device, pc.is_valid(events["correlation"])), pc.is_null(where))
         step = pc.if_else(unlaunched, pa.scalar(None, pa.int64()), step)
-    return one_array(step) if isinstance(step, pa.ChunkedArray) else step
+    return one_array(step)

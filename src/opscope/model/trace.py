@@ -144,7 +144,7 @@ class Trace:
                 return value
         # No trim here (there was one, malloc_trim after each kept analysis): with Arrow on the C library's allocator
         # the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff of two
-        # 1 GB traces 1.49 -> 1.22 s, peaks within a few MB; BENCHMARKS.md, "The sixth session")
+        # 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "The sixth session")
         value = self._memo[key] = compute()
         if store is not None and self.results is store:  # (compute() may have replaced a table)
             store.put(key, value)

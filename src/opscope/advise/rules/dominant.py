@@ -430,7 +430,7 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
         if spread is None:
             return pa.nulls(k.num_rows, pa.int32() if values is not None else pa.string())
         taken = pc.take(source, rows)
-        taken = combined(taken) if isinstance(taken, pa.ChunkedArray) else taken
+        taken = combined(taken)
         return pc.take(taken if values is not None else taken.cast(pa.string()), spread)
 
     table = pa.table({

@@ -125,7 +125,7 @@ def _grouped(names, ns, steps, category: str) -> pa.Table:
     t = pa.table({"name": names, "ns": pc.fill_null(ns, 0), "step": steps})
     totals = t.group_by("name").aggregate([("ns", "sum")]).sort_by([("ns_sum", "descending")])
     keep = totals["name"].slice(0, TOP_NAMES)
-    kept = pc.is_in(t["name"], value_set=combined(keep) if isinstance(keep, pa.ChunkedArray) else keep)
+    kept = pc.is_in(t["name"], value_set=combined(keep))
     t = t.set_column(0, "name", pc.if_else(kept, t["name"], pa.scalar("(other)")))
     g = t.group_by(["step", "name"]).aggregate([("ns", "sum")])
     return pa.table({"step": g["step"], "category": pa.array([category] * g.num_rows, pa.string()),
