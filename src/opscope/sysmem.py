@@ -37,6 +37,21 @@ def release_free_memory() -> None:
         _libc().malloc_trim(0)
 
 
+#: mallopt's parameter for the most heaps ("arenas") glibc's malloc keeps (malloc.h: M_ARENA_MAX).
+_M_ARENA_MAX = -8
+
+
+def use_one_malloc_arena() -> None:
+    """From now on, threads share the C library's one heap instead of each getting its own (glibc; a no-op elsewhere).
+
+    Two threads analysing one trace (advise's rules, diff's sides) each filled a heap of their own with buffers the
+    other thread's analysis freed and could not reuse: with one heap a 1 GB trace's ``advise`` peaked 50-110 MB lower,
+    and no slower (BENCHMARKS.md, "The seventh session"). Called when a trace opens from the cache, before analyses
+    start threads; not for a first open, whose parsing threads peaked 30 MB higher with it."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
+        _libc().mallopt(_M_ARENA_MAX, 1)
+
+
 #: Arrow's allocator for this process (Arrow reads it once, at its first allocation): the C library's. Arrow's default,
 #: mimalloc, keeps the pages it frees, and the allocations Arrow makes on its own account (Acero's group-by, which does
 #: not take pyarrow's pool) bypass ``pyarrow.set_memory_pool``: with glibc's malloc the next analysis reuses them and

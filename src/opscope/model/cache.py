@@ -27,15 +27,17 @@ from typing import Any
 import pyarrow as pa
 
 from opscope.errors import TraceError
+from opscope.model.mapped import MappedTable
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 from opscope.threads import side_by_side
 
+# 12: the events file uncompressed and read in place (model.mapped): its columns are views of the page cache;
 # 11: Arrow IPC files (NAME.arrow) instead of Parquet: written in a third of the time, read in two thirds;
 # 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 11  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+CACHE_FORMAT = 12  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
 #: Derived tables an entry holds beside the model's (TABLE_SCHEMAS): read like them, on first use.
 DERIVED = ("copy_args",)
 #: A table's file in an entry: ``NAME.arrow`` (the Arrow IPC file format, also known as Feather V2)
@@ -119,7 +121,8 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         for name in (*TABLE_SCHEMAS, *DERIVED):
             if name != "events":
                 _footer(table_file(entry, name))
-        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, events_file, names), rows)}
+        mapped = MappedTable(events_file)
+        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, mapped, names), rows)}
     except (OSError, ValueError, pa.ArrowException) as exc:
         # Unreadable entry: remove it and let the caller re-parse, so store() writes a good entry
         # (store never overwrites an entry whose meta.json exists).
@@ -170,25 +173,22 @@ def _footer(file: Path) -> tuple[list[str], int]:
         return reader.schema.names, int(rows)
 
 
-def _read_ipc(file: Path, fields: list[int] | None = None) -> pa.Table:
-    """The table in ``file`` (only the columns at ``fields``, when given). Memory-mapped: the compressed bytes are
-    read from the page cache as they are decompressed, and columns not asked for are never touched."""
-    options = None if fields is None else pa.ipc.IpcReadOptions(included_fields=fields)
-    return pa.ipc.open_file(pa.memory_map(str(file)), options=options).read_all()
+def _read_ipc(file: Path) -> pa.Table:
+    """The table in ``file``, decompressed. Memory-mapped: the compressed bytes are read from the page cache as they are
+    decompressed."""
+    return pa.ipc.open_file(pa.memory_map(str(file))).read_all()
 
 
-def _read_columns(file: Path, columns: list[str], names: list[str]) -> pa.Table:
-    """The columns ``names`` of the table file whose columns are ``columns`` (its footer's, read when the entry
-    opened), in that order."""
+def _read_columns(mapped: MappedTable, columns: list[str], names: list[str]) -> pa.Table:
+    """The columns ``names`` of the mapped events file whose columns are ``columns`` (its footer's, read when the entry
+    opened), in that order: views of the file, nothing read until used."""
     try:
         missing = sorted(set(names) - set(columns))
         if missing:
-            raise ValueError(f"{file.name} has no column {missing[0]!r}")
-        # no fields named reads them all: for no columns (the row count alone) the first is read and dropped
-        fields = sorted({columns.index(name) for name in names}) or [0]
-        return _read_ipc(file, fields).select(names)
+            raise ValueError(f"{mapped.file.name} has no column {missing[0]!r}")
+        return mapped.table.select(names)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise _unreadable(file, exc) from None
+        raise _unreadable(mapped.file, exc) from None
 
 
 def _read_later(file: Path, sums: dict) -> pa.Table:
@@ -289,11 +289,11 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
     return entry
 
 
-#: Compression of a table's file where it is not LZ4 (see _write_tables)
-_COMPRESSION = {"args": "zstd", "copy_args": "zstd"}
+#: Compression of a table's file where it is not LZ4 (see _write_tables); None: uncompressed
+_COMPRESSION: dict[str, str | None] = {"events": None, "args": "zstd", "copy_args": "zstd"}
 
 
-def _write_ipc(table: pa.Table, sink: Any, compression: str, metadata: dict[str, str] | None = None,
+def _write_ipc(table: pa.Table, sink: Any, compression: str | None, metadata: dict[str, str] | None = None,
                use_threads: bool = True) -> None:
     """``table`` as an Arrow IPC file into ``sink`` (the cache's tables and the kept results alike)."""
     options = pa.ipc.IpcWriteOptions(compression=compression, use_threads=use_threads)
@@ -316,10 +316,12 @@ def _write_tables(tables: dict[str, pa.Table], directory: Path) -> None:
     the thread with fewer bytes so far: the events on one, the args text on the other. The helper's error is raised
     here.
 
-    Arrow IPC files, not Parquet: the columns are written as they are in memory (dictionaries stay dictionaries),
-    each buffer compressed, so there is no encoding to do or undo: the 1 GB trace's events are written in 0.23 s
-    (Parquet: 0.62 s) and read in 0.12 s (0.19 s), 65 MB (57 MB). The numeric tables are LZ4-compressed (read back
-    in two thirds of zstd's time); the args text is zstd (less than half of LZ4's size, and rarely read)."""
+    Arrow IPC files, not Parquet: the columns are written as they are in memory (dictionaries stay dictionaries), so
+    there is no encoding to do or undo. The events are uncompressed, to be read in place (:mod:`opscope.model.mapped`:
+    every command reads them, and a mapped column costs no decompression and, once used, no memory of the process's
+    own): 290 MB for the 1 GB trace (LZ4: 68 MB, read in 0.12 s into memory the command then held). The other numeric
+    tables are LZ4-compressed (read back in two thirds of zstd's time); the args text is zstd (less than half of
+    LZ4's size, and rarely read)."""
     if not tables:
         return
     shares: tuple[list[str], list[str]] = ([], [])
