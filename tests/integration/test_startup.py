@@ -91,13 +91,15 @@ def test_names_spelled_in_the_cli_match_their_sources():
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])
-def test_cached_command_converts_options_without_pydantic(tmp_path, fmt):
+@pytest.mark.parametrize("command", ["kernels", "advise"])  # advise: a list of paths (fastparams.fast_list)
+def test_cached_command_converts_options_without_pydantic(tmp_path, fmt, command):
     trace = write_trace(tmp_path / "t.json", small_gpu_trace())
     # first run fills the cache; the second is served from it
-    argv = ["kernels", str(trace), "--format", fmt, "--limit", "5", "--sort", "-calls"]
+    argv = [command, str(trace), "--format", fmt, "--limit", "5",
+            *(["--sort", "-calls"] if command == "kernels" else ["--rules", "gpu-idle"])]
     text, codes, modules = run_main(argv, argv)
     assert codes == [0, 0]
-    assert "conv_kernel" in text and "relu_kernel" in text
+    assert ("conv_kernel" in text and "relu_kernel" in text) if command == "kernels" else "gpu-idle" in text
     assert not any(m == "pydantic" or m.startswith("pydantic.") for m in modules)
     assert "importlib.metadata" not in modules
 

@@ -15,7 +15,7 @@ from typer._click import Context
 from typer._coercion import build_runtime_param
 
 from opscope.cli import app
-from opscope.cli.fastparams import _MISS, fast_value, install
+from opscope.cli.fastparams import _MISS, fast_list, fast_value, install
 
 STR_VALUES = ["table", "json", "", " a b ", "é", "\udcff", "name,shapes", "-x"]
 INT_VALUES = ["0", "5", "-3", "20", "007", "1_000", " 5", "5 ", "+5", "5.0", "x", "", "99999999999999999999",
@@ -77,9 +77,28 @@ def test_fast_values_equal_typers_own_on_every_command_parameter(tmp_path):
                 via_param = outcome(param.get_runtime_param()._coerce_value, value, param=param, ctx=ctx)
                 assert via_param == stock, (name, param.name, value)
     assert checked > 500
+    lists = 0
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        ctx = Context(command, info_name=name)
+        for param in command.params:
+            desc = param.type_descriptor
+            if not desc.is_list or desc.file_annotation is not None:
+                continue
+            items = candidates(desc.annotation.__args__[0], tmp_path)
+            for values in [(), *((v,) for v in items), tuple(items[:3]), list(items[:2])]:
+                stock = outcome(build_runtime_param(desc)._coerce_value, values, param=param, ctx=ctx)
+                fast = outcome(fast_list, desc.annotation, desc.parameter_info, values, param, ctx)
+                lists += 1
+                if fast != ("value", ("object", _MISS)):
+                    assert fast == stock, (name, param.name, values)
+                    answered[f"list[{desc.annotation.__args__[0].__name__}]"] += 1
+                via_param = outcome(param.get_runtime_param()._coerce_value, values, param=param, ctx=ctx)
+                assert via_param == stock, (name, param.name, values)
+    assert lists > 20
     # every kind of parameter opscope has is answered without pydantic for the common spellings
     assert {"str", "int", "float", "Path", "bool"} <= set(answered), answered
     assert {"MemoryView", "ExportFormat"} <= set(answered), answered
+    assert {"list[Path]", "list[str]"} <= set(answered), answered
 
 
 def test_errors_stay_typers_own_words(tmp_path):

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from opscope import sysmem
 
 
@@ -49,3 +51,43 @@ def test_the_command_process_allocates_with_the_system_allocator(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-2:] == ["0", "system"]
+
+
+def test_the_heap_is_trimmed_when_anonymous_memory_grew_by_the_threshold(monkeypatch):
+    sizes = iter([100, 150, 120, 100 + 64, 110, 60, 60 + 63, 60 + 64, 70])  # MiB, one per look
+    trims = []
+    monkeypatch.setattr(sysmem, "anonymous_bytes", lambda: next(sizes) << 20)
+    monkeypatch.setattr(sysmem, "release_free_memory", lambda: trims.append(1))
+    trimmer = sysmem.HeapTrimmer()  # floor 100
+    trimmer()  # 150: grew 50
+    trimmer()  # 120
+    assert trims == []
+    trimmer()  # 164: grew 64 -> trim, the floor is what is left (110)
+    assert trims == [1]
+    trimmer()  # 60: the floor follows memory down
+    trimmer()  # 123: 63 over the floor
+    assert trims == [1]
+    trimmer()  # 124: 64 over -> trim (70 left)
+    assert trims == [1, 1]
+
+
+@pytest.mark.skipif(sysmem.anonymous_bytes() is None or not sys.platform.startswith("linux"),
+                    reason="glibc's heap and /proc/self/statm")
+def test_the_trimmer_hands_back_freed_heap_pages_under_a_live_block():
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    trimmer = sysmem.HeapTrimmer()
+    blocks = [libc.malloc(64 << 10) for _ in range(2048)]  # 128 MiB in the heap (under the mmap threshold)
+    for block in blocks:
+        ctypes.memset(block, 1, 64 << 10)
+    pinned = libc.malloc(64 << 10)  # above them: the heap's top cannot shrink past it
+    held = sysmem.anonymous_bytes()
+    for block in blocks:
+        libc.free(block)  # free, but resident: glibc keeps them below the pinned block
+    trimmer()  # grew by more than TRIM_GROWTH_BYTES: trims
+    after = sysmem.anonymous_bytes()
+    libc.free(pinned)
+    assert held is not None and after is not None and held - after >= 100 << 20

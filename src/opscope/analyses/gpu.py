@@ -456,7 +456,7 @@ class GpuAnalysis:
         """Launched work waiting to start: for each work row launched before it started, its ``device`` and the
         span from the launch (``start``) to its start (``end``), clipped to the window (``end`` may be <= ``start``)."""
         w = self.work
-        t = w.table
+        t = w.table.select(["device", "launch", "raw_start"])  # (a filter copies every column it is given)
         p = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
         return pa.table({"device": combined(p["device"]),
                          "start": pc.max_element_wise(combined(p["launch"]), w.window_start),
@@ -478,7 +478,7 @@ class GpuAnalysis:
         kernels (``compute_ns``), the part of comm that compute covers (``overlapped_ns``), the rest
         (``exposed_ns``), and how much of it overlap could hide at most (``hideable_ns``: the compute not yet under
         a collective bounds it)."""
-        t = self.work.table
+        t = self.work.table.select(["device", "cat", "start", "end"])
         t = t.filter(pc.greater(t["end"], t["start"]))
         cat = t["cat"]
 
@@ -580,7 +580,8 @@ class GpuAnalysis:
             return LAUNCH_SCHEMA.empty_table()
         busy = covered_by_group(self.device_busy)
         conc = self.concurrency
-        in_window = t.filter(_in_window(w))
+        in_window = t.select(["device", "cat", "raw_start", "raw_end", "launch", "correlation", "step", "thread"]) \
+            .filter(_in_window(w))
         kernels = in_window.filter(pc.less_equal(in_window["cat"], COMM))
         stream_counts = count_by(t.select(["device", "sid"]).group_by(["device", "sid"], use_threads=False)
                                   .aggregate([])["device"])
@@ -614,7 +615,7 @@ class GpuAnalysis:
 
     def min_launch_delay(self) -> int | None:
         """The most negative (or smallest) launch delay over all devices, for the skew note."""
-        t = self.work.table
+        t = self.work.table.select(["cat", "correlation", "launch", "raw_start"])
         k = t.filter(pc.and_(pc.less_equal(t["cat"], COMM), pc.is_valid(t["launch"])))
         if k.num_rows == 0:
             return None

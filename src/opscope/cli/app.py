@@ -55,9 +55,12 @@ def app_for(argv: list[str]) -> typer.Typer:
 #: Commands that read traces (or their cache entries) and show tables. pyarrow imports numpy only because it is
 #: installed; opscope calls nothing that needs it on these paths (tools/json_snapshot.py run with numpy hidden:
 #: every table command on every shared trace, the same bytes, exit codes and stderr), and leaving it out saves a
-#: fifth of a cached command's CPU time (bench/startup.py --with-numpy). Not advise (--measure runs torch), query
-#: (SQL may ask DuckDB for anything) or the commands that run programs.
-NUMPY_FREE = frozenset({"summary", "ops", "kernels", "steps", "gpu", "memory", "scope", "code", "diff"})
+#: fifth of a cached command's CPU time (bench/startup.py --with-numpy) and 11 MB of memory. advise only without
+#: --measure (which times reproducers with torch); not query (SQL may ask DuckDB for anything) or the commands that
+#: run programs.
+NUMPY_FREE = frozenset({"summary", "ops", "kernels", "steps", "gpu", "memory", "scope", "code", "diff", "advise"})
+#: Options that take a NUMPY_FREE command where numpy may be wanted (advise --measure times reproducers).
+_NUMPY_OPTIONS = frozenset({"--measure"})
 
 
 def is_command_process() -> bool:
@@ -74,7 +77,8 @@ def skip_numpy(argv: list[str]) -> bool:
     """Keep numpy out of this process when ``argv`` runs a :data:`NUMPY_FREE` command (not when numpy is loaded
     already, nor when a Dask client, which may serialize with it, runs the job's ranks: $OPSCOPE_DASK). For the
     command process only (see is_command_process): pyarrow imported without numpy stays without it."""
-    if not argv or argv[0] not in NUMPY_FREE or "numpy" in sys.modules or os.environ.get("OPSCOPE_DASK"):
+    if not argv or argv[0] not in NUMPY_FREE or "numpy" in sys.modules or os.environ.get("OPSCOPE_DASK") \
+            or _NUMPY_OPTIONS.intersection(argv):
         return False
     sys.modules["numpy"] = None  # type: ignore[assignment]  # import numpy raises ImportError: pyarrow goes without
     return True

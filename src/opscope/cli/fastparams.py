@@ -4,9 +4,9 @@ about as much as the rest of a cached command's start-up.
 
 :func:`install` gives each parameter a converter that does what the adapter would do for the values opscope's
 options take: a ``str``, a ``bool``, an ``int`` or ``float`` (within ``min``/``max``), a ``Path``, an Enum
-choice. For anything else (and for every value the adapter would reject, so that typer's error message is its
-own, word for word) it hands the value to typer's own converter. tests/unit/test_fastparams.py checks both
-against each other value by value.
+choice, or a list of one of them. For anything else (and for every value the adapter would reject, so that typer's
+error message is its own, word for word) it hands the value to typer's own converter. tests/unit/test_fastparams.py
+checks both against each other value by value.
 
 Nothing is installed when typer's internals are not the ones this was written against: typer then works as
 shipped, only slower to start.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args, get_origin
 
 #: parameter settings under which the adapter does more than convert (these take typer's own converter)
 _PATH_DEFAULTS = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "readable": True,
@@ -95,6 +95,21 @@ def fast_value(annotation: Any, info: Any, value: Any, param: Any = None, ctx: A
     return _MISS
 
 
+def fast_list(annotation: Any, info: Any, values: Any, param: Any = None, ctx: Any = None) -> Any:
+    """:func:`fast_value` for a ``list[T]`` parameter's values (a list, as the adapter gives), or ``_MISS`` when it
+    cannot tell for one of them (typer's converter then takes the whole list)."""
+    items = get_args(annotation)
+    if get_origin(annotation) is not list or len(items) != 1 or not isinstance(values, (list, tuple)):
+        return _MISS
+    out = []
+    for value in values:
+        converted = fast_value(items[0], info, value, param, ctx)
+        if converted is _MISS:
+            return _MISS
+        out.append(converted)
+    return out
+
+
 def install() -> bool:
     """Make typer convert values with :func:`fast_value` first; False (and nothing changed) when typer's
     internals differ from those this was written against."""
@@ -118,12 +133,22 @@ def install() -> bool:
                 return result
             return build_runtime_param(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
 
+    class FastListRuntimeParam(RuntimeParam):
+        """The same for a list parameter (``list[Path]``: several traces): each value converted as the item's."""
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            result = fast_list(self.annotation, self.parameter_info, value, param, ctx)
+            if result is not _MISS:
+                return result
+            return build_runtime_param(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
+
     def get_runtime_param(self: Any) -> Any:
         if self._runtime_param is None:
             desc = self.type_descriptor
-            simple = desc.file_annotation is None and not desc.is_list and not desc.is_tuple
-            self._runtime_param = FastRuntimeParam(parameter_info=desc.parameter_info, annotation=desc.annotation) \
-                if simple else build_runtime_param(desc)
+            plain = desc.file_annotation is None and not desc.is_tuple
+            kind = FastRuntimeParam if plain and not desc.is_list else FastListRuntimeParam if plain else None
+            self._runtime_param = build_runtime_param(desc) if kind is None else \
+                kind(parameter_info=desc.parameter_info, annotation=desc.annotation)
         return self._runtime_param
 
     get_runtime_param._opscope_fast = True  # type: ignore[attr-defined]

@@ -6,7 +6,8 @@ page cache, shared and clean. This module keeps them out of the process's reside
 (:data:`RELEASE_PERIOD_S`) drops every mapped table's pages from the process (``madvise(MADV_DONTNEED)``); a column
 used again maps them back from the page cache, with no disk read and no copy (on a 1 GB trace's 11 numeric columns,
 190 MB: 3-4 ms). So a command holds the pages its analyses touched in the last few milliseconds, not every column it
-has read (DESIGN.md, "The events file is read in place").
+has read. The same thread trims the C library's heap when freed buffers pile up in it (:class:`opscope.sysmem.
+HeapTrimmer`). DESIGN.md, "The events file is read in place".
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import contextlib
 import mmap
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+
+from opscope.sysmem import HeapTrimmer
 
 #: How often the pages of mapped tables leave the resident set. Shorter holds fewer pages at the cost of more
 #: wake-ups; each costs a walk of the map's page tables (~0.1 ms for 300 MB) and re-mapping what is in use (fault-around
@@ -58,12 +62,15 @@ class MappedTable:
 
 class _Releaser:
     """One daemon thread for every live mapped table: it releases their pages every :data:`RELEASE_PERIOD_S` and ends
-    when none is left (the next mapped table starts it again)."""
+    when none is left (the next mapped table starts it again). While it runs it also trims the C library's heap where
+    the analyses' freed buffers have piled up (:class:`opscope.sysmem.HeapTrimmer`): the columns out of the process,
+    what their analyses freed is the rest of what a command holds without using it."""
 
     def __init__(self) -> None:
         self._tables: weakref.WeakSet[MappedTable] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._trim: Callable[[], None] = lambda: None
 
     def watch(self, table: MappedTable) -> None:
         if not hasattr(mmap.mmap, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
@@ -71,6 +78,7 @@ class _Releaser:
         with self._lock:
             self._tables.add(table)
             if self._thread is None:
+                self._trim = HeapTrimmer()
                 self._thread = threading.Thread(target=self._run, name="opscope-release-pages", daemon=True)
                 self._thread.start()
 
@@ -91,6 +99,7 @@ class _Releaser:
                 return False
         for table in tables:
             table.release()
+        self._trim()
         return True
 
 
