@@ -59,6 +59,7 @@ def test_a_compressed_file_reads_all_the_same(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
 def test_release_takes_the_pages_out_and_the_columns_stay_readable(tmp_path, monkeypatch):
     monkeypatch.setattr(mapped._releaser, "watch", lambda table: None)  # only the explicit release, in this test
+    monkeypatch.setattr(mapped, "_pages", None)
     _write(tmp_path / "t.arrow")
     table = MappedTable(tmp_path / "t.arrow")
     column = table.table.column("a")
@@ -70,19 +71,42 @@ def test_release_takes_the_pages_out_and_the_columns_stay_readable(tmp_path, mon
     assert pc.sum(column).as_py() == total == ROWS * (ROWS - 1) // 2  # mapped back in, the same values
 
 
+def _released_unasked(address: int) -> None:
+    deadline = time.monotonic() + 10
+    while _resident_kib(address) >= 4 << 10:
+        assert time.monotonic() < deadline, "the pages were never released"
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(mapped._pages is None, reason="the C release thread is not built")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
-def test_the_releaser_lets_go_of_pages_unasked_and_ends_with_the_last_table(tmp_path, monkeypatch):
+def test_the_c_thread_lets_go_of_pages_unasked_until_the_table_goes(tmp_path, monkeypatch):
+    monkeypatch.setattr(mapped._releaser, "watch", lambda table: None)  # the C thread alone
+    _write(tmp_path / "t.arrow")
+    table = MappedTable(tmp_path / "t.arrow")
+    column = table.table.column("a")
+    assert table.released_in_c and mapped._pages.watched()[1] == 1
+    address = column.chunk(0).buffers()[1].address
+    for _ in range(3):  # released again after every use
+        assert pc.sum(column).as_py() == ROWS * (ROWS - 1) // 2
+        _released_unasked(address)
+    del table  # the map lives on in the column's buffers: no longer released, never unmapped under the thread
+    gc.collect()
+    assert pc.sum(column).as_py() == ROWS * (ROWS - 1) // 2
+    time.sleep(0.2)  # a hundred periods
+    assert _resident_kib(address) >= 30 << 10
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
+def test_the_python_releaser_lets_go_of_pages_unasked_and_ends_with_the_last_table(tmp_path, monkeypatch):
     monkeypatch.setattr(mapped, "_releaser", mapped._Releaser())  # its own, apart from other tests' tables
-    monkeypatch.setattr(mapped, "RELEASE_PERIOD_S", 0.01)
+    monkeypatch.setattr(mapped, "_pages", None)  # where the C thread is not built
     _write(tmp_path / "t.arrow")
     table = MappedTable(tmp_path / "t.arrow")
     column = table.table.column("a")
     address = column.chunk(0).buffers()[1].address
     pc.sum(column)
-    deadline = time.monotonic() + 10
-    while _resident_kib(address) >= 4 << 10:
-        assert time.monotonic() < deadline, "the pages were never released"
-        time.sleep(0.01)
+    _released_unasked(address)
     thread = mapped._releaser._thread
     assert thread is not None and thread.is_alive()
     del table, column
@@ -104,3 +128,7 @@ def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path):
     columns = cached.select(["kind", "name", "ts_ns", "dur_ns", "stream", "parent"])
     assert pa.total_allocated_bytes() == before  # views of the mapped file: nothing decompressed or copied
     assert columns.equals(parsed.select(["kind", "name", "ts_ns", "dur_ns", "stream", "parent"]))
+    sides = {name: getattr(cached, name) for name in ("steps", "flows", "counters", "memory")}
+    assert pa.total_allocated_bytes() == before  # the numeric side tables too
+    assert all(table.equals(getattr(parsed, name)) for name, table in sides.items())
+    assert sides["steps"].num_rows == 2 and len(cached._mapped) == 4  # held while the trace lives (their releases)

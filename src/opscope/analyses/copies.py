@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, pylist
 from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
-from opscope.analyses.links import link_table
+from opscope.analyses.links import device_links
 from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -39,7 +39,7 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
     links = launch_links(trace) if links is None else links
     where = index_in(rows, links["device_row"])
     launch = pc.take(combined(links["launch_row"]), where)
-    op = pc.take(combined(links["top_op_name"]), where).to_pylist()
+    op = pylist(pc.take(trace.select(["name"])["name"], pc.take(combined(links["top_row"]), where)))
     calls = ev.select(["ts_ns", "dur_ns", "pid", "tid"]).take(pc.fill_null(launch, 0))
     has_call = pc.is_valid(launch).to_pylist()
     call_start, call_dur, call_pid, call_tid = (pylist(calls[c]) for c in ("ts_ns", "dur_ns", "pid", "tid"))
@@ -77,9 +77,13 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
 
 
 def launch_links(trace: Trace) -> pa.Table:
-    """The device events that have a launch call: ``device_row``, ``launch_row``, ``top_op_name``."""
-    links = link_table(trace)
-    return links.filter(pc.is_valid(links["launch_row"])).select(["device_row", "launch_row", "top_op_name"])
+    """The device events that have a launch call: ``device_row``, ``launch_row`` and ``top_row`` (the outermost op
+    around the call; null without one), rows of the events table. Rows, not :func:`link_table`'s names: a copy's op
+    is named for the copies alone, not for every kernel (a 1 GB trace's link table holds 30 MB of names)."""
+    links = device_links(trace)
+    table = pa.table({"device_row": links["device_row"], "launch_row": links["launch_row"],
+                      "top_row": links["top_row"]})
+    return table.filter(pc.is_valid(table["launch_row"]))
 
 
 def _bytes(trace: Trace, event_ids: pa.Array) -> dict[int, int]:

@@ -131,7 +131,7 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
     for name in (*TABLE_SCHEMAS, *DERIVED):
         if name != "events":
             # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
-            tables[name] = partial(_read_later, table_file(entry, name), sums)
+            tables[name] = partial(_read_later, table_file(entry, name), sums, name in IN_PLACE)
     metadata["from_cache"] = str(entry)
     return Trace(metadata=metadata, results=ResultStore(entry), **tables)
 
@@ -191,9 +191,13 @@ def _read_columns(mapped: MappedTable, columns: list[str], names: list[str]) -> 
         raise _unreadable(mapped.file, exc) from None
 
 
-def _read_later(file: Path, sums: dict) -> pa.Table:
+def _read_later(file: Path, sums: dict, in_place: bool) -> pa.Table | MappedTable:
     try:
         _check(file, sums)
+        if in_place:
+            mapped = MappedTable(file)
+            mapped.table  # noqa: B018 - mapped and read now, so that a bad file is an error here
+            return mapped  # (the trace keeps it: its pages are released while it lives)
         return _read_ipc(file)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise _unreadable(file, exc) from None
@@ -289,8 +293,10 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
     return entry
 
 
-#: Compression of a table's file where it is not LZ4 (see _write_tables); None: uncompressed
-_COMPRESSION: dict[str, str | None] = {"events": None, "args": "zstd", "copy_args": "zstd"}
+#: The tables written uncompressed and read in place (model.mapped): the numeric ones (the args are text, zstd)
+IN_PLACE = tuple(name for name in TABLE_SCHEMAS if name != "args")
+#: Compression of a table's file (see _write_tables); None: uncompressed
+_COMPRESSION: dict[str, str | None] = {**dict.fromkeys(IN_PLACE), "args": "zstd", "copy_args": "zstd"}
 
 
 def _write_ipc(table: pa.Table, sink: Any, compression: str | None, metadata: dict[str, str] | None = None,
@@ -317,11 +323,10 @@ def _write_tables(tables: dict[str, pa.Table], directory: Path) -> None:
     here.
 
     Arrow IPC files, not Parquet: the columns are written as they are in memory (dictionaries stay dictionaries), so
-    there is no encoding to do or undo. The events are uncompressed, to be read in place (:mod:`opscope.model.mapped`:
-    every command reads them, and a mapped column costs no decompression and, once used, no memory of the process's
-    own): 290 MB for the 1 GB trace (LZ4: 68 MB, read in 0.12 s into memory the command then held). The other numeric
-    tables are LZ4-compressed (read back in two thirds of zstd's time); the args text is zstd (less than half of
-    LZ4's size, and rarely read)."""
+    there is no encoding to do or undo. The numeric tables (:data:`IN_PLACE`: the events, memory records, flows...) are
+    uncompressed, to be read in place (:mod:`opscope.model.mapped`: a mapped column costs no decompression and, once
+    used, no memory of the process's own): the 1 GB trace's events take 290 MB (LZ4: 68 MB, read in 0.12 s into
+    memory the command then held). The args text is zstd (less than half of LZ4's size, and rarely read)."""
     if not tables:
         return
     shares: tuple[list[str], list[str]] = ([], [])

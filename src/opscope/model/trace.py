@@ -8,13 +8,15 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
+from opscope.model.mapped import MappedTable
 from opscope.model.schema import TABLE_SCHEMAS, kind_mask
 
 #: Kinds whose args :attr:`Trace.copy_args` holds.
 COPY_KINDS = ("memcpy", "memset")
 
 Table: TypeAlias = pa.Table
-Loader: TypeAlias = Callable[[], pa.Table]
+#: gives a table when first asked (a MappedTable: one read in place, which the trace keeps while it lives)
+Loader: TypeAlias = Callable[[], "pa.Table | MappedTable"]
 
 
 class ColumnLoader:
@@ -64,6 +66,7 @@ class Trace:
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
         self._copy_args = copy_args
+        self._mapped: list[MappedTable] = []  # the side tables read in place (see _table)
         #: where results of analyses outlive the command (the cache's ResultStore: ``get(key)``, ``put(key,
         #: value)``); None for a trace not read from the cache, or changed since
         self.results = results
@@ -153,7 +156,13 @@ class Trace:
     def _table(self, name: str) -> pa.Table:
         value = self._tables[name]
         if callable(value):
-            value = self._tables[name] = value()
+            loaded = value()
+            if isinstance(loaded, MappedTable):
+                # a table read in place: its file's pages are released while the MappedTable lives (as long as the
+                # trace); the table alone would outlive it
+                self._mapped.append(loaded)
+                loaded = loaded.table
+            value = self._tables[name] = loaded
         return value
 
     def _set(self, name: str, table: pa.Table) -> None:

@@ -401,7 +401,7 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     """Per device, its kernels inside the steps (the whole trace without steps), grouped by name and the
     launching op with its inputs (those :func:`_worth_matching`, and the time of all); and every kernel name."""
     from opscope.analyses.arrays import arange, dictionary_codes, rows_where
-    from opscope.analyses.links import link_table
+    from opscope.analyses.links import device_links
     from opscope.analyses.names import short_names
 
     ev = ctx.trace.select(["kind", "name", "dur_ns", "step", "device"])
@@ -411,7 +411,7 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     k = ev.filter(mask)
     if k.num_rows == 0:
         return {}, []
-    links = link_table(ctx.trace)
+    links = device_links(ctx.trace)  # (the rows alone: not link_table's names of every kernel's ops)
     op_row = pc.take(links["op_row"], index_in(rows_where(mask), links["device_row"]))  # event_id: the row
     ops = ctx.trace.select(["name", "shapes", "dtypes", "strides"])
     found = pc.indices_nonzero(pc.is_valid(op_row))
