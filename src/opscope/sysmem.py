@@ -54,8 +54,9 @@ def use_one_malloc_arena() -> None:
 
 #: The C library's heap is trimmed once the process's anonymous memory has grown by this much since the last trim (see
 #: HeapTrimmer): bigger lets more freed memory stay resident, smaller trims (and faults pages back in) more often.
-#: 64 MiB: a 1 GB trace's ``advise`` peaked 560-580 MB instead of 700-720 MB, 0.1-0.2 s slower (32 MiB: 0.4 s).
-TRIM_GROWTH_BYTES = 64 << 20
+#: 32 MiB: a 1 GB trace's ``advise`` peaked at 430-446 MiB in three runs where 64 MiB gave 447-473 and 16 MiB
+#: 420-447 (and 0.1 s more); BENCHMARKS.md, "The seventh session".
+TRIM_GROWTH_BYTES = 32 << 20
 
 
 def anonymous_bytes() -> int | None:

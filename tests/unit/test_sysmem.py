@@ -54,20 +54,21 @@ def test_the_command_process_allocates_with_the_system_allocator(tmp_path):
 
 
 def test_the_heap_is_trimmed_when_anonymous_memory_grew_by_the_threshold(monkeypatch):
-    sizes = iter([100, 150, 120, 100 + 64, 110, 60, 60 + 63, 60 + 64, 70])  # MiB, one per look
+    g = sysmem.TRIM_GROWTH_BYTES >> 20
+    sizes = iter([100, 100 + g - 1, 120, 100 + g, 110, 60, 60 + g - 1, 60 + g, 70])  # MiB, one per look
     trims = []
     monkeypatch.setattr(sysmem, "anonymous_bytes", lambda: next(sizes) << 20)
     monkeypatch.setattr(sysmem, "release_free_memory", lambda: trims.append(1))
     trimmer = sysmem.HeapTrimmer()  # floor 100
-    trimmer()  # 150: grew 50
+    trimmer()  # grew g - 1
     trimmer()  # 120
     assert trims == []
-    trimmer()  # 164: grew 64 -> trim, the floor is what is left (110)
+    trimmer()  # grew g -> trim, the floor is what is left (110)
     assert trims == [1]
     trimmer()  # 60: the floor follows memory down
-    trimmer()  # 123: 63 over the floor
+    trimmer()  # g - 1 over the floor
     assert trims == [1]
-    trimmer()  # 124: 64 over -> trim (70 left)
+    trimmer()  # g over -> trim (70 left)
     assert trims == [1, 1]
 
 
