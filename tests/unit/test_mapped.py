@@ -128,7 +128,10 @@ def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path):
     columns = cached.select(["kind", "name", "ts_ns", "dur_ns", "stream", "parent"])
     assert pa.total_allocated_bytes() == before  # views of the mapped file: nothing decompressed or copied
     assert columns.equals(parsed.select(["kind", "name", "ts_ns", "dur_ns", "stream", "parent"]))
-    sides = {name: getattr(cached, name) for name in ("steps", "flows", "counters", "memory")}
+    from opscope.model.cache import IN_PLACE
+
+    sides = {name: getattr(cached, name) for name in IN_PLACE if name != "events"}
     assert pa.total_allocated_bytes() == before  # the numeric side tables too
     assert all(table.equals(getattr(parsed, name)) for name, table in sides.items())
-    assert sides["steps"].num_rows == 2 and len(cached._mapped) == 4  # held while the trace lives (their releases)
+    assert sides["steps"].num_rows == 2 and len(cached._mapped) == len(sides)  # held while the trace lives
+    assert cached.flows.equals(parsed.flows) and len(cached._mapped) == len(sides)  # (LZ4: read into memory)

@@ -293,8 +293,10 @@ def store(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
     return entry
 
 
-#: The tables written uncompressed and read in place (model.mapped): the numeric ones (the args are text, zstd)
-IN_PLACE = tuple(name for name in TABLE_SCHEMAS if name != "args")
+#: The tables written uncompressed and read in place (model.mapped): the numeric ones the analyses read. Not the args
+#: (text: zstd) nor the flows (LZ4: no analysis reads them from the cache, and in place they are 43 MB of the 1 GB
+#: trace's entry instead of 17).
+IN_PLACE = ("events", "counters", "memory", "steps")
 #: Compression of a table's file (see _write_tables); None: uncompressed
 _COMPRESSION: dict[str, str | None] = {**dict.fromkeys(IN_PLACE), "args": "zstd", "copy_args": "zstd"}
 
@@ -323,7 +325,7 @@ def _write_tables(tables: dict[str, pa.Table], directory: Path) -> None:
     here.
 
     Arrow IPC files, not Parquet: the columns are written as they are in memory (dictionaries stay dictionaries), so
-    there is no encoding to do or undo. The numeric tables (:data:`IN_PLACE`: the events, memory records, flows...) are
+    there is no encoding to do or undo. The numeric tables (:data:`IN_PLACE`: the events, memory records...) are
     uncompressed, to be read in place (:mod:`opscope.model.mapped`: a mapped column costs no decompression and, once
     used, no memory of the process's own): the 1 GB trace's events take 290 MB (LZ4: 68 MB, read in 0.12 s into
     memory the command then held). The args text is zstd (less than half of LZ4's size, and rarely read)."""
