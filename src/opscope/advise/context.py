@@ -168,20 +168,6 @@ class AdviceContext:
         return sync_calls(self.trace)
 
     @cached_property
-    def copy_links(self) -> pa.Table:
-        """The device events that have a launch call (:func:`opscope.analyses.copies.launch_links`)."""
-        from opscope.analyses.copies import launch_links
-
-        return launch_links(self.trace)
-
-    @cached_property
-    def copies(self) -> list[dict[str, Any]]:
-        """Every memcpy with direction, memory, size and issuing call (:func:`~opscope.analyses.copies.copy_table`)."""
-        from opscope.analyses.copies import copy_table
-
-        return copy_table(self.trace, self.copy_links)
-
-    @cached_property
     def host(self) -> HostCores | None:
         """The cores the run had and how many its own threads and the host's other processes left free
         (:func:`host_cores`), or None without run.json's core count."""
