@@ -14,6 +14,7 @@ shipped, only slower to start.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, cast, get_args, get_origin
@@ -127,20 +128,18 @@ def install() -> bool:
     class FastRuntimeParam(RuntimeParam):
         """typer's RuntimeParam (same None and multi-value handling) converting with fast_value first."""
 
+        convert: Callable[..., Any] = staticmethod(fast_value)
+
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            result = fast_value(self.annotation, self.parameter_info, value, param, ctx)
+            result = self.convert(self.annotation, self.parameter_info, value, param, ctx)
             if result is not _MISS:
                 return result
             return build_runtime_param(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
 
-    class FastListRuntimeParam(RuntimeParam):
+    class FastListRuntimeParam(FastRuntimeParam):
         """The same for a list parameter (``list[Path]``: several traces): each value converted as the item's."""
 
-        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            result = fast_list(self.annotation, self.parameter_info, value, param, ctx)
-            if result is not _MISS:
-                return result
-            return build_runtime_param(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
+        convert = staticmethod(fast_list)
 
     def get_runtime_param(self: Any) -> Any:
         if self._runtime_param is None:

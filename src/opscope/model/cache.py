@@ -32,7 +32,7 @@ from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 from opscope.threads import side_by_side
 
-# 12: the events file uncompressed and read in place (model.mapped): its columns are views of the page cache;
+# 12: the numeric tables uncompressed and read in place (model.mapped): their columns are views of the page cache;
 # 11: Arrow IPC files (NAME.arrow) instead of Parquet: written in a third of the time, read in two thirds;
 # 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)

@@ -59,10 +59,11 @@ class MappedTable:
             if self._table is None:
                 with open(self.file, "rb") as fh:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                pages = pa.py_buffer(self._map)
                 # every column: with nothing to decompress the reader points into the map (asked for some fields
                 # only, it copies the whole record batch instead)
-                self._table = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(self._map))).read_all()
-                self.released_in_c = _watch_in_c(self, self._map)
+                self._table = pa.ipc.open_file(pa.BufferReader(pages)).read_all()
+                self.released_in_c = _watch_in_c(self, pages)
                 _releaser.watch(self)
             return self._table
 
@@ -73,12 +74,12 @@ class MappedTable:
                 self._map.madvise(mmap.MADV_DONTNEED)
 
 
-def _watch_in_c(table: MappedTable, pages: mmap.mmap) -> bool:
-    """Have the C thread release the map's pages until ``table`` goes; whether it took them."""
+def _watch_in_c(table: MappedTable, pages: pa.Buffer) -> bool:
+    """Have the C thread release the map's pages (``pages``: all of it) until ``table`` goes; whether it took them."""
     if _pages is None or not c_enabled():
         return False
-    address = pa.py_buffer(pages).address
-    if not _pages.watch(address, len(pages), RELEASE_PERIOD_S):
+    address = pages.address
+    if not _pages.watch(address, pages.size, RELEASE_PERIOD_S):
         return False
     # Called as the table goes, before its map can be unmapped (the table holds it): unwatch returns once no release
     # of the map is under way, so the thread never touches an address that may be mapped to something else.
