@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -139,34 +140,43 @@ def _ns(e: Any, v: Any) -> int | None:
     return _to_ns_checked(v)
 
 
+def _utf8_replaced(raw: Any) -> bytes | None:
+    """``raw`` with invalid UTF-8 replaced by U+FFFD, or None when it was valid UTF-8 already.
+
+    msgspec reports invalid UTF-8 as UnicodeDecodeError up to 0.22 and as a plain DecodeError from 0.23, so the
+    bytes themselves decide whether a retry can help.
+    """
+    data = bytes(raw)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace").encode("utf-8")
+    return None
+
+
+def _decode_lenient(decode: Callable[[Any], Any], raw: Any) -> Any:
+    """``decode(raw)``, retried once with invalid UTF-8 replaced; None when it cannot be read."""
+    try:
+        return decode(raw)
+    except (ValueError, RecursionError):  # msgspec's errors (invalid UTF-8 among them) are ValueErrors
+        pass
+    repaired = _utf8_replaced(raw)
+    if repaired is None:
+        return None
+    try:
+        return decode(repaired)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _decode_args_item(raw: Any) -> ArgsView | None:
     """One event's args; invalid UTF-8 is replaced, anything else unreadable gives None."""
-    if not raw:
-        return None
-    try:
-        return _decode_args_one(raw)
-    except UnicodeDecodeError:
-        pass
-    except (ValueError, RecursionError):
-        return None
-    try:
-        return _decode_args_one(bytes(raw).decode("utf-8", "replace").encode("utf-8"))
-    except (ValueError, RecursionError):
-        return None
+    return _decode_lenient(_decode_args_one, raw) if raw else None
 
 
 def _decode_json_lenient(raw: Any) -> Any:
     """A JSON value (counter args); invalid UTF-8 replaced; None when unreadable."""
-    try:
-        return msgspec.json.decode(raw)
-    except UnicodeDecodeError:
-        pass
-    except (ValueError, RecursionError):
-        return None
-    try:
-        return msgspec.json.decode(bytes(raw).decode("utf-8", "replace").encode("utf-8"))
-    except (ValueError, RecursionError):
-        return None
+    return _decode_lenient(msgspec.json.decode, raw)
 
 
 def cap_names(names: pa.DictionaryArray) -> tuple[pa.DictionaryArray, int]:
