@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 
@@ -30,6 +31,22 @@ def _typer() -> typer.Typer:
 
 
 app = _typer()
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from opscope.version import __version__
+
+        print(f"opscope {__version__}")  # noqa: T201  the one line --version promises
+        raise typer.Exit
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", help="Print opscope's version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    """Options that come before the command."""
 
 
 def _unused() -> None:
