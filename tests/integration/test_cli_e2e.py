@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from support.timing import limit
 
 US = 1000
 
@@ -17,7 +18,7 @@ US = 1000
 def run(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "opscope.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=limit(300))
 
 
 def test_ops_json_and_csv(trace_file):
@@ -102,15 +103,31 @@ def test_demo_records_and_summarizes(tmp_path):
     res = run("demo", "--output", str(out), "--steps", "2")
     assert res.returncode == 0, res.stderr
     assert "Top operators by self time" in res.stdout
-    assert (out / "demo.pt.trace.json").is_file()
-    # the profiler's own start/stop lines (Kineto writes them to stderr) are held back: the user sees our line
+    trace = out / "demo.pt.trace.json"
+    assert trace.is_file()
+    # run.json beside it, as opscope record writes one: the trace, the host, and torch's threads sized for the
+    # host: its usable cores less the cores the load average says other processes keep busy (at least one)
+    info = json.loads((out / "run.json").read_text())
+    cpu = info["cpu"]
+    assert info["traces"] == ["demo.pt.trace.json"] and info["status"] == "finished"
+    assert info["threads"]["intra_op"] == max(1, cpu["usable_cores"] - round(cpu["load_average"][0]))
+    # the profiler's own start/stop lines (Kineto writes them to stderr) are held back: the user sees our lines,
+    # the last one saying how to record a program of their own
     report = out / "demo.report.html"
-    assert res.stderr.strip().splitlines() == [f"trace saved to {out / 'demo.pt.trace.json'}",
-                                               f"report: {report} (open it in a browser; it works offline)"], \
-        res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 3, res.stderr
+    assert lines[0].startswith(f"opscope: trace saved to {trace} (run.json beside it: "
+                               f"{info['threads']['intra_op']} intra-op threads for {cpu['usable_cores']} usable "
+                               f"cores"), lines[0]
+    assert lines[1] == f"report: {report} (open it in a browser; it works offline)"
+    assert lines[2].startswith("opscope: next, your own program: opscope record -o myrun -- python train.py")
     assert report.read_text().startswith("<!DOCTYPE html>")
-    # A second run never overwrites the first recording, nor its report.
+    # advise finds the run.json: the threads rule runs (it needs the thread settings) instead of saying it cannot
+    advice = run("advise", str(trace), "--rules", "threads", "--format", "json")
+    assert advice.returncode == 0 and "no run.json" not in advice.stderr, advice.stderr
+    # A second run never overwrites the first recording, nor its report: it takes a fresh directory
     first = report.read_bytes()
     res = run("demo", "--output", str(out), "--steps", "2")
-    assert res.returncode == 0 and (out / "demo-1.pt.trace.json").is_file()
-    assert (out / "demo-1.report.html").is_file() and report.read_bytes() == first
+    second = tmp_path / "demo-1"
+    assert res.returncode == 0 and (second / "demo.pt.trace.json").is_file() and (second / "run.json").is_file()
+    assert (second / "demo.report.html").is_file() and report.read_bytes() == first

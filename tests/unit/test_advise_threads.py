@@ -90,6 +90,10 @@ def test_a_loaded_host_leaves_fewer_cores_for_the_intra_op_threads(tmp_path):
             assert got == []
         else:
             assert f"torch.set_num_threads({expected})" in got[0].change
+    # already at the threads that fit (1, as opscope demo picks on a loaded host): nothing to change, no finding
+    (tmp_path / "rec").rename(tmp_path / "fits")
+    trace, run = recording(tmp_path, run_json(1, 2, inter=1, load=3.1))
+    assert findings(trace, run) == []
     # the same 2-core run on an idle host (load 0.3): settings fit, no finding
     (tmp_path / "rec").rename(tmp_path / "idle")
     trace, run = recording(tmp_path, run_json(2, 2, load=0.3))

@@ -221,6 +221,11 @@ class HostCores:
         the other processes have theirs (never below 0)."""
         return max(0, self.cores - (self.intra_op or 1) - self.others)
 
+    @property
+    def fitting_intra_op(self) -> int:
+        """Intra-op threads that fit this host: the usable cores less those other processes keep busy (at least 1)."""
+        return max(1, self.cores - self.others)
+
     def describe(self) -> str:
         text = f"{self.cores} usable cores"
         if self.intra_op:

@@ -8,10 +8,14 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from opscope.advise.context import host_cores
 from opscope.capture import require_torch
 from opscope.capture.demo_model import mobilenet_v2_mini
-from opscope.capture.outdir import make_output_dir
+from opscope.capture.outdir import claim_output_dir, make_output_dir
+from opscope.capture.runinfo import add_torch_info, run_info
+from opscope.capture.runner import write_json_atomic
 from opscope.capture.tracefile import save_trace
 from opscope.errors import UsageError
 from opscope.paths import numbered_names
@@ -78,3 +82,21 @@ def record_demo(output_dir: Path, steps: int = 4, batch: int = 8, image: int = 6
     except OSError as exc:
         raise UsageError(f"{output_dir}: cannot save the demo's trace there ({exc.strerror or exc})") from None
     return path, prof
+
+
+def demo_run(output: Path, steps: int) -> tuple[Path, dict[str, Any]]:
+    """Record the demo as ``opscope record`` records a program: into a fresh directory (``output``, else
+    ``output-1``...), with torch's intra-op threads sized for this host (its usable cores less those other processes
+    keep busy, by the load average), and a run.json beside the trace that says so. Returns the trace and run.json."""
+    torch = require_torch()
+    directory, _ = claim_output_dir(output)
+    info = run_info(["opscope", "demo", "--steps", str(steps)], Path.cwd())
+    host = host_cores(info)
+    path, _ = record_demo(directory, steps=steps, threads=host.fitting_intra_op if host is not None else None)
+    add_torch_info(info, torch)
+    info.update({"status": "finished", "mode": "demo", "traces": [path.name]})
+    try:
+        write_json_atomic(directory / "run.json", info)
+    except OSError as exc:
+        raise UsageError(f"{directory}: cannot write run.json there ({exc.strerror or exc})") from None
+    return path, info

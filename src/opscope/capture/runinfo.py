@@ -105,7 +105,12 @@ def run_info(command: list[str], program_dir: Path, torch=None) -> dict[str, Any
         "git": git_info(program_dir),
     }
     if torch is not None:
-        t = torch_info(torch)
-        info["versions"].update({k: t.pop(k) for k in ("torch", "cuda", "hip", "cudnn")})
-        info.update(t)
+        add_torch_info(info, torch)
     return info
+
+
+def add_torch_info(info: dict[str, Any], torch) -> None:
+    """Add torch's versions, GPUs and thread settings (:func:`torch_info`, as they are now) to a run_info dict."""
+    t = torch_info(torch)
+    info["versions"].update({k: t.pop(k) for k in ("torch", "cuda", "hip", "cudnn")})
+    info.update(t)

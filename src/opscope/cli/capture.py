@@ -16,27 +16,40 @@ _PROGRAM = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 @app.command()
 def demo(
-    output: Annotated[Path, typer.Option(help="Directory for the recorded trace.")] = Path("opscope-demo"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the trace, run.json and report; if it "
+                                         "is not empty (or not yours), DIR-1, DIR-2... is used.")]
+    = Path("opscope-demo"),
     steps: Annotated[int, typer.Option(help="Active profiled training steps.", min=1, max=100)] = 4,
     format: FormatOpt = "table",
 ) -> None:
-    """Profile a small MobileNetV2-style model (depthwise convs) on the CPU; print its summary and the top advice."""
+    """Profile a small MobileNetV2-style model (depthwise convs) on the CPU; print its summary and the top advice.
+
+    torch's intra-op threads are sized for this machine (its usable cores less those other processes keep busy) and
+    run.json beside the trace says so, as `opscope record` writes it for a program of yours."""
     from opscope.advise import advise as run_rules
     from opscope.advise.report import advice_report
     from opscope.analyses.reports import summary_report
-    from opscope.capture.outdir import make_output_dir
 
-    make_output_dir(output)  # a place that cannot hold the trace is said before the training, not after it
     try:
-        from opscope.capture.demo import record_demo
-        path, _ = record_demo(output, steps=steps)
+        from opscope.capture.demo import demo_run
+        path, run = demo_run(output, steps)
     except ImportError as exc:
         raise UsageError(f"opscope demo needs PyTorch ({exc})") from None
-    stderr().print(f"trace saved to {path}", highlight=False, markup=False)
+    say(f"trace saved to {path} (run.json beside it: {_threads_said(run)})")
     trace = load(path)
-    advice = advice_report(run_rules(trace), f"advice for {path.name}", limit=3, evidence_rows=4)
+    advice = advice_report(run_rules(trace, run=run), f"advice for {path.name}", limit=3, evidence_rows=4)
     show(summary_report(trace).then(replace(advice, legend=f"all of it: opscope advise {path}")), format)
     _demo_report(trace, path)
+    say("next, your own program: opscope record -o myrun -- python train.py ARGS   (then opscope advise, report or "
+        "steps on the trace it names; README.md, \"Capture: record your own program\")")
+
+
+def _threads_said(run: dict) -> str:
+    threads = (run.get("threads") or {}).get("intra_op")
+    cpu = run.get("cpu") or {}
+    load = cpu.get("load_average")
+    busy = f", load average {load[0]:.2f}" if isinstance(load, list) and load else ""
+    return f"{threads} intra-op threads for {cpu.get('usable_cores')} usable cores{busy}"
 
 
 def _demo_report(trace, path: Path) -> None:

@@ -51,9 +51,10 @@ def check(ctx: AdviceContext) -> list[Finding]:
                          f"torch.set_num_interop_threads({cores})"))
     host = ctx.host
     loaded = host.others if host is not None else 0  # cores other processes keep busy (rounded load average)
+    # fewer threads help only down to the ones that fit (one thread waits for no other at the end of an op)
     if intra and host is not None and host.load is not None and loaded >= 1 and intra <= cores \
-            and intra + loaded > cores:
-        share = max(1, cores - loaded)
+            and intra > host.fitting_intra_op:
+        share = host.fitting_intra_op
         problems.append(("host_load", host.load, f"the host was busy when the program started: load average "
                                                  f"{host.load:.2f} (threads of other processes wanting a core) on "
                                                  f"{cores} usable cores, so {intra} intra-op threads share cores "
