@@ -33,7 +33,8 @@ def main() -> int:
     parser.add_argument("--formats", default=",".join(hostile_corpus.FORMATS))
     parser.add_argument("--only", help="comma-separated classes: " + ",".join(hostile_corpus.GENERATORS))
     parser.add_argument("--per-file", action="store_true", help="a line per file: size, slowest run, peak RSS")
-    parser.add_argument("--command-timeout", type=int, default=60)
+    parser.add_argument("--command-cpu-s", type=int, default=60,
+                        help="CPU seconds a command may use before it counts as unbounded work")
     parser.add_argument("--file-timeout", type=float, default=900)
     opts = parser.parse_args()
     root = opts.out or Path(tempfile.mkdtemp(prefix="opscope-hostile-"))
@@ -44,7 +45,7 @@ def main() -> int:
     files = [f for fs in corpus.values() for f in fs]
     print(f"corpus: {len(files)} files in {root} ({time.monotonic() - t0:.1f} s to write)", flush=True)
     results = run_corpus(files, hostile_corpus.good_trace(root), hostile_corpus.COMMANDS, opts.formats.split(","),
-                         root / "cache", opts.command_timeout, opts.file_timeout, opts.jobs)
+                         root / "cache", opts.command_cpu_s, opts.file_timeout, opts.jobs)
     runs = [r for res in results for r in res.runs]
     bad = 0
     for res in results:

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.timing import limit
 
 #: The flags the screenshot tool uses too: no sandbox (containers, root), no network chatter of its own.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
-#: How long the charts may take to draw (a fresh page compiles the Vega bundle: well under a second)
-RENDER_TIMEOUT_MS = 20_000
+#: How long the charts may take to draw (a fresh page compiles the Vega bundle: well under a second idle)
+RENDER_TIMEOUT_MS = round(limit(20) * 1000)
 
 _ALL_CHARTS_DRAWN = ("() => Array.from(document.querySelectorAll('[data-chart]'))"
                      ".every(e => e.dataset.rendered === 'true' || e.dataset.rendered === 'error')")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from support.cli import run_cli_many
 from support.shared import SHARED_TRACES
+from support.timing import limit
 from support.tracefiles import write_trace, x
 
 pytestmark = pytest.mark.browser
@@ -341,7 +342,7 @@ def test_hostile_trace_text_is_shown_as_text_and_never_runs(built, open_report, 
 def test_screenshot_tool_writes_a_png_of_the_section_asked_for(built, tmp_path, browser):
     out = tmp_path / "shot.png"
     res = subprocess.run([sys.executable, str(TOOL), str(built["hostile"]), str(out), "--section", "ops"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=limit(120))
     assert res.returncode == 0, res.stderr
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 from support import tracemutate as tm
 from support.shared import shared_trace
+from support.timing import limit
 from typer.testing import CliRunner
 
 from opscope.advise import advise
@@ -115,7 +116,7 @@ def test_recorded_cpu_program_with_a_slow_loader(tmp_path):
     # --stack: the Python frames that let the finding name __getitem__ (record's default leaves them out)
     r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "--stack", "-o", str(out), "--", "python",
                         str(script)],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=limit(300), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     trace_file = next(out.glob("*.pt.trace.json.gz"))
     doc = tm.load(trace_file)

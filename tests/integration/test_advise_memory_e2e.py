@@ -11,6 +11,7 @@ import pytest
 from support import tracemutate as tm
 from support.advise_memory import fragmented, near
 from support.shared import shared_trace
+from support.timing import limit
 from typer.testing import CliRunner
 
 from opscope.advise import advise
@@ -79,7 +80,7 @@ def test_cpu_recording_has_only_host_memory(tmp_path):
                 model(torch.randn(32, 64)).sum().backward()
         prof.export_chrome_trace(sys.argv[1])
     """))
-    r = subprocess.run([sys.executable, str(script), str(trace)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, str(script), str(trace)], capture_output=True, text=True, timeout=limit(300))
     assert r.returncode == 0, r.stderr
     assert any(e.get("name") == "[memory]" for e in tm.load(trace)["traceEvents"])
     a = advise(open_trace(trace), only=["memory"])

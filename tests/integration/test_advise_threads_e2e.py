@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 from support.advise_threads import findings, recording, run_json
+from support.timing import limit
 from typer.testing import CliRunner
 
 from opscope.cli import app
@@ -47,12 +48,12 @@ def test_a_real_recording_with_more_threads_than_cores(tmp_path):
     threads = max(cores, os.cpu_count() or 1) * 4
     r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "-o", str(tmp_path / "rec"),
                         "--intra-op-threads", str(threads), "--", "python", str(script)],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=limit(300), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     info = json.loads((tmp_path / "rec" / "run.json").read_text())
     assert info["threads"]["intra_op"] == threads and info["cpu"]["usable_cores"] == cores
     r = subprocess.run([sys.executable, "-m", "opscope.cli", "advise", str(tmp_path / "rec"), "--rules", "threads",
-                        "-f", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                        "-f", "json"], capture_output=True, text=True, timeout=limit(120), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert len(rows) == 1 and rows[0]["saving_ns"] is None

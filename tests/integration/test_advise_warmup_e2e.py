@@ -12,6 +12,7 @@ import pytest
 from support import tracemutate as tm
 from support.advise_warmup import flags, steps_trace, warmup
 from support.shared import shared_trace
+from support.timing import limit
 from typer.testing import CliRunner
 
 from opscope.advise import advise
@@ -57,7 +58,7 @@ def test_first_step_compiling_recorded_here(tmp_path):
     pytest.importorskip("torch", reason="recording needs the torch extra")
     script, trace = tmp_path / "compiled.py", tmp_path / "compiled.json"
     script.write_text(COMPILED)
-    r = subprocess.run([sys.executable, str(script), str(trace)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, str(script), str(trace)], capture_output=True, text=True, timeout=limit(300))
     assert r.returncode == 0, r.stderr
     doc = tm.load(trace)
     durs = [(n, (e - s) * 1000) for n, s, e in tm.steps(doc)]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.timing import limit
 from support.tracefiles import small_gpu_trace, write_trace
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -74,7 +75,7 @@ GROW = "b = bytearray({n}); b[::4096] = b'x' * len(b[::4096]); import time; time
 
 
 def test_a_run_over_the_memory_limit_is_killed_and_says_so():
-    r = ingest.run_child([sys.executable, "-c", GROW.format(n=400_000_000, s=5)], timeout=60,
+    r = ingest.run_child([sys.executable, "-c", GROW.format(n=400_000_000, s=5)], timeout=limit(60),
                          max_rss_bytes=200_000_000)
     assert r.rc != 0
     assert "over the 0.2 GB limit" in r.stderr_tail
@@ -90,7 +91,7 @@ def test_the_summed_rss_of_a_case_counts_its_worker_processes():
             "pids = [os.fork() for _ in range(1)]\n"  # parent and one child each hold ~150 MB
             + GROW.format(n=150_000_000, s=1.5) + "\n"
             "if pids[0]:\n    os.waitpid(pids[0], 0)\n")
-    r = ingest.run_child([sys.executable, "-c", code], timeout=60, max_rss_bytes=10**11)
+    r = ingest.run_child([sys.executable, "-c", code], timeout=limit(60), max_rss_bytes=10**11)
     assert r.rc == 0
     assert 140e6 < r.peak_rss_bytes < 220e6  # %M: the largest single process
     assert r.group_rss_bytes > 1.7 * 150e6  # the sum of both (sampled)

@@ -9,8 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.timing import limit
 
 torch = pytest.importorskip("torch", reason="capture needs the torch extra")
+
 
 from opscope.capture.threads import thread_grid  # noqa: E402
 from opscope.ingest import open_trace  # noqa: E402
@@ -49,7 +51,7 @@ NO_OPTIMIZER = textwrap.dedent("""
 
 def opscope_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opscope.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=limit(300))
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ def step_numbers(trace_file: Path) -> list[int]:
 def test_record_a_training_script(tmp_path, train, monkeypatch):
     out = tmp_path / "rec"
     r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "-o", str(out), "--", "python", str(train),
-                        "6"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                        "6"], cwd=tmp_path, capture_output=True, text=True, timeout=limit(300),
                        env={**__import__("os").environ, "OMP_NUM_THREADS": "2", "NCCL_SECRET_TOKEN": "x"})
     assert r.returncode == 0, r.stderr
     assert "done" in r.stdout  # the program's own output passes through

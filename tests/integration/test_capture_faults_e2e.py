@@ -21,6 +21,7 @@ from support.capture_faults import (
     write_program,
 )
 from support.cli import assert_one_line_error, run_cli_many
+from support.timing import limit
 
 pytest.importorskip("torch", reason="capture needs the torch extra")
 
@@ -32,7 +33,7 @@ def test_two_records_started_at_once_into_one_directory_never_share_it(tmp_path)
     # Each run's program gets its own arguments, so its run.json says which run it was.
     procs = [subprocess.Popen(record_command("rec", "none", str(tag), script=script), cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for tag in (100, 200)]
-    results = [proc.communicate(timeout=180) for proc in procs]
+    results = [proc.communicate(timeout=limit(180)) for proc in procs]
     assert [proc.returncode for proc in procs] == [PROGRAM_EXIT, PROGRAM_EXIT], results
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["rec", "rec-1"]
     tags = sorted(run_json(tmp_path / name)["command"][-1] for name in ("rec", "rec-1"))

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.timing import limit
 
 pytest.importorskip("torch", reason="capture needs the torch extra")
 
@@ -40,7 +41,7 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
 
 
 def _wait_ready(tmp_path: Path, proc: subprocess.Popen) -> int:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + limit(120)
     while not (tmp_path / "ready.txt").exists():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the program never started"
@@ -61,7 +62,7 @@ def test_sigint_to_opscope_reaches_the_program(tmp_path):
     proc = _start(tmp_path)
     _wait_ready(tmp_path, proc)
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=120)
+    proc.communicate(timeout=limit(120))
     assert (tmp_path / "caught.txt").read_text() == "yes"  # the program's own handler ran
     assert proc.returncode == 130  # what a shell gives for an interrupted program
 
@@ -70,9 +71,9 @@ def test_sigterm_to_opscope_is_forwarded_and_gives_128_plus_15(tmp_path):
     proc = _start(tmp_path)
     pid = _wait_ready(tmp_path, proc)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=120)
+    proc.communicate(timeout=limit(120))
     assert proc.returncode == 128 + signal.SIGTERM
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + limit(10)
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid)  # not orphaned
@@ -80,5 +81,5 @@ def test_sigterm_to_opscope_is_forwarded_and_gives_128_plus_15(tmp_path):
 
 def test_a_program_killed_by_a_signal_gives_128_plus_n(tmp_path):
     proc = _start(tmp_path, "kill")
-    proc.communicate(timeout=120)
+    proc.communicate(timeout=limit(120))
     assert proc.returncode == 128 + signal.SIGKILL

@@ -11,6 +11,7 @@ from support import tracemutate as tm
 from support.cli import assert_one_line_error, run_cli
 from support.diff import loader_events, write_recording
 from support.shared import shared_trace
+from support.timing import limit
 from support.tracefiles import write_trace, x
 from typer.testing import CliRunner
 
@@ -163,7 +164,7 @@ def test_kernel_rows_agree_with_hta_trace_diff_live(tmp_path):
         (d / Path(rel).name).symlink_to(shared_trace(rel))
         dirs.append(str(d))
     done = subprocess.run([str(HTA_PYTHON), "-c", HTA_DIFF_CODE, *dirs], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=limit(600))
     assert done.returncode == 0, done.stderr[-2000:]
     hta = {r["name"]: (r["c_counts"], r["c_total_duration"], r["t_counts"], r["t_total_duration"])
            for r in json.loads(done.stdout.strip().splitlines()[-1])}
@@ -241,7 +242,8 @@ def test_recorded_runs_with_a_slower_loader(tmp_path):
     script.write_text(SLOW_LOADER)
     for name, sleep in (("fast", "0"), ("slow", "0.05")):
         r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "-o", str(tmp_path / name), "--",
-                            "python", str(script), sleep], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                            "python", str(script), sleep], capture_output=True, text=True, timeout=limit(300),
+                           cwd=tmp_path)
         assert r.returncode == 0, r.stderr
     r = runner.invoke(app, ["diff", str(tmp_path / "fast"), str(tmp_path / "slow"), "--fail-if-slower", "5%"])
     assert r.exit_code == 1, r.output

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support.cli import assert_one_line_error
 from support.shared import shared_trace
+from support.timing import limit
 from support.tracefiles import write_trace
 from support.views import hand_trace
 
@@ -26,7 +27,7 @@ NEEDS_DOT = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's d
 def run(*args: str, env: dict | None = None, prelude: str = "") -> subprocess.CompletedProcess:
     code = f"{prelude}\nfrom opscope.cli import main\nimport sys\nsys.argv = ['opscope'] + sys.argv[1:]\nmain()"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=env or dict(os.environ), timeout=120)
+                          env=env or dict(os.environ), timeout=limit(120))
 
 
 def tooltips(dot_text: str) -> dict[str, tuple[int, float]]:

@@ -46,7 +46,7 @@ def corpus_results(tmp_path_factory):
     corpus = hostile_corpus.build(root, "ci")
     files = [f for fs in corpus.values() for f in fs]
     return run_corpus(files, hostile_corpus.good_trace(root), hostile_corpus.COMMANDS, hostile_corpus.FORMATS,
-                      root / "cache", command_timeout=60, file_timeout=600)
+                      root / "cache", command_cpu_s=60, file_timeout=600)
 
 
 def test_every_command_on_every_hostile_file_ends_in_a_result_or_one_clean_error(corpus_results):

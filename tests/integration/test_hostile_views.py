@@ -47,7 +47,7 @@ def view_results(tmp_path_factory):
             shutil.copy(made, cache / str(i) / made.name)
     assert bundle
     return files, run_corpus(files, hostile_corpus.good_trace(root), VIEW_COMMANDS, ("table",), cache,
-                             command_timeout=60, file_timeout=300)
+                             command_cpu_s=60, file_timeout=300)
 
 
 def _cache_dir() -> str:

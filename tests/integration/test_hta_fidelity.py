@@ -29,6 +29,7 @@ import pytest
 from support.hta_compat import kernel_type_breakdown, temporal_breakdown
 from support.hta_live import HTA_PYTHON, _hta_missing
 from support.shared import SHARED_TRACES, shared_trace
+from support.timing import limit
 
 from opscope.ingest import open_trace
 
@@ -228,7 +229,7 @@ def run_hta(trace: Path, tmp_path: Path) -> dict:
     run_dir.mkdir()
     shutil.copy(trace, run_dir / (trace.name if trace.name.endswith((".json", ".gz")) else trace.name + ".json"))
     done = subprocess.run([str(HTA_PYTHON), "-c", HTA_CODE, str(run_dir)], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=limit(300))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"HTA 0.5.0 cannot analyse this trace: {last}")

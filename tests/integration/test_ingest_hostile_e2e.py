@@ -1,5 +1,6 @@
 """Hostile trace files on the read path (issue 14, part 2): each ends in a result or one clean error within
-the child's 60 s timeout, with the right events, the warning that says what was cut, and bounded memory.
+the child's time limit (60 s on an idle machine, scaled: support.timing), with the right events, the warning that
+says what was cut, and bounded memory.
 
 Every file here once took more than 120 s or GBs of memory (the sizes below are CI-sized versions).
 """

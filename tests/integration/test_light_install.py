@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+from support.timing import limit
 from support.tracefiles import small_gpu_trace, write_trace
 
 CHILD = textwrap.dedent("""
@@ -25,7 +26,7 @@ CHILD = textwrap.dedent("""
 
 def test_load_without_polars_names_the_extra(tmp_path):
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=limit(120))
     assert done.returncode == 0, done.stderr
     error, rows = done.stdout.strip().splitlines()
     assert error.startswith("ERROR ") and "pip install 'opscope[polars]'" in error and "frames='arrow'" in error
@@ -47,7 +48,7 @@ def test_report_without_the_view_extra_names_it_before_any_work(tmp_path):
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
     out = tmp_path / "r.html"
     done = subprocess.run([sys.executable, "-c", REPORT_CHILD, str(path), str(out)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=limit(120))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "opscope: error: the HTML report needs the view extra (altair missing): pip install 'opscope[view]'"]

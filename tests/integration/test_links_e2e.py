@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 from support.links import US, _described
 from support.shared import shared_trace
+from support.timing import limit
 from support.tracefiles import small_gpu_trace, write_trace
 
 from opscope.analyses.links import link_table
@@ -100,7 +101,7 @@ def test_cli_ops_gpu_and_kernels_full_names(tmp_path):
 
     def run(*args):
         return subprocess.run([sys.executable, "-m", "opscope.cli", *args], capture_output=True, text=True,
-                              env=dict(os.environ), timeout=120)
+                              env=dict(os.environ), timeout=limit(120))
 
     res = run("ops", str(path), "--gpu", "--format", "json")
     assert res.returncode == 0, res.stderr

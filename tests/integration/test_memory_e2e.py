@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 from support.memory import hand_trace
 from support.shared import shared_trace
+from support.timing import limit
 from support.tracefiles import small_gpu_trace, write_trace
 
 from opscope.analyses import memory as mem
@@ -23,7 +24,7 @@ from opscope.ingest import open_trace
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opscope.cli", *args], capture_output=True, text=True,
-                          env=dict(os.environ), timeout=120)
+                          env=dict(os.environ), timeout=limit(120))
 
 
 def test_cli_views_and_no_memory(tmp_path):

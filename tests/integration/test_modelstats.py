@@ -9,9 +9,11 @@ import textwrap
 from collections import OrderedDict
 
 import pytest
+from support.timing import limit
 
 torch = pytest.importorskip("torch", reason="model statistics need the torch extra")
 nn = torch.nn
+
 
 from opscope.capture.demo_model import mobilenet_v2_mini  # noqa: E402
 from opscope.capture.modelstats import model_stats, sort_stats  # noqa: E402
@@ -147,7 +149,7 @@ def test_cli_json_keys_for_a_file_target(tmp_path, capsys, monkeypatch):
 
 def test_cli_demo_runs_as_a_command():
     res = subprocess.run([sys.executable, "-m", "opscope.cli", "model", "demo", "--input-shape", "2,3,32,32",
-                          "--max-depth", "1", "--format", "csv"], capture_output=True, text=True, timeout=120)
+                          "--max-depth", "1", "--format", "csv"], capture_output=True, text=True, timeout=limit(120))
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("module,depth,type,output_shape,params")

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from support.timing import limit
 
 torch = pytest.importorskip("torch", reason="the numerics recorder needs the torch extra")
 np = pytest.importorskip("numpy")
 nn = torch.nn
+
 
 from opscope.analyses.numerics import DUMP_NAME, load_dump  # noqa: E402
 from opscope.capture.numerics import fresh_dump_dir, record_numerics, save_dump  # noqa: E402
@@ -157,7 +159,7 @@ def test_dump_roundtrip_and_fresh_dirs(tmp_path):
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opscope.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+                          timeout=limit(120))
 
 
 SCRIPT = textwrap.dedent("""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from support.shared import raw_events, shared_trace
+from support.timing import limit
 
 MI300 = "tracelens/traces/mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz"
 
@@ -16,7 +17,7 @@ MI300 = "tracelens/traces/mi300/google_owlv2-large-patch14-ensemble__1016001.jso
 def run(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "150", **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "opscope.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=limit(300))
 
 
 def test_summary_shows_tensile_kernels_on_one_line_and_keeps_full_names_in_json():
@@ -91,7 +92,7 @@ def test_record_runs_python_c(tmp_path):
             "    m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()\n")
     out = tmp_path / "rec"
     r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "-o", str(out), "--", "python", "-c", code,
-                        "x1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                        "x1"], cwd=tmp_path, capture_output=True, text=True, timeout=limit(300))
     assert r.returncode == 0, r.stderr
     assert "argv ['-c', 'x1'] __main__" in r.stdout  # as python -c sets them
     info = json.loads((out / "run.json").read_text())

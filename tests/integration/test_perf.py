@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.cli import assert_one_line_error, run_cli, run_cli_many
 from support.shared import shared_trace
+from support.timing import limit
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -347,7 +348,7 @@ def test_without_o_the_profile_lands_under_a_fresh_name(tmp_path, cache):
     env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache)}
     for _ in range(2):
         res = subprocess.run([sys.executable, "-m", "opscope.cli", "perf", "m.onnx", "-n", "1", "--format", "json"],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=limit(60))
         assert res.returncode == 0, res.stderr
     assert expected_from_profile(tmp_path / "m.ort-profile.json")["runs"] == 1
     assert expected_from_profile(tmp_path / "m-1.ort-profile.json")["runs"] == 1

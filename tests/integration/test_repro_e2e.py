@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.shared import raw_events, shared_trace
+from support.timing import limit
 
 torch = pytest.importorskip("torch")
 
@@ -174,9 +175,10 @@ def test_gpu_trace_cases_are_the_raw_json_ops_and_rebuild_with_their_exact_input
 # --- the command line -------------------------------------------------------------------------------------------
 
 def opscope(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``opscope ARGS`` in a child process (the test's cache folder, from the environment)."""
+    """``opscope ARGS`` in a child process (the test's cache folder, from the environment); ``timeout`` is an idle
+    machine's limit (scaled: support.timing)."""
     p = subprocess.run([sys.executable, "-m", "opscope.cli", *args], cwd=cwd, capture_output=True, text=True,
-                       timeout=timeout, env=os.environ.copy())
+                       timeout=limit(timeout), env=os.environ.copy())
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

@@ -10,8 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.timing import limit
 
 torch = pytest.importorskip("torch")
+
 
 from opscope.repro import harness  # noqa: E402  (after the torch check: the harness imports torch)
 
@@ -39,7 +41,7 @@ def run(script: Path, *argv: str, text: bool = False) -> tuple[int, str, dict | 
     out.unlink(missing_ok=True)
     args = list(argv) if text else [*argv, "--json", str(out)]
     p = subprocess.run([sys.executable, "-c", WITHOUT_OPSCOPE, str(script), *args], capture_output=True, text=True,
-                       timeout=120, cwd=script.parent)
+                       timeout=limit(120), cwd=script.parent)
     assert "Traceback" not in p.stderr, p.stderr
     return p.returncode, p.stdout, json.loads(out.read_text()) if out.exists() else None
 

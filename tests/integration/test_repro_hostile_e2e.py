@@ -25,9 +25,11 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_cli_many
+from support.timing import limit
 from support.tracefiles import x
 
 torch = pytest.importorskip("torch")
+
 
 from opscope.repro import registry  # noqa: E402  (after the torch check: the registry asks torch)
 from opscope.repro.script import MARKER, harness_parts  # noqa: E402
@@ -343,7 +345,7 @@ def test_generated_scripts_carry_no_trace_text_unquoted(hostile):
 
 def test_the_canary_would_fire_if_it_ran(tmp_path):
     # the check below means something only if the canary, executed, does create the file
-    subprocess.run([sys.executable, "-c", canary(tmp_path)], check=True, timeout=30)
+    subprocess.run([sys.executable, "-c", canary(tmp_path)], check=True, timeout=limit(30))
     assert (tmp_path / "PWNED").exists()
 
 
@@ -356,7 +358,7 @@ def test_running_the_scripts_runs_torch_and_nothing_else(hostile):
         procs = [subprocess.Popen([sys.executable, str(p), "--variants", "none", "--budget", "0.01", "--no-check",
                                    *extra], cwd=sandbox, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for p, extra in jobs[i:i + 2]]
-        done += [(p, proc.communicate(timeout=120), proc.returncode) for p, proc in zip(jobs[i:i + 2], procs)]
+        done += [(p, proc.communicate(timeout=limit(120)), proc.returncode) for p, proc in zip(jobs[i:i + 2], procs)]
     for (path, _), (out, err), code in done:
         assert "Traceback" not in err, (path.name, err)
         assert code in (0, 3), (path.name, code, err)
@@ -581,6 +583,6 @@ def test_an_interrupted_run_keeps_cases_json_whole(written, tmp_path):
         assert entries[0]["status"] == "ok" and entries[1]["status"] == "not run"
     finally:
         os.killpg(proc.pid, 9)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=limit(30))
     entries = cases(written)
     assert entries[0]["status"] == "ok" and all(e["status"] == "not run" for e in entries[1:])

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from support.timing import limit
 from support.tracefiles import small_gpu_trace, write_trace
 
 from opscope.cli import app
@@ -44,7 +45,7 @@ print("\\n" + json.dumps({"codes": results, "modules": sorted(k for k, v in sys.
 
 def run_main(*argvs: list[str], env: dict[str, str] | None = None) -> tuple[str, list[int], set[str]]:
     proc = subprocess.run([sys.executable, "-c", RUN_MAIN, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **(env or {}), "PYTHONPATH": SRC})
+                          timeout=limit(120), env={**os.environ, **(env or {}), "PYTHONPATH": SRC})
     assert proc.returncode == 0, proc.stderr
     text, _, last = proc.stdout.rstrip().rpartition("\n")
     report = json.loads(last)
@@ -76,7 +77,7 @@ def test_every_command_help_works_and_imports_nothing_heavy():
 def test_a_usage_error_still_says_the_formats(tmp_path):
     """The --format check runs without importing at registration; its message names the registered renderers."""
     proc = subprocess.run([sys.executable, "-m", "opscope.cli", "kernels", str(tmp_path / "t.json"), "-f", "xml"],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC})
+                          capture_output=True, text=True, timeout=limit(120), env={**os.environ, "PYTHONPATH": SRC})
     assert proc.returncode == 2
     assert "Invalid value for '--format' / '-f': 'xml' is not one of table, json, csv" in proc.stderr
 
@@ -142,7 +143,7 @@ def test_table_commands_run_without_numpy_and_say_the_same(tmp_path):
         for fmt in ("json", "table"):
             argv = [command, str(trace), *([str(other)] if command == "diff" else []), "--format", fmt]
             alone = subprocess.run([sys.executable, "-X", "importtime", "-m", "opscope.cli", *argv],
-                                   capture_output=True, text=True, timeout=120, env=env)
+                                   capture_output=True, text=True, timeout=limit(120), env=env)
             imported = {line.rsplit("|", 1)[-1].strip() for line in alone.stderr.splitlines()
                         if line.startswith("import time:")}
             assert alone.returncode == 0, alone.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.shared import shared_trace
+from support.timing import limit
 from support.tracefiles import small_gpu_trace, write_trace
 from support.views import US, hand_trace
 
@@ -22,7 +23,7 @@ from opscope.ingest import open_trace
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opscope.cli", *args], capture_output=True, text=True,
-                          env=dict(os.environ), timeout=120)
+                          env=dict(os.environ), timeout=limit(120))
 
 
 def test_cli(tmp_path):

@@ -25,6 +25,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from support.timing import limit
+
 PROGRAM = textwrap.dedent("""
     import errno, os, signal, sys
     import torch
@@ -89,18 +91,19 @@ def record_command(output: Path | str, *program_args: str, script: Path) -> list
             *program_args]
 
 
-def run(command: list[str], cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+def run(command: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``command`` in ``cwd``; ``timeout`` is an idle machine's limit (scaled: support.timing)."""
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=limit(timeout),
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def run_many(commands: list[list[str]], cwd: Path, timeout: int = 120) -> list[subprocess.CompletedProcess]:
+def run_many(commands: list[list[str]], cwd: Path, timeout: float = 120) -> list[subprocess.CompletedProcess]:
     """Run commands side by side (each start costs about a second of imports, mostly waiting)."""
     procs = [subprocess.Popen(c, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "OMP_NUM_THREADS": "1"}) for c in commands]
     results = []
     for command, proc in zip(commands, procs):
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=limit(timeout))
         results.append(subprocess.CompletedProcess(command, proc.returncode, out, err))
     return results
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.timing import limit
+
 
 def run_cli(*args: str, cache: Path) -> subprocess.CompletedProcess:
     return run_cli_many([args], cache=cache)[0]
@@ -19,7 +21,7 @@ def run_cli_many(commands: list[tuple[str, ...]], cache: Path) -> list[subproces
                               stderr=subprocess.PIPE, text=True, env=env) for args in commands]
     results = []
     for args, proc in zip(commands, procs):
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=limit(60))
         results.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
     return results
 

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from opscope.model.trace import Trace
+from support.timing import limit
 
 
 def totals(trace: Trace, skip_kinds: tuple[str, ...] = ("profiler",)) -> tuple[Counter, Counter]:
@@ -64,4 +65,4 @@ def export(trace_path: Path, out: Path, *extra: str, fmt: str = "chrome") -> sub
     import sys
 
     return subprocess.run([sys.executable, "-m", "opscope.cli", "export", str(trace_path), "--to", fmt, "-o", str(out),
-                           *extra], capture_output=True, text=True, env={**os.environ}, timeout=300)
+                           *extra], capture_output=True, text=True, env={**os.environ}, timeout=limit(300))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from support.timing import limit
+
 
 def fifo(path: Path) -> Path:
     """A named pipe where a trace file is expected: open() on it blocks until a writer appears."""
@@ -124,8 +126,8 @@ _RSS_PREFIX = "opscope-test-peak-rss-kb="
 
 
 def run_cli_peak_rss(*args: str, cache: Path, env: dict[str, str] | None = None):
-    """Run ``opscope ARGS`` in a child (60 s timeout, as ``support.cli.run_cli``) that reports its own peak
-    RSS as it exits; returns ``(CompletedProcess without that line, peak RSS in bytes)``."""
+    """Run ``opscope ARGS`` in a child (60 s on an idle machine, scaled, as ``support.cli.run_cli``) that reports
+    its own peak RSS as it exits; returns ``(CompletedProcess without that line, peak RSS in bytes)``."""
     import subprocess
     import sys
 
@@ -137,7 +139,7 @@ def run_cli_peak_rss(*args: str, cache: Path, env: dict[str, str] | None = None)
             "runpy.run_module('opscope.cli', run_name='__main__')\n")
     env = {**os.environ, **(env or {}), "OPSCOPE_CACHE_DIR": str(cache)}
     res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
-                         timeout=60)
+                         timeout=limit(60))
     lines = res.stderr.splitlines(keepends=True)
     rss = [int(line[len(_RSS_PREFIX):]) for line in lines if line.startswith(_RSS_PREFIX)]
     assert len(rss) == 1, res.stderr

@@ -5,6 +5,9 @@ one process per file pays the imports once; each command runs through ``opscope.
 captured stdout/stderr, so an exception escaping ``main`` is exactly a traceback the user would see. A line
 ``{"start": ...}`` goes to RESULTS before each run and the run's verdict after it, so the parent that kills a hung
 child knows which command hung. The process's peak RSS after each run is in its verdict (``peak_kb``).
+
+Each command's work is bounded in CPU seconds (``ITIMER_PROF``: every thread's CPU time, not the wall clock, so a
+busy machine does not trip it); a command that waits without working is caught by the parent's wall-clock limit.
 """
 
 from __future__ import annotations
@@ -39,24 +42,24 @@ def _peak_kb() -> int:
         return int(re.search(r"VmHWM:\s*(\d+)", fh.read()).group(1))  # type: ignore[union-attr]
 
 
-def run_one(args: list[str], fmt: str, file: str, timeout: int) -> Run:
+def run_one(args: list[str], fmt: str, file: str, cpu_seconds: int) -> Run:
     argv = [*args] if fmt == "table" else [*args, "--format", fmt]
     out, err = io.StringIO(), io.StringIO()
     rc, tb = 0, ""
     sys.argv = ["opscope", *argv]
     start = time.perf_counter()
-    signal.alarm(timeout)
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             main()
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except _CommandTimeoutError:
-        rc, tb = -1, f"timeout: still running after {timeout} s"
+        rc, tb = -1, f"timeout: still running after {cpu_seconds} s of CPU time"
     except BaseException:
         rc, tb = 1, traceback.format_exc()
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
     run = Run(file=file, args=argv, fmt=fmt, rc=rc, seconds=time.perf_counter() - start, stdout=out.getvalue(),
               stderr=err.getvalue(), traceback=tb)
     run.problems = problems(run)
@@ -64,9 +67,9 @@ def run_one(args: list[str], fmt: str, file: str, timeout: int) -> Run:
 
 
 def main_driver() -> None:
-    file, good, commands_json, formats, results, timeout = sys.argv[1:7]
+    file, good, commands_json, formats, results, cpu_seconds = sys.argv[1:7]
     commands = json.loads(commands_json)
-    signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGPROF, _alarm)
     with open(results, "a", encoding="utf-8") as log:
         log.write(json.dumps({"startup_kb": _peak_kb()}) + "\n")
         log.flush()
@@ -75,7 +78,7 @@ def main_driver() -> None:
             for fmt in formats.split(","):
                 log.write(json.dumps({"start": args, "fmt": fmt}) + "\n")
                 log.flush()
-                run = run_one(args, fmt, file, int(timeout))
+                run = run_one(args, fmt, file, int(cpu_seconds))
                 log.write(json.dumps({"args": run.args, "fmt": fmt, "rc": run.rc, "seconds": round(run.seconds, 3),
                                       "peak_kb": _peak_kb(), "problems": run.problems,
                                       "stderr": run.stderr[-500:]}) + "\n")

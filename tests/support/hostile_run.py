@@ -1,4 +1,6 @@
-"""Run the table commands on hostile files, one child process per file, with a time budget per file.
+"""Run the table commands on hostile files, one child process per file: each command bounded in CPU seconds
+(``command_cpu_s``), each file in wall-clock seconds (``file_timeout``, an idle machine's figure scaled by
+:func:`support.timing.limit`).
 
 The child is :mod:`support.hostile_driver`; its verdicts come back through a JSON-lines file, so a child killed
 for overrunning its budget still tells which command it was running. Peak RSS is the child's own high-water mark
@@ -16,6 +18,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from support.timing import limit
 
 DRIVER = Path(__file__).with_name("hostile_driver.py")
 
@@ -40,19 +44,19 @@ class FileResult:
         return found
 
 
-def run_file(file: Path, good: Path, commands, formats, cache: Path, command_timeout: int,
+def run_file(file: Path, good: Path, commands, formats, cache: Path, command_cpu_s: int,
              file_timeout: float) -> FileResult:
     results = file.parent / f".{file.name}.results.jsonl"
     results.unlink(missing_ok=True)
     env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache), "COLUMNS": "200"}
     args = [sys.executable, str(DRIVER), str(file), str(good), json.dumps(commands), ",".join(formats), str(results),
-            str(command_timeout)]
+            str(command_cpu_s)]
     start = time.monotonic()
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env, start_new_session=True)
     res = FileResult(file)
     try:
-        _, stderr = proc.communicate(timeout=file_timeout)
+        _, stderr = proc.communicate(timeout=limit(file_timeout))
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         _, stderr = proc.communicate()
@@ -77,12 +81,12 @@ def run_file(file: Path, good: Path, commands, formats, cache: Path, command_tim
     return res
 
 
-def run_corpus(files: list[Path], good: Path, commands, formats, cache_root: Path, command_timeout: int = 60,
+def run_corpus(files: list[Path], good: Path, commands, formats, cache_root: Path, command_cpu_s: int = 60,
                file_timeout: float = 300, jobs: int = 2) -> list[FileResult]:
     """Every command x format on every file; a cache of its own per file (the first command fills it)."""
     def one(i_file):
         i, file = i_file
-        return run_file(file, good, commands, formats, cache_root / str(i), command_timeout, file_timeout)
+        return run_file(file, good, commands, formats, cache_root / str(i), command_cpu_s, file_timeout)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(one, enumerate(files)))

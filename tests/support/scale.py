@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from opscope.errors import TraceError
+from support.timing import limit
 
 
 def square(x: int) -> int:
@@ -58,10 +59,12 @@ def sleep_then_square(x: int) -> int:
 
 
 def bounded(call, seconds: float = 60.0):
-    """``call()``, failing the test instead of hanging it when it takes longer than ``seconds`` (the executor
-    must never hang: a daemon thread runs it, so a stuck one does not keep pytest from exiting either)."""
+    """``call()``, failing the test instead of hanging it when it takes longer than ``seconds`` on an idle machine
+    (scaled: support.timing) (the executor must never hang: a daemon thread runs it, so a stuck one does not keep
+    pytest from exiting either)."""
     import threading
 
+    seconds = limit(seconds)
     box: dict = {}
 
     def target() -> None:

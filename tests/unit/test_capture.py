@@ -3,6 +3,8 @@ the recordings themselves are in tests/integration/test_capture_e2e.py."""
 
 from __future__ import annotations
 
+from support.timing import limit
+
 from opscope.capture.runinfo import perf_environment
 from opscope.capture.threads import Setting, step_timing, thread_grid
 
@@ -53,7 +55,7 @@ def test_progress_lines_while_the_profiler_is_busy(monkeypatch):
     monkeypatch.setattr(session._Progress, "QUIET_S", 0.01)
     progress = session._Progress()
     with progress.watch("saving a profiled window"):
-        assert first.wait(60)  # a busy watch says so while it lasts (no timing asserted: we wait for the line)
+        assert first.wait(limit(60))  # a busy watch says so while it lasts (no timing asserted: we wait for the line)
     assert lines[0].startswith("saving a profiled window (the profiler's own work, left out of the step times)")
     assert lines[-1].startswith("saving a profiled window: done in")
     lines.clear()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from support.timing import limit
 
 from opscope.model import mapped
 from opscope.model.mapped import MappedTable
@@ -72,7 +73,7 @@ def test_release_takes_the_pages_out_and_the_columns_stay_readable(tmp_path, mon
 
 
 def _released_unasked(address: int) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + limit(10)
     while _resident_kib(address) >= 4 << 10:
         assert time.monotonic() < deadline, "the pages were never released"
         time.sleep(0.01)
@@ -111,7 +112,7 @@ def test_the_python_releaser_lets_go_of_pages_unasked_and_ends_with_the_last_tab
     assert thread is not None and thread.is_alive()
     del table, column
     gc.collect()
-    thread.join(timeout=10)
+    thread.join(timeout=limit(10))
     assert not thread.is_alive() and mapped._releaser._thread is None
 
 

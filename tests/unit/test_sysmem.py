@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from support.timing import limit
 
 from opscope import sysmem
 
@@ -48,7 +49,7 @@ def test_the_command_process_allocates_with_the_system_allocator(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != sysmem.ARROW_POOL_ENV}
     env["OPSCOPE_CACHE_DIR"] = str(tmp_path / "cache")
     done = subprocess.run([sys.executable, str(script), str(trace)], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=limit(120))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-2:] == ["0", "system"]
 
