@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.model import ranges
-from opscope.model.buffers import c_enabled, one_array, values_view
+from opscope.model.buffers import c_enabled, one_array, true_positions, values_view
 from opscope.model.lookup import index_in
 from opscope.model.schema import buffers_key
 
@@ -87,7 +87,7 @@ def native_loops():
 
 def rows_where(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The positions (int64) of the true values of a boolean mask."""
-    return pc.cast(pc.indices_nonzero(combined(mask)), pa.int64())
+    return pc.cast(true_positions(combined(mask)), pa.int64())
 
 
 def local_index(mask: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, pylist
 from opscope.analyses.gpu import MEMCPY_DIRECTIONS, direction_code
 from opscope.analyses.links import device_links
+from opscope.model.buffers import true_positions
 from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -32,7 +33,7 @@ def copy_table(trace: Trace, links: pa.Table | None = None) -> list[dict[str, An
     :func:`launch_links` when the caller has it."""
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid"])
     mask = pc.fill_null(kind_mask(ev, ("memcpy",)), False)
-    rows = pc.indices_nonzero(mask)
+    rows = true_positions(mask)
     if len(rows) == 0:
         return []
     copies = ev.take(rows)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import arange, combined, int64_values, local_index, native_loops, rows_where, scatter
-from opscope.model.buffers import minus_one_as_null, values_view
+from opscope.model.buffers import minus_one_as_null, true_positions, values_view
 
 _INT64_MIN = -(1 << 63)
 
@@ -221,7 +221,7 @@ def innermost_enclosing(spans: pa.Table, queries: pa.Table) -> pa.Array:
     query_pos = pc.subtract(pc.filter(order, is_query), n_s)
     cand = pc.take(cand_sorted, pc.sort_indices(query_pos))  # back to query order
     same = pc.fill_null(pc.equal(pc.take(span_thread, cand), q_thread), False)
-    pending = pc.cast(pc.indices_nonzero(same), pa.int64())
+    pending = pc.cast(true_positions(same), pa.int64())
     c = pc.filter(cand, same)
     ts = pc.filter(q_ts, same)
     found_at, found = [], []

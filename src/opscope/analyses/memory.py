@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import arange, combined, native_loops, scatter, share_pct, thread_keys, vocabulary
 from opscope.analyses.intervals import innermost_enclosing, is_sorted
 from opscope.errors import UsageError
-from opscope.model.buffers import minus_one_as_null, values_view
+from opscope.model.buffers import minus_one_as_null, true_positions, values_view
 from opscope.model.derive import OP_LAYER
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -165,7 +165,7 @@ def _rebuild_missing_totals(device: pa.Array, nbytes: pa.Array, allocated: pa.Ar
         mine = pc.equal(device, label)
         if pc.any(pc.and_(mine, pc.is_valid(allocated))).as_py():
             continue  # some totals are there: the missing ones stay missing
-        rows = pc.indices_nonzero(mine)
+        rows = true_positions(mine)
         running = pc.cumulative_sum(pc.take(nbytes, rows))
         allocated = pc.if_else(mine, scatter(len(allocated), rows, running), allocated)
         problems[f"records of {label} without totals (levels rebuilt from the bytes, relative to the first "
@@ -302,7 +302,7 @@ def holders_table(rec: MemoryRecords, sort: str = "bytes") -> pa.Table:
         peak_pos = t["pos"][at].as_py()
         alive = pc.and_(pc.and_(pc.greater(t["bytes"], 0), pc.less_equal(t["pos"], peak_pos)),
                         pc.fill_null(pc.greater(t["end_pos"], peak_pos), True))
-        live_rows = pc.filter(pc.indices_nonzero(mine), alive)
+        live_rows = pc.filter(true_positions(mine), alive)
         live = pa.table({"op": pc.fill_null(pc.take(table["op"], live_rows), NO_OP),
                          "bytes": pc.filter(t["bytes"], alive)})
         by_op = live.group_by("op", use_threads=False).aggregate([("bytes", "sum"), ("bytes", "count")])
@@ -393,8 +393,8 @@ def _bucket_max(t: pa.Table, column: str, start: int, span: int, buckets: int) -
     top = dict(zip(g["b"].to_pylist(), g["v_max"].to_pylist()))
     # the level when a bucket ends: its last record's value (records are in time order)
     bucket = combined(bucket)
-    last_rows = pc.indices_nonzero(pc.not_equal(pa.concat_arrays([bucket.slice(1), pa.array([-1], pa.int64())]),
-                                                bucket))
+    last_rows = true_positions(pc.not_equal(pa.concat_arrays([bucket.slice(1), pa.array([-1], pa.int64())]),
+                                            bucket))
     last = dict(zip(pc.take(bucket, last_rows).to_pylist(), pc.take(t[column], last_rows).to_pylist()))
     first_value = t[column][0].as_py() - (t["bytes"][0].as_py() if column == "allocated" else 0)
     level: int | None = max(first_value, 0) if column == "allocated" else None

@@ -31,6 +31,7 @@ from opscope.analyses.arrays import (
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.intervals import innermost_enclosing
 from opscope.errors import UsageError
+from opscope.model.buffers import true_positions
 from opscope.model.derive import OP_LAYER
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -245,7 +246,7 @@ def op_times(events: pa.Table, layer: pa.Array | pa.ChunkedArray, filt: EventFil
         pc.is_valid(pc.filter(near, selected))).group_by("up", use_threads=False).aggregate([("dur", "sum")])
     inner = pc.fill_null(scatter(sub.num_rows, nested["up"], nested["dur_sum"]), 0)
     time = pc.max_element_wise(pc.subtract(dur, inner), 0)
-    rows = pc.cast(pc.indices_nonzero(combined(layer)), pa.int64())
+    rows = pc.cast(true_positions(combined(layer)), pa.int64())
     return pa.table({"ts_ns": pc.filter(sub["ts_ns"], selected), "pid": pc.filter(sub["pid"], selected),
                      "tid": pc.filter(sub["tid"], selected), "time": pc.filter(time, selected),
                      "row": pc.filter(rows, selected)})

@@ -28,6 +28,12 @@ def one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
 
 
+def true_positions(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The positions (uint64) of the true values of a boolean mask, as ``pc.indices_nonzero`` gives them, taken on one
+    array: pyarrow before 26.0.1 crashes the process (SIGSEGV) on a chunked array with no chunks."""
+    return pc.indices_nonzero(one_array(mask))  # noqa: TID251  the one call, on an Array
+
+
 def values_view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:
     """The values of a null-free fixed-width array as a memoryview of ``fmt`` items (``q`` int64, ``i`` int32, ``B``
     uint8), read in place: no Python object per value. (Nulls are not looked at: their slots hold any value.)"""

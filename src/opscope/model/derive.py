@@ -14,7 +14,7 @@ from itertools import pairwise
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.model.buffers import c_enabled, minus_one_as_null, one_array, values_view
+from opscope.model.buffers import c_enabled, minus_one_as_null, one_array, true_positions, values_view
 from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
@@ -267,7 +267,7 @@ def nest(events: pa.Table, runtime_is_op_time: bool = False) -> tuple[pa.Array, 
                                               _int64_view(events["dur_ns"]), parent,
                                               depth, self_ns, keep_self)
             continue
-        rows = pc.cast(pc.indices_nonzero(in_layer), pa.int64())
+        rows = pc.cast(true_positions(in_layer), pa.int64())
         if len(rows) == 0:
             continue
         thread = pc.add(pc.multiply(pc.cast(_codes(events["pid"]).take(rows), pa.int64()), 1 << 31),
@@ -382,7 +382,7 @@ def fold_duplicate_ops(events: pa.Table) -> tuple[pa.Array, pa.Array]:
     if folded_in_c is not None:
         return folded_in_c if folded_in_c[0] is not None else (none_merged, self_ns)
     same = pc.fill_null(pc.and_(is_op, pc.equal(codes, pc.take(codes, parent))), False)
-    candidates = pc.indices_nonzero(same).cast(pa.int64())
+    candidates = true_positions(same).cast(pa.int64())
     if len(candidates) == 0:
         return none_merged, self_ns
     layer = one_array(kind_mask(events, OP_LAYER))

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
+from opscope.model.buffers import true_positions
 from opscope.model.mapped import MappedTable
 from opscope.model.schema import TABLE_SCHEMAS, kind_mask
 
@@ -249,5 +250,5 @@ def copy_rows(args: pa.Table, events: pa.Table) -> pa.Table:
     low, high = pc.min_max(ids).values()
     if ids.null_count == 0 and low.as_py() >= 0 and high.as_py() < events.num_rows:
         return args.filter(pc.take(is_copy, ids))  # a lookup per row, not a hash of the copies' ids
-    rows = pc.indices_nonzero(is_copy).cast(pa.int64())
+    rows = true_positions(is_copy).cast(pa.int64())
     return args.filter(pc.is_in(ids, value_set=rows))

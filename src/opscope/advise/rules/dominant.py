@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, Rule
 from opscope.analyses.arrays import combined, name_match
+from opscope.model.buffers import true_positions
 from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
@@ -414,7 +415,7 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     links = device_links(ctx.trace)  # (the rows alone: not link_table's names of every kernel's ops)
     op_row = pc.take(links["op_row"], index_in(rows_where(mask), links["device_row"]))  # event_id: the row
     ops = ctx.trace.select(["name", "shapes", "dtypes", "strides"])
-    found = pc.indices_nonzero(pc.is_valid(op_row))
+    found = true_positions(pc.is_valid(op_row))
     rows = pc.take(op_row, found)
     # kernel and op names grouped by their dictionary codes (each value once: the model's invariant), turned into
     # text per group, not per kernel (a 1 GB trace: a million long kernel names)

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.errors import UsageError
+from opscope.model.buffers import true_positions
 from opscope.model.schema import EVENT_KINDS, kind_mask
 from opscope.model.trace import Trace
 
@@ -43,7 +44,7 @@ def kept_rows(trace: Trace, cut: Cut) -> pa.Array:
     if cut.steps is not None:
         wanted = pa.array(sorted(set(cut.steps)), pa.int64())
         mask = pc.and_(mask, pc.fill_null(pc.is_in(events["step"], wanted), False))
-    rows = pc.indices_nonzero(mask)
+    rows = true_positions(mask)
     return pc.cast(rows, pa.int64())
 
 

@@ -13,7 +13,7 @@ import json
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from opscope.errors import UsageError
 from opscope.render.html.page import ChartBlock, Page
@@ -67,7 +67,8 @@ def vega_bundle() -> str:
             return text
     except OSError:
         pass
-    text = vlc.javascript_bundle(None)  # type: ignore[arg-type]  # None: the default snippet
+    # None: the default snippet (typed `str` from vl-convert 1.9 on, without types before: Any fits both)
+    text = cast(Any, vlc).javascript_bundle(None)
     if "</script" in text.lower():  # it is inlined in a <script> element
         raise RuntimeError("the Vega bundle holds '</script' and cannot be inlined")
     _store(path, text)
