@@ -1,6 +1,6 @@
 """The nsys SQLite reader on real exports (pipit's test data, MIT; see tests/data/nsys/README.md): the CLI's numbers
 against the same quantities computed here with SQL on the file, independently of the reader, and against the
-survey's figures (docs/surveys/issue-17-formats.md §5)."""
+survey's figures (docs/surveys/formats.md §5)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def reference(path) -> dict:
 def test_real_profile_summary_ops_steps(tmp_path):
     path = shared_trace(PROFILE)
     ref = reference(path)
-    # the survey's figures (docs/surveys/issue-17-formats.md), measured from the same file
+    # the survey's figures (docs/surveys/formats.md), measured from the same file
     assert len(ref["nodes"]) == 160 and sum(sum(v) for v in ref["by_op"].values()) == 83_173_000
     assert sum(ref["by_op"]["Conv"]) == 68_711_000 and len(ref["runs"]) == 20 and sum(ref["runs"]) == 88_843_000
     summary, ops, steps = run_cli_many([("summary", str(path), "-f", "json"), ("ops", str(path), "-f", "json"),

@@ -2,7 +2,7 @@
 
 Expected values come from elsewhere than the reader: XProf's own framework op stats of the Keras run (a JSON file
 XProf wrote from the same xplane), and the raw XSpace decoded here with the bare message class (summed per device
-stream without opscope's mapping), checked against the survey's figures (docs/surveys/issue-17-formats.md §1).
+stream without opscope's mapping), checked against the survey's figures (docs/surveys/formats.md §1).
 """
 
 from __future__ import annotations

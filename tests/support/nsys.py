@@ -1,7 +1,7 @@
 """Nsight Systems SQLite exports BUILT in the tests from the documented schema (not recorded by nsys).
 
 The tables and columns are those of nsys 2024.5's export (schema 3.13, as measured in
-docs/surveys/issue-17-formats.md §5), cut to the columns the reader uses plus a few it must ignore; a test
+docs/surveys/formats.md §5), cut to the columns the reader uses plus a few it must ignore; a test
 chooses which tables exist and what rows they hold.
 """
 
