@@ -254,7 +254,7 @@ def test_dictionaries_with_a_value_twice_are_made_distinct():
 def test_collective_kernels_become_comm_on_the_kind_codes():
     import pyarrow as pa
 
-    from opscope.model.derive import _mark_comm
+    from opscope.model.derive import kinds_by_name
 
     # two chunks: one whose dictionary has no "comm" yet, one that lists it already; only kernels named after
     # NCCL/RCCL change, whatever their case
@@ -265,9 +265,24 @@ def test_collective_kernels_become_comm_on_the_kind_codes():
         "name": pa.chunked_array([pa.array(["ncclKernel_AllReduce", "gemm", "ncclX"]).dictionary_encode(),
                                   pa.array(["x", "RCCL_bcast", "nccl_op"]).dictionary_encode()]),
     })
-    marked = _mark_comm(events)["kind"]
+    marked = kinds_by_name(events)["kind"]
     assert marked.cast(pa.string()).to_pylist() == ["comm", "kernel", "cpu_op", "kernel", "comm", "cpu_op"]
     assert all(c.dictionary.to_pylist().count("comm") == 1 for c in marked.chunks)
+
+
+def test_copies_and_fills_run_as_kernels_are_copies_and_fills():
+    import pyarrow as pa
+
+    from opscope.model.derive import kinds_by_name
+
+    names = ["__amd_rocclr_copyBuffer", "__amd_rocclr_copyBuffer.kd", "__amd_rocclr_fillBufferAligned.kd",
+             "CopyDeviceToDevice", "CopyHostToDevice", "MemcpyD2H", "vecCopy",
+             "at::native::(anonymous namespace)::CatArrayBatchedCopy", "ncclDevKernel_AllGather", "aten::copy_"]
+    kinds = ["kernel"] * 9 + ["cpu_op"]  # an op named like a copy is not device work: it stays an op
+    events = pa.table({"kind": pa.array(kinds).dictionary_encode(), "name": pa.array(names).dictionary_encode()})
+    marked = kinds_by_name(events)["kind"].cast(pa.string()).to_pylist()
+    assert marked == ["memcpy", "memcpy", "memset", "memcpy", "memcpy", "memcpy", "kernel", "kernel", "comm",
+                      "cpu_op"]
 
 
 @pytest.mark.parametrize("seed", range(4))

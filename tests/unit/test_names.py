@@ -8,6 +8,7 @@ from support.tracefiles import small_gpu_trace, write_trace, x
 from opscope.analyses.kernels import kernel_table
 from opscope.analyses.names import (
     demangle,
+    distinct_forms,
     distinct_short_names,
     map_distinct,
     python_api,
@@ -114,12 +115,21 @@ def test_kernels_short_and_full_names(tmp_path):
           "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
           1800, 7, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=5),
     ]
+    # and the fill kernel once more, written demangled: the same kernel as its mangled name
+    events.append(x(FILL_DEMANGLED, 1900, 3, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=6))
     trace = open_trace(write_trace(tmp_path / "t.json", events), use_cache=False)
+    # two different kernels share the short form vectorized_elementwise_kernel: each keeps its template arguments
+    # (no return type, no parameters) and has a row of its own; the fill kernel's two spellings are one row
     short = {r["name"]: r for r in kernel_table(trace, names="short").to_pylist()}
-    row = short["at::native::vectorized_elementwise_kernel"]
-    assert (row["calls"], row["total_ns"], row["variants"]) == (2, 12_000, 2)
+    fill = short["at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                 "at::detail::Array<char*, 1> >"]
+    add = short["at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                "at::detail::Array<char*, 3> >"]
+    assert (fill["calls"], fill["total_ns"], fill["variants"]) == (2, 8_000, 2)
+    assert (add["calls"], add["total_ns"], add["variants"]) == (1, 7_000, 1)
+    assert "at::native::vectorized_elementwise_kernel" not in short
     full = {r["name"]: r["calls"] for r in kernel_table(trace, names="full").to_pylist()}
-    assert full[FILL_DEMANGLED] == 1 and FILL not in full
+    assert full[FILL_DEMANGLED] == 2 and FILL not in full
     raw = {r["name"] for r in kernel_table(trace).to_pylist()}
     assert FILL in raw
 
@@ -136,3 +146,33 @@ def test_short_names_encoded_gives_one_code_per_short_name():
     grouped = pa.table({"name": encoded, "n": [1, 2, 3, 4, 5]}).group_by("name").aggregate([("n", "sum")])
     assert dict(zip(grouped["name"].cast(pa.string()).to_pylist(), grouped["n_sum"].to_pylist())) == \
         {"foo": 8, "bar": 3, None: 4}
+
+
+def test_clone_suffixes_are_not_the_name():
+    # ROCm writes its kernels' descriptors as "... [clone .kd]": the last word of the demangled name, which the short
+    # form used to keep, so every ROCm kernel read "[clone .kd]"
+    assert short_name("void flash_fwd_kernel<Traits<128, 64>, false>(Flash_fwd_params) [clone .kd]") == \
+        "flash_fwd_kernel"
+    assert short_name("attention_kernel(float*, int) [clone .kd]") == "attention_kernel"
+    assert short_name("my_kernel [clone .kd]") == "my_kernel"
+    assert short_name("void at::native::k<float>(int) [clone .cold] [clone .isra.0]") == "at::native::k"
+    assert short_name("input_transpose_fusion.kd") == "input_transpose_fusion.kd"  # an XLA fusion's symbol: kept
+
+
+def test_distinct_forms_never_give_two_kernels_one_name():
+    ck = ("void ck_tile::kentry<1, ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVSAsync<{}>, "
+          "ck_tile::Default2DEpilogue<float>>>(ck_tile::FmhaFwdKernel<int>::Kargs) [clone .kd]")
+    names = [ck.format(t) for t in ("float", "half", "bf16", "fp8", "int8")]  # five attention kernels
+    names += ["Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN_1LDSB0_APM1",
+              "Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN_1LDSB1_APM1",  # Tensile: the same tile, tuned apart
+              "triton_poi_fused_add_0", "triton_poi_fused_add_1", "loop_transpose_fusion.kd",
+              "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4>(Params)"]
+    forms = distinct_forms(names)
+    assert len(set(forms.values())) == len(names), forms
+    # the ones that were alone in their short form keep it
+    assert forms["triton_poi_fused_add_0"] == "triton_poi_fused_add_0"
+    assert forms[names[-1]] == "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4>"
+    # the five CK kernels share "ck_tile::kentry<ck_tile::FmhaFwdKernel>": each keeps its template arguments
+    assert forms[names[0]].startswith("ck_tile::kentry<1, ck_tile::FmhaFwdKernel<") and "float" in forms[names[0]]
+    # one kernel written mangled and demangled is one kernel: one form
+    assert distinct_forms([FILL, FILL_DEMANGLED])[FILL] == distinct_forms([FILL, FILL_DEMANGLED])[FILL_DEMANGLED]

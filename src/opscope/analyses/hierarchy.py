@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined
+from opscope.analyses.kernels import shown_names
 from opscope.analyses.links import LINKED_KINDS, device_links
-from opscope.analyses.names import short_names
 from opscope.analyses.views import FrameTree, module_tree
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -55,7 +55,7 @@ def time_hierarchy(trace: Trace, min_share: float = 0.001) -> Hierarchy:
         leaves = pa.table({
             "module": module_of(op_rows),
             "op": pc.fill_null(_take_names(names, op_rows), NO_OP),
-            "kernel": short_names(combined(pc.take(names, rows)).cast(pa.string())),
+            "kernel": shown_names(trace, combined(pc.take(names, rows)).cast(pa.string())),
             "value": pc.fill_null(combined(pc.take(events["dur_ns"], rows)), 0),
         })
         measure = ("device time (sum of kernel, copy, memset and collective durations, overlaps counted per event) "

@@ -8,9 +8,10 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.links import launching_op
-from opscope.analyses.names import demangled, short_names
+from opscope.analyses.names import demangled, distinct_forms, map_distinct, short_name
 from opscope.analyses.ops import sort_table
 from opscope.errors import UsageError
+from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
 DEVICE_WORK = ("kernel", "comm", "memcpy", "memset")
@@ -22,9 +23,10 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
                  sort: str = "total_ns", names: str = "raw") -> pa.Table:
     """One row per kernel name: calls, total/avg/min/max, share of all device time, streams.
 
-    ``names="full"`` demangles C++ names; ``names="short"`` groups by the short form
-    (``at::native::vectorized_elementwise_kernel``), so the template instances of one kernel share a row
-    and ``variants`` counts the distinct full names in it.
+    ``names="full"`` demangles C++ names; ``names="short"`` shows each kernel by its short form
+    (``at::native::vectorized_elementwise_kernel``) unless that would read the same as another kernel's
+    (:func:`shown_names`): different kernels never share a row. ``variants`` counts the names as the trace writes
+    them in a row (a kernel written both mangled and demangled is one kernel, two variants).
     """
     if names not in NAME_FORMS:
         raise UsageError(f"names must be one of {', '.join(NAME_FORMS)}, not {names!r}")
@@ -33,11 +35,31 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
                       lambda: _kernel_table(trace, filt, by_op, sort, names), keep=True)
 
 
-def _names_shown(column: pa.ChunkedArray, names: str) -> pa.Array | pa.ChunkedArray:
+def kernel_forms(trace: Trace) -> dict[str, str]:
+    """Every device-work name of the trace -> the name tables show it by: its short form, longer where another kernel
+    of the trace has the same (:func:`~opscope.analyses.names.distinct_forms`). Taken over the whole trace, so one
+    kernel reads the same in every table and command, whatever rows a table lists."""
+    def forms() -> dict[str, str]:
+        events = trace.select(["kind", "name"])
+        names = pc.unique(combined(pc.filter(events["name"], kind_mask(events, DEVICE_WORK))))
+        if pa.types.is_dictionary(names.type):
+            names = names.dictionary_decode()
+        return distinct_forms([n for n in names.to_pylist() if n is not None])
+
+    return trace.memo("kernels.kernel_forms", forms, keep=True)
+
+
+def shown_names(trace: Trace, column: pa.Array | pa.ChunkedArray, *, encoded: bool = False) -> pa.Array:
+    """Kernel names (a column of the trace's device-work names) as tables show them: :func:`kernel_forms`."""
+    forms = kernel_forms(trace)
+    return map_distinct(column, lambda v: forms.get(v) or short_name(v), encoded=encoded)
+
+
+def _names_shown(trace: Trace, column: pa.ChunkedArray, names: str) -> pa.Array | pa.ChunkedArray:
     """The names in the form asked for, as a dictionary array (see NAME_FORMS)."""
     if names == "raw":
         return column
-    return demangled(column, encoded=True) if names == "full" else short_names(column, encoded=True)
+    return demangled(column, encoded=True) if names == "full" else shown_names(trace, column, encoded=True)
 
 
 def _as_text(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -53,7 +75,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
     # names and kinds grouped on dictionary codes (one code per distinct string), made text once per group: a
     # kernel name runs to hundreds of characters, and a copy of each row's would cost more than the grouping
     table = pa.table({
-        "name": _names_shown(rows["name"], names),
+        "name": _names_shown(trace, rows["name"], names),
         "kind": rows["kind"],
         "dur_ns": rows["dur_ns"],
         "stream": rows["stream"],  # ints: their distinct values per group are formatted after grouping

@@ -19,6 +19,10 @@ from opscope.analyses.arrays import combined
 from opscope.model.derive import LONG_NAME_CHARS
 
 _MEMORY_NAME = re.compile(r"^(Memcpy|Memset)\b")
+#: What a compiler appends to a function it cloned or split: ROCm's kernel descriptor (``[clone .kd]``), GCC's
+#: ``[clone .cold]`` and ``[clone .isra.0]``. Not part of the function's name: the short form leaves it out (else
+#: every ROCm kernel's short form would be ``[clone .kd]``, the last word of its demangled name).
+_CLONE_SUFFIX = re.compile(r"(?:\s*\[clone \.[^\[\]]*\])+$")
 #: Tensile (rocBLAS/hipBLASLt) GEMM kernels: the problem type, macro tile and matrix instruction, then
 #: dozens of tuning parameters (``..._MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_...``) that the short form drops.
 _TENSILE = re.compile(r"^(Cijk_\w+?_MT\d+x\d+x\d+(?:_MI\d+x\d+x\d+)?)_\w+$")
@@ -123,7 +127,7 @@ def short_name(name: str) -> str:
     """
     if len(name) > LONG_NAME_CHARS:
         return f"{name[:_LONG_NAME_SHOWN]}… ({len(name):,} characters, not demangled)"
-    name = demangle(name).strip()
+    name = _CLONE_SUFFIX.sub("", demangle(name).strip())
     tensile = _TENSILE.match(name) if _TENSILE_SHAPE.fullmatch(name) else None
     if tensile:
         return tensile.group(1)
@@ -341,27 +345,32 @@ def short_names(values: pa.Array | pa.ChunkedArray, *, encoded: bool = False) ->
     return map_distinct(values, short_name, prepare=demangle_all, encoded=encoded)
 
 
-def distinct_short_names(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Short names that still tell different names apart: where two distinct names share a short form
-    (``k<float, 5ul>(...)`` and ``k<float, 2ul>(...)``), those keep their template arguments, and where even
-    that is the same (they differ in parameters), the whole demangled name. For tables that list names
-    side by side (``opscope diff``), where two rows must not read the same."""
+def distinct_short_names(values: pa.Array | pa.ChunkedArray, *, encoded: bool = False) -> pa.Array:
+    """Short names that still tell different names apart (:func:`distinct_forms` of the distinct values)."""
     values = combined(values)
-    distinct = [v for v in pc.unique(values).to_pylist() if v is not None]
-    demangle_all(distinct)
-    shown = {v: short_name(v) for v in distinct}
+    shown = distinct_forms([v for v in pc.unique(values).to_pylist() if v is not None])
+    return map_distinct(values, lambda v: shown.get(v, v), encoded=encoded)
+
+
+def distinct_forms(names: list[str]) -> dict[str, str]:
+    """``{name: shown}``: each name's short form, unless another of ``names`` that is a different kernel has the same
+    one: then those keep their template arguments (``k<float, 5ul>`` and ``k<float, 2ul>``), and where even that is
+    the same (they differ in parameters), the whole demangled name. Names that demangle to the same text (a kernel
+    written mangled and demangled) are one kernel and share a form. No two different kernels read the same."""
+    demangle_all(names)
+    shown = {v: short_name(v) for v in names}
     for forms in (_with_templates, demangle):
-        seen: dict[str, int] = {}
-        for form in shown.values():
-            seen[form] = seen.get(form, 0) + 1
-        shown = {v: forms(v) if seen[s] > 1 else s for v, s in shown.items()}
-    return map_distinct(values, lambda v: shown.get(v, v))
+        kernels: dict[str, set[str]] = {}
+        for v, form in shown.items():
+            kernels.setdefault(form, set()).add(demangle(v))
+        shown = {v: forms(v) if len(kernels[s]) > 1 else s for v, s in shown.items()}
+    return shown
 
 
 def _with_templates(name: str) -> str:
     """The qualified name with its template arguments: no return type, no parameter list."""
     short = short_name(name)
-    head = _drop_parameters(demangle(name).strip())
+    head = _drop_parameters(_CLONE_SUFFIX.sub("", demangle(name).strip()))
     at = head.rfind(short.split("<", 1)[0] + "<")
     return head[at:] if at >= 0 else head
 

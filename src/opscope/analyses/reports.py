@@ -67,12 +67,7 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
         sections.append(Section("top_ops", "Top operators by self time", data=False,
                                 table=s.top_ops.select(["name", "calls", "self_ns", "total_ns", "self_pct"])))
     if s.top_kernels.num_rows:
-        # the terminal's table shows short names (a Tensile GEMM's full name wraps over 10 lines); the data
-        # formats take the full names from the summary records
-        from opscope.analyses.names import short_names
-
         kernels = s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])
-        kernels = kernels.set_column(0, "name", short_names(kernels["name"]))
         sections.append(Section("top_kernels", "Top device kernels", data=False, table=kernels))
     sections.append(Section("by_kind", "Time by event kind (self time)", s.by_kind, data=False))
     if s.warnings:

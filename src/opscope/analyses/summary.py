@@ -80,8 +80,9 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
         devices=totals["devices"],
         # top=0: no lists, and none computed (the HTML report shows the whole tables elsewhere)
         top_ops=op_table(trace, filt=EventFilter(kinds=("cpu_op",))).slice(0, top) if top else pa.table({}),
-        top_kernels=(kernel_table(trace).slice(0, top) if totals["device_rows"] else kernel_table(trace)) if top
-        else pa.table({}),
+        # the rows of `opscope kernels` (one per kernel, by the name every table shows it by)
+        top_kernels=(kernel_table(trace, names="short").slice(0, top) if totals["device_rows"]
+                     else kernel_table(trace, names="short")) if top else pa.table({}),
         by_kind=by_kind,
         warnings=list(trace.warnings),
     )

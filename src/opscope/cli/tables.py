@@ -95,8 +95,8 @@ def kernels(
     trace: TraceOrJobArg,
     by_op: Annotated[bool, typer.Option("--by-op", help="Split each kernel by the operator that launched it.")]
     = False,
-    full_names: Annotated[bool, typer.Option("--full-names", help="One row per whole (demangled) kernel name "
-                                                                  "instead of per short name.")] = False,
+    full_names: Annotated[bool, typer.Option("--full-names", help="Name each kernel by its whole demangled "
+                                                                  "name instead of its short form.")] = False,
     sort: Annotated[str, typer.Option(help="Column to sort by (prefix - for ascending).")] = "total_ns",
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
@@ -107,9 +107,9 @@ def kernels(
 ) -> None:
     """Per device kernel (and memcpy/memset): calls, total/avg/min/max, share of device time, streams.
 
-    Kernels are named short (no return type, template arguments or parameters; C++ names demangled),
-    and the template instances of one kernel share a row (variants counts them); --full-names gives
-    one row per whole demangled name. --match/--exclude search the names as the trace has them.
+    One row per kernel, named short (no return type, template arguments or parameters; C++ names demangled)
+    unless two kernels would then read the same: those keep their template arguments (or their whole name).
+    --full-names gives the whole demangled names. --match/--exclude search the names as the trace has them.
     """
     from opscope.analyses.reports import kernels_report
 

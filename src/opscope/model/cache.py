@@ -32,12 +32,13 @@ from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 from opscope.threads import side_by_side
 
+# 13: copies and fills that run as kernels are kind memcpy/memset (derive.KIND_BY_NAME);
 # 12: the numeric tables uncompressed and read in place (model.mapped): their columns are views of the page cache;
 # 11: Arrow IPC files (NAME.arrow) instead of Parquet: written in a third of the time, read in two thirds;
 # 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 12  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+CACHE_FORMAT = 13  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
 #: Derived tables an entry holds beside the model's (TABLE_SCHEMAS): read like them, on first use.
 DERIVED = ("copy_args",)
 #: A table's file in an entry: ``NAME.arrow`` (the Arrow IPC file format, also known as Feather V2)

@@ -33,7 +33,17 @@ except ImportError:
 OP_LAYER = ("cpu_op", "user_annotation", "runtime", "overhead", "other")
 PYTHON_LAYER = ("python",)
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,18})$")  # more digits would not fit int64
-_COMM_NAME = r"(?i)nccl|rccl"
+#: Kernels whose kind their name decides, whatever the reader called them (the one place this is decided):
+#: collectives of NCCL/RCCL are communication; copies and fills that run as kernels are copies and fills --
+#: ROCm's blit kernels (``__amd_rocclr_copyBuffer``, ``__amd_rocclr_fillBuffer``: they run on the compute units, not a
+#: copy engine, and move memory all the same) and XLA's copy ops on its memcpy streams (``CopyDeviceToDevice``).
+#: Kernels that merely copy inside a computation (``CatArrayBatchedCopy``, ``direct_copy_kernel_cuda``) stay kernels.
+KIND_BY_NAME: tuple[tuple[str, str], ...] = (
+    ("comm", r"(?i)nccl|rccl"),
+    ("memcpy", r"^(?:__amd_rocclr_copy(?:Buffer|BufferRect|Image|ImageToBuffer|BufferToImage)\w*"
+               r"|Copy(?:Device|Host)To(?:Device|Host)|Memcpy[DH]2[DH])(?:\.kd)?$"),
+    ("memset", r"^__amd_rocclr_fill(?:Buffer|Image)\w*(?:\.kd)?$"),
+)
 _MASK_STEP_LIMIT = 512
 #: Traces of this tool (``metadata["tool"]``) get XProf's self time: TensorFlow's runtime events inside an op
 #: (its thread-pool regions, ``ThreadpoolListener::Region``) are the op's own work, not a child's; XProf's framework
@@ -78,7 +88,7 @@ def complete(trace: Trace, args_ready: Callable[[pa.Table], None] | None = None)
         trace.copy_args = copy_rows(args, events.select(["kind"]))  # the copies' args, before the text may go
         args_ready(args)
     del args
-    events = _mark_comm(events)
+    events = kinds_by_name(events)
 
     def nesting() -> tuple[pa.Array, pa.Array, pa.Array, int]:
         return nest(events, runtime_is_op_time=trace.metadata.get("tool") == XPROF_SELF_TIME_TOOL)
@@ -199,31 +209,36 @@ def _renumber(events: pa.Table) -> pa.Table:
     return events.set_column(events.schema.get_field_index("event_id"), "event_id", new)
 
 
-def _mark_comm(events: pa.Table) -> pa.Table:
-    """Kernels of collective libraries (NCCL, RCCL) become kind ``comm``."""
+def kinds_by_name(events: pa.Table) -> pa.Table:
+    """Kernels named as :data:`KIND_BY_NAME` says take its kind (``comm``, ``memcpy``, ``memset``), on the kind
+    column's dictionary codes."""
     kernels = kind_mask(events, ("kernel",))
     if not pc.any(kernels).as_py():
         return events
-    names = events["name"]
-    is_comm = pa.chunked_array([
-        pc.fill_null(pc.match_substring_regex(c.dictionary, _COMM_NAME).take(c.indices), False)
-        for c in names.chunks], type=pa.bool_())
-    is_comm = pc.and_(kernels, is_comm)
-    if not pc.any(is_comm).as_py():
-        return events
+    for kind_name, pattern in KIND_BY_NAME:
+        hit = pa.chunked_array([
+            pc.fill_null(pc.match_substring_regex(c.dictionary, pattern).take(c.indices), False)
+            for c in events["name"].chunks], type=pa.bool_())
+        hit = pc.and_(kernels, hit)
+        if pc.any(hit).as_py():
+            events = _set_kind(events, one_array(hit), kind_name)
+    return events
+
+
+def _set_kind(events: pa.Table, rows: pa.Array, kind_name: str) -> pa.Table:
+    """``events`` with ``kind`` set to ``kind_name`` where ``rows`` is true."""
     kind = events["kind"]
     if not pa.types.is_dictionary(kind.type):
-        marked = pc.if_else(is_comm, pa.scalar("comm"), kind.cast(pa.string()))
+        marked = pc.if_else(rows, pa.scalar(kind_name), kind.cast(pa.string()))
         return events.set_column(events.schema.get_field_index("kind"), "kind", pc.dictionary_encode(marked))
-    # on the codes: "comm" joins each chunk's dictionary (once), and the comm rows take its code
-    is_comm = one_array(is_comm)
+    # on the codes: the kind joins each chunk's dictionary (once), and the rows take its code
     chunks, start = [], 0
     for chunk in kind.chunks:
         values = chunk.dictionary.to_pylist()
-        dictionary = chunk.dictionary if "comm" in values else pa.concat_arrays(
-            [chunk.dictionary, pa.array(["comm"], chunk.dictionary.type)])
-        code = pa.scalar(values.index("comm") if "comm" in values else len(values), chunk.indices.type)
-        indices = pc.if_else(is_comm.slice(start, len(chunk)), code, chunk.indices)
+        dictionary = chunk.dictionary if kind_name in values else pa.concat_arrays(
+            [chunk.dictionary, pa.array([kind_name], chunk.dictionary.type)])
+        code = pa.scalar(values.index(kind_name) if kind_name in values else len(values), chunk.indices.type)
+        indices = pc.if_else(rows.slice(start, len(chunk)), code, chunk.indices)
         chunks.append(pa.DictionaryArray.from_arrays(indices, dictionary))
         start += len(chunk)
     return events.set_column(events.schema.get_field_index("kind"), "kind", pa.chunked_array(chunks, kind.type))

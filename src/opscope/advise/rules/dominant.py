@@ -402,8 +402,8 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     """Per device, its kernels inside the steps (the whole trace without steps), grouped by name and the
     launching op with its inputs (those :func:`_worth_matching`, and the time of all); and every kernel name."""
     from opscope.analyses.arrays import arange, dictionary_codes, rows_where
+    from opscope.analyses.kernels import shown_names
     from opscope.analyses.links import device_links
-    from opscope.analyses.names import short_names
 
     ev = ctx.trace.select(["kind", "name", "dur_ns", "step", "device"])
     mask = kind_mask(ev, ("kernel",))
@@ -444,7 +444,7 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     g = table.group_by(keys, use_threads=False).aggregate([("dur_ns", "sum"), ("dur_ns", "count")])
     if codes is not None:  # the groups' names as text
         g = g.set_column(1, "name", pc.take(text, g["name"])).set_column(2, "op", pc.take(text, g["op"]))
-    shorts = short_names(g["name"])
+    shorts = shown_names(ctx.trace, g["name"])
     op = pc.if_else(pc.equal(g["op"], ""), pa.scalar(None, pa.string()), g["op"])
     group = pc.coalesce(pc.binary_join_element_wise(shorts, " (", op, ")", ""), shorts)
     g = g.append_column("short", shorts).append_column("group", group)

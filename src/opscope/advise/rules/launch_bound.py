@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.arrays import combined, median, name_match
-from opscope.analyses.names import short_names
+from opscope.analyses.kernels import shown_names
 from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import kind_mask
@@ -85,7 +85,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
     saving = ctx.per_step(min(waiting, launching))
     if share < SHORT_SHARE or saving < SAVING_SHARE * ctx.step_ns:
         return []
-    by_name = pa.table({"name": short_names(k["name"]), "dur_ns": k["dur_ns"], "launch_ns": k["launch_ns"],
+    by_name = pa.table({"name": shown_names(ctx.trace, k["name"]), "dur_ns": k["dur_ns"], "launch_ns": k["launch_ns"],
                         "short": pc.cast(short, pa.int64())}) \
         .group_by("name", use_threads=False) \
         .aggregate([("dur_ns", "count"), ("dur_ns", "approximate_median"), ("launch_ns", "approximate_median"),
