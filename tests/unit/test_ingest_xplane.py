@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from support.cli import assert_one_line_error, run_cli
 
+from opscope.analyses.filters import EventFilter
+from opscope.analyses.kernels import kernel_table
 from opscope.analyses.links import link_table
 from opscope.analyses.ops import op_table
 from opscope.errors import TraceError
@@ -55,6 +57,8 @@ class Plane:
         return self.p.lines.add(id=line_id, name=name, timestamp_ns=timestamp_ns)
 
     def event(self, line, name: str, offset_ps: int, duration_ps: int, display: str = "", **stats) -> None:
+        """An event; a stat whose name is not a Python name (``name``, taken by the event's) goes as ``stat_NAME``."""
+        stats = {k.removeprefix("stat_"): v for k, v in stats.items()}
         key = (name, display)
         if key not in self.events:
             self.events[key] = len(self.events) + 1
@@ -218,6 +222,33 @@ def test_xla_ops_run_on_the_host_are_ops(tmp_path):
     assert {r["name"]: (r["calls"], r["self_ns"]) for r in op_table(trace).to_pylist()} == {
         "dot": (2, 10), "ynn_fusion": (1, 5)}
     assert trace.select(["kind"]).to_pylist()[-1] == {"kind": "user_annotation"}
+
+
+def test_jax_kernels_on_a_gpu_have_their_hlo_op(tmp_path):
+    """JAX on a GPU (the layout of a JAX MI300 xplane): no host event encloses a launch, the launch names its HLO op
+    in its stats, and the kernel links to the launch by correlation: the kernel's op is that HLO op."""
+    space = classes()["XSpace"]()
+    host = Plane(space, "/host:CPU")
+    line = host.line(583, "py_xla_execute")
+    host.event(line, "hipModuleLaunchKernel", 1_000_000, 2_000_000, correlation_id=5, hlo_op=("ref", "fusion.3"),
+               hlo_module=("ref", "jit_step"), stat_name=("ref", "jit(step)/mul"))
+    host.event(line, "hipModuleLaunchKernel", 4_000_000, 1_000_000, correlation_id=6, hlo_op=("ref", "cudnn-conv.1"),
+               hlo_module=("ref", "jit_step"))
+    host.event(line, "hipMemcpyDtoDAsync", 6_000_000, 1_000_000, correlation_id=7)  # names no op
+    gpu = Plane(space, "/device:GPU:0", plane_id=1)
+    stream = gpu.line(16, "Stream #16(Kernel)")
+    gpu.event(stream, "fusion_3.kd", 10_000_000, 7_000_000, correlation_id=5)
+    gpu.event(stream, "conv_kernel.kd", 20_000_000, 5_000_000, correlation_id=6)
+    gpu.event(stream, "__amd_rocclr_copyBuffer.kd", 30_000_000, 3_000_000, correlation_id=7)
+    trace = open_trace(_write(tmp_path, space), use_cache=False)
+    rows = {(r["op"], r["name"], r["kind"]): r["total_ns"] for r in kernel_table(trace, by_op=True).to_pylist()}
+    # the ops are the HLO instructions without their number, as on a CPU; the copy is a copy and names no op
+    assert rows == {("fusion", "fusion_3.kd", "kernel"): 7_000, ("cudnn-conv", "conv_kernel.kd", "kernel"): 5_000,
+                    ("(no launching op)", "__amd_rocclr_copyBuffer.kd", "memcpy"): 3_000}
+    ops = {r["name"]: r["calls"] for r in op_table(trace, filt=EventFilter(kinds=("cpu_op",))).to_pylist()}
+    assert ops == {"fusion": 1, "cudnn-conv": 1}
+    assert any(w["problem"].startswith("XLA ops made from their launches' hlo_op stat") and w["count"] == 2
+               for w in trace.warnings)
 
 
 def test_gzip_xplane_reads_the_same(tmp_path):

@@ -157,6 +157,9 @@ def test_clone_suffixes_are_not_the_name():
     assert short_name("my_kernel [clone .kd]") == "my_kernel"
     assert short_name("void at::native::k<float>(int) [clone .cold] [clone .isra.0]") == "at::native::k"
     assert short_name("input_transpose_fusion.kd") == "input_transpose_fusion.kd"  # an XLA fusion's symbol: kept
+    # a Tensile GEMM's descriptor symbol is cut after its tile shape, as the GEMM's own name is
+    tensile = "Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN_1LDSB0_APM1_ABV0_WGM1"
+    assert short_name(tensile + ".kd") == short_name(tensile) == "Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1"
 
 
 def test_distinct_forms_never_give_two_kernels_one_name():

@@ -25,7 +25,7 @@ _MEMORY_NAME = re.compile(r"^(Memcpy|Memset)\b")
 _CLONE_SUFFIX = re.compile(r"(?:\s*\[clone \.[^\[\]]*\])+$")
 #: Tensile (rocBLAS/hipBLASLt) GEMM kernels: the problem type, macro tile and matrix instruction, then
 #: dozens of tuning parameters (``..._MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_...``) that the short form drops.
-_TENSILE = re.compile(r"^(Cijk_\w+?_MT\d+x\d+x\d+(?:_MI\d+x\d+x\d+)?)_\w+$")
+_TENSILE = re.compile(r"^(Cijk_\w+?_MT\d+x\d+x\d+(?:_MI\d+(?:x\d+)+)?)_\w+$")
 #: Checked first: on a name that is not all word characters the lazy ``\w+?`` above would retry at every ``_MT``.
 _TENSILE_SHAPE = re.compile(r"Cijk_\w+")
 _TF_OP = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -128,7 +128,8 @@ def short_name(name: str) -> str:
     if len(name) > LONG_NAME_CHARS:
         return f"{name[:_LONG_NAME_SHOWN]}… ({len(name):,} characters, not demangled)"
     name = _CLONE_SUFFIX.sub("", demangle(name).strip())
-    tensile = _TENSILE.match(name) if _TENSILE_SHAPE.fullmatch(name) else None
+    symbol = name.removesuffix(".kd")  # ROCm's kernel descriptor symbol of a Tensile kernel
+    tensile = _TENSILE.match(symbol) if _TENSILE_SHAPE.fullmatch(symbol) else None
     if tensile:
         return tensile.group(1)
     if ("<" not in name and "(" not in name) or _MEMORY_NAME.match(name):

@@ -74,6 +74,8 @@ _HOST_STATS = frozenset({"step_num", "_r", "correlation_id", "context_id", "shap
                          "allocation_bytes", "requested_bytes", "addr", "bytes_allocated", "bytes_reserved"})
 _DEVICE_STATS = frozenset({"correlation_id", "context_id"})
 _AGGREGATED = "aggregated events (num_occurrences, no start time)"
+_HLO_FROM_LAUNCH = ("XLA ops made from their launches' hlo_op stat (an op per launch, spanning it: the file writes "
+                    "the op on the launch, not as a host event)")
 _DERIVED = "device events on lines XProf derived from the streams (skipped, not counted twice)"
 _CORRUPT = "file is truncated or corrupt: planes or lines whose bytes do not decode (skipped)"
 # host event classes (one per event metadata)
@@ -296,11 +298,15 @@ class _Reader:
             self.thread_names[f"{pid}/{tid}"] = line.display_name or line.name
             if not is_tf and line.name.startswith(_JAX_THREADS):
                 self.tool = "jax"
-            self._host_line(line, pid, tid, classes, unknown, stat_names)
+            self._host_line(line, pid, tid, classes, unknown, stat_names, hlo_ops=not is_tf)
             del line
             self._flush_if_big()
 
-    def _host_line(self, line, pid: str, tid: str, classes: dict, unknown: tuple, stat_names: dict) -> None:
+    def _host_line(self, line, pid: str, tid: str, classes: dict, unknown: tuple, stat_names: dict,
+                   hlo_ops: bool = False) -> None:
+        """The line's events as rows. ``hlo_ops``: a launch that names its HLO op (``hlo_op`` stat: JAX and XLA on a
+        GPU, where no host event encloses the launch) gets that op as a ``cpu_op`` around it, so its kernels have a
+        launching op as a framework op's do (XProf's own link: a kernel's op is its launch's ``hlo_op``)."""
         rows = self.rows
         keep_args = self.keep_args
         kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
@@ -337,6 +343,10 @@ class _Reader:
                     if corr is None:
                         corr = correlations[key] = len(correlations) + 1
                     cls = _RUNTIME
+                    hlo = stats.get("hlo_op") if hlo_ops else None
+                    if isinstance(hlo, str) and hlo:  # the op first: on equal spans it is the parent
+                        self._hlo_op_row(hlo, stats, ts, dur)
+                        n += 1
                 elif cls == _ANNOTATION and "hlo_op" in stats:
                     # an XLA op run on the host (JAX/XLA on CPU): the framework op, named as its HLO instruction
                     cls, name = _OP, _HLO_SUFFIX.sub("", name)
@@ -368,6 +378,21 @@ class _Reader:
                 kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
                 shapes_col, dtypes_col, args_col = rows.shapes, rows.dtypes, rows.args
         self._fill(n, pid, tid, None, None)
+
+    def _hlo_op_row(self, hlo: str, stats: dict[str, Any], ts: int, dur: int) -> None:
+        """A ``cpu_op`` named by the launch's HLO instruction (without its ``.N``), spanning the launch."""
+        rows = self.rows
+        rows.kind.append(_KIND_NAME[_OP])
+        rows.name.append(_HLO_SUFFIX.sub("", hlo))
+        rows.ts.append(ts)
+        rows.dur.append(dur)
+        rows.corr.append(None)
+        rows.shapes.append(None)
+        rows.dtypes.append(None)
+        if self.keep_args:
+            op_args = {"hlo_op": hlo, "hlo_module": stats.get("hlo_module"), "framework_op": stats.get("name")}
+            rows.args.append(json.dumps({k: v for k, v in op_args.items() if v is not None}))
+        self.unmapped[_HLO_FROM_LAUNCH] += 1
 
     def _fill(self, n: int, pid: str, tid: str, device: int | None, stream: int | None) -> None:
         """The columns one line gives all its rows alike, for the line's last ``n`` rows."""
