@@ -178,6 +178,14 @@ BAD = {
     "all_broken.txt": ("Running performance report ...\n@0 = gpu::gemm(a,b) -> float_type, {2}, {1}: 0.0.1ms, 5%\n",
                        ["do not read", "line 2"]),
     "random.txt": ("Dear diary, today = sunny.\nNothing to see: 3 apples, 4%\n", ["not a trace format"]),
+    # documents that quote perf output (a README, a page, notes) are not perf output
+    "README.md": ("# Tools\n\nRun `migraphx-driver perf`:\n\n```\nRunning performance report ...\n"
+                  "main:@3 = gpu::gemm(a,b) -> float_type, {2}, {1}: 0.0026ms, 0.0063%\n```\n",
+                  ["not a trace format"]),
+    "notes.html": ("<!DOCTYPE html>\n<pre>Running performance report ...\n"
+                   "@3 = gpu::gemm(a,b) -> float_type, {2}, {1}: 0.0026ms, 3%\n</pre>\n", ["not a trace format"]),
+    "perf.rst": ("Perf\n====\n\n.. code-block:: text\n\n   Running performance report ...\n"
+                 "@3 = gpu::gemm(a,b) -> float_type, {2}, {1}: 0.0026ms, 3%\n", ["not a trace format"]),
 }
 
 

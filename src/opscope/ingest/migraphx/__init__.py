@@ -15,9 +15,17 @@ _PROGRAM_LINE = re.compile(rb"^(?:\S+:)?@\d+ = \S", re.M)
 _RUN_LINE = re.compile(rb"^Run instruction: \S+ = ", re.M)
 
 
+#: What a document about MIGraphX (a README, notes, a web page) has and the driver never prints: Markdown headings,
+#: code fences, table rows and links, reStructuredText and HTML markup. Such a file may quote perf lines; it is not
+#: perf output.
+_DOCUMENT_LINE = re.compile(rb"^(?:#{1,6} \S|```|~~~|\|[^\n]*\|\s*$|\.\. [\w-]+::|<(?:!DOCTYPE|html|p|div|pre)\b)"
+                            rb"|\]\((?:https?://|\.{0,2}/|#)", re.M | re.I)
+
+
 def _text_head(head: bytes) -> bytes | None:
+    """The head as MIGraphX text may be: not JSON, not binary, not a document that quotes MIGraphX output."""
     text = head.lstrip(b" \t\r\n\xef\xbb\xbf")
-    if not text or text[:1] in (b"{", b"[") or b"\0" in head:
+    if not text or text[:1] in (b"{", b"[") or b"\0" in head or _DOCUMENT_LINE.search(head):
         return None
     return head
 
