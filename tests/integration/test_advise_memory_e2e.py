@@ -42,19 +42,14 @@ def test_peak_close_to_capacity_on_a_vllm_trace():
         (total, allocated, reserved)
 
 
-def test_fragmentation_on_a_real_trace():
+def test_a_reservation_that_never_grows_is_not_called_fragmentation():
+    # this trace holds 12 GiB reserved on cuda:1 from its first memory record to its last, with 4-12 GiB allocated:
+    # a reservation made before the trace. Nothing in it shows the allocator growing while its cache had room, so
+    # the rule claims no fragmentation (it once did, from reserved minus allocated at the peak alone)
     path = shared_trace("hta/df_index_resolver/df_index_resolver.json.gz")
     mem = memory_events(tm.load(path), 1)
-    peak = max(e["args"]["Total Reserved"] for e in mem)
-    first = next(e for e in mem if e["args"]["Total Reserved"] == peak)
-    unused = peak - first["args"]["Total Allocated"]
-    (f,) = fragmented(advise(open_trace(path), only=["memory"]).findings)
-    assert f.title.startswith(f"cuda:1: {unused / (1 << 30):.2f} GiB reserved but not allocated")
-    row = f.evidence[0]
-    assert (row["reserved_bytes"], row["allocated_bytes"], row["unused_bytes"]) == \
-        (peak, first["args"]["Total Allocated"], unused)
-    assert row["peak_allocated_bytes"] == max(e["args"]["Total Allocated"] for e in mem)
-    assert "expandable_segments" in f.change
+    assert len(mem) > 1000 and len({e["args"]["Total Reserved"] for e in mem}) == 1  # the precondition, raw JSON
+    assert fragmented(advise(open_trace(path), only=["memory"]).findings) == []
 
 
 @pytest.mark.parametrize("name", ["tracelens/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",

@@ -79,3 +79,23 @@ def test_capacity_from_run_json_and_a_bigger_gpu(tmp_path):
 def test_no_records_is_not_applicable(tmp_path):
     t = open_trace(write_trace(tmp_path / "t.json", [x("aten::mm", 0, 10)]))
     assert "no memory records" in advise(t, only=["memory"]).not_applicable["memory"]
+
+
+def test_fragmentation_needs_growth_while_the_cache_had_room(tmp_path):
+    ev = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"), x("aten::empty", 100, 10)]
+    # 4 GiB reserved from the first record to the last, 1 GiB allocated: 3 GiB unused, but reserved never grew in
+    # the trace (a reservation made before it): nothing shows fragmentation
+    constant = ev + [m(100 + i, 0x10 + i, 10 * MiB, GiB + i * 10 * MiB, 4 * GiB, device=0) for i in range(5)]
+    trace = open_trace(write_trace(tmp_path / "constant.json", constant))
+    assert fragmented(advise(trace, only=["memory"]).findings) == []
+    # reserved grows from 2 to 4 GiB for a 1.5 GiB request while the cache held 1 GiB free: it had to grow, the
+    # cache could not serve it either way; no fragmentation
+    needed = ev + [m(100, 0xA, GiB, GiB, 2 * GiB), m(200, 0xB, GiB * 3 // 2, GiB * 5 // 2, 4 * GiB)]
+    trace = open_trace(write_trace(tmp_path / "needed.json", needed))
+    assert fragmented(advise(trace, only=["memory"]).findings) == []
+    # the same growth for a 512 MiB request with 1 GiB free: the free blocks did not fit; 4 - 1.5 GiB unused after
+    frag = ev + [m(100, 0xA, GiB, GiB, 2 * GiB), m(200, 0xB, 512 * MiB, GiB * 3 // 2, 4 * GiB)]
+    (g,) = fragmented(advise(open_trace(write_trace(tmp_path / "frag.json", frag)), only=["memory"]).findings)
+    row = g.evidence[0]
+    assert (row["cache_free_before_bytes"], row["request_bytes"], row["unused_bytes"]) == \
+        (GiB, 512 * MiB, 4 * GiB - GiB * 3 // 2)

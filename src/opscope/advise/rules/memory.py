@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.memory import first_max, memory_records, peak_table
+from opscope.analyses.memory import memory_records, peak_table
 
 #: Peak memory (allocated or reserved) at or above this share of the device's capacity is "close to capacity".
 CAPACITY_SHARE = 0.90
@@ -35,6 +35,22 @@ def _device_index(label: str) -> int | None:
     """``cuda:1`` -> 1; host memory (``cpu``) and labels without an index -> None."""
     kind, _, index = label.partition(":")
     return int(index) if kind != "cpu" and index.isdigit() else None
+
+
+def _fragmented_growth(reserved: list, allocated: list) -> tuple[int, int, int] | None:
+    """The last record at which reserved memory grew although the allocator's cache held at least as many free bytes
+    as were requested (reserved minus allocated before it >= the allocation's size): the evidence fragmentation needs.
+    ``(row, free bytes before, bytes requested)``; None when reserved never grew so (a reservation made before the
+    trace, constant throughout, shows nothing about fragmentation)."""
+    found = None
+    for i in range(1, len(reserved)):
+        r0, r1, a0, a1 = reserved[i - 1], reserved[i], allocated[i - 1], allocated[i]
+        if None in (r0, r1, a0, a1) or r1 <= r0:
+            continue
+        free_before, request = r0 - a0, a1 - a0
+        if 0 < request <= free_before:
+            found = (i, free_before, request)
+    return found
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
@@ -77,12 +93,11 @@ def check(ctx: AdviceContext) -> list[Finding]:
                 evidence_title="memory peaks (at_ns: after the trace start)",
             ))
         t = rec.table.filter(pc.equal(rec.table["device"], label))
-        row = first_max(t["reserved"])
-        if row is None:
+        growth = _fragmented_growth(t["reserved"].to_pylist(), t["allocated"].to_pylist())
+        if growth is None:
             continue
+        row, free_before, request = growth
         top, allocated_then = t["reserved"][row].as_py(), t["allocated"][row].as_py()
-        if not top or allocated_then is None:
-            continue
         unused = top - allocated_then
         floor = FRAGMENTED_CAPACITY_SHARE * total if total else FRAGMENTED_BYTES
         if unused >= floor and unused >= FRAGMENTED_SHARE * top:
@@ -92,20 +107,22 @@ def check(ctx: AdviceContext) -> list[Finding]:
                       f"({100.0 * unused / top:.0f}% of {_gib(top)})",
                 saving_ns=None,
                 saving_pct=None,
-                estimate=(f"no time saving is estimated: when reserved memory last grew, to {_gib(top)}, the "
-                          f"allocator's cache already held {_gib(unused)} that the requested sizes could not "
-                          f"use (fragmentation); even at the allocated peak ({_gib(allocated)}) "
-                          f"{_gib(top - allocated)} stay unused. That memory is lost to the batch size and a path "
-                          f"to out-of-memory"),
+                estimate=(f"no time saving is estimated: reserved memory grew to {_gib(top)} for a request of "
+                          f"{_gib(request)} while the allocator's cache held {_gib(free_before)} free: the free "
+                          f"blocks did not fit the requested size (fragmentation), and {_gib(unused)} stayed "
+                          f"unused; even at the allocated peak ({_gib(allocated)}) {_gib(top - allocated)} stay "
+                          f"unused. That memory is lost to the batch size and a path to out-of-memory"),
                 change=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of new ones "
                         "being carved up); allocate the large, long-lived buffers first; no "
                         "torch.cuda.empty_cache() inside the training loop; keep tensor sizes steady across steps "
                         "(pad variable lengths to a few buckets)"),
                 evidence=[{"device": label, "capacity_bytes": total, "reserved_bytes": top,
                            "allocated_bytes": allocated_then, "unused_bytes": unused,
-                           "unused_pct": _pct(unused, top), "peak_allocated_bytes": allocated,
+                           "unused_pct": _pct(unused, top), "cache_free_before_bytes": free_before,
+                           "request_bytes": request, "peak_allocated_bytes": allocated,
                            "step": t["step"][row].as_py(), "at_ns": t["ts_ns"][row].as_py() - rec.start_ns}],
-                evidence_title="memory when reserved peaked (at_ns: after the trace start)",
+                evidence_title="the record where reserved memory last grew although the cache had room "
+                               "(at_ns: after the trace start)",
             ))
     return findings
 
@@ -121,10 +138,12 @@ deviceProperties, or run.json's GPUs).
 Close to capacity: the peak of allocated or reserved memory is at least {CAPACITY_SHARE:.0%} of the device's memory
 (reserved counts: it is what the driver has handed out, and what the allocator must free and re-request when
 a new block does not fit).
-Fragmentation: when reserved memory peaks, reserved minus allocated is at least {FRAGMENTED_SHARE:.0%} of reserved
-and at least {FRAGMENTED_CAPACITY_SHARE:.0%} of the device's capacity ({FRAGMENTED_BYTES >> 20} MiB when the capacity
-is unknown): the caching allocator had to grow although its cache held that much, because the blocks did not
-fit the requested sizes.
+Fragmentation needs the allocator to grow while its cache had room: a record at which reserved memory grew
+although reserved minus allocated before it was at least the size requested (the free blocks did not fit). At the
+last such growth, reserved minus allocated must be at least {FRAGMENTED_SHARE:.0%} of reserved and at least
+{FRAGMENTED_CAPACITY_SHARE:.0%} of the device's capacity ({FRAGMENTED_BYTES >> 20} MiB when the capacity is
+unknown). A reservation that never grows during the trace (made before it, e.g. a KV cache) shows nothing about
+fragmentation and gives no finding.
 
 No time saving is estimated for either: the cost is risk (out-of-memory; allocator retries that free the
 cache, synchronise and call cudaMalloc again) and memory a larger batch could have used; the findings give
