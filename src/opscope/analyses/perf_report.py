@@ -93,6 +93,26 @@ class PerfNumbers:
     def overhead_pct(self, value: float | None) -> int | None:
         return None if value is None or self.total_ms <= 0 else round(100.0 * value / self.total_ms)
 
+    @property
+    def spread_note(self) -> str | None:
+        """A warning when the runs' times spread so widely that the rate (from the middle half of the runs) does not
+        describe them: their mean or their 90th percentile far above the middle-half average. None when steady."""
+        p90 = self.percentiles_ms[0]
+        if self.total_ms <= 0 or (self.mean_ms <= WIDE_MEAN * self.total_ms and p90 <= WIDE_P90 * self.total_ms):
+            return None
+        mean_rate = 1000.0 / self.mean_ms * self.batch if self.mean_ms > 0 else math.inf
+        return (f"the runs' times spread widely: middle-half average {_ms(self.total_ms)}, median "
+                f"{_ms(self.median_ms)}, mean {_ms(self.mean_ms)}, p90 {_ms(p90)}, max {_ms(self.max_ms)} over "
+                f"{self.runs} runs. The rate ({self.rate:.6g}/s) describes the middle half only; from the mean it "
+                f"is {mean_rate:.6g}/s. A busy host or runs that are not steady: rerun on an idle machine, or with "
+                f"more runs (-n)")
+
+
+#: The runs spread too widely for the middle-half average to describe them when their mean is above WIDE_MEAN x it, or
+#: their 90th percentile above WIDE_P90 x it (steady runs on an idle host stay within a few percent of both).
+WIDE_MEAN = 1.25
+WIDE_P90 = 1.5
+
 
 def perf_numbers(trace: Trace, batch: int = 1) -> PerfNumbers:
     """The report's figures from an ONNX Runtime profile read by opscope; ValueError when it holds no runs."""
@@ -263,9 +283,11 @@ def perf_table(p: PerfNumbers) -> pa.Table:
 def perf_report(trace: Trace, batch: int = 1, title: str | None = None, extra_notes: Sequence[str] = ()) -> Report:
     """``migraphx-driver perf``'s report of an ONNX Runtime profile (see the module docstring)."""
     p = perf_numbers(trace, batch)
-    notes = [*extra_notes, *p.notes, PROFILER_NOTE, AVERAGE_NOTE, OVERHEAD_NOTE]
-    headline = (f"{p.rate:.6g} inferences/sec at batch {p.batch}; {_ms(p.total_ms)} per run ({p.runs} runs), "
-                f"{_ms(p.node_total_ms)} of it in nodes")
+    spread = p.spread_note
+    notes = [*([spread] if spread else []), *extra_notes, *p.notes, PROFILER_NOTE, AVERAGE_NOTE, OVERHEAD_NOTE]
+    headline = (f"{p.rate:.6g} inferences/sec at batch {p.batch}; {_ms(p.total_ms)} per run ({p.runs} runs: median "
+                f"{_ms(p.median_ms)}, p90 {_ms(p.percentiles_ms[0])}; mean {_ms(p.mean_ms)}), "
+                f"{_ms(p.node_total_ms)} of it in nodes" + ("; WIDE SPREAD, see the note" if spread else ""))
     return Report(
         sections=[
             Section("perf", "Per node, by op type, totals", perf_table(p), legend=PERF_LEGEND, terminal=False,
