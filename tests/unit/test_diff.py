@@ -118,3 +118,22 @@ def test_gate_names_the_biggest_part_even_when_an_op_row_leads(pair):
     assert failed and "biggest part: idle +105.000 us (device time with no work" in reason
     assert "biggest rows: kernel k_mm +100.000 us" in reason
     assert reason.index("biggest part") < reason.index("biggest rows")
+
+
+def test_each_side_says_what_it_ran_on_and_few_steps_are_warned_of():
+    from support import make_trace, row
+
+    from opscope.diff.headline import few_steps_note, side_description
+
+    props = [{"id": i, "name": "NVIDIA A100-SXM4-80GB"} for i in range(8)]
+    # rank 3 of 8: its kernels ran on devices 3 and 4 of the eight the trace lists
+    trace = make_trace([row("kernel", "k", 0, 10, device=3, stream=7),
+                        row("kernel", "k", 20, 10, device=4, stream=7)],
+                       metadata={"device_properties": props, "rank": 3, "world_size": 8})
+    assert side_description(trace, 12) == \
+        "2x NVIDIA A100-SXM4-80GB (of 8 in the trace's device list), rank 3 of 8, 12 steps"
+    cpu = make_trace([row("cpu_op", "aten::mm", 0, 10)])
+    assert side_description(cpu, None) == "no device activity, the whole trace"
+    assert side_description(cpu, 1) == "no device activity, 1 step"
+    assert few_steps_note(("a", "b"), (12, 5)) is None
+    assert few_steps_note(("a", "b"), (1, 4)).startswith("few steps compared (a 1, b 4)")

@@ -68,8 +68,11 @@ def test_matched_shares_of_device_time(vendors):
     # new: 2 x 218 us by op+shapes, 2 x 24 us by op, gelu 2 x 12 us unmatched; every class is in base too
     assert c.device_match.new == {"op+shapes": round(100 * 436 / NEW_TOTAL, 1), "op": round(100 * 48 / NEW_TOTAL, 1),
                                   "unmatched": round(100 * 24 / NEW_TOTAL, 1), "class": 100.0, "other": 0.0}
-    assert c.summary.endswith(f"device time matched by op (and input shapes): {100 * 340 / BASE_TOTAL:.1f}% of base, "
-                              f"{100 * 484 / NEW_TOTAL:.1f}% of new")
+    assert (f"; device time matched by op (and input shapes): {100 * 340 / BASE_TOTAL:.1f}% of base, "
+            f"{100 * 484 / NEW_TOTAL:.1f}% of new. ") in c.summary
+    # then what each side ran on, and how many steps were compared (2 each, on device 0, which has no name here)
+    assert c.summary.endswith("base: device 0 (not named in the trace), 2 steps; "
+                              "new: device 0 (not named in the trace), 2 steps")
 
 
 def test_launching_level_leaves_the_vendors_convolution_ops_unmatched(vendors):

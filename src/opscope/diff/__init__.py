@@ -12,7 +12,17 @@ import pyarrow.compute as pc
 
 from opscope.diff.device_ops import DeviceMatch, compare_device, matched_sentence
 from opscope.diff.gate import Threshold, verdict
-from opscope.diff.headline import any_device, biggest_part, device_mismatch, headline_rows, part_line, parts, sentence
+from opscope.diff.headline import (
+    any_device,
+    biggest_part,
+    device_mismatch,
+    few_steps_note,
+    headline_rows,
+    part_line,
+    parts,
+    sentence,
+    side_description,
+)
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
 from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, row_schema, sort_rows
@@ -116,6 +126,12 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     summary = sentence(head, sb.per_step)
     if device.match.any_device_work:
         summary += "; " + matched_sentence(device.match)
+    counts = (sb.divisor, sn.divisor) if sb.per_step else None
+    summary += (f". {labels[0]}: {side_description(base, counts[0] if counts else None)}; "
+                f"{labels[1]}: {side_description(new, counts[1] if counts else None)}")
+    few = few_steps_note(labels, counts) if counts else None
+    if few:
+        notes.insert(1 if mismatch else 0, few)
     return Comparison(table, choice, head, summary, sb, sn, notes, row_notes, op_rows=device.ops,
                       classes=device.classes, device_match=device.match, op_level=op_level)
 

@@ -112,6 +112,50 @@ def device_mismatch(base: Trace, new: Trace, labels: tuple[str, str]) -> str | N
             f"host_ops and outside_ops are the parts the two traces share")
 
 
+#: Fewer steps than this on a side: one step's noise can be the whole difference (said in a note).
+FEW_STEPS = 5
+
+
+def side_description(trace: Trace, steps: int | None) -> str:
+    """What a side ran on, as the trace says it: its devices (by name, counted), its rank and world size, and the
+    steps compared (``steps`` None: the whole trace). ``2x NVIDIA A100-SXM4-80GB, rank 0 of 8, 12 steps``."""
+    props = [p for p in trace.metadata.get("device_properties") or [] if isinstance(p, dict)]
+    by_id = {p.get("id"): p.get("name") for p in props}
+    names: dict[str, int] = {}
+    for device in _working_devices(trace):  # the devices the trace's work ran on, not every one it lists
+        name = by_id.get(device)
+        label = name if isinstance(name, str) and name else f"device {device} (not named in the trace)"
+        names[label] = names.get(label, 0) + 1
+    devices = ", ".join(f"{n}x {name}" if n > 1 else name for name, n in names.items()) or "no device activity"
+    if names and len(props) > sum(names.values()):
+        devices += f" (of {len(props)} in the trace's device list)"
+    parts = [devices]
+    rank, world = trace.metadata.get("rank"), trace.metadata.get("world_size")
+    if isinstance(world, int) and world > 0:
+        parts.append(f"rank {rank if isinstance(rank, int) else '?'} of {world}")
+    parts.append("the whole trace" if steps is None else f"{steps} step{'s' if steps != 1 else ''}")
+    return ", ".join(parts)
+
+
+def _working_devices(trace: Trace) -> list[int]:
+    """The device ids of the trace's device work (kernels, copies, fills, collectives)."""
+    def found() -> list[int]:
+        events = trace.select(["kind", "device"])
+        work = pc.filter(events["device"], kind_mask(events, ("kernel", "memcpy", "memset", "comm")))
+        return sorted(d for d in pc.unique(work).to_pylist() if d is not None)
+
+    return trace.memo("diff.working_devices", found, keep=True)
+
+
+def few_steps_note(labels: tuple[str, str], counts: tuple[int, int]) -> str | None:
+    """A note when a side compares fewer than :data:`FEW_STEPS` steps, else None."""
+    few = [f"{label} {n}" for label, n in zip(labels, counts) if n < FEW_STEPS]
+    if not few:
+        return None
+    return (f"few steps compared ({', '.join(few)}): with fewer than {FEW_STEPS} a side's mean is one or two steps, "
+            f"whose noise can be the whole difference; record more steps (opscope record --active N)")
+
+
 def any_device(trace: Trace) -> bool:
     """Whether the trace has device work (kernels, copies, fills, collectives)."""
     def found() -> bool:
