@@ -304,3 +304,24 @@ def test_kind_mask_is_membership_of_the_kind_text(seed):
         events = pa.table({"kind": pa.chunked_array(chunks, pa.dictionary(pa.int32(), pa.string()))})
         got = kind_mask(events, kinds).to_pylist()
         assert got == [k is not None and k in kinds for c in chunks for k in c.to_pylist()]
+
+
+def test_python_time_by_kind_leaves_out_the_ops_it_calls():
+    from support import make_trace, row
+
+    from opscope.analyses.summary import summarize
+
+    trace = make_trace([
+        # thread 1: a frame of 100 us calling two ops (30 us, of which a 5 us runtime call, and 10 us)
+        row("python", "train.py(3): step", 0, 100, pid="1", tid="1"),
+        row("python", "torch/nn/module.py(9): forward", 5, 60, pid="1", tid="1"),
+        row("cpu_op", "aten::mm", 10, 30, pid="1", tid="1"),
+        row("runtime", "cudaLaunchKernel", 20, 5, pid="1", tid="1"),
+        row("cpu_op", "aten::relu", 80, 10, pid="1", tid="1"),
+        # thread 2: a frame of 50 us calling nothing; thread 1's ops at the same time are not its
+        row("python", "loader.py(7): __getitem__", 0, 50, pid="1", tid="2"),
+    ])
+    by_kind = {r["kind"]: r["total_ns"] for r in summarize(trace).by_kind.to_pylist()}
+    # Python ran outside any op: thread 1's 100 us less the ops' 40 (the runtime call is inside aten::mm), thread 2's 50
+    assert by_kind["python"] == (100 - 30 - 10 + 50) * US
+    assert by_kind["cpu_op"] == (25 + 10) * US and by_kind["runtime"] == 5 * US  # the ops' own self times

@@ -26,7 +26,7 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
     """Wall time, steps, CPU/GPU busy, top ops and kernels, time by kind, what was not mapped. ``run``: the
     recording's run.json, to say when the profiler made the recorded steps slower than unrecorded ones."""
     from opscope.analyses.recording import step_inflation
-    from opscope.analyses.summary import summarize
+    from opscope.analyses.summary import BY_KIND_LEGEND, summarize
 
     s = summarize(trace, top=top)
     st = s.steps
@@ -69,7 +69,8 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
     if s.top_kernels.num_rows:
         kernels = s.top_kernels.select(["name", "kind", "calls", "total_ns", "pct"])
         sections.append(Section("top_kernels", "Top device kernels", data=False, table=kernels))
-    sections.append(Section("by_kind", "Time by event kind (self time)", s.by_kind, data=False))
+    sections.append(Section("by_kind", "Time by event kind (self time)", s.by_kind, data=False,
+                            legend=BY_KIND_LEGEND))
     if s.warnings:
         sections.append(Section("not_mapped", "Not mapped / recovered", data=False,
                                 table=pa.Table.from_pylist([{"count": w["count"], "problem": w["problem"]}

@@ -8,12 +8,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import share_pct, shares_pct
+from opscope.analyses.arrays import share_pct, shares_pct, thread_keys
 from opscope.analyses.filters import EventFilter
-from opscope.analyses.intervals import span_bounds, union_ns
+from opscope.analyses.intervals import span_bounds, union_by_group, union_ns
 from opscope.analyses.kernels import DEVICE_WORK, kernel_table
 from opscope.analyses.ops import op_table
 from opscope.analyses.steps import StepStats, step_stats, step_table
+from opscope.model.buffers import true_positions
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -88,6 +89,26 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
     )
 
 
+def _python_outside_ops(trace: Trace) -> int:
+    """Time Python frames cover outside every op and runtime call on their thread: per thread, the union of frames
+    and calls less the union of the calls (|P u O| - |O| = |P| - |P n O|)."""
+    events = trace.select(["kind", "ts_ns", "dur_ns", "pid", "tid"]).unify_dictionaries()
+    python, calls = kind_mask(events, ("python",)), kind_mask(events, HOST_BUSY_KINDS)
+    pid, tid = events["pid"], events["tid"]
+    vocab = [c.chunk(0).dictionary if c.num_chunks and pa.types.is_dictionary(c.type) else pc.unique(c)
+             for c in (pid, tid)]
+    thread = thread_keys(pid, tid, *vocab)
+    ts, dur = events["ts_ns"], events["dur_ns"]
+
+    def covered(mask: pa.ChunkedArray) -> dict[int, int]:
+        rows = true_positions(mask)
+        return union_by_group(pc.take(ts, rows), pc.take(dur, rows), pc.take(thread, rows))
+
+    both, only_calls = covered(pc.or_(python, calls)), covered(calls)
+    python_threads = set(covered(python))
+    return sum(both[g] - only_calls.get(g, 0) for g in python_threads)
+
+
 def _totals(trace: Trace) -> dict[str, Any]:
     """Wall time, CPU and GPU busy time (unions of spans), the devices and how many device rows there are."""
     events = trace.select(["kind", "ts_ns", "dur_ns", "device"])
@@ -108,8 +129,16 @@ def _totals(trace: Trace) -> dict[str, Any]:
     }
 
 
+#: How "time by event kind" counts, said with the table (reports.py) and applied in :func:`_by_kind`.
+BY_KIND_LEGEND = ("self time per kind: an event's time not inside a child of its own layer (ops, annotations and "
+                  "runtime calls nest in one layer, Python frames in another); a Python frame's time inside the ops "
+                  "and runtime calls it makes is not counted for it (it is the ops'): python is the time Python ran "
+                  "outside any op. Device kinds: their durations. Shares of the sum over the kinds shown (host "
+                  "threads and device streams summed alike); the profiler's span and markers left out")
+
+
 def _by_kind(trace: Trace) -> pa.Table:
-    """Events and self time per kind (the profiler's span and markers left out), largest first."""
+    """Events and self time per kind (the profiler's span and markers left out), largest first; see BY_KIND_LEGEND."""
     events = trace.select(["kind", "dur_ns", "self_ns"]).unify_dictionaries()  # Arrow groups one dictionary only
     # grouped first, the left-out kinds dropped after: the same groups in the same order, without a copy of the rows
     by_kind = events.group_by("kind", use_threads=False).aggregate([("dur_ns", "count"), ("self_ns", "sum")])
@@ -117,6 +146,9 @@ def _by_kind(trace: Trace) -> pa.Table:
     shown = pc.invert(pc.is_in(kinds, value_set=pa.array(_NOT_WORK, pa.string())))
     by_kind, kinds = by_kind.filter(shown), kinds.filter(shown)
     self_sum = by_kind["self_ns_sum"]
+    is_python = pc.equal(kinds, "python")
+    if pc.any(is_python).as_py():
+        self_sum = pc.if_else(is_python, pa.scalar(_python_outside_ops(trace), pa.int64()), self_sum)
     total_self = pc.sum(self_sum).as_py() or 0
     return pa.table({
         "kind": kinds,
