@@ -20,7 +20,7 @@ def run(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProces
                           env=env, timeout=limit(300))
 
 
-def test_summary_shows_tensile_kernels_on_one_line_and_keeps_full_names_in_json():
+def test_summary_shows_tensile_kernels_on_one_line_as_opscope_kernels_does():
     path = shared_trace(MI300)
     # the AMD GEMMs of the raw file: Tensile names of more than 400 characters
     tensile = {str(e["name"]) for e in raw_events(path) if e.get("cat") == "kernel"
@@ -34,9 +34,12 @@ def test_summary_shows_tensile_kernels_on_one_line_and_keeps_full_names_in_json(
         name = line.split("│")[1].strip()
         assert name.endswith("_MI16x16x1") and any(full.startswith(name + "_") for full in tensile)
     assert not any(line.strip("│ ").startswith(("1_AF", "C1_AF", "B_GLS")) for line in res.stdout.splitlines())
+    # JSON: the same rows as `opscope kernels` gives (one per kernel, the same names and totals)
     doc = json.loads(run("summary", str(path), "--format", "json").stdout)
-    top = [r["metric"] for r in doc if r["section"] == "top_kernels_ns" and r["metric"].startswith("Cijk_")]
-    assert top and set(top) <= tensile
+    top = [(r["metric"], r["value"]) for r in doc if r["section"] == "top_kernels_ns"]
+    kernels = json.loads(run("kernels", str(path), "--format", "json").stdout)
+    assert top and top == [(r["name"], r["total_ns"]) for r in kernels[:len(top)]]
+    assert all(any(full.startswith(name + "_") for full in tensile) for name, _ in top if name.startswith("Cijk_"))
 
 
 def test_diff_of_the_legacy_tensorboard_samples_has_no_step_rows():

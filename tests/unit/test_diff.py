@@ -137,3 +137,15 @@ def test_each_side_says_what_it_ran_on_and_few_steps_are_warned_of():
     assert side_description(cpu, 1) == "no device activity, 1 step"
     assert few_steps_note(("a", "b"), (12, 5)) is None
     assert few_steps_note(("a", "b"), (1, 4)).startswith("few steps compared (a 1, b 4)")
+
+
+def test_hostile_device_properties_do_not_break_the_headline():
+    from support import make_trace, row
+
+    from opscope.diff.headline import side_description
+
+    props = [{"id": [1, 2], "name": "x"}, {"id": 0, "name": ["not", "text"]}, "not a dict", {"name": "no id"}]
+    trace = make_trace([row("kernel", "k", 0, 10, device=0, stream=7)], metadata={"device_properties": props,
+                                                                                   "world_size": "8"})
+    assert side_description(trace, 2) == \
+        "device 0 (not named in the trace) (of 3 in the trace's device list), 2 steps"

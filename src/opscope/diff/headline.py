@@ -120,7 +120,7 @@ def side_description(trace: Trace, steps: int | None) -> str:
     """What a side ran on, as the trace says it: its devices (by name, counted), its rank and world size, and the
     steps compared (``steps`` None: the whole trace). ``2x NVIDIA A100-SXM4-80GB, rank 0 of 8, 12 steps``."""
     props = [p for p in trace.metadata.get("device_properties") or [] if isinstance(p, dict)]
-    by_id = {p.get("id"): p.get("name") for p in props}
+    by_id = {p["id"]: p.get("name") for p in props if isinstance(p.get("id"), int)}  # a hostile id is not a key
     names: dict[str, int] = {}
     for device in _working_devices(trace):  # the devices the trace's work ran on, not every one it lists
         name = by_id.get(device)
