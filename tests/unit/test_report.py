@@ -10,21 +10,43 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-from opscope.render import RENDERERS, renderer
+from opscope.render import ReportRenderer, Terminal
 from opscope.report import Column, Report, Section, single
 
 
 def render(report: Report, fmt: str) -> tuple[str, str]:
     out, err = io.StringIO(), io.StringIO()
-    renderer(fmt)(report, Console(file=out, width=200, color_system=None),
-                  Console(file=err, width=200, color_system=None))
+    ReportRenderer.named(fmt)().render(report, Terminal(Console(file=out, width=200, color_system=None),
+                                                        Console(file=err, width=200, color_system=None)))
     return out.getvalue(), err.getvalue()
 
 
-def test_registry_holds_the_three_formats_and_refuses_others():
-    assert set(RENDERERS) == {"table", "json", "csv"}
+def test_registry_holds_the_three_report_formats_and_refuses_others():
+    assert ReportRenderer.names() == ("table", "json", "csv")
     with pytest.raises(ValueError, match="no renderer named 'xml'"):
-        renderer("xml")
+        ReportRenderer.named("xml")
+    with pytest.raises(ValueError, match="no renderer named 'html' among the ReportRenderers"):
+        ReportRenderer.named("html")  # registered, but it shows pages, not reports
+
+
+def test_every_renderer_is_one_format_of_one_kind_of_document():
+    from opscope.render import RENDERERS
+    from opscope.render.dot import FORMATS, GraphRenderer
+    from opscope.render.export import ExportRenderer
+    from opscope.render.html import HtmlRenderer
+
+    kinds = (ReportRenderer, HtmlRenderer, ExportRenderer, GraphRenderer)
+    assert HtmlRenderer.named("html") is HtmlRenderer
+    assert ExportRenderer.names() == ("chrome", "perfetto")
+    assert set(GraphRenderer.names()) == set(FORMATS.values()) == {"dot", "svg", "png", "pdf"}
+    for r in RENDERERS:
+        assert sum(issubclass(r, k) for k in kinds) == 1, r
+        assert r.extension == "" or r.extension.startswith("."), r
+        # a renderer of files names the file's ending; only the terminal's renderers may write nowhere
+        assert r.extension or issubclass(r, ReportRenderer), r
+    binary = {r.name for r in RENDERERS if r.binary}
+    assert binary == {"perfetto", "png", "pdf"}  # protobuf and images; JSON, HTML, SVG and DOT are text
+    assert {r.extension for r in RENDERERS if r.name in ("chrome", "json")} == {".json"}
 
 
 def test_data_formats_write_the_first_data_section_cut_to_its_limit_and_notes_on_stderr():

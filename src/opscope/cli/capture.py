@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, is_document, load, say, show, stderr
+from opscope.cli.common import FormatOpt, LimitOpt, is_document, load, say, show, stderr, write_document
 from opscope.errors import UsageError
 
 #: Commands that take a program after `--` and pass its arguments through.
@@ -54,23 +54,23 @@ def _threads_said(run: dict) -> str:
 
 def _demo_report(trace, path: Path) -> None:
     """The demo's HTML report beside its trace, when the view extra is installed (else how to get it)."""
-    from opscope.render.html import require
+    from opscope.render.html import HtmlRenderer
 
+    renderer = HtmlRenderer()
     try:
-        require()
+        renderer.require()
     except UsageError:  # the view extra is not installed
         stderr().print("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
                   f"{path} -o report.html", highlight=False, markup=False)
         return
     from opscope.analyses.recording import find_run_info
-    from opscope.outfile import write_file
-    from opscope.render.html import html, trace_page
+    from opscope.compose.page import trace_page
 
-    text = html(trace_page(trace, str(path), find_run_info(path))).encode("utf-8")
+    page = trace_page(trace, str(path), find_run_info(path))
     stem = path.name.removesuffix(".json").removesuffix(".pt.trace")
     target = path.parent / f"{stem}.report.html"  # beside its trace, numbered as the trace is (demo-1...)
     try:
-        write_file(target, lambda stream: stream.write(text))
+        write_document(renderer, page, target, force=False)
     except UsageError as exc:
         stderr().print(f"opscope: no HTML report: {exc}", highlight=False, markup=False)
         return

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 
     from opscope.analyses.filters import EventFilter
     from opscope.model.trace import Trace
+    from opscope.render.base import FileRenderer
     from opscope.report import Report
+
+D = TypeVar("D")
 
 
 def stdout() -> Console:
@@ -69,16 +72,16 @@ TraceOrJobArg = Annotated[Path, typer.Argument(
          "(each rank in parallel; rows with a rank column).", show_default=False, metavar="TRACE")]
 
 
-#: the names of the renderers registered in opscope.render (RENDERERS), spelled here so that registering the
-#: commands does not import the renderers; a test checks that the two agree
+#: the names of the report renderers registered in opscope.render, spelled here so that registering the commands
+#: does not import the renderers; a test checks that the two agree
 FORMATS = ("table", "json", "csv")
 
 
 def _registered_format(value: str) -> str:
-    from opscope.render import RENDERERS
+    from opscope.render import ReportRenderer
 
-    if value not in RENDERERS:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(RENDERERS)}")
+    if value not in ReportRenderer.names():
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(ReportRenderer.names())}")
     return value
 
 
@@ -95,9 +98,17 @@ StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only these steps,
 
 def show(report: Report, fmt: str) -> None:
     """Hand a command's report to the renderer of ``fmt``."""
-    from opscope.render import renderer
+    from opscope.render import ReportRenderer, Terminal
 
-    renderer(fmt)(report, stdout(), stderr())
+    ReportRenderer.named(fmt)().render(report, Terminal(stdout(), stderr()))
+
+
+def write_document(renderer: FileRenderer[D], document: D, output: Path, force: bool) -> int:
+    """Write ``document`` to ``output`` with ``renderer`` (the file appears whole or not at all, never over an
+    existing one unless ``force``); return its size in bytes."""
+    from opscope.outfile import write_file
+
+    return write_file(output, lambda stream: renderer.render(document, stream), force)
 
 
 def say(text: str) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import NoCacheOpt, StepsOpt, TraceArg, load, say, split, stderr
+from opscope.cli.common import NoCacheOpt, StepsOpt, TraceArg, load, say, split, stderr, write_document
 
 
 class ExportFormat(str, Enum):
@@ -39,17 +39,17 @@ def export(
     --steps 3-5, --min-dur-us and --kinds cut what is written; stderr says how many events were kept.
     """
     from opscope.analyses.filters import parse_steps
+    from opscope.compose.export import plan
+    from opscope.compose.export.select import Cut, check_kinds
     from opscope.errors import UsageError
-    from opscope.render.export import export as write_export
-    from opscope.render.export.select import Cut, check_kinds
+    from opscope.render.export import ExportRenderer
 
     if not min_dur_us * 1000 < 2**62:
         raise UsageError(f"--min-dur-us takes a finite number of microseconds, not {min_dur_us}")
-    if to is ExportFormat.perfetto:
-        from opscope.render.export.perfetto import require
-
-        require()
-    if output.name.endswith(".gz") and to is ExportFormat.perfetto:
+    gz = output.name.endswith(".gz")
+    writer = ExportRenderer.named(to.value)(gzip=gz)
+    writer.require()
+    if gz and not writer.gzip_ok:
         raise UsageError(f"{output}: gzip output is for --to chrome; Perfetto files are written as protobuf")
     cut = Cut(steps=parse_steps(steps), min_dur_ns=round(min_dur_us * 1000),
               kinds=check_kinds(split(kinds)) if kinds is not None else None)
@@ -58,6 +58,9 @@ def export(
     check_target(output, force)
     model = load(trace, no_cache)
     phase = say if stderr().is_terminal else None
-    plan, size = write_export(model, to.value, output, force=force, cut=cut, findings=not no_findings, phase=phase)
-    say(f"wrote {output} ({size:,} bytes): kept {len(plan.rows):,} of {plan.total:,} events, "
-        f"{plan.links.num_rows:,} launch arrows, {len(plan.marks):,} opscope marks")
+    p = plan(model, cut, findings=not no_findings, phase=phase)
+    if phase:
+        phase(f"writing {output.name}")
+    size = write_document(writer, p, output, force)
+    say(f"wrote {output} ({size:,} bytes): kept {len(p.rows):,} of {p.total:,} events, "
+        f"{p.links.num_rows:,} launch arrows, {len(p.marks):,} opscope marks")
