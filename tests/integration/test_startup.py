@@ -83,9 +83,9 @@ def test_a_usage_error_still_says_the_formats(tmp_path):
 
 
 def test_names_spelled_in_the_cli_match_their_sources():
-    from opscope.cli.common import FORMATS
     from opscope.cli.export import ExportFormat
     from opscope.cli.graph import DEFAULT_MAX_NODES
+    from opscope.cli.options import FORMATS
     from opscope.compose import graph
     from opscope.render import ReportRenderer
     from opscope.render.export import ExportRenderer

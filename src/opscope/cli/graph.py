@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import NoCacheOpt, event_filter, load, say, write_document
+from opscope.cli.common import event_filter, load, say, write_document
+from opscope.cli.options import ForceOpt, NoCacheOpt
 from opscope.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def graph(
                                                                     "(%) of the time.", min=0)] = None,
     profile: Annotated[Path | None, typer.Option("--profile", help="ONNX model only: an ONNX Runtime profile "
                                                                    "(JSON) of it, for each operator's time.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")] = False,
+    force: ForceOpt = False,
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Draw a graph with each node's time and share, shaded by share so the hot path stands out.

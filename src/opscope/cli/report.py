@@ -6,7 +6,8 @@ from typing import Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import NoCacheOpt, announce, open_quietly, say, write_document
+from opscope.cli.common import announce, open_quietly, say, write_document
+from opscope.cli.options import ForceOpt, NoCacheOpt
 from opscope.errors import UsageError
 from opscope.scale.discover import is_job_spec
 
@@ -21,7 +22,7 @@ def report(
                                                       "two with --ranks): the ranks of one job.",
                                                  show_default=False, metavar="TRACE")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.", show_default=False)],
-    force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
+    force: ForceOpt = False,
     ranks: Annotated[bool, typer.Option("--ranks", help="Two traces are two ranks of one job, not BASE and NEW.")]
     = False,
     no_cache: NoCacheOpt = False,
