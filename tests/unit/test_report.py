@@ -29,24 +29,27 @@ def test_registry_holds_the_three_report_formats_and_refuses_others():
         ReportRenderer.named("html")  # registered, but it shows pages, not reports
 
 
-def test_every_renderer_is_one_format_of_one_kind_of_document():
-    from opscope.render import RENDERERS
+def test_every_registered_renderer_is_the_class_its_entry_names():
+    from opscope.render import RENDERERS, load
     from opscope.render.dot import FORMATS, GraphRenderer
     from opscope.render.export import ExportRenderer
     from opscope.render.html import HtmlRenderer
 
-    kinds = (ReportRenderer, HtmlRenderer, ExportRenderer, GraphRenderer)
-    assert HtmlRenderer.named("html") is HtmlRenderer
+    kinds = {"report": ReportRenderer, "page": HtmlRenderer, "export": ExportRenderer, "graph": GraphRenderer}
+    assert set(RENDERERS) == set(kinds)
+    found = {}
+    for kind, entries in RENDERERS.items():
+        for name, where in entries.items():
+            cls = load(where)
+            assert issubclass(cls, kinds[kind]) and cls.kind == kind and cls.name == name, where
+            assert kinds[kind].named(name) is cls
+            # a renderer of files names the file's ending; only the terminal's renderers may write nowhere
+            assert cls.extension.startswith(".") or (kind == "report" and cls.extension == ""), where
+            found[name] = cls
     assert ExportRenderer.names() == ("chrome", "perfetto")
     assert set(GraphRenderer.names()) == set(FORMATS.values()) == {"dot", "svg", "png", "pdf"}
-    for r in RENDERERS:
-        assert sum(issubclass(r, k) for k in kinds) == 1, r
-        assert r.extension == "" or r.extension.startswith("."), r
-        # a renderer of files names the file's ending; only the terminal's renderers may write nowhere
-        assert r.extension or issubclass(r, ReportRenderer), r
-    binary = {r.name for r in RENDERERS if r.binary}
-    assert binary == {"perfetto", "png", "pdf"}  # protobuf and images; JSON, HTML, SVG and DOT are text
-    assert {r.extension for r in RENDERERS if r.name in ("chrome", "json")} == {".json"}
+    assert {n for n, c in found.items() if c.binary} == {"perfetto", "png", "pdf"}  # protobuf and images
+    assert found["chrome"].extension == found["json"].extension == ".json"
 
 
 def test_data_formats_write_the_first_data_section_cut_to_its_limit_and_notes_on_stderr():

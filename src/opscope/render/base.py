@@ -2,16 +2,13 @@
 lays out one kind of document (a :class:`~opscope.report.Report`, a report page, an export plan, a graph).
 
 Renderers never compute: every number they show is in the document the computing layers (analyses, advise,
-diff, and ``opscope.compose`` for pages, exports and graphs) built. A renderer's module is imported whenever a
-command picks a renderer (``opscope.render`` lists them all), so it stays light: the standard library and
-opscope's own types at the top, heavy modules (rich's tables, msgspec, jinja2, perfetto, graphviz) imported
-inside ``render``.
+diff, and ``opscope.compose`` for pages, exports and graphs) built. ``opscope.render.RENDERERS`` lists where each
+class is; a command imports only the renderer it picks.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, ClassVar, Generic, TypeVar
 
 from opscope.report import Report
@@ -34,25 +31,31 @@ class Renderer(ABC, Generic[D, O]):
     #: the output is bytes that only a file can hold, not text a terminal or pipe can show
     binary: ClassVar[bool] = False
 
+    #: the kind of document it shows: its group in the registry (``opscope.render.RENDERERS``)
+    kind: ClassVar[str]
+
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The names of the registered renderers of this kind (``ReportRenderer.names()``: the --format
-        choices), in registry order."""
+        choices), in registry order; no renderer is imported to say them."""
         from opscope.render import RENDERERS
 
-        return tuple(r.name for r in RENDERERS if issubclass(r, cls))
+        return tuple(RENDERERS.get(cls.kind, ()))
 
     @classmethod
     def named(cls: type[R], name: str) -> type[R]:
-        """The registered renderer of this kind called ``name``; a name not registered is a programming error
-        (the CLI checks what a user types against :meth:`names`), said loudly."""
-        from opscope.render import RENDERERS
+        """The registered renderer of this kind called ``name``, imported now; a name not registered is a
+        programming error (the CLI checks what a user types against :meth:`names`), said loudly."""
+        from opscope.render import RENDERERS, load
 
-        for r in RENDERERS:
-            if r.name == name and issubclass(r, cls):
-                return r
-        raise ValueError(f"no renderer named {name!r} among the {cls.__name__}s; registered: "
-                         f"{', '.join(cls.names())}")
+        where = RENDERERS.get(cls.kind, {}).get(name)
+        if where is None:
+            raise ValueError(f"no renderer named {name!r} among the {cls.__name__}s; registered: "
+                             f"{', '.join(cls.names())}")
+        found = load(where)
+        if not issubclass(found, cls) or found.name != name:
+            raise TypeError(f"{where} is registered as the {cls.__name__} {name!r} but is not one")
+        return found
 
     def require(self) -> None:
         """Raise a one-line UsageError, before any work, when something this renderer needs is not installed."""
@@ -62,17 +65,22 @@ class Renderer(ABC, Generic[D, O]):
         """Lay ``document`` out in this format and write it to ``out``."""
 
 
-@dataclass(frozen=True)
 class Terminal:
     """Where a report goes: ``out`` gets the document (the terminal, or a pipe to a program), ``err`` the lines for
     the person running the command (notes, the headline beside a data document)."""
 
-    out: Console
-    err: Console
+    # a plain class, not a dataclass: every command imports this module, and a dataclass costs ~0.5 ms to make
+    __slots__ = ("err", "out")
+
+    def __init__(self, out: Console, err: Console) -> None:
+        self.out = out
+        self.err = err
 
 
 class ReportRenderer(Renderer[Report, Terminal]):
     """Shows a command's :class:`~opscope.report.Report`: the formats ``--format`` offers."""
+
+    kind = "report"
 
 
 class FileRenderer(Renderer[D, BinaryIO]):

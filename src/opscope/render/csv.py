@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import TYPE_CHECKING
 
 from opscope.render.base import ReportRenderer, Terminal
 from opscope.render.data import document, printable, say
-
-if TYPE_CHECKING:
-    from opscope.report import Report
+from opscope.report import Report
 
 
 class CsvRenderer(ReportRenderer):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rich.console import Console
+import pyarrow as pa
+from rich.console import Console
 
-    from opscope.report import Report, Section
+from opscope.report import Report, Section
 
 #: C0 controls but newline and tab, DEL and the C1 controls (``\x9b`` starts an escape sequence on some terminals).
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -31,8 +31,6 @@ def document(report: Report, keep: tuple[str, ...]) -> tuple[list[str], list[dic
         records = section.records[: section.limit or None]
         rows = [{k: v for k, v in r.items() if section.column(k).show in keep} for r in records]
         return (list(rows[0]) if rows else []), rows
-    import pyarrow as pa  # a data section holds Arrow tables, so pyarrow is loaded by now: this only looks it up
-
     table = section.arrow if section.arrow is not None else pa.table({})
     if section.limit:
         table = table.slice(0, section.limit)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
+import subprocess
 from typing import Any, BinaryIO
 
 from opscope.errors import UsageError
@@ -97,8 +99,6 @@ def output_format(suffix: str) -> str:
 
 def check_program(fmt: str, name: str = "the graph") -> None:
     """Before any work: a drawing format needs the ``dot`` program (and the Python package in any case)."""
-    import shutil
-
     _graphviz()
     if fmt != "dot" and shutil.which("dot") is None:
         raise UsageError(NEEDS_DOT.format(name=name))
@@ -106,8 +106,6 @@ def check_program(fmt: str, name: str = "the graph") -> None:
 
 def draw(graph: Graph, fmt: str, name: str = "the graph") -> bytes:
     """The graph as bytes in ``fmt`` (``dot`` = the DOT text)."""
-    import subprocess
-
     g = digraph(graph)
     if fmt == "dot":
         source = str(g.source)
@@ -125,6 +123,8 @@ def draw(graph: Graph, fmt: str, name: str = "the graph") -> bytes:
 
 class GraphRenderer(FileRenderer[Graph]):
     """A graph drawn by Graphviz in the format of the renderer's name; ``target`` names the drawing in errors."""
+
+    kind = "graph"
 
     def __init__(self, target: str = "the graph") -> None:
         self.target = target

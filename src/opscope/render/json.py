@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+
+import msgspec
 
 from opscope.render.base import ReportRenderer, Terminal
 from opscope.render.data import document, say
-
-if TYPE_CHECKING:
-    from opscope.report import Report
+from opscope.report import Report
 
 # JSON escapes C0 controls itself but writes DEL and the C1 controls (U+0080..U+009F, e.g. U+009B, a terminal's
 # CSI) raw; in UTF-8 they are 0x7f and 0xc2 0x80..0x9f, bytes that occur nowhere else in an encoded document.
@@ -28,8 +27,6 @@ class JsonRenderer(ReportRenderer):
     binary = False
 
     def render(self, report: Report, out: Terminal) -> None:
-        import msgspec  # here, not at the top: every command imports this module to pick its renderer
-
         section = report.data_section()
         if section is not None and section.document is not None:
             value: object = section.document

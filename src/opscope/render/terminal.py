@@ -1,24 +1,20 @@
-"""The terminal: a report's sections as rich tables and grids, trace text always shown as plain text.
-
-pyarrow and rich's tables are imported where they are used: a command imports this module to pick its renderer
-even when it shows JSON (see opscope.render.base)."""
+"""The terminal: a report's sections as rich tables and grids, trace text always shown as plain text."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from opscope.render.base import ReportRenderer, Terminal
 from opscope.render.data import printable
+from opscope.report import Column, Report, Section
 from opscope.units import format_bytes, format_cell, format_plain
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from opscope.report import Column, Report, Section
 
 _NUMERIC_SUFFIXES = ("_ns", "pct", "calls", "events")
 #: Columns whose text can run to thousands of characters (a fused op's inputs): cut on the terminal only,
@@ -72,8 +68,6 @@ def print_section(console: Console, section: Section) -> None:
         if hidden > 0:
             console.print(_text(f"... {hidden} more rows (use --limit 0 for all)", style="dim"))
     if section.fields:
-        from rich.table import Table
-
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()
@@ -91,8 +85,6 @@ def print_section(console: Console, section: Section) -> None:
 def _shown(section: Section) -> pa.Table:
     """The section's table as the terminal shows it: drawn sketches, human bytes, indented trees, no columns
     meant for data formats or saying nothing."""
-    import pyarrow.compute as pc
-
     raw = section.arrow
     assert raw is not None
     table = raw
@@ -122,8 +114,6 @@ def _parts(section: Section, table: pa.Table) -> list[tuple[str | None, pa.Table
 
 
 def _set(table: pa.Table, name: str, values: list[Any]) -> pa.Table:
-    import pyarrow as pa
-
     return table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
 
 
@@ -154,16 +144,7 @@ def _bars(values: list[int | None], groups: list[Any]) -> list[str]:
 
 def _text(text: str, style: str = "") -> Text:
     """Trace text as rich Text: never read as markup, its control characters written out."""
-    from rich.text import Text
-
     return Text(printable(text), style=style)
-
-
-def _plain_texts() -> Callable[[str], Text]:
-    """:func:`_text` without a style, for every cell of a table (rich imported once per table, not per cell)."""
-    from rich.text import Text
-
-    return lambda text: Text(printable(text))
 
 
 def cut(text: str, at: int = CUT_AT) -> str:
@@ -173,10 +154,6 @@ def cut(text: str, at: int = CUT_AT) -> str:
 
 def table_view(table: pa.Table, title: str | None = None, limit: int | None = None,
                columns: Any = None) -> Table:
-    import pyarrow as pa
-    from rich.markup import escape
-    from rich.table import Table
-
     hints = columns or {}
     view = Table(title=escape(printable(title)) if title else None, title_justify="left", header_style="bold")
     for field in table.schema:
@@ -189,9 +166,8 @@ def table_view(table: pa.Table, title: str | None = None, limit: int | None = No
                         overflow="fold", max_width=80 if name in ("name", "op", "shapes") else None)
     shown = table.slice(0, limit) if limit else table
     plain = {n for n, h in hints.items() if h.unit == "plain"}
-    text = _plain_texts()
     for row in shown.to_pylist():
-        # text(): trace text must never be read as rich markup.
+        # _text(): trace text must never be read as rich markup.
         cells = [format_plain(v) if k in plain else format_cell(k, v) for k, v in row.items()]
-        view.add_row(*(text(cut(c) if k in _CUT_COLUMNS else c) for k, c in zip(row, cells)))
+        view.add_row(*(_text(cut(c) if k in _CUT_COLUMNS else c) for k, c in zip(row, cells)))
     return view

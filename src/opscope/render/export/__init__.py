@@ -17,6 +17,7 @@ class ExportRenderer(FileRenderer[Plan]):
     """A timeline file of an export plan: the formats ``opscope export --to`` offers; gzip-compressed when ``gzip``
     (a name ending in .gz) and the format allows it."""
 
+    kind = "export"
     #: the format may be written gzip-compressed (a reader of it inflates it)
     gzip_ok: ClassVar[bool] = False
 

@@ -17,6 +17,7 @@ from opscope.render.html.page import Page
 class HtmlRenderer(FileRenderer[Page]):
     """A report page as one HTML file that opens offline in any browser."""
 
+    kind = "page"
     name = "html"
     extension = ".html"
     binary = False
