@@ -316,11 +316,12 @@ class Loaded:
     def report_html(self) -> str:
         """The ``opscope report`` page of this trace, as one self-contained HTML document."""
         from opscope.advise.context import find_run_info
-        from opscope.render.html import html, trace_page
+        from opscope.compose.page import trace_page
+        from opscope.render.html import HtmlRenderer
 
         if "report_html" not in self._cache:
             run = self.run if self.run is not None else find_run_info(self.path)
-            self._cache["report_html"] = html(trace_page(self.trace, str(self.path), run))
+            self._cache["report_html"] = HtmlRenderer().text(trace_page(self.trace, str(self.path), run))
         return self._cache["report_html"]
 
     def report(self, path: str | Path, force: bool = False) -> Path:

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-import pyarrow as pa
+if TYPE_CHECKING:  # annotations only: the renderers' registry imports this module before any table exists
+    import pyarrow as pa
 
 Rows = list[dict[str, Any]]
 #: a table, or how to compute it: renderers compute only what they show (JSON of `gpu` needs no idle causes)

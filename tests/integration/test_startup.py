@@ -83,12 +83,28 @@ def test_a_usage_error_still_says_the_formats(tmp_path):
 
 
 def test_names_spelled_in_the_cli_match_their_sources():
-    from opscope.cli.common import FORMATS
+    from opscope.cli.export import ExportFormat
     from opscope.cli.graph import DEFAULT_MAX_NODES
-    from opscope.render import RENDERERS, graph
+    from opscope.cli.options import FORMATS
+    from opscope.compose import graph
+    from opscope.render import ReportRenderer
+    from opscope.render.export import ExportRenderer
 
-    assert tuple(RENDERERS) == FORMATS
+    assert ReportRenderer.names() == FORMATS
+    assert ExportRenderer.names() == tuple(f.value for f in ExportFormat)
     assert DEFAULT_MAX_NODES == graph.DEFAULT_MAX_NODES
+
+
+def test_the_renderers_registry_imports_no_format_of_its_own():
+    """A command imports opscope.render to pick its renderer: the registry holds every renderer class, and each
+    renderer imports its format's modules (rich's tables, msgspec, jinja2, perfetto, graphviz) only to render."""
+    code = ("import sys, opscope.render; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pyarrow', 'numpy', 'rich', 'msgspec', 'jinja2', 'altair', 'vl_convert', 'perfetto', 'graphviz')"
+            " or m.startswith(('opscope.model', 'opscope.ingest', 'opscope.analyses', 'opscope.compose'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=limit(120),
+                          env={**os.environ, "PYTHONPATH": SRC})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])

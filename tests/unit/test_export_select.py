@@ -7,11 +7,11 @@ import pytest
 from support.gpu import kernel, launch, step
 from support.tracefiles import write_trace, x
 
+from opscope.compose.export import plan
+from opscope.compose.export.marks import finding_marks
+from opscope.compose.export.select import Cut, check_kinds, kept_links, kept_rows, step_span
 from opscope.errors import UsageError
 from opscope.ingest import open_trace
-from opscope.render.export import plan
-from opscope.render.export.findings import finding_marks
-from opscope.render.export.select import Cut, check_kinds, kept_links, kept_rows, step_span
 
 US = 1000
 

@@ -18,9 +18,10 @@ from support.views import US, hand_trace
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.ort_nodes import node_times
 from opscope.analyses.views import module_tree, tree_table
+from opscope.compose.graph.modules import module_graph
+from opscope.compose.graph.onnx import onnx_graph
 from opscope.ingest import open_trace
 from opscope.render import dot
-from opscope.render.graph import module_graph, onnx_graph
 from opscope.units import format_ns, format_pct
 
 MODEL = "generated/mini_mobilenet.onnx"

@@ -62,10 +62,11 @@ def _terminal(report) -> str:
 
     from rich.console import Console
 
-    from opscope.render.terminal import render
+    from opscope.render import Terminal
+    from opscope.render.terminal import TerminalRenderer
 
     out = Console(file=io.StringIO(), width=250, markup=False)
-    render(report, out, Console(file=io.StringIO()))
+    TerminalRenderer().render(report, Terminal(out, Console(file=io.StringIO())))
     return out.file.getvalue()
 
 

@@ -10,21 +10,46 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-from opscope.render import RENDERERS, renderer
+from opscope.render import ReportRenderer, Terminal
 from opscope.report import Column, Report, Section, single
 
 
 def render(report: Report, fmt: str) -> tuple[str, str]:
     out, err = io.StringIO(), io.StringIO()
-    renderer(fmt)(report, Console(file=out, width=200, color_system=None),
-                  Console(file=err, width=200, color_system=None))
+    ReportRenderer.named(fmt)().render(report, Terminal(Console(file=out, width=200, color_system=None),
+                                                        Console(file=err, width=200, color_system=None)))
     return out.getvalue(), err.getvalue()
 
 
-def test_registry_holds_the_three_formats_and_refuses_others():
-    assert set(RENDERERS) == {"table", "json", "csv"}
+def test_registry_holds_the_three_report_formats_and_refuses_others():
+    assert ReportRenderer.names() == ("table", "json", "csv")
     with pytest.raises(ValueError, match="no renderer named 'xml'"):
-        renderer("xml")
+        ReportRenderer.named("xml")
+    with pytest.raises(ValueError, match="no renderer named 'html' among the ReportRenderers"):
+        ReportRenderer.named("html")  # registered, but it shows pages, not reports
+
+
+def test_every_registered_renderer_is_the_class_its_entry_names():
+    from opscope.render import RENDERERS, load
+    from opscope.render.dot import FORMATS, GraphRenderer
+    from opscope.render.export import ExportRenderer
+    from opscope.render.html import HtmlRenderer
+
+    kinds = {"report": ReportRenderer, "page": HtmlRenderer, "export": ExportRenderer, "graph": GraphRenderer}
+    assert set(RENDERERS) == set(kinds)
+    found = {}
+    for kind, entries in RENDERERS.items():
+        for name, where in entries.items():
+            cls = load(where)
+            assert issubclass(cls, kinds[kind]) and cls.kind == kind and cls.name == name, where
+            assert kinds[kind].named(name) is cls
+            # a renderer of files names the file's ending; only the terminal's renderers may write nowhere
+            assert cls.extension.startswith(".") or (kind == "report" and cls.extension == ""), where
+            found[name] = cls
+    assert ExportRenderer.names() == ("chrome", "perfetto")
+    assert set(GraphRenderer.names()) == set(FORMATS.values()) == {"dot", "svg", "png", "pdf"}
+    assert {n for n, c in found.items() if c.binary} == {"perfetto", "png", "pdf"}  # protobuf and images
+    assert found["chrome"].extension == found["json"].extension == ".json"
 
 
 def test_data_formats_write_the_first_data_section_cut_to_its_limit_and_notes_on_stderr():

@@ -108,13 +108,14 @@ def test_chart_data_cannot_end_its_script_element():
 def test_page_escapes_trace_text_and_matches_the_kernels_report(tmp_path):
     from opscope.analyses.filters import EventFilter
     from opscope.analyses.reports import kernels_report
-    from opscope.render.html import html, trace_page
+    from opscope.compose.page import trace_page
+    from opscope.render.html import HtmlRenderer
 
     events = small_gpu_trace()
     hostile = '<img src=x onerror="alert(1)">{{7*7}}</script>'
     events[1]["name"] = hostile  # the first aten::conv2d
     trace = open_trace(write_trace(tmp_path / "t.json", events))
-    page = html(trace_page(trace, "t.json"))
+    page = HtmlRenderer().text(trace_page(trace, "t.json"))
     body = page.split("<script>", 1)[0]  # the page before the inline scripts
     assert hostile not in body  # never raw in the markup
     assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;{{7*7}}&lt;/script&gt;" in body
@@ -131,7 +132,7 @@ def test_page_escapes_trace_text_and_matches_the_kernels_report(tmp_path):
 
 
 def test_sections_say_why_they_are_empty(tmp_path):
-    from opscope.render.html import trace_page
+    from opscope.compose.page import trace_page
 
     trace = open_trace(write_trace(tmp_path / "t.json", [x("aten::add", 0, 10), x("aten::mul", 20, 5)]))
     page = trace_page(trace, "t.json")
@@ -146,9 +147,9 @@ def test_every_vega_lite_chart_is_valid_against_the_schema(tmp_path):
     import jsonschema
     from altair.vegalite.v6.schema import load_schema
 
+    from opscope.compose.page import trace_page
+    from opscope.compose.page.diff import diff_page
     from opscope.diff import compare
-    from opscope.render.html import trace_page
-    from opscope.render.html.compare import diff_page
     from opscope.render.html.page import ChartBlock
 
     events = small_gpu_trace() + [

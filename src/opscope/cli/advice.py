@@ -6,36 +6,36 @@ from typing import Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, announce, load, open_quietly, say, show, split
+from opscope.cli.common import announce, load, open_quietly, say, show, split
+from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt
 from opscope.errors import TraceError, UsageError
 from opscope.scale.discover import is_job_spec
 
+AdviseTracesArg = Annotated[list[Path] | None, typer.Argument(
+    help="Trace file, or a recording directory from `opscope record`; or a job: a directory or glob of rank "
+         "traces, or several rank traces (read in parallel as opscope job does: stragglers for the "
+         "communication rule).", show_default=False)]
+ExplainOpt = Annotated[str | None, typer.Option("--explain", help="Say how rule RULE decides and estimates its "
+                                                                  "saving, then exit ('all' for every rule).",
+                                                metavar="RULE")]
+RulesOpt = Annotated[str | None, typer.Option("--rules", help="Run only these rules, comma-separated.")]
+RunInfoOpt = Annotated[Path | None, typer.Option("--run", help="The recording's run.json (thread settings, cores, "
+                                                               "GPUs); found beside the trace when not given.")]
+MeasureOpt = Annotated[bool, typer.Option(
+    "--measure", help="Measure the speed-ups of the dominant-op rule's alternatives (channels_last, TF32/autocast) "
+                      "on this machine with reproducers of the trace's ops (opscope repro), and use them "
+                      "instead of the assumed factors. Needs PyTorch, and the trace's device.")]
+MeasureDirOpt = Annotated[Path, typer.Option("--measure-dir", help="With --measure: a new directory for the "
+                                                                    "reproducers it runs.")]
+MeasureBudgetOpt = Annotated[float, typer.Option("--budget", help="With --measure: seconds of timed runs per case "
+                                                                  "and variant.", min=0.01)]
+
 
 @app.command()
-def advise(
-    traces: Annotated[list[Path] | None, typer.Argument(
-        help="Trace file, or a recording directory from `opscope record`; or a job: a directory or glob of rank "
-             "traces, or several rank traces (read in parallel as opscope job does: stragglers for the "
-             "communication rule).", show_default=False)] = None,
-    explain: Annotated[str | None, typer.Option("--explain", help="Say how rule RULE decides and estimates its "
-                                                                  "saving, then exit ('all' for every rule).",
-                                                metavar="RULE")] = None,
-    rules: Annotated[str | None, typer.Option("--rules", help="Run only these rules, comma-separated.")] = None,
-    run_info: Annotated[Path | None, typer.Option("--run", help="The recording's run.json (thread settings, cores, "
-                                                               "GPUs); found beside the trace when not given.")]
-    = None,
-    measure: Annotated[bool, typer.Option(
-        "--measure", help="Measure the speed-ups of the dominant-op rule's alternatives (channels_last, TF32/autocast) "
-                          "on this machine with reproducers of the trace's ops (opscope repro), and use them "
-                          "instead of the assumed factors. Needs PyTorch, and the trace's device.")] = False,
-    measure_dir: Annotated[Path, typer.Option("--measure-dir", help="With --measure: a new directory for the "
-                                                                    "reproducers it runs.")] = Path("opscope-measure"),
-    budget: Annotated[float, typer.Option("--budget", help="With --measure: seconds of timed runs per case and "
-                                                           "variant.", min=0.01)] = 0.5,
-    format: FormatOpt = "table",
-    limit: LimitOpt = 0,
-    no_cache: NoCacheOpt = False,
-) -> None:
+def advise(traces: AdviseTracesArg = None, explain: ExplainOpt = None, rules: RulesOpt = None,
+           run_info: RunInfoOpt = None, measure: MeasureOpt = False,
+           measure_dir: MeasureDirOpt = Path("opscope-measure"), budget: MeasureBudgetOpt = 0.5,
+           format: FormatOpt = "table", limit: LimitOpt = 0, no_cache: NoCacheOpt = False) -> None:
     """Findings ranked by estimated saving: what slows each step, the evidence, and a change to try.
 
     Every rule looks at the analyses of the trace (GPU idle time by cause, ops, kernels, launches, copies,
@@ -52,12 +52,23 @@ def advise(
     """
     from opscope.advise import advise as run_rules
     from opscope.advise import all_rules, rule
-    from opscope.advise.context import find_run_info
     from opscope.advise.report import advice_report, explain_report
 
     if explain is not None:
         show(explain_report(all_rules() if explain == "all" else [rule(explain)]), "table")
         return
+    first, run, job = _advise_inputs(traces, run_info, no_cache)
+    t = load(first, no_cache, inflation_note=False)
+    measured = _measure(t, first, measure_dir, budget) if measure else None
+    result = run_rules(t, run=run, only=split(rules) if rules else None, measured=measured, job=job)
+    show(advice_report(result, str(first), limit), format)
+
+
+def _advise_inputs(traces: list[Path] | None, run_info: Path | None, no_cache: bool) -> tuple[Path, Any, Any]:
+    """The trace the rules read, its run.json (given, beside the trace, or the recording directory's) and, when
+    several ranks are given, the job view."""
+    from opscope.advise.context import find_run_info
+
     if not traces:
         raise UsageError("give a trace to advise on (or --explain RULE); see opscope advise --help")
     first, *others = traces
@@ -71,10 +82,7 @@ def advise(
         run = find_run_info(first)
     if run_info is not None:
         run = _read_run_info(run_info)
-    t = load(first, no_cache, inflation_note=False)
-    measured = _measure(t, first, measure_dir, budget) if measure else None
-    result = run_rules(t, run=run, only=split(rules) if rules else None, measured=measured, job=job)
-    show(advice_report(result, str(first), limit), format)
+    return first, run, job
 
 
 def _job(traces: list[Path], no_cache: bool) -> tuple[Path, Any]:
@@ -150,38 +158,37 @@ def recording_trace(directory: Path) -> tuple[Path, Any]:
     return directory / names[0], clean_run(run)
 
 
-@app.command()
-def diff(
-    base: Annotated[Path, typer.Argument(help="The baseline: a trace file, or a recording directory from `opscope "
-                                              "record` (its first trace).", show_default=False)],
-    new: Annotated[Path, typer.Argument(help="The trace (or recording directory) to compare with it.",
-                                        show_default=False)],
-    by: Annotated[str, typer.Option(help="Match ops by: name, name,shapes (name and input shapes) or api (the "
+DiffBaseArg = Annotated[Path, typer.Argument(help="The baseline: a trace file, or a recording directory from "
+                                                  "`opscope record` (its first trace).", show_default=False)]
+DiffNewArg = Annotated[Path, typer.Argument(help="The trace (or recording directory) to compare with it.",
+                                            show_default=False)]
+ByOpt = Annotated[str, typer.Option(help="Match ops by: name, name,shapes (name and input shapes) or api (the "
                                          "Python API, across frameworks: aten::conv2d and TF's Conv2D meet as "
-                                         "conv2d).")] = "name",
-    steps: StepsOpt = None,
-    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="Compare whole-trace totals, not per step.")]
-    = False,
-    fail_if_slower: Annotated[str | None, typer.Option(
-        "--fail-if-slower", help="CI gate: exit 1 when the per-step time (whole-trace time without steps) grew by "
-                                 "more than this: 5% (of the base) or a time such as 2ms.", metavar="LIMIT")] = None,
-    only: Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")] = None,
-    table: Annotated[str | None, typer.Option(
-        "--table", help="Which table JSON/CSV write (and the only one the terminal shows): rows (ops and kernels "
-                        "matched by name; the default), ops (device time by op), classes (device time by kernel "
-                        "class) or kernel-choice.", metavar="TABLE")] = None,
-    op_level: Annotated[str, typer.Option(
-        "--op-level", help="Device time by op: charge each kernel to the outermost op above it with a Python API "
-                           "(api: aten::linear, aten::conv2d, the same on every vendor) or to the op that launched "
-                           "it (launching: aten::addmm, aten::cudnn_convolution).")] = "api",
-    full_names: Annotated[bool, typer.Option("--full-names", help="Table: kernel names in full (JSON/CSV always "
-                                                                  "have them as the trace writes them).")] = False,
-    format: FormatOpt = "table",
-    limit: Annotated[int | None, typer.Option("--limit", "-n", help="Rows to show (0 = all); default 20 in the "
-                                                                    "table, all in JSON/CSV.", show_default=False)]
-    = None,
-    no_cache: NoCacheOpt = False,
-) -> None:
+                                         "conv2d).")]
+WholeTraceOpt = Annotated[bool, typer.Option("--whole-trace", help="Compare whole-trace totals, not per step.")]
+FailIfSlowerOpt = Annotated[str | None, typer.Option(
+    "--fail-if-slower", help="CI gate: exit 1 when the per-step time (whole-trace time without steps) grew by "
+                             "more than this: 5% (of the base) or a time such as 2ms.", metavar="LIMIT")]
+OnlyOpt = Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")]
+DiffTableOpt = Annotated[str | None, typer.Option(
+    "--table", help="Which table JSON/CSV write (and the only one the terminal shows): rows (ops and kernels "
+                    "matched by name; the default), ops (device time by op), classes (device time by kernel "
+                    "class) or kernel-choice.", metavar="TABLE")]
+OpLevelOpt = Annotated[str, typer.Option(
+    "--op-level", help="Device time by op: charge each kernel to the outermost op above it with a Python API "
+                       "(api: aten::linear, aten::conv2d, the same on every vendor) or to the op that launched "
+                       "it (launching: aten::addmm, aten::cudnn_convolution).")]
+DiffFullNamesOpt = Annotated[bool, typer.Option("--full-names", help="Table: kernel names in full (JSON/CSV always "
+                                                                     "have them as the trace writes them).")]
+DiffLimitOpt = Annotated[int | None, typer.Option("--limit", "-n", help="Rows to show (0 = all); default 20 in the "
+                                                                        "table, all in JSON/CSV.", show_default=False)]
+
+
+@app.command()
+def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt = None,
+         whole_trace: WholeTraceOpt = False, fail_if_slower: FailIfSlowerOpt = None, only: OnlyOpt = None,
+         table: DiffTableOpt = None, op_level: OpLevelOpt = "api", full_names: DiffFullNamesOpt = False,
+         format: FormatOpt = "table", limit: DiffLimitOpt = None, no_cache: NoCacheOpt = False) -> None:
     """Compare two traces (two devices, versions or frameworks): what got slower, per step.
 
     BASE and NEW are trace files or recording directories of `opscope record` (their first trace, as advise
@@ -211,23 +218,12 @@ def diff(
     comparison possible (unreadable or empty trace, the same file twice, traces of different frameworks without
     --by api, steps in one trace only without --whole-trace).
     """
-    from opscope.analyses.op_device import OP_LEVELS
     from opscope.diff import compare
-    from opscope.diff.gate import parse_threshold
-    from opscope.diff.report import TABLES, comparison_report
+    from opscope.diff.report import comparison_report
 
-    threshold = parse_threshold(fail_if_slower) if fail_if_slower is not None else None
-    if only not in (None, "ops", "kernels"):
-        raise UsageError(f"--only takes ops or kernels, not {only!r}")
-    if table is not None and table not in TABLES:
-        raise UsageError(f"--table takes {', '.join(TABLES)}, not {table!r}")
-    if op_level not in OP_LEVELS:
-        raise UsageError(f"--op-level takes {', '.join(OP_LEVELS)}, not {op_level!r}")
+    threshold = _diff_checks(fail_if_slower, only, table, op_level)
     # recording directories as advise takes them: their run.json names the trace
-    if base.is_dir():
-        base = recording_trace(base)[0]
-    if new.is_dir():
-        new = recording_trace(new)[0]
+    base, new = (recording_trace(p)[0] if p.is_dir() else p for p in (base, new))
     a, b = open_pair(base, new, no_cache)
     result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
                      ops=only != "kernels", kernels=only != "ops", op_level=op_level)
@@ -237,3 +233,19 @@ def diff(
         say(reason)
         if failed:
             raise typer.Exit(1)
+
+
+def _diff_checks(fail_if_slower: str | None, only: str | None, table: str | None, op_level: str) -> Any:
+    """diff's option values checked (one line when one is wrong); the --fail-if-slower threshold, or None."""
+    from opscope.analyses.op_device import OP_LEVELS
+    from opscope.diff.gate import parse_threshold
+    from opscope.diff.report import TABLES
+
+    threshold = parse_threshold(fail_if_slower) if fail_if_slower is not None else None
+    if only not in (None, "ops", "kernels"):
+        raise UsageError(f"--only takes ops or kernels, not {only!r}")
+    if table is not None and table not in TABLES:
+        raise UsageError(f"--table takes {', '.join(TABLES)}, not {table!r}")
+    if op_level not in OP_LEVELS:
+        raise UsageError(f"--op-level takes {', '.join(OP_LEVELS)}, not {op_level!r}")
+    return threshold

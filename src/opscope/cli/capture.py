@@ -2,12 +2,13 @@
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, is_document, load, say, show, stderr
+from opscope.cli.common import is_document, load, say, show, stderr, write_document
+from opscope.cli.options import FormatOpt, LimitOpt
 from opscope.errors import UsageError
 
 #: Commands that take a program after `--` and pass its arguments through.
@@ -54,57 +55,56 @@ def _threads_said(run: dict) -> str:
 
 def _demo_report(trace, path: Path) -> None:
     """The demo's HTML report beside its trace, when the view extra is installed (else how to get it)."""
-    from opscope.render.html import require
+    from opscope.render.html import HtmlRenderer
 
+    renderer = HtmlRenderer()
     try:
-        require()
+        renderer.require()
     except UsageError:  # the view extra is not installed
         stderr().print("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
                   f"{path} -o report.html", highlight=False, markup=False)
         return
     from opscope.analyses.recording import find_run_info
-    from opscope.outfile import write_file
-    from opscope.render.html import html, trace_page
+    from opscope.compose.page import trace_page
 
-    text = html(trace_page(trace, str(path), find_run_info(path))).encode("utf-8")
+    page = trace_page(trace, str(path), find_run_info(path))
     stem = path.name.removesuffix(".json").removesuffix(".pt.trace")
     target = path.parent / f"{stem}.report.html"  # beside its trace, numbered as the trace is (demo-1...)
     try:
-        write_file(target, lambda stream: stream.write(text))
+        write_document(renderer, page, target, force=False)
     except UsageError as exc:
         stderr().print(f"opscope: no HTML report: {exc}", highlight=False, markup=False)
         return
     stderr().print(f"report: {target} (open it in a browser; it works offline)", highlight=False, markup=False)
 
 
-@app.command(context_settings=_PROGRAM)
-def record(
-    ctx: typer.Context,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the traces and run.json; "
-                                         "if it is not empty (or not yours), DIR-1, DIR-2... is used.")]
-    = Path("opscope-record"),
-    wait: Annotated[int, typer.Option(help="Steps to skip before warming up.")] = 1,
-    warmup: Annotated[int, typer.Option(help="Steps profiled but discarded (profiler warm-up).")] = 1,
-    active: Annotated[int, typer.Option(help="Steps recorded per window.")] = 3,
-    repeat: Annotated[int, typer.Option(help="Windows to record (0 = until the program ends).")] = 1,
-    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Record input shapes.")] = True,
-    memory: Annotated[bool, typer.Option("--memory/--no-memory", help="Record allocations.")] = True,
-    stack: Annotated[bool, typer.Option("--stack/--no-stack", help="Record Python stacks and nn.Module scopes "
+RecordOutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Directory for the traces and run.json; "
+                                               "if it is not empty (or not yours), DIR-1, DIR-2... is used.")]
+WaitOpt = Annotated[int, typer.Option(help="Steps to skip before warming up.")]
+WarmupOpt = Annotated[int, typer.Option(help="Steps profiled but discarded (profiler warm-up).")]
+ActiveOpt = Annotated[int, typer.Option(help="Steps recorded per window.")]
+WindowsOpt = Annotated[int, typer.Option(help="Windows to record (0 = until the program ends).")]
+ShapesOpt = Annotated[bool, typer.Option("--shapes/--no-shapes", help="Record input shapes.")]
+MemoryOpt = Annotated[bool, typer.Option("--memory/--no-memory", help="Record allocations.")]
+StackOpt = Annotated[bool, typer.Option("--stack/--no-stack", help="Record Python stacks and nn.Module scopes "
                                         "(for opscope code, scope and the Python frames in advise). Off by default: "
                                         "torch traces every Python call for them, which can make Python-heavy "
-                                        "steps several times slower.")] = False,
-    modules: Annotated[bool, typer.Option("--modules/--no-modules", help="With --stack: record nn.Module "
-                                                                         "scopes.")] = True,
-    flops: Annotated[bool, typer.Option("--flops/--no-flops", help="Estimate FLOPs of matmul/conv.")] = True,
-    cpu: Annotated[bool, typer.Option("--cpu", help="CPU activity only.")] = False,
-    cuda: Annotated[bool, typer.Option("--cuda", help="CPU and CUDA activity (default: CUDA when "
-                                                      "available).")] = False,
-    intra_op_threads: Annotated[int | None, typer.Option(help="torch.set_num_threads before the program "
-                                                              "starts.")] = None,
-    inter_op_threads: Annotated[int | None, typer.Option(help="torch.set_num_interop_threads before the "
-                                                              "program starts.")] = None,
-    format: FormatOpt = "table",
-) -> None:
+                                        "steps several times slower.")]
+ModulesOpt = Annotated[bool, typer.Option("--modules/--no-modules", help="With --stack: record nn.Module scopes.")]
+FlopsOpt = Annotated[bool, typer.Option("--flops/--no-flops", help="Estimate FLOPs of matmul/conv.")]
+CpuOpt = Annotated[bool, typer.Option("--cpu", help="CPU activity only.")]
+CudaOpt = Annotated[bool, typer.Option("--cuda", help="CPU and CUDA activity (default: CUDA when available).")]
+IntraOpThreadsOpt = Annotated[int | None, typer.Option(help="torch.set_num_threads before the program starts.")]
+InterOpThreadsOpt = Annotated[int | None, typer.Option(help="torch.set_num_interop_threads before the program "
+                                                            "starts.")]
+
+
+@app.command(context_settings=_PROGRAM)
+def record(ctx: typer.Context, output: RecordOutputOpt = Path("opscope-record"), wait: WaitOpt = 1,
+           warmup: WarmupOpt = 1, active: ActiveOpt = 3, repeat: WindowsOpt = 1, shapes: ShapesOpt = True,
+           memory: MemoryOpt = True, stack: StackOpt = False, modules: ModulesOpt = True, flops: FlopsOpt = True,
+           cpu: CpuOpt = False, cuda: CudaOpt = False, intra_op_threads: IntraOpThreadsOpt = None,
+           inter_op_threads: InterOpThreadsOpt = None, format: FormatOpt = "table") -> None:
     """Run a Python program under the profiler without changing it, then print the summary.
 
     Usage: opscope record [OPTIONS] -- python train.py ARGS   (or -- python -m package.module ARGS, or
@@ -117,9 +117,7 @@ def record(
     profiler's own work of saving a window): when the recorded steps ran slower than the unrecorded ones
     beyond the noise, record, summary and advise say so (their times are inflated).
     """
-    from opscope.analyses.reports import summary_report
     from opscope.capture.launch import fresh_output_dir, parse_command, run_program
-    from opscope.capture.reports import recording_lines
     from opscope.capture.session import RecordOptions
 
     if cpu and cuda:
@@ -133,6 +131,16 @@ def record(
     if renamed:
         say(f"{output} is not empty (or not yours): writing to {directory}")
     run = run_program(target, directory, options)
+    _recorded(run, directory, options, format)
+    raise typer.Exit(run.exit_code)
+
+
+def _recorded(run: Any, directory: Path, options: Any, format: str) -> None:
+    """What a finished recording says: how it went (or, when the program never started, only its exit code: the
+    runner said why), then the summary of its first trace."""
+    from opscope.analyses.reports import summary_report
+    from opscope.capture.reports import recording_lines
+
     info = run.info
     if info is None or info.get("status") == "starting" or (info.get("status") == "import-error"
                                                            and "steps" not in info):
@@ -146,7 +154,6 @@ def record(
     traces = [directory / name for name in info.get("traces", [])]
     if traces:
         show(summary_report(load(traces[0], inflation_note=False), run=info), format)
-    raise typer.Exit(run.exit_code)
 
 
 @app.command("tune-threads", context_settings=_PROGRAM)

@@ -1,5 +1,5 @@
-"""What every command shares: its options, loading a trace (progress, recovered-events warning), showing a
-report in the chosen format.
+"""What every command does alike: loading a trace (progress, recovered-events warning), showing a report in the
+chosen format, writing a document to a file, saying a line on stderr. The options they share are in options.py.
 
 Importing this module (and so registering every command) costs typer alone: pyarrow, rich, the model and the
 renderers are imported on first use, so that ``opscope --help`` starts in a fraction of a second.
@@ -11,9 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,7 +19,10 @@ if TYPE_CHECKING:
 
     from opscope.analyses.filters import EventFilter
     from opscope.model.trace import Trace
+    from opscope.render.base import FileRenderer
     from opscope.report import Report
+
+D = TypeVar("D")
 
 
 def stdout() -> Console:
@@ -61,43 +62,19 @@ def is_document(fmt: str) -> bool:
     return fmt != "table"
 
 
-TraceArg = Annotated[Path, typer.Argument(help="Trace file (any format opscope reads, plain or .gz).",
-                                          show_default=False)]
-#: a command that also takes a whole job: per rank in parallel, rows with a rank column (see per_rank)
-TraceOrJobArg = Annotated[Path, typer.Argument(
-    help="Trace file (any format opscope reads, plain or .gz), or a job: a directory or quoted glob of rank traces "
-         "(each rank in parallel; rows with a rank column).", show_default=False, metavar="TRACE")]
-
-
-#: the names of the renderers registered in opscope.render (RENDERERS), spelled here so that registering the
-#: commands does not import the renderers; a test checks that the two agree
-FORMATS = ("table", "json", "csv")
-
-
-def _registered_format(value: str) -> str:
-    from opscope.render import RENDERERS
-
-    if value not in RENDERERS:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(RENDERERS)}")
-    return value
-
-
-#: every renderer registered in opscope.render is a --format choice
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format.", metavar="|".join(FORMATS),
-                                        callback=_registered_format)]
-LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all).")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the file itself; neither use nor write "
-                                                             "the cache.")]
-MatchOpt = Annotated[str | None, typer.Option("--match", help="Keep only names matching this regex.")]
-ExcludeOpt = Annotated[str | None, typer.Option("--exclude", help="Drop names matching this regex.")]
-StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only these steps, e.g. 3 or 2-4,7.")]
-
-
 def show(report: Report, fmt: str) -> None:
     """Hand a command's report to the renderer of ``fmt``."""
-    from opscope.render import renderer
+    from opscope.render import ReportRenderer, Terminal
 
-    renderer(fmt)(report, stdout(), stderr())
+    ReportRenderer.named(fmt)().render(report, Terminal(stdout(), stderr()))
+
+
+def write_document(renderer: FileRenderer[D], document: D, output: Path, force: bool) -> int:
+    """Write ``document`` to ``output`` with ``renderer`` (the file appears whole or not at all, never over an
+    existing one unless ``force``); return its size in bytes."""
+    from opscope.outfile import write_file
+
+    return write_file(output, lambda stream: renderer.render(document, stream), force)
 
 
 def say(text: str) -> None:

@@ -5,7 +5,8 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, TraceOrJobArg, load, per_rank, show
+from opscope.cli.common import load, per_rank, show
+from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, TraceOrJobArg
 from opscope.errors import UsageError
 
 

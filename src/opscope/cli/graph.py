@@ -1,19 +1,20 @@
 """`opscope graph`: a recording's nn.Module tree, or an ONNX model's operator graph, drawn with Graphviz."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, BinaryIO
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import NoCacheOpt, event_filter, load, say
+from opscope.cli.common import event_filter, load, say, write_document
+from opscope.cli.options import ForceOpt, NoCacheOpt
 from opscope.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
     from opscope.render.graph import Graph
 
-#: opscope.render.graph's DEFAULT_MAX_NODES, spelled here so that --help does not import the renderer (and the
-#: ONNX reader below it); a test checks that the two agree
+#: opscope.compose.graph's DEFAULT_MAX_NODES, spelled here so that --help does not import the graph builders (and
+#: the ONNX reader below them); a test checks that the two agree
 DEFAULT_MAX_NODES = 150
 
 
@@ -31,7 +32,7 @@ def graph(
                                                                     "(%) of the time.", min=0)] = None,
     profile: Annotated[Path | None, typer.Option("--profile", help="ONNX model only: an ONNX Runtime profile "
                                                                    "(JSON) of it, for each operator's time.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")] = False,
+    force: ForceOpt = False,
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Draw a graph with each node's time and share, shaded by share so the hot path stands out.
@@ -44,12 +45,12 @@ def graph(
     first ones in graph order for a model without a profile); what is left out is said on stderr and
     in the drawing.
     """
-    from opscope.outfile import check_target, write_file
-    from opscope.render.dot import check_program, draw, output_format
+    from opscope.outfile import check_target
+    from opscope.render.dot import GraphRenderer, output_format
 
-    fmt = output_format(output.suffix)
+    drawer = GraphRenderer.named(output_format(output.suffix))(str(output))
     check_target(output, force)
-    check_program(fmt, str(output))
+    drawer.require()
     is_model = source.suffix.lower() == ".onnx"
     if profile is not None and not is_model:
         raise UsageError("--profile goes with an ONNX model (.onnx): it times the model's operators")
@@ -57,12 +58,7 @@ def graph(
         raise UsageError("--min-pct needs times: give the model's ONNX Runtime profile with --profile")
     drawing = _model_graph(source, profile, max_nodes, min_pct, no_cache) if is_model else \
         _trace_graph(source, max_nodes, min_pct, no_cache)
-    data = draw(drawing, fmt, str(output))
-
-    def write(stream: BinaryIO) -> None:
-        stream.write(data)
-
-    size = write_file(output, write, force)
+    size = write_document(drawer, drawing, output, force)
     for note in drawing.notes:
         say(note)
     say(f"wrote {output} ({len(drawing.nodes)} nodes, {len(drawing.edges)} edges, {size} bytes)")
@@ -70,7 +66,7 @@ def graph(
 
 def _trace_graph(source: Path, max_nodes: int, min_pct: float | None, no_cache: bool) -> "Graph":
     from opscope.analyses.views import module_tree, tree_table
-    from opscope.render.graph import module_graph
+    from opscope.compose.graph.modules import module_graph
 
     tree = module_tree(load(source, no_cache), event_filter("cpu_op"))
     if tree.note:
@@ -81,8 +77,8 @@ def _trace_graph(source: Path, max_nodes: int, min_pct: float | None, no_cache: 
 def _model_graph(source: Path, profile: Path | None, max_nodes: int, min_pct: float | None,
                  no_cache: bool) -> "Graph":
     from opscope.analyses.ort_nodes import node_times
+    from opscope.compose.graph.onnx import onnx_graph
     from opscope.ingest.onnx_model import read_onnx
-    from opscope.render.graph import onnx_graph
 
     model = read_onnx(source)
     times = None

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, show, stderr
+from opscope.cli.common import show, stderr
+from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt
 
 if TYPE_CHECKING:
     from opscope.scale.job import JobRun

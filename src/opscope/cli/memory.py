@@ -6,17 +6,8 @@ from typing import Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import (
-    FormatOpt,
-    LimitOpt,
-    NoCacheOpt,
-    StepsOpt,
-    TraceOrJobArg,
-    load,
-    per_rank,
-    show,
-    split,
-)
+from opscope.cli.common import load, per_rank, show, split
+from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceOrJobArg
 
 
 class MemoryView(str, Enum):

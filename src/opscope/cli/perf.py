@@ -8,7 +8,8 @@ import typer
 from typer.core import TyperCommand
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, say, show
+from opscope.cli.common import say, show
+from opscope.cli.options import FormatOpt
 from opscope.errors import TraceError, UsageError
 
 _INPUT_DIM = "--input-dim"
@@ -38,34 +39,35 @@ class _PerfCommand(TyperCommand):
         return super().parse_args(ctx, joined)
 
 
-@app.command(cls=_PerfCommand)
-def perf(
-    model: Annotated[Path, typer.Argument(help="An ONNX model (.onnx).", show_default=False)],
-    batch: Annotated[int, typer.Option("--batch", help="Batch size: the first symbolic or unknown dim of each "
-                                                       "input (and the rate's multiplier).", min=1)] = 1,
-    input_dim: Annotated[list[str] | None, typer.Option(
-        "--input-dim", metavar="@NAME D0 D1 ...", help="The exact shape of one input, e.g. --input-dim @x 1 3 224 "
-                                                       "224 (repeat for each input to set).")] = None,
-    iterations: Annotated[int, typer.Option("--iterations", "-n", help="Profiled runs (after one warm-up run).",
-                                            min=1)] = 100,
-    fp16: Annotated[bool, typer.Option("--fp16", help="Convert the model's float tensors to float16 first "
+ModelArg = Annotated[Path, typer.Argument(help="An ONNX model (.onnx).", show_default=False)]
+BatchOpt = Annotated[int, typer.Option("--batch", help="Batch size: the first symbolic or unknown dim of each "
+                                                       "input (and the rate's multiplier).", min=1)]
+InputDimOpt = Annotated[list[str] | None, typer.Option(
+    "--input-dim", metavar="@NAME D0 D1 ...", help="The exact shape of one input, e.g. --input-dim @x 1 3 224 "
+                                                   "224 (repeat for each input to set).")]
+IterationsOpt = Annotated[int, typer.Option("--iterations", "-n", help="Profiled runs (after one warm-up run).",
+                                            min=1)]
+Fp16Opt = Annotated[bool, typer.Option("--fp16", help="Convert the model's float tensors to float16 first "
                                                       "(onnxconverter-common; inputs and outputs stay float32).")]
-    = False,
-    provider: Annotated[str | None, typer.Option("--provider", help="ONNX Runtime execution provider (default "
-                                                                    "CPUExecutionProvider).")] = None,
-    trace_eval: Annotated[bool, typer.Option("--trace-eval", help="Instead of timing: run once and print every "
+ProviderOpt = Annotated[str | None, typer.Option("--provider", help="ONNX Runtime execution provider (default "
+                                                                    "CPUExecutionProvider).")]
+TraceEvalOpt = Annotated[bool, typer.Option("--trace-eval", help="Instead of timing: run once and print every "
                                                                   "node's output (like MIGRAPHX_TRACE_EVAL=2); "
                                                                   "write them as a numerics dump (--dump).")]
-    = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Where ONNX Runtime's profile is written "
-                                                "(default: MODEL.ort-profile.json in the current directory, "
-                                                "-1, -2... when taken).", show_default=False)] = None,
-    dump: Annotated[Path | None, typer.Option("--dump", help="--trace-eval: the numerics dump (default: "
+ProfileOutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Where ONNX Runtime's profile is "
+                                                       "written (default: MODEL.ort-profile.json in the current "
+                                                       "directory, -1, -2... when taken).", show_default=False)]
+DumpOpt = Annotated[Path | None, typer.Option("--dump", help="--trace-eval: the numerics dump (default: "
                                               "MODEL.numerics.parquet in the current directory, -1, -2... when "
-                                              "taken); compare two with numerics-diff.", show_default=False)] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace the -o/--dump file if it exists.")] = False,
-    format: FormatOpt = "table",
-) -> None:
+                                              "taken); compare two with numerics-diff.", show_default=False)]
+PerfForceOpt = Annotated[bool, typer.Option("--force", help="Replace the -o/--dump file if it exists.")]
+
+
+@app.command(cls=_PerfCommand)
+def perf(model: ModelArg, batch: BatchOpt = 1, input_dim: InputDimOpt = None, iterations: IterationsOpt = 100,
+         fp16: Fp16Opt = False, provider: ProviderOpt = None, trace_eval: TraceEvalOpt = False,
+         output: ProfileOutputOpt = None, dump: DumpOpt = None, force: PerfForceOpt = False,
+         format: FormatOpt = "table") -> None:
     """Run an ONNX model on ONNX Runtime and report what `migraphx-driver perf` reports.
 
     The model runs with random inputs of its declared types (seeded, so two runs see the same data):

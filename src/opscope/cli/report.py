@@ -6,7 +6,8 @@ from typing import Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import NoCacheOpt, announce, open_quietly, say
+from opscope.cli.common import announce, open_quietly, say, write_document
+from opscope.cli.options import ForceOpt, NoCacheOpt
 from opscope.errors import UsageError
 from opscope.scale.discover import is_job_spec
 
@@ -21,7 +22,7 @@ def report(
                                                       "two with --ranks): the ranks of one job.",
                                                  show_default=False, metavar="TRACE")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.", show_default=False)],
-    force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
+    force: ForceOpt = False,
     ranks: Annotated[bool, typer.Option("--ranks", help="Two traces are two ranks of one job, not BASE and NEW.")]
     = False,
     no_cache: NoCacheOpt = False,
@@ -44,10 +45,11 @@ def report(
     The report holds aggregates, not events (tables keep their first 300 rows; the JSON output of each command
     has them all), so it stays small. OUTPUT is never replaced unless --force is given.
     """
-    from opscope.outfile import check_target, write_file
-    from opscope.render.html import html, require
+    from opscope.outfile import check_target
+    from opscope.render.html import HtmlRenderer
 
-    require()
+    writer = HtmlRenderer.named("html")()
+    writer.require()
     if not output.name.lower().endswith((".html", ".htm")):
         raise UsageError(f"{output}: give the report a .html name (-o report.html)")
     check_target(output, force)  # before minutes of analysis, not after
@@ -56,8 +58,7 @@ def report(
     else:
         page = _page(traces, ranks, no_cache)
     say("writing the report")
-    text = html(page).encode("utf-8")
-    size = write_file(output, lambda stream: stream.write(text), force=force)
+    size = write_document(writer, page, output, force)
     say(f"wrote {output} ({size / 1e6:.2f} MB); open it in a browser (it needs no network)")
     if size > SIZE_GOAL:
         say(f"the report is over {SIZE_GOAL / 1e6:.0f} MB: some mail and bug trackers refuse files that big")
@@ -75,7 +76,7 @@ def _whole_job_page(traces: list[Path], no_cache: bool):
     from opscope.analyses.job.report import job_report
     from opscope.analyses.recording import find_run_info
     from opscope.cli.job import run_job_from_env
-    from opscope.render.html.compare import job_view_page
+    from opscope.compose.page.job import job_view_page
 
     run = run_job_from_env(traces, use_cache=not no_cache)
     assert run.view is not None
@@ -112,7 +113,7 @@ def _progress(what: str) -> None:
 
 
 def _trace_page(path: Path, run: Any, no_cache: bool):
-    from opscope.render.html import trace_page
+    from opscope.compose.page import trace_page
 
     trace = open_quietly(path, no_cache)
     announce(trace, path)
@@ -121,8 +122,8 @@ def _trace_page(path: Path, run: Any, no_cache: bool):
 
 def _diff_page(paths: list[Path], no_cache: bool):
     from opscope.cli.advice import open_pair
+    from opscope.compose.page.diff import diff_page
     from opscope.diff import compare
-    from opscope.render.html.compare import diff_page
 
     base, new = paths
     a, b = open_pair(base, new, no_cache, hint="give two different traces (a baseline and a new run), or one trace "

@@ -6,48 +6,46 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, load, say, show
+from opscope.cli.common import load, say, show
+from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt
 from opscope.errors import TraceError, UsageError
+
+ReproTraceArg = Annotated[Path | None, typer.Argument(
+    help="Trace file, or a recording directory from `opscope record` (its first trace).", show_default=False)]
+RunDirOpt = Annotated[Path | None, typer.Option(
+    "--run", help="Run the reproducers of this directory (written earlier by opscope repro) and show the "
+                  "table; no trace needed.", metavar="DIR")]
+TopOpt = Annotated[int, typer.Option("--top", help="Cases to reproduce, biggest first (0 = all).", min=0)]
+OpOpt = Annotated[str | None, typer.Option("--op", help="Only ops whose name matches this regex.", metavar="REGEX")]
+KernelOpt = Annotated[str | None, typer.Option("--kernel", help="Only the ops that launched a kernel matching this "
+                                                                "regex (GPU traces).", metavar="REGEX")]
+ReproOutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Directory for the scripts and cases.json; a "
+                                              "new one (DIR-1, DIR-2... when it exists).")]
+DeviceOpt = Annotated[str | None, typer.Option(
+    "--device", help="Run on this device instead of the trace's (cpu, cuda); the output says so.")]
+VariantsOpt = Annotated[str, typer.Option(
+    "--variants", help="Alternatives to measure beside each case: auto (all that apply but torch.compile), all, "
+                       "none, or names (channels_last, contiguous, tf32, fp32_precision_high, autocast_bf16, "
+                       "autocast_fp16, cudnn_benchmark, no_cudnn, no_mkldnn, deterministic, compile, "
+                       "threads=N).")]
+BudgetOpt = Annotated[float, typer.Option("--budget", help="Seconds of timed runs for each case and for each of "
+                                                           "its variants.", min=0.01)]
+TimeoutOpt = Annotated[float | None, typer.Option(
+    "--timeout", help="Seconds before a case counts as hung and is stopped (default: from --budget).", min=1.0)]
+NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Write the scripts and cases.json only.")]
+AsFrameworkOpt = Annotated[str | None, typer.Option(
+    "--as", help="torch: reproduce a TensorFlow trace's ops as their PyTorch equivalents.", metavar="torch")]
+MaxMemoryOpt = Annotated[float, typer.Option("--max-memory", help="GiB of inputs a case may need; bigger ones "
+                                                                  "are not rebuilt.", min=0.001)]
 
 
 @app.command()
-def repro(
-    trace: Annotated[Path | None, typer.Argument(
-        help="Trace file, or a recording directory from `opscope record` (its first trace).",
-        show_default=False)] = None,
-    run_dir: Annotated[Path | None, typer.Option(
-        "--run", help="Run the reproducers of this directory (written earlier by opscope repro) and show the "
-                      "table; no trace needed.", metavar="DIR")] = None,
-    top: Annotated[int, typer.Option("--top", help="Cases to reproduce, biggest first (0 = all).", min=0)] = 5,
-    op: Annotated[str | None, typer.Option("--op", help="Only ops whose name matches this regex.",
-                                           metavar="REGEX")] = None,
-    kernel: Annotated[str | None, typer.Option("--kernel", help="Only the ops that launched a kernel matching this "
-                                                                "regex (GPU traces).", metavar="REGEX")] = None,
-    steps: StepsOpt = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the scripts and cases.json; a new "
-                                         "one (DIR-1, DIR-2... when it exists).")] = Path("opscope-repro"),
-    device: Annotated[str | None, typer.Option(
-        "--device", help="Run on this device instead of the trace's (cpu, cuda); the output says so.")] = None,
-    variants: Annotated[str, typer.Option(
-        "--variants", help="Alternatives to measure beside each case: auto (all that apply but torch.compile), all, "
-                           "none, or names (channels_last, contiguous, tf32, fp32_precision_high, autocast_bf16, "
-                           "autocast_fp16, cudnn_benchmark, no_cudnn, no_mkldnn, deterministic, compile, "
-                           "threads=N).")] = "auto",
-    budget: Annotated[float, typer.Option("--budget", help="Seconds of timed runs for each case and for each of "
-                                                           "its variants.", min=0.01)] = 1.0,
-    timeout: Annotated[float | None, typer.Option(
-        "--timeout", help="Seconds before a case counts as hung and is stopped (default: from --budget).",
-        min=1.0)] = None,
-    no_run: Annotated[bool, typer.Option("--no-run", help="Write the scripts and cases.json only.")] = False,
-    as_framework: Annotated[str | None, typer.Option(
-        "--as", help="torch: reproduce a TensorFlow trace's ops as their PyTorch equivalents.",
-        metavar="torch")] = None,
-    max_memory: Annotated[float, typer.Option("--max-memory", help="GiB of inputs a case may need; bigger ones "
-                                                                    "are not rebuilt.", min=0.001)] = 8.0,
-    format: FormatOpt = "table",
-    limit: LimitOpt = 0,
-    no_cache: NoCacheOpt = False,
-) -> None:
+def repro(trace: ReproTraceArg = None, run_dir: RunDirOpt = None, top: TopOpt = 5, op: OpOpt = None,
+          kernel: KernelOpt = None, steps: StepsOpt = None, output: ReproOutputOpt = Path("opscope-repro"),
+          device: DeviceOpt = None, variants: VariantsOpt = "auto", budget: BudgetOpt = 1.0,
+          timeout: TimeoutOpt = None, no_run: NoRunOpt = False, as_framework: AsFrameworkOpt = None,
+          max_memory: MaxMemoryOpt = 8.0, format: FormatOpt = "table", limit: LimitOpt = 0,
+          no_cache: NoCacheOpt = False) -> None:
     """Turn a trace's hot ops into standalone benchmarks, run them, and measure alternatives.
 
     Picks the top cases (--top) by device time on a GPU trace and by self time on a CPU trace: one case per

@@ -6,20 +6,8 @@ from typing import Annotated, Literal
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import (
-    ExcludeOpt,
-    FormatOpt,
-    LimitOpt,
-    MatchOpt,
-    NoCacheOpt,
-    StepsOpt,
-    TraceOrJobArg,
-    event_filter,
-    load,
-    per_rank,
-    show,
-    split,
-)
+from opscope.cli.common import event_filter, load, per_rank, show, split
+from opscope.cli.options import ExcludeOpt, FormatOpt, LimitOpt, MatchOpt, NoCacheOpt, StepsOpt, TraceOrJobArg
 
 
 @app.command()

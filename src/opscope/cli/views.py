@@ -5,19 +5,8 @@ from typing import Annotated
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import (
-    ExcludeOpt,
-    FormatOpt,
-    LimitOpt,
-    MatchOpt,
-    NoCacheOpt,
-    StepsOpt,
-    TraceOrJobArg,
-    event_filter,
-    load,
-    per_rank,
-    show,
-)
+from opscope.cli.common import event_filter, load, per_rank, show
+from opscope.cli.options import ExcludeOpt, FormatOpt, LimitOpt, MatchOpt, NoCacheOpt, StepsOpt, TraceOrJobArg
 
 _VIEW_SORT_HELP = ("Order of siblings in the tree (flat: of rows): total_ns, self_ns, wall_ns, calls, ops, order "
                    "(first call), name; prefix - to reverse.")

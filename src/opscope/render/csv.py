@@ -10,21 +10,27 @@ from __future__ import annotations
 import csv
 import io
 
-from rich.console import Console
-
+from opscope.render.base import ReportRenderer, Terminal
 from opscope.render.data import document, printable, say
 from opscope.report import Report
 
 
-def render(report: Report, out: Console, err: Console) -> None:
-    columns, rows = document(report, keep=("both", "data"))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: cell(v) for k, v in r.items()})
-    out.file.write(buf.getvalue())
-    say(err, report)
+class CsvRenderer(ReportRenderer):
+    """The report's data section as CSV on stdout."""
+
+    name = "csv"
+    extension = ".csv"
+    binary = False
+
+    def render(self, report: Report, out: Terminal) -> None:
+        columns, rows = document(report, keep=("both", "data"))
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: cell(v) for k, v in r.items()})
+        out.out.file.write(buf.getvalue())
+        say(out.err, report)
 
 
 #: What a spreadsheet takes for the start of a formula.

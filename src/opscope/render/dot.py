@@ -1,4 +1,5 @@
-"""A :class:`~opscope.render.graph.Graph` as Graphviz: DOT text, or SVG/PNG/PDF through the ``dot`` program.
+"""A :class:`~opscope.render.graph.Graph` as Graphviz: DOT text, or SVG/PNG/PDF through the ``dot`` program; one
+renderer per format (picked by the output file's suffix).
 
 Labels are plain quoted strings (never HTML-like labels), built from trace or model text that is untrusted:
 control characters (newlines and ANSI escapes too) are spelled out, backslashes doubled (so ``\\N``, ``\\G``,
@@ -12,9 +13,10 @@ import math
 import re
 import shutil
 import subprocess
-from typing import Any
+from typing import Any, BinaryIO
 
 from opscope.errors import UsageError
+from opscope.render.base import FileRenderer
 from opscope.render.graph import Graph, Node
 
 NEEDS_GRAPHVIZ_PY = "drawing graphs needs the graphviz Python package: pip install 'opscope[view]'"
@@ -117,3 +119,44 @@ def draw(graph: Graph, fmt: str, name: str = "the graph") -> bytes:
         detail = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise UsageError(f"Graphviz's dot failed ({detail[-1] if detail else exc.returncode}); try -o graph.dot "
                          "to see the DOT text") from None
+
+
+class GraphRenderer(FileRenderer[Graph]):
+    """A graph drawn by Graphviz in the format of the renderer's name; ``target`` names the drawing in errors."""
+
+    kind = "graph"
+
+    def __init__(self, target: str = "the graph") -> None:
+        self.target = target
+
+    def require(self) -> None:
+        check_program(self.name, self.target)
+
+    def render(self, graph: Graph, out: BinaryIO) -> None:
+        out.write(draw(graph, self.name, self.target))
+
+
+class DotRenderer(GraphRenderer):
+    """The DOT text itself: needs the graphviz Python package, not its program."""
+
+    name = "dot"
+    extension = ".dot"
+    binary = False
+
+
+class SvgRenderer(GraphRenderer):
+    name = "svg"
+    extension = ".svg"
+    binary = False
+
+
+class PngRenderer(GraphRenderer):
+    name = "png"
+    extension = ".png"
+    binary = True
+
+
+class PdfRenderer(GraphRenderer):
+    name = "pdf"
+    extension = ".pdf"
+    binary = True

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import msgspec
-from rich.console import Console
 
+from opscope.render.base import ReportRenderer, Terminal
 from opscope.render.data import document, say
 from opscope.report import Report
 
@@ -19,12 +19,19 @@ def _escaped(match: re.Match) -> bytes:
     return b"\\u%04x" % ord(match.group().decode())
 
 
-def render(report: Report, out: Console, err: Console) -> None:
-    section = report.data_section()
-    if section is not None and section.document is not None:
-        value: object = section.document
-    else:
-        _, value = document(report, keep=("both", "data", "json"))
-    data = _RAW_CONTROL.sub(_escaped, msgspec.json.format(msgspec.json.encode(value), indent=2))
-    out.file.write(data.decode() + "\n")
-    say(err, report)
+class JsonRenderer(ReportRenderer):
+    """The report's data section as one JSON document on stdout."""
+
+    name = "json"
+    extension = ".json"
+    binary = False
+
+    def render(self, report: Report, out: Terminal) -> None:
+        section = report.data_section()
+        if section is not None and section.document is not None:
+            value: object = section.document
+        else:
+            _, value = document(report, keep=("both", "data", "json"))
+        data = _RAW_CONTROL.sub(_escaped, msgspec.json.format(msgspec.json.encode(value), indent=2))
+        out.out.file.write(data.decode() + "\n")
+        say(out.err, report)

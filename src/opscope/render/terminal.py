@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from opscope.render.base import ReportRenderer, Terminal
 from opscope.render.data import printable
 from opscope.report import Column, Report, Section
 from opscope.units import format_bytes, format_cell, format_plain
@@ -24,7 +25,18 @@ _SPARK = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 30
 
 
-def render(report: Report, out: Console, err: Console) -> None:
+class TerminalRenderer(ReportRenderer):
+    """A report's sections as tables and grids on the terminal."""
+
+    name = "table"
+    extension = ""
+    binary = False
+
+    def render(self, report: Report, out: Terminal) -> None:
+        render(report, out.out)
+
+
+def render(report: Report, out: Console) -> None:
     if report.empty is not None:
         out.print(f"opscope: {printable(report.empty)}", highlight=False, markup=False)
         return

@@ -18,6 +18,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.categories import CATEGORY_KINDS
 from opscope.ingest.chrome import tensorflow
 from opscope.ingest.chrome.native import NativeBatch
 from opscope.model import Trace
@@ -52,33 +53,6 @@ _decode_args_batch = msgspec.json.Decoder(list[ArgsView | None]).decode
 _decode_args_one = msgspec.json.Decoder(ArgsView | None).decode
 _EMPTY_ARGS = ArgsView()
 
-#: Trace-event category (lower-cased) -> model kind.
-CATEGORY_KINDS: dict[str, str] = {
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",  # legacy Kineto schema
-    "op": "cpu_op",  # TF timeline; device rows are re-kinded from process names
-    "python_function": "python",
-    "user_annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_annotation",
-    "cuda_profiler_range": "gpu_annotation",
-    "kernel": "kernel",
-    "mtia_ccp_events": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "cuda_runtime": "runtime",
-    "cuda_driver": "runtime",
-    "runtime": "runtime",
-    "hip_runtime": "runtime",
-    "mtia_runtime": "runtime",
-    "tf_exec": "runtime",
-    "threadpool_event": "runtime",
-    "cuda_sync": "sync",
-    "trace": "profiler",
-    "overhead": "overhead",
-    "cpu_instant_event": "marker",
-}
 _GPU_KIND_ARRAY = pa.array(["kernel", "memcpy", "memset", "sync", "gpu_annotation"], pa.string())
 _FLOAT_EXACT_LIMIT_US = float(2 ** 42)
 #: Put in an event's ``s`` slot once its ts/dur hold exact ns; no JSON value can be this object.

@@ -9,14 +9,17 @@ Written in chunks (msgspec encodes one batch of events at a time), so memory sta
 from __future__ import annotations
 
 import gzip
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.ingest.chrome.columns import CATEGORY_KINDS
+from opscope.categories import CATEGORY_KINDS
 from opscope.version import __version__
+
+if TYPE_CHECKING:
+    from opscope.render.export.plan import Plan
 
 #: The category written for each kind when the event's own category would not read back as that kind.
 CATEGORY = {
@@ -52,7 +55,7 @@ def category(kind: str, cat: str | None) -> str:
     return CATEGORY.get(kind, "other")
 
 
-def write(plan, stream: IO[bytes], gz: bool = False) -> None:
+def write(plan: Plan, stream: IO[bytes], gz: bool = False) -> None:
     """Write the plan's events as one trace-event JSON document to ``stream`` (gzip when ``gz``)."""
     if gz:
         with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6, mtime=0) as z:
@@ -224,8 +227,6 @@ _MEMORY_KEYS = (("device_type", "Device Type"), ("device_id", "Device Id"), ("ad
 def _memory_events(plan):
     """Each memory record as Kineto writes it (a ``[memory]`` instant), and per device a counter of the allocated
     and reserved totals on the opscope track, for the timeline."""
-    from opscope.analyses.memory import device_label
-
     m = plan.memory
     if m.num_rows == 0:
         return
@@ -243,7 +244,7 @@ def _memory_events(plan):
             series = {s: cols[k][i] for k, s in (("total_allocated", "allocated"), ("total_reserved", "reserved"))
                       if cols[k][i] is not None}
             if series:
-                label = device_label(cols["device_type"][i], cols["device_id"][i])
+                label = plan.device_names[(cols["device_type"][i], cols["device_id"][i])]
                 counters.append({"ph": "C", "name": f"memory {label}",
                                  "pid": lay.opscope_pid, "ts": us(cols["ts_ns"][i]), "args": series})
         yield batch

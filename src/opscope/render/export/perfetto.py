@@ -10,9 +10,12 @@ Packets are written in batches (one builder per batch), so memory stays near one
 
 from __future__ import annotations
 
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from opscope.errors import UsageError
+
+if TYPE_CHECKING:
+    from opscope.render.export.plan import Plan
 
 SEQUENCE_ID = 0x0F5C
 BATCH_PACKETS = 20_000
@@ -28,11 +31,6 @@ def require() -> None:
         from perfetto.trace_builder.proto_builder import TraceProtoBuilder  # noqa: F401
     except ImportError:
         raise UsageError(f"--to perfetto needs the perfetto package: {INSTALL}") from None
-
-
-def writer():
-    require()
-    return write
 
 
 class _Out:
@@ -162,7 +160,7 @@ class _Writer:
         e.double_counter_value = value
 
 
-def write(plan, stream: IO[bytes], gz: bool = False) -> None:
+def write(plan: Plan, stream: IO[bytes]) -> None:
     out = _Out(stream, _shift(plan))
     w = _Writer(out)
     lanes = _tracks(plan, w)
@@ -246,8 +244,6 @@ def _events(plan, w: _Writer, lanes: dict[tuple[str, str], _Lanes]) -> None:
 
 
 def _counters(plan, w: _Writer) -> None:
-    from opscope.analyses.memory import device_label
-
     c = plan.counters
     tracks: dict[tuple, int] = {}
     if c.num_rows:
@@ -263,7 +259,7 @@ def _counters(plan, w: _Writer) -> None:
         cols = {k: m[k].to_pylist() for k in ("ts_ns", "device_type", "device_id", "total_allocated",
                                                 "total_reserved")}
         for i in range(m.num_rows):
-            label = device_label(cols["device_type"][i], cols["device_id"][i])
+            label = plan.device_names[(cols["device_type"][i], cols["device_id"][i])]
             for column, series in (("total_allocated", "allocated"), ("total_reserved", "reserved")):
                 value = cols[column][i]
                 if value is None:
@@ -286,4 +282,4 @@ def _marks(plan, w: _Writer) -> None:
         lane.close()
 
 
-__all__ = ["require", "write", "writer"]
+__all__ = ["require", "write"]

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from opscope.errors import UsageError
 from opscope.render.html.page import ChartBlock, Page
+from opscope.render.html.tables import table_view
 from opscope.version import __version__
 
 _ASSETS = "opscope.render.html"
@@ -26,8 +27,8 @@ def render_page(page: Page) -> str:
     """The page as HTML text."""
     template = _environment().get_template("report.html.j2")
     charts = {b.key: _script_json(b.spec) for s in page.sections for b in s.blocks if isinstance(b, ChartBlock)}
-    return template.render(page=page, charts=charts, css=_asset("report.css"), script=_asset("report.js"),
-                           vega=vega_bundle(), version=__version__,
+    return template.render(page=page, charts=charts, table=table_view, css=_asset("report.css"),
+                           script=_asset("report.js"), vega=vega_bundle(), version=__version__,
                            generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 

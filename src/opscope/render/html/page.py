@@ -1,35 +1,27 @@
 """What an HTML report holds, as plain data: sections of tables, charts, labelled fields and prose.
 
-The section builders (``sections.py``, ``compare.py``) fill a :class:`Page` from the analyses' own reports and
-tables; ``document.py`` turns it into one self-contained file. Nothing here is HTML yet: every string is the
-trace's text as it is, and the template escapes it.
+``opscope.compose.page`` fills a :class:`Page` from the analyses' own reports (their tables are Report
+:class:`~opscope.report.Section` s) and the charts' Vega-Lite specs; the HTML renderer lays it out as one
+self-contained file. Nothing here is HTML yet: every string is the trace's text as it is, and the template
+escapes it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-
-@dataclass(frozen=True)
-class Cell:
-    """A table cell: ``text`` as shown, ``value`` as the data formats write it (sorting uses it)."""
-
-    text: str
-    value: Any
+if TYPE_CHECKING:
+    from opscope.report import Section
 
 
 @dataclass(frozen=True)
 class TableBlock:
-    key: str
-    title: str
-    columns: list[str]
-    numeric: list[bool]
-    rows: list[list[Cell]]
-    #: rows in the analysis' table; more than ``len(rows)`` when the report shows only the first ones
-    total_rows: int
-    legend: str | None = None
-    notes: list[str] = field(default_factory=list)
+    """A table as a Report section holds it: its key, title, Arrow table (or records, for rows that share no
+    schema: a finding's evidence), column hints, legend, notes and the number of rows to show. The renderer
+    formats it as the terminal does."""
+
+    section: Section
     #: a search box filters the rows
     searchable: bool = False
 

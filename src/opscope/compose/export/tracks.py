@@ -1,38 +1,21 @@
 """Where each exported event goes: integer process and thread ids, their names and their order (host processes
-first, then devices by number, opscope's own tracks on top). Shared by the Chrome and Perfetto writers."""
+first, then devices by number, opscope's own tracks on top): the plan's :class:`Layout`, which the Chrome and
+Perfetto writers share."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.model.schema import GPU_KINDS, kind_mask
 from opscope.model.trace import Trace
+from opscope.render.export.plan import Layout
 
 _INT = re.compile(r"-?\d{1,15}")
 #: Sort index of device processes: after every host process.
 DEVICE_SORT_BASE = 1 << 20
-
-
-@dataclass
-class Layout:
-    """Tracks by the model's ``pid``/``tid`` text."""
-
-    pid: dict[str, int] = field(default_factory=dict)
-    tid: dict[tuple[str, str], int] = field(default_factory=dict)
-    process_name: dict[str, str] = field(default_factory=dict)
-    process_label: dict[str, str] = field(default_factory=dict)
-    process_sort: dict[str, int] = field(default_factory=dict)
-    thread_name: dict[tuple[str, str], str] = field(default_factory=dict)
-    thread_sort: dict[tuple[str, str], int] = field(default_factory=dict)
-    device_of: dict[str, int] = field(default_factory=dict)  # processes that hold device work: their device
-    opscope_pid: int = 0
-
-    def is_device(self, pid: str) -> bool:
-        return pid in self.device_of
 
 
 def layout(trace: Trace, rows: pa.Array, extra_pids: list[str]) -> Layout:

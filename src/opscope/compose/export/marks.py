@@ -4,27 +4,14 @@ device with their cause. Every number comes from the analyses (steps.py, idle.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from opscope.model.trace import Trace
+from opscope.render.export.plan import Mark
 from opscope.units import format_ns
 
 #: Longest idle gaps marked per device.
 TOP_GAPS = 10
 #: Slowest steps marked (besides every step the steps analysis flags as an outlier).
 TOP_STEPS = 3
-
-
-@dataclass(frozen=True)
-class Mark:
-    """One slice on an opscope track: ``track`` is ``steps`` or ``findings``."""
-
-    track: str
-    name: str
-    ts_ns: int
-    dur_ns: int
-    args: dict[str, Any] = field(default_factory=dict)
 
 
 def step_marks(trace: Trace, span: tuple[int, int] | None) -> list[Mark]:

@@ -1,0 +1,50 @@
+"""The report's Overview: ``opscope summary``'s figures, the step-time chart with its outliers, the device's busy
+and idle time per step, ``opscope steps``' table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from opscope.analyses.steps import NO_STEPS, step_marker
+from opscope.compose.page import charts
+from opscope.compose.page.blocks import TABLE_ROWS, part, section_table, tables
+from opscope.render.html.page import Block, ChartBlock, FieldsBlock, PageSection, ProseBlock
+from opscope.units import format_ns
+
+if TYPE_CHECKING:
+    from opscope.advise.context import AdviceContext
+
+
+def overview(ctx: AdviceContext) -> PageSection:
+    trace, run = ctx.trace, ctx.run
+    from opscope.analyses.reports import steps_report, summary_report
+    from opscope.analyses.steps import step_stats
+
+    summary = summary_report(trace, top=0, run=run)  # the top lists are the Ops and kernels section's tables
+    fields = part(summary, "overview")
+    blocks: list[Block | None] = [FieldsBlock("overview", list(fields.fields) if fields else [])]
+    steps = steps_report(trace, None, run, analysis=ctx.gpu)
+    section = next((s for s in steps.sections if not s.terminal), None) or steps.sections[0]
+    table = section.arrow
+    if table is None or table.num_rows == 0:
+        blocks.append(ProseBlock("no_steps", f"No step chart: the trace has {NO_STEPS}, so there is no per-step "
+                                              "time (figures below are over the whole trace).", tone="empty"))
+    else:
+        rows = table.to_pylist()
+        stats = step_stats(table)
+        blocks.append(ChartBlock("step_times", "Step time", charts.step_times(rows, stats.median_ns),
+                                 caption=f"each {step_marker(trace)}N's duration; dashed: the median "
+                                         f"({format_ns(stats.median_ns)}) of the {stats.used} steps used; red: "
+                                         "outliers (warm-up, stragglers) left out of the statistics"))
+        if any(r.get("gpu_busy_ns") is not None for r in rows) and any(r.get("launched_gpu_ns") for r in rows):
+            blocks.append(ChartBlock("step_busy", "Device busy and idle per step", charts.step_busy(rows),
+                                     caption="inside each step's interval: device busy (any device, overlaps once, "
+                                             "as opscope gpu counts it), unseen busy (work the trace does not "
+                                             "show) and idle; shares are of the step's duration"))
+        else:
+            blocks.append(ProseBlock("no_step_busy", "No device busy/idle per step: no device work in the steps.",
+                                     tone="empty"))
+        blocks.append(section_table(section, "steps", "Steps", limit=TABLE_ROWS))
+    blocks += tables(summary, ("by_kind", "not_mapped"))
+    return PageSection("overview", "Overview", [b for b in blocks if b is not None],
+                       intro="opscope summary and opscope steps")

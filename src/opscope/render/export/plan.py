@@ -1,0 +1,64 @@
+"""What one export writes, as plain data: the kept events of the model, the launch links among them, counters and
+memory records, the track layout, and opscope's own marks (steps, findings). ``opscope.compose.export`` builds it;
+the Chrome and Perfetto writers only lay it out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One slice on an opscope track: ``track`` is ``steps`` or ``findings``."""
+
+    track: str
+    name: str
+    ts_ns: int
+    dur_ns: int
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Layout:
+    """Tracks by the model's ``pid``/``tid`` text: integer process and thread ids, their names and their order
+    (host processes first, then devices by number, opscope's own tracks on top)."""
+
+    pid: dict[str, int] = field(default_factory=dict)
+    tid: dict[tuple[str, str], int] = field(default_factory=dict)
+    process_name: dict[str, str] = field(default_factory=dict)
+    process_label: dict[str, str] = field(default_factory=dict)
+    process_sort: dict[str, int] = field(default_factory=dict)
+    thread_name: dict[tuple[str, str], str] = field(default_factory=dict)
+    thread_sort: dict[tuple[str, str], int] = field(default_factory=dict)
+    device_of: dict[str, int] = field(default_factory=dict)  # processes that hold device work: their device
+    opscope_pid: int = 0
+
+    def is_device(self, pid: str) -> bool:
+        return pid in self.device_of
+
+
+@dataclass
+class Plan:
+    """Everything one export writes, chosen before any byte is written."""
+
+    trace: Trace
+    #: row numbers (== event_id) of the kept events, in time order
+    rows: pa.Array
+    #: launch -> device work links (``launch_row``, ``device_row``) whose both ends are kept
+    links: pa.Table
+    counters: pa.Table
+    memory: pa.Table
+    layout: Layout
+    marks: list[Mark] = field(default_factory=list)
+    #: each memory record's device (``device_type``, ``device_id``) as the memory analysis names it (cuda:0)
+    device_names: dict[tuple[int | None, int | None], str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.trace.events.num_rows if self.trace.events is not None else 0
