@@ -119,6 +119,10 @@ class Report:
     def data_section(self) -> Section | None:
         return next((s for s in self.sections if s.data), None)
 
+    def every_row(self) -> Report:
+        """This report with no section cut to a limit."""
+        return replace(self, sections=[replace(s, limit=None) if s.limit else s for s in self.sections])
+
     def then(self, other: Report) -> Report:
         """This report followed on the terminal by ``other`` (its title as a heading); the data document stays
         this report's."""

@@ -180,15 +180,13 @@ OpLevelOpt = Annotated[str, typer.Option(
                        "it (launching: aten::addmm, aten::cudnn_convolution).")]
 DiffFullNamesOpt = Annotated[bool, typer.Option("--full-names", help="Table: kernel names in full (JSON/CSV always "
                                                                      "have them as the trace writes them).")]
-DiffLimitOpt = Annotated[int | None, typer.Option("--limit", "-n", help="Rows to show (0 = all); default 20 in the "
-                                                                        "table, all in JSON/CSV.", show_default=False)]
 
 
 @app.command()
 def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt = None,
          whole_trace: WholeTraceOpt = False, fail_if_slower: FailIfSlowerOpt = None, only: OnlyOpt = None,
          table: DiffTableOpt = None, op_level: OpLevelOpt = "api", full_names: DiffFullNamesOpt = False,
-         format: FormatOpt = "table", limit: DiffLimitOpt = None, no_cache: NoCacheOpt = False) -> None:
+         format: FormatOpt = "table", limit: LimitOpt = 20, no_cache: NoCacheOpt = False) -> None:
     """Compare two traces (two devices, versions or frameworks): what got slower, per step.
 
     BASE and NEW are trace files or recording directories of `opscope record` (their first trace, as advise

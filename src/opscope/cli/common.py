@@ -63,9 +63,13 @@ def is_document(fmt: str) -> bool:
 
 
 def show(report: Report, fmt: str) -> None:
-    """Hand a command's report to the renderer of ``fmt``."""
+    """Hand a command's report to the renderer of ``fmt``: a data format gets every row unless --limit was given
+    (the command's default limit is the terminal's)."""
+    from opscope.cli.options import limit_asked
     from opscope.render import ReportRenderer, Terminal
 
+    if not limit_asked() and fmt != "table":
+        report = report.every_row()
     ReportRenderer.named(fmt)().render(report, Terminal(stdout(), stderr()))
 
 

@@ -36,7 +36,30 @@ def _registered_format(value: str) -> str:
 #: every report renderer registered in opscope.render is a --format choice
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format.", metavar="|".join(FORMATS),
                                         callback=_registered_format)]
-LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all).")]
+class _Asked:
+    """What the person running the command asked for beyond the values: whether they gave --limit themselves (a
+    command runs once per process; tools that run several in one process get it set again by each)."""
+
+    limit = False
+
+
+def _note_limit(ctx: typer.Context, param: typer.CallbackParam, value: int | None) -> int | None:
+    source = ctx.get_parameter_source(param.name or "limit")
+    _Asked.limit = source is not None and source.name != "DEFAULT"
+    return value
+
+
+def limit_asked() -> bool:
+    """Whether --limit was given to the command now showing its report (without it JSON and CSV give every row;
+    the terminal, the command's default); asked once per command, so the next command in the process starts
+    afresh."""
+    asked, _Asked.limit = _Asked.limit, False
+    return asked
+
+
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all). Without it the terminal "
+                                                             "shows the first rows and JSON/CSV give every row.",
+                                       callback=_note_limit)]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the file itself; neither use nor write "
                                                              "the cache.")]
 MatchOpt = Annotated[str | None, typer.Option("--match", help="Keep only names matching this regex.")]
