@@ -17,6 +17,7 @@ from support.shared import SHARED_TRACES
 from typer.testing import CliRunner
 
 from opscope.cli.app import app
+from opscope.units import format_ns
 
 #: Files of ../shared that are not traces: what a run left beside its trace (scripts, models, notes, op-stats
 #: tables, rocprof-compute's system and roofline tables). Each must be refused in one line.
@@ -67,3 +68,37 @@ def test_trace_opens_in_every_table_command(runner, path):
                          ids=lambda p: str(p.relative_to(SHARED_TRACES)))
 def test_a_file_that_is_not_a_trace_gets_one_line(tmp_path, path):
     assert_one_line_error(run_cli("summary", str(path), cache=tmp_path), path)
+
+
+@pytest.mark.skipif(not FILES, reason=f"{SHARED_TRACES} is absent: the real traces are not beside this checkout")
+@pytest.mark.parametrize("path", [p for p in FILES if _is_trace(p)],
+                         ids=lambda p: str(p.relative_to(SHARED_TRACES)))
+def test_every_command_shows_one_mean_step_and_one_list_of_top_kernels(runner, path):
+    """summary, steps, advise, diff and the report show the same mean step, and summary the rows of kernels."""
+    from opscope.advise.context import AdviceContext
+    from opscope.analyses.kernels import kernel_table
+    from opscope.analyses.reports import steps_report, summary_report
+    from opscope.analyses.summary import summarize
+    from opscope.diff.normalize import spans
+    from opscope.errors import TraceError
+    from opscope.ingest import open_trace
+
+    try:
+        trace = open_trace(path)
+    except TraceError:
+        pytest.skip("not readable as a whole trace (its own tests cover the error)")
+    durations = trace.steps["dur_ns"].to_pylist()
+    summary = summarize(trace)
+    top = summary.top_kernels.to_pylist()
+    assert top == kernel_table(trace, names="short").slice(0, len(top)).to_pylist()
+    if not durations:
+        assert summary.steps.mean_ns is None
+        return
+    mean = round(sum(durations) / len(durations))  # the mean of the steps, from the steps table itself
+    assert summary.steps.mean_ns == mean
+    assert AdviceContext(trace).step_ns == mean
+    base, _ = spans(trace, trace, ("a", "b"))
+    assert base.step_ns == mean
+    fields = dict(next(s for s in summary_report(trace).sections if s.key == "overview").fields)
+    assert fields["steps"].startswith(f"{len(durations)} (mean {format_ns(mean)},")  # the report's overview too
+    assert f"mean {format_ns(mean)}," in (steps_report(trace, None).sections[0].legend or "")

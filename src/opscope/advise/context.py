@@ -34,8 +34,9 @@ class AdviceContext:
 
     Every saving is expressed *per step*: the window is the first ProfilerStep's start to the last one's end
     (the whole trace when it has no steps), ``steps`` the number of steps in it (1 without steps), and
-    ``step_ns`` = window / steps, the mean step time. A rule turns a total over the window into a per-step
-    figure with :meth:`per_step` and into a share of the step with :meth:`pct`.
+    ``step_ns`` is the mean step (the mean of the steps' durations, as every command shows it). A rule turns a
+    total over the window into a per-step figure with :meth:`per_step` and into a share of the step with
+    :meth:`pct`.
 
     ``run`` is the recording's run.json when there is one (thread settings, CPU cores, GPUs); ``peers`` are
     traces of the other ranks of the same job, for comparisons across ranks (``job``: their combined view, computed
@@ -72,9 +73,14 @@ class AdviceContext:
     def has_steps(self) -> bool:
         return self.trace.steps.num_rows > 0
 
-    @property
+    @cached_property
     def step_ns(self) -> int:
-        return self.window_ns // self.steps
+        """The mean step (:class:`~opscope.analyses.steps.StepStats`, as every command shows it); the window itself
+        for a trace without steps."""
+        from opscope.analyses.steps import step_stats, step_table
+
+        mean = step_stats(step_table(self.trace)).mean_ns if self.has_steps else None
+        return mean if mean is not None else self.window_ns
 
     @property
     def unit(self) -> str:

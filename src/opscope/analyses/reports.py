@@ -34,7 +34,8 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
         steps = (f"{st.count} (mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, "
                  f"p90 {format_ns(st.p90_ns)})")
         if st.excluded:
-            steps += f"; outliers {_step_names(trace, st.excluded)} left out of these figures"
+            steps += (f"; outliers {_step_names(trace, st.excluded)}: without them mean "
+                      f"{format_ns(st.typical_mean_ns)}")
     else:
         steps = "none found " + NO_STEPS.removeprefix("no steps ")
     fields = [("events", f"{s.events:,}"), ("wall time", format_ns(s.wall_ns)), ("steps", steps),
@@ -185,9 +186,10 @@ def steps_report(trace: Trace, limit: int | None, run: dict | None = None, analy
     else:
         st = step_stats(table)
         legend = (f"mean {format_ns(st.mean_ns)}, median {format_ns(st.median_ns)}, p90 {format_ns(st.p90_ns)} "
-                  f"over {st.used} of {st.count} steps")
+                  f"over the {st.count} steps")
         if st.excluded:
-            legend += f" (outliers {_step_names(trace, st.excluded)} left out)"
+            legend += (f" (outliers {_step_names(trace, st.excluded)}: without them mean "
+                       f"{format_ns(st.typical_mean_ns)})")
         legend += ("\ngpu_busy: device busy inside the step's interval, any device, overlaps once (as opscope gpu "
                    "counts it), % of the step less unseen_busy_ns (time a device spent on work the trace does not "
                    "show, see opscope gpu); launched_gpu_ns: device time of the work launched in the step, "

@@ -21,12 +21,19 @@ WARMUP_FACTOR = 1.2
 
 @dataclass(frozen=True)
 class StepStats:
+    """The steps' durations: ``mean_ns`` is THE mean step of a trace, the one every command shows (summary, steps,
+    advise's per-step shares, diff, the report): the mean of all its steps, outliers included, since every per-step
+    figure is a total over all of them divided by their number. ``median_ns``/``p90_ns`` are of all steps too;
+    ``excluded`` are the steps flagged as outliers (warm-up, slow) and ``typical_mean_ns`` the mean without them
+    (``used`` steps), said beside the mean, never instead of it."""
+
     count: int
     used: int
     mean_ns: int | None
     median_ns: int | None
     p90_ns: int | None
     excluded: tuple[int, ...]
+    typical_mean_ns: int | None = None
 
 
 def step_window(trace: Trace) -> tuple[int, int]:
@@ -118,15 +125,20 @@ def outlier_flags(durs: list[int]) -> list[str | None]:
 
 
 def step_stats(table: pa.Table) -> StepStats:
-    """Mean/median/p90 of step durations, leaving the flagged outliers out."""
+    """Mean, median and p90 of all the steps' durations, and the mean without the flagged outliers."""
     durs = table["dur_ns"].to_pylist()
+    if not durs:
+        return StepStats(0, 0, None, None, None, ())
     flags = table["outlier"].to_pylist()
     steps = table["step"].to_pylist()
-    used = [d for d, f in zip(durs, flags) if f is None] or durs
+    typical = [d for d, f in zip(durs, flags) if f is None] or durs
     excluded = tuple(s for s, f in zip(steps, flags) if f is not None)
-    if not used:
-        return StepStats(0, 0, None, None, None, ())
-    ordered = sorted(used)
+    ordered = sorted(durs)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-    return StepStats(len(durs), len(used), round(statistics.fmean(used)),
-                     round(statistics.median(used)), p90, excluded)
+    return StepStats(len(durs), len(typical), mean_step_ns(durs), round(statistics.median(durs)), p90, excluded,
+                     round(statistics.fmean(typical)))
+
+
+def mean_step_ns(durations: list[int]) -> int | None:
+    """The mean step: the mean of the steps' durations (None without steps). The one definition (StepStats)."""
+    return round(statistics.fmean(durations)) if durations else None

@@ -52,7 +52,8 @@ class Summary:
         add("overview", "step_mean_ns", self.steps.mean_ns)
         add("overview", "step_median_ns", self.steps.median_ns)
         add("overview", "step_p90_ns", self.steps.p90_ns)
-        add("overview", "steps_excluded_as_outliers", ",".join(map(str, self.steps.excluded)) or None)
+        add("overview", "steps_flagged_as_outliers", ",".join(map(str, self.steps.excluded)) or None)
+        add("overview", "step_mean_without_outliers_ns", self.steps.typical_mean_ns if self.steps.excluded else None)
         add("overview", "cpu_busy_ns", self.cpu_busy_ns, share_pct(self.cpu_busy_ns, self.wall_ns))
         add("overview", "gpu_busy_ns", self.gpu_busy_ns, share_pct(self.gpu_busy_ns, self.wall_ns))
         for r in self.top_ops.to_pylist():

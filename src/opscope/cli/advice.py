@@ -193,7 +193,7 @@ def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt
     takes them).
 
     Both traces are normalised to one step: when both have ProfilerStep#N annotations, every time is the total
-    over the compared steps (all of them, but a first step flagged as a warm-up outlier; or --steps) divided by
+    over the compared steps (all of them, as every command's mean step; or --steps) divided by
     their number, and calls are per step too; when neither has steps, whole-trace totals are compared. Rows:
     host ops (kind op, self time) and device work (kind kernel: kernels, copies, memsets, collectives), matched
     by name (see --by), sorted by absolute change; status is changed, same, added (only in NEW) or removed

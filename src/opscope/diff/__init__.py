@@ -181,8 +181,8 @@ def _notes(sb: Span, sn: Span, labels: tuple[str, str]) -> list[str]:
                      "op and kernel rows the work launched in them")
         for label, s in zip(labels, (sb, sn)):
             text = f"{label}: {s.divisor} step(s) compared, mean {format_ns(s.step_ns)}"
-            if s.dropped_warmup is not None:
-                text += f" (step {s.dropped_warmup} left out: a warm-up outlier; --steps to choose)"
+            if s.warmup_step is not None:
+                text += f" (step {s.warmup_step} is a warm-up outlier, counted: --steps to leave it out)"
             notes.append(text)
         notes.append("times and calls are per step (means over the compared steps: a fraction such as 0.5 calls "
                      "means the op ran in some steps only, or more often in some); device work belongs to the step "

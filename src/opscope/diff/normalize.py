@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from opscope.analyses.filters import parse_steps
-from opscope.analyses.steps import step_table
+from opscope.analyses.steps import mean_step_ns, step_table
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
 from opscope.threads import side_by_side, usable_cores
@@ -22,7 +22,8 @@ class Span:
     steps: tuple[int, ...] | None
     divisor: int
     step_ns: int
-    dropped_warmup: int | None = None
+    #: a first step flagged as warm-up among the compared steps (said in a note: --steps leaves it out)
+    warmup_step: int | None = None
 
     @property
     def per_step(self) -> bool:
@@ -31,8 +32,8 @@ class Span:
 
 def spans(base: Trace, new: Trace, labels: tuple[str, str], steps: str | None = None,
           whole_trace: bool = False) -> tuple[Span, Span]:
-    """The spans of both traces. Per step when both have ProfilerSteps (all of them, but a first step flagged as
-    warm-up; or those ``steps`` names), the whole trace when neither has or ``whole_trace`` is set."""
+    """The spans of both traces. Per step when both have ProfilerSteps (all of them, or those ``steps`` names), the
+    whole trace when neither has or ``whole_trace`` is set."""
     counts = (base.steps.num_rows, new.steps.num_rows)
     if whole_trace or counts == (0, 0):
         if steps:
@@ -65,19 +66,19 @@ def _stepped(trace: Trace, chosen: list[int] | None, label: str) -> Span:
     table = step_table(trace)
     numbers = table["step"].to_pylist()
     durs = dict(zip(numbers, table["dur_ns"].to_pylist()))
-    dropped = None
-    if chosen is None:
+    warmup = None
+    if chosen is None:  # every step, as the mean step of every other command; a warm-up step is said, not left out
         used = numbers
         flags = table["outlier"].to_pylist()
         if len(numbers) > 1 and flags[0] == "warm-up":
-            dropped, used = numbers[0], numbers[1:]
+            warmup = numbers[0]
     else:
         used = [n for n in chosen if n in durs]
         if not used:
             raise UsageError(f"{label} has none of the steps {', '.join(map(str, chosen))} (its steps: "
                              f"{_ranges(numbers)})")
-    mean = sum(durs[n] for n in used) // len(used)
-    return Span(tuple(used), len(used), mean, dropped)
+    mean = mean_step_ns([durs[n] for n in used]) or 0
+    return Span(tuple(used), len(used), mean, warmup)
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -75,7 +75,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
                       f"steps ({format_ns(mean_typical)})"),
             change=("measure the steady state only: torch.profiler.schedule(wait=1, warmup=1, active=3) (opscope "
                     "record does this), and leave the first step out of averages and comparisons (opscope steps "
-                    "shows the flags; opscope diff leaves a warm-up step out); compile and autotune before timing: "
+                    "shows the flags; opscope diff --steps picks the steps compared); compile and autotune before "
+                    "timing: "
                     "run a few warm-up iterations after torch.compile and with torch.backends.cudnn.benchmark=True "
                     "(set once, with fixed input shapes)"),
             evidence=warm,

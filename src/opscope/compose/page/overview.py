@@ -34,8 +34,8 @@ def overview(ctx: AdviceContext) -> PageSection:
         stats = step_stats(table)
         blocks.append(ChartBlock("step_times", "Step time", charts.step_times(rows, stats.median_ns),
                                  caption=f"each {step_marker(trace)}N's duration; dashed: the median "
-                                         f"({format_ns(stats.median_ns)}) of the {stats.used} steps used; red: "
-                                         "outliers (warm-up, stragglers) left out of the statistics"))
+                                         f"({format_ns(stats.median_ns)}) of the {stats.count} steps (mean "
+                                         f"{format_ns(stats.mean_ns)}); red: outliers (warm-up, stragglers)"))
         if any(r.get("gpu_busy_ns") is not None for r in rows) and any(r.get("launched_gpu_ns") for r in rows):
             blocks.append(ChartBlock("step_busy", "Device busy and idle per step", charts.step_busy(rows),
                                      caption="inside each step's interval: device busy (any device, overlaps once, "
