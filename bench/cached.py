@@ -11,7 +11,7 @@ This checkout keeps what the analyses compute in the cache entry (``results/``),
 the first run of the command after the cache was written (its entry's results/ emptied before it: it computes and
 keeps them), and ``kept``, the median of the runs after it (they read them). ``diff T T`` compares the 1 GB trace
 with a copy of itself (diff refuses one file twice), ``diff T sample`` with the 54 MB sample.
-Goals (issue 19, item 2; the 1 GB trace): gpu, kernels, ops, steps, memory <= 1 s; diff <= 1.5 s; advise <= 2 s;
+Goals: gpu, kernels, ops, steps, memory <= 1 s; diff <= 1.5 s; advise <= 2 s;
 peak RSS of each <= 0.5x the JSON size.
 
     python bench/cached.py --base /work/wt-base                # table + bench/out/cached.json

@@ -7,7 +7,7 @@ its own process through opscope's runner, which timestamps each ``optimizer.step
 
 * bare: the runner only times the steps (no profiler);
 * record (defaults: shapes, memory, modules, FLOPs; no Python stacks), record --stack (the rich mode, the
-  defaults before issue 13) and record --no-shapes --no-memory: median of the recorded (active) steps vs the
+  and record --no-shapes --no-memory: median of the recorded (active) steps vs the
   same steps of the bare run, and the recorded vs unrecorded ratio *within* each recording (what record,
   summary and advise report), and the time the profiler spent between steps (stopping and saving);
 * numerics: the whole program's wall time under ``opscope numerics`` vs the bare program's

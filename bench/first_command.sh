@@ -1,5 +1,5 @@
 #!/bin/bash
-# The first command after a cache write, before and after a change, on the 1 GB trace (issue 19, item 2).
+# The first command after a cache write, before and after a change, on the 1 GB trace.
 #
 #   bash bench/first_command.sh BASE_SRC [REPEAT]
 #

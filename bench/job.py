@@ -1,4 +1,4 @@
-"""Whole-job benchmark (issue 18): `opscope job` on synthetic jobs made from a real rank trace at 8, 32 and 128
+"""Whole-job benchmark: `opscope job` on synthetic jobs made from a real rank trace at 8, 32 and 128
 ranks, on the local process pool and on a local Dask cluster.
 
 Each job is written by tests/support/jobgen.py from ../shared/traces/hta/nccl_parser_config/nccl_data.json.gz (a real

@@ -1,4 +1,4 @@
-"""Where a cold open of a Chrome/Kineto trace spends its time, phase by phase (issue 19).
+"""Where a cold open of a Chrome/Kineto trace spends its time, phase by phase.
 
     python bench/phases.py TRACE [--json OUT]
 

@@ -1,4 +1,4 @@
-"""Reproducer benchmark (issue 15): ``opscope repro`` writing the top 20 cases of a 1 GB trace from the cache, and
+"""Reproducer benchmark: ``opscope repro`` writing the top 20 cases of a 1 GB trace from the cache, and
 running 20 CPU cases with ``--budget`` seconds each.
 
 1. **Writing.** A ~1 GB trace *with shapes* is made from the MI300 owlv2 trace of ../shared (TraceLens; every op

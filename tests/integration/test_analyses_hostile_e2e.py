@@ -1,4 +1,4 @@
-"""Hostile sizes through the CLI (issue 14, part 2): a 400,000-character kernel name and 200,000 distinct op names.
+"""Hostile sizes through the CLI: a 400,000-character kernel name and 200,000 distinct op names.
 Each command runs in a child process that must end within run_cli's 60 s (before the fixes these took > 120 s at
 these or 10x these sizes); the outputs are checked against what the generators wrote."""
 

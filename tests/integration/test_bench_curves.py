@@ -1,4 +1,4 @@
-"""bench/curves.py (issue 19, item 4) and the pieces of bench/ingest.py it relies on: the copy count of the
+"""bench/curves.py and the pieces of bench/ingest.py it relies on: the copy count of the
 trace generator, the per-run memory limit, the summed RSS of a case's processes, the per-phase hook."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, part 5: whatever happens to the program or the disk, ``opscope record`` loses no recording,
+"""Whatever happens to the program or the disk, ``opscope record`` loses no recording,
 overwrites none, never turns a profiler failure into the program's, and leaves what was saved findable."""
 
 from __future__ import annotations

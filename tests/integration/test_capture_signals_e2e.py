@@ -1,4 +1,4 @@
-"""Issue 14, part 5: opscope record never hijacks the program's signals or exit code."""
+"""opscope record never hijacks the program's signals or exit code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""diff across formats (issue 17's payoff): an ONNX Runtime profile against a MIGraphX perf report, matched by op
+"""diff across formats: an ONNX Runtime profile against a MIGraphX perf report, matched by op
 family with --by api; without it, one line saying to pass it."""
 
 from __future__ import annotations

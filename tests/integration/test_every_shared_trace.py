@@ -1,4 +1,4 @@
-"""Every trace-like file in ../shared/traces opens in ``summary``, ``ops``, ``kernels`` and ``steps`` (issue 17).
+"""Every trace-like file in ../shared/traces opens in ``summary``, ``ops``, ``kernels`` and ``steps``.
 
 The files are walked, not listed, so a trace added to ../shared is covered without a test change. Each format's
 numbers are checked against its producing tool's own summary in that format's tests; here every command must

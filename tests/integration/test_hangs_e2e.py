@@ -1,4 +1,4 @@
-"""No hang, no quadratic path, no silent repeat (issue 14, parts 2 and 7): each command runs in a child
+"""No hang, no quadratic path, no silent repeat: each command runs in a child
 process with a timeout, so a hang fails the test instead of stalling the suite."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The hostile corpus through every table command and format (issue 14, part 4's "done when").
+"""The hostile corpus through every table command and format.
 
 Every file of ``support.hostile_corpus`` (wrong formats, truncations, corrupt gzip, huge numbers, hostile text and
 headers, odd structure, pathological sizes including a gzip bomb) is run through every table command as a terminal

@@ -1,4 +1,4 @@
-"""Hostile trace text and file names (issue 14): no traceback, and trace text never drives the output.
+"""Hostile trace text and file names: no traceback, and trace text never drives the output.
 
 Each trace is written here; the checks read the CLI's bytes: no ESC, bell or other control byte reaches stdout
 (terminal or CSV), rich markup in trace text and file names prints literally."""

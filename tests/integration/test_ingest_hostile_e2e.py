@@ -1,4 +1,4 @@
-"""Hostile trace files on the read path (issue 14, part 2): each ends in a result or one clean error within
+"""Hostile trace files on the read path: each ends in a result or one clean error within
 the child's time limit (60 s on an idle machine, scaled: support.timing), with the right events, the warning that
 says what was cut, and bounded memory.
 

@@ -1,5 +1,5 @@
 """Outputs that cannot be misread, errors that point the right way, progress: on real traces and through the
-command line (issue 13, parts 6-8)."""
+command line."""
 
 from __future__ import annotations
 

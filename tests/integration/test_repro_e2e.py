@@ -1,4 +1,4 @@
-"""``opscope repro`` end to end (issue 15, part 10): real GPU traces from ../shared reproduced on the CPU, a CPU
+"""``opscope repro`` end to end: real GPU traces from ../shared reproduced on the CPU, a CPU
 recording made here, the demo model's depthwise-convolution backward, and ``advise --measure``.
 
 Expected values come from the raw JSON (gzip + json, parsed here), from torch run by the test, or by hand; never

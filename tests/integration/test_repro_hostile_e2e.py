@@ -1,4 +1,4 @@
-"""Hostile and bad input for ``opscope repro`` (issue 15, part 9 and the bad-input "done when").
+"""Hostile and bad input for ``opscope repro``.
 
 Traces are written here, Kineto-style, with hostile op names, ``Input type``, ``Input Dims``, ``Input Strides``,
 ``Concrete Inputs``, child-op and kernel names and file names. Every script written is parsed with ``ast``: outside

@@ -1,4 +1,4 @@
-"""Issue 14, part 1: a trace cut off inside a ``\\u00`` escape. Every command gives a result with warning lines or
+"""A trace cut off inside a ``\\u00`` escape. Every command gives a result with warning lines or
 exactly one error line; ``diff`` of a recoverable and an unrecoverable file gave the first's warning and the
 second's error (two lines) until both traces were opened before either said anything."""
 

@@ -1,4 +1,4 @@
-"""A tiny training program that fails the way real jobs do under ``opscope record`` (issue 14, part 5), and
+"""A tiny training program that fails the way real jobs do under ``opscope record``, and
 helpers to run it.
 
 ``prog.py FAULT AT``: trains a 2-layer model for 8 optimizer steps and exits with code 3 (its own, to tell

@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 14): small generators of files that once made opscope hang or blow up memory.
+"""Hostile inputs: small generators of files that once made opscope hang or blow up memory.
 
 Each returns the path it wrote; sizes are parameters so a fuzz test can scale them up.
 """
@@ -31,7 +31,7 @@ def many_steps(path: Path, steps: int, repeat: int = 1) -> Path:
 
 
 # --- ingest (i14-ingest) ---
-# Files that once made the reader hang or grow without bound (issue 14, part 2, the read path).
+# Files that once made the reader hang or grow without bound (the read path).
 
 def _event(i: int, name: str = "aten::add") -> str:
     return f'{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":{10 * i},"dur":5}}'

@@ -1,8 +1,8 @@
-"""A corpus of hostile trace files (issue 14, part 4), and the checks every command's output must pass on them.
+"""A corpus of hostile trace files, and the checks every command's output must pass on them.
 
 Each generator writes one file and returns its path; ``scale`` ("ci" or "full") picks the size of the
 pathological cases: "ci" keeps the whole corpus x every table command within a few minutes on two cores, "full"
-uses the sizes the fuzzing session found (tools/hostile_fuzz.py runs it). Every file sits in a folder whose name
+uses the sizes the fuzzing run found (tools/hostile_fuzz.py runs it). Every file sits in a folder whose name
 holds rich markup, so file names are hostile text in every command too.
 
 The checks (:func:`problems`) are what "handled" means for one run:

@@ -1,4 +1,4 @@
-"""Synthetic multi-rank jobs made from ONE real Kineto rank trace, with their ground truth (issue 18).
+"""Synthetic multi-rank jobs made from ONE real Kineto rank trace, with their ground truth.
 
 ``make_job`` copies the base trace once per rank and edits time only by inserting it: ``insert_time(events, t, d)``
 shifts every event that starts at or after ``t`` by ``d`` and stretches every event that spans ``t``. Per step the

@@ -1,4 +1,4 @@
-"""Hostile input in the model's nesting and the analyses (issue 14, parts 2 and 7): names no demangler should see,
+"""Hostile input in the model's nesting and the analyses: names no demangler should see,
 events that overlap without nesting, ids and times at the edge of 64 bits. Expected values are worked out by hand
 in each test's comments."""
 

@@ -1,4 +1,4 @@
-"""Issue 14, part 5: capture writes its files safely in a directory others may have touched, claims its
+"""Capture writes its files safely in a directory others may have touched, claims its
 output directory atomically, publishes only complete traces and finishes the run.json of a program that
 died before it could."""
 

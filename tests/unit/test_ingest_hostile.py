@@ -1,4 +1,4 @@
-"""The read path's guards against hostile input (issue 14, part 2), in memory: the top-level key scan,
+"""The read path's guards against hostile input, in memory: the top-level key scan,
 the end of a large item, the linear name-quote repair, the name cap, the inflate cap, junk after the array."""
 
 from __future__ import annotations

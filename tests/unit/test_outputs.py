@@ -1,4 +1,4 @@
-"""Outputs that cannot be misread, errors that point the right way, progress (issue 13, parts 6-8)."""
+"""Outputs that cannot be misread, errors that point the right way, progress."""
 
 from __future__ import annotations
 

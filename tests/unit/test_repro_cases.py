@@ -1,4 +1,4 @@
-"""Which op calls ``opscope repro`` reproduces (issue 15, part 1): cases built from tiny traces drawn by hand.
+"""Which op calls ``opscope repro`` reproduces: cases built from tiny traces drawn by hand.
 
 Times in the timelines below are µs; expected values are worked out by hand from them.
 """

@@ -1,4 +1,4 @@
-"""The reproducer harness's parts (issue 15), in process: inputs rebuilt with exact layouts, the output comparison,
+"""The reproducer harness's parts, in process: inputs rebuilt with exact layouts, the output comparison,
 variant selection and state, the profiler's child ops. The harness is torch code, so these tests need torch."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile recorded values through the rebuild and the writing of literals (issue 15, part 9): text from a trace is
+"""Hostile recorded values through the rebuild and the writing of literals: text from a trace is
 parsed by strict patterns into ints, floats, bools and tuples, or refused; what is written is Python that
 ``ast.literal_eval`` (or ``float("inf"/"nan")``) reads back as the same value."""
 

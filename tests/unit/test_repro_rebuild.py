@@ -1,4 +1,4 @@
-"""Recorded inputs -> a call of a registered overload with typed values (``opscope.repro.rebuild``, issue 15 part 3).
+"""Recorded inputs -> a call of a registered overload with typed values (``opscope.repro.rebuild``).
 
 The overloads come from the torch installed here (its schema registry), so these tests need torch; the expected
 overloads, argument names and bounds are torch's documented schemas, written out by hand.

@@ -1,4 +1,4 @@
-"""TensorFlow op -> PyTorch equivalent (``opscope repro --as torch``, issue 15 part 8).
+"""TensorFlow op -> PyTorch equivalent (``opscope repro --as torch``).
 
 Each mapping is checked three ways: its arguments (worked out by hand from the TF shapes and attributes), a run of
 the aten op with those arguments (the output's shape must be TF's, computed by hand from TF's rules), and where

@@ -16,7 +16,7 @@ from typing import Any
 from opscope.errors import TraceError
 from opscope.threads import ahead
 
-try:  # ISA-L's inflate is 2-2.5x zlib's (BENCHMARKS.md, issue 19); zlib serves where no wheel exists
+try:  # ISA-L's inflate is 2-2.5x zlib's (BENCHMARKS.md); zlib serves where no wheel exists
     from isal import isal_zlib as _fast_zlib
 except ImportError:  # pragma: no cover - isal is a dependency; a platform without its wheel falls back
     _fast_zlib = None  # type: ignore[assignment]

@@ -1,6 +1,6 @@
 """The PyTorch op that does what a TensorFlow op does, with inputs of the same shapes, memory layout and dtypes.
 
-``opscope repro --as torch`` (issue 15, part 8) turns an op of a TensorFlow or XProf trace into a PyTorch
+``opscope repro --as torch`` turns an op of a TensorFlow or XProf trace into a PyTorch
 reproducer: :func:`torch_equivalent` maps the op type, its recorded inputs (:class:`TFInput`) and its node
 attributes to one aten call (:class:`TorchCall`) whose arguments are :mod:`opscope.repro.values` types only, or
 to the reason there is none. No torch import: the mapping is arithmetic on shapes and attributes.
