@@ -6,7 +6,7 @@ every element in Python: Python-heavy, where tracing every Python call costs the
 its own process through opscope's runner, which timestamps each ``optimizer.step()``:
 
 * bare: the runner only times the steps (no profiler);
-* record (defaults: shapes, memory, modules, FLOPs; no Python stacks), record --stack (the rich mode, the
+* record (defaults: shapes, memory, modules, FLOPs; no Python stacks), record --stack (the rich mode)
   and record --no-shapes --no-memory: median of the recorded (active) steps vs the
   same steps of the bare run, and the recorded vs unrecorded ratio *within* each recording (what record,
   summary and advise report), and the time the profiler spent between steps (stopping and saving);
