@@ -13,6 +13,15 @@ if TYPE_CHECKING:
 
 
 @functools.cache
+def switched_off(name: str) -> bool:
+    """Whether ``$OPSCOPE_TUNING_OFF`` (names, comma-separated) turns the mechanism ``name`` off: madvise (the C
+    thread that releases mapped pages), pyrelease (the Python thread's releases), trimmer (the heap trimmed by growth),
+    arena (one malloc heap), sysalloc (Arrow on the C library's allocator), trims (malloc_trim at phase boundaries).
+    For measuring what each is worth (bench/owned_memory.py --variant)."""
+    return name in os.environ.get("OPSCOPE_TUNING_OFF", "").split(",")
+
+
+@functools.cache
 def _libc() -> ctypes.CDLL:
     import ctypes  # here: the command line imports this module at start-up, and only trimming needs ctypes
 
@@ -33,6 +42,11 @@ def release_free_memory() -> None:
     the peak memory of a command is the sum of its stages' leftovers, not what it really holds (Dask's
     workers trim for the same reason).
     """
+    if not switched_off("trims"):
+        _malloc_trim()
+
+
+def _malloc_trim() -> None:
     with contextlib.suppress(OSError, AttributeError):  # not glibc
         _libc().malloc_trim(0)
 
@@ -84,10 +98,10 @@ class HeapTrimmer:
 
     def __call__(self) -> None:
         now = anonymous_bytes()
-        if now is None or self._floor is None:
+        if now is None or self._floor is None or switched_off("trimmer"):
             return
         if now >= self._floor + TRIM_GROWTH_BYTES:
-            release_free_memory()
+            _malloc_trim()
             now = anonymous_bytes() or now
             self._floor = now
         else:
@@ -108,7 +122,7 @@ def prefer_system_allocator() -> None:
     the person running it chose an allocator. Programs this process starts do not inherit the choice
     (:func:`child_environment`)."""
     global _pool_set_here
-    if ARROW_POOL_ENV in os.environ or "pyarrow" in sys.modules:
+    if ARROW_POOL_ENV in os.environ or "pyarrow" in sys.modules or switched_off("sysalloc"):
         return
     os.environ[ARROW_POOL_ENV] = "system"
     _pool_set_here = True
@@ -120,7 +134,8 @@ def use_system_pool() -> None:
     its own account follow :func:`prefer_system_allocator`'s choice, made at the command's start.)"""
     import pyarrow as pa
 
-    pa.set_memory_pool(pa.system_memory_pool())
+    if not switched_off("sysalloc"):
+        pa.set_memory_pool(pa.system_memory_pool())
 
 
 def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from opscope.model.buffers import c_enabled
-from opscope.sysmem import HeapTrimmer
+from opscope.sysmem import HeapTrimmer, switched_off
 
 try:  # the releases without the GIL, where built (POSIX)
     from opscope.model import _pages  # type: ignore[attr-defined]
@@ -76,7 +76,7 @@ class MappedTable:
 
 def _watch_in_c(table: MappedTable, pages: pa.Buffer) -> bool:
     """Have the C thread release the map's pages (``pages``: all of it) until ``table`` goes; whether it took them."""
-    if _pages is None or not c_enabled():
+    if _pages is None or not c_enabled() or switched_off("madvise"):
         return False
     address = pages.address
     if not _pages.watch(address, pages.size, RELEASE_PERIOD_S):
@@ -124,7 +124,7 @@ class _Releaser:
                 self._thread = None
                 return False
         for table in tables:
-            if not table.released_in_c and hasattr(mmap, "MADV_DONTNEED"):
+            if not table.released_in_c and hasattr(mmap, "MADV_DONTNEED") and not switched_off("pyrelease"):
                 table.release()
         self._trim()
         return True
