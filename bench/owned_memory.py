@@ -11,7 +11,8 @@ Variants (``--variant LABEL=ENV``, ENV being ``NAME=VALUE`` pairs separated by s
 another checkout) run interleaved, round by round with the order rotated, so that on a shared machine every variant
 sees the same load; each figure is the median of ``--repeat`` runs with the range. ``--mode first`` (default) empties
 the entries' ``results/`` before each run, as for the first command after the cache write (it computes its analyses);
-``--mode kept`` leaves them (it reads what the run before kept).
+``--mode kept`` leaves them (it reads what the run before kept). ``first open`` is no cached command: ``summary`` into
+an empty cache directory (it parses the trace and writes the entry).
 
 Library cases (``lib:NAME``) are the same work as a command, done by a program that imports pyarrow first and then
 calls ``opscope.load(..., frames="arrow")`` and the ``Loaded`` method (``opscope.runtime.tune()`` first with
@@ -56,6 +57,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("advise", ["advise", "T", "-f", "json"]),
     ("diff", ["diff", "T", "C", "-f", "json"]),
     ("report", ["report", "T", "-o", "H", "--force"]),
+    # not a cached command: the first open (parse, complete, write the cache entry) into an empty cache directory
+    ("first open", ["summary", "T", "-f", "json"]),
 ]
 
 #: the Loaded method of each library case (the work of the command of the same name)
@@ -182,7 +185,7 @@ def main() -> None:
     a = ap.parse_args()
 
     names = [c for c, _ in COMMANDS]
-    only = a.only.split(",") if a.only else names
+    only = a.only.split(",") if a.only else [n for n in names if n != "first open"]
     cases = []
     for name in only:
         if name in names:
@@ -219,7 +222,12 @@ def main() -> None:
                     if a.mode == "first":
                         for results_dir in cache.glob("*/results"):
                             shutil.rmtree(results_dir, ignore_errors=True)
-                    r = run(argv, {**base_env, **env}, a.period_ms / 1000)
+                    run_env = {**base_env, **env}
+                    if name == "first open":
+                        run_env["OPSCOPE_CACHE_DIR"] = tempfile.mkdtemp(dir=scratch)
+                    r = run(argv, run_env, a.period_ms / 1000)
+                    if name == "first open":
+                        shutil.rmtree(run_env["OPSCOPE_CACHE_DIR"], ignore_errors=True)
                     if r["rc"]:
                         print(f"# {name} [{label}] failed: {r['stderr_tail']}", file=sys.stderr, flush=True)
                     runs[label].append(r)
