@@ -1,5 +1,5 @@
-"""The optional C parts (everything else is in pyproject.toml): the reader of Chrome trace chunks, derive.py's loops,
-the analyses' (innermost enclosing span, scatter) and the release of mapped cache pages (model/_pages.c).
+"""The optional C parts (everything else is in pyproject.toml): the reader of Chrome trace chunks, derive.py's loops and
+the analyses' (innermost enclosing span, scatter).
 
 ``optional=True``: where no C compiler is found the build goes on without them and opscope uses its Python paths
 (the same tables, slower; see ``opscope.ingest.chrome.native`` and ``opscope.model.derive``)."""
@@ -20,8 +20,4 @@ setup(ext_modules=[
               depends=VIEWS),
     Extension("opscope.analyses._loops", ["src/opscope/analyses/_loops.c"], optional=True,
               extra_compile_args=FLAGS, depends=VIEWS),
-    # the thread that takes mapped cache pages out of the resident set without the GIL (POSIX: madvise)
-    *([] if sys.platform == "win32" else [
-        Extension("opscope.model._pages", ["src/opscope/model/_pages.c"], optional=True,
-                  extra_compile_args=FLAGS + THREADS, extra_link_args=THREADS)]),
 ])

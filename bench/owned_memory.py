@@ -29,7 +29,7 @@ copy of itself. Writes ``bench/out/owned_memory.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
+import datetime as dt
 import json
 import os
 import shutil
@@ -202,7 +202,7 @@ def main() -> None:
     shutil.copyfile(a.trace, copy)
     html = scratch / "report.html"
     base_env = {**os.environ, "OPSCOPE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO / "src")}
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     results = []
     try:
         for path in (a.trace, copy):  # the cache entries, once per checkout (each may have its own cache format)

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 @functools.cache
 def switched_off(name: str) -> bool:
-    """Whether ``$OPSCOPE_TUNING_OFF`` (names, comma-separated) turns the mechanism ``name`` off: madvise (the C
-    thread that releases mapped pages), pyrelease (the Python thread's releases), trimmer (the heap trimmed by growth),
+    """Whether ``$OPSCOPE_TUNING_OFF`` (names, comma-separated) turns the mechanism ``name`` off: trimmer (the heap
+    trimmed by growth),
     arena (one malloc heap), sysalloc (Arrow on the C library's allocator), trims (malloc_trim at phase boundaries).
     For measuring what each is worth (bench/owned_memory.py --variant)."""
     return name in os.environ.get("OPSCOPE_TUNING_OFF", "").split(",")

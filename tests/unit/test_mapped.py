@@ -1,16 +1,12 @@
-"""Tables read in place (``model.mapped``): columns are views of the mapped file, nothing is copied, and the pages a
-command touched leave its resident set while the columns stay readable."""
+"""Tables read in place (``model.mapped``): columns are views of the mapped file, nothing is copied."""
 
 from __future__ import annotations
 
 import gc
-import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytest
 from support.timing import limit
 
 from opscope.model import mapped
@@ -29,19 +25,6 @@ def _write(path: Path, compression: str | None = None) -> pa.Table:
     return table
 
 
-def _resident_kib(address: int) -> int:
-    """The resident size (KiB) of the mapping holding ``address`` (Linux: /proc/self/smaps)."""
-    inside = False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and ":" not in head:
-            low, high = (int(x, 16) for x in head.split("-"))
-            inside = low <= address < high
-        elif inside and line.startswith("Rss:"):
-            return int(line.split()[1])
-    raise AssertionError("no mapping holds the address")
-
-
 def test_columns_are_views_of_the_file_and_read_nothing_into_memory(tmp_path):
     expected = _write(tmp_path / "t.arrow")
     table = MappedTable(tmp_path / "t.arrow")
@@ -57,57 +40,11 @@ def test_a_compressed_file_reads_all_the_same(tmp_path):
     assert MappedTable(tmp_path / "t.arrow").table.equals(expected)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
-def test_release_takes_the_pages_out_and_the_columns_stay_readable(tmp_path, monkeypatch):
-    monkeypatch.setattr(mapped._releaser, "watch", lambda table: None)  # only the explicit release, in this test
-    monkeypatch.setattr(mapped, "_pages", None)
-    _write(tmp_path / "t.arrow")
-    table = MappedTable(tmp_path / "t.arrow")
-    column = table.table.column("a")
-    address = column.chunk(0).buffers()[1].address
-    total = pc.sum(column).as_py()  # touches every page of the column
-    assert _resident_kib(address) >= 30 << 10
-    table.release()
-    assert _resident_kib(address) < 4 << 10
-    assert pc.sum(column).as_py() == total == ROWS * (ROWS - 1) // 2  # mapped back in, the same values
-
-
-def _released_unasked(address: int) -> None:
-    deadline = time.monotonic() + limit(10)
-    while _resident_kib(address) >= 4 << 10:
-        assert time.monotonic() < deadline, "the pages were never released"
-        time.sleep(0.01)
-
-
-@pytest.mark.skipif(mapped._pages is None, reason="the C release thread is not built")
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
-def test_the_c_thread_lets_go_of_pages_unasked_until_the_table_goes(tmp_path, monkeypatch):
-    monkeypatch.setattr(mapped._releaser, "watch", lambda table: None)  # the C thread alone
-    _write(tmp_path / "t.arrow")
-    table = MappedTable(tmp_path / "t.arrow")
-    column = table.table.column("a")
-    assert table.released_in_c and mapped._pages.watched()[1] == 1
-    address = column.chunk(0).buffers()[1].address
-    for _ in range(3):  # released again after every use
-        assert pc.sum(column).as_py() == ROWS * (ROWS - 1) // 2
-        _released_unasked(address)
-    del table  # the map lives on in the column's buffers: no longer released, never unmapped under the thread
-    gc.collect()
-    assert pc.sum(column).as_py() == ROWS * (ROWS - 1) // 2
-    time.sleep(0.2)  # a hundred periods
-    assert _resident_kib(address) >= 30 << 10
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
-def test_the_python_releaser_lets_go_of_pages_unasked_and_ends_with_the_last_table(tmp_path, monkeypatch):
+def test_the_trimming_thread_ends_with_the_last_table(tmp_path, monkeypatch):
     monkeypatch.setattr(mapped, "_releaser", mapped._Releaser())  # its own, apart from other tests' tables
-    monkeypatch.setattr(mapped, "_pages", None)  # where the C thread is not built
     _write(tmp_path / "t.arrow")
     table = MappedTable(tmp_path / "t.arrow")
     column = table.table.column("a")
-    address = column.chunk(0).buffers()[1].address
-    pc.sum(column)
-    _released_unasked(address)
     thread = mapped._releaser._thread
     assert thread is not None and thread.is_alive()
     del table, column
