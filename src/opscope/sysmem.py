@@ -15,8 +15,7 @@ if TYPE_CHECKING:
 @functools.cache
 def switched_off(name: str) -> bool:
     """Whether ``$OPSCOPE_TUNING_OFF`` (names, comma-separated) turns the mechanism ``name`` off: trimmer (the heap
-    trimmed by growth),
-    arena (one malloc heap), sysalloc (Arrow on the C library's allocator), trims (malloc_trim at phase boundaries).
+    trimmed by growth), sysalloc (Arrow on the C library's allocator), trims (malloc_trim at phase boundaries).
     For measuring what each is worth (bench/owned_memory.py --variant)."""
     return name in os.environ.get("OPSCOPE_TUNING_OFF", "").split(",")
 
@@ -51,19 +50,10 @@ def _malloc_trim() -> None:
         _libc().malloc_trim(0)
 
 
-#: mallopt's parameter for the most heaps ("arenas") glibc's malloc keeps (malloc.h: M_ARENA_MAX).
-_M_ARENA_MAX = -8
-
-
-def use_one_malloc_arena() -> None:
-    """From now on, threads share the C library's one heap instead of each getting its own (glibc; a no-op elsewhere).
-
-    Two threads analysing one trace (advise's rules, diff's sides) each filled a heap of their own with buffers the
-    other thread's analysis freed and could not reuse: with one heap a 1 GB trace's ``advise`` peaked 50-110 MB lower,
-    and no slower (BENCHMARKS.md, "The seventh session"). Called when a trace opens from the cache, before analyses
-    start threads; not for a first open, whose parsing threads peaked 30 MB higher with it."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc
-        _libc().mallopt(_M_ARENA_MAX, 1)
+# No mallopt(M_ARENA_MAX, 1) any more (one malloc heap for every thread once a trace opened from the cache): with
+# Arrow on the C library's allocator and the heap trimmed by growth, one heap or several made no difference beyond
+# the runs' spread (1 GB trace, 7 interleaved runs: advise 341 / 344 MiB, diff 343 / 341, gpu --idle 226 / 224; the
+# same CPU time). BENCHMARKS.md, "Owned memory".
 
 
 #: The C library's heap is trimmed once the process's anonymous memory has grown by this much since the last trim (see

@@ -123,7 +123,7 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
     :func:`announce` once all are open, so a file that fails to open is the run's only line."""
     from opscope.ingest import open_trace
     from opscope.scale.discover import is_job_spec
-    from opscope.sysmem import release_free_memory, use_one_malloc_arena, use_system_pool
+    from opscope.sysmem import release_free_memory, use_system_pool
 
     if is_job_spec(path):
         from opscope.errors import UsageError
@@ -139,8 +139,6 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
         if progress is not None:
             progress.close()
     release_free_memory()
-    if trace.metadata.get("from_cache"):
-        use_one_malloc_arena()
     return trace
 
 
