@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from support.timing import limit
 
-from opscope.model import mapped
 from opscope.model.mapped import MappedTable
 
 ROWS = 4 << 20  # 32 MiB per int64 column: far above what the process's other pages move by during a test
@@ -38,19 +35,6 @@ def test_columns_are_views_of_the_file_and_read_nothing_into_memory(tmp_path):
 def test_a_compressed_file_reads_all_the_same(tmp_path):
     expected = _write(tmp_path / "t.arrow", "lz4")
     assert MappedTable(tmp_path / "t.arrow").table.equals(expected)
-
-
-def test_the_trimming_thread_ends_with_the_last_table(tmp_path, monkeypatch):
-    monkeypatch.setattr(mapped, "_releaser", mapped._Releaser())  # its own, apart from other tests' tables
-    _write(tmp_path / "t.arrow")
-    table = MappedTable(tmp_path / "t.arrow")
-    column = table.table.column("a")
-    thread = mapped._releaser._thread
-    assert thread is not None and thread.is_alive()
-    del table, column
-    gc.collect()
-    thread.join(timeout=limit(10))
-    assert not thread.is_alive() and mapped._releaser._thread is None
 
 
 def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path):

@@ -11,6 +11,7 @@ import pyarrow as pa
 from opscope.model.buffers import true_positions
 from opscope.model.mapped import MappedTable
 from opscope.model.schema import TABLE_SCHEMAS, kind_mask
+from opscope.runtime import working
 
 #: Kinds whose args :attr:`Trace.copy_args` holds.
 COPY_KINDS = ("memcpy", "memset")
@@ -146,10 +147,12 @@ class Trace:
             if found:
                 self._memo[key] = value
                 return value
-        # No trim here (there was one, malloc_trim after each kept analysis): with Arrow on the C library's allocator
-        # the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff of two
-        # 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "The sixth session")
-        value = self._memo[key] = compute()
+        # No trim where an analysis ends (there was one after each kept analysis): with Arrow on the C library's
+        # allocator the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff
+        # of two 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "The sixth session"); a tuned
+        # process trims by growth while it runs instead
+        with working():  # a tuned process trims its heap while an analysis runs (opscope.runtime)
+            value = self._memo[key] = compute()
         if store is not None and self.results is store:  # (compute() may have replaced a table)
             store.put(key, value)
         return value
