@@ -92,12 +92,28 @@ def needs_numpy(argv: list[str]) -> bool:
     return not argv or argv[0] not in NUMPY_FREE or bool(_NUMPY_OPTIONS.intersection(argv))
 
 
+def _verify_in_place_tables() -> None:
+    """Raise TraceError when a cache file this command read in place changed under it (written or truncated from
+    outside): its output was computed from something else than what was checked."""
+    mapped = sys.modules.get("opscope.model.mapped")  # (not imported: nothing was read in place)
+    if mapped is not None:
+        mapped.verify_all()
+
+
 def main() -> None:
     """Run the command line; errors about inputs are one line on stderr and exit code 2."""
     if is_command_process():
         runtime.tune_command(numpy=needs_numpy(sys.argv[1:]))  # all of the process's tuning, before pyarrow loads
     try:
-        app_for(sys.argv[1:])()
+        try:
+            app_for(sys.argv[1:])()
+        except SystemExit as done:
+            if done.code in (0, None):
+                _verify_in_place_tables()  # the last analyses' tables, after their output: said, not trusted
+            raise
+        except Exception:
+            _verify_in_place_tables()  # a cache file changed under the command explains its failure: that error
+            raise
     except (TraceError, UsageError) as exc:
         stderr().print(f"opscope: error: {exc}", markup=False, highlight=False)
         sys.exit(2)
