@@ -3,9 +3,10 @@
 What a command owns is its anonymous memory (``RssAnon`` of ``/proc/PID/status``: its heaps, Python's, the C
 library's and Arrow's), not its resident set: the pages of a mapped cache file are the kernel's page cache, clean
 and shared, and count in RSS only while mapped. This script runs each command as a whole process and samples
-``RssAnon`` (and ``RssFile``, for comparison) of the process and all its descendants, summed, every ``--period-ms``
-(default 3 ms), reporting the largest sum seen (a sampled peak: a spike shorter than the period can be missed), the
-wall time around the child, and the child's CPU seconds (``wait4``'s rusage).
+``RssAnon`` (and ``RssFile``, for comparison) of the process and all its descendants, summed (while it has children,
+their proportional shares: see :func:`owned`), every ``--period-ms`` (default 3 ms), reporting the largest sum seen
+(a sampled peak: a spike shorter than the period can be missed), the wall time around the child, and the child's
+CPU seconds (``wait4``'s rusage).
 
 Variants (``--variant LABEL=ENV``, ENV being ``NAME=VALUE`` pairs separated by spaces, ``PYTHONPATH=DIR/src`` for
 another checkout) run interleaved, round by round with the order rotated, so that on a shared machine every variant
@@ -15,8 +16,9 @@ the entries' ``results/`` before each run, as for the first command after the ca
 an empty cache directory (it parses the trace and writes the entry).
 
 Library cases (``lib:NAME``) are the same work as a command, done by a program that imports pyarrow first and then
-calls ``opscope.load(..., frames="arrow")`` and the ``Loaded`` method (``opscope.runtime.tune()`` first with
-``lib-tuned:NAME``), to compare library use with the command.
+calls ``opscope.load(..., frames="arrow")`` and the ``Loaded`` method; ``lib-tuned:NAME`` calls
+``opscope.runtime.tune()`` after importing pyarrow, ``lib-early:NAME`` before: to compare library use with the
+command.
 
     python bench/owned_memory.py                                   # every command, 5 runs each
     python bench/owned_memory.py --only advise,diff --repeat 7 --variant base= --variant 'off=OPSCOPE_X=1'
@@ -63,13 +65,16 @@ COMMANDS: list[tuple[str, list[str]]] = [
 
 #: the Loaded method of each library case (the work of the command of the same name)
 LIBRARY = {"summary": "summary()", "ops": "ops()", "kernels": "kernels()", "steps": "steps()",
-           "gpu": "gpu_breakdown()", "memory": "memory_report()", "advise": "advise()"}
+           "gpu": "gpu_breakdown()", "memory": "memory_peaks()", "advise": "advise()"}
 
 LIBRARY_CODE = """\
 import sys
-import pyarrow  # first, as a notebook that used Arrow before opscope would
+if sys.argv[1] == "early":  # tuned before pyarrow is imported
+    import opscope.runtime
+    opscope.runtime.tune()
+import pyarrow  # (first, as a notebook that used Arrow before opscope would)
 import opscope
-if sys.argv[1] == "tuned":
+if sys.argv[1] == "tuned":  # tuned after
     import opscope.runtime
     opscope.runtime.tune()
 loaded = opscope.load(sys.argv[2], frames="arrow")
@@ -97,17 +102,23 @@ def tree(pid: int) -> list[int]:
 
 
 def owned(pids: list[int]) -> tuple[int, int]:
-    """(RssAnon, RssFile) in bytes, summed over ``pids`` (those that are gone count nothing)."""
+    """(anonymous, file) resident bytes, summed over ``pids`` (those that are gone count nothing): ``RssAnon`` and
+    ``RssFile`` for a process alone; with children, each process's proportional share (``Pss_Anon``, ``Pss_File`` of
+    smaps_rollup), so that pages a forked child still shares with its parent (cxxfilt's ``ldconfig -p``, forked from
+    a 300 MiB process before it execs) count once, not twice."""
+    if len(pids) == 1:
+        keys, where = (b"RssAnon:", b"RssFile:"), "status"
+    else:
+        keys, where = (b"Pss_Anon:", b"Pss_File:"), "smaps_rollup"
     anon = file = 0
     for p in pids:
         try:
-            with open(f"/proc/{p}/status", "rb") as fh:
+            with open(f"/proc/{p}/{where}", "rb") as fh:
                 for line in fh:
-                    if line.startswith(b"RssAnon:"):
+                    if line.startswith(keys[0]):
                         anon += int(line.split()[1]) << 10
-                    elif line.startswith(b"RssFile:"):
+                    elif line.startswith(keys[1]):
                         file += int(line.split()[1]) << 10
-                        break
         except (OSError, ValueError):
             pass
     return anon, file
@@ -125,7 +136,7 @@ def run(argv: list[str], env: dict[str, str], period_s: float, timeout: float = 
             done, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if done:
                 break
-            if n % 10 == 0:  # the process tree every 10th sample (a walk costs more than a sample)
+            if n % 5 == 0 or len(pids) > 1:  # the process tree every 5th sample (a walk costs more than a sample)
                 pids = tree(proc.pid)
             n += 1
             anon, file = owned(pids)
@@ -149,10 +160,10 @@ def parse_env(spec: str) -> dict[str, str]:
 
 
 def argv_for(name: str, args: list[str], trace: Path, copy: Path, html: Path) -> list[str]:
-    if name.startswith(("lib:", "lib-tuned:")):
+    if name.startswith(("lib:", "lib-tuned:", "lib-early:")):
         kind, _, command = name.partition(":")
-        return [sys.executable, "-c", LIBRARY_CODE, "tuned" if kind == "lib-tuned" else "plain", str(trace),
-                LIBRARY[command]]
+        how = {"lib": "plain", "lib-tuned": "tuned", "lib-early": "early"}[kind]
+        return [sys.executable, "-c", LIBRARY_CODE, how, str(trace), LIBRARY[command]]
     real = [str(trace) if a == "T" else str(copy) if a == "C" else str(html) if a == "H" else a for a in args]
     return [sys.executable, "-m", "opscope.cli", *real]
 
@@ -190,7 +201,7 @@ def main() -> None:
     for name in only:
         if name in names:
             cases.append((name, dict(COMMANDS)[name]))
-        elif name.partition(":")[0] in ("lib", "lib-tuned") and name.partition(":")[2] in LIBRARY:
+        elif name.partition(":")[0] in ("lib", "lib-tuned", "lib-early") and name.partition(":")[2] in LIBRARY:
             cases.append((name, []))
         else:
             raise SystemExit(f"unknown command {name!r}")
