@@ -115,7 +115,7 @@ report()
 
 def test_stage_done_trims_a_tuned_process_only(monkeypatch):
     trims: list[int] = []
-    monkeypatch.setattr(runtime, "_malloc_trim", lambda: trims.append(1))
+    monkeypatch.setattr(runtime, "_trim_heaps", lambda: trims.append(1))
     monkeypatch.setattr(runtime, "_tuned", False)
     runtime.stage_done()
     assert trims == []
@@ -129,7 +129,7 @@ def test_the_heap_is_trimmed_when_anonymous_memory_grew_by_the_threshold(monkeyp
     sizes = iter([100, 100 + g - 1, 120, 100 + g, 110, 60, 60 + g - 1, 60 + g, 70])  # MiB, one per look
     trims = []
     monkeypatch.setattr(runtime, "anonymous_bytes", lambda: next(sizes) << 20)
-    monkeypatch.setattr(runtime, "_malloc_trim", lambda: trims.append(1))
+    monkeypatch.setattr(runtime, "_trim_heaps", lambda: trims.append(1))
     trimmer = runtime.HeapTrimmer()  # floor 100
     trimmer()  # grew g - 1
     trimmer()  # 120

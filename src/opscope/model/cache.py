@@ -7,9 +7,10 @@ renamed into place, so readers never see half a cache and an existing one is nev
 Every file of an entry has its size and CRC-32 in ``sums.json``: the events table and meta.json are
 checked when the entry is opened (a corrupt one is removed and the trace re-parsed), the other tables
 when they are first read (a corrupt one is an error that removes the entry, so the next run rebuilds it).
-A checksum covers the very bytes that are read: the numeric tables' over their map (:mod:`opscope.model.mapped`,
-which also makes a table changed from outside while mapped an error, never SIGBUS), the compressed ones' over the
-bytes read into memory before they are decompressed.
+A checksum covers the bytes that are read: the numeric tables' is taken once they are mapped, and the file's identity
+(size, mtime, ctime) is the same after it as before and after every analysis (:mod:`opscope.model.mapped`, which also
+makes a table truncated from outside while mapped an error, never SIGBUS); the compressed ones' over the bytes read
+into memory before they are decompressed.
 """
 
 from __future__ import annotations
@@ -125,8 +126,7 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         if not isinstance(metadata, dict):
             raise ValueError("meta.json is not an object")
         events_file = table_file(entry, "events")
-        # every command reads it: mapped and checked now (the checksum over the mapped bytes), so a bad one is rebuilt
-        # here
+        # every command reads it: mapped and checked now, so a bad one is rebuilt here
         mapped = MappedTable(events_file, _sums_of(events_file, sums), _unreadable)
         names, rows = mapped.table.schema.names, mapped.metadata.get(b"num_rows", b"")
         if not rows.isdigit():

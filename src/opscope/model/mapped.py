@@ -7,8 +7,8 @@ command owns none of them (its anonymous memory does not grow by the columns it 
 A map shows the file as it is now, not as it was checked. Written in place from outside, the columns change under
 the command; truncated, a read of a page the file no longer holds raises SIGBUS, which ends the process. So:
 
-- the checksum is computed over the mapped bytes themselves, between two looks at the file's identity (size, mtime,
-  ctime: a write or a truncation changes them), so what was checked is what is read;
+- the checksum is computed between two looks at the file's identity (size, mtime, ctime: a write or a truncation
+  changes them), after the file is mapped: what was checked is what is mapped;
 - the C guard (``_guard.c``) turns a SIGBUS in the map into zero pages and a mark;
 - :meth:`MappedTable.verify` (the trace calls it after reading columns and after each analysis; the command before
   it ends, :func:`verify_all`) raises when the mark is set or the identity has changed since the check: what was
@@ -61,6 +61,16 @@ def _same(before: _Identity, now: _Identity) -> bool:
     if before[:2] != now[:2]:
         return False
     return before[2] == now[2] or before[3] != now[3]  # a ctime moved by a link count's change alone
+
+
+def _read_sums(fd: int) -> list[int]:
+    """[size, CRC-32] of the file open on ``fd``, read in 1 MiB pieces."""
+    crc, size, at = 0, 0, 0
+    while chunk := os.pread(fd, 1 << 20, at):
+        crc = crc32(chunk, crc)
+        size += len(chunk)
+        at += len(chunk)
+    return [size, crc]
 
 
 def guarded() -> bool:
@@ -121,13 +131,18 @@ class MappedTable:
             if guarded() and size >= MAP_FROM_BYTES:
                 mapping = _guard.Mapping(fd, size)
                 data = memoryview(mapping)
+                # read, not through the map: the map's pages are touched only where a column is used (the checksum
+                # over the map made the whole file resident); what is read is what was checked so long as the
+                # file's identity is the same after the check as before it
+                if self.sums is not None and _read_sums(fd) != self.sums:
+                    raise ValueError(f"{self.file.name} does not match its checksum")
+                if mapping.damaged() or not _same(before, _identity(os.fstat(fd))):
+                    raise ValueError(f"{self.file.name} changed while it was checked")
             else:
                 with os.fdopen(os.dup(fd), "rb") as fh:
                     mapping, data = None, memoryview(fh.read())
-            if self.sums is not None and (len(data) != self.sums[0] or crc32(data) != self.sums[1]):
-                raise ValueError(f"{self.file.name} does not match its checksum")
-            if mapping is not None and (mapping.damaged() or not _same(before, _identity(os.fstat(fd)))):
-                raise ValueError(f"{self.file.name} changed while it was checked")
+                if self.sums is not None and [len(data), crc32(data)] != self.sums:
+                    raise ValueError(f"{self.file.name} does not match its checksum")
             # every column: with nothing to decompress the reader points into the buffer (asked for some fields only,
             # it copies the whole record batch instead)
             with pa.ipc.open_file(pa.py_buffer(data)) as reader:

@@ -2,11 +2,16 @@
 
 Nothing here happens on import. The ``opscope`` command applies it at its entry (:func:`tune_command`, from
 ``cli.app.main``); a program or notebook that uses opscope as a library applies the memory part with one call,
-:func:`tune`, best before it imports pyarrow::
+:func:`tune`, before it imports pyarrow::
 
     import opscope.runtime
     opscope.runtime.tune()
+    import pyarrow, polars  # ...
     loaded = opscope.load("trace.json.gz")
+
+Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 338 MiB against the
+command's 329, gpu 210 / 209, kernels 47 / 46); tuned after pyarrow is imported, Arrow's own allocator is already
+chosen and part of it is lost (advise 413 MiB); not tuned, 502 MiB. BENCHMARKS.md, "Owned memory".
 
 What :func:`tune` sets, each for what it measured (BENCHMARKS.md, "Owned memory"; peak anonymous memory of the
 first command after the cache write, 1 GB trace):
@@ -82,6 +87,10 @@ def tune() -> None:
         _tuned = True
     if not switched_off("sysalloc") and ARROW_POOL_ENV not in os.environ:
         if "pyarrow" in sys.modules:
+            # too late for Arrow's own choice (it reads the setting once, as pyarrow loads): pyarrow's calls go to the
+            # C library's allocator, what Arrow allocates on its own account (Acero's group-by) stays in Arrow's
+            # default pool, which keeps what it frees (mimalloc: neither its release_unused nor a trim returns it).
+            # Library use of the 1 GB trace: advise 413 MiB tuned after pyarrow, 338 before, the command 329
             import pyarrow as pa
 
             pa.set_memory_pool(pa.system_memory_pool())
@@ -128,7 +137,8 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def _malloc_trim() -> None:
+def _trim_heaps() -> None:
+    """The C library's free heap pages back to the system (``malloc_trim``)."""
     libc = _libc()
     with contextlib.suppress(AttributeError):  # not glibc
         if libc is not None:
@@ -151,7 +161,7 @@ def stage_done() -> None:
     process, the C library's free heap pages go back to the system (its next stage would otherwise peak on top of
     them); else nothing."""
     if _tuned and not switched_off("trims"):
-        _malloc_trim()
+        _trim_heaps()
 
 
 class HeapTrimmer:
@@ -173,7 +183,7 @@ class HeapTrimmer:
         if now is None or self._floor is None:
             return
         if now >= self._floor + TRIM_GROWTH_BYTES:
-            _malloc_trim()
+            _trim_heaps()
             now = anonymous_bytes() or now
             self._floor = now
         else:
