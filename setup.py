@@ -1,5 +1,5 @@
 """The optional C parts (everything else is in pyproject.toml): the reader of Chrome trace chunks, derive.py's loops,
-the analyses' (innermost enclosing span, scatter) and the release of mapped cache pages (model/_pages.c).
+the analyses' (innermost enclosing span, scatter) and the guard of mapped cache files (model/_guard.c).
 
 ``optional=True``: where no C compiler is found the build goes on without them and opscope uses its Python paths
 (the same tables, slower; see ``opscope.ingest.chrome.native`` and ``opscope.model.derive``)."""
@@ -20,8 +20,8 @@ setup(ext_modules=[
               depends=VIEWS),
     Extension("opscope.analyses._loops", ["src/opscope/analyses/_loops.c"], optional=True,
               extra_compile_args=FLAGS, depends=VIEWS),
-    # the thread that takes mapped cache pages out of the resident set without the GIL (POSIX: madvise)
+    # cache files mapped so that a truncation from outside reads as zeros and an error, not SIGBUS (POSIX)
     *([] if sys.platform == "win32" else [
-        Extension("opscope.model._pages", ["src/opscope/model/_pages.c"], optional=True,
+        Extension("opscope.model._guard", ["src/opscope/model/_guard.c"], optional=True,
                   extra_compile_args=FLAGS + THREADS, extra_link_args=THREADS)]),
 ])

@@ -1,6 +1,6 @@
 """Start-up: ``opscope --help`` and every ``opscope CMD --help`` import typer and opscope's command modules, and
 none of pyarrow, numpy, duckdb, pydantic, rich, the model, the analyses or the renderers; a command served from
-the cache does not import pydantic (typer's value conversion, see opscope.cli.fastparams). Checked in fresh
+the cache does not import pydantic (typer's value conversion, see opscope.runtime.typer_values). Checked in fresh
 processes through sys.modules; no timing here (bench/startup.py measures it)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,16 @@ print("\\n" + json.dumps({"codes": results, "modules": sorted(k for k, v in sys.
 """
 
 
-def run_main(*argvs: list[str], env: dict[str, str] | None = None) -> tuple[str, list[int], set[str]]:
-    proc = subprocess.run([sys.executable, "-c", RUN_MAIN, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=limit(120), env={**os.environ, **(env or {}), "PYTHONPATH": SRC})
+def run_main(*argvs: list[str], env: dict[str, str] | None = None,
+             command: bool = True) -> tuple[str, list[int], set[str]]:
+    """``command``: as the opscope command's own process (its console script, named ``opscope``), which tunes itself
+    at its entry (opscope.runtime.tune_command); else as a program that calls main() among other work."""
+    with tempfile.TemporaryDirectory() as where:
+        script = Path(where) / "opscope"
+        script.write_text(RUN_MAIN)
+        run = [str(script)] if command else ["-c", RUN_MAIN]
+        proc = subprocess.run([sys.executable, *run, json.dumps(argvs)], capture_output=True, text=True,
+                              timeout=limit(120), env={**os.environ, **(env or {}), "PYTHONPATH": SRC})
     assert proc.returncode == 0, proc.stderr
     text, _, last = proc.stdout.rstrip().rpartition("\n")
     report = json.loads(last)
@@ -108,7 +116,7 @@ def test_the_renderers_registry_imports_no_format_of_its_own():
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])
-@pytest.mark.parametrize("command", ["kernels", "advise"])  # advise: a list of paths (fastparams.fast_list)
+@pytest.mark.parametrize("command", ["kernels", "advise"])  # advise: a list of paths (typer_values.fast_list)
 def test_cached_command_converts_options_without_pydantic(tmp_path, fmt, command):
     trace = write_trace(tmp_path / "t.json", small_gpu_trace())
     # first run fills the cache; the second is served from it
@@ -164,6 +172,6 @@ def test_table_commands_run_without_numpy_and_say_the_same(tmp_path):
                         if line.startswith("import time:")}
             assert alone.returncode == 0, alone.stderr
             assert "pyarrow" in imported and not any(m.split(".")[0] == "numpy" for m in imported), argv
-            within, codes, modules = run_main(argv)
+            within, codes, modules = run_main(argv, command=False)
             assert codes == [0] and "numpy" in modules
             assert alone.stdout == within, argv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from opscope.model import cache as cache_mod
@@ -24,3 +25,23 @@ def flip_in_data_pages(file: Path) -> int:
         data[i] ^= 0xFF
     file.write_bytes(bytes(data))
     return middle
+
+
+def change_in_place(file: Path, how: str) -> None:
+    """Change a table file the way a process outside opscope could while a command reads it: ``truncate`` it to
+    4 KiB, or ``overwrite`` 4 KiB in the middle of its record batches in place (same size, other bytes)."""
+    if how == "truncate":
+        os.truncate(file, 4096)
+        return
+    assert how == "overwrite", how
+    with open(file, "r+b") as fh:
+        fh.seek(os.path.getsize(file) // 2)
+        fh.write(b"\xa5" * 4096)
+
+
+def padded_events(n: int = 30_000) -> list[dict]:
+    """small_gpu_trace and ``n`` one-microsecond ops after it: an events table of a few MB, which the cache maps
+    rather than reads (model.mapped.MAP_FROM_BYTES)."""
+    from support.tracefiles import small_gpu_trace, x
+
+    return small_gpu_trace() + [x("aten::pad", 4000 + 2 * i, 1) for i in range(n)]

@@ -1,11 +1,13 @@
-"""Tables read in place (``model.mapped``): columns are views of the mapped file, nothing is copied, and the pages a
-command touched leave its resident set while the columns stay readable."""
+"""Tables read in place (``model.mapped``): columns are views of the mapped file, checked by a checksum over the
+mapped bytes themselves, and a file changed from outside while it is mapped (written in place, truncated) is an
+error of the table's, never a signal or a silently different column."""
 
 from __future__ import annotations
 
-import gc
+import os
+import signal
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,11 +18,13 @@ from support.timing import limit
 from opscope.model import mapped
 from opscope.model.mapped import MappedTable
 
-ROWS = 4 << 20  # 32 MiB per int64 column: far above what the process's other pages move by during a test
+ROWS = 1 << 20  # 8 MiB per int64 column: above MAP_FROM_BYTES
+TOTAL = ROWS * (ROWS - 1) // 2
+guard = pytest.mark.skipif(not mapped.guarded(), reason="the C guard is not built (or OPSCOPE_NATIVE=0)")
 
 
-def _write(path: Path, compression: str | None = None) -> pa.Table:
-    a = pa.array(range(ROWS), pa.int64())
+def _write(path: Path, rows: int = ROWS, compression: str | None = None) -> pa.Table:
+    a = pa.array(range(rows), pa.int64())
     table = pa.table({"a": a, "b": pc.bit_wise_and(a, 7),
                       "name": pa.DictionaryArray.from_arrays(pc.bit_wise_and(a, 1).cast(pa.int32()), ["x", "y"])})
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(
@@ -29,98 +33,127 @@ def _write(path: Path, compression: str | None = None) -> pa.Table:
     return table
 
 
-def _resident_kib(address: int) -> int:
-    """The resident size (KiB) of the mapping holding ``address`` (Linux: /proc/self/smaps)."""
-    inside = False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and ":" not in head:
-            low, high = (int(x, 16) for x in head.split("-"))
-            inside = low <= address < high
-        elif inside and line.startswith("Rss:"):
-            return int(line.split()[1])
-    raise AssertionError("no mapping holds the address")
+def _sums(path: Path) -> list[int]:
+    import zlib
+
+    data = path.read_bytes()
+    return [len(data), zlib.crc32(data)]
 
 
+@guard
 def test_columns_are_views_of_the_file_and_read_nothing_into_memory(tmp_path):
     expected = _write(tmp_path / "t.arrow")
-    table = MappedTable(tmp_path / "t.arrow")
+    table = MappedTable(tmp_path / "t.arrow", _sums(tmp_path / "t.arrow"))
     before = pa.total_allocated_bytes()
     got = table.table
     assert pa.total_allocated_bytes() == before  # no copy, no decompression
-    assert got.equals(expected)
-    assert got.column("b").chunk(0).buffers()[1].address != expected.column("b").chunk(0).buffers()[1].address
+    assert table.in_place and got.equals(expected)
+
+
+@pytest.mark.parametrize("where", ["small", "no guard"])
+def test_small_files_and_a_build_without_the_guard_read_the_file_into_memory(tmp_path, monkeypatch, where):
+    rows = 1000 if where == "small" else ROWS
+    expected = _write(tmp_path / "t.arrow", rows)
+    if where == "no guard":
+        monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    table = MappedTable(tmp_path / "t.arrow", _sums(tmp_path / "t.arrow"))
+    assert table.table.equals(expected) and not table.in_place
+    os.truncate(tmp_path / "t.arrow", 0)  # the process's own copy: nothing changes under it
+    table.verify()
+    assert pc.sum(table.table.column("a")).as_py() == (TOTAL if rows == ROWS else rows * (rows - 1) // 2)
 
 
 def test_a_compressed_file_reads_all_the_same(tmp_path):
-    expected = _write(tmp_path / "t.arrow", "lz4")
+    expected = _write(tmp_path / "t.arrow", compression="lz4")
     assert MappedTable(tmp_path / "t.arrow").table.equals(expected)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
-def test_release_takes_the_pages_out_and_the_columns_stay_readable(tmp_path, monkeypatch):
-    monkeypatch.setattr(mapped._releaser, "watch", lambda table: None)  # only the explicit release, in this test
-    monkeypatch.setattr(mapped, "_pages", None)
-    _write(tmp_path / "t.arrow")
-    table = MappedTable(tmp_path / "t.arrow")
+@pytest.mark.parametrize("damage", ["a flipped byte", "a shorter file"])
+def test_the_checksum_covers_the_bytes_read(tmp_path, damage):
+    path = tmp_path / "t.arrow"
+    _write(path)
+    sums = _sums(path)
+    data = bytearray(path.read_bytes())
+    if damage == "a flipped byte":
+        data[len(data) // 2] ^= 0xFF
+    else:
+        del data[-4096:]
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"t\.arrow (does not match its checksum|is .* bytes, written as)"):
+        MappedTable(path, sums).table  # noqa: B018
+
+
+@guard
+def test_removing_the_file_while_it_is_mapped_is_harmless(tmp_path):
+    path = tmp_path / "t.arrow"
+    _write(path)
+    table = MappedTable(path, _sums(path))
     column = table.table.column("a")
-    address = column.chunk(0).buffers()[1].address
-    total = pc.sum(column).as_py()  # touches every page of the column
-    assert _resident_kib(address) >= 30 << 10
-    table.release()
-    assert _resident_kib(address) < 4 << 10
-    assert pc.sum(column).as_py() == total == ROWS * (ROWS - 1) // 2  # mapped back in, the same values
+    path.unlink()  # (the cache directory removed meanwhile: the map keeps the file)
+    table.verify()
+    assert pc.sum(column).as_py() == TOTAL
 
 
-def _released_unasked(address: int) -> None:
-    deadline = time.monotonic() + limit(10)
-    while _resident_kib(address) >= 4 << 10:
-        assert time.monotonic() < deadline, "the pages were never released"
-        time.sleep(0.01)
-
-
-@pytest.mark.skipif(mapped._pages is None, reason="the C release thread is not built")
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
-def test_the_c_thread_lets_go_of_pages_unasked_until_the_table_goes(tmp_path, monkeypatch):
-    monkeypatch.setattr(mapped._releaser, "watch", lambda table: None)  # the C thread alone
-    _write(tmp_path / "t.arrow")
-    table = MappedTable(tmp_path / "t.arrow")
+@guard
+def test_a_file_written_in_place_while_mapped_is_an_error_not_a_different_column(tmp_path):
+    path = tmp_path / "t.arrow"
+    _write(path)
+    errors = []
+    table = MappedTable(path, _sums(path), error=lambda file, exc: errors.append(file) or ValueError(f"E {exc}"))
     column = table.table.column("a")
-    assert table.released_in_c and mapped._pages.watched()[1] == 1
-    address = column.chunk(0).buffers()[1].address
-    for _ in range(3):  # released again after every use
-        assert pc.sum(column).as_py() == ROWS * (ROWS - 1) // 2
-        _released_unasked(address)
-    del table  # the map lives on in the column's buffers: no longer released, never unmapped under the thread
-    gc.collect()
-    assert pc.sum(column).as_py() == ROWS * (ROWS - 1) // 2
-    time.sleep(0.2)  # a hundred periods
-    assert _resident_kib(address) >= 30 << 10
+    assert pc.sum(column).as_py() == TOTAL
+    with open(path, "r+b") as fh:  # same size, other bytes: the column's values change under the map
+        fh.seek(os.path.getsize(path) // 2)
+        fh.write(b"\xff" * 4096)
+    with pytest.raises(ValueError, match=r"E t\.arrow changed while it was read"):
+        table.verify()
+    assert errors == [path]
+    with pytest.raises(ValueError, match=r"t\.arrow (changed|was truncated) while it was read"):
+        mapped.verify_all()  # what the command does before it ends
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc/self/smaps")
-def test_the_python_releaser_lets_go_of_pages_unasked_and_ends_with_the_last_table(tmp_path, monkeypatch):
-    monkeypatch.setattr(mapped, "_releaser", mapped._Releaser())  # its own, apart from other tests' tables
-    monkeypatch.setattr(mapped, "_pages", None)  # where the C thread is not built
-    _write(tmp_path / "t.arrow")
-    table = MappedTable(tmp_path / "t.arrow")
+@guard
+def test_a_file_truncated_while_mapped_reads_zeros_and_is_an_error_not_sigbus(tmp_path):
+    path = tmp_path / "t.arrow"
+    _write(path)
+    table = MappedTable(path, _sums(path))
     column = table.table.column("a")
-    address = column.chunk(0).buffers()[1].address
-    pc.sum(column)
-    _released_unasked(address)
-    thread = mapped._releaser._thread
-    assert thread is not None and thread.is_alive()
-    del table, column
-    gc.collect()
-    thread.join(timeout=limit(10))
-    assert not thread.is_alive() and mapped._releaser._thread is None
+    os.truncate(path, 1 << 20)  # the first MiB stays: a's first 1 MiB minus the header, the rest is gone
+    got = pc.sum(column).as_py()  # SIGBUS here without the guard: the process ended, exit 135
+    assert got < TOTAL
+    with pytest.raises(ValueError, match=r"t\.arrow was truncated while it was read"):
+        table.verify()
 
 
-def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path):
+@guard
+def test_a_sigbus_outside_the_guarded_maps_still_ends_the_process(tmp_path):
+    # the guard takes only its own mappings' faults: another file's truncated map ends the process as before
+    code = f"""
+import mmap, os, pyarrow as pa
+from opscope.model.mapped import MappedTable
+path = {str(tmp_path / "t.arrow")!r}
+MappedTable(path).table  # the guard is installed
+other = {str(tmp_path / "u.bin")!r}
+with open(other, "wb") as fh:
+    fh.write(b"x" * 65536)
+with open(other, "rb") as fh:
+    view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+os.truncate(other, 0)
+print(view[60000])
+"""
+    _write(tmp_path / "t.arrow")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=limit(60),
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert done.returncode == -signal.SIGBUS, done.stderr
+
+
+def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path, monkeypatch):
     from support.tracefiles import small_gpu_trace, write_trace
 
     from opscope.ingest import open_trace
+    from opscope.model.cache import IN_PLACE
 
+    monkeypatch.setattr(mapped, "MAP_FROM_BYTES", 0)  # the small trace's tables too
     path = write_trace(tmp_path / "t.json", small_gpu_trace())
     parsed = open_trace(path, cache_dir=tmp_path / "cache")  # parses and writes the entry
     cached = open_trace(path, cache_dir=tmp_path / "cache")
@@ -129,10 +162,10 @@ def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path):
     columns = cached.select(["kind", "name", "ts_ns", "dur_ns", "stream", "parent"])
     assert pa.total_allocated_bytes() == before  # views of the mapped file: nothing decompressed or copied
     assert columns.equals(parsed.select(["kind", "name", "ts_ns", "dur_ns", "stream", "parent"]))
-    from opscope.model.cache import IN_PLACE
-
     sides = {name: getattr(cached, name) for name in IN_PLACE if name != "events"}
     assert pa.total_allocated_bytes() == before  # the numeric side tables too
     assert all(table.equals(getattr(parsed, name)) for name, table in sides.items())
     assert sides["steps"].num_rows == 2 and len(cached._mapped) == len(sides)  # held while the trace lives
+    assert mapped.guarded() == all(m.in_place for m in cached._mapped)
+    cached.verify()
     assert cached.flows.equals(parsed.flows) and len(cached._mapped) == len(sides)  # (LZ4: read into memory)

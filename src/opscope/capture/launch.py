@@ -24,7 +24,7 @@ from opscope.capture.outdir import claim_output_dir, remove_staging_dirs
 from opscope.capture.runner import ENV, write_json_atomic
 from opscope.capture.session import RecordOptions
 from opscope.errors import UsageError
-from opscope.sysmem import child_environment
+from opscope.runtime import child_environment
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 

@@ -8,12 +8,9 @@ from typing import Annotated
 
 import typer
 
-from opscope.cli import fastparams
+from opscope import runtime
 from opscope.cli.common import stderr
 from opscope.errors import TraceError, UsageError
-from opscope.sysmem import prefer_system_allocator
-
-fastparams.install()  # option values converted without importing pydantic (see fastparams)
 
 
 def _typer() -> typer.Typer:
@@ -72,7 +69,7 @@ def app_for(argv: list[str]) -> typer.Typer:
 #: Commands that read traces (or their cache entries) and show tables. pyarrow imports numpy only because it is
 #: installed; opscope calls nothing that needs it on these paths (tools/json_snapshot.py run with numpy hidden:
 #: every table command on every shared trace, the same bytes, exit codes and stderr), and leaving it out saves a
-#: fifth of a cached command's CPU time (bench/startup.py --with-numpy) and 11 MB of memory. advise only without
+#: fifth of a cached command's CPU time (bench/startup.py --with-numpy) and 6 MiB of memory. advise only without
 #: --measure (which times reproducers with torch); not query (SQL may ask DuckDB for anything) or the commands that
 #: run programs.
 NUMPY_FREE = frozenset({"summary", "ops", "kernels", "steps", "gpu", "memory", "scope", "code", "diff", "advise"})
@@ -82,7 +79,7 @@ _NUMPY_OPTIONS = frozenset({"--measure"})
 
 def is_command_process() -> bool:
     """Whether this process is the ``opscope`` command itself (its console script, ``python -m opscope.cli``), not
-    a program that calls :func:`main` among other work: only the command may decide what the process imports."""
+    a program that calls :func:`main` among other work: only the command may tune its process (opscope.runtime)."""
     entry = sys.modules.get("__main__")
     spec = getattr(entry, "__spec__", None)
     if spec is not None and spec.name == "opscope.cli.__main__":
@@ -90,24 +87,33 @@ def is_command_process() -> bool:
     return os.path.basename(getattr(entry, "__file__", None) or "") == "opscope"
 
 
-def skip_numpy(argv: list[str]) -> bool:
-    """Keep numpy out of this process when ``argv`` runs a :data:`NUMPY_FREE` command (not when numpy is loaded
-    already, nor when a Dask client, which may serialize with it, runs the job's ranks: $OPSCOPE_DASK). For the
-    command process only (see is_command_process): pyarrow imported without numpy stays without it."""
-    if not argv or argv[0] not in NUMPY_FREE or "numpy" in sys.modules or os.environ.get("OPSCOPE_DASK") \
-            or _NUMPY_OPTIONS.intersection(argv):
-        return False
-    sys.modules["numpy"] = None  # type: ignore[assignment]  # import numpy raises ImportError: pyarrow goes without
-    return True
+def needs_numpy(argv: list[str]) -> bool:
+    """Whether the command ``argv`` runs may use numpy (every command but the :data:`NUMPY_FREE` ones)."""
+    return not argv or argv[0] not in NUMPY_FREE or bool(_NUMPY_OPTIONS.intersection(argv))
+
+
+def _verify_in_place_tables() -> None:
+    """Raise TraceError when a cache file this command read in place changed under it (written or truncated from
+    outside): its output was computed from something else than what was checked."""
+    mapped = sys.modules.get("opscope.model.mapped")  # (not imported: nothing was read in place)
+    if mapped is not None:
+        mapped.verify_all()
 
 
 def main() -> None:
     """Run the command line; errors about inputs are one line on stderr and exit code 2."""
     if is_command_process():
-        skip_numpy(sys.argv[1:])
-        prefer_system_allocator()
+        runtime.tune_command(numpy=needs_numpy(sys.argv[1:]))  # all of the process's tuning, before pyarrow loads
     try:
-        app_for(sys.argv[1:])()
+        try:
+            app_for(sys.argv[1:])()
+        except SystemExit as done:
+            if done.code in (0, None):
+                _verify_in_place_tables()  # the last analyses' tables, after their output: said, not trusted
+            raise
+        except Exception:
+            _verify_in_place_tables()  # a cache file changed under the command explains its failure: that error
+            raise
     except (TraceError, UsageError) as exc:
         stderr().print(f"opscope: error: {exc}", markup=False, highlight=False)
         sys.exit(2)

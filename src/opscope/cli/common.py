@@ -104,7 +104,6 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
     :func:`announce` once all are open, so a file that fails to open is the run's only line."""
     from opscope.ingest import open_trace
     from opscope.scale.discover import is_job_spec
-    from opscope.sysmem import release_free_memory, use_one_malloc_arena, use_system_pool
 
     if is_job_spec(path):
         from opscope.errors import UsageError
@@ -112,16 +111,12 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
         raise UsageError(f"{path} names a job (a directory or glob of rank traces) and this command reads one trace: "
                          "give it one rank's file; opscope job, summary, ops, kernels, steps, gpu, memory, scope, "
                          "code and query take the whole job")
-    use_system_pool()
     progress = _progress_for(path)
     try:
         trace = open_trace(path, use_cache=not no_cache, progress=progress, write_behind=True)
     finally:
         if progress is not None:
             progress.close()
-    release_free_memory()
-    if trace.metadata.get("from_cache"):
-        use_one_malloc_arena()
     return trace
 
 

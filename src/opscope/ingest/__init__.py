@@ -18,7 +18,7 @@ from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
-from opscope.sysmem import release_free_memory
+from opscope.runtime import stage_done
 
 __all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "finish_cache_writes", "open_trace", "pick_reader",
            "read_head", "reader_named"]
@@ -63,7 +63,7 @@ def open_trace(
         raise TraceError(path, "does not fit in memory", "try a machine with more RAM") from None
     except RecursionError:
         raise TraceError(path, "is nested too deeply to be a trace (hostile input?)") from None
-    release_free_memory()
+    stage_done()  # the parser's buffers: back to the system before completing allocates its own (tuned)
     draft = None
     if use_cache:
         with contextlib.suppress(OSError):  # no cache directory: the trace is read all the same
@@ -99,6 +99,7 @@ def open_trace(
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
         trace.args = partial(_args_of, path)
+    stage_done()  # completing's temporaries, before the command's analyses (tuned)
     return trace
 
 

@@ -7,6 +7,10 @@ renamed into place, so readers never see half a cache and an existing one is nev
 Every file of an entry has its size and CRC-32 in ``sums.json``: the events table and meta.json are
 checked when the entry is opened (a corrupt one is removed and the trace re-parsed), the other tables
 when they are first read (a corrupt one is an error that removes the entry, so the next run rebuilds it).
+A checksum covers the bytes that are read: the numeric tables' is taken once they are mapped, and the file's identity
+(size, mtime, ctime) is the same after it as before and after every analysis (:mod:`opscope.model.mapped`, which also
+makes a table truncated from outside while mapped an error, never SIGBUS); the compressed ones' over the bytes read
+into memory before they are decompressed.
 """
 
 from __future__ import annotations
@@ -99,6 +103,14 @@ def _check(file: Path, sums: dict) -> None:
         raise ValueError(f"{file.name} does not match its checksum")
 
 
+def _sums_of(file: Path, sums: dict) -> list[int]:
+    """``[size, CRC-32]`` of ``file`` as written, from the entry's sums.json."""
+    value = sums.get(file.name)
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+        raise ValueError(f"sums.json has no checksum of {file.name}")
+    return value
+
+
 def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | None:
     """The cached Trace of ``path``, or None if there is no entry. Raises CorruptEntryError (after removing
     the entry) when there was one but it is damaged, so the caller re-parses and can say why."""
@@ -115,15 +127,18 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         if not isinstance(metadata, dict):
             raise ValueError("meta.json is not an object")
         events_file = table_file(entry, "events")
-        _check(events_file, sums)  # every command reads it: checked now, so a bad one is rebuilt here
-        names, rows = _footer(events_file)
+        # every command reads it: mapped and checked now, so a bad one is rebuilt here
+        mapped = MappedTable(events_file, _sums_of(events_file, sums), _unreadable)
+        names, rows = mapped.table.schema.names, mapped.metadata.get(b"num_rows", b"")
+        if not rows.isdigit():
+            raise ValueError(f"{events_file.name} does not say how many rows it holds")
         # Every side table's footer too (cheap: footers only), so a truncated file is found here,
         # not as pyarrow's multi-line error in the middle of a command.
         for name in (*TABLE_SCHEMAS, *DERIVED):
             if name != "events":
                 _footer(table_file(entry, name))
-        mapped = MappedTable(events_file)
-        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, mapped, names), rows)}
+        tables: dict = {"events": ColumnLoader(names, partial(_read_columns, mapped, names), int(rows),
+                                               verify=mapped.verify)}
     except (OSError, ValueError, pa.ArrowException) as exc:
         # Unreadable entry: remove it and let the caller re-parse, so store() writes a good entry
         # (store never overwrites an entry whose meta.json exists).
@@ -165,8 +180,9 @@ def table_file(entry: Path, name: str) -> Path:
 
 
 def _footer(file: Path) -> tuple[list[str], int]:
-    """The column names and row count of a table file, from its footer alone."""
-    with pa.memory_map(str(file)) as source:
+    """The column names and row count of a table file, from its footer alone (read, not mapped: a file truncated
+    meanwhile is a short read, not SIGBUS)."""
+    with pa.OSFile(str(file)) as source:
         reader = pa.ipc.open_file(source)
         rows = (reader.metadata or {}).get(b"num_rows")
         if rows is None or not rows.isdigit():
@@ -174,10 +190,13 @@ def _footer(file: Path) -> tuple[list[str], int]:
         return reader.schema.names, int(rows)
 
 
-def _read_ipc(file: Path) -> pa.Table:
-    """The table in ``file``, decompressed. Memory-mapped: the compressed bytes are read from the page cache as they are
-    decompressed."""
-    return pa.ipc.open_file(pa.memory_map(str(file))).read_all()
+def _read_ipc(file: Path, sums: dict) -> pa.Table:
+    """The table in ``file``, decompressed: the compressed bytes are read into memory and checked there, so what is
+    decompressed is what was checked."""
+    data = file.read_bytes()
+    if [len(data), _crc32(data)] != _sums_of(file, sums):
+        raise ValueError(f"{file.name} does not match its checksum")
+    return pa.ipc.open_file(pa.py_buffer(data)).read_all()
 
 
 def _read_columns(mapped: MappedTable, columns: list[str], names: list[str]) -> pa.Table:
@@ -194,12 +213,11 @@ def _read_columns(mapped: MappedTable, columns: list[str], names: list[str]) -> 
 
 def _read_later(file: Path, sums: dict, in_place: bool) -> pa.Table | MappedTable:
     try:
-        _check(file, sums)
         if in_place:
-            mapped = MappedTable(file)
-            mapped.table  # noqa: B018 - mapped and read now, so that a bad file is an error here
-            return mapped  # (the trace keeps it: its pages are released while it lives)
-        return _read_ipc(file)
+            mapped = MappedTable(file, _sums_of(file, sums), _unreadable)
+            mapped.table  # noqa: B018 - mapped and checked now, so that a bad file is an error here
+            return mapped  # (the trace keeps it, and verifies it after each analysis)
+        return _read_ipc(file, sums)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise _unreadable(file, exc) from None
 

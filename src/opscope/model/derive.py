@@ -19,7 +19,7 @@ from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
 from opscope.model.trace import Trace, copy_rows
-from opscope.sysmem import release_free_memory
+from opscope.runtime import stage_done
 from opscope.threads import side_by_side
 
 try:  # the loops over every event in C (_derive.c), where it was built; the Python ones below are the definition
@@ -80,7 +80,7 @@ def complete(trace: Trace, args_ready: Callable[[pa.Table], None] | None = None)
     _take_in_place(columns, order)
     events = pa.table(columns, names=names)
     del columns
-    release_free_memory()  # the unsorted columns are gone: their memory back before nesting allocates its own
+    stage_done()  # the unsorted columns are gone: their memory back before nesting allocates its own (tuned)
     args = _args_at_rows(trace.args, events["event_id"])
     if args is not trace.args:
         trace.args = args
@@ -106,7 +106,7 @@ def complete(trace: Trace, args_ready: Callable[[pa.Table], None] | None = None)
     events = events.append_column("depth", depth)
     events = events.append_column("self_ns", self_ns)
     events = events.append_column("step", step)
-    release_free_memory()  # nesting's and step lookup's temporaries
+    stage_done()  # nesting's and step lookup's temporaries (tuned)
     merged, op_self_ns = fold_duplicate_ops(events)
     events = events.append_column("merged", merged)
     events = events.append_column("op_self_ns", op_self_ns)

@@ -1,20 +1,27 @@
-"""Tables read in place: an Arrow IPC file's columns as views of its pages, which the process lets go of as it runs.
+"""Tables read in place: an Arrow IPC file's columns as views of its pages, checked where they are read.
 
-A cache entry's events file is written uncompressed, so reading it is mapping it: the reader only points into the
-map, nothing is decompressed or copied, and a column costs memory only where it is used. The pages are the kernel's
-page cache, shared and clean. This module keeps them out of the process's resident set too: every
-:data:`RELEASE_PERIOD_S` each mapped table's pages leave the process (``madvise(MADV_DONTNEED)``); a column used
-again maps them back from the page cache, with no disk read and no copy (a 1 GB trace's 11 numeric columns, 190 MB:
-3-4 ms). So a command holds the pages its analyses touched in the last few milliseconds, not every column it has
-read. The releases run on a C thread that never takes the GIL (``_pages.c``), or, where that is not built, on a
-Python thread. A Python thread also trims the C library's heap when freed buffers pile up in it
-(:class:`opscope.sysmem.HeapTrimmer`). DESIGN.md, "The events file is read in place".
+A cache entry's numeric tables are written uncompressed, so reading one is mapping it: Arrow's reader only points
+into the map, nothing is decompressed or copied, and the pages are the kernel's page cache, clean and shared: a
+command owns none of them (its anonymous memory does not grow by the columns it reads).
+
+A map shows the file as it is now, not as it was checked. Written in place from outside, the columns change under
+the command; truncated, a read of a page the file no longer holds raises SIGBUS, which ends the process. So:
+
+- the checksum is computed between two looks at the file's identity (size, mtime, ctime: a write or a truncation
+  changes them), after the file is mapped: what was checked is what is mapped;
+- the C guard (``_guard.c``) turns a SIGBUS in the map into zero pages and a mark;
+- :meth:`MappedTable.verify` (the trace calls it after reading columns and after each analysis; the command before
+  it ends, :func:`verify_all`) raises when the mark is set or the identity has changed since the check: what was
+  computed from the table is then not given out, and the error names the file.
+
+Without the guard (not built, or ``OPSCOPE_NATIVE=0``), and for small tables, the file is read into memory and
+checked there instead: as safe (the bytes are the process's own), at the cost of the table's size in its memory.
+DESIGN.md, "The events file is read in place".
 """
 
 from __future__ import annotations
 
-import contextlib
-import mmap
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -23,111 +30,155 @@ from pathlib import Path
 import pyarrow as pa
 
 from opscope.model.buffers import c_enabled
-from opscope.sysmem import HeapTrimmer
 
-try:  # the releases without the GIL, where built (POSIX)
-    from opscope.model import _pages  # type: ignore[attr-defined]
+try:  # the guarded map, where built (POSIX)
+    from opscope.model import _guard  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - a build without a C compiler
-    _pages = None
+    _guard = None
 
-#: How often the pages of mapped tables leave the resident set. Shorter holds fewer pages at the cost of more
-#: wake-ups; each walks the map's page tables (~0.1 ms for 300 MB) and the analyses map back what they still use
-#: (fault-around maps 16 cached pages at a time). See BENCHMARKS.md, "The seventh session".
-RELEASE_PERIOD_S = 0.002
-#: How often the Python thread looks at the heap (and, without the C thread, releases the pages: it waits for the
-#: GIL, so more often would only make it queue for it).
-_PYTHON_PERIOD_S = 0.01
+try:  # the same CRC-32 (gzip's), with the CPU's carry-less multiply: 3x zlib's on this machine
+    from isal.isal_zlib import crc32
+except ImportError:  # pragma: no cover - isal is a dependency; a platform without its wheel uses zlib's
+    from zlib import crc32
+
+#: Files smaller than this are read into memory rather than mapped (the steps and counters tables: kilobytes).
+MAP_FROM_BYTES = 1 << 20
+
+#: what identifies the file's content for :meth:`MappedTable.verify`: size, mtime, ctime (a write or a truncation
+#: changes them; the ctime also where the mtime was set back) and the link count (an unlink changes the ctime alone:
+#: removing the entry while a command reads it is harmless, the map keeps the file)
+_Identity = tuple[int, int, int, int]
+
+_live: weakref.WeakSet[MappedTable] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def _identity(st: os.stat_result) -> _Identity:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink
+
+
+def _same(before: _Identity, now: _Identity) -> bool:
+    if before[:2] != now[:2]:
+        return False
+    return before[2] == now[2] or before[3] != now[3]  # a ctime moved by a link count's change alone
+
+
+def _read_sums(fd: int) -> list[int]:
+    """[size, CRC-32] of the file open on ``fd``, read in 1 MiB pieces."""
+    crc, size, at = 0, 0, 0
+    while chunk := os.pread(fd, 1 << 20, at):
+        crc = crc32(chunk, crc)
+        size += len(chunk)
+        at += len(chunk)
+    return [size, crc]
+
+
+def guarded() -> bool:
+    """Whether large tables are mapped under the C guard (else they are read into memory)."""
+    return _guard is not None and c_enabled()
+
+
+def _failed(file: Path, exc: BaseException) -> Exception:
+    return exc if isinstance(exc, Exception) else ValueError(str(exc))
 
 
 class MappedTable:
-    """The table in an Arrow IPC file, read in place on first use (the file is mapped, read-only).
+    """The table in an Arrow IPC file, read in place (mapped read-only) and checked against ``sums`` (``[size,
+    CRC-32]`` of the file as written) when first used.
 
-    Raises what opening, mapping or reading the file raises (OSError, ValueError, pyarrow.ArrowException); the caller
-    says which file and what to do."""
+    ``error(file, exc)`` makes the exception raised when the file is found damaged or changed (the cache removes the
+    entry and says so). Opening and reading raise what they raise (OSError, ValueError, pyarrow.ArrowException)."""
 
-    def __init__(self, file: Path) -> None:
+    def __init__(self, file: Path, sums: list[int] | None = None,
+                 error: Callable[[Path, BaseException], Exception] = _failed) -> None:
         self.file = file
+        self.sums = sums
+        self.error = error
         self._table: pa.Table | None = None
-        self._map: mmap.mmap | None = None
+        self._metadata: dict[bytes, bytes] = {}
+        self._mapping = None  # the guarded map (None: read into memory)
+        self._fd: int | None = None  # the file, open for its identity while mapped
+        self._identity: _Identity | None = None
         self._lock = threading.Lock()
-        #: whether the C thread releases the pages (else the Python thread does)
-        self.released_in_c = False
 
     @property
     def table(self) -> pa.Table:
         with self._lock:
             if self._table is None:
-                with open(self.file, "rb") as fh:
-                    self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-                pages = pa.py_buffer(self._map)
-                # every column: with nothing to decompress the reader points into the map (asked for some fields
-                # only, it copies the whole record batch instead)
-                self._table = pa.ipc.open_file(pa.BufferReader(pages)).read_all()
-                self.released_in_c = _watch_in_c(self, pages)
-                _releaser.watch(self)
+                self._open()
+            assert self._table is not None
             return self._table
 
-    def release(self) -> None:
-        """Take the pages this process touched out of its resident set (they stay in the page cache)."""
-        if self._map is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self._map.madvise(mmap.MADV_DONTNEED)
+    @property
+    def metadata(self) -> dict[bytes, bytes]:
+        """The file's footer metadata (the cache writes its row count there: ``num_rows``)."""
+        self.table  # noqa: B018 - opened on first use
+        return self._metadata
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the columns are views of the mapped file (else of the process's own copy)."""
+        self.table  # noqa: B018
+        return self._mapping is not None
+
+    def _open(self) -> None:
+        fd = os.open(self.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            before = _identity(os.fstat(fd))
+            size = before[0]
+            if self.sums is not None and size != self.sums[0]:
+                raise ValueError(f"{self.file.name} is {size:,} bytes, written as {self.sums[0]:,}")
+            if guarded() and size >= MAP_FROM_BYTES:
+                mapping = _guard.Mapping(fd, size)
+                data = memoryview(mapping)
+                # read, not through the map: the map's pages are touched only where a column is used (the checksum
+                # over the map made the whole file resident); what is read is what was checked so long as the
+                # file's identity is the same after the check as before it
+                if self.sums is not None and _read_sums(fd) != self.sums:
+                    raise ValueError(f"{self.file.name} does not match its checksum")
+                if mapping.damaged() or not _same(before, _identity(os.fstat(fd))):
+                    raise ValueError(f"{self.file.name} changed while it was checked")
+            else:
+                with os.fdopen(os.dup(fd), "rb") as fh:
+                    mapping, data = None, memoryview(fh.read())
+                if self.sums is not None and [len(data), crc32(data)] != self.sums:
+                    raise ValueError(f"{self.file.name} does not match its checksum")
+            # every column: with nothing to decompress the reader points into the buffer (asked for some fields only,
+            # it copies the whole record batch instead)
+            with pa.ipc.open_file(pa.py_buffer(data)) as reader:
+                self._metadata = dict(reader.metadata or {})
+                self._table = reader.read_all()
+        except BaseException:
+            os.close(fd)
+            raise
+        if mapping is None:
+            os.close(fd)
+            return
+        # the file stays open while the table lives: verify() looks at its identity even once it is unlinked
+        weakref.finalize(self, os.close, fd)
+        self._mapping, self._fd, self._identity = mapping, fd, before
+        with _live_lock:
+            _live.add(self)
+
+    def verify(self) -> None:
+        """Raise ``error(file, ...)`` when the mapped file has changed since it was checked (written or truncated from
+        outside): a table read into memory never does."""
+        if self._mapping is None or self._fd is None or self._identity is None:
+            return
+        if self._mapping.damaged():
+            raise self.error(self.file, ValueError(f"{self.file.name} was truncated while it was read"))
+        try:
+            now = _identity(os.fstat(self._fd))
+        except (OSError, ValueError) as exc:  # (closed: the process is ending)
+            raise self.error(self.file, exc) from None
+        if not _same(self._identity, now):
+            raise self.error(self.file, ValueError(f"{self.file.name} changed while it was read"))
 
 
-def _watch_in_c(table: MappedTable, pages: pa.Buffer) -> bool:
-    """Have the C thread release the map's pages (``pages``: all of it) until ``table`` goes; whether it took them."""
-    if _pages is None or not c_enabled():
-        return False
-    address = pages.address
-    if not _pages.watch(address, pages.size, RELEASE_PERIOD_S):
-        return False
-    # Called as the table goes, before its map can be unmapped (the table holds it): unwatch returns once no release
-    # of the map is under way, so the thread never touches an address that may be mapped to something else.
-    weakref.finalize(table, _pages.unwatch, address)
-    return True
-
-
-class _Releaser:
-    """A daemon Python thread while any mapped table lives: it trims the C library's heap where the analyses' freed
-    buffers have piled up (:class:`opscope.sysmem.HeapTrimmer`: with the columns out of the process, what their
-    analyses freed is the rest of what a command holds without using it), and releases the pages of the tables the C
-    thread does not. It ends when no table is left (the next mapped table starts it again)."""
-
-    def __init__(self) -> None:
-        self._tables: weakref.WeakSet[MappedTable] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._trim: Callable[[], None] = lambda: None
-
-    def watch(self, table: MappedTable) -> None:
-        with self._lock:
-            self._tables.add(table)
-            if self._thread is None:
-                self._trim = HeapTrimmer()
-                self._thread = threading.Thread(target=self._run, name="opscope-release-pages", daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        stop = threading.Event()  # never set: a wait that sleeps without holding the GIL
-        while True:
-            stop.wait(_PYTHON_PERIOD_S)
-            if not self._release_all():
-                return
-
-    def _release_all(self) -> bool:
-        """Release the pages of the live tables the C thread does not, and trim the heap; False (and the thread is
-        done) when no table is left. (A function of its own: no reference to a table outlives it, so a table nobody
-        uses can go while the thread sleeps.)"""
-        with self._lock:
-            tables = list(self._tables)
-            if not tables:
-                self._thread = None
-                return False
-        for table in tables:
-            if not table.released_in_c and hasattr(mmap, "MADV_DONTNEED"):
-                table.release()
-        self._trim()
-        return True
-
-
-_releaser = _Releaser()
+def verify_all() -> None:
+    """:meth:`MappedTable.verify` of every mapped table of this process (the command does it before it ends: an
+    output computed from a file that changed under it is not given out as right)."""
+    with _live_lock:
+        tables = list(_live)
+    for table in tables:
+        table.verify()

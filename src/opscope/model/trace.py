@@ -11,6 +11,7 @@ import pyarrow as pa
 from opscope.model.buffers import true_positions
 from opscope.model.mapped import MappedTable
 from opscope.model.schema import TABLE_SCHEMAS, kind_mask
+from opscope.runtime import working
 
 #: Kinds whose args :attr:`Trace.copy_args` holds.
 COPY_KINDS = ("memcpy", "memset")
@@ -23,11 +24,14 @@ Loader: TypeAlias = Callable[[], "pa.Table | MappedTable"]
 class ColumnLoader:
     """Reads chosen columns of a table on demand (a table file of the cache entry)."""
 
-    def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table], num_rows: int | None = None) -> None:
+    def __init__(self, names: list[str], load: Callable[[list[str]], pa.Table], num_rows: int | None = None,
+                 verify: Callable[[], None] | None = None) -> None:
         self.names = list(names)
         self.load = load
         #: the table's row count when known without reading a column (the file's footer says it)
         self.num_rows = num_rows
+        #: raises when the columns read so far may no longer be what was checked (a file read in place changed)
+        self.verify = verify or (lambda: None)
 
 
 class Trace:
@@ -99,7 +103,18 @@ class Trace:
                 missing = [n for n in names if n not in self._event_columns]
                 if missing:
                     self._event_columns.update(zip(missing, self._event_loader.load(missing).columns))
+        self._event_loader.verify()  # a column read in place may have changed since: not handed out then
         return pa.table({n: self._event_columns[n] for n in names})
+
+    def verify(self) -> None:
+        """Raise (TraceError, naming the file) when a table this trace reads in place has changed since it was
+        checked: its cache file written or truncated from outside (:meth:`opscope.model.mapped.MappedTable.verify`).
+        The trace checks after reading columns and after each analysis (:meth:`memo`); a caller that computes on
+        the columns itself calls this before it trusts the result."""
+        if self._event_loader is not None:
+            self._event_loader.verify()
+        for table in self._mapped:
+            table.verify()
 
     @property
     def num_events(self) -> int:
@@ -146,10 +161,18 @@ class Trace:
             if found:
                 self._memo[key] = value
                 return value
-        # No trim here (there was one, malloc_trim after each kept analysis): with Arrow on the C library's allocator
-        # the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff of two
-        # 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "The sixth session")
-        value = self._memo[key] = compute()
+        # No trim where an analysis ends (there was one after each kept analysis): with Arrow on the C library's
+        # allocator the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff
+        # of two 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "The sixth session"); a tuned
+        # process trims by growth while it runs instead
+        try:
+            with working():  # a tuned process trims its heap while an analysis runs (opscope.runtime)
+                value = compute()
+        except Exception:
+            self.verify()  # a table that changed under the analysis explains its failure: that is the error
+            raise
+        self.verify()  # computed from what was checked, or not kept nor given out
+        self._memo[key] = value
         if store is not None and self.results is store:  # (compute() may have replaced a table)
             store.put(key, value)
         return value

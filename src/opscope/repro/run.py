@@ -18,7 +18,7 @@ from typing import Any
 
 from opscope.repro.variants import choose
 from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
-from opscope.sysmem import child_environment
+from opscope.runtime import child_environment
 
 #: The result fields a script reports that cases.json keeps.
 RESULT_FIELDS = ("status", "device", "replay_ns", "iqr_ns", "runs", "ratio", "profiled_ns", "profiled_ratio", "check",

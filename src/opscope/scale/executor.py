@@ -37,6 +37,7 @@ from multiprocessing import connection, get_all_start_methods, get_context
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
+from opscope import runtime
 from opscope.errors import TraceError, UsageError
 from opscope.threads import usable_cores
 
@@ -191,9 +192,12 @@ class InProcess:
         self.close()
 
 
-def _serve(conn: connection.Connection, max_tasks: int) -> None:
-    """A pool worker: run up to ``max_tasks`` tasks sent down the pipe, answer each, then exit."""
+def _serve(conn: connection.Connection, max_tasks: int, tuned: bool = False) -> None:
+    """A pool worker: run up to ``max_tasks`` tasks sent down the pipe, answer each, then exit. ``tuned``: the
+    caller's process was tuned (opscope.runtime.tune): its workers are too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle: it ends the workers
+    if tuned:
+        runtime.tune()
     for _ in range(max_tasks):
         try:
             payload = conn.recv_bytes()
@@ -256,8 +260,8 @@ class LocalPool:
 
     def _spawn(self) -> _Worker:
         ours, theirs = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_serve, args=(theirs, self.max_tasks_per_child), daemon=True,
-                                 name="opscope-worker")
+        proc = self._ctx.Process(target=_serve, args=(theirs, self.max_tasks_per_child, runtime.tuned()),
+                                 daemon=True, name="opscope-worker")
         proc.start()
         theirs.close()  # only the worker holds its end now: its death is EOF on ours
         self._started += 1

@@ -5,11 +5,12 @@ about as much as the rest of a cached command's start-up.
 :func:`install` gives each parameter a converter that does what the adapter would do for the values opscope's
 options take: a ``str``, a ``bool``, an ``int`` or ``float`` (within ``min``/``max``), a ``Path``, an Enum
 choice, or a list of one of them. For anything else (and for every value the adapter would reject, so that typer's
-error message is its own, word for word) it hands the value to typer's own converter. tests/unit/test_fastparams.py
+error message is its own, word for word) it hands the value to typer's own converter. tests/unit/test_typer_values.py
 checks both against each other value by value.
 
-Nothing is installed when typer's internals are not the ones this was written against: typer then works as
-shipped, only slower to start.
+Installed by :func:`opscope.runtime.tune_command` in the command's own process, never on import. Nothing is
+installed when typer's internals are not the ones this was written against: typer then works as shipped, only
+slower to start.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""opscope.cli.fastparams converts option values as typer's pydantic adapters do, value by value, on the
+"""opscope.runtime.typer_values converts option values as typer's pydantic adapters do, value by value, on the
 parameters of every opscope command; and it answers (without typer's converter) for the values people type."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typer._click import Context
 from typer._coercion import build_runtime_param
 
 from opscope.cli import app
-from opscope.cli.fastparams import _MISS, fast_list, fast_value, install
+from opscope.runtime.typer_values import _MISS, fast_list, fast_value, install
 
 STR_VALUES = ["table", "json", "", " a b ", "é", "\udcff", "name,shapes", "-x"]
 INT_VALUES = ["0", "5", "-3", "20", "007", "1_000", " 5", "5 ", "+5", "5.0", "x", "", "99999999999999999999",
