@@ -6,7 +6,7 @@ For every trace with device work, one markdown row: opscope's window and idle sh
 window less unseen busy time), HTA 0.5.0's ``get_temporal_breakdown`` (span of the kernels, rank 0) and
 TraceLens's ``get_df_gpu_timeline`` (span of the kernels linked to ops). The reference tools run live in their
 own interpreters (dev-only; skipped when absent): ``--hta`` (default /tmp/htavenv/bin/python) and
-``--tracelens`` (default /tmp/tlvenv/bin/python). DESIGN.md quotes the output.
+``--tracelens`` (default /tmp/tlvenv/bin/python). docs/fidelity.md quotes the output.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, part 6, through the command line: a corrupt cache entry never changes a result. Found when the
+"""Through the command line: a corrupt cache entry never changes a result. Found when the
 entry is opened, it is rebuilt with one warning line; found on a side table's first read, it is one error
 line, exit 2, and the entry is gone so that the next run rebuilds it."""
 

@@ -1,4 +1,4 @@
-"""Issue 14, part 6: a changed trace is never answered from a stale entry; a corrupt cache entry is detected,
+"""A changed trace is never answered from a stale entry; a corrupt cache entry is detected,
 dropped and rebuilt (never re-parsed forever, never read as a wrong number)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 19, item 2: what the analyses compute on a cached trace is kept in its cache entry (results/) and read back
+"""What the analyses compute on a cached trace is kept in its cache entry (results/) and read back
 by the next command; a kept result is never served to other code, other options or a changed trace, and a damaged
 one is computed again. Plus the cheap facts the cache gives without reading columns (event count, copy args)."""
 

@@ -1,4 +1,4 @@
-"""The fast paths of a cold open (issue 19): ISA-L inflate on a thread ahead of the reader, and the cache entry
+"""The fast paths of a cold open: ISA-L inflate on a thread ahead of the reader, and the cache entry
 written behind the command. Each must give exactly what the plain path gives, damaged files included."""
 
 from __future__ import annotations

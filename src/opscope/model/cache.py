@@ -2,7 +2,7 @@
 
 One directory per source file version. The key says "this file has not changed since" by what the user
 cannot restore: the file's path, size, mtime, ctime and inode, plus a hash of its first and last MiB
-(DESIGN.md, "what the cache key trusts"). A cache directory is written under a temporary name and
+(DESIGN.md, "The cache entry": what the key trusts). A cache directory is written under a temporary name and
 renamed into place, so readers never see half a cache and an existing one is never overwritten.
 Every file of an entry has its size and CRC-32 in ``sums.json``: the events table and meta.json are
 checked when the entry is opened (a corrupt one is removed and the trace re-parsed), the other tables

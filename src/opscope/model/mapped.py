@@ -16,7 +16,7 @@ the command; truncated, a read of a page the file no longer holds raises SIGBUS,
 
 Without the guard (not built, or ``OPSCOPE_NATIVE=0``), and for small tables, the file is read into memory and
 checked there instead: as safe (the bytes are the process's own), at the cost of the table's size in its memory.
-DESIGN.md, "The events file is read in place".
+DESIGN.md, "The cache entry".
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ class Trace:
                 return value
         # No trim where an analysis ends (there was one after each kept analysis): with Arrow on the C library's
         # allocator the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff
-        # of two 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "The sixth session"); a tuned
+        # of two 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "Owned memory"); a tuned
         # process trims by growth while it runs instead
         try:
             with working():  # a tuned process trims its heap while an analysis runs (opscope.runtime)

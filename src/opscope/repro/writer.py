@@ -23,7 +23,7 @@ from opscope.repro.variants import applicable
 from opscope.version import __version__
 
 CASES_FILE = "cases.json"
-#: Identifies the format of cases.json (DESIGN.md, "cases.json"); bumped when a field changes meaning.
+#: Identifies the format of cases.json (docs/commands.md, "cases.json"); bumped when a field changes meaning.
 SCHEMA = "opscope.repro/1"
 #: What a script's file name looks like (the runner runs nothing else).
 SCRIPT_NAME = re.compile(r"case_[0-9]{2,4}_[a-z0-9_]{1,60}\.py")

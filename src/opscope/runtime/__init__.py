@@ -55,7 +55,7 @@ ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 #: A trim while an analysis runs once the process's anonymous memory has grown by this much since the last one:
 #: bigger lets more freed memory stay resident, smaller trims (and faults pages back in) more often. 32 MiB: a 1 GB
 #: trace's advise peaked at 430-446 MiB in three runs where 64 MiB gave 447-473 and 16 MiB 420-447 (and 0.1 s
-#: more); BENCHMARKS.md, "The seventh session".
+#: more); BENCHMARKS.md, "Owned memory".
 TRIM_GROWTH_BYTES = 32 << 20
 #: How often the heap is looked at while an analysis runs.
 WATCH_PERIOD_S = 0.01
