@@ -14,11 +14,11 @@ from pathlib import Path
 from opscope.errors import TraceError
 from opscope.ingest.registry import READERS, Progress, Reader, UnknownReaderError, pick_reader, read_head, reader_named
 from opscope.ingest.source import check_readable, read_settings
-from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
 from opscope.runtime import stage_done
+from opscope.store import entry as cache
 
 __all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "finish_cache_writes", "open_trace", "pick_reader",
            "read_head", "reader_named"]
@@ -94,7 +94,7 @@ def open_trace(
             writer.start()
             _pending_writes.append(writer)
         else:
-            cache.store(path, trace, cache_dir, variant, draft)
+            cache.write(path, trace, cache_dir, variant, draft)
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
@@ -105,11 +105,11 @@ def open_trace(
 
 def _store_behind(path: Path, trace: Trace, cache_dir: Path | None, variant: str,
                   draft: cache.EntryDraft | None) -> None:
-    """``cache.store`` on the writer thread: whatever stops it leaves no entry (the next open parses again) and never
+    """``cache.write`` on the writer thread: whatever stops it leaves no entry (the next open parses again) and never
     a thread's traceback on stderr in the middle of the command's output."""
     # a cache is an optimisation: the command's result does not depend on it
     try:
-        cache.store(path, trace, cache_dir, variant, draft)
+        cache.write(path, trace, cache_dir, variant, draft)
     except Exception:
         if draft is not None:
             draft.discard()

@@ -14,7 +14,7 @@ from opscope.advise import advise
 from opscope.analyses.copies import copy_table
 from opscope.analyses.gpu import GpuAnalysis, gpu_analysis
 from opscope.ingest import open_trace
-from opscope.model import cache as cache_mod
+from opscope.store import results as results_mod
 
 # small_gpu_trace by hand: window = the two steps, [0, 3000) us; kernels on device 0, stream 7: [150, 350),
 # [1200, 1260) and [2950, 3050) cut at the window's end -> busy 200 + 60 + 50 us; idle the rest of 3000 us.
@@ -75,7 +75,7 @@ def test_a_damaged_result_is_computed_again_and_rewritten(tmp_path, cache):
         data[-1] ^= 0xFF
         file.write_bytes(bytes(data))
     assert GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown().to_pylist() == expected
-    store = cache_mod.ResultStore(kept[0].parent.parent.parent)
+    store = results_mod.ResultStore(kept[0].parent.parent.parent)
     assert store.get("gpu.breakdown")[0]  # rewritten whole
 
 
@@ -83,7 +83,7 @@ def test_results_of_other_code_are_not_served_and_make_way(tmp_path, cache, monk
     path, trace = _cached(tmp_path, cache)
     gpu_analysis(trace).breakdown()
     (old,) = {p.parent for p in _results(cache)}
-    monkeypatch.setattr(cache_mod, "_fingerprint", "another version of opscope")
+    monkeypatch.setattr(results_mod, "_fingerprint", "another version of opscope")
     with monkeypatch.context() as patched:
         patched.setattr(gpu_mod, "device_work", _recomputing)
         with pytest.raises(AssertionError, match="computed again"):
@@ -94,7 +94,7 @@ def test_results_of_other_code_are_not_served_and_make_way(tmp_path, cache, monk
 
 
 def test_an_entry_removed_meanwhile_is_not_made_again(tmp_path):
-    store = cache_mod.ResultStore(tmp_path / "gone")
+    store = results_mod.ResultStore(tmp_path / "gone")
     store.put("t", pa.table({"n": [1]}))
     assert not (tmp_path / "gone").exists()
 
@@ -108,7 +108,7 @@ def test_a_changed_trace_keeps_nothing(tmp_path, cache):
 
 
 def test_store_round_trips_tables_and_json_and_refuses_what_would_change(tmp_path):
-    store = cache_mod.ResultStore(tmp_path)
+    store = results_mod.ResultStore(tmp_path)
     # two chunks with different dictionaries (as Parquet row groups read back): the IPC file holds one per column
     names = pa.chunked_array([pa.array(["a", "b"]).dictionary_encode(), pa.array(["c", "a"]).dictionary_encode()])
     table = pa.table({"name": names, "n": pa.array([1, 2, 3, 4], pa.int64())})
