@@ -14,6 +14,7 @@ from opscope.advise import advise
 from opscope.analyses.copies import copy_table
 from opscope.analyses.gpu import GpuAnalysis, gpu_analysis
 from opscope.ingest import open_trace
+from opscope.model.memo import kept_results
 from opscope.store import results as results_mod
 
 # small_gpu_trace by hand: window = the two steps, [0, 3000) us; kernels on device 0, stream 7: [150, 350),
@@ -76,7 +77,8 @@ def test_a_damaged_result_is_computed_again_and_rewritten(tmp_path, cache):
         file.write_bytes(bytes(data))
     assert GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown().to_pylist() == expected
     store = results_mod.ResultStore(kept[0].parent.parent.parent)
-    assert store.get("gpu.breakdown")[0]  # rewritten whole
+    found, rewritten = store.get(gpu_mod.gpu_breakdown.key(trace))
+    assert found and rewritten.to_pylist() == expected  # rewritten whole
 
 
 def test_results_of_other_code_are_not_served_and_make_way(tmp_path, cache, monkeypatch):
@@ -102,7 +104,7 @@ def test_an_entry_removed_meanwhile_is_not_made_again(tmp_path):
 def test_a_changed_trace_keeps_nothing(tmp_path, cache):
     _, trace = _cached(tmp_path, cache)
     trace.events = trace.events.slice(0, 3)  # no longer the cached trace
-    assert trace.results is None
+    assert kept_results(trace) is None
     gpu_analysis(trace).breakdown()
     assert _results(cache) == []
 

@@ -39,6 +39,7 @@ from opscope.analyses.intervals import covered_by_group, covered_within, merged_
 from opscope.analyses.links import LINKED_KINDS, correlated_launches
 from opscope.analyses.steps import step_table, step_window, window_line
 from opscope.model.buffers import values_view
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 from opscope.threads import cached_property
@@ -338,10 +339,46 @@ def _thread_numbers(runtime: pa.Table) -> pa.Array:
 
 # --- analyses ------------------------------------------------------------------------------------------
 
+@memoized()
 def gpu_analysis(trace: Trace, short_gap_ns: int = 10_000) -> GpuAnalysis:
     """The trace's :class:`GpuAnalysis` with this ``short_gap_ns``, made once per trace: the sections of a report,
     the rules of advise and the parts of a diff share its merged intervals and tables."""
-    return trace.memo(("gpu.analysis", short_gap_ns), lambda: GpuAnalysis(trace, short_gap_ns=short_gap_ns))
+    return GpuAnalysis(trace, short_gap_ns=short_gap_ns)
+
+
+@memoized()
+def shared_work(trace: Trace) -> GpuWork:
+    """The trace's :func:`device_work`, once per trace (every :class:`GpuAnalysis` of it shares it)."""
+    return device_work(trace)
+
+
+# The tables below are computed once per trace (the report's sections and the advice rules share them), and kept in
+# the cache entry of a cached trace for the next command; ``analysis``: the GpuAnalysis asking, whose intervals they
+# are computed from (the breakdown, launches and notes do not depend on its short-gap setting).
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_breakdown(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
+    return (analysis or gpu_analysis(trace))._breakdown
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_launches(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
+    return (analysis or gpu_analysis(trace))._launches
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_idle(trace: Trace, short_gap_ns: int, analysis: GpuAnalysis | None = None) -> pa.Table:
+    return (analysis or gpu_analysis(trace, short_gap_ns))._idle
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_notes(trace: Trace, analysis: GpuAnalysis | None = None) -> list[str]:
+    return (analysis or gpu_analysis(trace))._notes()
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_launch_notes(trace: Trace, analysis: GpuAnalysis | None = None) -> list[str]:
+    return (analysis or gpu_analysis(trace))._launch_notes()
 
 
 class GpuAnalysis:
@@ -355,7 +392,7 @@ class GpuAnalysis:
     def work(self) -> GpuWork:
         """The prepared device work (shared by every analysis of the trace). Not computed when the tables a
         command shows were kept in the cache by an earlier command."""
-        return self.trace.memo("gpu.device_work", lambda: device_work(self.trace))
+        return shared_work(self.trace)
 
     @cached_property
     def stream_busy(self) -> pa.Table:
@@ -504,19 +541,19 @@ class GpuAnalysis:
         """``{device: (ns with >= 2 streams busy, most streams busy at once)}``."""
         return stream_levels(self.stream_busy)
 
-    # The tables below are computed once per analysis (the report's sections and the advice rules share one),
-    # and kept in the cache entry of a cached trace for the next command.
+    # The tables below are computed once per trace (the report's sections and the advice rules share them), and
+    # kept in the cache entry of a cached trace for the next command (gpu_breakdown...).
     def breakdown(self) -> pa.Table:
         """One row per device (``stream`` null: the union over its streams) followed by one per stream."""
-        return self.trace.memo("gpu.breakdown", lambda: self._breakdown, keep=True)
+        return gpu_breakdown(self.trace, self)
 
     def launches(self) -> pa.Table:
         """Per device: streams, true concurrency, kernel counts and durations, launch delays."""
-        return self.trace.memo("gpu.launches", lambda: self._launches, keep=True)
+        return gpu_launches(self.trace, self)
 
     def idle(self) -> pa.Table:
         """Per device, idle time by cause (analyses/idle.py)."""
-        return self.trace.memo(f"gpu.idle/{self.short_gap_ns}", lambda: self._idle, keep=True)
+        return gpu_idle(self.trace, self.short_gap_ns, self)
 
     @cached_property
     def _idle(self) -> pa.Table:
@@ -624,7 +661,7 @@ class GpuAnalysis:
 
     def notes(self) -> list[str]:
         """What to know about the breakdown: the window, what busy means, clipped events."""
-        return list(self.trace.memo("gpu.notes", self._notes, keep=True))
+        return list(gpu_notes(self.trace, self))
 
     def _notes(self) -> list[str]:
         w = self.work
@@ -642,7 +679,7 @@ class GpuAnalysis:
 
     def launch_notes(self) -> list[str]:
         """What to know about launches: none linked, or clock skew."""
-        return list(self.trace.memo("gpu.launch_notes", self._launch_notes, keep=True))
+        return list(gpu_launch_notes(self.trace, self))
 
     def _launch_notes(self) -> list[str]:
         w = self.work
@@ -711,6 +748,7 @@ def _quantiles(values, qs: tuple[float, ...]) -> list[int | None]:
     return [round(v) for v in out]
 
 
+@memoized(keep=True, ignore=("analysis",))
 def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
     """The step table with the device busy time inside each step's interval beside it: ``gpu_busy_ns`` (the
     union of all device work within the step's start and end, as ``opscope gpu`` counts it) and
@@ -719,7 +757,7 @@ def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.T
     a device spent on work the trace does not show (see :class:`UnseenBusy`; only a first step can have it).
     Null busy figures: the trace has no device work."""
     # kept in the cache entry (the figures do not depend on the analysis' short-gap setting)
-    return trace.memo("gpu.step_device_table", lambda: _step_device_table(trace, analysis), keep=True)
+    return _step_device_table(trace, analysis)
 
 
 def _step_device_table(trace: Trace, analysis: GpuAnalysis | None) -> pa.Table:

@@ -56,25 +56,20 @@ class Trace:
         metadata: dict[str, Any] | None = None,
         *,
         copy_args: Table | Loader | None = None,
-        results: Any = None,
     ) -> None:
         self._events: pa.Table | None = None
         self._event_loader: ColumnLoader | None = None
         self._event_columns: dict[str, pa.ChunkedArray] = {}
-        self._memo: dict[Any, Any] = {}
-        # two threads may analyse one trace (advise's rules): a memo being computed is waited for, not computed
-        # again, and a column being read is read once
-        self._memo_lock = threading.Lock()
-        self._computing: dict[Any, tuple[threading.Event, int]] = {}
+        #: the analyses' memo of this trace (:mod:`opscope.model.memo` keeps it here; the trace never reads it)
+        self.memo_slot: Any = None
+        # two threads may analyse one trace (advise's rules): a column being read is read once
         self._read_lock = threading.Lock()
+        self._copy_lock = threading.Lock()
         self.events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
         self._copy_args = copy_args
         self._mapped: list[MappedTable] = []  # the side tables read in place (see _table)
-        #: where results of analyses outlive the command (the cache's ResultStore: ``get(key)``, ``put(key,
-        #: value)``); None for a trace not read from the cache, or changed since
-        self.results = results
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
 
     @property
@@ -86,8 +81,7 @@ class Trace:
     @events.setter
     def events(self, value: pa.Table | ColumnLoader | None) -> None:
         self._event_columns = {}
-        self._memo = {}
-        self.results = None  # no longer the cached trace
+        self.memo_slot = None  # no longer the trace analysed (nor the cached one)
         if isinstance(value, ColumnLoader):
             self._events, self._event_loader = None, value
         else:
@@ -109,8 +103,8 @@ class Trace:
     def verify(self) -> None:
         """Raise (TraceError, naming the file) when a table this trace reads in place has changed since it was
         checked: its cache file written or truncated from outside (:meth:`opscope.model.mapped.MappedTable.verify`).
-        The trace checks after reading columns and after each analysis (:meth:`memo`); a caller that computes on
-        the columns itself calls this before it trusts the result."""
+        The trace checks after reading columns, and the memo after each analysis (:mod:`opscope.model.memo`); a
+        caller that computes on the columns itself calls this before it trusts the result."""
         if self._event_loader is not None:
             self._event_loader.verify()
         for table in self._mapped:
@@ -122,60 +116,6 @@ class Trace:
         if self._events is None and self._event_loader is not None and self._event_loader.num_rows is not None:
             return self._event_loader.num_rows
         return self.events.num_rows
-
-    def memo(self, key: Any, compute: Callable[[], Any], keep: bool = False) -> Any:
-        """``compute()``, once per trace and ``key``: analyses that several sections, rules or tables ask for
-        (the device links, the GPU analysis) are computed once per command. Forgotten when a table is replaced;
-        what is stored must not be mutated by its users.
-
-        ``keep``: also keep the result in the trace's cache entry (:attr:`results`), so that the next command on
-        the same cached trace reads it instead of computing it. Only for results that are an Arrow table or a
-        JSON value, and a ``key`` (str) that names everything the result depends on besides the trace."""
-        try:
-            return self._memo[key]
-        except KeyError:
-            pass
-        me = threading.get_ident()
-        with self._memo_lock:
-            if key in self._memo:
-                return self._memo[key]
-            running = self._computing.get(key)
-            if running is None:
-                self._computing[key] = (threading.Event(), me)
-        if running is not None:
-            done, owner = running
-            if owner == me:  # asked again while computing it (as before: no waiting on oneself)
-                return self._memo_compute(key, compute, keep)
-            done.wait()  # another thread computes it: its value (or this thread's, if it failed)
-            return self.memo(key, compute, keep)
-        try:
-            return self._memo_compute(key, compute, keep)
-        finally:
-            with self._memo_lock:
-                self._computing.pop(key)[0].set()
-
-    def _memo_compute(self, key: Any, compute: Callable[[], Any], keep: bool) -> Any:
-        store = self.results if keep else None
-        if store is not None:
-            found, value = store.get(key)
-            if found:
-                self._memo[key] = value
-                return value
-        # No trim where an analysis ends (there was one after each kept analysis): with Arrow on the C library's
-        # allocator the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff
-        # of two 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "Owned memory"); a tuned
-        # process trims by growth while it runs instead
-        try:
-            with working():  # a tuned process trims its heap while an analysis runs (opscope.runtime)
-                value = compute()
-        except Exception:
-            self.verify()  # a table that changed under the analysis explains its failure: that is the error
-            raise
-        self.verify()  # computed from what was checked, or not kept nor given out
-        self._memo[key] = value
-        if store is not None and self.results is store:  # (compute() may have replaced a table)
-            store.put(key, value)
-        return value
 
     def _table(self, name: str) -> pa.Table:
         value = self._tables[name]
@@ -191,8 +131,7 @@ class Trace:
 
     def _set(self, name: str, table: pa.Table) -> None:
         self._tables[name] = table
-        self._memo = {}
-        self.results = None
+        self.memo_slot = None
         if name == "args":
             self._copy_args = None  # derived from the args given now
 
@@ -208,10 +147,16 @@ class Trace:
         ``event_id`` order: the copies' sizes without reading every event's arguments (the cache keeps them in a
         file of their own; the host events' args are most of the table)."""
         value = self._copy_args
-        if callable(value):
-            value = self._copy_args = value()
-        if value is None:
-            return self.memo("trace.copy_args", lambda: copy_rows_of(self.args, self))
+        if callable(value) or value is None:
+            with self._copy_lock:
+                value = self._copy_args
+                if callable(value):
+                    value = self._copy_args = value()
+                elif value is None:  # picked out of the args on first use, from what was checked
+                    with working():
+                        value = copy_rows_of(self.args, self)
+                    self.verify()
+                    self._copy_args = value
         return value
 
     @copy_args.setter
@@ -223,7 +168,7 @@ class Trace:
     def offload_args(self, loader: Loader) -> None:
         """Let go of the ``args`` table (the JSON text of every event: the biggest table) for ``loader``, which
         gives the same table again when it is asked for (from the cache entry being written). Unlike setting
-        ``args``, memos, kept results and :attr:`copy_args` stay: the table is the same."""
+        ``args``, the memo and :attr:`copy_args` stay: the table is the same."""
         self._tables["args"] = loader
 
     def held_args(self) -> Table | Loader:

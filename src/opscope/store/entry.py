@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from opscope.errors import TraceError
 from opscope.model.mapped import MappedTable
+from opscope.model.memo import attach_results
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 from opscope.store import files
@@ -76,7 +77,9 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
             # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
             tables[name] = partial(_read_later, files.table_file(entry, name), sums, name in files.IN_PLACE)
     metadata["from_cache"] = str(entry)
-    return Trace(metadata=metadata, results=ResultStore(entry), **tables)
+    trace = Trace(metadata=metadata, **tables)
+    attach_results(trace, ResultStore(entry))  # what analyses keep for the next command on this entry
+    return trace
 
 
 def _first_line(exc: BaseException) -> str:
