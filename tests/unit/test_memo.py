@@ -210,3 +210,31 @@ def test_kept_values_round_trip_through_a_result_store(tmp_path):
     plain = _trace()  # not from the cache: nothing kept, nothing read
     assert kept_results(plain) is None
     assert facts(plain) == {"rows": 3, "names": ["a", None]} and calls[-1] == "facts"
+
+
+def test_a_trace_cannot_be_changed_and_a_replaced_one_has_its_own_memo():
+    @memoized()
+    def rows(trace: Trace) -> int:
+        return trace.num_events
+
+    trace = _trace(3)
+    assert rows(trace) == 3
+    for name in ("events", "flows", "counters", "memory", "steps", "args", "copy_args"):
+        with pytest.raises(AttributeError):
+            setattr(trace, name, pa.table({"x": [1]}))
+    shorter = trace.replace(events=trace.events.slice(0, 1))
+    assert (rows(shorter), rows(trace)) == (1, 3)  # the old trace's value never applies to the new one
+    assert shorter.metadata is trace.metadata and shorter.steps is trace.steps
+    assert trace.events.num_rows == 3
+
+
+def test_a_trace_that_handed_its_tables_over_has_none():
+    trace = _trace(3)
+    events = trace.events
+    held = trace.hand_over()
+    assert held["events"] is events and held["copy_args"] is None
+    assert sorted(held) == ["args", "copy_args", "counters", "events", "flows", "memory", "steps"]
+    with pytest.raises(RuntimeError, match="handed its tables over"):
+        trace.select(["dur_ns"])
+    with pytest.raises(RuntimeError, match="handed its tables over"):
+        _ = trace.steps

@@ -102,9 +102,13 @@ def test_an_entry_removed_meanwhile_is_not_made_again(tmp_path):
 
 
 def test_a_changed_trace_keeps_nothing(tmp_path, cache):
-    _, trace = _cached(tmp_path, cache)
-    trace.events = trace.events.slice(0, 3)  # no longer the cached trace
+    _, cached = _cached(tmp_path, cache)
+    assert kept_results(cached) is not None
+    with pytest.raises(AttributeError):
+        cached.events = cached.events.slice(0, 3)  # type: ignore[misc]  # a trace is not changed once built
+    trace = cached.replace(events=cached.events.slice(0, 3))  # no longer the cached trace
     assert kept_results(trace) is None
+    assert trace.num_events == 3 and cached.num_events == 12
     gpu_analysis(trace).breakdown()
     assert _results(cache) == []
 

@@ -69,10 +69,10 @@ def open_trace(
         with contextlib.suppress(OSError):  # no cache directory: the trace is read all the same
             draft = cache.EntryDraft(cache_dir)
 
-    def args_ready(args) -> None:  # the args text (~a quarter of the JSON) leaves memory once in the entry
+    def args_ready(args):  # the args text (~a quarter of the JSON) leaves memory once in the entry
         assert draft is not None
         draft.write_args(args)
-        draft.offload(trace, partial(_args_again, path, cache_dir, variant))
+        return draft.offload(partial(_args_again, path, cache_dir, variant))
 
     try:
         trace = complete(trace, args_ready=None if draft is None else args_ready)
@@ -98,7 +98,7 @@ def open_trace(
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
-        trace.args = partial(_args_of, path)
+        trace = trace.replace(args=partial(_args_of, path))
     stage_done()  # completing's temporaries, before the command's analyses (tuned)
     return trace
 

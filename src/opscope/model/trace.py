@@ -43,6 +43,10 @@ class Trace:
     Every table but ``events`` may be given as a zero-argument loader instead, and ``events`` as a
     :class:`ColumnLoader`: the cache does that, so that a command reads from disk only the tables, and
     with :meth:`select` only the event columns, it touches.
+
+    A trace is not changed once built: its tables cannot be set (:meth:`replace` gives a new trace with other
+    tables, so nothing computed on this one applies to it). It holds no analysis results: those are the memo's
+    (:mod:`opscope.model.memo`), in a slot the trace carries for it.
     """
 
     def __init__(
@@ -65,7 +69,10 @@ class Trace:
         # two threads may analyse one trace (advise's rules): a column being read is read once
         self._read_lock = threading.Lock()
         self._copy_lock = threading.Lock()
-        self.events = events
+        if isinstance(events, ColumnLoader):
+            self._event_loader = events
+        else:
+            self._events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
         self._copy_args = copy_args
@@ -74,18 +81,46 @@ class Trace:
 
     @property
     def events(self) -> pa.Table:
-        if self._events is None and self._event_loader is not None:
+        if self._events is None:
+            if self._event_loader is None:
+                raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
             self._events = self.select(self._event_loader.names)
         return self._events
 
-    @events.setter
-    def events(self, value: pa.Table | ColumnLoader | None) -> None:
-        self._event_columns = {}
-        self.memo_slot = None  # no longer the trace analysed (nor the cached one)
-        if isinstance(value, ColumnLoader):
-            self._events, self._event_loader = None, value
-        else:
-            self._events, self._event_loader = value, None
+    def replace(self, *, events: pa.Table | ColumnLoader | None = None, flows: Table | Loader | None = None,
+                counters: Table | Loader | None = None, memory: Table | Loader | None = None,
+                steps: Table | Loader | None = None, args: Table | Loader | None = None,
+                copy_args: Table | Loader | None = None) -> Trace:
+        """A new trace with these tables instead of this one's, and the others (as held: a table not read yet is
+        read by the new trace when it needs it) and the metadata of this one. Its memo starts empty and it has no
+        kept results. ``copy_args`` are this trace's unless ``args`` or ``copy_args`` are given."""
+        held = self.held_tables()
+        given = {"events": events, "flows": flows, "counters": counters, "memory": memory, "steps": steps,
+                 "args": args}
+        tables = {name: held[name] if value is None else value for name, value in given.items()}
+        if copy_args is None and args is None:
+            copy_args = self._copy_args
+        new = Trace(metadata=self.metadata, copy_args=copy_args, **tables)
+        new._mapped = list(self._mapped)  # the maps its tables may be views of: kept, and checked, while it lives
+        return new
+
+    def hand_over(self) -> dict[str, Any]:
+        """The tables as held (``events``, the side tables, ``copy_args``: tables or loaders), for the maker of the
+        next trace from them (:func:`opscope.model.derive.complete`), and this trace lets go of them: a table the
+        maker replaces is freed as soon as it is. This trace has no tables after (reading one is an error)."""
+        held = self.held_tables()
+        held["copy_args"] = self._copy_args
+        self._events, self._event_loader, self._event_columns = None, None, {}
+        self._tables, self._copy_args = {}, None
+        return held
+
+    def held_tables(self) -> dict[str, pa.Table | ColumnLoader | Loader]:
+        """The tables as held now: each a table, or what reads it on first use."""
+        if not self._tables:
+            raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
+        events: pa.Table | ColumnLoader | None = self._events if self._events is not None else self._event_loader
+        assert events is not None
+        return {"events": events, **self._tables}
 
     def select(self, names: list[str] | tuple[str, ...]) -> pa.Table:
         """The events table with only these columns; from the cache, only they are read."""
@@ -118,6 +153,8 @@ class Trace:
         return self.events.num_rows
 
     def _table(self, name: str) -> pa.Table:
+        if not self._tables:
+            raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
         value = self._tables[name]
         if callable(value):
             loaded = value()
@@ -129,17 +166,11 @@ class Trace:
             value = self._tables[name] = loaded
         return value
 
-    def _set(self, name: str, table: pa.Table) -> None:
-        self._tables[name] = table
-        self.memo_slot = None
-        if name == "args":
-            self._copy_args = None  # derived from the args given now
-
-    flows = property(lambda self: self._table("flows"), lambda self, t: self._set("flows", t))
-    counters = property(lambda self: self._table("counters"), lambda self, t: self._set("counters", t))
-    memory = property(lambda self: self._table("memory"), lambda self, t: self._set("memory", t))
-    steps = property(lambda self: self._table("steps"), lambda self, t: self._set("steps", t))
-    args = property(lambda self: self._table("args"), lambda self, t: self._set("args", t))
+    flows = property(lambda self: self._table("flows"))
+    counters = property(lambda self: self._table("counters"))
+    memory = property(lambda self: self._table("memory"))
+    steps = property(lambda self: self._table("steps"))
+    args = property(lambda self: self._table("args"))
 
     @property
     def copy_args(self) -> pa.Table:
@@ -158,18 +189,6 @@ class Trace:
                     self.verify()
                     self._copy_args = value
         return value
-
-    @copy_args.setter
-    def copy_args(self, table: pa.Table) -> None:
-        """The copies' args where the maker of ``args`` has them at hand (``complete``), so they are not picked
-        out of ``args`` later."""
-        self._copy_args = table
-
-    def offload_args(self, loader: Loader) -> None:
-        """Let go of the ``args`` table (the JSON text of every event: the biggest table) for ``loader``, which
-        gives the same table again when it is asked for (from the cache entry being written). Unlike setting
-        ``args``, the memo and :attr:`copy_args` stay: the table is the same."""
-        self._tables["args"] = loader
 
     def held_args(self) -> Table | Loader:
         """The ``args`` table as held now: the table, or the loader that reads it on first use."""
@@ -195,6 +214,8 @@ class Trace:
         return getattr(self, table).to_pandas()
 
     def __repr__(self) -> str:
+        if not self._tables:
+            return f"Trace({self.metadata.get('source')!r}, handed over)"
         return (f"Trace({self.metadata.get('source')!r}, events={self.events.num_rows}, "
                 f"steps={self.steps.num_rows}, warnings={len(self.warnings)})")
 

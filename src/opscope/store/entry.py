@@ -134,7 +134,8 @@ class EntryDraft:
     events) compressed into it on a thread of its own while ``complete`` nests the events. Then the trace can let go
     of that table (:meth:`offload`) for the rest of the command: it is read back from the entry where needed.
 
-    ``complete(trace, args_ready=draft.write_args)``, ``draft.offload(trace, loader)``, then ``write(...,
+    ``complete(trace, args_ready=...)``, where ``args_ready`` calls :meth:`write_args` and returns
+    ``draft.offload(loader)``, then ``write(...,
     draft=draft)``, or :meth:`discard` where the trace is not stored."""
 
     def __init__(self, root: Path | None = None) -> None:
@@ -158,12 +159,13 @@ class EntryDraft:
         self._thread = threading.Thread(target=write, name="opscope-cache-args")
         self._thread.start()
 
-    def offload(self, trace: Trace, loader: Callable[[], pa.Table]) -> None:
-        """Have ``trace`` let go of its args table for ``loader`` once it is written here (it holds it until then
-        through this draft's writer alone)."""
-        if self._thread is not None:
-            self.loader = loader
-            trace.offload_args(loader)
+    def offload(self, loader: Callable[[], pa.Table]) -> Callable[[], pa.Table] | None:
+        """What the completed trace holds instead of its args table: ``loader``, once the table is being written
+        here (it is held until then through this draft's writer alone); None when it is not."""
+        if self._thread is None:
+            return None
+        self.loader = loader
+        return loader
 
     def args_written(self) -> bool:
         """Whether the args table is in the entry (waits for the writer)."""
