@@ -117,6 +117,7 @@ class Memoized(Generic[P, R]):
             raise TypeError(f"{fn.__qualname__} has no parameter {sorted(unknown)[0]!r} to ignore")
         self._trace_param = names[0]
         self._name = f"{fn.__module__}.{fn.__qualname__}"
+        self._bare_key = ""
 
     def key(self, trace: Trace, /, *args: P.args, **kwargs: P.kwargs) -> str:
         bound = self.signature.bind(trace, *args, **kwargs)
@@ -129,7 +130,12 @@ class Memoized(Generic[P, R]):
         return f"{self._name}({', '.join(parts)})"
 
     def __call__(self, trace: Trace, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return memo(trace, self.key(trace, *args, **kwargs), lambda: self.fn(trace, *args, **kwargs), self.keep)
+        if args or kwargs:
+            key = self.key(trace, *args, **kwargs)
+        else:  # the trace alone (most calls): its key once (the defaults' forms do not change)
+            key = self._bare_key or self.key(trace)  # type: ignore[call-arg]
+            self._bare_key = key
+        return memo(trace, key, lambda: self.fn(trace, *args, **kwargs), self.keep)
 
 
 def memoized(*, keep: bool = False,
