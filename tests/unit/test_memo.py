@@ -3,6 +3,7 @@ trace and key, values kept in a ResultStore for the next command."""
 
 from __future__ import annotations
 
+import pickle
 import threading
 from dataclasses import dataclass
 
@@ -238,3 +239,11 @@ def test_a_trace_that_handed_its_tables_over_has_none():
         trace.select(["dur_ns"])
     with pytest.raises(RuntimeError, match="handed its tables over"):
         _ = trace.steps
+
+
+def test_a_memoized_analysis_keeps_its_name_and_pickles_as_itself():
+    from opscope.analyses.kernels import kernel_table
+
+    assert kernel_table.__name__ == "kernel_table" and "One row per kernel name" in (kernel_table.__doc__ or "")
+    assert pickle.loads(pickle.dumps(kernel_table)) is kernel_table  # a task sent to a worker process
+    assert not hasattr(_trace(), "results") and not hasattr(Trace, "memo")

@@ -119,6 +119,9 @@ class Memoized(Generic[P, R]):
         self._name = f"{fn.__module__}.{fn.__qualname__}"
         self._bare_key = ""
 
+    def __reduce__(self) -> str:
+        return self.fn.__qualname__  # pickled by name, as the function it wraps (a task sent to a worker process)
+
     def key(self, trace: Trace, /, *args: P.args, **kwargs: P.kwargs) -> str:
         bound = self.signature.bind(trace, *args, **kwargs)
         bound.apply_defaults()
