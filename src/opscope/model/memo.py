@@ -7,7 +7,8 @@ one is a TypeError, never a key that silently misses). ``ignore`` names argument
 value the caller already has, or how to compute it): they are left out of the key.
 
 The memo of a trace lives in a slot the trace carries but does not read (:attr:`Trace.memo_slot`): it goes with the
-trace, and a new trace (another object) starts with none. Two threads may analyse one trace (advise's rules): a
+trace, and a new trace (another object) starts with none (not a WeakKeyDictionary: a value that refers to its trace,
+as a GpuAnalysis does, would keep that entry alive for ever). Two threads may analyse one trace (advise's rules): a
 value being computed by one is waited for by the other, not computed again; a thread that asks again for what it
 is computing computes it again (no waiting on itself). A value is kept and handed out only once
 :meth:`Trace.verify` says that the tables it was computed from are what was checked. What is stored must not be
@@ -138,7 +139,7 @@ class Memoized(Generic[P, R]):
         else:  # the trace alone (most calls): its key once (the defaults' forms do not change)
             key = self._bare_key or self.key(trace)  # type: ignore[call-arg]
             self._bare_key = key
-        return memo(trace, key, lambda: self.fn(trace, *args, **kwargs), self.keep)
+        return _value(trace, key, lambda: self.fn(trace, *args, **kwargs), self.keep)
 
 
 def memoized(*, keep: bool = False,
@@ -151,8 +152,8 @@ def memoized(*, keep: bool = False,
     return decorate
 
 
-def memo(trace: Trace, key: str, compute: Callable[[], R], keep: bool = False) -> R:
-    """``compute()``, once per trace and ``key`` (which :class:`Memoized` derives; call sites use the decorator)."""
+def _value(trace: Trace, key: str, compute: Callable[[], R], keep: bool) -> R:
+    """``compute()``, once per trace and ``key`` (which :class:`Memoized` derives: no key is written by hand)."""
     state = _memo_of(trace)
     try:
         return state.values[key]
@@ -170,7 +171,7 @@ def memo(trace: Trace, key: str, compute: Callable[[], R], keep: bool = False) -
         if owner == me:  # asked again while computing it (as before: no waiting on oneself)
             return _compute(trace, state, key, compute, keep)
         done.wait()  # another thread computes it: its value (or this thread's, if it failed)
-        return memo(trace, key, compute, keep)
+        return _value(trace, key, compute, keep)
     try:
         return _compute(trace, state, key, compute, keep)
     finally:
