@@ -10,7 +10,7 @@ is that phase's own cost, not its share of an overlapped run:
   reader (``_scan.c``, where built) its scan straight into column buffers, else msgspec's decoding into structs;
 * columns: turning those into Arrow columns (``EventColumns.add_native`` / ``add_batch``) and the builder's tables;
 * complete: time order, nesting, self time, steps (``model.derive.complete``);
-* cache write: the Parquet entry (``model.cache.store``) into an empty directory;
+* cache write: the Parquet entry (``store.entry.write``) into an empty directory;
 * cached open: ``open_trace`` from that entry, reading the events columns a command reads.
 
 The whole command (``opscope summary``) overlaps inflate with parsing and writes the cache behind the analysis;
@@ -30,9 +30,9 @@ from opscope.ingest.chrome import reader
 from opscope.ingest.chrome.columns import EventColumns
 from opscope.ingest.chrome.json_stream import EventArrayStream
 from opscope.ingest.source import ByteSource
-from opscope.model import cache
 from opscope.model.builder import TraceBuilder, fast_type_inference
 from opscope.model.derive import complete
+from opscope.store import entry as cache_entry
 
 
 class Clock:
@@ -92,7 +92,7 @@ def profile(path: Path) -> dict[str, dict[str, float]]:
     store_clock = Clock()
     with tempfile.TemporaryDirectory(prefix="opscope-phases-") as root:
         with store_clock:
-            cache.store(path, trace, Path(root))
+            cache_entry.write(path, trace, Path(root))
         del trace
         cached_clock = Clock()
         with cached_clock:

@@ -186,13 +186,10 @@ class Loaded:
         return step_stats(step_table(self.trace))
 
     def gpu(self, short_gap_ns: int = 10_000):
-        """The :class:`~opscope.analyses.gpu.GpuAnalysis` behind ``opscope gpu`` (computed once per gap)."""
-        key = f"gpu:{short_gap_ns}"
-        if key not in self._cache:
-            from opscope.analyses.gpu import GpuAnalysis
+        """The :class:`~opscope.analyses.gpu.GpuAnalysis` behind ``opscope gpu`` (made once per trace and gap)."""
+        from opscope.analyses.gpu import gpu_analysis
 
-            self._cache[key] = GpuAnalysis(self.trace, short_gap_ns=short_gap_ns)
-        return self._cache[key]
+        return gpu_analysis(self.trace, short_gap_ns)
 
     def gpu_breakdown(self, short_gap_ns: int = 10_000):
         """The ``opscope gpu`` table: busy time per device and stream by kind of work, idle, concurrency."""

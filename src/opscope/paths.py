@@ -1,8 +1,11 @@
-"""Output names that never overwrite: an earlier recording, dump or trace is never lost."""
+"""Where opscope writes: output names that never overwrite (an earlier recording, dump or trace is never lost), and
+the cache directory."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 #: How many numbered alternatives (NAME-1, NAME-2...) a writer tries before giving up.
 MAX_ALTERNATIVES = 10_000
@@ -21,3 +24,13 @@ def numbered_names(name: str, suffix: str = "") -> Iterator[str]:
 def all_taken(name: str) -> str:
     """What to say when every one of :func:`numbered_names` is taken."""
     return f"{name}-1 to {name}-{MAX_ALTERNATIVES - 1} are all taken; give a new directory with --output"
+
+
+def cache_root() -> Path:
+    """opscope's cache directory: ``$OPSCOPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/opscope`` or ``~/.cache/opscope``
+    (the trace cache, :mod:`opscope.store`, and the HTML report's script bundle)."""
+    env = os.environ.get("OPSCOPE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "opscope"

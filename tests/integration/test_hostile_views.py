@@ -51,7 +51,7 @@ def view_results(tmp_path_factory):
 
 
 def _cache_dir() -> str:
-    from opscope.model.cache import cache_root
+    from opscope.store.keys import cache_root
 
     return str(cache_root())
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from opscope.model import cache as cache_mod
+from opscope.store.keys import cache_key
 
 
 def entry_of(path: Path, root: Path) -> Path:
-    return root / cache_mod.cache_key(path)
+    return root / cache_key(path)
 
 
 def flip_in_data_pages(file: Path) -> int:

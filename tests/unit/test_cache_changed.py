@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from support.cache import change_in_place
 from opscope.errors import TraceError
 from opscope.ingest import open_trace
+from opscope.model.memo import memoized
 
 path, how = Path(sys.argv[1]), sys.argv[2]
 open_trace(path)  # parses and writes the entry
@@ -34,13 +35,14 @@ trace = open_trace(path)  # from the entry
 events = Path(trace.metadata["from_cache"]) / "events.arrow"
 out = {"events": str(events)}
 
-def total():
+@memoized()
+def total(trace):
     durations = trace.select(["dur_ns"])["dur_ns"]  # read (and checked) before the change
     change_in_place(events, how)  # from outside, while the analysis reads the column
     return pc.sum(durations).as_py()
 
 try:
-    out["total"] = trace.memo("total", total)
+    out["total"] = total(trace)
 except TraceError as exc:
     out["error"] = str(exc)
 again = open_trace(path)

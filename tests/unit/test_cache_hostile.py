@@ -13,11 +13,13 @@ from support.tracefiles import small_gpu_trace, write_trace, x
 
 from opscope.errors import TraceError
 from opscope.ingest import open_trace
-from opscope.model import cache as cache_mod
+from opscope.store import entry as entry_mod
+from opscope.store import files as files_mod
+from opscope.store.keys import cache_key
 
 
 def _entry(path, root):
-    return root / cache_mod.cache_key(path)
+    return root / cache_key(path)
 
 
 def _names(trace):
@@ -134,18 +136,18 @@ def test_a_failed_table_write_on_either_thread_keeps_no_entry(tmp_path, monkeypa
     # neither a half-written entry nor its temporary directory is left
     trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
     root = tmp_path / "cache"
-    real = cache_mod._write_table
+    real = files_mod.write_table
 
     def write(table, where):
         if where.name == f"{failing}.arrow":
             raise OSError(28, "No space left on device")
         return real(table, where)
 
-    monkeypatch.setattr(cache_mod, "_write_table", write)
-    assert cache_mod.store(tmp_path / "t.json", trace, root) is None
+    monkeypatch.setattr(files_mod, "write_table", write)
+    assert entry_mod.write(tmp_path / "t.json", trace, root) is None
     assert list(root.iterdir()) == []
-    monkeypatch.setattr(cache_mod, "_write_table", real)
-    entry = cache_mod.store(tmp_path / "t.json", trace, root)
+    monkeypatch.setattr(files_mod, "write_table", real)
+    entry = entry_mod.write(tmp_path / "t.json", trace, root)
     assert entry is not None and (entry / f"{failing}.arrow").is_file()
 
 
@@ -178,14 +180,14 @@ def test_args_that_do_not_reach_the_entry_leave_no_entry_and_are_read_again(tmp_
 
     path = _trace_with_a_copy(tmp_path)
     expected = open_trace(path, use_cache=False).args.to_pylist()
-    real = cache_mod._write_table
+    real = files_mod.write_table
 
     def write(table, where):
         if where.name == "args.arrow":
             raise OSError(28, "No space left on device")
         return real(table, where)
 
-    monkeypatch.setattr(cache_mod, "_write_table", write)
+    monkeypatch.setattr(files_mod, "write_table", write)
     first = open_trace(path, cache_dir=cache, write_behind=write_behind)
     finish_cache_writes()
     assert list(cache.iterdir()) == []  # neither an entry without its args nor the draft

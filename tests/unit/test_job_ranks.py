@@ -170,14 +170,14 @@ def test_a_recording_directory_is_not_a_job(tmp_path):
 def test_the_dataset_links_each_rank_table_under_its_rank(tmp_path):
     import duckdb
 
-    from opscope.model.cache import _write_table
     from opscope.scale.dataset import dataset_tables, job_dataset
+    from opscope.store.files import write_table
 
     entries = {}
     for rank, n in ((0, 2), (3, 5)):
         entry = tmp_path / f"entry{rank}"
         entry.mkdir()
-        _write_table(pa.table({"dur_ns": list(range(n))}), entry / "events.arrow")
+        write_table(pa.table({"dur_ns": list(range(n))}), entry / "events.arrow")
         entries[rank] = str(entry)
     directory = job_dataset(entries, tmp_path / "cache")
     assert job_dataset(entries, tmp_path / "cache") == directory  # made once

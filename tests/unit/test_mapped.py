@@ -151,7 +151,7 @@ def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path, monke
     from support.tracefiles import small_gpu_trace, write_trace
 
     from opscope.ingest import open_trace
-    from opscope.model.cache import IN_PLACE
+    from opscope.store.files import IN_PLACE
 
     monkeypatch.setattr(mapped, "MAP_FROM_BYTES", 0)  # the small trace's tables too
     path = write_trace(tmp_path / "t.json", small_gpu_trace())

@@ -11,6 +11,7 @@ from support.tracefiles import small_gpu_trace, write_trace
 
 from opscope import threads
 from opscope.ingest import open_trace
+from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
 WAIT_S = 20  # a deadlock fails the test instead of hanging it
@@ -25,17 +26,18 @@ def test_a_memo_two_threads_ask_for_is_computed_once():
     trace = _trace()
     started, release, calls = threading.Event(), threading.Event(), []
 
-    def compute() -> int:
+    @memoized()
+    def compute(trace: Trace) -> int:
         calls.append(1)
         started.set()
         assert release.wait(WAIT_S)
         return 42
 
     got: list[int] = []
-    first = threading.Thread(target=lambda: got.append(trace.memo("k", compute)))
+    first = threading.Thread(target=lambda: got.append(compute(trace)))
     first.start()
     assert started.wait(WAIT_S)
-    second = threading.Thread(target=lambda: got.append(trace.memo("k", compute)))
+    second = threading.Thread(target=lambda: got.append(compute(trace)))
     second.start()  # asks while the first computes: waits for its value
     release.set()
     first.join(WAIT_S)
@@ -47,24 +49,30 @@ def test_a_memo_whose_computation_failed_is_computed_by_the_thread_waiting_for_i
     trace = _trace()
     started, release = threading.Event(), threading.Event()
 
-    def failing() -> int:
-        started.set()
-        assert release.wait(WAIT_S)
-        raise RuntimeError("broken")
+    fail = [True]
+
+    @memoized()
+    def once(trace: Trace) -> int:
+        if fail.pop():  # the first call fails (after the second has asked); the second computes
+            started.set()
+            assert release.wait(WAIT_S)
+            raise RuntimeError("broken")
+        return 7
 
     errors: list[BaseException] = []
 
     def ask_failing() -> None:
         try:
-            trace.memo("k", failing)
+            once(trace)
         except RuntimeError as exc:
             errors.append(exc)
 
     first = threading.Thread(target=ask_failing)
     first.start()
     assert started.wait(WAIT_S)
+    fail.append(False)
     got: list[int] = []
-    second = threading.Thread(target=lambda: got.append(trace.memo("k", lambda: 7)))
+    second = threading.Thread(target=lambda: got.append(once(trace)))
     second.start()
     release.set()
     first.join(WAIT_S)

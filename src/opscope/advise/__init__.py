@@ -28,6 +28,7 @@ from opscope.advise.rules import (
     warmup,
 )
 from opscope.errors import UsageError
+from opscope.model.memo import kept_results, memoized
 from opscope.model.trace import Trace
 from opscope.threads import side_by_side, usable_cores
 
@@ -103,11 +104,17 @@ def advise(trace: Trace, run: dict[str, Any] | None = None, peers: tuple[Trace, 
 
     On one cached trace (no other ranks, no measured factors, no context given) the advice is kept in the trace's
     cache entry: the next ``opscope advise`` with the same rules and run.json reads it."""
-    if context is None and not peers and not measured and job is None and trace.results is not None:
-        key = f"advise/{only!r}/{json.dumps(run, sort_keys=True, default=repr)}"
-        kept = trace.memo(key, lambda: _as_dict(_advise(trace, run, only)), keep=True)
+    if context is None and not peers and not measured and job is None and kept_results(trace) is not None:
+        kept = _kept_advice(trace, only, json.dumps(run, sort_keys=True, default=repr), run)
         return Advice(**{**kept, "findings": [Finding(**f) for f in kept["findings"]]})
     return _advise(trace, run, only, peers, measured, context, job)
+
+
+@memoized(keep=True, ignore=("run",))
+def _kept_advice(trace: Trace, only: list[str] | None, run_json: str, run: dict[str, Any] | None) -> dict[str, Any]:
+    """:func:`advise` as a JSON value, for the cache entry: ``run_json`` names ``run`` (which may hold values that
+    have no canonical form)."""
+    return _as_dict(_advise(trace, run, only))
 
 
 def _as_dict(advice: Advice) -> dict[str, Any]:

@@ -11,10 +11,11 @@ import pyarrow.compute as pc
 
 from opscope.analyses.arrays import share_pct
 from opscope.analyses.recording import find_run_info  # noqa: F401  (advise's callers find it here)
+from opscope.model.memo import memoized
 from opscope.model.trace import Trace
-from opscope.threads import cached_property
 
 if TYPE_CHECKING:
+    from opscope.analyses.gpu import GpuAnalysis
     from opscope.analyses.job.view import JobView
     from opscope.analyses.recording import Inflation
 
@@ -30,7 +31,7 @@ class MeasuredFactor:
 
 
 class AdviceContext:
-    """A trace, the analyses rules ask for (lazily, each once) and what is known about the run.
+    """A trace, the analyses rules ask for (lazily, each once per trace: the memo) and what is known about the run.
 
     Every saving is expressed *per step*: the window is the first ProfilerStep's start to the last one's end
     (the whole trace when it has no steps), ``steps`` the number of steps in it (1 without steps), and
@@ -52,20 +53,19 @@ class AdviceContext:
         #: the whole job's view (``opscope advise DIR``): collectives matched across ranks, stragglers by delay
         self.job = job
         self.measured: Mapping[str, MeasuredFactor] = measured or {}
+        self._looked_at_device = False  # whether a rule asked for the GPU analysis (window_lines says its unseen time)
 
     # --- the window and per-step arithmetic ---------------------------------------------------------
 
-    @cached_property
+    @property
     def window(self) -> tuple[int, int]:
-        from opscope.analyses.steps import step_window
-
-        return step_window(self.trace)
+        return _window(self.trace)
 
     @property
     def window_ns(self) -> int:
         return max(0, self.window[1] - self.window[0])
 
-    @cached_property
+    @property
     def steps(self) -> int:
         return max(1, self.trace.steps.num_rows)
 
@@ -73,14 +73,11 @@ class AdviceContext:
     def has_steps(self) -> bool:
         return self.trace.steps.num_rows > 0
 
-    @cached_property
+    @property
     def step_ns(self) -> int:
         """The mean step (:class:`~opscope.analyses.steps.StepStats`, as every command shows it); the window itself
         for a trace without steps."""
-        from opscope.analyses.steps import step_stats, step_table
-
-        mean = step_stats(step_table(self.trace)).mean_ns if self.has_steps else None
-        return mean if mean is not None else self.window_ns
+        return _step_ns(self.trace)
 
     @property
     def unit(self) -> str:
@@ -94,19 +91,19 @@ class AdviceContext:
 
         lines = [window_line(self.trace) + "; savings are per step of it" if self.has_steps else
                  window_line(self.trace) + "; savings are over the whole trace"]
-        if "gpu" in self.__dict__ and self.gpu is not None:  # only when a rule looked at the device
+        if self._looked_at_device and self.gpu is not None:  # only when a rule looked at the device
             lines += [unseen_line(device, u) for device, u in self.gpu.work.unseen.items()]
         inflation = self.inflation
         if inflation is not None and inflation.inflated:
             lines.append(inflation.line() + "; so are the savings, which are of these inflated steps")
         return lines
 
-    @cached_property
+    @property
     def inflation(self) -> Inflation | None:
         """How much slower the recorded steps ran than unrecorded ones (from run.json), None when unknown."""
         from opscope.analyses.recording import step_inflation
 
-        return step_inflation(self.run)
+        return step_inflation(self.run)  # a few medians of run.json's step times: not worth keeping
 
     def per_step(self, total_ns: int | float) -> int:
         return round(total_ns / self.steps)
@@ -114,75 +111,70 @@ class AdviceContext:
     def pct(self, per_step_ns: int | float | None) -> float | None:
         return share_pct(per_step_ns, self.step_ns)
 
-    # --- analyses, computed once ------------------------------------------------------------------------
+    # --- analyses: each computed once per trace (the memo), whichever rule or context asks first ------------
 
-    @cached_property
+    @property
     def step_table(self) -> pa.Table:
         from opscope.analyses.steps import step_table
 
         return step_table(self.trace)
 
-    @cached_property
+    @property
     def gpu(self):
         """The GpuAnalysis of the trace, or None when it has no device work."""
-        from opscope.analyses.gpu import gpu_analysis
+        self._looked_at_device = True
+        return _gpu(self.trace)
 
-        analysis = gpu_analysis(self.trace)
-        return analysis if analysis.has_work else None
-
-    @cached_property
+    @property
     def breakdown(self) -> pa.Table:
         """Device rows of the GPU breakdown (stream null), empty without device work."""
-        from opscope.analyses.gpu import BREAKDOWN_SCHEMA
+        self._looked_at_device = True
+        return _device_rows(self.trace)
 
-        if self.gpu is None:
-            return BREAKDOWN_SCHEMA.empty_table()
-        b = self.gpu.breakdown()
-        return b.filter(pc.is_null(b["stream"]))
-
-    @cached_property
+    @property
     def idle(self) -> pa.Table:
         from opscope.analyses.idle import IDLE_SCHEMA
 
-        return IDLE_SCHEMA.empty_table() if self.gpu is None else self.gpu.idle()
+        gpu = self.gpu
+        return IDLE_SCHEMA.empty_table() if gpu is None else gpu.idle()
 
-    @cached_property
+    @property
     def launches(self) -> pa.Table:
         from opscope.analyses.gpu import LAUNCH_SCHEMA
 
-        return LAUNCH_SCHEMA.empty_table() if self.gpu is None else self.gpu.launches()
+        gpu = self.gpu
+        return LAUNCH_SCHEMA.empty_table() if gpu is None else gpu.launches()
 
-    @cached_property
+    @property
     def ops(self) -> pa.Table:
         """cpu_op groups by name (self time with duplicate ops folded), with the Python API."""
         from opscope.analyses.ops import op_table
 
         return op_table(self.trace, python_api=True)
 
-    @cached_property
+    @property
     def kernels(self) -> pa.Table:
         """Device work grouped by short kernel name."""
         from opscope.analyses.kernels import kernel_table
 
         return kernel_table(self.trace, names="short")
 
-    @cached_property
+    @property
     def sync_calls(self) -> list:
         """The blocking host-device synchronisations inside the steps (:func:`opscope.analyses.sync.sync_calls`)."""
-        from opscope.analyses.sync import sync_calls
+        return _sync_calls(self.trace)
 
-        return sync_calls(self.trace)
-
-    @cached_property
+    @property
     def host(self) -> HostCores | None:
         """The cores the run had and how many its own threads and the host's other processes left free
         (:func:`host_cores`), or None without run.json's core count."""
-        return host_cores(self.run)
+        return host_cores(self.run)  # a few fields of run.json: not worth keeping
 
-    @cached_property
+    @property
     def device_properties(self) -> list[dict[str, Any]]:
         """GPUs as the trace (Kineto's deviceProperties) or the run (torch's properties) describe them, with
-        ``name``, ``capability`` ("8.0") and ``total_memory`` (bytes) where known."""
+        ``name``, ``capability`` ("8.0") and ``total_memory`` (bytes) where known (read from the metadata and
+        run.json on each use: a few fields)."""
         # both come from files anyone can write: a value of the wrong type is unknown (None), never a crash
         out = []
         props = self.trace.metadata.get("device_properties")
@@ -199,6 +191,47 @@ class AdviceContext:
                         "capability": _typed(g.get("capability"), str),
                         "total_memory": _typed(g.get("total_memory"), int)} for g in gpus if isinstance(g, dict))
         return out
+
+
+@memoized()
+def _window(trace: Trace) -> tuple[int, int]:
+    from opscope.analyses.steps import step_window
+
+    return step_window(trace)
+
+
+@memoized()
+def _step_ns(trace: Trace) -> int:
+    from opscope.analyses.steps import step_stats, step_table
+
+    mean = step_stats(step_table(trace)).mean_ns if trace.steps.num_rows else None
+    return mean if mean is not None else max(0, _window(trace)[1] - _window(trace)[0])
+
+
+@memoized()
+def _gpu(trace: Trace) -> GpuAnalysis | None:
+    from opscope.analyses.gpu import gpu_analysis
+
+    analysis = gpu_analysis(trace)
+    return analysis if analysis.has_work else None
+
+
+@memoized()
+def _device_rows(trace: Trace) -> pa.Table:
+    from opscope.analyses.gpu import BREAKDOWN_SCHEMA
+
+    gpu = _gpu(trace)
+    if gpu is None:
+        return BREAKDOWN_SCHEMA.empty_table()
+    b = gpu.breakdown()
+    return b.filter(pc.is_null(b["stream"]))
+
+
+@memoized()
+def _sync_calls(trace: Trace) -> list:
+    from opscope.analyses.sync import sync_calls
+
+    return sync_calls(trace)
 
 
 def _typed(value: Any, kind: type) -> Any:

@@ -39,9 +39,9 @@ from opscope.analyses.intervals import covered_by_group, covered_within, merged_
 from opscope.analyses.links import LINKED_KINDS, correlated_launches
 from opscope.analyses.steps import step_table, step_window, window_line
 from opscope.model.buffers import values_view
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
-from opscope.threads import cached_property
 
 #: Kinds of device work (sync records and annotations are not work).
 DEVICE_WORK = LINKED_KINDS  # the rows of links.correlated_launches, which _launches reads
@@ -338,64 +338,133 @@ def _thread_numbers(runtime: pa.Table) -> pa.Array:
 
 # --- analyses ------------------------------------------------------------------------------------------
 
+@memoized()
 def gpu_analysis(trace: Trace, short_gap_ns: int = 10_000) -> GpuAnalysis:
     """The trace's :class:`GpuAnalysis` with this ``short_gap_ns``, made once per trace: the sections of a report,
     the rules of advise and the parts of a diff share its merged intervals and tables."""
-    return trace.memo(("gpu.analysis", short_gap_ns), lambda: GpuAnalysis(trace, short_gap_ns=short_gap_ns))
+    return GpuAnalysis(trace, short_gap_ns=short_gap_ns)
+
+
+@memoized()
+def shared_work(trace: Trace) -> GpuWork:
+    """The trace's :func:`device_work`, once per trace (every :class:`GpuAnalysis` of it shares it)."""
+    return device_work(trace)
+
+
+# The tables below are computed once per trace (the report's sections and the advice rules share them), and kept in
+# the cache entry of a cached trace for the next command; ``analysis``: the GpuAnalysis asking, whose intervals they
+# are computed from (the breakdown, launches and notes do not depend on its short-gap setting).
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_breakdown(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
+    return (analysis or gpu_analysis(trace))._breakdown()
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_launches(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
+    return (analysis or gpu_analysis(trace))._launches()
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_idle(trace: Trace, short_gap_ns: int, analysis: GpuAnalysis | None = None) -> pa.Table:
+    return (analysis or gpu_analysis(trace, short_gap_ns))._idle()
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_notes(trace: Trace, analysis: GpuAnalysis | None = None) -> list[str]:
+    return (analysis or gpu_analysis(trace))._notes()
+
+
+@memoized(keep=True, ignore=("analysis",))
+def gpu_launch_notes(trace: Trace, analysis: GpuAnalysis | None = None) -> list[str]:
+    return (analysis or gpu_analysis(trace))._launch_notes()
+
+
+# The merged intervals every table of the analysis shares, once per trace.
+
+@memoized()
+def _stream_busy(trace: Trace) -> pa.Table:
+    t = shared_work(trace).table
+    m = merged_intervals(combined(t["sid"]), combined(t["start"]), combined(t["end"]),
+                         presorted=True)
+    return m.append_column("device", pc.take(t["device"], m["first"])) \
+            .append_column("launch", pc.take(t["launch"], m["first"]))
+
+
+@memoized()
+def _device_busy(trace: Trace) -> pa.Table:
+    sb = _stream_busy(trace)
+    if sb.num_rows == 0:
+        return merged_intervals(*(pa.array([], pa.int64()),) * 3).append_column("launch", pa.array([], pa.int64()))
+    order = pc.sort_indices(sb, [("device", "ascending"), ("start", "ascending")])
+    sb = sb.take(order)
+    m = merged_intervals(combined(sb["device"]), combined(sb["start"]),
+                         combined(sb["end"]), presorted=True)
+    return m.append_column("launch", pc.take(sb["launch"], m["first"]))
+
+
+@memoized()
+def _device_not_idle(trace: Trace) -> pa.Table:
+    db = _device_busy(trace)
+    unseen = shared_work(trace).unseen
+    if not unseen:
+        return db
+    extra = pa.table({"group": pa.array(list(unseen), pa.int64()),
+                      "start": pa.array([u.start for u in unseen.values()], pa.int64()),
+                      "end": pa.array([u.end for u in unseen.values()], pa.int64()),
+                      "launch": pa.array([u.launch for u in unseen.values()], pa.int64())})
+    both = pa.concat_tables([db.select(["group", "start", "end", "launch"]).cast(extra.schema), extra])
+    both = both.take(pc.sort_indices(both, [("group", "ascending"), ("start", "ascending")]))
+    m = merged_intervals(combined(both["group"]), combined(both["start"]),
+                         combined(both["end"]), presorted=True)
+    return m.append_column("launch", pc.take(both["launch"], m["first"]))
+
+
+@memoized()
+def _pending(trace: Trace) -> pa.Table:
+    w = shared_work(trace)
+    t = w.table.select(["device", "launch", "raw_start"])  # (a filter copies every column it is given)
+    p = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
+    return pa.table({"device": combined(p["device"]),
+                     "start": pc.max_element_wise(combined(p["launch"]), w.window_start),
+                     "end": pc.min_element_wise(combined(p["raw_start"]), w.window_end)})
+
+
+@memoized()
+def _concurrency(trace: Trace) -> dict[int, tuple[int, int]]:
+    return stream_levels(_stream_busy(trace))
 
 
 class GpuAnalysis:
-    """Every GPU table of one trace, sharing the prepared work and the merged intervals."""
+    """Every GPU table of one trace, sharing the prepared work and the merged intervals (each computed once per
+    trace: the memo; only the idle causes depend on ``short_gap_ns``)."""
 
     def __init__(self, trace: Trace, short_gap_ns: int = 10_000) -> None:
         self.trace = trace
         self.short_gap_ns = short_gap_ns
 
-    @cached_property
+    @property
     def work(self) -> GpuWork:
         """The prepared device work (shared by every analysis of the trace). Not computed when the tables a
         command shows were kept in the cache by an earlier command."""
-        return self.trace.memo("gpu.device_work", lambda: device_work(self.trace))
+        return shared_work(self.trace)
 
-    @cached_property
+    @property
     def stream_busy(self) -> pa.Table:
         """Merged busy intervals per stream (``group`` = sid), with ``device`` and the ``launch`` of the work
         that opens each interval."""
-        t = self.work.table
-        m = merged_intervals(combined(t["sid"]), combined(t["start"]), combined(t["end"]),
-                             presorted=True)
-        return m.append_column("device", pc.take(t["device"], m["first"])) \
-                .append_column("launch", pc.take(t["launch"], m["first"]))
+        return _stream_busy(self.trace)
 
-    @cached_property
+    @property
     def device_busy(self) -> pa.Table:
         """Merged busy intervals per device (``group`` = device), with the ``launch`` of the opening work."""
-        sb = self.stream_busy
-        if sb.num_rows == 0:
-            return merged_intervals(*(pa.array([], pa.int64()),) * 3).append_column("launch", pa.array([], pa.int64()))
-        order = pc.sort_indices(sb, [("device", "ascending"), ("start", "ascending")])
-        sb = sb.take(order)
-        m = merged_intervals(combined(sb["device"]), combined(sb["start"]),
-                             combined(sb["end"]), presorted=True)
-        return m.append_column("launch", pc.take(sb["launch"], m["first"]))
+        return _device_busy(self.trace)
 
-    @cached_property
+    @property
     def device_not_idle(self) -> pa.Table:
         """:attr:`device_busy` with each device's unseen busy stretch merged in: when the device was not idle.
         Idle gaps are the window less these intervals."""
-        db = self.device_busy
-        unseen = self.work.unseen
-        if not unseen:
-            return db
-        extra = pa.table({"group": pa.array(list(unseen), pa.int64()),
-                          "start": pa.array([u.start for u in unseen.values()], pa.int64()),
-                          "end": pa.array([u.end for u in unseen.values()], pa.int64()),
-                          "launch": pa.array([u.launch for u in unseen.values()], pa.int64())})
-        both = pa.concat_tables([db.select(["group", "start", "end", "launch"]).cast(extra.schema), extra])
-        both = both.take(pc.sort_indices(both, [("group", "ascending"), ("start", "ascending")]))
-        m = merged_intervals(combined(both["group"]), combined(both["start"]),
-                             combined(both["end"]), presorted=True)
-        return m.append_column("launch", pc.take(both["launch"], m["first"]))
+        return _device_not_idle(self.trace)
 
     def unseen_within(self, spans: list[tuple[int, int]]) -> list[int]:
         """How much of each ``(start, end)`` span some device spent on unseen work (the union over devices)."""
@@ -451,16 +520,11 @@ class GpuAnalysis:
         """The devices that ran work, in order."""
         return self.work.devices
 
-    @cached_property
+    @property
     def pending(self) -> pa.Table:
         """Launched work waiting to start: for each work row launched before it started, its ``device`` and the
         span from the launch (``start``) to its start (``end``), clipped to the window (``end`` may be <= ``start``)."""
-        w = self.work
-        t = w.table.select(["device", "launch", "raw_start"])  # (a filter copies every column it is given)
-        p = t.filter(pc.fill_null(pc.less(t["launch"], t["raw_start"]), False))
-        return pa.table({"device": combined(p["device"]),
-                         "start": pc.max_element_wise(combined(p["launch"]), w.window_start),
-                         "end": pc.min_element_wise(combined(p["raw_start"]), w.window_end)})
+        return _pending(self.trace)
 
     def blocked(self) -> pa.Table:
         """When each device could not have taken new work from the host: busy, or holding launched work that had
@@ -499,32 +563,30 @@ class GpuAnalysis:
                          "exposed_ns": exposed, "hideable_ns": max(0, min(exposed, compute - overlapped))})
         return rows
 
-    @cached_property
+    @property
     def concurrency(self) -> dict[int, tuple[int, int]]:
         """``{device: (ns with >= 2 streams busy, most streams busy at once)}``."""
-        return stream_levels(self.stream_busy)
+        return _concurrency(self.trace)
 
-    # The tables below are computed once per analysis (the report's sections and the advice rules share one),
-    # and kept in the cache entry of a cached trace for the next command.
+    # The tables below are computed once per trace (the report's sections and the advice rules share them), and
+    # kept in the cache entry of a cached trace for the next command (gpu_breakdown...).
     def breakdown(self) -> pa.Table:
         """One row per device (``stream`` null: the union over its streams) followed by one per stream."""
-        return self.trace.memo("gpu.breakdown", lambda: self._breakdown, keep=True)
+        return gpu_breakdown(self.trace, self)
 
     def launches(self) -> pa.Table:
         """Per device: streams, true concurrency, kernel counts and durations, launch delays."""
-        return self.trace.memo("gpu.launches", lambda: self._launches, keep=True)
+        return gpu_launches(self.trace, self)
 
     def idle(self) -> pa.Table:
         """Per device, idle time by cause (analyses/idle.py)."""
-        return self.trace.memo(f"gpu.idle/{self.short_gap_ns}", lambda: self._idle, keep=True)
+        return gpu_idle(self.trace, self.short_gap_ns, self)
 
-    @cached_property
     def _idle(self) -> pa.Table:
         from opscope.analyses.idle import idle_causes
 
         return idle_causes(self)
 
-    @cached_property
     def _breakdown(self) -> pa.Table:
         w = self.work
         t = w.table
@@ -572,7 +634,6 @@ class GpuAnalysis:
                                      unseen, None, clipped.get(s, 0)))
         return pa.Table.from_pylist(rows, schema=BREAKDOWN_SCHEMA)
 
-    @cached_property
     def _launches(self) -> pa.Table:
         w = self.work
         t = w.table
@@ -624,7 +685,7 @@ class GpuAnalysis:
 
     def notes(self) -> list[str]:
         """What to know about the breakdown: the window, what busy means, clipped events."""
-        return list(self.trace.memo("gpu.notes", self._notes, keep=True))
+        return list(gpu_notes(self.trace, self))
 
     def _notes(self) -> list[str]:
         w = self.work
@@ -642,7 +703,7 @@ class GpuAnalysis:
 
     def launch_notes(self) -> list[str]:
         """What to know about launches: none linked, or clock skew."""
-        return list(self.trace.memo("gpu.launch_notes", self._launch_notes, keep=True))
+        return list(gpu_launch_notes(self.trace, self))
 
     def _launch_notes(self) -> list[str]:
         w = self.work
@@ -711,6 +772,7 @@ def _quantiles(values, qs: tuple[float, ...]) -> list[int | None]:
     return [round(v) for v in out]
 
 
+@memoized(keep=True, ignore=("analysis",))
 def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.Table:
     """The step table with the device busy time inside each step's interval beside it: ``gpu_busy_ns`` (the
     union of all device work within the step's start and end, as ``opscope gpu`` counts it) and
@@ -719,7 +781,7 @@ def step_device_table(trace: Trace, analysis: GpuAnalysis | None = None) -> pa.T
     a device spent on work the trace does not show (see :class:`UnseenBusy`; only a first step can have it).
     Null busy figures: the trace has no device work."""
     # kept in the cache entry (the figures do not depend on the analysis' short-gap setting)
-    return trace.memo("gpu.step_device_table", lambda: _step_device_table(trace, analysis), keep=True)
+    return _step_device_table(trace, analysis)
 
 
 def _step_device_table(trace: Trace, analysis: GpuAnalysis | None) -> pa.Table:

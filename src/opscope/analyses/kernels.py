@@ -11,6 +11,7 @@ from opscope.analyses.links import launching_op
 from opscope.analyses.names import demangled, distinct_forms, map_distinct, short_name
 from opscope.analyses.ops import sort_table
 from opscope.errors import UsageError
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -19,6 +20,7 @@ DEVICE_WORK = ("kernel", "comm", "memcpy", "memset")
 NAME_FORMS = ("raw", "full", "short")
 
 
+@memoized(keep=True)  # kept in the cache entry: the next command on the same trace with the same options reads it
 def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = False,
                  sort: str = "total_ns", names: str = "raw") -> pa.Table:
     """One row per kernel name: calls, total/avg/min/max, share of all device time, streams.
@@ -30,23 +32,19 @@ def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = Fa
     """
     if names not in NAME_FORMS:
         raise UsageError(f"names must be one of {', '.join(NAME_FORMS)}, not {names!r}")
-    # kept in the cache entry: the next command on the same trace with the same options reads it
-    return trace.memo(f"kernels.kernel_table/{filt!r}/{by_op}/{sort}/{names}",
-                      lambda: _kernel_table(trace, filt, by_op, sort, names), keep=True)
+    return _kernel_table(trace, filt, by_op, sort, names)
 
 
+@memoized(keep=True)
 def kernel_forms(trace: Trace) -> dict[str, str]:
     """Every device-work name of the trace -> the name tables show it by: its short form, longer where another kernel
     of the trace has the same (:func:`~opscope.analyses.names.distinct_forms`). Taken over the whole trace, so one
     kernel reads the same in every table and command, whatever rows a table lists."""
-    def forms() -> dict[str, str]:
-        events = trace.select(["kind", "name"])
-        names = pc.unique(combined(pc.filter(events["name"], kind_mask(events, DEVICE_WORK))))
-        if pa.types.is_dictionary(names.type):
-            names = names.dictionary_decode()
-        return distinct_forms([n for n in names.to_pylist() if n is not None])
-
-    return trace.memo("kernels.kernel_forms", forms, keep=True)
+    events = trace.select(["kind", "name"])
+    names = pc.unique(combined(pc.filter(events["name"], kind_mask(events, DEVICE_WORK))))
+    if pa.types.is_dictionary(names.type):
+        names = names.dictionary_decode()
+    return distinct_forms([n for n in names.to_pylist() if n is not None])
 
 
 def shown_names(trace: Trace, column: pa.Array | pa.ChunkedArray, *, encoded: bool = False) -> pa.Array:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import arange, combined, name_match, native_loops, rows_where, scatter
 from opscope.model.buffers import minus_one_as_null, values_view
 from opscope.model.lookup import index_in
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -51,6 +52,7 @@ LINK_SCHEMA = pa.schema([
 ])
 
 
+@memoized()
 def link_table(trace: Trace) -> pa.Table:
     """One row per device event (kernel, comm, memcpy, memset), in time order.
 
@@ -59,7 +61,7 @@ def link_table(trace: Trace) -> pa.Table:
     annotation other than ``ProfilerStep#N``. Nulls where there is no such event or no link.
     ``link_inferred`` is true where the launch was paired by order, not by correlation id.
     """
-    return trace.memo("links.link_table", lambda: _link_table(trace))
+    return _link_table(trace)
 
 
 def _link_table(trace: Trace) -> pa.Table:
@@ -76,10 +78,11 @@ def _link_table(trace: Trace) -> pa.Table:
     }, schema=LINK_SCHEMA)
 
 
+@memoized()
 def device_links(trace: Trace) -> dict[str, pa.Array]:
     """The link rows as arrays: device_row, launch_row, op_row, top_row, annotation_row, link_inferred (computed
     once per trace: do not change the dict)."""
-    return trace.memo("links.device_links", lambda: _device_links(trace))
+    return _device_links(trace)
 
 
 def _device_links(trace: Trace) -> dict[str, pa.Array]:
@@ -104,10 +107,11 @@ class CorrelatedLaunches:
     where: pa.Array  #: per device event, the position in ``keyed_runtime`` of the first call with its id (null: none)
 
 
+@memoized()
 def correlated_launches(trace: Trace) -> CorrelatedLaunches:
     """:class:`CorrelatedLaunches` of the trace, once per trace: the device links and the GPU analysis's launch times
     both look the device events' correlation ids up among the runtime calls."""
-    return trace.memo("links.correlated_launches", lambda: _correlated_launches(trace.select(["kind", "correlation"])))
+    return _correlated_launches(trace.select(["kind", "correlation"]))
 
 
 def _correlated_launches(events: pa.Table, device_rows: pa.Array | None = None) -> CorrelatedLaunches:

@@ -18,6 +18,7 @@ from opscope.analyses.intervals import innermost_enclosing, is_sorted
 from opscope.errors import UsageError
 from opscope.model.buffers import minus_one_as_null, true_positions, values_view
 from opscope.model.derive import OP_LAYER
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -72,23 +73,27 @@ def memory_records(trace: Trace, steps: list[int] | None = None, devices: list[s
     ``with_ops=False`` leaves the ``op`` column empty (finding each record's op is most of the work).
 
     Kept in the cache entry of a cached trace: the next command with the same options reads them."""
-    key = f"memory.records/{steps!r}/{devices!r}/{with_ops}"
-    made: list[MemoryRecords] = []
+    about = _records_facts(trace, steps, devices, with_ops)
+    table = _records_table(trace, steps, devices, with_ops)
+    return MemoryRecords(table, about["start_ns"], about["end_ns"], list(about["devices"]), dict(about["problems"]),
+                         about["windowed"])
 
-    def records() -> MemoryRecords:
-        if not made:
-            made.append(_memory_records(trace, steps, devices, with_ops))
-        return made[0]
 
-    def facts() -> dict:
-        rec = records()
-        return {"start_ns": rec.start_ns, "end_ns": rec.end_ns, "devices": rec.devices, "problems": rec.problems,
-                "windowed": rec.windowed}
+@memoized()  # not kept: its table and its facts are (each read back without the other being computed)
+def _records(trace: Trace, steps: list[int] | None, devices: list[str] | None, with_ops: bool) -> MemoryRecords:
+    return _memory_records(trace, steps, devices, with_ops)
 
-    about = trace.memo(key + "/facts", facts, keep=True)
-    table = trace.memo(key, lambda: records().table, keep=True)
-    return made[0] if made else MemoryRecords(table, about["start_ns"], about["end_ns"], list(about["devices"]),
-                                              dict(about["problems"]), about["windowed"])
+
+@memoized(keep=True)
+def _records_facts(trace: Trace, steps: list[int] | None, devices: list[str] | None, with_ops: bool) -> dict:
+    rec = _records(trace, steps, devices, with_ops)
+    return {"start_ns": rec.start_ns, "end_ns": rec.end_ns, "devices": rec.devices, "problems": rec.problems,
+            "windowed": rec.windowed}
+
+
+@memoized(keep=True)
+def _records_table(trace: Trace, steps: list[int] | None, devices: list[str] | None, with_ops: bool) -> pa.Table:
+    return _records(trace, steps, devices, with_ops).table
 
 
 def _memory_records(trace: Trace, steps: list[int] | None, devices: list[str] | None,

@@ -27,6 +27,7 @@ from opscope.analyses.kernel_classes import classify
 from opscope.analyses.links import device_links
 from opscope.analyses.names import maps_to_value, python_api
 from opscope.errors import UsageError
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -45,6 +46,7 @@ def check_level(level: str) -> str:
     return level
 
 
+@memoized(keep=True, ignore=("links",))
 def device_work(trace: Trace, level: str = "api", framework: str | None = None,
                 links: dict[str, pa.Array] | None = None) -> pa.Table:
     """One row per device event, in time order: ``device_row`` (its event row), ``kind``, ``dur_ns``, ``step``
@@ -55,8 +57,7 @@ def device_work(trace: Trace, level: str = "api", framework: str | None = None,
     trace's :func:`opscope.analyses.links.device_links` when the caller has them already. Kept in the cache entry of
     a cached trace for the next command."""
     check_level(level)
-    return trace.memo(f"op_device.device_work/{level}/{framework}", lambda: _device_work(trace, level, framework,
-                                                                                          links), keep=True)
+    return _device_work(trace, level, framework, links)
 
 
 def _device_work(trace: Trace, level: str, framework: str | None, links: dict[str, pa.Array] | None) -> pa.Table:

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, group_numbers, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.errors import UsageError
+from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
 GROUP_KEYS = ("name", "shapes", "dtypes", "kind", "pid", "tid", "step")
@@ -40,11 +41,10 @@ def op_table(
     for key in by:
         if key not in GROUP_KEYS:
             raise UsageError(f"cannot group by {key!r}; choose from {', '.join(GROUP_KEYS)}")
-    # kept in the cache entry: the next command on the same trace with the same options reads it
-    key = f"ops.op_table/{list(by)!r}/{filt!r}/{sort}/{merge_duplicates}/{python_api}" + ("" if coverage else "/bare")
-    return trace.memo(key, lambda: _op_table(trace, by, filt, sort, merge_duplicates, python_api, coverage), keep=True)
+    return _op_table(trace, tuple(by), filt, sort, merge_duplicates, python_api, coverage)
 
 
+@memoized(keep=True)  # kept in the cache entry: the next command on the same trace with the same options reads it
 def _op_table(trace: Trace, by: Sequence[str], filt: EventFilter | None, sort: str, merge_duplicates: bool,
               python_api: bool, coverage: bool = True) -> pa.Table:
     filt = filt or EventFilter(kinds=("cpu_op",))

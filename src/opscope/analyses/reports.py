@@ -6,6 +6,7 @@ typed options and computes nothing the chosen renderer does not show (sections a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import share_pct
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.steps import NO_STEPS, step_marker
+from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 from opscope.report import Column, Report, Section, single
 from opscope.units import format_ns, format_pct
@@ -259,6 +261,13 @@ _MEMORY_TITLES = {"peak": "Peak memory per device (times after the trace start)"
                   "allocations": "Allocations by op", "counters": "Memory counters"}
 
 
+@memoized(keep=True, ignore=("make",))  # each table is kept in the cache entry for the next command with these options
+def _memory_view(trace: Trace, view: str, steps: list[int] | None, devices: list[str] | None, sort: str, buckets: int,
+                 make: Callable[[], pa.Table]) -> pa.Table:
+    """The table of memory_report's ``view``, which ``make`` makes from the records of these steps and devices."""
+    return make()
+
+
 def memory_report(trace: Trace, view: MemoryView | None, timeline: int, devices: list[str] | None, sort: str,
                   steps: list[int] | None, limit: int | None) -> Report:
     """Memory per device: peaks, holders at the peak, allocations by op, counters, a timeline."""
@@ -285,8 +294,8 @@ def memory_report(trace: Trace, view: MemoryView | None, timeline: int, devices:
         table = mem.timeline_table(rec, buckets)
         return table.append_column("allocated", table["allocated_bytes"])
 
-    def kept(view: str, make):  # each table is kept in the cache entry for the next command with these options
-        return lambda: trace.memo(f"memory_report.{view}/{steps!r}/{devices!r}/{sort}/{buckets}", make, keep=True)
+    def kept(view: str, make: Callable[[], pa.Table]) -> Callable[[], pa.Table]:
+        return lambda: _memory_view(trace, view, steps, devices, sort, buckets, make)
 
     tables = {"peak": kept("peak", peak), "holders": kept("holders", lambda: mem.holders_table(rec, sort)),
               "allocations": kept("allocations", lambda: mem.allocation_table(rec, sort)),

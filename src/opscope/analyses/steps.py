@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from opscope.analyses.intervals import union_by_group
 from opscope.analyses.kernels import DEVICE_WORK
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -81,12 +82,13 @@ def window_line(trace: Trace) -> str:
             f"{NO_STEPS}")
 
 
+@memoized(keep=True)
 def step_table(trace: Trace) -> pa.Table:
     """One row per ``ProfilerStep#N``: duration, ``launched_gpu_ns`` (the union of the device work launched in
     the step, wherever it ran: work launched near a step's end runs into the next one, so this can exceed the
     step's duration and is no share of it), outlier flag. The device busy time *inside* each step's interval
     is :func:`opscope.analyses.gpu.step_device_table`."""
-    return trace.memo("steps.step_table", lambda: _step_table(trace), keep=True)
+    return _step_table(trace)
 
 
 def _step_table(trace: Trace) -> pa.Table:

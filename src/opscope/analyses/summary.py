@@ -15,6 +15,7 @@ from opscope.analyses.kernels import DEVICE_WORK, kernel_table
 from opscope.analyses.ops import op_table
 from opscope.analyses.steps import StepStats, step_stats, step_table
 from opscope.model.buffers import true_positions
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -67,11 +68,21 @@ class Summary:
         return out
 
 
+@memoized(keep=True)
+def _kept_totals(trace: Trace) -> dict[str, Any]:
+    return _totals(trace)
+
+
+@memoized(keep=True)
+def _kept_by_kind(trace: Trace) -> pa.Table:
+    return _by_kind(trace)
+
+
 def summarize(trace: Trace, top: int = 5) -> Summary:
     # what needs every event (spans' unions, time by kind) is kept in the cache entry with the tables below: the
     # next summary of a cached trace reads it instead of the events' columns
-    totals = trace.memo("summary.totals", lambda: _totals(trace), keep=True)
-    by_kind = trace.memo("summary.by_kind", lambda: _by_kind(trace), keep=True)
+    totals = _kept_totals(trace)
+    by_kind = _kept_by_kind(trace)
     return Summary(
         source=str(trace.metadata.get("source")),
         wall_ns=totals["wall_ns"],

@@ -122,8 +122,8 @@ def job_tables(spec: Path) -> dict[str, object]:
     """Every rank of the job read into the cache (in parallel), as the rank-partitioned dataset's tables."""
     from opscope.cli.common import say
     from opscope.errors import UsageError
-    from opscope.model.cache import cache_root
     from opscope.scale.dataset import dataset_tables, job_dataset
+    from opscope.store.keys import cache_root
 
     run = run_job_from_env([spec], summarize=False)
     for line in run.problems:

@@ -12,6 +12,7 @@ from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import union_ns
 from opscope.analyses.steps import step_window
 from opscope.diff.normalize import Span
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 from opscope.units import format_ns
@@ -34,6 +35,7 @@ PART_MEANING = {
 }
 
 
+@memoized(keep=True)
 def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) -> dict[str, int]:
     """``{part: ns per step}``: with ``device_work``, compute/memcpy/memset/comm (each that kind's device time
     inside the compared steps, summed over devices) and idle (device time in them not covered by any work),
@@ -43,8 +45,7 @@ def parts(trace: Trace, span: Span, device_work: bool, host_work: bool = False) 
     cpu_op spans outside it) and ``outside_ops`` (the rest of the step). ``unseen_busy`` (only when a trace has
     it): device time spent on work the trace does not show (:class:`opscope.analyses.gpu.UnseenBusy`), left out
     of idle. Kept in the cache entry of a cached trace for the next diff."""
-    return trace.memo(f"diff.parts/{span!r}/{device_work}/{host_work}", lambda: _parts(trace, span, device_work,
-                                                                                        host_work), keep=True)
+    return _parts(trace, span, device_work, host_work)
 
 
 def _parts(trace: Trace, span: Span, device_work: bool, host_work: bool) -> dict[str, int]:
@@ -137,14 +138,12 @@ def side_description(trace: Trace, steps: int | None) -> str:
     return ", ".join(parts)
 
 
+@memoized(keep=True)
 def _working_devices(trace: Trace) -> list[int]:
     """The device ids of the trace's device work (kernels, copies, fills, collectives)."""
-    def found() -> list[int]:
-        events = trace.select(["kind", "device"])
-        work = pc.filter(events["device"], kind_mask(events, ("kernel", "memcpy", "memset", "comm")))
-        return sorted(d for d in pc.unique(work).to_pylist() if d is not None)
-
-    return trace.memo("diff.working_devices", found, keep=True)
+    events = trace.select(["kind", "device"])
+    work = pc.filter(events["device"], kind_mask(events, ("kernel", "memcpy", "memset", "comm")))
+    return sorted(d for d in pc.unique(work).to_pylist() if d is not None)
 
 
 def few_steps_note(labels: tuple[str, str], counts: tuple[int, int]) -> str | None:
@@ -156,12 +155,10 @@ def few_steps_note(labels: tuple[str, str], counts: tuple[int, int]) -> str | No
             f"whose noise can be the whole difference; record more steps (opscope record --active N)")
 
 
+@memoized(keep=True)
 def any_device(trace: Trace) -> bool:
     """Whether the trace has device work (kernels, copies, fills, collectives)."""
-    def found() -> bool:
-        return bool(pc.any(kind_mask(trace.select(["kind"]), ("kernel", "memcpy", "memset", "comm"))).as_py())
-
-    return trace.memo("diff.any_device", found, keep=True)
+    return bool(pc.any(kind_mask(trace.select(["kind"]), ("kernel", "memcpy", "memset", "comm"))).as_py())
 
 
 def sentence(rows: list[dict], per_step: bool) -> str:

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from opscope.analyses.links import device_links
 from opscope.analyses.names import short_names
 from opscope.diff.normalize import Span
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -24,13 +25,14 @@ def kernels_by_op(trace: Trace, span: Span, links: dict[str, pa.Array] | None = 
     """For each (innermost launching op, its input shapes): the short names of the kernels it launched and
     their total duration, over the span. ``links``: the trace's :func:`device_links`, when already computed."""
     # the grouped table is kept in the cache entry of a cached trace for the next diff
-    grouped = trace.memo(f"diff.kernels_by_op/{span.steps!r}", lambda: _grouped(trace, span, links), keep=True)
+    grouped = _grouped(trace, span.steps, links)
     return {(op, shapes): (frozenset(k), ns) for op, shapes, k, ns in
             zip(grouped["op"].to_pylist(), grouped["shapes"].to_pylist(), grouped["kernel_distinct"].to_pylist(),
                 grouped["dur_ns_sum"].to_pylist())}
 
 
-def _grouped(trace: Trace, span: Span, links: dict[str, pa.Array] | None) -> pa.Table:
+@memoized(keep=True, ignore=("links",))
+def _grouped(trace: Trace, steps: tuple[int, ...] | None, links: dict[str, pa.Array] | None) -> pa.Table:
     links = links if links is not None else device_links(trace)
     linked = pc.is_valid(links["op_row"])
     device_rows = pc.filter(links["device_row"], linked)
@@ -43,9 +45,9 @@ def _grouped(trace: Trace, span: Span, links: dict[str, pa.Array] | None) -> pa.
     # the rows that count, chosen before any name is turned into text: kernels (copies and memsets are not a kernel
     # choice) in the span's steps
     keep = pc.take(kind_mask(ev, ("kernel",)), device_rows)
-    if span.steps is not None:
+    if steps is not None:
         keep = pc.and_(keep, pc.fill_null(pc.is_in(pc.take(ev["step"], device_rows),
-                                                   pa.array(span.steps, pa.int64())), False))
+                                                   pa.array(steps, pa.int64())), False))
     device_rows, op_rows = pc.filter(device_rows, keep), pc.filter(op_rows, keep)
     work = pa.table({
         "kernel": short_names(pc.take(ev["name"], device_rows)),

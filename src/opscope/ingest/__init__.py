@@ -14,11 +14,11 @@ from pathlib import Path
 from opscope.errors import TraceError
 from opscope.ingest.registry import READERS, Progress, Reader, UnknownReaderError, pick_reader, read_head, reader_named
 from opscope.ingest.source import check_readable, read_settings
-from opscope.model import cache
 from opscope.model.derive import complete
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
 from opscope.runtime import stage_done
+from opscope.store import entry as cache
 
 __all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "finish_cache_writes", "open_trace", "pick_reader",
            "read_head", "reader_named"]
@@ -69,10 +69,10 @@ def open_trace(
         with contextlib.suppress(OSError):  # no cache directory: the trace is read all the same
             draft = cache.EntryDraft(cache_dir)
 
-    def args_ready(args) -> None:  # the args text (~a quarter of the JSON) leaves memory once in the entry
+    def args_ready(args):  # the args text (~a quarter of the JSON) leaves memory once in the entry
         assert draft is not None
         draft.write_args(args)
-        draft.offload(trace, partial(_args_again, path, cache_dir, variant))
+        return draft.offload(partial(_args_again, path, cache_dir, variant))
 
     try:
         trace = complete(trace, args_ready=None if draft is None else args_ready)
@@ -94,22 +94,22 @@ def open_trace(
             writer.start()
             _pending_writes.append(writer)
         else:
-            cache.store(path, trace, cache_dir, variant, draft)
+            cache.write(path, trace, cache_dir, variant, draft)
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
-        trace.args = partial(_args_of, path)
+        trace = trace.replace(args=partial(_args_of, path))
     stage_done()  # completing's temporaries, before the command's analyses (tuned)
     return trace
 
 
 def _store_behind(path: Path, trace: Trace, cache_dir: Path | None, variant: str,
                   draft: cache.EntryDraft | None) -> None:
-    """``cache.store`` on the writer thread: whatever stops it leaves no entry (the next open parses again) and never
+    """``cache.write`` on the writer thread: whatever stops it leaves no entry (the next open parses again) and never
     a thread's traceback on stderr in the middle of the command's output."""
     # a cache is an optimisation: the command's result does not depend on it
     try:
-        cache.store(path, trace, cache_dir, variant, draft)
+        cache.write(path, trace, cache_dir, variant, draft)
     except Exception:
         if draft is not None:
             draft.discard()

@@ -10,6 +10,7 @@ import re
 from array import array
 from collections.abc import Callable
 from itertools import pairwise
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +19,7 @@ from opscope.model.buffers import c_enabled, minus_one_as_null, one_array, true_
 from opscope.model.lookup import index_in
 from opscope.model.ranges import arange
 from opscope.model.schema import EVENTS, STEPS, buffers_key, kind_mask
-from opscope.model.trace import Trace, copy_rows
+from opscope.model.trace import Loader, Table, Trace, copy_rows
 from opscope.runtime import stage_done
 from opscope.threads import side_by_side
 
@@ -55,24 +56,26 @@ XPROF_SELF_TIME_TOOL = "tensorflow"
 LONG_NAME_CHARS = 1 << 14
 
 
-def complete(trace: Trace, args_ready: Callable[[pa.Table], None] | None = None) -> Trace:
-    """Validate and derive: drop rows without times, mark comm kernels, nest, assign steps.
+def complete(trace: Trace, args_ready: Callable[[pa.Table], Loader | None] | None = None) -> Trace:
+    """The completed trace of a reader's: rows without times dropped, comm kernels marked, nested, steps assigned.
+    ``trace`` hands its tables over (:meth:`Trace.hand_over`): it is not used after.
 
     ``args_ready``: called with the final ``args`` table (its ``event_id`` the rows' new positions) as soon as the
     events are in time order, when nothing later changes the rows or their order (``copy_args`` is taken out of it
-    first): the cache compresses and writes that table, the biggest, while the nesting runs, and the caller may
-    then let go of it (:meth:`Trace.offload_args`)."""
-    events = _distinct_dictionaries(trace.events.unify_dictionaries())
-    trace.events = None  # no other reference: each column below is freed as soon as it is replaced
+    first): the cache compresses and writes that table, the biggest, while the nesting runs, and returns what the
+    completed trace holds instead (a loader that gives the same table again), or None to keep the table."""
+    held = trace.hand_over()  # no other reference: each column below is freed as soon as it is replaced
+    metadata = trace.metadata
+    events = _distinct_dictionaries(held.pop("events").unify_dictionaries())
     bad = pc.or_(pc.is_null(events["ts_ns"]), pc.is_null(events["dur_ns"]))
     n_bad = pc.sum(pc.cast(bad, pa.int64())).as_py() or 0
     if n_bad:
         events = events.filter(pc.invert(bad))
-        trace.warn("events whose ts/dur do not fit 64-bit nanoseconds (dropped)", n_bad)
+        _warn(metadata, "events whose ts/dur do not fit 64-bit nanoseconds (dropped)", n_bad)
     n_long = _count_long_names(events["name"])
     if n_long:
-        trace.warn(f"events named with more than {LONG_NAME_CHARS:,} characters (not demangled; short names show "
-                   "their start)", n_long)
+        _warn(metadata, f"events named with more than {LONG_NAME_CHARS:,} characters (not demangled; short names "
+              "show their start)", n_long)
     # Time order (longest first on ties) is part of the model: interval analyses then need no sort.
     order = pc.sort_indices(events, [("ts_ns", "ascending"), ("dur_ns", "descending")])
     names, columns = events.column_names, events.columns
@@ -81,27 +84,37 @@ def complete(trace: Trace, args_ready: Callable[[pa.Table], None] | None = None)
     events = pa.table(columns, names=names)
     del columns
     stage_done()  # the unsorted columns are gone: their memory back before nesting allocates its own (tuned)
-    args = _args_at_rows(trace.args, events["event_id"])
-    if args is not trace.args:
-        trace.args = args
+    given_args = held.pop("args")
+    if callable(given_args):
+        given_args = given_args()
+    args = _args_at_rows(given_args, events["event_id"])
+    copy_args = held.pop("copy_args")
+    if args is not given_args:
+        copy_args = None  # (taken from the args given, if any)
+    del given_args
+    args_held: Table | Loader = args
     if args_ready is not None and args.num_rows:
-        trace.copy_args = copy_rows(args, events.select(["kind"]))  # the copies' args, before the text may go
-        args_ready(args)
+        copy_args = copy_rows(args, events.select(["kind"]))  # the copies' args, before the text may go
+        args_held = args_ready(args) or args
     del args
     events = kinds_by_name(events)
 
     def nesting() -> tuple[pa.Array, pa.Array, pa.Array, int]:
-        return nest(events, runtime_is_op_time=trace.metadata.get("tool") == XPROF_SELF_TIME_TOOL)
+        return nest(events, runtime_is_op_time=metadata.get("tool") == XPROF_SELF_TIME_TOOL)
+
+    given_steps = held.pop("steps")
+    if callable(given_steps):
+        given_steps = given_steps()
 
     def stepping() -> tuple[pa.Table, pa.Array]:
-        steps = trace.steps if trace.steps.num_rows else find_steps(events)  # a reader's own step marks come first
+        steps = given_steps if given_steps.num_rows else find_steps(events)  # a reader's own step marks come first
         return steps, assign_steps(events, steps)
 
     # independent of each other, and mostly Arrow and C work without the GIL: on two threads
     (parent, depth, self_ns, overlapping), (steps, step) = side_by_side(nesting, stepping, "opscope-derive")
     if overlapping:
-        trace.warn("events overlap the event they start in partly, on the same thread (not nested); their shared "
-                   "time is counted once in self times", overlapping)
+        _warn(metadata, "events overlap the event they start in partly, on the same thread (not nested); their "
+              "shared time is counted once in self times", overlapping)
     events = events.append_column("parent", parent)
     events = events.append_column("depth", depth)
     events = events.append_column("self_ns", self_ns)
@@ -110,9 +123,13 @@ def complete(trace: Trace, args_ready: Callable[[pa.Table], None] | None = None)
     merged, op_self_ns = fold_duplicate_ops(events)
     events = events.append_column("merged", merged)
     events = events.append_column("op_self_ns", op_self_ns)
-    trace.events = _renumber(events.select(EVENTS.names).cast(EVENTS))
-    trace.steps = steps
-    return trace
+    events = _renumber(events.select(EVENTS.names).cast(EVENTS))
+    return Trace(events=events, steps=steps, args=args_held, metadata=metadata, copy_args=copy_args, **held)
+
+
+def _warn(metadata: dict[str, Any], problem: str, count: int) -> None:
+    """:meth:`Trace.warn` on the metadata of the trace being completed."""
+    metadata.setdefault("warnings", []).append({"problem": problem, "count": int(count)})
 
 
 def _distinct_dictionaries(events: pa.Table) -> pa.Table:

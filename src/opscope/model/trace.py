@@ -43,6 +43,10 @@ class Trace:
     Every table but ``events`` may be given as a zero-argument loader instead, and ``events`` as a
     :class:`ColumnLoader`: the cache does that, so that a command reads from disk only the tables, and
     with :meth:`select` only the event columns, it touches.
+
+    A trace is not changed once built: its tables cannot be set (:meth:`replace` gives a new trace with other
+    tables, so nothing computed on this one applies to it). It holds no analysis results: those are the memo's
+    (:mod:`opscope.model.memo`), in a slot the trace carries for it.
     """
 
     def __init__(
@@ -56,42 +60,67 @@ class Trace:
         metadata: dict[str, Any] | None = None,
         *,
         copy_args: Table | Loader | None = None,
-        results: Any = None,
     ) -> None:
         self._events: pa.Table | None = None
         self._event_loader: ColumnLoader | None = None
         self._event_columns: dict[str, pa.ChunkedArray] = {}
-        self._memo: dict[Any, Any] = {}
-        # two threads may analyse one trace (advise's rules): a memo being computed is waited for, not computed
-        # again, and a column being read is read once
-        self._memo_lock = threading.Lock()
-        self._computing: dict[Any, tuple[threading.Event, int]] = {}
+        #: the analyses' memo of this trace (:mod:`opscope.model.memo` keeps it here; the trace never reads it)
+        self.memo_slot: Any = None
+        # two threads may analyse one trace (advise's rules): a column being read is read once
         self._read_lock = threading.Lock()
-        self.events = events
+        self._copy_lock = threading.Lock()
+        if isinstance(events, ColumnLoader):
+            self._event_loader = events
+        else:
+            self._events = events
         self._tables: dict[str, Table | Loader] = {
             "flows": flows, "counters": counters, "memory": memory, "steps": steps, "args": args}
         self._copy_args = copy_args
         self._mapped: list[MappedTable] = []  # the side tables read in place (see _table)
-        #: where results of analyses outlive the command (the cache's ResultStore: ``get(key)``, ``put(key,
-        #: value)``); None for a trace not read from the cache, or changed since
-        self.results = results
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
 
     @property
     def events(self) -> pa.Table:
-        if self._events is None and self._event_loader is not None:
+        if self._events is None:
+            if self._event_loader is None:
+                raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
             self._events = self.select(self._event_loader.names)
         return self._events
 
-    @events.setter
-    def events(self, value: pa.Table | ColumnLoader | None) -> None:
-        self._event_columns = {}
-        self._memo = {}
-        self.results = None  # no longer the cached trace
-        if isinstance(value, ColumnLoader):
-            self._events, self._event_loader = None, value
-        else:
-            self._events, self._event_loader = value, None
+    def replace(self, *, events: pa.Table | ColumnLoader | None = None, flows: Table | Loader | None = None,
+                counters: Table | Loader | None = None, memory: Table | Loader | None = None,
+                steps: Table | Loader | None = None, args: Table | Loader | None = None,
+                copy_args: Table | Loader | None = None) -> Trace:
+        """A new trace with these tables instead of this one's, and the others (as held: a table not read yet is
+        read by the new trace when it needs it) and the metadata of this one. Its memo starts empty and it has no
+        kept results. ``copy_args`` are this trace's unless ``args`` or ``copy_args`` are given."""
+        held = self.held_tables()
+        given = {"events": events, "flows": flows, "counters": counters, "memory": memory, "steps": steps,
+                 "args": args}
+        tables = {name: held[name] if value is None else value for name, value in given.items()}
+        if copy_args is None and args is None:
+            copy_args = self._copy_args
+        new = Trace(metadata=self.metadata, copy_args=copy_args, **tables)
+        new._mapped = list(self._mapped)  # the maps its tables may be views of: kept, and checked, while it lives
+        return new
+
+    def hand_over(self) -> dict[str, Any]:
+        """The tables as held (``events``, the side tables, ``copy_args``: tables or loaders), for the maker of the
+        next trace from them (:func:`opscope.model.derive.complete`), and this trace lets go of them: a table the
+        maker replaces is freed as soon as it is. This trace has no tables after (reading one is an error)."""
+        held = self.held_tables()
+        held["copy_args"] = self._copy_args
+        self._events, self._event_loader, self._event_columns = None, None, {}
+        self._tables, self._copy_args = {}, None
+        return held
+
+    def held_tables(self) -> dict[str, pa.Table | ColumnLoader | Loader]:
+        """The tables as held now: each a table, or what reads it on first use."""
+        if not self._tables:
+            raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
+        events: pa.Table | ColumnLoader | None = self._events if self._events is not None else self._event_loader
+        assert events is not None
+        return {"events": events, **self._tables}
 
     def select(self, names: list[str] | tuple[str, ...]) -> pa.Table:
         """The events table with only these columns; from the cache, only they are read."""
@@ -109,8 +138,8 @@ class Trace:
     def verify(self) -> None:
         """Raise (TraceError, naming the file) when a table this trace reads in place has changed since it was
         checked: its cache file written or truncated from outside (:meth:`opscope.model.mapped.MappedTable.verify`).
-        The trace checks after reading columns and after each analysis (:meth:`memo`); a caller that computes on
-        the columns itself calls this before it trusts the result."""
+        The trace checks after reading columns, and the memo after each analysis (:mod:`opscope.model.memo`); a
+        caller that computes on the columns itself calls this before it trusts the result."""
         if self._event_loader is not None:
             self._event_loader.verify()
         for table in self._mapped:
@@ -123,61 +152,9 @@ class Trace:
             return self._event_loader.num_rows
         return self.events.num_rows
 
-    def memo(self, key: Any, compute: Callable[[], Any], keep: bool = False) -> Any:
-        """``compute()``, once per trace and ``key``: analyses that several sections, rules or tables ask for
-        (the device links, the GPU analysis) are computed once per command. Forgotten when a table is replaced;
-        what is stored must not be mutated by its users.
-
-        ``keep``: also keep the result in the trace's cache entry (:attr:`results`), so that the next command on
-        the same cached trace reads it instead of computing it. Only for results that are an Arrow table or a
-        JSON value, and a ``key`` (str) that names everything the result depends on besides the trace."""
-        try:
-            return self._memo[key]
-        except KeyError:
-            pass
-        me = threading.get_ident()
-        with self._memo_lock:
-            if key in self._memo:
-                return self._memo[key]
-            running = self._computing.get(key)
-            if running is None:
-                self._computing[key] = (threading.Event(), me)
-        if running is not None:
-            done, owner = running
-            if owner == me:  # asked again while computing it (as before: no waiting on oneself)
-                return self._memo_compute(key, compute, keep)
-            done.wait()  # another thread computes it: its value (or this thread's, if it failed)
-            return self.memo(key, compute, keep)
-        try:
-            return self._memo_compute(key, compute, keep)
-        finally:
-            with self._memo_lock:
-                self._computing.pop(key)[0].set()
-
-    def _memo_compute(self, key: Any, compute: Callable[[], Any], keep: bool) -> Any:
-        store = self.results if keep else None
-        if store is not None:
-            found, value = store.get(key)
-            if found:
-                self._memo[key] = value
-                return value
-        # No trim where an analysis ends (there was one after each kept analysis): with Arrow on the C library's
-        # allocator the next analysis reuses what this one freed, and a trim made it fault those pages in again (diff
-        # of two 1 GB traces 1.49 -> 1.24 s, peaks within a few MB; BENCHMARKS.md, "Owned memory"); a tuned
-        # process trims by growth while it runs instead
-        try:
-            with working():  # a tuned process trims its heap while an analysis runs (opscope.runtime)
-                value = compute()
-        except Exception:
-            self.verify()  # a table that changed under the analysis explains its failure: that is the error
-            raise
-        self.verify()  # computed from what was checked, or not kept nor given out
-        self._memo[key] = value
-        if store is not None and self.results is store:  # (compute() may have replaced a table)
-            store.put(key, value)
-        return value
-
     def _table(self, name: str) -> pa.Table:
+        if not self._tables:
+            raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
         value = self._tables[name]
         if callable(value):
             loaded = value()
@@ -189,18 +166,11 @@ class Trace:
             value = self._tables[name] = loaded
         return value
 
-    def _set(self, name: str, table: pa.Table) -> None:
-        self._tables[name] = table
-        self._memo = {}
-        self.results = None
-        if name == "args":
-            self._copy_args = None  # derived from the args given now
-
-    flows = property(lambda self: self._table("flows"), lambda self, t: self._set("flows", t))
-    counters = property(lambda self: self._table("counters"), lambda self, t: self._set("counters", t))
-    memory = property(lambda self: self._table("memory"), lambda self, t: self._set("memory", t))
-    steps = property(lambda self: self._table("steps"), lambda self, t: self._set("steps", t))
-    args = property(lambda self: self._table("args"), lambda self, t: self._set("args", t))
+    flows = property(lambda self: self._table("flows"))
+    counters = property(lambda self: self._table("counters"))
+    memory = property(lambda self: self._table("memory"))
+    steps = property(lambda self: self._table("steps"))
+    args = property(lambda self: self._table("args"))
 
     @property
     def copy_args(self) -> pa.Table:
@@ -208,23 +178,17 @@ class Trace:
         ``event_id`` order: the copies' sizes without reading every event's arguments (the cache keeps them in a
         file of their own; the host events' args are most of the table)."""
         value = self._copy_args
-        if callable(value):
-            value = self._copy_args = value()
-        if value is None:
-            return self.memo("trace.copy_args", lambda: copy_rows_of(self.args, self))
+        if callable(value) or value is None:
+            with self._copy_lock:
+                value = self._copy_args
+                if callable(value):
+                    value = self._copy_args = value()
+                elif value is None:  # picked out of the args on first use, from what was checked
+                    with working():
+                        value = copy_rows_of(self.args, self)
+                    self.verify()
+                    self._copy_args = value
         return value
-
-    @copy_args.setter
-    def copy_args(self, table: pa.Table) -> None:
-        """The copies' args where the maker of ``args`` has them at hand (``complete``), so they are not picked
-        out of ``args`` later."""
-        self._copy_args = table
-
-    def offload_args(self, loader: Loader) -> None:
-        """Let go of the ``args`` table (the JSON text of every event: the biggest table) for ``loader``, which
-        gives the same table again when it is asked for (from the cache entry being written). Unlike setting
-        ``args``, memos, kept results and :attr:`copy_args` stay: the table is the same."""
-        self._tables["args"] = loader
 
     def held_args(self) -> Table | Loader:
         """The ``args`` table as held now: the table, or the loader that reads it on first use."""
@@ -250,6 +214,8 @@ class Trace:
         return getattr(self, table).to_pandas()
 
     def __repr__(self) -> str:
+        if not self._tables:
+            return f"Trace({self.metadata.get('source')!r}, handed over)"
         return (f"Trace({self.metadata.get('source')!r}, events={self.events.num_rows}, "
                 f"steps={self.steps.num_rows}, warnings={len(self.warnings)})")
 

@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from opscope.model.cache import TABLE_SUFFIX, table_file
 from opscope.model.schema import TABLE_SCHEMAS
+from opscope.store.files import TABLE_SUFFIX, table_file
 
 
 def job_dataset(entries: Mapping[int, str], root: Path) -> Path:

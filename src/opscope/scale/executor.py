@@ -126,7 +126,7 @@ def died_message(how: str, retries: int) -> str:
 def worker_env() -> Env:
     """The settings a worker must share with the client: the cache directory (resolved here, so workers whose
     home differs still use the client's) and the reader settings that are part of a cache key."""
-    from opscope.model.cache import cache_root
+    from opscope.store.keys import cache_root
 
     env: Env = {CACHE_ENV: str(cache_root().absolute())}
     for name in FORWARDED_ENV:

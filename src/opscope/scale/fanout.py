@@ -68,9 +68,9 @@ def fan_out(specs: Sequence[str | Path], fn: Callable[..., Report], kwargs: dict
             use_cache: bool = True, cache_dir: Path | None = None, dask: str | None = None,
             workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> Report:
     """``fn``'s report for every rank of the job, as one report with a ``rank`` column."""
-    from opscope.model.cache import cache_root
     from opscope.scale.discover import job_inputs
     from opscope.scale.job import run_per_file
+    from opscope.store.keys import cache_root
 
     inputs = job_inputs([str(s) for s in specs])
     root = cache_dir or cache_root()

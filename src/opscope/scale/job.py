@@ -48,7 +48,7 @@ def run_job(specs: Sequence[str | Path], *, dask: str | None = None, workers: in
     ``local:N``; else a local process pool of ``workers``) and combine the summaries. ``summarize=False``: only
     read every rank into the cache (``run.entries``), no view. ``task``: the per-rank function (a module-level
     function of a :class:`RankTask`; another one wraps :func:`summarize_rank`, e.g. in tests)."""
-    from opscope.model.cache import cache_root
+    from opscope.store.keys import cache_root
 
     inputs = job_inputs([str(s) for s in specs])
     root = cache_dir or cache_root()

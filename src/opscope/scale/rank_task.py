@@ -40,8 +40,8 @@ def summarize_rank(task: RankTask) -> RankResult:
     from opscope.analyses.job.rank import rank_summary
     from opscope.ingest import open_trace
     from opscope.ingest.source import read_settings
-    from opscope.model import cache
     from opscope.scale.discover import rank_from_name
+    from opscope.store.keys import cache_key, cache_root
 
     started = time.perf_counter()
     path = Path(task.path)
@@ -50,7 +50,7 @@ def summarize_rank(task: RankTask) -> RankResult:
     summary = rank_summary(trace, task.path, rank_from_name(path), full=task.summarize)
     entry = None
     if task.use_cache:
-        candidate = (cache_dir or cache.cache_root()) / cache.cache_key(path, read_settings())
+        candidate = (cache_dir or cache_root()) / cache_key(path, read_settings())
         entry = str(candidate) if (candidate / "meta.json").is_file() else None
     return RankResult(summary=summary, entry=entry, peak_rss=peak_rss_bytes(),
                       seconds=time.perf_counter() - started)

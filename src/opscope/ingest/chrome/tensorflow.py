@@ -78,8 +78,7 @@ def map_trace(trace: Trace, process_names: dict[str, str], nodes: pa.Table) -> T
         events, dropped = _map_devices(events, roles, _node_column(events, nodes))
         if dropped:
             trace.warn(DUPLICATES_WARNING, dropped)
-    trace.events = events
-    return trace
+    return trace.replace(events=events)
 
 
 def _node_column(events: pa.Table, nodes: pa.Table) -> pa.Array:

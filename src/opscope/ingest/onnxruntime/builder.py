@@ -206,7 +206,7 @@ class OrtBuilder(TraceBuilder):
                       self._counts["kernels"])
         trace = super().finish()
         if self._links:
-            trace.events = _set_correlations(trace.events, self._links)
+            trace = trace.replace(events=_set_correlations(trace.events, self._links))
         return trace
 
 def _set_correlations(events: pa.Table, links: list[tuple[int, int]]) -> pa.Table:

@@ -46,7 +46,7 @@ class RocprofJsonReader:
         trace = reader.read(path, progress=progress, keep_args=True)
         trace = map_trace(trace)
         if not keep_args:
-            trace.args = trace.args.slice(0, 0)
+            trace = trace.replace(args=trace.args.slice(0, 0))
         return trace
 
 
@@ -139,11 +139,10 @@ def map_trace(trace: Trace) -> Trace:
         columns["pid"] = pid_column
     for column, values in columns.items():
         events = events.set_column(events.schema.get_field_index(column), column, values)
-    trace.events = events
-    if trace.flows.num_rows and offset:
-        flows = trace.flows
-        trace.flows = flows.set_column(flows.schema.get_field_index("ts_ns"), "ts_ns",
-                                       pc.add(flows["ts_ns"], offset))
+    flows = trace.flows
+    if flows.num_rows and offset:
+        flows = flows.set_column(flows.schema.get_field_index("ts_ns"), "ts_ns", pc.add(flows["ts_ns"], offset))
+    trace = trace.replace(events=events, flows=flows)
 
     meta["device_properties"] = device_properties(meta.get("header") or {})
     # rocprof opens its event array with an empty object ``{}``: not a loss worth a warning

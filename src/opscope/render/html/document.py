@@ -58,7 +58,7 @@ def vega_bundle() -> str:
         import vl_convert as vlc
     except ImportError:
         raise UsageError("the HTML report needs the view extra: pip install 'opscope[view]'") from None
-    from opscope.model.cache import cache_root
+    from opscope.paths import cache_root
 
     version = getattr(vlc, "__version__", "unknown")
     path = cache_root() / f"vega-bundle-{version}.js"

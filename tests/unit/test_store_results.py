@@ -14,7 +14,8 @@ from opscope.advise import advise
 from opscope.analyses.copies import copy_table
 from opscope.analyses.gpu import GpuAnalysis, gpu_analysis
 from opscope.ingest import open_trace
-from opscope.model import cache as cache_mod
+from opscope.model.memo import kept_results
+from opscope.store import results as results_mod
 
 # small_gpu_trace by hand: window = the two steps, [0, 3000) us; kernels on device 0, stream 7: [150, 350),
 # [1200, 1260) and [2950, 3050) cut at the window's end -> busy 200 + 60 + 50 us; idle the rest of 3000 us.
@@ -75,15 +76,16 @@ def test_a_damaged_result_is_computed_again_and_rewritten(tmp_path, cache):
         data[-1] ^= 0xFF
         file.write_bytes(bytes(data))
     assert GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown().to_pylist() == expected
-    store = cache_mod.ResultStore(kept[0].parent.parent.parent)
-    assert store.get("gpu.breakdown")[0]  # rewritten whole
+    store = results_mod.ResultStore(kept[0].parent.parent.parent)
+    found, rewritten = store.get(gpu_mod.gpu_breakdown.key(trace))
+    assert found and rewritten.to_pylist() == expected  # rewritten whole
 
 
 def test_results_of_other_code_are_not_served_and_make_way(tmp_path, cache, monkeypatch):
     path, trace = _cached(tmp_path, cache)
     gpu_analysis(trace).breakdown()
     (old,) = {p.parent for p in _results(cache)}
-    monkeypatch.setattr(cache_mod, "_fingerprint", "another version of opscope")
+    monkeypatch.setattr(results_mod, "_fingerprint", "another version of opscope")
     with monkeypatch.context() as patched:
         patched.setattr(gpu_mod, "device_work", _recomputing)
         with pytest.raises(AssertionError, match="computed again"):
@@ -94,21 +96,25 @@ def test_results_of_other_code_are_not_served_and_make_way(tmp_path, cache, monk
 
 
 def test_an_entry_removed_meanwhile_is_not_made_again(tmp_path):
-    store = cache_mod.ResultStore(tmp_path / "gone")
+    store = results_mod.ResultStore(tmp_path / "gone")
     store.put("t", pa.table({"n": [1]}))
     assert not (tmp_path / "gone").exists()
 
 
 def test_a_changed_trace_keeps_nothing(tmp_path, cache):
-    _, trace = _cached(tmp_path, cache)
-    trace.events = trace.events.slice(0, 3)  # no longer the cached trace
-    assert trace.results is None
+    _, cached = _cached(tmp_path, cache)
+    assert kept_results(cached) is not None
+    with pytest.raises(AttributeError):
+        cached.events = cached.events.slice(0, 3)  # type: ignore[misc]  # a trace is not changed once built
+    trace = cached.replace(events=cached.events.slice(0, 3))  # no longer the cached trace
+    assert kept_results(trace) is None
+    assert trace.num_events == 3 and cached.num_events == 12
     gpu_analysis(trace).breakdown()
     assert _results(cache) == []
 
 
 def test_store_round_trips_tables_and_json_and_refuses_what_would_change(tmp_path):
-    store = cache_mod.ResultStore(tmp_path)
+    store = results_mod.ResultStore(tmp_path)
     # two chunks with different dictionaries (as Parquet row groups read back): the IPC file holds one per column
     names = pa.chunked_array([pa.array(["a", "b"]).dictionary_encode(), pa.array(["c", "a"]).dictionary_encode()])
     table = pa.table({"name": names, "n": pa.array([1, 2, 3, 4], pa.int64())})
