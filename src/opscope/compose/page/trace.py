@@ -42,20 +42,26 @@ SECTIONS = (
 )
 
 
+#: The order the sections are built in: the ones whose analyses leave the most behind (the GPU analysis, kept for
+#: the rest of the command) after those that need most while they run (ops, advice), so that the two never peak at
+#: once (BENCHMARKS.md, "Owned memory").
+BUILD_ORDER = ("ops", "advice", "memory", "overview", "gpu")
+
+
 def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[str], None] | None = None,
                    ) -> list[PageSection]:
     """Every section of one trace's report, in reading order.
 
     One context for every section: the GPU analysis, step table and the like are computed once and the advice
-    rules reuse them. The sections are built one after the other: on two threads a 1 GB trace's report took the
-    same time (4.6 s) and 21% more memory (512 against 424 MiB of peak anonymous memory; BENCHMARKS.md, "Owned
-    memory"), each thread holding its analysis' working columns at once."""
+    rules reuse them. The sections are built one after the other, in :data:`BUILD_ORDER`: on two threads a 1 GB
+    trace's report took the same time and more memory, each thread holding its analysis' working columns at once."""
     from opscope.advise.context import AdviceContext
 
     ctx = AdviceContext(trace, run=run)
-    sections = []
-    for spec in SECTIONS:
+    specs = {s.id: s for s in SECTIONS}
+    built = {}
+    for name in BUILD_ORDER:
         if progress is not None:
-            progress(spec.id)
-        sections.append(spec.build(ctx))
-    return sections
+            progress(name)
+        built[name] = specs[name].build(ctx)
+    return [built[s.id] for s in SECTIONS]
