@@ -1,0 +1,105 @@
+"""The speed goals on the 1 GB trace, this checkout against another, whole processes timed without a sampler.
+
+    python bench/goals.py open --base OTHER/src [--rounds 5]    # the cold open against gunzip + orjson.loads
+    python bench/goals.py cached --base OTHER/src [--rounds 5]  # the first command after the cache write
+
+``open``: each round runs the reference (``gzip`` + ``orjson.loads`` of the trace), then the first open
+(``opscope summary -f json`` into an empty cache directory) of each checkout, their order rotated round by round.
+``cached``: one cache directory; each command (``kernels``, ``ops``, ``steps``, ``gpu``, ``gpu --idle``, ``memory``,
+``advise``, ``diff`` of the trace and a copy of itself) runs ``--rounds`` times per checkout, alternating, with the
+entries' kept results emptied first, so that it computes its analyses as the first command after the cache write
+does. Prints the median and range of each case's wall seconds. ``--base`` is the ``src`` of another checkout with its
+C parts built (``python setup.py build_ext --inplace`` there); without it only this checkout runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent / "src"
+TRACE = Path("/tmp/opscope-bench/big-1gb.json.gz")
+COMMANDS = {"kernels": ["kernels", "T"], "ops": ["ops", "T"], "steps": ["steps", "T"], "gpu": ["gpu", "T"],
+            "gpu --idle": ["gpu", "T", "--idle"], "memory": ["memory", "T"], "advise": ["advise", "T"],
+            "diff": ["diff", "T", "C"]}
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode(errors='replace')[-400:]}")
+    return wall
+
+
+def opscope(src: Path, args: list[str], cache: str) -> tuple[list[str], dict[str, str]]:
+    return [sys.executable, "-m", "opscope.cli", *args], {**os.environ, "PYTHONPATH": str(src),
+                                                           "OPSCOPE_CACHE_DIR": cache}
+
+
+def rotated(items: list, i: int) -> list:
+    return items[i % len(items):] + items[:i % len(items)]
+
+
+def cold_open(checkouts: dict[str, Path], trace: Path, rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {}
+    reference = f"import gzip, orjson; orjson.loads(gzip.open({str(trace)!r}).read())"
+    for i in range(rounds):
+        times.setdefault("gunzip + orjson.loads", []).append(timed([sys.executable, "-c", reference], dict(os.environ)))
+        for label, src in rotated(list(checkouts.items()), i):
+            cache = tempfile.mkdtemp(prefix="opscope-goals-")
+            try:
+                times.setdefault(f"first open, {label}", []).append(
+                    timed(*opscope(src, ["summary", str(trace), "-f", "json"], cache)))
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+    return times
+
+
+def cached(checkouts: dict[str, Path], trace: Path, rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {}
+    cache = tempfile.mkdtemp(prefix="opscope-goals-")
+    copy = Path(cache) / f"copy-{trace.name}"
+    shutil.copyfile(trace, copy)
+    try:
+        for src in checkouts.values():  # each checkout's entries (their cache formats may differ)
+            for path in (trace, copy):
+                timed(*opscope(src, ["summary", str(path), "-f", "json"], cache))
+        for name, args in COMMANDS.items():
+            argv = [str(trace) if a == "T" else str(copy) if a == "C" else a for a in args] + ["-f", "json"]
+            for i in range(rounds):
+                for label, src in rotated(list(checkouts.items()), i):
+                    for results in Path(cache).glob("*/results"):
+                        shutil.rmtree(results, ignore_errors=True)
+                    times.setdefault(f"{name}, {label}", []).append(timed(*opscope(src, argv, cache)))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("open", "cached"))
+    parser.add_argument("--base", type=Path, help="the src of another checkout, timed alongside")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--trace", type=Path, default=TRACE)
+    args = parser.parse_args()
+    checkouts = {"this": HERE, **({"base": args.base} if args.base else {})}
+    run = cold_open if args.what == "open" else cached
+    times = run(checkouts, args.trace, args.rounds)
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.trace}, {args.rounds} rounds, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    for case, values in times.items():
+        print(f"{case:32} {statistics.median(values):6.2f} s ({min(values):.2f}-{max(values):.2f})")
+
+
+if __name__ == "__main__":
+    main()
