@@ -7,7 +7,6 @@ threads use two cores. ``ahead`` runs an iterator a few items ahead of its consu
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections.abc import Callable, Generator, Iterator
@@ -94,27 +93,3 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B], name: str) -> 
     if failed:
         raise failed[0]
     return result[0], other
-
-
-class cached_property(functools.cached_property[T]):  # noqa: N801 - a drop-in for functools' decorator
-    """:func:`functools.cached_property` with a lock per object and property instead of functools' one per property
-    (before Python 3.12) for every object: two threads computing the same property of two objects (the GPU analyses
-    of a diff's two traces) no longer take turns, and two asking one object's property at once compute it once."""
-
-    def __get__(self, instance: object, owner: type | None = None) -> T:  # type: ignore[override]
-        if instance is None:
-            return self  # type: ignore[return-value]
-        cache, name = instance.__dict__, self.attrname or self.func.__name__
-        value = cache.get(name, _END)
-        if value is _END:
-            with _GUARD:
-                lock = cache.setdefault(_LOCKS, {}).setdefault(name, threading.RLock())
-            with lock:
-                value = cache.get(name, _END)
-                if value is _END:
-                    value = cache[name] = self.func(instance)
-        return value
-
-
-_GUARD = threading.Lock()
-_LOCKS = "_opscope_property_locks"

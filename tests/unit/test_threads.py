@@ -80,34 +80,6 @@ def test_a_memo_whose_computation_failed_is_computed_by_the_thread_waiting_for_i
     assert len(errors) == 1 and got == [7]
 
 
-class _Pair:
-    """Two objects whose property computations wait for each other: with one lock per property for every object
-    (functools' before Python 3.12) the second could not start while the first waits, and both would time out."""
-
-    def __init__(self, mine: threading.Event, other: threading.Event) -> None:
-        self.mine, self.other, self.calls = mine, other, 0
-
-    @threads.cached_property
-    def value(self) -> bool:
-        self.calls += 1
-        self.mine.set()
-        return self.other.wait(WAIT_S)
-
-
-def test_cached_properties_of_two_objects_are_computed_at_once_and_each_once():
-    a_started, b_started = threading.Event(), threading.Event()
-    a, b = _Pair(a_started, b_started), _Pair(b_started, a_started)
-    got: dict[str, bool] = {}
-    workers = [threading.Thread(target=lambda o=o, k=k: got.__setitem__(k, o.value)) for k, o in (("a", a), ("b", b))]
-    workers += [threading.Thread(target=lambda: got.__setitem__("a again", a.value))]  # waits for a's computation
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(WAIT_S)
-    assert got == {"a": True, "b": True, "a again": True}
-    assert (a.calls, b.calls) == (1, 1)
-
-
 def _advice_rows(path, monkeypatch, cores: int) -> list[dict]:
     from opscope.advise import advise
 
