@@ -23,7 +23,6 @@ becomes ``""`` (unknown) and is counted in the notes.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.event_args import args_by_id
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -127,7 +127,8 @@ def collective_calls_with_notes(trace: Trace) -> tuple[pa.Table, list[str]]:
     comm = comm.sort_by([("ts_ns", "ascending"), ("event_id", "ascending")])
     ids = comm["event_id"].to_pylist()
     names = [str(n) if n is not None else "" for n in comm["name"].cast(pa.string()).to_pylist()]
-    kernel_fields = [_fields(a) for a in _args_of(trace, ids)]
+    parsed = args_by_id(trace, ids)
+    kernel_fields = [_fields(parsed.get(i, {})) for i in ids]
     cpu_fields = _cpu_partner_fields(trace, events, comm)
     missing = [i for i, (k, c) in enumerate(zip(kernel_fields, cpu_fields)) if not _has_collective(k, c)]
     annotation_fields: dict[int, dict[str, Any]] = _annotation_fields(trace, [ids[i] for i in missing]) \
@@ -338,29 +339,6 @@ def expand_ranks(text: str) -> list[int] | None:
 
 # --- helpers -------------------------------------------------------------------------------------------------
 
-def _args_of(trace: Trace, ids: list[int]) -> list[dict[str, Any]]:
-    """The parsed args of these events (``{}`` where none or not a JSON object), in the order of ``ids``."""
-    args = trace.args
-    if args.num_rows == 0 or not ids:
-        return [{} for _ in ids]
-    wanted = pa.array(ids, pa.int64())
-    picked = args.filter(pc.is_in(args["event_id"], value_set=wanted))
-    by_id: dict[int, dict[str, Any]] = {}
-    for event_id, text in zip(picked["event_id"].to_pylist(), picked["args"].to_pylist()):
-        by_id[event_id] = _loads(text)
-    return [by_id.get(i, {}) for i in ids]
-
-
-def _loads(text: Any) -> dict[str, Any]:
-    if not isinstance(text, str):
-        return {}
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_NELEMS:
         return None
@@ -416,8 +394,9 @@ def _cpu_partner_fields(trace: Trace, events: pa.Table, comm: pa.Table) -> list[
     keep = [(i, e) for i, e, n in zip(ids, exts, op_names)
             if n == "record_param_comms" or (n or "").startswith("c10d::")]
     by_external: dict[int, dict[str, Any]] = {}
-    for (_, external), args in zip(keep, _args_of(trace, [i for i, _ in keep])):
-        fields = _fields(args)
+    parsed = args_by_id(trace, [i for i, _ in keep])
+    for event_id, external in keep:
+        fields = _fields(parsed.get(event_id, {}))
         if by_external.get(external, {}).get("collective") is None:
             by_external[external] = fields
     return [by_external.get(e, {}) if e is not None else {} for e in externals]
@@ -436,7 +415,7 @@ def _annotation_fields(trace: Trace, device_ids: list[int]) -> dict[int, dict[st
     names_table = trace.select(["name"])
     names = dict(zip(rows, names_table["name"].take(pa.array(rows, pa.int64())).cast(pa.string()).to_pylist())) \
         if rows else {}
-    parsed = dict(zip(rows, _args_of(trace, rows)))
+    parsed = args_by_id(trace, rows)
     out: dict[int, dict[str, Any]] = {}
     for device_id, annotation, op in zip(device_ids, annotation_rows, op_rows):
         fields: dict[str, Any] = {}

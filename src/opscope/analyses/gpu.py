@@ -396,11 +396,7 @@ def _device_busy(trace: Trace) -> pa.Table:
     sb = _stream_busy(trace)
     if sb.num_rows == 0:
         return merged_intervals(*(pa.array([], pa.int64()),) * 3).append_column("launch", pa.array([], pa.int64()))
-    order = pc.sort_indices(sb, [("device", "ascending"), ("start", "ascending")])
-    sb = sb.take(order)
-    m = merged_intervals(combined(sb["device"]), combined(sb["start"]),
-                         combined(sb["end"]), presorted=True)
-    return m.append_column("launch", pc.take(sb["launch"], m["first"]))
+    return _merged_keeping_launch(sb, "device")
 
 
 @memoized()
@@ -414,10 +410,16 @@ def _device_not_idle(trace: Trace) -> pa.Table:
                       "end": pa.array([u.end for u in unseen.values()], pa.int64()),
                       "launch": pa.array([u.launch for u in unseen.values()], pa.int64())})
     both = pa.concat_tables([db.select(["group", "start", "end", "launch"]).cast(extra.schema), extra])
-    both = both.take(pc.sort_indices(both, [("group", "ascending"), ("start", "ascending")]))
-    m = merged_intervals(combined(both["group"]), combined(both["start"]),
-                         combined(both["end"]), presorted=True)
-    return m.append_column("launch", pc.take(both["launch"], m["first"]))
+    return _merged_keeping_launch(both, "group")
+
+
+def _merged_keeping_launch(intervals: pa.Table, key: str) -> pa.Table:
+    """``intervals`` (``key``, ``start``, ``end``, ``launch``) merged per ``key``, each merged interval with the
+    ``launch`` of the interval that opens it."""
+    intervals = intervals.take(pc.sort_indices(intervals, [(key, "ascending"), ("start", "ascending")]))
+    m = merged_intervals(combined(intervals[key]), combined(intervals["start"]), combined(intervals["end"]),
+                         presorted=True)
+    return m.append_column("launch", pc.take(intervals["launch"], m["first"]))
 
 
 @memoized()

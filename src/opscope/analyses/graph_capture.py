@@ -16,21 +16,20 @@ kernel order, and :class:`CaptureMatch` says how many kernels and how much devic
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import rows_where
-from opscope.analyses.links import climb, device_links
+from opscope.analyses.event_args import args_by_id
+from opscope.analyses.links import climb, device_links, op_ancestors
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
 #: Runtime calls that replay a whole graph.
 GRAPH_LAUNCH = r"^(cuda|cu|hip)GraphLaunch"
 _NO_GROUP = -1
-_MAX_CLIMB = 512
 
 ATTRIBUTION_SCHEMA = pa.schema([
     ("device_row", pa.int64()),
@@ -157,35 +156,15 @@ def _best_graph(replayed: list[str], graphs: list[CapturedGraph],
 
 def _kernel_args(trace: Trace, rows: pa.Array) -> dict[int, str]:
     """The ``kernel`` argument of each of these event rows that has one (row -> kernel name)."""
-    args = trace.args
-    if not len(rows) or not args.num_rows:
-        return {}
-    wanted = pc.is_in(args["event_id"], value_set=rows)
-    picked = args.filter(wanted)
-    has_kernel = pc.fill_null(pc.match_substring(picked["args"], '"kernel"'), False)
-    picked = picked.filter(has_kernel)
-    found: dict[int, str] = {}
-    for event_id, text in zip(picked["event_id"].to_pylist(), picked["args"].to_pylist()):
-        try:
-            value = json.loads(text).get("kernel")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(value, str) and value:
-            found[event_id] = value
-    return found
+    parsed = args_by_id(trace, rows.to_pylist())
+    return {row: args["kernel"] for row, args in parsed.items()
+            if isinstance(args.get("kernel"), str) and args["kernel"]}
 
 
 def _outermost_annotation(events: pa.Table, rows: pa.Array) -> list[int | None]:
     """The outermost ``user_annotation`` at or above each row (a row; None where there is none)."""
-    parents = events["parent"].combine_chunks() if isinstance(events["parent"], pa.ChunkedArray) else events["parent"]
-    is_annotation = kind_mask(events, ("user_annotation",))
-    is_annotation = is_annotation.combine_chunks() if isinstance(is_annotation, pa.ChunkedArray) else is_annotation
-    outer = pa.nulls(len(rows), pa.int64())
-    current = rows
-    for _ in range(_MAX_CLIMB):
-        if current.null_count == len(current):
-            break
-        here = pc.fill_null(pc.take(is_annotation, current), False)
-        outer = pc.if_else(here, current, outer)
-        current = pc.take(parents, current)
-    return outer.to_pylist()
+    outer: list[int | None] = [None] * len(rows)
+    index, found = op_ancestors(events, rows, kinds=("user_annotation",))
+    for i, row in zip(index.to_pylist(), found.to_pylist()):  # innermost first: the last one per row is outermost
+        outer[i] = row
+    return outer

@@ -22,7 +22,6 @@ All times come from ONNX Runtime's profiler, so they include the profiler's own 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.event_args import args_by_id
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 from opscope.report import Column, Report, Section
@@ -125,7 +125,7 @@ def perf_numbers(trace: Trace, batch: int = 1) -> PerfNumbers:
     nodes_mask = pc.and_(kind_mask(events, ["cpu_op"]),
                          pc.fill_null(pc.equal(pc.cast(events["cat"], pa.string()), NODE_CATEGORY), False))
     node_events = events.filter(nodes_mask).sort_by([("ts_ns", "ascending")])
-    args = _args_by_id(trace, node_events["event_id"].to_pylist())
+    args = args_by_id(trace, node_events["event_id"].to_pylist())
     notes: list[str] = []
 
     per_run: dict[str, dict[int, float]] = {}  # node -> step -> ms in that run
@@ -190,22 +190,6 @@ def _outside_executor(events: pa.Table, run_ms: dict[int, float]) -> float | Non
     if len(inside) != len(run_ms):
         return None
     return common_average([run_ms[s] - inside[s] for s in run_ms])
-
-
-def _args_by_id(trace: Trace, ids: list[int]) -> dict[int, dict[str, Any]]:
-    table = trace.args
-    if table.num_rows == 0 or not ids:
-        return {}
-    table = table.filter(pc.is_in(table["event_id"], pa.array(ids, pa.int64())))
-    out: dict[int, dict[str, Any]] = {}
-    for eid, text in zip(table["event_id"].to_pylist(), table["args"].to_pylist()):
-        try:
-            value = json.loads(text) if text else {}
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            out[eid] = value
-    return out
 
 
 def _types_text(value: Any) -> str:
