@@ -17,6 +17,7 @@ The whole command (``opscope summary``) overlaps inflate with parsing and writes
 ``bench/ingest.py`` and ``bench/curves.py`` time it as a whole process.
 """
 
+# ruff: noqa: E402 - opscope is tuned before the modules that import pyarrow
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,10 @@ import json
 import tempfile
 import time
 from pathlib import Path
+
+from opscope import runtime
+
+runtime.tune()  # as the command does, before pyarrow is imported: the phases run on the command's allocator
 
 from opscope.ingest import open_trace
 from opscope.ingest.chrome import reader
