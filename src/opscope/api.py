@@ -348,8 +348,14 @@ def _steps(steps: str | Sequence[int] | None) -> list[int] | None:
     return parse_steps(steps) if isinstance(steps, str) else list(steps) if steps else None
 
 
-def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: bool = True) -> Loaded:
+def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: bool = True,
+         capture: Sequence[str | Path] | None = None) -> Loaded:
     """Open a trace file, or a recording directory (its ``index``-th trace), for use in a notebook.
+
+    A trace whose CUDA/HIP graph replays were recorded at capture too (vLLM, SGLang, xDiT write ``capture_traces/``
+    beside it) gets the ops of its replayed kernels from them: ``capture`` names the capture traces or their folder
+    (``["none"]``: none), else the folder beside the trace is used when there is one
+    (:func:`opscope.analyses.capture_merge.with_capture`).
 
     ``frames`` picks the data-frame library: ``polars`` (the ``opscope[polars]`` extra), ``pandas``
     or ``arrow``. ``opscope.runtime.tune()`` first (once, before pyarrow is imported) gives the process the
@@ -358,6 +364,7 @@ def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: boo
     """
     import json
 
+    from opscope.analyses.capture_merge import capture_note, with_capture
     from opscope.analyses.recording import clean_run, recording_traces
     from opscope.ingest import open_trace
 
@@ -392,4 +399,11 @@ def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: boo
         trace_path = path / traces[index]
     else:
         trace_path = path
-    return Loaded(open_trace(trace_path, use_cache=cache), frames, run, trace_path)
+    trace = with_capture(open_trace(trace_path, use_cache=cache), trace_path,
+                         None if capture is None else [Path(p) for p in capture],
+                         lambda capture_path: open_trace(capture_path, use_cache=cache))
+    note = capture_note(trace)
+    if note:
+        warnings.warn(note, stacklevel=2)
+    return Loaded(trace, frames, run, trace_path)
+

@@ -4,10 +4,13 @@ kernels get the ops the capture recorded, checked against the raw JSON of both f
 from __future__ import annotations
 
 import difflib
+import json
 
+from support.cli import run_cli_many
 from support.shared import raw_events, shared_trace
 
 from opscope.analyses.graph_capture import captured_graphs, match_replays
+from opscope.analyses.kernels import NO_LAUNCHING_OP
 from opscope.ingest import open_trace
 
 FOLDER = "tracelens/traces/inference/vllm_decode_full"
@@ -55,3 +58,33 @@ def test_the_vllm_replay_gets_the_ops_of_its_capture(tmp_path, monkeypatch):
         kernel = replayed[a]
         row = by_start[(kernel["name"], round(kernel["ts"] * 1000))]
         assert got[row] == _innermost_op(ops, launches[b])
+
+
+def test_commands_use_the_capture_beside_the_trace(tmp_path):
+    execution_path = shared_trace(f"{FOLDER}/graph_execution.json.gz")
+    merged, plain, ops = run_cli_many([
+        ("kernels", str(execution_path), "--by-op", "-f", "json"),
+        ("kernels", str(execution_path), "--by-op", "-f", "json", "--capture", "none"),
+        ("ops", str(execution_path), "--gpu", "-f", "json")], cache=tmp_path)
+    for res in (merged, plain, ops):
+        assert res.returncode == 0, res.stderr
+    assert "found beside the trace" in merged.stderr and "graph capture" not in plain.stderr
+
+    # expected from the raw execution trace: all kernel time, and the replayed kernels' (the graph launch's id)
+    ex = raw_events(execution_path)
+    kernels = [e for e in ex if e.get("cat") == "kernel"]
+    graph_ids = {e["args"]["correlation"] for e in ex if e.get("name") == "hipGraphLaunch"}
+    total_ns = sum(round(e["dur"] * 1000) for e in kernels)
+    replayed_ns = sum(round(e["dur"] * 1000) for e in kernels if e["args"].get("correlation") in graph_ids)
+
+    def with_op_ns(res) -> int:
+        rows = json.loads(res.stdout)
+        assert sum(r["total_ns"] for r in rows if r["kind"] == "kernel") == total_ns
+        return sum(r["total_ns"] for r in rows if r["kind"] == "kernel" and r["op"] != NO_LAUNCHING_OP)
+
+    # every replayed kernel matched (test above), so merged, the ops cover the replayed time too
+    assert with_op_ns(merged) - with_op_ns(plain) == replayed_ns
+    assert with_op_ns(merged) / total_ns >= 0.9 > with_op_ns(plain) / total_ns
+    # the capture's ops appear with device time and no host call in this trace
+    rows = {r["name"]: r for r in json.loads(ops.stdout)}
+    assert rows["vllm::moe_forward"]["calls"] == 0 and rows["vllm::moe_forward"]["gpu_ns"] > 0

@@ -33,6 +33,8 @@ _NO_GROUP = -1
 
 ATTRIBUTION_SCHEMA = pa.schema([
     ("device_row", pa.int64()),
+    ("source", pa.int64()),  # which capture trace (the position in the list the graphs came from)
+    ("launch_row", pa.int64()),  # the kernel's launch in that capture trace (a row of its events)
     ("op_name", pa.string()),
     ("top_op_name", pa.string()),
     ("annotation", pa.string()),
@@ -46,9 +48,11 @@ class CapturedGraph:
 
     name: str  #: the outermost annotation around them ("" when none)
     kernels: tuple[str, ...]
+    launch_rows: tuple[int, ...]  #: the launches' rows in the capture trace
     op_name: tuple[str | None, ...]
     top_op_name: tuple[str | None, ...]
     annotation: tuple[str | None, ...]
+    source: int = 0  #: which capture trace it came from (see :func:`captured_graphs`)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,12 @@ class CaptureMatch:
     graphs: int  #: graphs in the capture trace(s)
     method: str = "kernel order within each graph"
 
+    def facts(self) -> dict[str, int | str]:
+        """The match's figures, JSON-able (kept in the merged trace's metadata, ``graph_capture``)."""
+        return {"replays": self.replays, "replayed_kernels": self.replayed_kernels, "replayed_ns": self.replayed_ns,
+                "matched_kernels": self.matched_kernels, "matched_ns": self.matched_ns,
+                "captured_graphs": self.graphs, "method": self.method}
+
     def describe(self) -> str:
         if not self.replays:
             return "no graph launches in the trace: the capture trace is not used"
@@ -73,9 +83,10 @@ class CaptureMatch:
                 f"them at capture, matched by {self.method} against {self.graphs:,} captured graph(s)")
 
 
-def captured_graphs(capture: Trace) -> list[CapturedGraph]:
+def captured_graphs(capture: Trace, source: int = 0) -> list[CapturedGraph]:
     """The graphs of a capture trace: its kernel launches (runtime calls with a ``kernel`` argument) grouped by their
-    outermost user annotation, each in launch order, with the op, top-level op and innermost annotation of each."""
+    outermost user annotation, each in launch order, with the op, top-level op and innermost annotation of each.
+    ``source`` numbers the capture trace among several."""
     events = capture.select(["kind", "name", "ts_ns", "parent"])
     runtime = rows_where(kind_mask(events, ("runtime",)))
     kernel_of = _kernel_args(capture, runtime)
@@ -97,6 +108,7 @@ def captured_graphs(capture: Trace) -> list[CapturedGraph]:
     ops, tops, annotations = name_at(op), name_at(top), name_at(annotation)
     group_names = {g: ("" if g == _NO_GROUP else str(names[g].as_py())) for g in by_group}
     return [CapturedGraph(name=group_names[g], kernels=tuple(kernel_of[rows[i]] for i in members),
+                          launch_rows=tuple(rows[i] for i in members), source=source,
                           op_name=tuple(ops[i] for i in members), top_op_name=tuple(tops[i] for i in members),
                           annotation=tuple(annotations[i] for i in members))
             for g, members in sorted(by_group.items(), key=lambda item: item[1][0])]
@@ -120,18 +132,24 @@ def match_replays(trace: Trace, graphs: list[CapturedGraph]) -> CaptureMatch:
     per_replay: dict[int, list[int]] = {}
     for i, launch in enumerate(replay_of):
         per_replay.setdefault(launch, []).append(i)
+    device_list = device_rows.to_pylist()
     out: dict[str, list] = {f.name: [] for f in ATTRIBUTION_SCHEMA}
     matched_ns = matched = 0
+    found: dict[tuple[str, ...], tuple[CapturedGraph | None, list[difflib.Match]]] = {}
     for members in per_replay.values():
         members.sort(key=lambda i: starts[i])
-        replayed = [names[i] for i in members]
-        best, blocks = _best_graph(replayed, graphs)
+        replayed = tuple(names[i] for i in members)
+        if replayed not in found:  # the replays of one graph run the same kernels: matched once
+            found[replayed] = _best_graph(list(replayed), graphs)
+        best, blocks = found[replayed]
         if best is None:
             continue
         for block in blocks:
             for k in range(block.size):
                 i, j = members[block.a + k], block.b + k
-                out["device_row"].append(device_rows[i].as_py())
+                out["device_row"].append(device_list[i])
+                out["source"].append(best.source)
+                out["launch_row"].append(best.launch_rows[j])
                 out["op_name"].append(best.op_name[j])
                 out["top_op_name"].append(best.top_op_name[j])
                 out["annotation"].append(best.annotation[j])

@@ -20,6 +20,10 @@ DEVICE_WORK = ("kernel", "comm", "memcpy", "memset")
 NAME_FORMS = ("raw", "full", "short")
 
 
+#: The ``op`` of ``kernels --by-op`` rows whose device work no op launched.
+NO_LAUNCHING_OP = "(no launching op)"
+
+
 @memoized(keep=True)  # kept in the cache entry: the next command on the same trace with the same options reads it
 def kernel_table(trace: Trace, filt: EventFilter | None = None, by_op: bool = False,
                  sort: str = "total_ns", names: str = "raw") -> pa.Table:
@@ -88,7 +92,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
     if by_op:
         table = table.append_column("op", launching_op(trace, rows))
         table = table.set_column(table.schema.get_field_index("op"), "op",
-                                 pc.fill_null(table["op"], "(no launching op)"))
+                                 pc.fill_null(table["op"], NO_LAUNCHING_OP))
         keys = ["op"] + keys
     grouped = table.group_by(keys, use_threads=False).aggregate(aggregates)
     total = grouped["dur_ns_sum"]

@@ -25,7 +25,7 @@ from opscope.analyses.arrays import arange, combined, name_match, native_loops, 
 from opscope.model.buffers import minus_one_as_null, values_view
 from opscope.model.lookup import index_in
 from opscope.model.memo import memoized
-from opscope.model.schema import kind_mask
+from opscope.model.schema import ANNOTATION_KINDS, LAUNCHING_OP_KINDS, kind_mask
 from opscope.model.trace import Trace
 
 #: Device work that a launch creates.
@@ -91,8 +91,18 @@ def _device_links(trace: Trace) -> dict[str, pa.Array]:
     device_rows = correlated.device_rows
     launch, inferred = _launch_rows(events, correlated)
     op_row, top_row, annotation_row = climb(events, launch)
+    if trace.replayed is not None and trace.replayed.num_rows:
+        op_row, top_row, annotation_row = _captured_first(trace.replayed, device_rows, op_row, top_row,
+                                                          annotation_row)
     return {"device_row": device_rows, "launch_row": launch, "op_row": op_row, "top_row": top_row,
             "annotation_row": annotation_row, "link_inferred": inferred}
+
+
+def _captured_first(replayed: pa.Table, device_rows: pa.Array, *found: pa.Array) -> tuple[pa.Array, ...]:
+    """The rows a graph capture gives the replayed device events (:attr:`Trace.replayed`), else those found here."""
+    where = index_in(device_rows, replayed["device_row"])
+    return tuple(combined(pc.coalesce(pc.take(replayed[column], where), rows))
+                 for column, rows in zip(("op_row", "top_row", "annotation_row"), found))
 
 
 @dataclass(frozen=True)
@@ -238,10 +248,10 @@ def _fifo(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.A
 
 def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Innermost ``cpu_op``, outermost ``cpu_op`` and innermost annotation (not ``ProfilerStep#``) at or above
-    each launch row (rows; null where none)."""
+    each launch row (rows; null where none); ops and annotations a graph capture recorded count as such."""
     parents = combined(events["parent"])
-    is_op = combined(kind_mask(events, ("cpu_op",)))
-    is_annotation = pc.and_(combined(kind_mask(events, ("user_annotation",))),
+    is_op = combined(kind_mask(events, LAUNCHING_OP_KINDS))
+    is_annotation = pc.and_(combined(kind_mask(events, ANNOTATION_KINDS)),
                             pc.invert(combined(name_match(events["name"], _STEP_ANNOTATION))))
     found = _climb_in_c(parents, is_op, is_annotation, launch)
     if found is not None:

@@ -28,7 +28,7 @@ from opscope.analyses.links import device_links
 from opscope.analyses.names import maps_to_value, python_api
 from opscope.errors import UsageError
 from opscope.model.memo import memoized
-from opscope.model.schema import kind_mask
+from opscope.model.schema import LAUNCHING_OP_KINDS, kind_mask
 from opscope.model.trace import Trace
 
 #: Which op an event is charged to (see the module's docstring); the first is the default.
@@ -87,7 +87,7 @@ def api_op_rows(events: pa.Table, launching: pa.Array, framework: str | None = N
     API, else the launching op itself. ``events`` needs ``kind``, ``name`` and ``parent``."""
     parents = combined(events["parent"])
     framework = framework or None
-    has_api = pc.and_(combined(kind_mask(events, ("cpu_op",))),
+    has_api = pc.and_(combined(kind_mask(events, LAUNCHING_OP_KINDS)),
                       maps_to_value(events["name"], lambda op: python_api(op, framework)))
     outermost = pc.if_else(pc.fill_null(pc.take(has_api, launching), False), launching,
                            pa.scalar(None, pa.int64()))

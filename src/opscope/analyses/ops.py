@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, group_numbers, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.errors import UsageError
+from opscope.model.lookup import index_in
 from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
@@ -146,11 +147,21 @@ def gpu_op_table(
     links = device_links(trace)
     events = trace.select(list(dict.fromkeys(list(by) + ["kind", "name", "step", "merged", "event_id", "parent",
                                                          "dur_ns"])))
-    index, op_rows = op_ancestors(events, links["launch_row"], kinds)
-    # The op rows that op_table counts: selected by the filter, same-name only children folded away.
-    counted = filt.apply(events.select([c for c in events.column_names if c != "parent"]).filter(
-        pc.invert(pc.fill_null(events["merged"], False))))["event_id"]
+    index, op_rows = op_ancestors(events, _climb_from(trace, links), (*kinds, "captured_op"))
+    # The op rows that op_table counts: selected by the filter, same-name only children folded away; and the ops a
+    # graph capture recorded, by name (they have no step: their device events' steps are looked at instead)
+    unfolded = events.select([c for c in events.column_names if c != "parent"]).filter(
+        pc.invert(pc.fill_null(events["merged"], False)))
+    counted = filt.apply(unfolded)["event_id"]
+    captured = EventFilter(kinds=("captured_op",), match=filt.match, exclude=filt.exclude).apply(unfolded)["event_id"]
     keep = pc.is_in(op_rows, value_set=combined(counted))
+    if len(captured):
+        from_capture = pc.is_in(op_rows, value_set=combined(captured))
+        if filt.steps:
+            device_steps = pc.take(events["step"], pc.take(links["device_row"], index))
+            from_capture = pc.and_(from_capture, pc.fill_null(pc.is_in(device_steps, value_set=pa.array(
+                list(filt.steps), pa.int64())), False))
+        keep = pc.or_(keep, from_capture)
     index, op_rows = pc.filter(index, keep), pc.filter(op_rows, keep)
     device_rows = pc.take(links["device_row"], index)
     pairs = pa.table({
@@ -191,7 +202,40 @@ def gpu_op_table(
         "top_kernels": top_text,
     })
     out = out.filter(pc.is_valid(out["gpu_ns"]))
+    captured_only = pc.invert(pc.is_in(_key(per_group, by), value_set=base_key))
+    if pc.any(captured_only).as_py():
+        out = pa.concat_tables([out, _captured_groups(trace, per_group.filter(captured_only), by, tops, out.schema)])
     return sort_table(out, sort)
+
+
+def _captured_groups(trace: Trace, groups: pa.Table, by: Sequence[str], tops: dict[str, str],
+                     schema: pa.Schema) -> pa.Table:
+    """Rows of :func:`gpu_op_table` for groups only ops a graph capture recorded have: no host calls in this trace
+    (the ops ran at capture), the device time of the replayed kernels they launched."""
+    n = groups.num_rows
+    zeros = pa.array([0] * n, pa.int64())
+    rows = {
+        **{k: groups[k] for k in by},
+        "python_api": _api_column(trace, {"name": groups["name"]}, by, True).get("python_api", pa.nulls(n)),
+        "calls": zeros,
+        "cpu_ns": zeros,
+        "kernels": groups["dur_count"],
+        "gpu_ns": groups["dur_sum"],
+        "gpu_cpu_ratio": pa.nulls(n, pa.float64()),
+        "top_kernels": pa.array([tops.get(k) for k in _key(groups, by).to_pylist()], pa.string()),
+    }
+    return pa.table({f.name: pc.cast(combined(rows[f.name]), f.type) for f in schema}, schema=schema)
+
+
+def _climb_from(trace: Trace, links: dict[str, pa.Array]) -> pa.Array:
+    """Where each device event's ops are looked for: its launch, or for a graph replay merged with its capture
+    (:mod:`opscope.analyses.capture_merge`) the op (else annotation) the capture recorded around its launch."""
+    replayed = trace.replayed
+    if replayed is None or not replayed.num_rows:
+        return links["launch_row"]
+    where = index_in(links["device_row"], replayed["device_row"])
+    captured = pc.take(pc.coalesce(replayed["op_row"], replayed["annotation_row"]), where)
+    return combined(pc.coalesce(captured, links["launch_row"]))
 
 
 def _top_kernels(per_kernel: pa.Table, by: Sequence[str], top: int) -> dict[str, str]:

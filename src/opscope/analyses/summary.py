@@ -16,13 +16,13 @@ from opscope.analyses.ops import op_table
 from opscope.analyses.steps import StepStats, step_stats, step_table
 from opscope.model.buffers import true_positions
 from opscope.model.memo import memoized
-from opscope.model.schema import kind_mask
-from opscope.model.trace import Trace
+from opscope.model.schema import CAPTURED_KINDS, kind_mask
+from opscope.model.trace import Trace, captured_copies
 
 #: Host kinds whose union is "CPU busy": time the framework was inside some recorded call.
 HOST_BUSY_KINDS = ("cpu_op", "runtime")
 #: Kinds left out of "time by kind": the profiler's own span and zero-length markers.
-_NOT_WORK = ("profiler", "marker")
+_NOT_WORK = ("profiler", "marker", *CAPTURED_KINDS)  # copies of a graph capture's ops ran at capture, not here
 
 
 @dataclass
@@ -86,7 +86,7 @@ def summarize(trace: Trace, top: int = 5) -> Summary:
     return Summary(
         source=str(trace.metadata.get("source")),
         wall_ns=totals["wall_ns"],
-        events=trace.num_events,
+        events=trace.num_events - captured_copies(trace),
         steps=step_stats(step_table(trace)),
         cpu_busy_ns=totals["cpu_busy_ns"],
         gpu_busy_ns=totals["gpu_busy_ns"],

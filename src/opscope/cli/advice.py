@@ -7,7 +7,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import announce, load, open_quietly, say, show, split
-from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt
+from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, StepsOpt
 from opscope.errors import TraceError, UsageError
 from opscope.scale.discover import is_job_spec
 
@@ -35,7 +35,8 @@ MeasureBudgetOpt = Annotated[float, typer.Option("--budget", help="With --measur
 def advise(traces: AdviseTracesArg = None, explain: ExplainOpt = None, rules: RulesOpt = None,
            run_info: RunInfoOpt = None, measure: MeasureOpt = False,
            measure_dir: MeasureDirOpt = Path("opscope-measure"), budget: MeasureBudgetOpt = 0.5,
-           format: FormatOpt = "table", limit: LimitOpt = 0, no_cache: NoCacheOpt = False) -> None:
+           format: FormatOpt = "table", limit: LimitOpt = 0, no_cache: NoCacheOpt = False,
+           capture: CaptureOpt = None) -> None:
     """Findings ranked by estimated saving: what slows each step, the evidence, and a change to try.
 
     Every rule looks at the analyses of the trace (GPU idle time by cause, ops, kernels, launches, copies,
@@ -186,7 +187,8 @@ DiffFullNamesOpt = Annotated[bool, typer.Option("--full-names", help="Table: ker
 def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt = None,
          whole_trace: WholeTraceOpt = False, fail_if_slower: FailIfSlowerOpt = None, only: OnlyOpt = None,
          table: DiffTableOpt = None, op_level: OpLevelOpt = "api", full_names: DiffFullNamesOpt = False,
-         format: FormatOpt = "table", limit: LimitOpt = 20, no_cache: NoCacheOpt = False) -> None:
+         format: FormatOpt = "table", limit: LimitOpt = 20, no_cache: NoCacheOpt = False,
+         capture: CaptureOpt = None) -> None:
     """Compare two traces (two devices, versions or frameworks): what got slower, per step.
 
     BASE and NEW are trace files or recording directories of `opscope record` (their first trace, as advise

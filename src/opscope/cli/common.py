@@ -117,12 +117,22 @@ def open_quietly(path: Path, no_cache: bool = False) -> Trace:
     finally:
         if progress is not None:
             progress.close()
-    return trace
+    from opscope.analyses.capture_merge import with_capture
+    from opscope.cli.options import capture_given
+
+    return with_capture(trace, path, capture_given(),
+                        lambda capture_path: open_trace(capture_path, use_cache=not no_cache, write_behind=True))
 
 
 def announce(trace: Trace, path: Path, inflation_note: bool = True) -> None:
-    """What :func:`load` says about an open trace: recovered events, a rebuilt cache entry, inflated steps."""
+    """What :func:`load` says about an open trace: recovered events, a rebuilt cache entry, inflated steps, the graph
+    capture merged with it."""
+    from opscope.analyses.capture_merge import capture_note
+
     _warn_recovered(trace)
+    note = capture_note(trace)
+    if note:
+        say(note)
     if inflation_note:
         _say_inflation(path)
 
@@ -250,6 +260,13 @@ def per_rank(spec: Path, fn: Any, no_cache: bool = False, **kwargs: Any) -> Repo
 
     if not is_job_spec(spec):
         return None
+    from opscope.cli.options import capture_given
+
+    if capture_given():
+        from opscope.errors import UsageError
+
+        raise UsageError(f"--capture goes with one trace, and {spec} names a job: give one rank's trace and its "
+                         "capture traces")
     from opscope.cli.job import TaskProgress, executor_from_env
     from opscope.scale.fanout import fan_out
 

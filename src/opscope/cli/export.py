@@ -8,7 +8,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import load, say, split, stderr, write_document
-from opscope.cli.options import ForceOpt, NoCacheOpt, StepsOpt, TraceArg
+from opscope.cli.options import CaptureOpt, ForceOpt, NoCacheOpt, StepsOpt, TraceArg
 from opscope.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ NoFindingsOpt = Annotated[bool, typer.Option("--no-findings", help="Leave out op
 @app.command()
 def export(trace: TraceArg, to: ToOpt, output: ExportOutputOpt, force: ForceOpt = False, steps: StepsOpt = None,
            min_dur_us: MinDurOpt = 0.0, kinds: ExportKindsOpt = None, no_findings: NoFindingsOpt = False,
-           no_cache: NoCacheOpt = False) -> None:
+           no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
     """Write the trace as a timeline: a track per process, thread and device stream; arrows from each launch to its
     kernel, memcpy or memset; memory counters; step boundaries on an 'opscope' track; and opscope's findings (the
     slowest steps, the longest idle gaps of each device with their cause) on an 'opscope findings' track.

@@ -6,7 +6,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import load, per_rank, show
-from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, TraceOrJobArg
+from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, TraceOrJobArg
 from opscope.errors import UsageError
 
 
@@ -23,7 +23,7 @@ def gpu(
     = 10.0,
     format: FormatOpt = "table",
     limit: LimitOpt = 0,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Where GPU time goes per device and stream: compute, memcpy by direction, memset, communication, idle.
 

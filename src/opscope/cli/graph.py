@@ -7,7 +7,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import event_filter, load, say, write_document
-from opscope.cli.options import ForceOpt, NoCacheOpt
+from opscope.cli.options import CaptureOpt, ForceOpt, NoCacheOpt
 from opscope.errors import TraceError, UsageError
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def graph(
     profile: Annotated[Path | None, typer.Option("--profile", help="ONNX model only: an ONNX Runtime profile "
                                                                    "(JSON) of it, for each operator's time.")] = None,
     force: ForceOpt = False,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Draw a graph with each node's time and share, shaded by share so the hot path stands out.
 

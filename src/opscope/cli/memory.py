@@ -7,7 +7,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import load, per_rank, show, split
-from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceOrJobArg
+from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, StepsOpt, TraceOrJobArg
 
 
 class MemoryView(str, Enum):
@@ -35,7 +35,7 @@ def memory(
     steps: StepsOpt = None,
     format: FormatOpt = "table",
     limit: LimitOpt = 10,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Memory per device from profile_memory records: peaks, the ops holding memory at the peak, allocations by op.
 

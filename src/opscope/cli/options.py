@@ -60,6 +60,27 @@ def limit_asked() -> bool:
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="Rows to show (0 = all). Without it the terminal "
                                                              "shows the first rows and JSON/CSV give every row.",
                                        callback=_note_limit)]
+class _Capture:
+    """The capture traces the command was given (--capture), for whatever opens its traces (common.open_quietly)."""
+
+    given: list[Path] | None = None
+
+
+def _note_capture(value: list[Path] | None) -> list[Path] | None:
+    _Capture.given = list(value) if value else None
+    return value
+
+
+def capture_given() -> list[Path] | None:
+    """The paths given to --capture by the command now running (None: none given)."""
+    return _Capture.given
+
+
+CaptureOpt = Annotated[list[Path] | None, typer.Option(
+    "--capture", callback=_note_capture, metavar="PATH",
+    help="Graph-capture trace(s) of a CUDA/HIP-graph run (a file or folder; repeatable): replayed kernels get the "
+         "ops recorded at capture. Without it, a capture_traces/ folder beside the trace is used (vLLM, SGLang and "
+         "xDiT write one); 'none' turns that off.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Read the file itself; neither use nor write "
                                                              "the cache.")]
 MatchOpt = Annotated[str | None, typer.Option("--match", help="Keep only names matching this regex.")]

@@ -7,7 +7,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import announce, open_quietly, say, write_document
-from opscope.cli.options import ForceOpt, NoCacheOpt
+from opscope.cli.options import CaptureOpt, ForceOpt, NoCacheOpt
 from opscope.errors import UsageError
 from opscope.scale.discover import is_job_spec
 
@@ -25,7 +25,7 @@ def report(
     force: ForceOpt = False,
     ranks: Annotated[bool, typer.Option("--ranks", help="Two traces are two ranks of one job, not BASE and NEW.")]
     = False,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Write an HTML report: one file with every script, style and chart inside, that opens offline in any
     browser and can be mailed or attached to a bug.

@@ -7,7 +7,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import load, say, show
-from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt, StepsOpt
+from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, StepsOpt
 from opscope.errors import TraceError, UsageError
 
 ReproTraceArg = Annotated[Path | None, typer.Argument(
@@ -45,7 +45,7 @@ def repro(trace: ReproTraceArg = None, run_dir: RunDirOpt = None, top: TopOpt = 
           device: DeviceOpt = None, variants: VariantsOpt = "auto", budget: BudgetOpt = 1.0,
           timeout: TimeoutOpt = None, no_run: NoRunOpt = False, as_framework: AsFrameworkOpt = None,
           max_memory: MaxMemoryOpt = 8.0, format: FormatOpt = "table", limit: LimitOpt = 0,
-          no_cache: NoCacheOpt = False) -> None:
+          no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
     """Turn a trace's hot ops into standalone benchmarks, run them, and measure alternatives.
 
     Picks the top cases (--top) by device time on a GPU trace and by self time on a CPU trace: one case per

@@ -7,11 +7,20 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import event_filter, load, per_rank, show, split
-from opscope.cli.options import ExcludeOpt, FormatOpt, LimitOpt, MatchOpt, NoCacheOpt, StepsOpt, TraceOrJobArg
+from opscope.cli.options import (
+    CaptureOpt,
+    ExcludeOpt,
+    FormatOpt,
+    LimitOpt,
+    MatchOpt,
+    NoCacheOpt,
+    StepsOpt,
+    TraceOrJobArg,
+)
 
 
 @app.command()
-def summary(trace: TraceOrJobArg, format: FormatOpt = "table", no_cache: NoCacheOpt = False,
+def summary(trace: TraceOrJobArg, format: FormatOpt = "table", no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
             top: Annotated[int, typer.Option(help="Rows in the top-ops and top-kernels lists.")] = 5,
             limit: Annotated[int | None, typer.Option(
                 "--limit", "-n", help="Rows in the top-ops and top-kernels lists (0 = all), as every table "
@@ -54,7 +63,7 @@ def ops(
     steps: StepsOpt = None,
     format: FormatOpt = "table",
     limit: LimitOpt = 20,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Per operator: calls, total, self, avg/min/max time and share of self time; the Python API that runs it.
 
@@ -91,7 +100,7 @@ def kernels(
     steps: StepsOpt = None,
     format: FormatOpt = "table",
     limit: LimitOpt = 20,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Per device kernel (and memcpy/memset): calls, total/avg/min/max, share of device time, streams.
 
@@ -109,7 +118,7 @@ def kernels(
 
 @app.command()
 def steps(trace: TraceOrJobArg, format: FormatOpt = "table", limit: LimitOpt = 0,
-          no_cache: NoCacheOpt = False) -> None:
+          no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
     """Per step: duration, device busy time, and outliers (slow first step, > 1.5x the median).
 
     gpu_busy_ns/gpu_busy_pct: device busy inside the step's interval (the union over every device and stream,
@@ -135,7 +144,7 @@ def query(
                                             "memory, args.", show_default=False)],
     format: FormatOpt = "table",
     limit: LimitOpt = 50,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
     sandbox: Annotated[bool, typer.Option("--sandbox", help="No file, network or extension access from the SQL "
                                                            "(DuckDB's enable_external_access=false): for SQL "
                                                            "written by someone else.")] = False,

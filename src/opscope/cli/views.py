@@ -6,7 +6,16 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import event_filter, load, per_rank, show
-from opscope.cli.options import ExcludeOpt, FormatOpt, LimitOpt, MatchOpt, NoCacheOpt, StepsOpt, TraceOrJobArg
+from opscope.cli.options import (
+    CaptureOpt,
+    ExcludeOpt,
+    FormatOpt,
+    LimitOpt,
+    MatchOpt,
+    NoCacheOpt,
+    StepsOpt,
+    TraceOrJobArg,
+)
 
 _VIEW_SORT_HELP = ("Order of siblings in the tree (flat: of rows): total_ns, self_ns, wall_ns, calls, ops, order "
                    "(first call), name; prefix - to reverse.")
@@ -24,7 +33,7 @@ def scope(
     steps: StepsOpt = None,
     format: FormatOpt = "table",
     limit: LimitOpt = 30,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Op time by nn.Module (like tfprof's scope view): a tree of module paths such as Net_0/Sequential_1/Conv2d_5.
 
@@ -59,7 +68,7 @@ def code(
     steps: StepsOpt = None,
     format: FormatOpt = "table",
     limit: LimitOpt = 30,
-    no_cache: NoCacheOpt = False,
+    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Op time by Python stack frame (like tfprof's code view), as a tree of call paths or a flat list.
 

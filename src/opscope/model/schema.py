@@ -21,7 +21,16 @@ EVENT_KINDS = (
     "profiler",        # the profiler's own spans (cat "Trace")
     "overhead",        # profiler overhead slices
     "other",           # anything the reader could not map (counted in metadata warnings)
+    "captured_op",     # an op recorded when a CUDA/HIP graph was captured, standing for the launch of its replays
+    "captured_annotation",  # a user annotation around such an op (opscope.analyses.capture_merge)
 )
+#: Copies of what a graph capture recorded (:mod:`opscope.analyses.capture_merge`): not events of the trace itself.
+CAPTURED_KINDS = ("captured_op", "captured_annotation")
+#: Ops that launch device work: the host's, and those a graph capture recorded for the kernels its replays run
+#: (no host time of their own in this trace: host-time analyses count ``cpu_op`` alone).
+LAUNCHING_OP_KINDS = ("cpu_op", "captured_op")
+#: Annotations around launching ops.
+ANNOTATION_KINDS = ("user_annotation", "captured_annotation")
 #: Kinds that run on a device (their ``stream``/``device`` columns are set).
 GPU_KINDS = ("kernel", "memcpy", "memset", "comm", "sync", "gpu_annotation")
 #: Kinds that nest on host threads (``parent`` and ``self_ns`` are computed for them).

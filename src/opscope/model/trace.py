@@ -15,6 +15,9 @@ from opscope.runtime import working
 
 #: Kinds whose args :attr:`Trace.copy_args` holds.
 COPY_KINDS = ("memcpy", "memset")
+#: The schema of :attr:`Trace.replayed` (rows of the events table; null: the capture had none).
+REPLAYED = pa.schema([("device_row", pa.int64()), ("op_row", pa.int64()), ("top_row", pa.int64()),
+                      ("annotation_row", pa.int64())])
 
 Table: TypeAlias = pa.Table
 #: gives a table when first asked (a MappedTable: one read in place, which the trace keeps while it lives)
@@ -60,6 +63,7 @@ class Trace:
         metadata: dict[str, Any] | None = None,
         *,
         copy_args: Table | Loader | None = None,
+        replayed: pa.Table | None = None,
     ) -> None:
         self._events: pa.Table | None = None
         self._event_loader: ColumnLoader | None = None
@@ -78,6 +82,14 @@ class Trace:
         self._copy_args = copy_args
         self._mapped: list[MappedTable] = []  # the side tables read in place (see _table)
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+        self._replayed = replayed
+
+    @property
+    def replayed(self) -> pa.Table | None:
+        """Device events replayed from a captured CUDA/HIP graph, given the ops that launched them at capture
+        (:data:`REPLAYED`: ``device_row`` and the rows of the captured op, top-level op and annotation that stand for
+        their launch; :mod:`opscope.analyses.capture_merge` makes them). None: no capture was merged."""
+        return self._replayed
 
     @property
     def events(self) -> pa.Table:
@@ -90,17 +102,20 @@ class Trace:
     def replace(self, *, events: pa.Table | ColumnLoader | None = None, flows: Table | Loader | None = None,
                 counters: Table | Loader | None = None, memory: Table | Loader | None = None,
                 steps: Table | Loader | None = None, args: Table | Loader | None = None,
-                copy_args: Table | Loader | None = None) -> Trace:
+                copy_args: Table | Loader | None = None, replayed: pa.Table | None = None,
+                metadata: dict[str, Any] | None = None) -> Trace:
         """A new trace with these tables instead of this one's, and the others (as held: a table not read yet is
-        read by the new trace when it needs it) and the metadata of this one. Its memo starts empty and it has no
-        kept results. ``copy_args`` are this trace's unless ``args`` or ``copy_args`` are given."""
+        read by the new trace when it needs it) and the metadata (the same dict unless ``metadata`` is given) and
+        replayed device events of this one. Its memo starts empty and it has no kept results. ``copy_args`` are this
+        trace's unless ``args`` or ``copy_args`` are given."""
         held = self.held_tables()
         given = {"events": events, "flows": flows, "counters": counters, "memory": memory, "steps": steps,
                  "args": args}
         tables = {name: held[name] if value is None else value for name, value in given.items()}
         if copy_args is None and args is None:
             copy_args = self._copy_args
-        new = Trace(metadata=self.metadata, copy_args=copy_args, **tables)
+        new = Trace(metadata=self.metadata if metadata is None else metadata, copy_args=copy_args,
+                    replayed=self._replayed if replayed is None else replayed, **tables)
         new._mapped = list(self._mapped)  # the maps its tables may be views of: kept, and checked, while it lives
         return new
 
@@ -218,6 +233,13 @@ class Trace:
             return f"Trace({self.metadata.get('source')!r}, handed over)"
         return (f"Trace({self.metadata.get('source')!r}, events={self.events.num_rows}, "
                 f"steps={self.steps.num_rows}, warnings={len(self.warnings)})")
+
+
+def captured_copies(trace: Trace) -> int:
+    """How many rows of the trace's events are copies of a graph capture's ops and annotations, not events of the
+    trace itself (0: none; :mod:`opscope.analyses.capture_merge` counts them in the metadata's ``graph_capture``)."""
+    facts = trace.metadata.get("graph_capture")
+    return int(facts.get("copied_events", 0)) if isinstance(facts, dict) else 0
 
 
 def copy_rows_of(args: pa.Table, trace: Trace) -> pa.Table:

@@ -26,7 +26,7 @@ from opscope.analyses.arrays import combined, name_match, rows_where
 from opscope.analyses.links import device_links
 from opscope.analyses.names import framework_of
 from opscope.errors import UsageError
-from opscope.model.schema import kind_mask
+from opscope.model.schema import LAUNCHING_OP_KINDS, kind_mask
 from opscope.model.trace import Trace
 
 #: A framework op name: ``namespace::name`` (aten, c10d, vllm, quantized...); an optional ``.overload``.
@@ -105,8 +105,8 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
     charged = pc.is_valid(case_rows)
     if gpu and not pc.all(charged).as_py():
         lost = pc.sum(pc.filter(ns, pc.invert(charged))).as_py() or 0
-        notes.append(f"{_pct(lost, total)} of the device time was launched outside any op (graph replays, no "
-                     "host events) and is in no case")
+        notes.append(f"{_pct(lost, total)} of the device time was launched outside any op (graph replays "
+                     "without their capture trace, no host events) and is in no case")
     cases = _group(events, pc.filter(case_rows, charged), pc.filter(ns, charged), gpu)
     if op is not None:
         cases = [c for c in cases if re.search(op, c.op)]
@@ -127,11 +127,12 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
 # --- which op a time is charged to ------------------------------------------------------------------------
 
 def _chain_mask(events: pa.Table) -> pa.Array:
-    """Rows that are framework ops a case can climb through (cpu_op kind, ``ns::name``, not a wrapper)."""
+    """Rows that are framework ops a case can climb through (cpu_op kind, or an op a graph capture recorded;
+    ``ns::name``, not a wrapper)."""
     names = events["name"]
     is_op = name_match(names, FRAMEWORK_OP, nulls=False)
     wrapper = name_match(names, _WRAPPER.pattern, nulls=False)
-    return combined(pc.and_(combined(kind_mask(events, ("cpu_op",))), pc.and_not(combined(is_op),
+    return combined(pc.and_(combined(kind_mask(events, LAUNCHING_OP_KINDS)), pc.and_not(combined(is_op),
                                                                                    combined(wrapper))))
 
 

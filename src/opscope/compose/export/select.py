@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from opscope.errors import UsageError
 from opscope.model.buffers import true_positions
-from opscope.model.schema import EVENT_KINDS, kind_mask
+from opscope.model.schema import CAPTURED_KINDS, EVENT_KINDS, kind_mask
 from opscope.model.trace import Trace
 
 
@@ -26,16 +26,18 @@ class Cut:
 
 def check_kinds(kinds: Sequence[str]) -> list[str]:
     """The kinds, each a kind of the model; a UsageError names the valid ones otherwise."""
-    bad = [k for k in kinds if k not in EVENT_KINDS]
+    known = [k for k in EVENT_KINDS if k not in CAPTURED_KINDS]
+    bad = [k for k in kinds if k not in known]
     if bad:
-        raise UsageError(f"--kinds: unknown kind {bad[0]!r}; the kinds are: {', '.join(EVENT_KINDS)}")
+        raise UsageError(f"--kinds: unknown kind {bad[0]!r}; the kinds are: {', '.join(known)}")
     return list(kinds)
 
 
 def kept_rows(trace: Trace, cut: Cut) -> pa.Array:
-    """Row numbers (== event_id) of the events the cut keeps, in the table's (time) order."""
+    """Row numbers (== event_id) of the events the cut keeps, in the table's (time) order; never the copies of a
+    graph capture's ops (they ran at capture, not in this trace)."""
     events = trace.select(["kind", "dur_ns", "step"])
-    mask = pa.chunked_array([pa.repeat(pa.scalar(True), events.num_rows)], pa.bool_())
+    mask = pc.invert(kind_mask(events, CAPTURED_KINDS))
     if cut.kinds is not None:
         mask = pc.and_(mask, kind_mask(events, tuple(cut.kinds)))
     if cut.min_dur_ns > 0:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from opscope.model.trace import captured_copies
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -61,4 +63,5 @@ class Plan:
 
     @property
     def total(self) -> int:
-        return self.trace.events.num_rows if self.trace.events is not None else 0
+        """The trace's events (not the copies of a graph capture's ops it may hold)."""
+        return self.trace.num_events - captured_copies(self.trace)
