@@ -27,6 +27,7 @@ Names = Literal["short", "full"]
 def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Report:
     """Wall time, steps, CPU/GPU busy, top ops and kernels, time by kind, what was not mapped. ``run``: the
     recording's run.json, to say when the profiler made the recorded steps slower than unrecorded ones."""
+    from opscope.analyses.capture_merge import capture_note
     from opscope.analyses.recording import step_inflation
     from opscope.analyses.summary import BY_KIND_LEGEND, summarize
 
@@ -48,6 +49,9 @@ def summary_report(trace: Trace, top: int = 5, run: dict | None = None) -> Repor
     else:
         fields.append(("GPU busy", f"{format_ns(s.gpu_busy_ns)} ({format_pct(share_pct(s.gpu_busy_ns, s.wall_ns))} of "
                                    f"wall; {_device_ids(s.devices)})"))
+    capture = capture_note(trace)
+    if capture:
+        fields.append(("graph capture", capture.removeprefix("graph capture: ")))
     inflation = step_inflation(run)
     notes = []
     records = s.rows()
@@ -375,3 +379,54 @@ def numerics_report(table: pa.Table, sort: str, limit: int | None) -> Report:
         sections.append(Section("inputs", f"Inputs of {row['op']} (before it ran)",
                                 pa.Table.from_pylist(row["inputs"]), data=False))
     return Report(sections)
+
+
+def critical_path_report(trace: Trace, top: int, limit: int | None) -> Report:
+    """Per step: the time each category holds on the step's critical path, and the names with the most time on it."""
+    from opscope.analyses.critical_path import breakdown_table, on_path_table
+    from opscope.analyses.depgraph import LATENCY_CAP_NS
+
+    table = breakdown_table(trace)
+    if table.num_rows == 0:
+        return Report(title=str(trace.metadata.get("source")), empty="nothing to follow: the trace has no host "
+                      "events (its steps and their work cannot be placed)", sections=[Section("path", table=table)])
+    window = ("each step, its start to its end" if trace.steps.num_rows
+              else f"the whole trace as one interval ({NO_STEPS}): its busiest host thread's first to last event")
+    legend = ("ns: time the category holds on the step's critical path (the chain of work and waits that set the "
+              "step's length, walked back from its end through whatever bound each start); share: of the step "
+              "(the parts add up to 100%). A lag before a piece of work counts in the work's category (a launch's "
+              f"latency, a queue's gap, a wait's wake-up) up to {format_ns(LATENCY_CAP_NS)}; beyond, as unexplained: "
+              "the work waited on something the trace does not show. python / host untraced: a thread's time "
+              "outside any op (in Python frames, or not traced at all)")
+    on_path = on_path_table(trace, top)
+    return Report(title=str(trace.metadata.get("source")), sections=[
+        Section("path", "Critical path by category", table, legend=legend, notes=[f"window: {window}"],
+                limit=limit),
+        Section("on_path", f"Most time on the critical path (top {top} per step)", on_path, data=False,
+                legend="path_ns: the name's time on the path (its own time and the lags charged to it); pieces: the "
+                       "slices of it on the path (an op is cut where its children start and end)"),
+    ])
+
+
+def whatif_report(trace: Trace, changes: list, limit: int | None) -> Report:
+    """Per step: measured, replayed with no change and predicted with the changes."""
+    from opscope.analyses.whatif import whatif_table
+
+    table, picked = whatif_table(trace, changes)
+    if table.num_rows == 0:
+        return Report(title=str(trace.metadata.get("source")), empty="nothing to replay: the trace has no host "
+                      "events", sections=[Section("whatif", table=table)])
+    said = ", ".join(f"{change} ({count:,} pieces)" for change, count in zip(changes, picked)) or "none"
+    measured, replayed, predicted = (sum(table[c].to_pylist()) for c in ("measured_ns", "replayed_ns",
+                                                                           "predicted_ns"))
+    headline = (f"{said}: {format_ns(predicted)} predicted against {format_ns(replayed)} replayed "
+                f"({format_pct(share_pct(predicted - replayed, replayed))}) over {table.num_rows} step(s); the "
+                f"replay gives back {format_ns(measured)} measured within "
+                f"{format_pct(share_pct(abs(replayed - measured), measured))}")
+    legend = ("measured_ns: the step as recorded; replayed_ns: the trace's dependency graph replayed with no change "
+              "(every start derived from what it waited for and the measured durations: how close it comes to "
+              "measured_ns is the model's error); predicted_ns: replayed with the changes; change_pct: predicted "
+              "against replayed. Method: simulated (opscope critical-path shows what bounds each step)")
+    return Report(title=str(trace.metadata.get("source")), headline=headline, legend=legend, sections=[
+        Section("whatif", "Steps replayed with the changes", table, limit=limit,
+                notes=[f"changes: {said}"])])

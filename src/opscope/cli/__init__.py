@@ -13,6 +13,7 @@ from opscope.cli import capture  # noqa: F401  demo, record, tune-threads, model
 from opscope.cli import views  # noqa: F401  scope, code
 from opscope.cli import memory  # noqa: F401
 from opscope.cli import gpu  # noqa: F401
+from opscope.cli import causal  # noqa: F401  critical-path, whatif
 from opscope.cli import advice  # noqa: F401  advise, diff
 from opscope.cli import repro  # noqa: F401
 from opscope.cli import report  # noqa: F401

@@ -1,0 +1,139 @@
+"""The critical path of each step: the chain of work and waits that set its length, by category and by the ops and
+kernels on it.
+
+From the step's last node, the path steps back to whichever dependency bound each node's start in the replay
+(:mod:`opscope.analyses.replay`), until it reaches the step's start. Each node holds the path for its own time; the
+lag before it counts as launch/runtime before device work (a launch's latency, a queue's gap) and as sync waits
+after a wait (its wake-up), but for the part the trace does not explain
+(:data:`opscope.analyses.depgraph.LATENCY_CAP_NS`), which counts as "unexplained". The parts tile the step: they add
+up to its length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.depgraph import (
+    DEVICE,
+    LAUNCH,
+    NONE,
+    ON_CHAIN,
+    ON_EXTRA,
+    UNEXPLAINED,
+    WAIT,
+    DepGraph,
+    dependency_graph,
+)
+from opscope.analyses.replay import AFTER, CHAIN, EXTRA, ROOT, Replay, replay, step_nodes
+from opscope.model.memo import memoized
+from opscope.model.trace import Trace
+
+BREAKDOWN = pa.schema([("step", pa.int64()), ("category", pa.string()), ("ns", pa.int64()),
+                       ("share", pa.float64())])
+ON_PATH = pa.schema([("step", pa.int64()), ("name", pa.string()), ("category", pa.string()),
+                     ("path_ns", pa.int64()), ("pieces", pa.int64())])
+
+
+@dataclass
+class StepPath:
+    """One step's critical path: time per category, and per node on it (node -> its time on the path)."""
+
+    step: int | None
+    length: int
+    categories: dict[str, int] = field(default_factory=dict)
+    nodes: dict[int, int] = field(default_factory=dict)
+
+    def add(self, category: str, ns: int, node: int | None = None) -> None:
+        if ns <= 0:
+            return
+        self.categories[category] = self.categories.get(category, 0) + ns
+        if node is not None and category != UNEXPLAINED:
+            self.nodes[node] = self.nodes.get(node, 0) + ns
+
+
+def step_path(graph: DepGraph, run: Replay, step: int | None, first: int, last: int) -> StepPath:
+    """The path from ``first``'s start to ``last``'s end, walked back from ``last`` (see the module)."""
+    floor = run.start[first]
+    path = StepPath(step, run.end[last] - floor)
+    node, upto = last, run.end[last]
+    while node != NONE and upto > floor:
+        bound = run.bound_by[node]
+        if graph.kind[node] == WAIT and bound == EXTRA:  # a wait that ended when its work did: back to that work
+            prev = graph.extra[node]
+            prev_end = max(min(run.end[prev], upto), floor)
+            _lag(path, graph, node, upto - prev_end, ON_EXTRA)
+            node, upto = prev, prev_end
+            continue
+        path.add(graph.category[node], upto - max(run.start[node], floor), node)
+        if run.start[node] <= floor:
+            break
+        prev = graph.extra[node] if bound == EXTRA else graph.after[node] if bound == AFTER else graph.chain[node]
+        if prev == NONE:  # nothing before it in the graph: the time from the interval's start is not explained
+            path.add(UNEXPLAINED, run.start[node] - floor)
+            break
+        prev_end = max(min(run.end[prev], run.start[node]), floor)
+        edge = ON_EXTRA if bound == EXTRA else ON_CHAIN if bound in (CHAIN, ROOT) else NONE
+        _lag(path, graph, node, run.start[node] - prev_end, edge)
+        node, upto = prev, prev_end
+    return path
+
+
+def _lag(path: StepPath, graph: DepGraph, node: int, lag: int, edge: int) -> None:
+    """The lag before ``node`` on the edge the path came by: its unexplained part as such; the rest is launching
+    and queueing before device work (launch/runtime), waking up after a wait (sync waits)."""
+    unexplained = min(graph.unexplained[node], max(lag, 0)) if graph.unexplained_on[node] == edge else 0
+    path.add(UNEXPLAINED, unexplained)
+    path.add(LAUNCH if graph.kind[node] == DEVICE else graph.category[node], lag - unexplained, node)
+
+
+@memoized()
+def step_paths(trace: Trace) -> list[StepPath]:
+    """The critical path of every step (of the whole trace as one interval when it has no steps)."""
+    graph = dependency_graph(trace)
+    run = replay(graph)
+    nodes = step_nodes(trace, graph)
+    return [step_path(graph, run, step, first, last)
+            for step, first, last in zip(nodes.steps, nodes.first, nodes.last)]
+
+
+def breakdown_table(trace: Trace) -> pa.Table:
+    """One row per step and category: its time on the step's critical path and its share of the step
+    (:data:`BREAKDOWN`), largest first within each step."""
+    rows: dict[str, list] = {f.name: [] for f in BREAKDOWN}
+    for path in step_paths(trace):
+        for category, ns in sorted(path.categories.items(), key=lambda item: (-item[1], item[0])):
+            rows["step"].append(path.step)
+            rows["category"].append(category)
+            rows["ns"].append(ns)
+            rows["share"].append(round(ns / path.length, 4) if path.length > 0 else 0.0)
+    return pa.table(rows, schema=BREAKDOWN)
+
+
+def on_path_table(trace: Trace, top: int = 10) -> pa.Table:
+    """Per step, the ``top`` names (host events and device work, by name; gaps as their category) with the most time
+    on the critical path (:data:`ON_PATH`)."""
+    graph = dependency_graph(trace)
+    names = trace.select(["name"])["name"]
+    rows: dict[str, list] = {f.name: [] for f in ON_PATH}
+    for path in step_paths(trace):
+        grouped: dict[tuple[str, str], list[int]] = {}
+        node_rows = [graph.row[n] for n in path.nodes]
+        known = [r for r in node_rows if r != NONE]
+        name_of = dict(zip(known, pc.take(names, pa.array(known, pa.int64())).cast(pa.string()).to_pylist())
+                       ) if known else {}
+        for node, ns in path.nodes.items():
+            row = graph.row[node]
+            key = (name_of.get(row) or f"({graph.category[node]})", graph.category[node])
+            entry = grouped.setdefault(key, [0, 0])
+            entry[0] += ns
+            entry[1] += 1
+        for (name, category), (ns, count) in sorted(grouped.items(), key=lambda item: -item[1][0])[:top]:
+            rows["step"].append(path.step)
+            rows["name"].append(name)
+            rows["category"].append(category)
+            rows["path_ns"].append(ns)
+            rows["pieces"].append(count)
+    return pa.table(rows, schema=ON_PATH)

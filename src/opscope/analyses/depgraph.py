@@ -1,0 +1,434 @@
+"""The dependency graph of a trace: what had to finish before each piece of work could start.
+
+Nodes are the pieces of work, each with its measured duration:
+
+- **host slices**: each host thread's time cut where an op, annotation or runtime call starts or ends, each slice
+  charged to the innermost event over it (or to no event: a gap, time the trace does not break down); one after the
+  other in program order;
+- **device work** (kernels, copies, fills, collectives): one after the other on each stream, first in first out;
+- **waits**: a host slice of a synchronising call (stream/device/event synchronize, a blocking copy, an async copy to
+  pageable memory: :mod:`opscope.analyses.sync`) ends when the device work it waits for has ended.
+
+Edges carry lags measured from the trace: a kernel starts ``lag`` after its launch call ended (negative when it
+started while the call was still returning) or after the previous work on its stream ended; a waiting call returns
+``lag`` after the work it waited for ended. A lag beyond what launching and queueing explain
+(:data:`LATENCY_CAP_NS`) is **unexplained**: its excess is counted apart (the work waited on something the trace does
+not show). :mod:`opscope.analyses.replay` derives every start from these edges and the durations, never from the
+recorded timestamps.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.arrays import combined, name_match, rows_where
+from opscope.analyses.idle import INPUT_PIPELINE, SYNC_CALLS
+from opscope.analyses.links import LINKED_KINDS, device_links
+from opscope.analyses.sync import ASYNC_COPY, PAGEABLE_DTOH
+from opscope.model.memo import memoized
+from opscope.model.schema import kind_mask
+from opscope.model.trace import Trace
+
+#: Host kinds whose nesting cuts a thread into slices (Python frames are a layer of their own, read for gaps only).
+SLICE_KINDS = ("cpu_op", "user_annotation", "runtime", "overhead", "other")
+#: A launch-to-start or queue lag up to this is launching and queueing; beyond it the excess is unexplained.
+LATENCY_CAP_NS = 50_000
+
+# what each node's time is, as the critical path counts it
+HOST_COMPUTE = "host compute"
+PYTHON = "python"
+UNTRACED = "host untraced"
+LAUNCH = "launch/runtime"
+DEVICE_COMPUTE = "device compute"
+COPIES = "copies"
+COMMUNICATION = "communication"
+SYNC_WAIT = "sync waits"
+INPUT = "input pipeline"
+UNEXPLAINED = "unexplained"
+CATEGORIES = (HOST_COMPUTE, PYTHON, UNTRACED, LAUNCH, DEVICE_COMPUTE, COPIES, COMMUNICATION, SYNC_WAIT, INPUT,
+              UNEXPLAINED)
+
+_GAP = ""  # a slice of the thread's gap category (python where the thread has Python events, else untraced)
+HOST, WAIT, DEVICE = 0, 1, 2
+NONE = -1
+#: the edge that carries a node's unexplained lag
+ON_CHAIN, ON_EXTRA = 0, 1
+_DEVICE_CATEGORY = {"kernel": DEVICE_COMPUTE, "memcpy": COPIES, "memset": COPIES, "comm": COMMUNICATION}
+
+
+@dataclass
+class DepGraph:
+    """Nodes in an order where every node comes after the nodes it depends on (lists indexed by node).
+
+    ``chain``: the node before on the same thread or stream (``NONE``: the first; it starts ``chain_lag`` after the
+    trace's start). ``extra``: a device node's launch call, a wait's device node (``NONE``: none), ``extra_lag`` the
+    lag after that node's end. ``dur``: host slice and device durations; a wait's own part (the whole call when it
+    did not wait). ``unexplained``: the part of the binding lag before the node beyond :data:`LATENCY_CAP_NS`.
+    ``row``: the event (``NONE`` for a gap); ``start``/``end``: as measured; ``lane``: thread or stream key."""
+
+    kind: list[int]
+    category: list[str]
+    row: list[int]
+    lane: list[str]
+    dur: list[int]
+    chain: list[int]
+    chain_lag: list[int]
+    extra: list[int]
+    extra_lag: list[int]
+    #: device work on another stream this work waited for (an event wait the trace implies; ``NONE``: none)
+    after: list[int]
+    after_lag: list[int]
+    unexplained: list[int]
+    unexplained_on: list[int]  #: ON_CHAIN or ON_EXTRA
+    start: list[int]
+    end: list[int]
+    origin: int  #: the trace's first instant (time 0 of the replay)
+    #: per host thread ("pid/tid"), its slices' node ids in order
+    threads: dict[str, list[int]]
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+@memoized()
+def dependency_graph(trace: Trace) -> DepGraph:
+    """The trace's dependency graph (see the module)."""
+    return _build(trace)
+
+
+def _build(trace: Trace) -> DepGraph:
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation"])
+    origin = pc.min(ev["ts_ns"]).as_py() if ev.num_rows else 0
+    builder = _Builder(origin)
+    slices_of, waits = _host_slices(trace, ev, builder)
+    by_device = _device_nodes(trace, ev, builder, slices_of)
+    _tie_across_streams(builder, by_device)
+    _tie_waits(builder, {slices_of[row][1]: device for row, device in waits.items() if row in slices_of}, by_device)
+    return builder.ordered()
+
+
+class _Builder:
+    def __init__(self, origin: int) -> None:
+        self.origin = origin
+        self.kind: list[int] = []
+        self.category: list[str] = []
+        self.row: list[int] = []
+        self.lane: list[str] = []
+        self.dur: list[int] = []
+        self.chain: list[int] = []
+        self.chain_lag: list[int] = []
+        self.extra: list[int] = []
+        self.extra_lag: list[int] = []
+        self.after: list[int] = []
+        self.after_lag: list[int] = []
+        self.unexplained: list[int] = []
+        self.unexplained_on: list[int] = []
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.threads: dict[str, list[int]] = {}
+        #: per node given an inferred cross-stream edge, its edges' lags before (to take the edge back)
+        self.before_after: dict[int, tuple[int, int, int, int]] = {}
+
+    def add(self, kind: int, category: str, row: int, lane: str, start: int, end: int, chain: int) -> int:
+        node = len(self.kind)
+        self.kind.append(kind)
+        self.category.append(category)
+        self.row.append(row)
+        self.lane.append(lane)
+        self.dur.append(end - start)
+        self.chain.append(chain)
+        self.chain_lag.append(start - (self.end[chain] if chain != NONE else self.origin))
+        self.extra.append(NONE)
+        self.extra_lag.append(0)
+        self.after.append(NONE)
+        self.after_lag.append(0)
+        self.unexplained.append(0)
+        self.unexplained_on.append(ON_CHAIN)
+        self.start.append(start)
+        self.end.append(end)
+        return node
+
+    def _topological(self, partial: bool = False) -> list[int] | None:
+        """Kahn's order of the nodes (ties by start); None when a cycle leaves some out (``partial``: what it
+        reached)."""
+        n = len(self.kind)
+        waiting = [0] * n
+        after: list[list[int]] = [[] for _ in range(n)]
+        for node in range(n):
+            for dep in (self.chain[node], self.extra[node], self.after[node]):
+                if dep != NONE:
+                    waiting[node] += 1
+                    after[dep].append(node)
+        ready = deque(sorted((node for node in range(n) if not waiting[node]), key=lambda x: self.start[x]))
+        order: list[int] = []
+        while ready:
+            node = ready.popleft()
+            order.append(node)
+            for nxt in after[node]:
+                waiting[nxt] -= 1
+                if not waiting[nxt]:
+                    ready.append(nxt)
+        return order if len(order) == n or partial else None
+
+    def _drop_after(self, node: int) -> None:
+        """Forget an inferred cross-stream edge: the node's other edges get back the lags they had."""
+        self.after[node], self.after_lag[node] = NONE, 0
+        (self.chain_lag[node], self.extra_lag[node], self.unexplained[node],
+         self.unexplained_on[node]) = self.before_after.pop(node)
+
+    def ordered(self) -> DepGraph:
+        """The nodes renumbered in an order where each comes after its dependencies (Kahn's, ties by start). Should
+        the inferred cross-stream edges close a cycle (clocks that disagree), those of the nodes left are dropped."""
+        order = self._topological()
+        if order is None:
+            done = set(self._topological(partial=True) or [])
+            for node in range(len(self.kind)):
+                if node not in done and self.after[node] != NONE:
+                    self._drop_after(node)
+            order = self._topological()
+            if order is None:
+                raise RuntimeError("the dependency graph has a cycle that no inferred edge closes")
+        n = len(order)
+        new = [0] * n
+        for i, node in enumerate(order):
+            new[node] = i
+
+        def renumber(values: list[int]) -> list[int]:
+            return [NONE if values[node] == NONE else new[values[node]] for node in order]
+
+        def pick(values: list) -> list:
+            return [values[node] for node in order]
+
+        return DepGraph(kind=pick(self.kind), category=pick(self.category), row=pick(self.row),
+                        lane=pick(self.lane), dur=pick(self.dur), chain=renumber(self.chain),
+                        chain_lag=pick(self.chain_lag), extra=renumber(self.extra), extra_lag=pick(self.extra_lag),
+                        after=renumber(self.after), after_lag=pick(self.after_lag),
+                        unexplained=pick(self.unexplained), unexplained_on=pick(self.unexplained_on),
+                        start=pick(self.start), end=pick(self.end),
+                        origin=self.origin,
+                        threads={lane: [new[node] for node in nodes] for lane, nodes in self.threads.items()})
+
+
+def _host_slices(trace: Trace, ev: pa.Table, builder: _Builder,
+                 ) -> tuple[dict[int, tuple[int, int]], dict[int, int | None]]:
+    """Cut each host thread into slices (nodes); returns, per event, its (first, last) slice nodes, and the calls
+    that wait for device work (:func:`_waiting_calls`)."""
+    host = rows_where(kind_mask(ev, SLICE_KINDS))
+    if not len(host):
+        return {}, {}
+    names = ev["name"]
+    waits = _waiting_calls(trace, ev)
+    input_rows = set(rows_where(pc.and_(kind_mask(ev, SLICE_KINDS),
+                                        name_match(names, INPUT_PIPELINE))).to_pylist())
+    python_threads = _python_threads(ev)
+    cols = {c: pc.take(ev[c], host).to_pylist() for c in ("kind", "ts_ns", "dur_ns", "pid", "tid")}
+    rows = host.to_pylist()
+    per_thread: dict[str, list[int]] = {}
+    for i, (pid, tid) in enumerate(zip(cols["pid"], cols["tid"])):
+        per_thread.setdefault(f"{pid}/{tid}", []).append(i)
+    slices_of: dict[int, tuple[int, int]] = {}
+    for lane, members in per_thread.items():
+        sweep = _ThreadSweep(builder, lane, PYTHON if lane in python_threads else UNTRACED, slices_of)
+        for i in members:
+            row = rows[i]
+            sweep.enter(row, cols["ts_ns"][i], cols["ts_ns"][i] + max(cols["dur_ns"][i], 0),
+                        lambda stack, kind=cols["kind"][i], row=row: _host_category(kind, row, waits, input_rows,
+                                                                                   stack))
+        sweep.close()
+    return slices_of, waits
+
+
+class _ThreadSweep:
+    """One host thread's events (in start order, outer before inner) cut into slices: a slice ends wherever an
+    event starts or ends, and is charged to the innermost event open over it (none: a gap)."""
+
+    def __init__(self, builder: _Builder, lane: str, gap: str, slices_of: dict[int, tuple[int, int]]) -> None:
+        self.builder, self.lane, self.gap, self.slices_of = builder, lane, gap, slices_of
+        self.nodes: list[int] = []
+        builder.threads[lane] = self.nodes
+        self.stack: list[tuple[int, int, str]] = []  # open events: (row, end, category)
+        self.now: int | None = None
+
+    def enter(self, row: int, start: int, end: int, category_of) -> None:
+        if self.now is None:
+            self.now = start
+        while self.stack and self.stack[-1][1] <= start:
+            self._emit(self.stack[-1][1])
+            self.stack.pop()
+        self._emit(start)
+        if self.stack:
+            end = min(end, self.stack[-1][1])  # a child that runs past its parent's end: only its part inside
+        self.stack.append((row, end, category_of(self.stack) or self.gap))
+
+    def close(self) -> None:
+        while self.stack:
+            self._emit(self.stack[-1][1])
+            self.stack.pop()
+
+    def _emit(self, upto: int) -> None:
+        """The slice from now to ``upto``; an empty one only for a call that has no slice yet (a launch or a wait
+        that took no time still gets its node)."""
+        assert self.now is not None
+        top = self.stack[-1] if self.stack else None
+        empty_call = top is not None and top[2] in (LAUNCH, SYNC_WAIT) and top[0] not in self.slices_of
+        if upto < self.now or (upto == self.now and not empty_call):
+            return
+        kind = WAIT if top is not None and top[2] == SYNC_WAIT else HOST
+        node = self.builder.add(kind, top[2] if top else self.gap, top[0] if top else NONE, self.lane, self.now,
+                                upto, self.nodes[-1] if self.nodes else NONE)
+        self.nodes.append(node)
+        if top is not None:
+            self.slices_of[top[0]] = (self.slices_of.get(top[0], (node, node))[0], node)
+        self.now = upto
+
+
+def _host_category(kind: str, row: int, waits: dict[int, int | None], input_rows: set[int],
+                   stack: list[tuple[int, int, str]]) -> str:
+    if row in waits:
+        return SYNC_WAIT
+    if kind == "runtime":
+        return LAUNCH
+    if row in input_rows or (stack and stack[-1][2] == INPUT):
+        return INPUT
+    # an annotation's own time (a record_function region, ProfilerStep#N) is the program between its ops: as a gap
+    return HOST_COMPUTE if kind == "cpu_op" else _GAP
+
+
+def _python_threads(ev: pa.Table) -> set[str]:
+    python = ev.filter(kind_mask(ev, ("python",))).select(["pid", "tid"])
+    if not python.num_rows:
+        return set()
+    pairs = python.group_by(["pid", "tid"], use_threads=False).aggregate([])
+    return {f"{p}/{t}" for p, t in zip(pairs["pid"].to_pylist(), pairs["tid"].to_pylist())}
+
+
+def _waiting_calls(trace: Trace, ev: pa.Table) -> dict[int, int | None]:
+    """The host calls that wait for device work (row -> the device id they wait on, None: any)."""
+    runtime = kind_mask(ev, ("runtime",))
+    copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), name_match(ev["name"], PAGEABLE_DTOH)))
+    pageable = combined(pc.drop_null(copies["correlation"])) if copies.num_rows else pa.array([], pa.int64())
+    blocking = pc.or_(name_match(ev["name"], SYNC_CALLS),
+                      pc.and_(name_match(ev["name"], ASYNC_COPY),
+                              pc.fill_null(pc.is_in(ev["correlation"], value_set=pageable), False)))
+    rows = rows_where(pc.and_(runtime, blocking))
+    devices = pc.take(ev["device"], rows).to_pylist()
+    return dict(zip(rows.to_pylist(), devices))
+
+
+def _device_nodes(trace: Trace, ev: pa.Table, builder: _Builder, slices_of: dict[int, tuple[int, int]],
+                  ) -> dict[int | None, list[int]]:
+    """Device work per stream in start order, each tied to its launch call; returns the nodes of each device."""
+    links = device_links(trace)
+    device_rows = links["device_row"].to_pylist()
+    launch_rows = links["launch_row"].to_pylist()
+    launch_of = dict(zip(device_rows, launch_rows))
+    rows = rows_where(kind_mask(ev, LINKED_KINDS))
+    cols = {c: pc.take(ev[c], rows).to_pylist() for c in ("kind", "ts_ns", "dur_ns", "device", "stream")}
+    order = sorted(range(len(rows)), key=lambda i: (cols["ts_ns"][i], i))
+    row_list = rows.to_pylist()
+    last_on: dict[str, int] = {}
+    by_device: dict[int | None, list[int]] = {}
+    for i in order:
+        row = row_list[i]
+        lane = f"{cols['device'][i]}:{cols['stream'][i]}"
+        start = cols["ts_ns"][i]
+        end = start + max(cols["dur_ns"][i], 0)
+        prev = last_on.get(lane, NONE)
+        node = builder.add(DEVICE, _DEVICE_CATEGORY.get(cols["kind"][i], DEVICE_COMPUTE), row, lane, start, end, prev)
+        last_on[lane] = node
+        by_device.setdefault(cols["device"][i], []).append(node)
+        launch = launch_of.get(row)
+        slices = slices_of.get(launch) if launch is not None else None
+        _tie_to_launch(builder, node, slices, prev)
+    return by_device
+
+
+def _tie_to_launch(builder: _Builder, node: int, slices: tuple[int, int] | None, prev: int) -> None:
+    """A device node's two edges: after the previous work on its stream (``chain``) and after its launch call
+    (``extra``). The edge that bound its start keeps its measured lag (the replay gives back the measured start); the
+    other keeps the smaller of its measured lag and :data:`LATENCY_CAP_NS`, so that a change elsewhere cannot start
+    the work earlier than launching or queueing allows. Where the launch is unknown, the stream edge alone."""
+    start = builder.start[node]
+    anchor = NONE
+    if slices is not None:
+        first, last = slices
+        # a call that waits (a blocking copy) returns after its own copy: the copy starts after the call began
+        anchor = builder.chain[first] if builder.kind[last] == WAIT else last
+    if anchor == NONE:
+        builder.unexplained[node] = max(builder.chain_lag[node] - LATENCY_CAP_NS, 0)
+        return
+    launch_lag = start - builder.end[anchor]
+    builder.extra[node] = anchor
+    if prev == NONE or builder.end[anchor] >= builder.end[prev]:  # the launch bound its start
+        builder.extra_lag[node] = launch_lag
+        # the stream's queue: no more than the trace's gap; the first work on a stream is held by nothing else
+        builder.chain_lag[node] = min(builder.chain_lag[node], LATENCY_CAP_NS) if prev != NONE else 0
+        builder.unexplained[node] = max(launch_lag - LATENCY_CAP_NS, 0)
+        builder.unexplained_on[node] = ON_EXTRA
+    else:  # the queue bound it
+        builder.extra_lag[node] = min(launch_lag, LATENCY_CAP_NS)
+        builder.unexplained[node] = max(builder.chain_lag[node] - LATENCY_CAP_NS, 0)
+
+
+def _tie_across_streams(builder: _Builder, by_device: dict[int | None, list[int]]) -> None:
+    """Device work that started long after both its launch and the work before it on its stream, just after work on
+    another stream of its device ended, waited for that work (a CUDA/HIP event wait, which traces seldom record):
+    an edge from that work, with the lag measured, and the node's other edges no longer binding."""
+    for nodes in by_device.values():
+        ends = sorted((builder.end[n], n) for n in nodes)
+        end_values = [end for end, _ in ends]
+        for node in nodes:
+            if not builder.unexplained[node]:
+                continue
+            start, lane = builder.start[node], builder.lane[node]
+            k = bisect.bisect_right(end_values, start) - 1
+            while k >= 0 and end_values[k] >= start - LATENCY_CAP_NS:
+                other = ends[k][1]
+                if builder.lane[other] != lane and builder.start[other] < start:
+                    builder.before_after[node] = (builder.chain_lag[node], builder.extra_lag[node],
+                                                  builder.unexplained[node], builder.unexplained_on[node])
+                    builder.after[node], builder.after_lag[node] = other, start - builder.end[other]
+                    builder.chain_lag[node] = min(builder.chain_lag[node], LATENCY_CAP_NS)
+                    builder.extra_lag[node] = min(builder.extra_lag[node], LATENCY_CAP_NS)
+                    builder.unexplained[node] = 0
+                    break
+                k -= 1
+
+
+def _tie_waits(builder: _Builder, pending: dict[int, int | None], by_device: dict[int | None, list[int]]) -> None:
+    """Each waiting call to the device work that ended last before it returned among the work launched before it
+    began (on its device when it names one): it returns ``lag`` after that work ends. A call whose work was done
+    before it began did not wait: its whole time is its own."""
+    if not pending:
+        return
+    ends = {device: sorted((builder.end[n], n) for n in nodes) for device, nodes in by_device.items()}
+    everything = sorted((builder.end[n], n) for nodes in by_device.values() for n in nodes)
+    for node, device in pending.items():
+        candidates = ends.get(device, everything) if device is not None else everything
+        call_start, call_end = builder.start[node], builder.end[node]
+        k = bisect.bisect_right(candidates, (call_end, len(builder.kind))) - 1
+        waited = NONE
+        while k >= 0:
+            _, work = candidates[k]
+            if _launched_before(builder, work, call_start):
+                waited = work
+                break
+            k -= 1
+        if waited == NONE or builder.end[waited] <= call_start:
+            continue  # nothing to wait for: the call's time is its own
+        builder.extra[node] = waited
+        builder.extra_lag[node] = call_end - builder.end[waited]
+        builder.dur[node] = 0  # its time is the wait: it ends when the work does (plus the lag)
+        builder.unexplained[node] = max(builder.extra_lag[node] - LATENCY_CAP_NS, 0)
+        builder.unexplained_on[node] = ON_EXTRA
+
+
+def _launched_before(builder: _Builder, work: int, instant: int) -> bool:
+    launch = builder.extra[work]
+    return launch == NONE or builder.start[launch] <= instant or builder.end[launch] <= instant
+

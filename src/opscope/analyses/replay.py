@@ -1,0 +1,155 @@
+"""Replay a trace's dependency graph: every start derived from the edges and the durations, with durations changed
+at will; the critical path of each step; the steps' measured, replayed and predicted times.
+
+A node starts when the last of its dependencies allows (the end of the node before it on its thread or stream plus
+that edge's lag; the end of its launch call, or of the work it waits for, plus that lag; for device work, the end of
+other streams' work it waited for) and ends ``dur x factor``
+later; a wait ends when the work it waits for has ended plus its lag, or after its own part if that is later. With
+every factor 1 the replay gives back the measured times where the graph holds the trace's order: how close it comes
+is the test of the graph (:func:`step_times`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from opscope.analyses.depgraph import NONE, ON_CHAIN, ON_EXTRA, WAIT, DepGraph
+from opscope.model.trace import Trace
+
+CHAIN, EXTRA, ROOT, AFTER = 0, 1, 2, 3
+
+
+@dataclass
+class Replay:
+    """Start and end of each node (ns since the trace's first instant), and which dependency bound each start."""
+
+    start: list[int]
+    end: list[int]
+    bound_by: list[int]  #: CHAIN, EXTRA, AFTER (the other stream's work it waited for) or ROOT
+    factor: list[float]
+
+
+def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: Sequence[float] | None = None,
+           ) -> Replay:
+    """The graph replayed with each node's duration times ``factor[node]`` (1 where None) and each node's
+    unexplained lag times ``lag_factor[node]`` (1 where None)."""
+    n = len(graph)
+    factors = list(factor) if factor is not None else [1.0] * n
+    start = [0] * n
+    end = [0] * n
+    bound = [ROOT] * n
+    kind, dur, chain, chain_lag, extra, extra_lag = (graph.kind, graph.dur, graph.chain, graph.chain_lag,
+                                                     graph.extra, graph.extra_lag)
+    unexplained, unexplained_on = graph.unexplained, graph.unexplained_on
+    after, after_lag = graph.after, graph.after_lag
+    for node in range(n):
+        cut_chain = cut_extra = 0
+        if lag_factor is not None and unexplained[node]:
+            cut = round(unexplained[node] * (1.0 - lag_factor[node]))
+            cut_chain, cut_extra = (cut, 0) if unexplained_on[node] == ON_CHAIN else (0, cut)
+        c = chain[node]
+        at = (end[c] if c != NONE else 0) + chain_lag[node] - cut_chain
+        how = CHAIN if c != NONE else ROOT
+        e = extra[node]
+        own = round(dur[node] * factors[node])
+        if kind[node] == WAIT:
+            # a wait starts after the node before it and ends when its work has ended (plus its lag), or after its
+            # own part when that is later; factor 0 removes the wait (it returns at once)
+            start[node] = at
+            bound[node] = how
+            finish = at + own
+            if e != NONE and factors[node] > 0:
+                waited = end[e] + extra_lag[node] - cut_extra
+                if waited > finish:
+                    finish = waited
+                    bound[node] = EXTRA
+            end[node] = finish
+            continue
+        if e != NONE:
+            via = end[e] + extra_lag[node] - cut_extra
+            # a tie goes to the edge that bound the start as measured (its lag is the measured one)
+            if via > at or (via == at and (how == ROOT or unexplained_on[node] == ON_EXTRA)):
+                at, how = via, EXTRA
+        a = after[node]
+        if a != NONE:
+            via = end[a] + after_lag[node]
+            if via >= at:
+                at, how = via, AFTER
+        start[node] = at
+        bound[node] = how
+        end[node] = at + own
+    return Replay(start=start, end=end, bound_by=bound, factor=factors)
+
+
+# --- steps ---------------------------------------------------------------------------------------------------
+
+STEP_TIMES = pa.schema([("step", pa.int64()), ("measured_ns", pa.int64()), ("replayed_ns", pa.int64()),
+                        ("predicted_ns", pa.int64())])
+
+
+@dataclass(frozen=True)
+class StepNodes:
+    """Per step (the trace's steps table, in order): the first and last node of its interval on its thread."""
+
+    steps: list[int | None]
+    measured: list[int]
+    first: list[int]
+    last: list[int]
+
+
+def step_nodes(trace: Trace, graph: DepGraph) -> StepNodes:
+    """The nodes that open and close each step: the first slice starting at or after its start and the last ending
+    at or before its end on the step's own host thread where the steps table names one, else among all nodes. A
+    trace without steps is one interval (step null): its busiest host thread's first slice to its last."""
+    steps = trace.steps
+    out = StepNodes([], [], [], [])
+    if not steps.num_rows:
+        busiest = max(graph.threads.values(), key=len, default=[])
+        if busiest:
+            out.steps.append(None)
+            out.measured.append(graph.end[busiest[-1]] - graph.start[busiest[0]])
+            out.first.append(busiest[0])
+            out.last.append(busiest[-1])
+        return out
+    everything = sorted(range(len(graph)), key=lambda i: graph.start[i])
+    lanes = {key: (nodes, [graph.start[i] for i in nodes], [graph.end[i] for i in nodes])
+             for key, nodes in graph.threads.items()}
+    all_starts = [graph.start[i] for i in everything]
+    for step, pid, tid, ts, dur in zip(*(steps[c].to_pylist() for c in ("step", "pid", "tid", "ts_ns", "dur_ns"))):
+        found = lanes.get(f"{pid}/{tid}")
+        if found is not None:  # a thread's slices are in time order: start and end both rise
+            nodes, starts, ends = found
+            a, b = bisect.bisect_left(starts, ts), bisect.bisect_right(ends, ts + dur) - 1
+            first, last = (nodes[a], nodes[b]) if a <= b < len(nodes) else (NONE, NONE)
+        else:
+            lo, hi = bisect.bisect_left(all_starts, ts), bisect.bisect_left(all_starts, ts + dur)
+            inside = [i for i in everything[lo:hi] if graph.end[i] <= ts + dur]
+            first = inside[0] if inside else NONE
+            last = max(inside, key=lambda i: (graph.end[i], i)) if inside else NONE
+        if first == NONE:
+            continue
+        out.steps.append(step)
+        out.measured.append(dur)
+        out.first.append(first)
+        out.last.append(last)
+    return out
+
+
+def step_times(trace: Trace, graph: DepGraph, changed: Replay | None = None) -> pa.Table:
+    """Per step: measured, replayed with no change, and predicted with ``changed`` (the replay itself when None)."""
+    nodes = step_nodes(trace, graph)
+    base = replay(graph)
+    after = changed if changed is not None else base
+    return pa.table({
+        "step": pa.array(nodes.steps, pa.int64()),
+        "measured_ns": pa.array(nodes.measured, pa.int64()),
+        "replayed_ns": pa.array([base.end[b] - base.start[a] for a, b in zip(nodes.first, nodes.last)], pa.int64()),
+        "predicted_ns": pa.array([after.end[b] - after.start[a] for a, b in zip(nodes.first, nodes.last)],
+                                 pa.int64()),
+    }, schema=STEP_TIMES)
+
+

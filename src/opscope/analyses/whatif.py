@@ -1,0 +1,172 @@
+"""What if some work took another time: the dependency graph replayed with changed durations, per step.
+
+A change is ``SELECTOR=FACTOR``: the durations of what the selector picks are multiplied by FACTOR (0 removes,
+0.5 halves, 2 doubles). Selectors (:data:`SELECTORS`):
+
+- ``op:REGEX``: host time inside ops and annotations (``record_function`` regions) whose name matches, nested events
+  included (their host time only: the device work they launch is ``kernel:``'s);
+- ``kernel:REGEX``: device work whose name matches; ``copy``: copies and fills; ``comm``: collectives;
+- ``sync``: the host's waits for the device (0: the host no longer waits); ``launch``: runtime calls (launches);
+- ``loader``: host time in the input pipeline (DataLoader); ``idle``: the lags the trace does not explain.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.depgraph import (
+    COMMUNICATION,
+    COPIES,
+    DEVICE,
+    INPUT,
+    LAUNCH,
+    NONE,
+    WAIT,
+    DepGraph,
+    dependency_graph,
+)
+from opscope.analyses.replay import replay, step_times
+from opscope.errors import UsageError
+from opscope.model.trace import Trace
+
+SELECTORS = ("op:REGEX", "kernel:REGEX", "copy", "comm", "sync", "launch", "loader", "idle")
+_MAX_CLIMB = 512
+
+
+@dataclass(frozen=True)
+class Change:
+    """One ``SELECTOR=FACTOR`` (``pattern``: the regex of ``op:``/``kernel:``)."""
+
+    selector: str
+    pattern: str | None
+    factor: float
+
+    def __str__(self) -> str:
+        what = f"{self.selector}:{self.pattern}" if self.pattern is not None else self.selector
+        return f"{what}={self.factor:g}"
+
+
+def parse_change(text: str) -> Change:
+    """``SELECTOR=FACTOR`` as a :class:`Change`; a UsageError that says what is accepted otherwise."""
+    what, sep, value = text.rpartition("=")
+    if not sep or not what:
+        raise UsageError(f"--change {text!r}: write SELECTOR=FACTOR, e.g. kernel:gemm=0.5 or sync=0")
+    try:
+        factor = float(value)
+    except ValueError:
+        raise UsageError(f"--change {text!r}: the factor {value!r} is not a number") from None
+    if not 0 <= factor < 1e6:
+        raise UsageError(f"--change {text!r}: the factor must be 0 or more (0 removes, 0.5 halves)")
+    selector, colon, pattern = what.partition(":")
+    if selector in ("op", "kernel"):
+        if not colon or not pattern:
+            raise UsageError(f"--change {text!r}: {selector}: takes a regex, e.g. {selector}:gemm=0.5")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UsageError(f"--change {text!r}: invalid regular expression {pattern!r}: {exc}") from None
+        return Change(selector, pattern, factor)
+    if colon or selector not in SELECTORS:
+        raise UsageError(f"--change {text!r}: unknown selector; the selectors are {', '.join(SELECTORS)}")
+    return Change(selector, None, factor)
+
+
+def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> tuple[list[float], list[float], list[int]]:
+    """Per node, its duration factor and its unexplained-lag factor after ``changes`` (a later change multiplies an
+    earlier one), and how many nodes each change picked."""
+    n = len(graph)
+    duration, lag = [1.0] * n, [1.0] * n
+    picked: list[int] = []
+    names = None
+    for change in changes:
+        if change.selector == "idle":
+            chosen = [i for i in range(n) if graph.unexplained[i]]
+            for i in chosen:
+                lag[i] *= change.factor
+            picked.append(len(chosen))
+            continue
+        if names is None:
+            names = _node_names(trace, graph)
+        chosen = _chosen(trace, graph, change, names)
+        for i in chosen:
+            duration[i] *= change.factor
+        picked.append(len(chosen))
+    return duration, lag, picked
+
+
+def _chosen(trace: Trace, graph: DepGraph, change: Change, names: list[str | None]) -> list[int]:
+    kind, category = graph.kind, graph.category
+    n = len(graph)
+    if change.selector == "kernel":
+        pattern = re.compile(change.pattern or "")
+        return [i for i in range(n) if kind[i] == DEVICE and names[i] is not None and pattern.search(names[i] or "")]
+    if change.selector in ("copy", "comm"):
+        wanted = COPIES if change.selector == "copy" else COMMUNICATION
+        return [i for i in range(n) if kind[i] == DEVICE and category[i] == wanted]
+    if change.selector == "sync":
+        return [i for i in range(n) if kind[i] == WAIT]
+    if change.selector == "launch":
+        return [i for i in range(n) if kind[i] != DEVICE and category[i] == LAUNCH]
+    if change.selector == "loader":
+        return [i for i in range(n) if kind[i] != DEVICE and category[i] == INPUT]
+    inside = _inside_matching(trace, change.pattern or "")
+    return [i for i in range(n) if kind[i] != DEVICE and graph.row[i] != NONE and graph.row[i] in inside]
+
+
+def _node_names(trace: Trace, graph: DepGraph) -> list[str | None]:
+    rows = [r for r in graph.row if r != NONE]
+    names = pc.take(trace.select(["name"])["name"], pa.array(rows, pa.int64())).cast(pa.string()).to_pylist()
+    by_row = dict(zip(rows, names))
+    return [by_row.get(r) if r != NONE else None for r in graph.row]
+
+
+def _inside_matching(trace: Trace, pattern: str) -> set[int]:
+    """Host event rows that match ``pattern`` or lie inside one that does (by the model's nesting)."""
+    from opscope.analyses.arrays import name_match, rows_where
+    from opscope.analyses.depgraph import SLICE_KINDS
+    from opscope.model.schema import kind_mask
+
+    ev = trace.select(["kind", "name", "parent"])
+    host = kind_mask(ev, SLICE_KINDS)
+    matching = set(rows_where(pc.and_(host, name_match(ev["name"], pattern))).to_pylist())
+    if not matching:
+        return set()
+    parents = ev["parent"].to_pylist()
+    inside: dict[int, bool] = {}
+    for row in rows_where(host).to_pylist():
+        trail, current, found = [], row, False
+        for _ in range(_MAX_CLIMB):
+            if current is None:
+                break
+            if current in inside:
+                found = inside[current]
+                break
+            if current in matching:
+                found = True
+                break
+            trail.append(current)
+            current = parents[current]
+        for r in trail:
+            inside[r] = found
+        inside[row] = found or row in matching
+    return {row for row, found in inside.items() if found}
+
+
+WHATIF = pa.schema([("step", pa.int64()), ("measured_ns", pa.int64()), ("replayed_ns", pa.int64()),
+                    ("predicted_ns", pa.int64()), ("change_pct", pa.float64())])
+
+
+def whatif_table(trace: Trace, changes: Sequence[Change]) -> tuple[pa.Table, list[int]]:
+    """Per step: measured, replayed with no change, predicted with ``changes``, and the predicted change against the
+    replay (%); and how many nodes each change picked."""
+    graph = dependency_graph(trace)
+    duration, lag, picked = factors(trace, graph, changes)
+    table = step_times(trace, graph, replay(graph, duration, lag))
+    replayed, predicted = table["replayed_ns"].to_pylist(), table["predicted_ns"].to_pylist()
+    change = [round(100.0 * (p - r) / r, 2) if r else None for r, p in zip(replayed, predicted)]
+    return table.append_column("change_pct", pa.array(change, pa.float64())).cast(WHATIF), picked
