@@ -141,3 +141,24 @@ def test_copy_sizes_read_from_args_text_as_a_dict_would():
 
     assert _bytes_values(texts) == [by_dict(t) for t in texts] == [128, None, None, None, None, 2, None, -3, 1.5, "64",
                                                                     None, None]
+
+
+def test_key_range_per_launch_is_the_group_by_it_replaces():
+    """Each launch's least and greatest key, by a sort, as Arrow's group-by gives them (a null launch one group)."""
+    import random
+
+    import pyarrow as pa
+
+    from opscope.advise.rules.copies import _key_range_per_launch
+
+    rng = random.Random(3)
+    for _ in range(200):
+        n = rng.randint(0, 40)
+        launch = pa.array([rng.choice([None, *range(6)]) for _ in range(n)], pa.int64())
+        key = pa.array([rng.choice([-1, 0, 1, 2]) for _ in range(n)], pa.int64())
+        grouped = pa.table({"launch": launch, "key": key}).group_by("launch").aggregate(
+            [("key", "min"), ("key", "max")])
+        expected = sorted(zip(*(grouped[c].to_pylist() for c in ("launch", "key_min", "key_max"))),
+                          key=lambda row: (row[0] is None, row[0] or 0))
+        got = list(zip(*(a.to_pylist() for a in _key_range_per_launch(launch, key))))
+        assert got == expected

@@ -29,3 +29,23 @@ def test_one_array_keeps_one_chunk_and_makes_an_empty_array_of_none():
     assert one_array(pa.chunked_array([chunk])).to_pylist() == [1, 2]
     empty = one_array(pa.chunked_array([], pa.int32()))
     assert isinstance(empty, pa.Array) and empty.type == pa.int32() and len(empty) == 0
+
+
+def test_true_positions_in_c_is_arrows_indices_nonzero(monkeypatch):
+    """The C loop (where built) against Arrow's kernel, on masks with nulls, offsets inside a byte and whole bytes of
+    false; and the Arrow path itself with the C parts off."""
+    import random
+
+    import pyarrow.compute as pc
+
+    rng = random.Random(7)
+    for n in (1, 7, 8, 9, 64, 65, 1000, 20_003):
+        for offset in (0, 1, 3, 8, 13):
+            values = [rng.choice([True, False, False, False, None]) for _ in range(n + offset)]
+            for mask in (pa.array(values, pa.bool_()).slice(offset),
+                         pa.array([bool(v) for v in values], pa.bool_()).slice(offset)):
+                expected = pc.indices_nonzero(mask)  # noqa: TID251  the reference
+                assert true_positions(mask).equals(expected)
+                monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+                assert true_positions(mask).equals(expected)
+                monkeypatch.delenv("OPSCOPE_NATIVE")

@@ -414,6 +414,42 @@ done:
     return result;
 }
 
+/* The positions of the set bits of a bitmap (an Arrow boolean array's values: `length` bits from bit `offset`),
+ * ascending, into out (uint64 items): the count of set bits, of which out holds the first len(out) / 8. */
+static PyObject *true_positions(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_bits, *o_out;
+    Py_ssize_t offset, length;
+    if (!PyArg_ParseTuple(args, "OnnO", &o_bits, &offset, &length, &o_out)) return NULL;
+    View bits, out;
+    bits.held = out.held = 0;
+    PyObject *result = NULL;
+    if (view(o_bits, &bits, 0, 0, "bits") || view(o_out, &out, 1, 8, "out")) goto done;
+    if (offset < 0 || length < 0 || (offset + length + 7) / 8 > bits.b.len) {
+        PyErr_SetString(PyExc_ValueError, "true_positions: the bits run past their buffer");
+        goto done;
+    }
+    const uint8_t *b = bits.b.buf;
+    uint64_t *o = out.b.buf;
+    Py_ssize_t cap = out.b.len / 8, k = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < length;) {
+        Py_ssize_t bit = offset + i;
+        if (!(bit & 7) && i + 8 <= length && !b[bit >> 3]) { i += 8; continue; } /* a byte of false */
+        if (b[bit >> 3] >> (bit & 7) & 1) {
+            if (k < cap) o[k] = (uint64_t)i;
+            k++;
+        }
+        i++;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(k);
+done:
+    release(&bits);
+    release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest_layer", nest_layer, METH_VARARGS,
      "nest_layer(mask, pid_codes, tid_codes, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nThe nesting walk "
@@ -432,6 +468,10 @@ static PyMethodDef methods[] = {
      "fold_ops(parent, code, is_op, layer, self_ns, merged, op_self) -> int\n\nderive.fold_duplicate_ops in one pass "
      "(int64 parent, -1 none; int32 name codes, -1 none; uint8 masks; merged uint8 and op_self int64 written): the "
      "rows folded, or -1 where a parent does not come before its row."},
+    {"true_positions", true_positions, METH_VARARGS,
+     "true_positions(bits, offset, length, out) -> int\n\nThe positions of the set bits among `length` bits of "
+     "bits from bit `offset`, ascending, into out (uint64 items): the count of set bits (out holds at most its "
+     "length)."},
     {NULL, NULL, 0, NULL},
 };
 

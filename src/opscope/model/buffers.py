@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,8 +31,33 @@ def one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def true_positions(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The positions (uint64) of the true values of a boolean mask, as ``pc.indices_nonzero`` gives them, taken on one
-    array: pyarrow before 26.0.1 crashes the process (SIGSEGV) on a chunked array with no chunks."""
-    return pc.indices_nonzero(one_array(mask))  # noqa: TID251  the one call, on an Array
+    array: pyarrow before 26.0.1 crashes the process (SIGSEGV) on a chunked array with no chunks.
+
+    With the C loop (``model/_derive.c``) the positions are written into a buffer of exactly their count: Arrow's
+    ``indices_nonzero`` grows its output as it goes and allocates from Arrow's default pool whatever pool it is given,
+    which in a process tuned after pyarrow loaded is the allocator that keeps what it frees (opscope.runtime)."""
+    values = one_array(mask)
+    native = _derive_loops()
+    if native is None or len(values) == 0:
+        return pc.indices_nonzero(values)  # noqa: TID251  the one call, on an Array
+    if values.null_count:
+        values = pc.fill_null(values, False)  # a null is not true
+    count = pc.sum(values).as_py() or 0
+    out = bytearray(8 * count)
+    if native.true_positions(values.buffers()[1], values.offset, len(values), out) != count:
+        raise ValueError("true_positions: the mask's true values and its count differ")
+    return pa.Array.from_buffers(pa.uint64(), count, [None, pa.py_buffer(out)])
+
+
+def _derive_loops() -> Any:
+    """``model/_derive`` where it is built and the C parts are on, else None."""
+    if not c_enabled():
+        return None
+    try:
+        from opscope.model import _derive  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _derive
 
 
 def values_view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:

@@ -9,9 +9,10 @@ Nothing here happens on import. The ``opscope`` command applies it at its entry 
     import pyarrow, polars  # ...
     loaded = opscope.load("trace.json.gz")
 
-Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 338 MiB against the
-command's 329, gpu 210 / 209, kernels 47 / 46); tuned after pyarrow is imported, Arrow's own allocator is already
-chosen and part of it is lost (advise 413 MiB); not tuned, 502 MiB. BENCHMARKS.md, "Owned memory".
+Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 320 MiB against the
+command's 316, gpu 210 / 209, kernels 47 / 46); tuned after pyarrow is imported, Arrow's own allocator is already
+chosen for what Arrow allocates on its own account (Acero, the IPC writer's buffers), which keeps what it frees
+(advise 354 MiB); not tuned, 502 MiB. BENCHMARKS.md, "Owned memory".
 
 What :func:`tune` sets, each for what it measured (BENCHMARKS.md, "Owned memory"; peak anonymous memory of the
 first command after the cache write, 1 GB trace):
@@ -90,7 +91,7 @@ def tune() -> None:
             # too late for Arrow's own choice (it reads the setting once, as pyarrow loads): pyarrow's calls go to the
             # C library's allocator, what Arrow allocates on its own account (Acero's group-by) stays in Arrow's
             # default pool, which keeps what it frees (mimalloc: neither its release_unused nor a trim returns it).
-            # Library use of the 1 GB trace: advise 413 MiB tuned after pyarrow, 338 before, the command 329
+            # Library use of the 1 GB trace: advise 354 MiB tuned after pyarrow, 320 before, the command 316
             import pyarrow as pa
 
             pa.set_memory_pool(pa.system_memory_pool())

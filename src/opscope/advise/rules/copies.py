@@ -21,6 +21,7 @@ from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.arrays import combined, thread_keys, vocabulary
 from opscope.analyses.copies import copy_table, launch_links
+from opscope.model.buffers import true_positions
 from opscope.units import format_ns
 
 #: A finding needs an estimated saving of at least this share of the step.
@@ -200,12 +201,11 @@ def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) ->
     # each device event's key; -1 for any other work
     key = pc.fill_null(pc.take(tiny_key, pc.index_in(device_rows, value_set=tiny_rows)), -1)
     # a launch is a tiny copy's when everything it launched has that key (a graph launch of mixed work is not)
-    per_launch = pa.table({"launch": combined(links["launch_row"]), "key": key}).group_by("launch").aggregate(
-        [("key", "min"), ("key", "max")])
-    launch_key = pc.if_else(pc.equal(per_launch["key_min"], per_launch["key_max"]), per_launch["key_min"], -1)
-    calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(per_launch["launch"])
+    launches, key_min, key_max = _key_range_per_launch(combined(links["launch_row"]), combined(key))
+    launch_key = pc.if_else(pc.equal(key_min, key_max), key_min, -1)
+    calls = ctx.trace.select(["ts_ns", "pid", "tid"]).take(launches)
     thread = thread_keys(calls["pid"], calls["tid"], vocabulary(calls["pid"]), vocabulary(calls["tid"]))
-    order = pc.sort_indices(pa.table({"thread": thread, "ts": calls["ts_ns"], "row": per_launch["launch"]}),
+    order = pc.sort_indices(pa.table({"thread": thread, "ts": calls["ts_ns"], "row": launches}),
                             [("thread", "ascending"), ("ts", "ascending"), ("row", "ascending")])
     thread, k = (pc.take(a, order) for a in (thread, launch_key))
     thread, k = combined(thread), combined(k)
@@ -219,6 +219,22 @@ def _batches(ctx: AdviceContext, tiny: list[dict[str, Any]], links: pa.Table) ->
     for value, count in zip(*pc.value_counts(starts).flatten()):
         runs[keys[value.as_py()][0]] += count.as_py()
     return runs
+
+
+def _key_range_per_launch(launch: pa.Array, key: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Each distinct launch (a null launch is one group, as a group-by keeps it) with the least and the greatest key of
+    its device events, in launch order. By a sort, not Arrow's group-by: Acero allocates from Arrow's default pool
+    whatever pool pyarrow was given (a process tuned after pyarrow loaded keeps that memory: opscope.runtime)."""
+    if len(launch) == 0:
+        return launch, key, key
+    order = pc.sort_indices(pa.table({"launch": launch, "key": key}), [("launch", "ascending"), ("key", "ascending")])
+    launch, key = combined(pc.take(launch, order)), combined(pc.take(key, order))
+    # a group starts at the first row and where the launch changes (the nulls, sorted last, are one group)
+    changed = pc.coalesce(pc.not_equal(launch[1:], launch[:-1]), pc.is_valid(launch[:-1]))
+    one = pa.scalar(1, pa.uint64())
+    starts = pa.concat_arrays([pa.array([0], pa.uint64()), pc.add(true_positions(changed), one)])
+    ends = pa.concat_arrays([pc.subtract(starts[1:], one), pa.array([len(launch) - 1], pa.uint64())])
+    return pc.take(launch, starts), pc.take(key, starts), pc.take(key, ends)
 
 
 def _origin(ctx: AdviceContext, step: int | None) -> int:
