@@ -34,10 +34,16 @@ def advice_markdown() -> str:
     out = ["# How each finding decides and estimates", "",
            "Generated from the rules by `python tools/gen_docs.py`; `opscope advise --explain RULE` prints the same.",
            "The rules run in this order; a finding's saving is per step of the trace's window, and the savings of",
-           "different findings can overlap (do not add them up).", ""]
+           "different findings can overlap (do not add them up). A finding whose remedy maps to an `opscope whatif`",
+           "change (its `change`) has the saving the trace's dependency graph replayed with that change predicts",
+           "(`saving_method` simulated; `estimated_ns` keeps the rule's own arithmetic below); the others are",
+           "estimated, and say why.", ""]
     out += [f"- [`{r.id}`](#{r.id}): {r.title}" for r in rules]
     for r in rules:
         out += ["", f"## {r.id}", "", f"**{_markdown(r.title)}**", "", _markdown(r.explain.strip())]
+        how = (f"estimated, not simulated: {r.not_simulated}" if r.not_simulated
+               else "simulated on the dependency graph (the finding's change)")
+        out += ["", f"Saving: {_markdown(how)}."]
     return "\n".join(out) + "\n"
 
 

@@ -86,7 +86,7 @@ def test_tiny_device_copies_on_a_real_trace_match_the_raw_json():
     row = f[0].evidence[0]
     assert row["copies_per_step"] == pytest.approx(len(tiny) / len(spans), abs=0.01)
     assert row["batches_per_step"] == pytest.approx(batches / len(spans), abs=0.01)
-    assert "_foreach_copy_" in f[0].change
+    assert "_foreach_copy_" in f[0].remedy
 
 
 # --- inputs missing, explain ----------------------------------------------------------------------------------

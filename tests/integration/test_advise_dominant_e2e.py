@@ -89,7 +89,7 @@ def test_depthwise_backward_and_nchw_depthwise_on_the_cpu_mobilenet_trace():
     assert f[0].saving_ns == pytest.approx(bwd_us * 1000 / n / 2, abs=2)  # assumed 2x
     assert f"{100 * bwd_us / total:.1f}%" in f[0].title
     assert all(r["name"] == "aten::convolution_backward" and ",1,3,3]" in r["shapes"] for r in f[0].evidence)
-    assert "channels_last" in f[0].change and "oneDNN" in f[0].change
+    assert "channels_last" in f[0].remedy and "oneDNN" in f[0].remedy
 
     f = by_title(found, "NCHW")
     assert len(f) == 1
@@ -119,7 +119,7 @@ def test_fp32_kernels_on_a_v100_with_device_properties_and_not_on_the_tf32_a100_
     assert f[0].saving_ns == pytest.approx(fp32 * 1000 / nsteps(doc) / 2, abs=2)
     assert {r["basis"] for r in f[0].evidence} == {"name: fp32 math"}
     # compute capability 7.0: fp16 tensor cores, no TF32
-    assert "float16" in f[0].change and "tf32" not in f[0].change and "V100" in f[0].estimate
+    assert "float16" in f[0].remedy and "tf32" not in f[0].remedy and "V100" in f[0].estimate
     assert by_title(findings(fast), "Fp32") == []
 
 
@@ -129,7 +129,7 @@ def test_fp32_convolutions_of_the_old_resnet50_sample_found_by_kernel_names():
     assert "deviceProperties" not in doc  # the GPU is known only from kernel names: volta_sgemm_...
     f = by_title(findings(path), "Fp32")
     assert len(f) == 1
-    assert "kernel name volta_" in f[0].estimate and "float16" in f[0].change
+    assert "kernel name volta_" in f[0].estimate and "float16" in f[0].remedy
     # fp32 by name: SIMT GEMMs/cuDNN kernels, and cuDNN's engines instantiated on float
     fp32 = sum(e["dur"] for e in step_kernels(doc)
                if FP32.search(e["name"]) or re.search(r"(dgrad|wgrad|fprop)\w*_engine<float,", e["name"]))
@@ -146,7 +146,7 @@ def test_fp32_gemms_on_an_amd_gpu_with_matrix_cores():
     f = by_title(findings(path), "Fp32")
     assert len(f) == 1
     assert f[0].saving_ns == pytest.approx(sum(e["dur"] for e in sb) * 1000 / nsteps(doc) / 2, abs=2)
-    assert "bfloat16" in f[0].change and "MFMA" in f[0].estimate
+    assert "bfloat16" in f[0].remedy and "MFMA" in f[0].estimate
 
 
 def test_bf16_models_on_h100_and_mi300_have_no_fp32_finding():
@@ -173,7 +173,7 @@ def test_layout_transposes_and_nchw_convolutions_on_an_a100_trace():
     assert f[0].saving_ns == pytest.approx((transposes + nchw * (1 - 1 / 1.25)) * 1000 / n, abs=3)
     assert {r["basis"] for r in f[0].evidence} == {"layout transpose", "NCHW convolution kernel"}
     assert {r["op"] for r in f[0].evidence} <= {"aten::cudnn_convolution", "aten::convolution_backward"}
-    assert "channels_last" in f[0].change
+    assert "channels_last" in f[0].remedy
 
 
 def test_max_pooling_fp32_and_nchw_on_alexnet_without_steps():
@@ -187,7 +187,7 @@ def test_max_pooling_fp32_and_nchw_on_alexnet_without_steps():
     f = by_title(a.findings, "Max pooling")
     assert len(f) == 1 and f[0].saving_ns == pytest.approx(pool * 1000, abs=1)  # all of it, an upper bound
     assert f"{100 * pool / total:.1f}%" in f[0].title
-    assert by_title(a.findings, "Fp32") and "allow_tf32" in by_title(a.findings, "Fp32")[0].change
+    assert by_title(a.findings, "Fp32") and "allow_tf32" in by_title(a.findings, "Fp32")[0].remedy
 
 
 def test_a_dominant_kernel_without_alternative_on_a_real_trace():

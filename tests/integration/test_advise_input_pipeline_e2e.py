@@ -53,8 +53,8 @@ def test_single_process_loader_on_a_gpu_trace_matches_the_raw_json():
     waiting = sum(e - s for s, e in loader) - overlap(loader, busy)  # device idle while the host loads
     f = advise(open_trace(path), only=["input-pipeline"]).findings
     assert len(f) == 1 and "single process" in f[0].title
-    assert f[0].saving_ns == pytest.approx(waiting * 1000 / len(steps), abs=1)
-    assert "num_workers=" in f[0].change
+    assert f[0].estimated_ns == pytest.approx(waiting * 1000 / len(steps), abs=1)
+    assert "num_workers=" in f[0].remedy
     per_step = {r["step"]: r for r in f[0].evidence}
     for number, s, e in steps:
         inside = union([(ev["ts"], ev["ts"] + ev["dur"]) for ev in doc["traceEvents"] if is_loader(ev)
@@ -126,8 +126,8 @@ def test_recorded_cpu_program_with_a_slow_loader(tmp_path):
                                     if is_loader(e) and s <= e["ts"] < end]))
     f = advise(open_trace(trace_file), only=["input-pipeline"]).findings
     assert len(f) == 1
-    assert f[0].saving_ns == pytest.approx(loader * 1000 / len(steps), abs=len(steps))  # µs floats -> ns
-    assert f[0].saving_ns >= 16_000_000 * 0.9  # four 4 ms samples per batch
+    assert f[0].estimated_ns == pytest.approx(loader * 1000 / len(steps), abs=len(steps))  # µs floats -> ns
+    assert f[0].estimated_ns >= 16_000_000 * 0.9  # four 4 ms samples per batch
     # the cause: the script's __getitem__, its time from the raw JSON (its calls that start inside a loader span
     # of the steps, on the same thread, clipped to it), per step
     spans = [(e["tid"], e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if is_loader(e)
@@ -149,7 +149,7 @@ def test_recorded_cpu_program_with_a_slow_loader(tmp_path):
     assert isinstance(run["cpu"]["load_average"], list) and len(run["cpu"]["load_average"]) == 3
     r = CliRunner().invoke(app, ["advise", str(out), "--rules", "input-pipeline", "--format", "json"])
     assert r.exit_code == 0, r.stdout
-    change = json.loads(r.stdout)[0]["change"]
+    change = json.loads(r.stdout)[0]["remedy"]
     free = run["cpu"]["usable_cores"] - run["threads"]["intra_op"] - round(run["cpu"]["load_average"][0])
     if free >= 1:
         assert f"num_workers={min(8, free)}," in change

@@ -42,9 +42,9 @@ def test_eager_trace_is_launch_bound_and_the_saving_is_its_launch_time():
     assert idle["host_wait"] + idle["launch_overhead"] > launch_us * 1000  # so the launch time is the bound
     f = advise(trace, only=["launch-bound"]).findings
     assert len(f) == 1
-    assert f[0].saving_ns == pytest.approx(launch_us * 1000, abs=len(pairs))  # no steps: per trace; µs floats
+    assert f[0].estimated_ns == pytest.approx(launch_us * 1000, abs=len(pairs))  # no steps: per trace; µs floats
     assert f"{short / len(pairs):.0%} of {len(pairs)} kernels" in f[0].title
-    assert "reduce-overhead" in f[0].change
+    assert "reduce-overhead" in f[0].remedy
     total = f[0].evidence[0]
     assert (total["calls_per_step"], total["shorter_than_launch"]) == (len(pairs), short)
     assert total["median_launch_ns"] == pytest.approx(median_launch * 1000, abs=1)
@@ -64,7 +64,7 @@ def test_real_training_steps_per_step_figures():
     waiting = idle["host_wait"] + idle["launch_overhead"]
     f = advise(trace, only=["launch-bound"]).findings
     assert len(f) == 1
-    assert f[0].saving_ns == pytest.approx(min(launching, waiting) / len(steps), abs=1)
+    assert f[0].estimated_ns == pytest.approx(min(launching, waiting) / len(steps), abs=1)
     assert f[0].evidence[0]["calls_per_step"] == pytest.approx(len(pairs) / len(steps), abs=0.01)
     assert f[0].evidence[0]["shorter_than_launch"] == sum(k < launch for k, launch in pairs)
 

@@ -84,7 +84,7 @@ def test_hta_event_sync_trace_matches_the_raw_json():
     assert total >= 0.01 * step_us  # over the rule's 1% threshold
     f = findings(path)
     assert len(f) == 1
-    assert f[0].saving_ns == pytest.approx(total * 1000, abs=3)
+    assert f[0].estimated_ns == pytest.approx(total * 1000, abs=3)
     got = {r["call"]: r for r in f[0].evidence}
     for r in rows:
         e = got[r["call"]["name"]]
@@ -114,7 +114,7 @@ def test_kineto_sync_records_without_their_runtime_call():
         assert len(f) == 1
         row = f[0].evidence[0]
         assert row["op"] == op["name"] == "op_evt_sync" and row["call"].startswith("Event Sync (record")
-        assert row["wait_ns"] == row["cost_ns"] == f[0].saving_ns == round(record["dur"] * 1000)
+        assert row["wait_ns"] == row["cost_ns"] == f[0].estimated_ns == round(record["dur"] * 1000)
         rows.append(dict(row.items()))
     assert rows[0] == rows[1]  # the fix changed what the record links to, not what it costs
 

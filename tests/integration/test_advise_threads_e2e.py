@@ -23,7 +23,7 @@ def test_oversubscribed_intra_op_threads(tmp_path):
     (f,) = findings(trace, run)
     assert f.saving_ns is None and f.saving_pct is None
     assert [(e["setting"], e["value"], e["usable_cores"]) for e in f.evidence] == [("intra_op", 16, 4)]
-    assert "torch.set_num_threads(4)" in f.change and "opscope tune-threads -- python" in f.change
+    assert "torch.set_num_threads(4)" in f.remedy and "opscope tune-threads -- python" in f.remedy
     assert "tune-threads" in f.estimate
     # the CLI finds run.json beside the trace, and takes a recording directory too
     d = tmp_path / "rec"

@@ -46,7 +46,7 @@ def test_pageable_copy_measured_against_pinned_copies_of_a_similar_size(tmp_path
         (2_000_000, 4.0, 10.0, "measured", 300_000)
     assert row["step"] == 1 and row["at_ns"] == 300_000
     assert "measured" in f[0].estimate and "ASSUMED" not in f[0].estimate
-    assert "pin_memory" in f[0].change and "non_blocking=True" in f[0].change
+    assert "pin_memory" in f[0].remedy and "non_blocking=True" in f[0].remedy
 
 
 def test_without_a_similar_pinned_copy_the_stated_assumption_is_used_for_large_copies_only(tmp_path):

@@ -47,7 +47,7 @@ def test_hand_built_gpu_step_exact_savings_and_ranking(tmp_path):
     titles = [f.title for f in found]
     fp32, pool, nchw = by_title(found, "Fp32"), by_title(found, "Max pooling"), by_title(found, "NCHW")
     assert fp32[0].saving_ns == 100_000 and fp32[0].saving_pct == 1.0  # 200 µs x (1 - 1/2) of a 10 ms step
-    assert "allow_tf32" in fp32[0].change and "NVIDIA A100-SXM4-40GB (compute capability 8.0)" in fp32[0].estimate
+    assert "allow_tf32" in fp32[0].remedy and "NVIDIA A100-SXM4-40GB (compute capability 8.0)" in fp32[0].estimate
     assert pool[0].saving_ns == 100_000 and nchw[0].saving_ns == 100_000  # both go away entirely
     dominant = by_title(found, "attention_kernel")
     assert len(dominant) == 1 and dominant[0].saving_ns is None and "50.0%" in dominant[0].title
@@ -63,10 +63,10 @@ def test_tensor_cores_come_from_the_device_properties(tmp_path):
     # a Pascal GPU (6.0) has no tensor cores: the volta_ in the name does not count against the properties
     assert by_title(findings(write_trace(tmp_path / "p.json", gpu_step(kernels), header((6, 0)))), "Fp32") == []
     v100 = by_title(findings(write_trace(tmp_path / "v.json", gpu_step(kernels), header((7, 0)))), "Fp32")
-    assert v100[0].saving_ns == 150_000 and "GradScaler" in v100[0].change
+    assert v100[0].saving_ns == 150_000 and "GradScaler" in v100[0].remedy
     mi300 = by_title(findings(write_trace(tmp_path / "m.json", gpu_step(kernels),
                                           header((9, 4), "AMD Instinct MI300X"))), "Fp32")
-    assert mi300[0].saving_ns == 150_000 and "bfloat16" in mi300[0].change
+    assert mi300[0].saving_ns == 150_000 and "bfloat16" in mi300[0].remedy
 
 
 def test_fp32_from_the_op_dtypes_when_the_name_does_not_say(tmp_path):
@@ -145,7 +145,7 @@ def test_depthwise_backward_kernels_on_a_gpu_by_name_or_by_the_ops_weight(tmp_pa
     assert len(f) == 1 and f[0].saving_ns == 200_000  # (300 + 100) µs x (1 - 1/2)
     assert {r["basis"] for r in f[0].evidence} == {"name: depthwise backward",
                                                    "aten::convolution_backward with weight [32,1,3,3]"}
-    assert "cudnn.benchmark" in f[0].change
+    assert "cudnn.benchmark" in f[0].remedy
 
 
 def test_an_unnamed_kernel_and_op_are_matched_as_empty_names_not_a_type_error(tmp_path):

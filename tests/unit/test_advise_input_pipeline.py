@@ -41,19 +41,19 @@ def test_workers_only_when_run_json_shows_free_cores(tmp_path):
                                   ({"usable_cores": 8, "load_average": [2.4, 1.0, 1.0]}, {"intra_op": 3}, 3)):
         run = {"cpu": cpu, **({"threads": threads} if threads else {})}
         f = advise(trace, run=run, only=["input-pipeline"]).findings
-        assert f"num_workers={workers}," in f[0].change and f"{workers} core(s) free" in f[0].change
+        assert f"num_workers={workers}," in f[0].remedy and f"{workers} core(s) free" in f[0].remedy
     # a 2-core host whose 2 intra-op threads take both cores, or whose other processes do: no workers
     for run in ({"cpu": {"usable_cores": 2}, "threads": {"intra_op": 2}},
                 {"cpu": {"usable_cores": 2, "load_average": [1.2, 1.0, 1.0]}, "threads": {"intra_op": 1}},
                 {"cpu": {"usable_cores": 1}}):
         f = advise(trace, run=run, only=["input-pipeline"]).findings
-        assert "num_workers=" not in f[0].change and "no core is free" in f[0].change
-        assert "make __getitem__ cheaper" in f[0].change
+        assert "num_workers=" not in f[0].remedy and "no core is free" in f[0].remedy
+        assert "make __getitem__ cheaper" in f[0].remedy
     f = advise(trace, only=["input-pipeline"]).findings  # CPU trace, no run.json
-    assert f[0].saving_ns == 400_000 and f[0].saving_pct == 40.0
+    assert f[0].estimated_ns == 400_000
     assert f[0].evidence == [{"step": 1, "dataloader_ns": 400_000, "device_idle_ns": None, "step_ns": 1_000_000,
                               "step_pct": 40.0}]
-    assert "num_workers=N" in f[0].change and "unknown" in f[0].change
+    assert "num_workers=N" in f[0].remedy and "unknown" in f[0].remedy
 
 
 def test_names_the_users_frames_inside_the_loader(tmp_path):
@@ -62,13 +62,13 @@ def test_names_the_users_frames_inside_the_loader(tmp_path):
     # the loader: the annotation [0, 400) and torch's dataloader.py __next__ frame [0, 405): 405 us.
     # __getitem__: 100 + 150 us = 250 us of it (61.7%); augment 40 us (9.9%); main, forward (not inside the
     # loader), the thread-2 frame, torch's and typing's frames are not named
-    assert f.saving_ns == 405_000
+    assert f.estimated_ns == 405_000
     assert f.title.endswith("mostly in train_slow.py(23): __getitem__ (250.000 us)")
     assert ("train_slow.py(23): __getitem__ 250.000 us per step (61.7% of the DataLoader time), "
             "train_slow.py(30): augment 40.000 us per step (9.9% of the DataLoader time).") in f.estimate
     for absent in ("): main", "forward", "log_worker", "typing", "dataloader.py"):
         assert absent not in f.estimate
-    assert "no core is free" in f.change and "make __getitem__ cheaper" in f.change
+    assert "no core is free" in f.remedy and "make __getitem__ cheaper" in f.remedy
 
 
 def test_without_python_frames_it_says_how_to_get_them(tmp_path):
@@ -105,7 +105,7 @@ def test_hand_built_gpu_step_counts_only_the_idle_part_of_the_load(tmp_path):
               x("k0", 0, 100, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1),
               x("k1", 350, 550, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2)]
     f = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["input-pipeline"]).findings
-    assert len(f) == 1 and f[0].saving_ns == 200_000 and f[0].saving_pct == 20.0
+    assert len(f) == 1 and f[0].estimated_ns == 200_000
     assert (f[0].evidence[0]["dataloader_ns"], f[0].evidence[0]["device_idle_ns"]) == (300_000, 200_000)
 
 

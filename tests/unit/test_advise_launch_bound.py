@@ -20,7 +20,7 @@ def test_a_slow_first_launch_does_not_count_as_a_per_step_cost(tmp_path):
         events.append(x("tiny", 5_031 + 30 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7,
                         correlation=i + 1))
     f = advise(open_trace(write_trace(tmp_path / "t.json", events)), only=["launch-bound"]).findings
-    assert len(f) == 1 and f[0].saving_ns == 10 * 20_000
+    assert len(f) == 1 and f[0].estimated_ns == 10 * 20_000
 
 
 def test_single_kernel_graph_launches_are_not_counted(tmp_path):
@@ -42,7 +42,7 @@ def test_hand_built_launch_bound_step(tmp_path):
     idle = {r["cause"]: r["idle_ns"] for r in AdviceContext(trace).idle.to_pylist()}
     assert idle["host_wait"] + idle["launch_overhead"] >= 200_000
     f = advise(trace, only=["launch-bound"]).findings
-    assert len(f) == 1 and f[0].saving_ns == 10 * 20_000 and f[0].saving_pct == 20.0
+    assert len(f) == 1 and f[0].estimated_ns == 10 * 20_000
     total, row = f[0].evidence[0], f[0].evidence[1]
     assert (total["calls_per_step"], total["shorter_than_launch"], total["short_pct"]) == (10, 10, 100.0)
     assert (row["kernel"], row["calls_per_step"], row["shorter_than_launch"]) == ("tiny", 10, 10)

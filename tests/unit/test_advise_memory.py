@@ -52,7 +52,7 @@ def test_hand_built_capacity_and_fragmentation(tmp_path):
     assert f.evidence == [{"device": "cuda:0", "capacity_bytes": 10 * GiB, "peak_allocated_bytes": GiB * 19 // 2,
                            "peak_reserved_bytes": GiB * 96 // 10, "allocated_pct": 95.0, "reserved_pct": 96.0,
                            "step": 2, "at_ns": 1_200_000}]  # 1200 us after the trace start (0)
-    assert "0.40 GiB are left" in f.estimate and "expandable_segments" in f.change
+    assert "0.40 GiB are left" in f.estimate and "expandable_segments" in f.remedy
     (g,) = fragmented(found)
     unused = 4 * GiB - (GiB + 100 * MiB)  # at 300 us, when the reserve grew to 4 GiB
     assert g.title.startswith(f"cuda:1: {unused / GiB:.2f} GiB reserved but not allocated")
@@ -61,7 +61,7 @@ def test_hand_built_capacity_and_fragmentation(tmp_path):
     assert row["unused_pct"] == round(100 * unused / (4 * GiB), 2) and row["peak_allocated_bytes"] == GiB * 5 // 2
     assert (row["step"], row["at_ns"]) == (1, 300_000)
     assert "1.50 GiB stay unused" in g.estimate  # even at the allocated peak: 4 - 2.5 GiB
-    assert g.saving_ns is None and "expandable_segments:True" in g.change
+    assert g.saving_ns is None and "expandable_segments:True" in g.remedy
 
 
 def test_capacity_from_run_json_and_a_bigger_gpu(tmp_path):

@@ -34,12 +34,12 @@ def test_ranks_sharing_the_host(tmp_path):
     trace, run = recording(tmp_path, run_json(32, 32, gpus=8), header=header)
     (f,) = findings(trace, run)
     assert settings(f) == {("processes", 8)}
-    assert "OMP_NUM_THREADS=4" in f.change  # 32 cores / 8 ranks
+    assert "OMP_NUM_THREADS=4" in f.remedy  # 32 cores / 8 ranks
     # LOCAL_WORLD_SIZE, when the environment has it, says how many share the host
     (tmp_path / "rec").rename(tmp_path / "old")
     trace, run = recording(tmp_path, run_json(8, 8, env={"LOCAL_WORLD_SIZE": "2"}))
     (f,) = findings(trace, run)
-    assert settings(f) == {("processes", 2)} and "OMP_NUM_THREADS=4" in f.change
+    assert settings(f) == {("processes", 2)} and "OMP_NUM_THREADS=4" in f.remedy
     # 4 threads each fit: 8 x 4 = 32
     (tmp_path / "rec").rename(tmp_path / "old2")
     trace, run = recording(tmp_path, run_json(4, 32, env={"OMP_NUM_THREADS": "4"}, gpus=8), header=header)
@@ -48,7 +48,7 @@ def test_ranks_sharing_the_host(tmp_path):
     (tmp_path / "rec").rename(tmp_path / "old3")
     trace, run = recording(tmp_path, run_json(1, 32, gpus=8), cpu_step(80), header=header)
     (f,) = findings(trace, run)
-    assert settings(f) == {("intra_op", 1)} and "torch.set_num_threads(4)" in f.change
+    assert settings(f) == {("intra_op", 1)} and "torch.set_num_threads(4)" in f.remedy
 
 
 def test_dataloader_workers_beside_a_cpu_bound_main_process(tmp_path):
@@ -57,7 +57,7 @@ def test_dataloader_workers_beside_a_cpu_bound_main_process(tmp_path):
     trace, run = recording(tmp_path, run_json(8, 8), events)
     (f,) = findings(trace, run)
     assert settings(f) == {("dataloader_workers", None)}
-    assert "torch.set_num_threads(8 - num_workers)" in f.change
+    assert "torch.set_num_threads(8 - num_workers)" in f.remedy
     # on a GPU run the main process's threads mostly wait for the device: not flagged
     (tmp_path / "rec").rename(tmp_path / "old")
     gpu = events + [x("cudaLaunchKernel", 20, 2, cat="cuda_runtime", correlation=1),
@@ -79,7 +79,7 @@ def test_a_loaded_host_leaves_fewer_cores_for_the_intra_op_threads(tmp_path):
     trace, run = recording(tmp_path, run_json(2, 2, load=3.1))
     f = findings(trace, run)[0]
     assert [(e["setting"], e["value"], e["load_average"]) for e in f.evidence] == [("host_load", 3.1, 3.1)]
-    assert "load average 3.10" in f.evidence[0]["problem"] and "torch.set_num_threads(1)" in f.change
+    assert "load average 3.10" in f.evidence[0]["problem"] and "torch.set_num_threads(1)" in f.remedy
     # 8 cores, 4 threads, load 2.6 -> 3 busy: 4 + 3 <= 8, quiet; load 4.5 -> 4 (round half to even): 4 + 4 = 8,
     # quiet; load 4.6 -> 5: 4 + 5 > 8, suggest 8 - 5 = 3
     for load, expected in ((2.6, None), (4.5, None), (4.6, 3)):
@@ -89,7 +89,7 @@ def test_a_loaded_host_leaves_fewer_cores_for_the_intra_op_threads(tmp_path):
         if expected is None:
             assert got == []
         else:
-            assert f"torch.set_num_threads({expected})" in got[0].change
+            assert f"torch.set_num_threads({expected})" in got[0].remedy
     # already at the threads that fit (1, as opscope demo picks on a loaded host): nothing to change, no finding
     (tmp_path / "rec").rename(tmp_path / "fits")
     trace, run = recording(tmp_path, run_json(1, 2, inter=1, load=3.1))

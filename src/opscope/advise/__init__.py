@@ -27,6 +27,7 @@ from opscope.advise.rules import (
     utilization,
     warmup,
 )
+from opscope.advise.simulate import simulated
 from opscope.errors import UsageError
 from opscope.model.memo import kept_results, memoized
 from opscope.model.trace import Trace
@@ -135,6 +136,7 @@ def _advise(trace: Trace, run: dict[str, Any] | None, only: list[str] | None, pe
             not_applicable[r.id] = reason
         else:
             findings.extend(found)
+    findings = simulated(trace, findings, ctx, {r.id: r.not_simulated for r in rules})
     subject, compared = "", []
     if peers:
         subject = _rank_label(trace, 0)

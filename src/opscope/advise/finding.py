@@ -14,11 +14,14 @@ if TYPE_CHECKING:
 class Finding:
     """One problem found in a trace, with the numbers behind it.
 
-    ``saving_ns`` is the estimated time saved *per step* (per trace window when the trace has no steps) if
-    ``change`` is made, ``saving_pct`` the same as a share of the step time; both are None when the rule cannot
-    put a number on it (the finding then ranks after every estimated one). ``estimate`` says how the figure was
-    reached, with its inputs, so a reader can check it. ``evidence`` holds rows from the analyses (plain dicts of
-    JSON-able values; times in ns, with the step and time of each row where it has one).
+    ``saving_ns`` is the time saved *per step* (per trace window when the trace has no steps) if ``remedy`` is
+    applied, ``saving_pct`` the same as a share of the step time; both are None when the rule cannot put a number on
+    it (the finding then ranks after every one that has one). ``saving_method`` says how the figure was obtained:
+    ``simulated`` (the trace's dependency graph replayed with ``change``, a ``opscope whatif`` change that gives the
+    same saving), ``measured`` (a re-run with the remedy, advise --measure) or ``estimated`` (from the rule's own
+    arithmetic; ``estimate`` says why it could not be simulated). ``estimate`` says how the figure was reached, with
+    its inputs, so a reader can check it. ``evidence`` holds rows from the analyses (plain dicts of JSON-able
+    values; times in ns, with the step and time of each row where it has one).
     """
 
     rule: str
@@ -26,9 +29,14 @@ class Finding:
     saving_ns: int | None
     saving_pct: float | None
     estimate: str
-    change: str
+    remedy: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
     evidence_title: str = ""
+    #: the ``opscope whatif --change`` that simulates the remedy (None: not simulated)
+    change: str | None = None
+    saving_method: str = "estimated"
+    #: the rule's own arithmetic per step (``estimate`` says it), kept beside a simulated ``saving_ns``
+    estimated_ns: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,6 +58,9 @@ class Rule:
     title: str
     explain: str
     check: Callable[[AdviceContext], list[Finding]]
+    #: why the rule's savings are its own arithmetic, not simulated on the dependency graph ("": they are, where
+    #: its findings give a ``change``)
+    not_simulated: str = ""
 
 
 def ranked(findings: list[Finding]) -> list[Finding]:

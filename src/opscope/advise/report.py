@@ -39,18 +39,21 @@ def advice_report(advice, source: str, limit: int | None = None, evidence_rows: 
     return Report(sections, title=title, notes=notes, legend=legend)
 
 
-def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None, prefix: str = "") -> Section:
-    per = "per step" if unit == "step" else "over the trace (no steps)"
+def saving_text(f: Finding, unit: str) -> str:
+    """A finding's saving in words, with how it was obtained (the terminal's and the HTML report's)."""
     if f.saving_ns is None:
-        saving = "saving not estimated"
-    else:
-        saving = f"saves ~{format_ns(f.saving_ns)} {per}"
-        if f.saving_pct is not None and unit == "step":
-            saving += f" ({f.saving_pct:.1f}% of the step)"
+        return "saving not estimated"
+    per = "per step" if unit == "step" else "over the trace (no steps)"
+    share = f"{f.saving_pct:.1f}% of the step; " if f.saving_pct is not None and unit == "step" else ""
+    return f"saves ~{format_ns(f.saving_ns)} {per} ({share}{f.saving_method})"
+
+
+def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None, prefix: str = "") -> Section:
+    saving = saving_text(f, unit)
     return Section(f"finding_{rank}", f"{rank}. {prefix}{f.title}  {saving}  [{f.rule}]",
                    caption=f.evidence_title or None,
                    table=pa.Table.from_pylist(f.evidence) if f.evidence else None, limit=evidence_rows or None,
-                   fields=[("  estimate:", f.estimate), ("  try:", f.change)], data=False)
+                   fields=[("  estimate:", f.estimate), ("  try:", f.remedy)], data=False)
 
 
 def explain_report(rules: list[Rule]) -> Report:

@@ -225,6 +225,8 @@ def _host_slices(trace: Trace, ev: pa.Table, builder: _Builder,
     waits = _waiting_calls(trace, ev)
     input_rows = set(rows_where(pc.and_(kind_mask(ev, SLICE_KINDS),
                                         name_match(names, INPUT_PIPELINE))).to_pylist())
+    # a step's mark is an annotation even where a tracer records it as an op (older Kineto: ProfilerStep#N cpu_op)
+    step_marks = set(rows_where(name_match(names, r"^ProfilerStep#")).to_pylist())
     python_threads = _python_threads(ev)
     cols = {c: pc.take(ev[c], host).to_pylist() for c in ("kind", "ts_ns", "dur_ns", "pid", "tid")}
     rows = host.to_pylist()
@@ -237,8 +239,8 @@ def _host_slices(trace: Trace, ev: pa.Table, builder: _Builder,
         for i in members:
             row = rows[i]
             sweep.enter(row, cols["ts_ns"][i], cols["ts_ns"][i] + max(cols["dur_ns"][i], 0),
-                        lambda stack, kind=cols["kind"][i], row=row: _host_category(kind, row, waits, input_rows,
-                                                                                   stack))
+                        lambda stack, kind=cols["kind"][i], row=row: _host_category(
+                            kind, row, waits, input_rows, step_marks, stack))
         sweep.close()
     return slices_of, waits
 
@@ -287,7 +289,7 @@ class _ThreadSweep:
         self.now = upto
 
 
-def _host_category(kind: str, row: int, waits: dict[int, int | None], input_rows: set[int],
+def _host_category(kind: str, row: int, waits: dict[int, int | None], input_rows: set[int], step_marks: set[int],
                    stack: list[tuple[int, int, str]]) -> str:
     if row in waits:
         return SYNC_WAIT
@@ -296,7 +298,7 @@ def _host_category(kind: str, row: int, waits: dict[int, int | None], input_rows
     if row in input_rows or (stack and stack[-1][2] == INPUT):
         return INPUT
     # an annotation's own time (a record_function region, ProfilerStep#N) is the program between its ops: as a gap
-    return HOST_COMPUTE if kind == "cpu_op" else _GAP
+    return HOST_COMPUTE if kind == "cpu_op" and row not in step_marks else _GAP
 
 
 def _python_threads(ev: pa.Table) -> set[str]:

@@ -174,7 +174,8 @@ OnlyOpt = Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 
 DiffTableOpt = Annotated[str | None, typer.Option(
     "--table", help="Which table JSON/CSV write (and the only one the terminal shows): rows (ops and kernels "
                     "matched by name; the default), ops (device time by op), classes (device time by kernel "
-                    "class) or kernel-choice.", metavar="TABLE")]
+                    "class), kernel-choice or critical-path (each side's mean critical path per step, by "
+                    "category).", metavar="TABLE")]
 OpLevelOpt = Annotated[str, typer.Option(
     "--op-level", help="Device time by op: charge each kernel to the outermost op above it with a Python API "
                        "(api: aten::linear, aten::conv2d, the same on every vendor) or to the op that launched "

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.diff.critical_path import critical_path_delta
 from opscope.diff.device_ops import DeviceMatch, compare_device, matched_sentence
 from opscope.diff.gate import Threshold, verdict
 from opscope.diff.headline import (
@@ -51,6 +52,8 @@ class Comparison:
     device_match: DeviceMatch | None = None
     #: which op device work is charged to (:data:`opscope.analyses.op_device.OP_LEVELS`)
     op_level: str = "api"
+    #: per category, the mean time per step on each side's critical path (:mod:`opscope.diff.critical_path`)
+    critical_path: pa.Table | None = None
 
     @property
     def per_step(self) -> bool:
@@ -133,7 +136,8 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     if few:
         notes.insert(1 if mismatch else 0, few)
     return Comparison(table, choice, head, summary, sb, sn, notes, row_notes, op_rows=device.ops,
-                      classes=device.classes, device_match=device.match, op_level=op_level)
+                      classes=device.classes, device_match=device.match, op_level=op_level,
+                      critical_path=critical_path_delta(base, new))
 
 
 def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> None:

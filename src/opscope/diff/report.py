@@ -18,7 +18,11 @@ TERMINAL_ROWS = 20
 
 
 #: The tables of a comparison, as ``opscope diff --table`` names them; ``rows`` is the default data document.
-TABLES = ("rows", "ops", "classes", "kernel-choice")
+TABLES = ("rows", "ops", "classes", "kernel-choice", "critical-path")
+CRITICAL_PATH_LEGEND = ("base_ns/new_ns: the category's mean time per step on the step's critical path (the chain of "
+                        "work and waits that set the step's length: opscope critical-path); delta_ns: new less base; "
+                        "shares: of each side's mean path. A category that grew on the path lengthened the steps; "
+                        "one that grew off it did not")
 
 OPS_LEGEND = ("op: the op the device work is charged to; shapes: its input shapes (empty on rows matched by op "
               "alone or without shapes); class: the kernel class holding most of the row's device time; "
@@ -67,6 +71,10 @@ def comparison_report(result, full_names: bool, limit: int | None, table: str | 
                                        f"ran other kernels (short names); gpu_base_ns/gpu_new_ns: their device time "
                                        f"{_span_words(result)}"],
                                 terminal=choice_shown, data=data == "kernel-choice"))
+    if result.critical_path is not None and (result.critical_path.num_rows or data == "critical-path"):
+        sections.append(Section("critical_path", "Critical path per step, by category", result.critical_path,
+                                legend=CRITICAL_PATH_LEGEND, terminal=on_terminal("critical-path"),
+                                data=data == "critical-path"))
     return Report(sections, headline=result.summary, notes=result.notes)
 
 

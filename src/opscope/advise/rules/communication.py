@@ -59,7 +59,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                       f"instead of their union, which saves min(exposed, compute not yet overlapped) = "
                       f"{format_ns(saving)} (averaged over {len(rows)} device(s)). Time a collective spends waiting "
                       f"for slower ranks is counted too and does not go away by overlapping; {ranks}"),
-            change=("overlap gradients' all-reduce with the backward pass: DDP(bucket_cap_mb=25..100, "
+            remedy=("overlap gradients' all-reduce with the backward pass: DDP(bucket_cap_mb=25..100, "
                     "gradient_as_bucket_view=True) (smaller first buckets start communicating earlier), "
                     "FSDP(forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, "
                     "limit_all_gathers=True); issue collectives with async_op=True on their own stream and "
@@ -130,7 +130,7 @@ def _job_straggler(ctx: AdviceContext) -> Finding | None:
                   f" over {len(job.compared)} compared step(s), clocks "
                   f"{'aligned on collective ends' if job.aligned else 'not aligned'}); balanced, the job would save "
                   f"that per step{because}"),
-        change=("balance the work across ranks (uneven data shards, variable sequence lengths: bucket or pack "
+        remedy=("balance the work across ranks (uneven data shards, variable sequence lengths: bucket or pack "
                 "them; uneven pipeline stages), and check the slow rank's host: thermal throttling, a noisy "
                 "neighbour, a slower link; compare it with opscope diff RANK_FAST RANK_SLOW"),
         evidence=sorted(({k: r.get(k) for k in ("rank", "step_ns", "compute_ns", "comm_ns", "wait_ns", "delay_ns",
@@ -174,7 +174,7 @@ def _straggler(ctx: AdviceContext) -> Finding | None:
         estimate=(f"every collective waits for the slowest rank, so the others idle in it for the difference; "
                   f"balanced, each rank would compute the median ({format_ns(int(median))} per step): saving = "
                   f"slowest - median compute per step, over {len(ranks)} ranks; {agrees}"),
-        change=("balance the work across ranks (uneven data shards, variable sequence lengths: bucket or pack "
+        remedy=("balance the work across ranks (uneven data shards, variable sequence lengths: bucket or pack "
                 "them; uneven pipeline stages), and check the slow rank's host: thermal throttling, a noisy "
                 "neighbour, a slower link; compare it with opscope diff RANK_FAST RANK_SLOW"),
         evidence=sorted(ranks, key=lambda r: -r["compute_ns"]),
@@ -211,4 +211,5 @@ time in collectives (the finding says when the two disagree). Balanced, every ra
 saving = the slowest rank's compute minus the median rank's, per step. Fires when that is at least
 {STRAGGLER_SHARE:.0%} of the step. Without other ranks' traces this part stays silent.""",
     check=check,
+    not_simulated="a job's collectives, which join the ranks, are not replayed yet",
 )

@@ -118,7 +118,7 @@ def _pageable(ctx: AdviceContext, copies: list[dict[str, Any]]) -> Finding | Non
         estimate=(f"copy time now - copy time from pinned memory, {format_ns(saving)} per {ctx.unit}: "
                   + "; ".join(parts) + ". Not counted: the host no longer blocking on each copy with "
                   "non_blocking=True."),
-        change=("allocate the host tensors in pinned memory and copy asynchronously: DataLoader(pin_memory=True), "
+        remedy=("allocate the host tensors in pinned memory and copy asynchronously: DataLoader(pin_memory=True), "
                 "or x.pin_memory() (once, for a reused buffer) and x.to(device, non_blocking=True)"),
         evidence=rows[:TOP],
         evidence_title="pageable host->device copies, largest saving first (at_ns: from the step's start; "
@@ -182,7 +182,7 @@ def _tiny(ctx: AdviceContext, copies: list[dict[str, Any]], links: pa.Table) -> 
                   f"saving = (copies - batches) x that median = {format_ns(saving)} per {ctx.unit}. Host time: the "
                   f"step shrinks by it where the host is what the device waits for; packing the tensors is not "
                   f"counted."),
-        change="; ".join(_BATCH_CHANGE.get(r["direction"], "copy the tensors in one call") for r in rows
+        remedy="; ".join(_BATCH_CHANGE.get(r["direction"], "copy the tensors in one call") for r in rows
                          if r["saving_ns"] > 0) or "copy the tensors in one call",
         evidence=rows[:TOP],
         evidence_title="tiny copies by direction (op: the outermost op that issued most of them)",
@@ -277,4 +277,6 @@ returns after its copy ends waited for earlier device work; that wait is left ou
 time: the step shrinks by it where the host is what the device waits for. Packing the tensors into one
 buffer is not counted.""",
     check=check,
+    not_simulated=("the copies' speed with pinned memory, or as one batched call, is the rule's rate, not a "
+                   'duration the trace has'),
 )

@@ -557,7 +557,8 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
             saving_ns=saving,
             saving_pct=ctx.pct(saving),
             estimate=f"{why[0].upper()}{why[1:]}. Saving per {ctx.unit} = {how}.{hw}{_bottleneck(ctx, device)}",
-            change=alt.change(scope) + _measure_hint(ctx, alt, scope),
+            remedy=alt.change(scope) + _measure_hint(ctx, alt, scope),
+            saving_method="measured" if measured is not None else "estimated",
             evidence=_rows(ctx, hits, total, scope),
             evidence_title=f"what it applies to, by {basis} (basis: what matched; factor: the speed-up "
                            f"{'measured' if measured is not None else 'assumed'})",
@@ -582,7 +583,7 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
             saving_pct=None,
             estimate=("no known faster alternative, so no saving is estimated: inventing a speed-up would be a "
                       "guess; it would save its time x (1 - 1/the speed-up you measure)." + also),
-            change=_dominant_change(mine, scope),
+            remedy=_dominant_change(mine, scope),
             evidence=_rows(ctx, [(i, None) for i in mine], total, scope),
             evidence_title=f"{basis} of {group}, by input shapes" + (" of the launching op" if scope.gpu else ""),
         ))
@@ -708,4 +709,5 @@ Any other item (a kernel's short name with the op that launched it; an op's name
 for it. Left out: whether the device is the bottleneck (a kernel's time shortens the step only while it is; the
 estimate says how busy the device was), and speed-ups of the model's other layers from the same change.""",
     check=check,
+    not_simulated="the alternative's speed-up is assumed or measured (advise --measure), not a duration the trace has",
 )

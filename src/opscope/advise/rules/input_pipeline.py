@@ -242,7 +242,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
         saving_ns=saving,
         saving_pct=ctx.pct(saving),
         estimate=basis + cause + ".",
-        change=change,
+        remedy=change,
+        change="loader=0",  # the loading hidden behind the step entirely (workers that keep up)
         evidence=evidence,
         evidence_title="per step: DataLoader time (union of its spans on the host), device idle time meanwhile "
                        "(summed over devices; none on a CPU trace), the step's time and the loader's share of it",

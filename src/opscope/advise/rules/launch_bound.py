@@ -112,9 +112,10 @@ def check(ctx: AdviceContext) -> list[Finding]:
                   f"idle); a CUDA graph replaces the launches with one call, so the step can shrink by the smaller "
                   f"of the two: {format_ns(saving)}. Python and framework time between ops, which graphs also "
                   f"remove, is not counted."),
-        change=("capture the step in a CUDA graph: torch.compile(model, mode=\"reduce-overhead\") or "
+        remedy=("capture the step in a CUDA graph: torch.compile(model, mode=\"reduce-overhead\") or "
                 "torch.cuda.graphs (static shapes needed); or fuse small ops with torch.compile to launch fewer "
                 "kernels; raise the batch size so each kernel does more work"),
+        change="launch=0",  # a graph replaces the launch calls with one
         evidence=evidence,
         evidence_title="all kernels launched one by one, then by name, most often shorter than their launch first",
     )]

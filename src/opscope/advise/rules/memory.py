@@ -81,7 +81,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                           f"({_gib(allocated)} allocated, {_gib(reserved)} reserved), so a larger batch or input, "
                           f"or fragmentation, ends in out-of-memory, and before that the caching allocator frees "
                           f"its cache and retries cudaMalloc (hipMalloc on ROCm; a device sync each time)"),
-                change=("if the framework reserves memory on purpose (vLLM's gpu_memory_utilization, a KV cache), "
+                remedy=("if the framework reserves memory on purpose (vLLM's gpu_memory_utilization, a KV cache), "
                         "check that its share is what you chose; otherwise: a smaller batch (with gradient "
                         "accumulation to keep the effective batch), activation checkpointing "
                         "(torch.utils.checkpoint), bf16/fp16 activations (torch.autocast), "
@@ -112,7 +112,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                           f"blocks did not fit the requested size (fragmentation), and {_gib(unused)} stayed "
                           f"unused; even at the allocated peak ({_gib(allocated)}) {_gib(top - allocated)} stay "
                           f"unused. That memory is lost to the batch size and a path to out-of-memory"),
-                change=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of new ones "
+                remedy=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of new ones "
                         "being carved up); allocate the large, long-lived buffers first; no "
                         "torch.cuda.empty_cache() inside the training loop; keep tensor sizes steady across steps "
                         "(pad variable lengths to a few buckets)"),
@@ -150,4 +150,5 @@ cache, synchronise and call cudaMalloc again) and memory a larger batch could ha
 the bytes at stake instead. Host memory is not checked (its capacity is not in the trace): a trace with only
 host records is not applicable.""",
     check=check,
+    not_simulated='memory holds no time to replay',
 )

@@ -108,7 +108,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
                   f"overlapping calls count once: {format_ns(total)} over {ctx.steps} {ctx.unit}(s){on}. For "
                   f"comparison, the gpu-idle rule files {format_ns(ctx.per_step(sync_idle))} per {ctx.unit} of this "
                   f"device's idle time under sync (all idle while the host is in any synchronising call)"),
-        change="; ".join(_changes(rows) + [GENERAL_CHANGE]),
+        remedy="; ".join(_changes(rows) + [GENERAL_CHANGE]),
+        change="sync=0",
         evidence=rows[:TOP],
         evidence_title=("blocking calls, costliest first: at_ns from the step's start; op: the ops around the call, "
                         "outermost first; python: the innermost frame of the user's code"),

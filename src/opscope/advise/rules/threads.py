@@ -104,7 +104,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
         estimate=("not estimated: how much faster another setting runs depends on how the program's ops scale "
                   "with threads, which one trace does not show; opscope tune-threads -- python your_script.py "
                   "measures it by running the program with each setting"),
-        change="; ".join(changes) + "; then measure: opscope tune-threads -- python your_script.py",
+        remedy="; ".join(changes) + "; then measure: opscope tune-threads -- python your_script.py",
         evidence=evidence,
         evidence_title="settings from run.json against the usable cores (the process's CPU affinity) and the host's "
                        "1-minute load average when the program started (null when run.json lacks it)",
@@ -171,4 +171,6 @@ No saving is estimated: how much another setting gains depends on how the progra
 threads, which one trace does not show. opscope tune-threads runs the program with a grid of settings and
 reports the measured best, with its spread.""",
     check=check,
+    not_simulated=('other thread counts change durations in ways the trace cannot show (opscope tune-threads '
+                   'measures them)'),
 )

@@ -72,7 +72,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
             estimate=(f"upper bound: the device's idle time in the window ({format_ns(idle)} over {ctx.steps} "
                       f"{ctx.unit}(s)); a step cannot shrink by more than the time its device waits, and only "
                       f"if the host can keep it fed. The cause-specific findings claim parts of the same time."),
-            change=change,
+            remedy=change,
             evidence=evidence,
             evidence_title="idle time per step by cause, then the longest gaps (at_ns: from the step's start; "
                            "host_busy_pct: share of the gap covered by host ops and runtime calls; host_op: the "
@@ -174,4 +174,6 @@ covers the most of it. The suggested change covers every cause holding at least 
 time. The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time,
 so their savings are not to be added to this one.""",
     check=check,
+    not_simulated=("an upper bound over all of the device's idle time, whatever its cause; the cause-specific "
+                   'findings are simulated where they can be'),
 )

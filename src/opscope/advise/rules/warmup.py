@@ -73,7 +73,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                       f"{n} steps {format_ns(e['inflates_mean_ns'])} "
                       f"({100.0 * e['inflates_mean_ns'] / mean_typical:.1f}%) higher than the mean of the typical "
                       f"steps ({format_ns(mean_typical)})"),
-            change=("measure the steady state only: torch.profiler.schedule(wait=1, warmup=1, active=3) (opscope "
+            remedy=("measure the steady state only: torch.profiler.schedule(wait=1, warmup=1, active=3) (opscope "
                     "record does this), and leave the first step out of averages and comparisons (opscope steps "
                     "shows the flags; opscope diff --steps picks the steps compared); compile and autotune before "
                     "timing: "
@@ -103,7 +103,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
             saving_ns=saving,
             saving_pct=ctx.pct(saving),
             estimate=estimate,
-            change=("look at what the slow steps do differently (the ops listed; opscope ops --steps N against a "
+            remedy=("look at what the slow steps do differently (the ops listed; opscope ops --steps N against a "
                     "typical step): periodic checkpointing, logging or evaluation, garbage collection "
                     "(gc.freeze() after setup), recompiles on new shapes (TORCH_LOGS=recompiles; mark_dynamic or "
                     "pad to a few shapes), allocator retries (see the memory finding)"),
@@ -165,4 +165,5 @@ the mean typical step, spread over all steps (the same figure as their share of 
 single slow step may be a one-off: the finding then gives that figure as a conditional cost, with no
 saving.""",
     check=check,
+    not_simulated='a one-time cost: no per-step saving to replay',
 )

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from opscope.compose.page.blocks import records_table
 from opscope.render.html.page import Block, FindingBlock, PageSection, ProseBlock
-from opscope.units import format_ns
 
 if TYPE_CHECKING:
     from opscope.advise.context import AdviceContext
@@ -15,17 +14,14 @@ if TYPE_CHECKING:
 
 def advice(ctx: AdviceContext) -> PageSection:
     from opscope.advise import advise
-    from opscope.advise.report import advice_report
+    from opscope.advise.report import advice_report, saving_text
 
     found = advise(ctx.trace, run=ctx.run, peers=ctx.peers, context=ctx)
     report = advice_report(found, "trace", None)  # for its notes (the window, rules that did not run)
     blocks: list[Block] = [ProseBlock(f"advice_note_{i}", line) for i, line in enumerate(report.notes)]
     for rank, f in enumerate(found.findings, 1):
-        per = "per step" if found.unit == "step" else "over the trace (no steps)"
-        saving = "saving not estimated" if f.saving_ns is None else f"saves ~{format_ns(f.saving_ns)} {per}"
-        if f.saving_pct is not None and found.unit == "step":
-            saving += f" ({f.saving_pct:.1f}% of the step)"
-        blocks.append(FindingBlock(f"finding_{rank}", f"{rank}. {f.title}", saving, f.rule, f.estimate, f.change,
+        saving = saving_text(f, found.unit)
+        blocks.append(FindingBlock(f"finding_{rank}", f"{rank}. {f.title}", saving, f.rule, f.estimate, f.remedy,
                                    records_table(f"finding_{rank}_evidence", f.evidence_title or "evidence",
                                                  f.evidence, limit=12)))
     if not found.findings:

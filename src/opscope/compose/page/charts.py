@@ -84,6 +84,33 @@ def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
     return _spec(chart.properties(height=220), _bars_width(len(steps)))
 
 
+#: the critical path's categories (opscope.analyses.depgraph.CATEGORIES), each its colour
+PATH_COLOURS = {"host compute": "#4c78a8", "python": "#9ecae9", "host untraced": "#bab0ac",
+                "launch/runtime": "#f58518", "device compute": "#54a24b", "copies": "#e45756",
+                "communication": "#72b7b2", "sync waits": "#b279a2", "input pipeline": "#eeca3b",
+                "unexplained": "#2b2b2b"}
+
+
+def critical_path(rows: Sequence[dict]) -> dict[str, Any]:
+    """Per step, its critical path's time by category (``step``, ``category``, ``ns``, ``share`` rows), stacked to
+    the step's length."""
+    alt = _alt()
+    steps = list(dict.fromkeys(r["step"] for r in rows))
+    values = [{"step": "whole trace" if r["step"] is None else f"#{r['step']}", "order": steps.index(r["step"]),
+               "category": r["category"], "ms": ms(r["ns"]), "time": format_ns(r["ns"]),
+               "share": format_pct(100 * r["share"])} for r in rows]
+    domain = [c for c in PATH_COLOURS if any(v["category"] == c for v in values)]
+    chart = alt.Chart(alt.Data(values=values)).mark_bar().encode(
+        x=alt.X("step:N", sort=alt.EncodingSortField("order"), title="step"),
+        y=alt.Y("ms:Q", stack="zero", title="time on the critical path (ms)"),
+        color=alt.Color("category:N", title=None, scale=alt.Scale(domain=domain,
+                                                                 range=[PATH_COLOURS[c] for c in domain])),
+        order=alt.Order("category_order:Q"),
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("category:N"), alt.Tooltip("time:N"), alt.Tooltip("share:N")],
+    ).transform_calculate(category_order=f"indexof({domain!r}, datum.category)")
+    return _spec(chart.properties(height=220), _bars_width(len(steps)))
+
+
 def _bars_width(bars: int) -> int:
     """Narrow charts for a few steps (one step is not a bar across the page), the page's width from ~20 on."""
     return min(WIDTH, max(160, 45 * bars))

@@ -45,6 +45,22 @@ def overview(ctx: AdviceContext) -> PageSection:
             blocks.append(ProseBlock("no_step_busy", "No device busy/idle per step: no device work in the steps.",
                                      tone="empty"))
         blocks.append(section_table(section, "steps", "Steps", limit=TABLE_ROWS))
+    blocks.append(_critical_path(ctx))
     blocks += tables(summary, ("by_kind", "not_mapped"))
     return PageSection("overview", "Overview", [b for b in blocks if b is not None],
                        intro="opscope summary and opscope steps")
+
+
+def _critical_path(ctx: AdviceContext) -> Block:
+    """The steps' critical paths by category (opscope critical-path's table), as stacked bars."""
+    from opscope.analyses.critical_path import breakdown_table
+
+    rows = breakdown_table(ctx.trace).to_pylist()
+    if not rows:
+        return ProseBlock("no_critical_path", "No critical path: the trace has no host events to follow.",
+                          tone="empty")
+    return ChartBlock("critical_path", "What set each step's length: its critical path",
+                      charts.critical_path(rows),
+                      caption="the chain of work and waits that set each step's length (opscope critical-path), by "
+                              "category, stacked to the step's length; unexplained: waits the trace does not show "
+                              "the cause of")
