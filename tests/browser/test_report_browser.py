@@ -156,7 +156,8 @@ def test_a_real_gpu_trace_opens_offline_with_every_section_and_every_chart_drawn
     headings = {s: page.inner_text(f"section#{s} > h2") for s in SECTIONS}
     assert headings == SECTIONS
     charts = opened.charts()
-    assert set(charts) == {"step_times", "step_busy", "gpu_parts", "gpu_idle", "hierarchy", "memory_timeline"}
+    assert set(charts) == {"step_times", "step_busy", "critical_path", "gpu_parts", "gpu_idle", "hierarchy",
+                           "memory_timeline"}
     assert set(charts.values()) == {"true"}
     # each chart is an SVG with data marks in it (not just axes): bars, lines, points or icicle boxes
     marks = page.eval_on_selector_all(

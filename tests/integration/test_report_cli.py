@@ -140,4 +140,4 @@ def test_the_report_is_one_file_that_fetches_nothing(trace_file, out_dir, cache)
     directives = {d.strip().split()[0]: d.strip().split()[1:] for d in csp[0].split(";") if d.strip()}
     assert directives["default-src"] == ["'none'"]
     assert "connect-src" not in directives  # falls back to 'none': no fetch or XHR leaves the page
-    assert set(page.charts) == {"step_times", "step_busy", "gpu_parts", "gpu_idle", "hierarchy"}
+    assert set(page.charts) == {"step_times", "step_busy", "critical_path", "gpu_parts", "gpu_idle", "hierarchy"}

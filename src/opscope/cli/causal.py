@@ -1,7 +1,5 @@
 """The commands on the trace's dependency graph: its critical path, and what-if replays."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -45,7 +45,7 @@ def overview(ctx: AdviceContext) -> PageSection:
             blocks.append(ProseBlock("no_step_busy", "No device busy/idle per step: no device work in the steps.",
                                      tone="empty"))
         blocks.append(section_table(section, "steps", "Steps", limit=TABLE_ROWS))
-    blocks.append(_critical_path(ctx))
+        blocks.append(_critical_path(ctx))
     blocks += tables(summary, ("by_kind", "not_mapped"))
     return PageSection("overview", "Overview", [b for b in blocks if b is not None],
                        intro="opscope summary and opscope steps")
