@@ -22,6 +22,7 @@ from pathlib import Path
 
 PROGRAM = """
 import os, time, torch
+torch.set_num_threads(1)  # one core: the step does not swing with what else the machine runs
 slow = os.environ.get("SLOW") == "1"
 sleep_s = float(os.environ.get("SLEEP_MS", "30")) / 1000
 torch.manual_seed(0)
