@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from support import make_trace, row
+from support.replay import one_step
 
 from opscope.analyses.critical_path import breakdown_table, on_path_table
 from opscope.analyses.depgraph import (
@@ -27,24 +28,12 @@ from opscope.errors import UsageError
 US = 1000
 
 
-def _step(late_start_us: float = 16):
-    kernel_end = late_start_us + 69
-    return make_trace([
-        row("user_annotation", "ProfilerStep#1", 0, 100),
-        row("cpu_op", "aten::mm", 5, 15),
-        row("runtime", "cudaLaunchKernel", 10, 4, correlation=1),
-        row("runtime", "cudaDeviceSynchronize", 30, 60),
-        row("kernel", "gemm", late_start_us, kernel_end - late_start_us, correlation=1, pid=0, tid=7, stream=7,
-            device=0),
-    ])
-
-
 def _by_category(trace):
     return {r["category"]: r["ns"] for r in breakdown_table(trace).to_pylist()}
 
 
-def test_the_replay_gives_back_the_measured_step():
-    trace = _step()
+def test_the_replay_gives_back_the_measuredone_step():
+    trace = one_step()
     table = step_times(trace, dependency_graph(trace)).to_pylist()
     assert table == [{"step": 1, "measured_ns": 100 * US, "replayed_ns": 100 * US, "predicted_ns": 100 * US}]
 
@@ -52,15 +41,15 @@ def test_the_replay_gives_back_the_measured_step():
 def test_the_critical_path_runs_through_the_wait_into_the_kernel_and_its_launch():
     # back from 100: own time 90-100 (10), the wait's wake-up 85-90 (5), gemm 16-85 (69), its launch latency 14-16 (2),
     # the launch call 10-14 (4), aten::mm 5-10 (5), the step's own 0-5 (5): 100 in all
-    assert _by_category(_step()) == {UNTRACED: 15 * US, SYNC_WAIT: 5 * US, DEVICE_COMPUTE: 69 * US,
+    assert _by_category(one_step()) == {UNTRACED: 15 * US, SYNC_WAIT: 5 * US, DEVICE_COMPUTE: 69 * US,
                                      LAUNCH: 6 * US, HOST_COMPUTE: 5 * US}
-    rows = {r["name"]: r["path_ns"] for r in on_path_table(_step()).to_pylist()}
+    rows = {r["name"]: r["path_ns"] for r in on_path_table(one_step()).to_pylist()}
     # a node holds its own time and the lag charged to it: gemm 69 and its launch latency 2
     assert rows["gemm"] == 71 * US and rows["cudaLaunchKernel"] == 4 * US and rows["cudaDeviceSynchronize"] == 5 * US
 
 
 def test_whatif_halving_the_kernel_or_removing_the_wait():
-    trace = _step()
+    trace = one_step()
     halved, picked = whatif_table(trace, [parse_change("kernel:gemm=0.5")])
     # gemm 16 + 34.5 (rounded to the ns) = 50.5, the wait returns 5 later, then 10: 65.5
     assert picked == [1] and halved["predicted_ns"].to_pylist() == [65_500]
@@ -73,7 +62,7 @@ def test_whatif_halving_the_kernel_or_removing_the_wait():
 
 
 def test_a_kernel_that_starts_long_after_its_launch_on_an_idle_stream_is_unexplained():
-    late = _step(late_start_us=16)  # 2 after the launch: explained
+    late = one_step(late_start_us=16)  # 2 after the launch: explained
     assert UNEXPLAINED not in _by_category(late)
     waiting = make_trace([
         row("user_annotation", "ProfilerStep#1", 0, 1000),
@@ -89,7 +78,7 @@ def test_a_kernel_that_starts_long_after_its_launch_on_an_idle_stream_is_unexpla
 
 
 def test_the_replay_derives_starts_from_the_edges_not_the_timestamps():
-    graph = dependency_graph(_step())
+    graph = dependency_graph(one_step())
     doubled = replay(graph, factor=[2.0] * len(graph))
     # every duration doubled, the lags kept: 0-28 to the launch's end (5+5+4, doubled), the kernel 2 later runs
     # 138 to 168, the wait returns at 173, then 20: 193
