@@ -380,7 +380,7 @@ def test_advise_measure_uses_the_measured_depthwise_factor(tmp_path, demo_trace)
     (f,) = depthwise_findings
     assert f["estimate"].startswith("Measured on this machine: channels_last made")
     assert "replaces the assumed factor" in f["estimate"] and f"(1 - 1/{factor:g})" in f["estimate"]
-    assert f"opscope repro --run {directory} --variants channels_last" in f["change"]
+    assert f"opscope repro --run {directory} --variants channels_last" in f["remedy"]
     assert "factor: the speed-up measured" in f["evidence_title"]
     assert f["evidence"] and {r["factor"] for r in f["evidence"]} == {f"{factor:g}x"}
     for f in findings:  # any other finding of a measured alternative says so too (NCHW depthwise convolutions)

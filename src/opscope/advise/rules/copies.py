@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.advise.remedies import PINNED, framework, remedy
 from opscope.analyses.arrays import combined, thread_keys, vocabulary
 from opscope.analyses.copies import copy_table, launch_links
 from opscope.model.buffers import true_positions
@@ -118,8 +119,7 @@ def _pageable(ctx: AdviceContext, copies: list[dict[str, Any]]) -> Finding | Non
         estimate=(f"copy time now - copy time from pinned memory, {format_ns(saving)} per {ctx.unit}: "
                   + "; ".join(parts) + ". Not counted: the host no longer blocking on each copy with "
                   "non_blocking=True."),
-        remedy=("allocate the host tensors in pinned memory and copy asynchronously: DataLoader(pin_memory=True), "
-                "or x.pin_memory() (once, for a reused buffer) and x.to(device, non_blocking=True)"),
+        remedy=remedy(PINNED, ctx.trace),
         evidence=rows[:TOP],
         evidence_title="pageable host->device copies, largest saving first (at_ns: from the step's start; "
                        "basis: measured against pinned copies, assumed ratio, or latency-bound)",
@@ -182,8 +182,10 @@ def _tiny(ctx: AdviceContext, copies: list[dict[str, Any]], links: pa.Table) -> 
                   f"saving = (copies - batches) x that median = {format_ns(saving)} per {ctx.unit}. Host time: the "
                   f"step shrinks by it where the host is what the device waits for; packing the tensors is not "
                   f"counted."),
-        remedy="; ".join(_BATCH_CHANGE.get(r["direction"], "copy the tensors in one call") for r in rows
-                         if r["saving_ns"] > 0) or "copy the tensors in one call",
+        # the batched calls named are PyTorch's; other frameworks get the plain advice
+        remedy=("; ".join(_BATCH_CHANGE.get(r["direction"], "copy the tensors in one call") for r in rows
+                          if r["saving_ns"] > 0) if framework(ctx.trace) in ("pytorch", None) else "")
+               or "copy the tensors in one call (one buffer packed on the host or the device, then split)",
         evidence=rows[:TOP],
         evidence_title="tiny copies by direction (op: the outermost op that issued most of them)",
     )

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, Rule
+from opscope.advise.remedies import COMPARE_AGAINST, framework
 from opscope.analyses.arrays import combined, name_match
 from opscope.model.buffers import true_positions
 from opscope.model.lookup import index_in
@@ -29,6 +30,8 @@ from opscope.units import format_ns
 
 #: An item (a kernel's short name with its launching op, or an op's name) taking this share of the time dominates.
 DOMINANT_SHARE = 0.25
+#: The frameworks whose traces get the alternatives (their changes are PyTorch code); None: not known.
+PYTORCH_OR_UNKNOWN = ("pytorch", None)
 #: A known alternative is reported when what it applies to takes at least this share of the time.
 ALTERNATIVE_SHARE = 0.05
 #: Speed-ups assumed (each is explained where it is used and in the rule's text).
@@ -71,6 +74,8 @@ class Scope:
 
     gpu: bool
     hardware: Hardware | None
+    #: the framework that wrote the trace (advise.remedies.framework); the alternatives' changes are PyTorch code
+    framework: str | None = None
 
 
 #: A match: (what matched, the speed-up assumed; None: the time goes away).
@@ -503,14 +508,14 @@ def check(ctx: AdviceContext) -> list[Finding]:
     if ctx.gpu is not None:
         per_device, names = gpu_items(ctx)
         hw = hardware(ctx, names)
-        scope = Scope(True, hw)
+        scope = Scope(True, hw, framework(ctx.trace))
         many = len(per_device) > 1
         findings = []
         for device, items in sorted(per_device.items()):
             where = f" on GPU {device}" if many else ""
             findings += _findings(ctx, items, scope, f"device kernel time{where}", device)
         return findings
-    return _findings(ctx, cpu_items(ctx), Scope(False, None), "host op self time")
+    return _findings(ctx, cpu_items(ctx), Scope(False, None, framework(ctx.trace)), "host op self time")
 
 
 def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
@@ -519,7 +524,7 @@ def _findings(ctx: AdviceContext, worth: Items, scope: Scope, basis: str,
     if not total:
         return []
     matched: dict[str, list[tuple[Item, Match]]] = {a.id: [] for a in ALTERNATIVES}
-    for item in items:
+    for item in items if scope.framework in PYTORCH_OR_UNKNOWN else ():  # their changes are PyTorch code
         for alt in ALTERNATIVES:  # the first alternative that applies claims the item
             m = alt.match(item, scope)
             if m:
@@ -608,14 +613,14 @@ def matched_items(ctx: AdviceContext) -> tuple[Scope, list[tuple[Alternative, It
     nothing is measured that no finding would use."""
     if ctx.gpu is not None:
         per_device, names = gpu_items(ctx)
-        scope = Scope(True, hardware(ctx, names))
+        scope = Scope(True, hardware(ctx, names), framework(ctx.trace))
         groups = list(per_device.values())
     else:
-        scope, groups = Scope(False, None), [cpu_items(ctx)]
+        scope, groups = Scope(False, None, framework(ctx.trace)), [cpu_items(ctx)]
     claimed = []
     for found in groups:
         mine: dict[str, list[tuple[Alternative, Item, Match]]] = {}
-        for item in found.items:
+        for item in found.items if scope.framework in PYTORCH_OR_UNKNOWN else ():
             for alt in ALTERNATIVES:  # the first alternative that applies claims the item, as in the findings
                 m = alt.match(item, scope)
                 if m:
@@ -632,12 +637,12 @@ def _dominant_change(items: list[Item], scope: Scope) -> str:
     name = items[0].kernel or items[0].name
     inner = re.search(r"<([\w.]+)>$", name)  # wrappers named by what they wrap: cutlass::Kernel2<cutlass_80_...>
     pattern = re.escape(inner.group(1) if inner else name.split("::")[-1])
+    against = COMPARE_AGAINST[scope.framework]
     if scope.gpu:
         return (f"see which ops launch it and with what shapes (opscope kernels --by-op --match '{pattern}'; "
-                f"opscope ops --gpu --by name,shapes), then time that op alone with those shapes against other "
-                f"implementations (a fused or compiled version: torch.compile), dtypes (bf16/fp16) or layouts")
+                f"opscope ops --gpu --by name,shapes), then time that op alone with those shapes against {against}")
     return (f"see its shapes (opscope ops --by name,shapes --match '{pattern}') and time the op alone with "
-            f"those shapes against other implementations, dtypes or layouts (channels_last, torch.compile)")
+            f"those shapes against {against}")
 
 
 def _bottleneck(ctx: AdviceContext, device: int | None) -> str:

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.advise.remedies import LAUNCH_BOUND, remedy
 from opscope.analyses.arrays import combined, median, name_match
 from opscope.analyses.kernels import shown_names
 from opscope.model.lookup import index_in
@@ -112,9 +113,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                   f"idle); a CUDA graph replaces the launches with one call, so the step can shrink by the smaller "
                   f"of the two: {format_ns(saving)}. Python and framework time between ops, which graphs also "
                   f"remove, is not counted."),
-        remedy=("capture the step in a CUDA graph: torch.compile(model, mode=\"reduce-overhead\") or "
-                "torch.cuda.graphs (static shapes needed); or fuse small ops with torch.compile to launch fewer "
-                "kernels; raise the batch size so each kernel does more work"),
+        remedy=remedy(LAUNCH_BOUND, ctx.trace),
         change="launch=0",  # a graph replaces the launch calls with one
         evidence=evidence,
         evidence_title="all kernels launched one by one, then by name, most often shorter than their launch first",

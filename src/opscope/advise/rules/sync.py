@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.advise.remedies import SYNC, framework, remedy
 from opscope.analyses.intervals import union_ns
 from opscope.units import format_ns
 
@@ -48,7 +49,6 @@ CHANGE_FOR = (
     (re.compile(r"(cuda|hip|cu)EventSynchronize|Event Sync"),
      "event.synchronize() or event.elapsed_time() in the loop: read timings after the loop"),
 )
-GENERAL_CHANGE = "torch.cuda.set_sync_debug_mode('warn') reports every synchronising call with its Python line"
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
@@ -108,7 +108,9 @@ def check(ctx: AdviceContext) -> list[Finding]:
                   f"overlapping calls count once: {format_ns(total)} over {ctx.steps} {ctx.unit}(s){on}. For "
                   f"comparison, the gpu-idle rule files {format_ns(ctx.per_step(sync_idle))} per {ctx.unit} of this "
                   f"device's idle time under sync (all idle while the host is in any synchronising call)"),
-        remedy="; ".join(_changes(rows) + [GENERAL_CHANGE]),
+        # the call-specific remedies are PyTorch's (aten ops): other frameworks get their own general one
+        remedy="; ".join((_changes(rows) if framework(ctx.trace) in ("pytorch", None) else [])
+                         + [remedy(SYNC, ctx.trace)]),
         change="sync=0",
         evidence=rows[:TOP],
         evidence_title=("blocking calls, costliest first: at_ns from the step's start; op: the ops around the call, "

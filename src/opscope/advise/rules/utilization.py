@@ -34,8 +34,9 @@ STEP_MARKER = r"^ProfilerStep#"
 CHANGE_FOR = {
     "sync": "remove host-device synchronisation inside the step (see the host-sync finding)",
     "input_pipeline": "overlap data loading with compute (see the input-pipeline finding)",
-    "launch_overhead": "launch fewer, larger kernels: CUDA graphs or torch.compile (see launch-bound)",
-    "kernel_gap": "the queue was full yet the device paused between kernels: fuse small kernels (torch.compile)",
+    "launch_overhead": "launch fewer, larger kernels: a CUDA/HIP graph or the framework's compiler (see launch-bound)",
+    "kernel_gap": ("the queue was full yet the device paused between kernels: fuse small kernels (the framework's "
+                   "compiler: torch.compile, XLA)"),
     "host_wait": "the host launched nothing: look at the host ops running in these gaps (opscope ops --steps N)",
     "other": "open the trace in Perfetto (ui.perfetto.dev) at the longest gaps below to see what the host was doing",
 }

@@ -12,6 +12,7 @@ import statistics
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.advise.remedies import SLOW_STEPS, WARM_UP, remedy
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.ops import op_table
 from opscope.analyses.steps import SLOW_FACTOR, WARMUP_FACTOR
@@ -73,12 +74,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                       f"{n} steps {format_ns(e['inflates_mean_ns'])} "
                       f"({100.0 * e['inflates_mean_ns'] / mean_typical:.1f}%) higher than the mean of the typical "
                       f"steps ({format_ns(mean_typical)})"),
-            remedy=("measure the steady state only: torch.profiler.schedule(wait=1, warmup=1, active=3) (opscope "
-                    "record does this), and leave the first step out of averages and comparisons (opscope steps "
-                    "shows the flags; opscope diff --steps picks the steps compared); compile and autotune before "
-                    "timing: "
-                    "run a few warm-up iterations after torch.compile and with torch.backends.cudnn.benchmark=True "
-                    "(set once, with fixed input shapes)"),
+            remedy=remedy(WARM_UP, ctx.trace),
             evidence=warm,
             evidence_title="the warm-up step and where its extra time went (op: extra self time over a typical step)",
         ))
@@ -103,10 +99,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
             saving_ns=saving,
             saving_pct=ctx.pct(saving),
             estimate=estimate,
-            remedy=("look at what the slow steps do differently (the ops listed; opscope ops --steps N against a "
-                    "typical step): periodic checkpointing, logging or evaluation, garbage collection "
-                    "(gc.freeze() after setup), recompiles on new shapes (TORCH_LOGS=recompiles; mark_dynamic or "
-                    "pad to a few shapes), allocator retries (see the memory finding)"),
+            remedy=remedy(SLOW_STEPS, ctx.trace),
             evidence=slow,
             evidence_title="slow steps and where their extra time went (op: extra self time over a typical step)",
         ))
