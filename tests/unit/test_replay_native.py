@@ -14,12 +14,12 @@ from support.shared import shared_trace
 
 from opscope.analyses import depgraph
 from opscope.analyses.critical_path import breakdown_table, on_path_table, step_paths
-from opscope.analyses.depgraph import DepGraph, native_graph
+from opscope.analyses.depgraph import DepGraph
 from opscope.analyses.replay import replay, step_nodes, step_times
 from opscope.analyses.whatif import parse_change, whatif_table
 from opscope.ingest import open_trace
 
-pytestmark = pytest.mark.skipif(native_graph() is None, reason="opscope.analyses._graph is not built here")
+pytestmark = pytest.mark.skipif(depgraph._graph is None, reason="opscope.analyses._graph is not built here")
 
 FIELDS = ("kind", "category", "row", "lane", "dur", "chain", "chain_lag", "extra", "extra_lag", "after",
           "after_lag", "unexplained", "unexplained_on", "start", "end")
