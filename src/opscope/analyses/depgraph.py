@@ -15,13 +15,19 @@ started while the call was still returning) or after the previous work on its st
 (:data:`LATENCY_CAP_NS`) is **unexplained**: its excess is counted apart (the work waited on something the trace does
 not show). :mod:`opscope.analyses.replay` derives every start from these edges and the durations, never from the
 recorded timestamps.
+
+The build runs in C (``_graph.c``) where it is built and not turned off (``OPSCOPE_NATIVE=0``); the Python below is
+its definition, and the two give the same graph (tests compare them).
 """
 
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,9 +36,15 @@ from opscope.analyses.arrays import combined, name_match, rows_where
 from opscope.analyses.idle import INPUT_PIPELINE, SYNC_CALLS
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.analyses.sync import ASYNC_COPY, PAGEABLE_DTOH
+from opscope.model.buffers import c_enabled, values_view
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
+
+try:
+    from opscope.analyses import _graph  # type: ignore[attr-defined]
+except ImportError:  # not built here: the Python definitions run
+    _graph = None
 
 #: Host kinds whose nesting cuts a thread into slices (Python frames are a layer of their own, read for gaps only).
 SLICE_KINDS = ("cpu_op", "user_annotation", "runtime", "overhead", "other")
@@ -61,9 +73,51 @@ ON_CHAIN, ON_EXTRA = 0, 1
 _DEVICE_CATEGORY = {"kernel": DEVICE_COMPUTE, "memcpy": COPIES, "memset": COPIES, "comm": COMMUNICATION}
 
 
+class Labels(Sequence[str]):
+    """Per node, one of a few names (a node's category, its lane): ``labels[node]`` is the name, kept as the names
+    once and each node's code (int8 or int32) among them."""
+
+    __slots__ = ("codes", "names")
+
+    def __init__(self, names: Sequence[str], codes: memoryview) -> None:
+        self.names = tuple(names)
+        self.codes = codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self.names[code] for code in self.codes[index]]
+        return self.names[self.codes[index]]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self.names
+        return (names[code] for code in self.codes)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"Labels({list(self)!r})"
+
+
+def frozen_view(values: bytes | bytearray | array, fmt: str) -> memoryview:
+    """A read-only memoryview of ``fmt`` items over a buffer (a graph and its replays are not changed once made)."""
+    return memoryview(values).toreadonly().cast("B").cast(fmt)  # type: ignore[call-overload]
+
+
 @dataclass
 class DepGraph:
-    """Nodes in an order where every node comes after the nodes it depends on (lists indexed by node).
+    """Nodes in an order where every node comes after the nodes it depends on (sequences indexed by node: read-only
+    memoryviews of int8 ``kind``, ``unexplained_on``; int32 ``row``, ``chain``, ``extra``, ``after``; int64 the rest;
+    :class:`Labels` ``category`` and ``lane``).
 
     ``chain``: the node before on the same thread or stream (``NONE``: the first; it starts ``chain_lag`` after the
     trace's start). ``extra``: a device node's launch call, a wait's device node (``NONE``: none), ``extra_lag`` the
@@ -71,25 +125,25 @@ class DepGraph:
     did not wait). ``unexplained``: the part of the binding lag before the node beyond :data:`LATENCY_CAP_NS`.
     ``row``: the event (``NONE`` for a gap); ``start``/``end``: as measured; ``lane``: thread or stream key."""
 
-    kind: list[int]
-    category: list[str]
-    row: list[int]
-    lane: list[str]
-    dur: list[int]
-    chain: list[int]
-    chain_lag: list[int]
-    extra: list[int]
-    extra_lag: list[int]
+    kind: Sequence[int]
+    category: Labels
+    row: Sequence[int]
+    lane: Labels
+    dur: Sequence[int]
+    chain: Sequence[int]
+    chain_lag: Sequence[int]
+    extra: Sequence[int]
+    extra_lag: Sequence[int]
     #: device work on another stream this work waited for (an event wait the trace implies; ``NONE``: none)
-    after: list[int]
-    after_lag: list[int]
-    unexplained: list[int]
-    unexplained_on: list[int]  #: ON_CHAIN or ON_EXTRA
-    start: list[int]
-    end: list[int]
+    after: Sequence[int]
+    after_lag: Sequence[int]
+    unexplained: Sequence[int]
+    unexplained_on: Sequence[int]  #: ON_CHAIN or ON_EXTRA
+    start: Sequence[int]
+    end: Sequence[int]
     origin: int  #: the trace's first instant (time 0 of the replay)
     #: per host thread ("pid/tid"), its slices' node ids in order
-    threads: dict[str, list[int]]
+    threads: dict[str, Sequence[int]]
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -101,9 +155,19 @@ def dependency_graph(trace: Trace) -> DepGraph:
     return _build(trace)
 
 
+def native_graph():
+    """The C build and replay (``_graph.c``) where built and not turned off (``OPSCOPE_NATIVE=0``), else None."""
+    if _graph is None or not c_enabled():
+        return None
+    return _graph
+
+
 def _build(trace: Trace) -> DepGraph:
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation"])
     origin = pc.min(ev["ts_ns"]).as_py() if ev.num_rows else 0
+    graph = _build_in_c(trace, ev, origin)
+    if graph is not None:
+        return graph
     builder = _Builder(origin)
     slices_of, waits = _host_slices(trace, ev, builder)
     by_device = _device_nodes(trace, ev, builder, slices_of)
@@ -198,20 +262,27 @@ class _Builder:
         for i, node in enumerate(order):
             new[node] = i
 
-        def renumber(values: list[int]) -> list[int]:
-            return [NONE if values[node] == NONE else new[values[node]] for node in order]
+        def renumber(values: list[int]) -> memoryview:
+            return frozen_view(array("i", [NONE if values[node] == NONE else new[values[node]] for node in order]),
+                               "i")
 
-        def pick(values: list) -> list:
-            return [values[node] for node in order]
+        def pick(values: list, fmt: str) -> memoryview:
+            return frozen_view(array(fmt, [values[node] for node in order]), fmt)
 
-        return DepGraph(kind=pick(self.kind), category=pick(self.category), row=pick(self.row),
-                        lane=pick(self.lane), dur=pick(self.dur), chain=renumber(self.chain),
-                        chain_lag=pick(self.chain_lag), extra=renumber(self.extra), extra_lag=pick(self.extra_lag),
-                        after=renumber(self.after), after_lag=pick(self.after_lag),
-                        unexplained=pick(self.unexplained), unexplained_on=pick(self.unexplained_on),
-                        start=pick(self.start), end=pick(self.end),
-                        origin=self.origin,
-                        threads={lane: [new[node] for node in nodes] for lane, nodes in self.threads.items()})
+        code = {name: i for i, name in enumerate(CATEGORIES)}
+        lanes: dict[str, int] = {}
+        lane_codes = array("i", [lanes.setdefault(self.lane[node], len(lanes)) for node in order])
+        return DepGraph(kind=pick(self.kind, "b"),
+                        category=Labels(CATEGORIES, frozen_view(
+                            array("b", [code[self.category[node]] for node in order]), "b")),
+                        row=pick(self.row, "i"), lane=Labels(list(lanes), frozen_view(lane_codes, "i")),
+                        dur=pick(self.dur, "q"), chain=renumber(self.chain), chain_lag=pick(self.chain_lag, "q"),
+                        extra=renumber(self.extra), extra_lag=pick(self.extra_lag, "q"), after=renumber(self.after),
+                        after_lag=pick(self.after_lag, "q"), unexplained=pick(self.unexplained, "q"),
+                        unexplained_on=pick(self.unexplained_on, "b"), start=pick(self.start, "q"),
+                        end=pick(self.end, "q"), origin=self.origin,
+                        threads={lane: frozen_view(array("i", [new[node] for node in nodes]), "i")
+                                 for lane, nodes in self.threads.items()})
 
 
 def _host_slices(trace: Trace, ev: pa.Table, builder: _Builder,
@@ -311,6 +382,12 @@ def _python_threads(ev: pa.Table) -> set[str]:
 
 def _waiting_calls(trace: Trace, ev: pa.Table) -> dict[int, int | None]:
     """The host calls that wait for device work (row -> the device id they wait on, None: any)."""
+    rows, devices = _waiting_rows(trace, ev)
+    return dict(zip(rows.to_pylist(), devices.to_pylist()))
+
+
+def _waiting_rows(trace: Trace, ev: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """The rows of the host calls that wait for device work, and the device id each waits on (null: any)."""
     runtime = kind_mask(ev, ("runtime",))
     copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), name_match(ev["name"], PAGEABLE_DTOH)))
     pageable = combined(pc.drop_null(copies["correlation"])) if copies.num_rows else pa.array([], pa.int64())
@@ -318,8 +395,7 @@ def _waiting_calls(trace: Trace, ev: pa.Table) -> dict[int, int | None]:
                       pc.and_(name_match(ev["name"], ASYNC_COPY),
                               pc.fill_null(pc.is_in(ev["correlation"], value_set=pageable), False)))
     rows = rows_where(pc.and_(runtime, blocking))
-    devices = pc.take(ev["device"], rows).to_pylist()
-    return dict(zip(rows.to_pylist(), devices))
+    return rows, combined(pc.take(ev["device"], rows))
 
 
 def _device_nodes(trace: Trace, ev: pa.Table, builder: _Builder, slices_of: dict[int, tuple[int, int]],
@@ -434,3 +510,104 @@ def _launched_before(builder: _Builder, work: int, instant: int) -> bool:
     launch = builder.extra[work]
     return launch == NONE or builder.start[launch] <= instant or builder.end[launch] <= instant
 
+
+
+# --- the build in C ------------------------------------------------------------------------------------------
+
+_CODE = {name: i for i, name in enumerate(CATEGORIES)}
+_INHERITS = -1  # an annotation's slice: input pipeline inside input-pipeline work, else the thread's gap category
+
+
+def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
+    """The graph :func:`_build`'s definition gives, built by ``_graph.build`` from the event columns as arrays (the
+    same inputs: the host events per thread, the device work in start order with its launch, the waiting calls);
+    None where the C part is not built or declines, or times are missing (the definition then runs)."""
+    native = native_graph()
+    if native is None or not ev.num_rows or ev["ts_ns"].null_count or ev["dur_ns"].null_count:
+        return None
+    host = rows_where(kind_mask(ev, SLICE_KINDS))
+    wait_rows, wait_devices = _waiting_rows(trace, ev)
+    h_lane, host_lanes = _lane_codes(pc.take(ev["pid"], host), pc.take(ev["tid"], host), "/")
+    python_threads = _python_threads(ev)
+    lane_gap = pa.array([_CODE[PYTHON if lane in python_threads else UNTRACED] for lane in host_lanes], pa.int8())
+
+    def picked(mask: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
+        return pc.fill_null(combined(pc.take(mask, rows)), False)
+
+    code = pa.array([_INHERITS] * len(host), pa.int8())  # (the order of _host_category's tests, last to first)
+    for mask, category in ((picked(kind_mask(ev, ("cpu_op",)), host), HOST_COMPUTE),
+                           (picked(name_match(ev["name"], INPUT_PIPELINE), host), INPUT),
+                           (picked(kind_mask(ev, ("runtime",)), host), LAUNCH),
+                           (pc.is_in(host, value_set=wait_rows), SYNC_WAIT)):
+        code = pc.if_else(mask, pa.scalar(_CODE[category], pa.int8()), code)
+
+    device = rows_where(kind_mask(ev, LINKED_KINDS))
+    device = pc.take(device, pc.sort_indices(pc.take(ev["ts_ns"], device)))  # stable: ties by row
+    d_devices = combined(pc.take(ev["device"], device))
+    d_lane, device_lanes = _lane_codes(d_devices, pc.take(ev["stream"], device), ":")
+    d_group, group_values = _codes(d_devices)
+    kinds = {kind: picked(kind_mask(ev, (kind,)), device) for kind in ("memcpy", "memset", "comm")}
+    d_cat = pa.array([_CODE[DEVICE_COMPUTE]] * len(device), pa.int8())
+    for kind, category in (("comm", COMMUNICATION), ("memset", COPIES), ("memcpy", COPIES)):
+        d_cat = pc.if_else(kinds[kind], pa.scalar(_CODE[category], pa.int8()), d_cat)
+    links = device_links(trace)
+    launch = pc.take(links["launch_row"], pc.index_in(device, value_set=links["device_row"]))
+    # a waiting call's device: its own stream's device where it names one the work ran on, else any (-1)
+    known = pa.array([v for v in group_values if v is not None], pa.int64())
+    w_group = pc.take(pa.array([g + 1 for g, v in enumerate(group_values) if v is not None] or [0], pa.int64()),
+                      pc.index_in(wait_devices, value_set=known))
+
+    def q(values: pa.Array | pa.ChunkedArray, fill: int | None = None) -> memoryview:
+        values = combined(pc.cast(values, pa.int64()))
+        return values_view(pc.fill_null(values, fill) if fill is not None else values, "q")
+
+    out = native.build(
+        q(host), q(h_lane), q(pc.take(ev["ts_ns"], host)), q(pc.take(ev["dur_ns"], host)),
+        values_view(combined(code), "b"), values_view(lane_gap, "b"),
+        q(device), q(pc.add(d_lane, len(host_lanes))), q(pc.add(d_group, 1)),
+        values_view(combined(d_cat), "b"),
+        q(pc.take(ev["ts_ns"], device)), q(pc.take(ev["dur_ns"], device)), q(launch, NONE),
+        q(wait_rows), q(w_group, NONE),
+        ev.num_rows, len(host_lanes) + len(device_lanes), len(group_values) + 1, origin, LATENCY_CAP_NS)
+    if out is None:
+        return None
+    (kind, category, unexplained_on, row, lane, chain, extra, after, dur, chain_lag, extra_lag, after_lag,
+     unexplained, start, end, thread_nodes, thread_first) = out
+    view = frozen_view
+    nodes, first = view(thread_nodes, "i"), view(thread_first, "q")
+    return DepGraph(kind=view(kind, "b"), category=Labels(CATEGORIES, view(category, "b")), row=view(row, "i"),
+                    lane=Labels(host_lanes + device_lanes, view(lane, "i")), dur=view(dur, "q"),
+                    chain=view(chain, "i"), chain_lag=view(chain_lag, "q"), extra=view(extra, "i"),
+                    extra_lag=view(extra_lag, "q"), after=view(after, "i"), after_lag=view(after_lag, "q"),
+                    unexplained=view(unexplained, "q"), unexplained_on=view(unexplained_on, "b"),
+                    start=view(start, "q"), end=view(end, "q"), origin=origin,
+                    threads={name: nodes[first[k]:first[k + 1]] for k, name in enumerate(host_lanes)})
+
+
+def _codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
+    """Per row, the code (int64, -1 for null) of its value among the distinct values, and those values."""
+    if isinstance(values, pa.ChunkedArray) and pa.types.is_dictionary(values.type):
+        values = values.unify_dictionaries()
+    arr = combined(values)
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr)
+    return pc.fill_null(pc.cast(arr.indices, pa.int64()), -1), arr.dictionary.to_pylist()
+
+
+def _lane_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, sep: str) -> tuple[pa.Array, list[str]]:
+    """Per row, the number of its lane ``f"{a}{sep}{b}"`` (0, 1, ... in the order the lanes first occur), and the
+    lanes: the strings made once per distinct pair of values."""
+    if not len(a):
+        return pa.array([], pa.int64()), []
+    a_codes, a_values = _codes(a)
+    b_codes, b_values = _codes(b)
+    width = len(b_values) + 1
+    # Arrow's dictionary encoding numbers the values in the order they first occur
+    pairs = pc.dictionary_encode(pc.add(pc.multiply(pc.add(a_codes, 1), width), pc.add(b_codes, 1)))
+    lanes: dict[str, int] = {}
+    number = []
+    for key in pairs.dictionary.to_pylist():
+        i, j = divmod(key, width)
+        name = f"{a_values[i - 1] if i else None}{sep}{b_values[j - 1] if j else None}"
+        number.append(lanes.setdefault(name, len(lanes)))
+    return pc.take(pa.array(number, pa.int64()), pairs.indices), list(lanes)

@@ -7,17 +7,23 @@ other streams' work it waited for) and ends ``dur x factor``
 later; a wait ends when the work it waits for has ended plus its lag, or after its own part if that is later. With
 every factor 1 the replay gives back the measured times where the graph holds the trace's order: how close it comes
 is the test of the graph (:func:`step_times`).
+
+The replay's pass runs in C (``_graph.c``) where it is built and not turned off (``OPSCOPE_NATIVE=0``); the Python
+below is its definition.
 """
 
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from opscope.analyses.depgraph import NONE, ON_CHAIN, ON_EXTRA, WAIT, DepGraph
+from opscope.analyses.depgraph import NONE, ON_CHAIN, ON_EXTRA, WAIT, DepGraph, frozen_view, native_graph
+from opscope.model.buffers import values_view
 from opscope.model.trace import Trace
 
 CHAIN, EXTRA, ROOT, AFTER = 0, 1, 2, 3
@@ -27,10 +33,18 @@ CHAIN, EXTRA, ROOT, AFTER = 0, 1, 2, 3
 class Replay:
     """Start and end of each node (ns since the trace's first instant), and which dependency bound each start."""
 
-    start: list[int]
-    end: list[int]
-    bound_by: list[int]  #: CHAIN, EXTRA, AFTER (the other stream's work it waited for) or ROOT
-    factor: list[float]
+    start: Sequence[int]  #: int64 (read-only memoryviews)
+    end: Sequence[int]
+    bound_by: Sequence[int]  #: int8: CHAIN, EXTRA, AFTER (the other stream's work it waited for) or ROOT
+    factor: Sequence[float]  #: float64
+
+
+def _floats(values: Sequence[float]) -> memoryview:
+    """``values`` as a read-only memoryview of float64 (as it is when it is one)."""
+    if isinstance(values, memoryview) and values.format == "d":
+        return values.toreadonly()
+    return memoryview(values if isinstance(values, array) and values.typecode == "d" else array("d", values)
+                      ).toreadonly()
 
 
 def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: Sequence[float] | None = None,
@@ -38,7 +52,26 @@ def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: S
     """The graph replayed with each node's duration times ``factor[node]`` (1 where None) and each node's
     unexplained lag times ``lag_factor[node]`` (1 where None)."""
     n = len(graph)
-    factors = list(factor) if factor is not None else [1.0] * n
+    factors = _floats(factor) if factor is not None else _floats(array("d", [1.0]) * n)
+    lags = _floats(lag_factor) if lag_factor is not None else None
+    native = native_graph()
+    if native is not None:
+        start_c, end_c, bound_c = bytearray(8 * n), bytearray(8 * n), bytearray(n)
+        try:
+            done = native.replay(graph.kind, graph.dur, graph.chain, graph.chain_lag, graph.extra, graph.extra_lag,
+                                 graph.after, graph.after_lag, graph.unexplained, graph.unexplained_on,
+                                 factors if factor is not None else None, lags, start_c, end_c, bound_c)
+        except (TypeError, ValueError):  # a graph not made by dependency_graph (lists, other widths)
+            done = False
+        if done:
+            return Replay(start=frozen_view(start_c, "q"), end=frozen_view(end_c, "q"),
+                          bound_by=frozen_view(bound_c, "b"), factor=factors)
+    return _replay(graph, factors, lags)
+
+
+def _replay(graph: DepGraph, factors: Sequence[float], lag_factor: Sequence[float] | None) -> Replay:
+    """:func:`replay`'s definition."""
+    n = len(graph)
     start = [0] * n
     end = [0] * n
     bound = [ROOT] * n
@@ -82,7 +115,8 @@ def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: S
         start[node] = at
         bound[node] = how
         end[node] = at + own
-    return Replay(start=start, end=end, bound_by=bound, factor=factors)
+    return Replay(start=frozen_view(array("q", start), "q"), end=frozen_view(array("q", end), "q"),
+                  bound_by=frozen_view(array("b", bound), "b"), factor=factors)
 
 
 # --- steps ---------------------------------------------------------------------------------------------------
@@ -101,6 +135,11 @@ class StepNodes:
     last: list[int]
 
 
+def _int64(values: Sequence[int]) -> pa.Array:
+    """A graph's int64 memoryview as an Arrow array, in place."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
 def step_nodes(trace: Trace, graph: DepGraph) -> StepNodes:
     """The nodes that open and close each step: the first slice starting at or after its start and the last ending
     at or before its end on the step's own host thread where the steps table names one, else among all nodes. A
@@ -115,21 +154,28 @@ def step_nodes(trace: Trace, graph: DepGraph) -> StepNodes:
             out.first.append(busiest[0])
             out.last.append(busiest[-1])
         return out
-    everything = sorted(range(len(graph)), key=lambda i: graph.start[i])
-    lanes = {key: (nodes, [graph.start[i] for i in nodes], [graph.end[i] for i in nodes])
-             for key, nodes in graph.threads.items()}
-    all_starts = [graph.start[i] for i in everything]
+    start, end = graph.start, graph.end
+    everything: pa.Array | None = None  # every node by start (ties by number), made when a step needs it
     for step, pid, tid, ts, dur in zip(*(steps[c].to_pylist() for c in ("step", "pid", "tid", "ts_ns", "dur_ns"))):
-        found = lanes.get(f"{pid}/{tid}")
-        if found is not None:  # a thread's slices are in time order: start and end both rise
-            nodes, starts, ends = found
-            a, b = bisect.bisect_left(starts, ts), bisect.bisect_right(ends, ts + dur) - 1
+        nodes = graph.threads.get(f"{pid}/{tid}")
+        if nodes is not None:  # a thread's slices are in time order: start and end both rise
+            a = bisect.bisect_left(nodes, ts, key=start.__getitem__)
+            b = bisect.bisect_right(nodes, ts + dur, key=end.__getitem__) - 1
             first, last = (nodes[a], nodes[b]) if a <= b < len(nodes) else (NONE, NONE)
         else:
-            lo, hi = bisect.bisect_left(all_starts, ts), bisect.bisect_left(all_starts, ts + dur)
-            inside = [i for i in everything[lo:hi] if graph.end[i] <= ts + dur]
-            first = inside[0] if inside else NONE
-            last = max(inside, key=lambda i: (graph.end[i], i)) if inside else NONE
+            if everything is None:
+                everything = pc.sort_indices(_int64(start))  # stable
+            ordered = values_view(everything, "Q")
+            lo = bisect.bisect_left(ordered, ts, key=start.__getitem__)
+            hi = bisect.bisect_left(ordered, ts + dur, key=start.__getitem__)
+            span = everything.slice(lo, hi - lo)
+            inside = pc.filter(span, pc.less_equal(pc.take(_int64(end), span), ts + dur))
+            first, last = NONE, NONE
+            if len(inside):
+                ends = pc.take(_int64(end), inside)
+                latest = pc.max(ends)
+                first = inside[0].as_py()
+                last = pc.max(pc.filter(inside, pc.equal(ends, latest))).as_py()
         if first == NONE:
             continue
         out.steps.append(step)

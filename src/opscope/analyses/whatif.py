@@ -13,13 +13,16 @@ A change is ``SELECTOR=FACTOR``: the durations of what the selector picks are mu
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import name_match
 from opscope.analyses.depgraph import (
+    CATEGORIES,
     COMMUNICATION,
     COPIES,
     DEVICE,
@@ -32,6 +35,7 @@ from opscope.analyses.depgraph import (
 )
 from opscope.analyses.replay import replay, step_times
 from opscope.errors import UsageError
+from opscope.model.buffers import values_view
 from opscope.model.trace import Trace
 
 SELECTORS = ("op:REGEX", "kernel:REGEX", "copy", "comm", "sync", "launch", "loader", "idle")
@@ -76,58 +80,60 @@ def parse_change(text: str) -> Change:
     return Change(selector, None, factor)
 
 
-def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> tuple[list[float], list[float], list[int]]:
+def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> tuple[memoryview, memoryview, list[int]]:
     """Per node, its duration factor and its unexplained-lag factor after ``changes`` (a later change multiplies an
-    earlier one), and how many nodes each change picked."""
+    earlier one), as float64 memoryviews, and how many nodes each change picked."""
     n = len(graph)
-    duration, lag = [1.0] * n, [1.0] * n
+    duration = lag = _column(array("d", [1.0]) * n, pa.float64())
     picked: list[int] = []
-    names = None
     for change in changes:
         if change.selector == "idle":
-            chosen = [i for i in range(n) if graph.unexplained[i]]
-            for i in chosen:
-                lag[i] *= change.factor
-            picked.append(len(chosen))
-            continue
-        if names is None:
-            names = _node_names(trace, graph)
-        chosen = _chosen(trace, graph, change, names)
-        for i in chosen:
-            duration[i] *= change.factor
-        picked.append(len(chosen))
-    return duration, lag, picked
+            chosen = pc.not_equal(_column(graph.unexplained, pa.int64()), 0)
+            lag = pc.if_else(chosen, pc.multiply(lag, change.factor), lag)
+        else:
+            chosen = _chosen(trace, graph, change)
+            duration = pc.if_else(chosen, pc.multiply(duration, change.factor), duration)
+        picked.append(pc.sum(chosen).as_py() or 0)
+    return values_view(duration, "d"), values_view(lag, "d"), picked
 
 
-def _chosen(trace: Trace, graph: DepGraph, change: Change, names: list[str | None]) -> list[int]:
-    kind, category = graph.kind, graph.category
-    n = len(graph)
+def _column(values: Sequence[int] | Sequence[float], type_: pa.DataType) -> pa.Array:
+    """A graph's column (a memoryview, an array) as an Arrow array, in place."""
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+
+
+def _chosen(trace: Trace, graph: DepGraph, change: Change) -> pa.Array:
+    """Which nodes the change picks (a mask over the nodes)."""
+    kind = _column(graph.kind, pa.int8())
+    device = pc.equal(kind, DEVICE)
+    host = pc.invert(device)
+
+    def category(name: str) -> pa.Array:
+        return pc.equal(_column(graph.category.codes, pa.int8()), CATEGORIES.index(name))
+
+    def rows_in(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """Per node, whether its event is one the mask over the events marks (a gap: false)."""
+        row = _column(graph.row, pa.int32())
+        event = pc.if_else(pc.equal(row, NONE), pa.scalar(None, pa.int32()), row)
+        return pc.fill_null(pc.take(mask, event), False)
+
     if change.selector == "kernel":
-        pattern = re.compile(change.pattern or "")
-        return [i for i in range(n) if kind[i] == DEVICE and names[i] is not None and pattern.search(names[i] or "")]
+        return pc.and_(device, rows_in(name_match(trace.select(["name"])["name"], change.pattern or "")))
     if change.selector in ("copy", "comm"):
-        wanted = COPIES if change.selector == "copy" else COMMUNICATION
-        return [i for i in range(n) if kind[i] == DEVICE and category[i] == wanted]
+        return pc.and_(device, category(COPIES if change.selector == "copy" else COMMUNICATION))
     if change.selector == "sync":
-        return [i for i in range(n) if kind[i] == WAIT]
+        return pc.equal(kind, WAIT)
     if change.selector == "launch":
-        return [i for i in range(n) if kind[i] != DEVICE and category[i] == LAUNCH]
+        return pc.and_(host, category(LAUNCH))
     if change.selector == "loader":
-        return [i for i in range(n) if kind[i] != DEVICE and category[i] == INPUT]
-    inside = _inside_matching(trace, change.pattern or "")
-    return [i for i in range(n) if kind[i] != DEVICE and graph.row[i] != NONE and graph.row[i] in inside]
-
-
-def _node_names(trace: Trace, graph: DepGraph) -> list[str | None]:
-    rows = [r for r in graph.row if r != NONE]
-    names = pc.take(trace.select(["name"])["name"], pa.array(rows, pa.int64())).cast(pa.string()).to_pylist()
-    by_row = dict(zip(rows, names))
-    return [by_row.get(r) if r != NONE else None for r in graph.row]
+        return pc.and_(host, category(INPUT))
+    inside = pa.array(sorted(_inside_matching(trace, change.pattern or "")), pa.int32())
+    return pc.and_(host, pc.is_in(_column(graph.row, pa.int32()), value_set=inside))
 
 
 def _inside_matching(trace: Trace, pattern: str) -> set[int]:
     """Host event rows that match ``pattern`` or lie inside one that does (by the model's nesting)."""
-    from opscope.analyses.arrays import name_match, rows_where
+    from opscope.analyses.arrays import rows_where
     from opscope.analyses.depgraph import SLICE_KINDS
     from opscope.model.schema import kind_mask
 

@@ -1,7 +1,8 @@
 """What opscope's C loops share on the Python side: whether they are on, and Arrow arrays as buffers and back.
 
-The C parts (``ingest/chrome/_scan.c``, ``model/_derive.c``, ``analyses/_loops.c``) each have a Python (Arrow)
-definition beside them; ``OPSCOPE_NATIVE=0`` turns every one off, so the definitions run (tests compare the two)."""
+The C parts (``ingest/chrome/_scan.c``, ``model/_derive.c``, ``analyses/_loops.c``, ``analyses/_graph.c``) each
+have a Python (Arrow) definition beside them; ``OPSCOPE_NATIVE=0`` turns every one off, so the definitions run
+(tests compare the two)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,716 @@
+/* opscope.analyses._graph: the dependency graph of analyses/depgraph.py built, and replayed as analyses/replay.py
+ * replays it, over buffers without a Python object per node: each host thread's sweep into slices, device work per
+ * stream tied to its launch, the inferred cross-stream waits, the waits tied to the work they waited for, Kahn's
+ * order and the renumbering; then the replay's one pass in that order. The Python definitions stay beside them and
+ * run where this module is not built, with OPSCOPE_NATIVE=0, or where a call declines (returns None or False):
+ * times so far apart that a difference could leave int64, more than 2^31 - 1 nodes or rows. */
+#include "../_buffers.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* node kinds, edges and categories as depgraph.py numbers them (categories: positions in CATEGORIES) */
+enum { HOST = 0, WAIT = 1, DEVICE = 2 };
+enum { ON_CHAIN = 0, ON_EXTRA = 1 };
+enum { C_HOST_COMPUTE = 0, C_LAUNCH = 3, C_SYNC_WAIT = 7, C_INPUT = 8, C_GAP = -1 };
+/* replay.py's bounds */
+enum { B_CHAIN = 0, B_EXTRA = 1, B_ROOT = 2, B_AFTER = 3 };
+#define NONE (-1)
+#define WIDEST ((uint64_t)1 << 62) /* times within this of each other: every difference and lag fits int64 */
+
+/* The node columns, each a bytearray (handed to Python as they are, cut to the nodes made). */
+enum { F_KIND, F_CATEGORY, F_ON, F_ROW, F_LANE, F_CHAIN, F_EXTRA, F_AFTER, F_DUR, F_CHAIN_LAG, F_EXTRA_LAG, F_AFTER_LAG,
+       F_UNEXPLAINED, F_START, F_END, N_FIELDS };
+static const Py_ssize_t FIELD_SIZE[N_FIELDS] = {1, 1, 1, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8};
+
+typedef struct {
+    Py_ssize_t n;
+    int8_t *kind, *category, *on;
+    int32_t *row, *lane, *chain, *extra, *after;
+    int64_t *dur, *chain_lag, *extra_lag, *after_lag, *unexplained, *start, *end;
+    int64_t origin, cap;
+} Nodes;
+
+static inline int32_t add_node(Nodes *g, int8_t kind, int8_t category, int32_t row, int32_t lane, int64_t start,
+                               int64_t end, int32_t chain) {
+    int32_t node = (int32_t)g->n++;
+    g->kind[node] = kind;
+    g->category[node] = category;
+    g->on[node] = ON_CHAIN;
+    g->row[node] = row;
+    g->lane[node] = lane;
+    g->chain[node] = chain;
+    g->extra[node] = NONE;
+    g->after[node] = NONE;
+    g->dur[node] = end - start;
+    g->chain_lag[node] = start - (chain != NONE ? g->end[chain] : g->origin);
+    g->extra_lag[node] = 0;
+    g->after_lag[node] = 0;
+    g->unexplained[node] = 0;
+    g->start[node] = start;
+    g->end[node] = end;
+    return node;
+}
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t excess(Nodes *g, int64_t lag) { return lag - g->cap > 0 ? lag - g->cap : 0; }
+
+/* One host thread's sweep (_ThreadSweep): its events in order, a slice wherever one starts or ends, charged to the
+ * innermost open event (none: the thread's gap category). */
+typedef struct {
+    int32_t row;
+    int8_t category;
+    int64_t end;
+} Open;
+
+typedef struct {
+    Nodes *g;
+    Open *stack;
+    Py_ssize_t depth;
+    int64_t now;
+    int32_t lane, last;
+    int8_t gap;
+    int32_t *slice_first, *slice_last; /* per event row: its first and last slice (-1: none) */
+} Sweep;
+
+static void emit(Sweep *s, int64_t upto) {
+    Open *top = s->depth ? &s->stack[s->depth - 1] : NULL;
+    int empty_call = top && (top->category == C_LAUNCH || top->category == C_SYNC_WAIT) && s->slice_last[top->row] < 0;
+    if (upto < s->now || (upto == s->now && !empty_call)) return;
+    int8_t kind = top && top->category == C_SYNC_WAIT ? WAIT : HOST;
+    int32_t node = add_node(s->g, kind, top ? top->category : s->gap, top ? top->row : NONE, s->lane, s->now, upto,
+                            s->last);
+    s->last = node;
+    if (top) {
+        if (s->slice_first[top->row] < 0) s->slice_first[top->row] = node;
+        s->slice_last[top->row] = node;
+    }
+    s->now = upto;
+}
+
+/* The stable order of `values` (uint64 keys, n of them) by LSD radix sort, 16 bits a pass, passes where every key
+ * has the same digit skipped; `order` in, sorted out (ties keep their order in). -1: memory. */
+static int radix_order(const uint64_t *key, int32_t *order, Py_ssize_t n) {
+    int32_t *tmp = malloc(sizeof *tmp * (size_t)(n + 1));
+    Py_ssize_t *count = malloc(sizeof *count * 65537);
+    if (!tmp || !count) {
+        free(tmp);
+        free(count);
+        return -1;
+    }
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(count, 0, sizeof *count * 65537);
+        for (Py_ssize_t i = 0; i < n; i++) count[((key[order[i]] >> shift) & 0xFFFF) + 1]++;
+        int one_digit = 0;
+        for (Py_ssize_t d = 1; d <= 65536; d++)
+            if (count[d] == n) one_digit = 1;
+        if (one_digit) continue;
+        for (Py_ssize_t d = 0; d < 65536; d++) count[d + 1] += count[d];
+        for (Py_ssize_t i = 0; i < n; i++) tmp[count[(key[order[i]] >> shift) & 0xFFFF]++] = order[i];
+        memcpy(order, tmp, sizeof *order * (size_t)n);
+    }
+    free(tmp);
+    free(count);
+    return 0;
+}
+
+/* the first position in nodes[0..m) whose end is after t (bisect_right on the ends) */
+static inline Py_ssize_t after_end(const Nodes *g, const int32_t *nodes, Py_ssize_t m, int64_t t) {
+    Py_ssize_t lo = 0, hi = m;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (g->end[nodes[mid]] <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+typedef struct {
+    int64_t start;
+    int32_t node;
+} Root;
+
+static int by_start(const void *a, const void *b) {
+    const Root *x = a, *y = b;
+    if (x->start != y->start) return (x->start > y->start) - (x->start < y->start);
+    return (x->node > y->node) - (x->node < y->node);
+}
+
+/* Kahn's order (_Builder._topological): the nodes without dependencies by start (then number), then first in first
+ * out; how many it reached (fewer than n: a cycle). -1: memory. */
+static Py_ssize_t kahn(const Nodes *g, int32_t *order) {
+    Py_ssize_t n = g->n, reached = -1;
+    int32_t *waiting = calloc((size_t)n + 1, sizeof *waiting);
+    int64_t *first = calloc((size_t)n + 2, sizeof *first);
+    int32_t *next = NULL;
+    Root *roots = NULL;
+    if (!waiting || !first) goto out;
+    const int32_t *deps[3] = {g->chain, g->extra, g->after};
+    for (Py_ssize_t v = 0; v < n; v++)
+        for (int k = 0; k < 3; k++)
+            if (deps[k][v] != NONE) {
+                waiting[v]++;
+                first[deps[k][v] + 2]++;
+            }
+    for (Py_ssize_t v = 0; v < n; v++) first[v + 2] += first[v + 1];
+    next = malloc(sizeof *next * (size_t)(first[n + 1] + 1));
+    if (!next) goto out;
+    for (Py_ssize_t v = 0; v < n; v++) /* each dependency's dependents in node order, as the lists are appended */
+        for (int k = 0; k < 3; k++)
+            if (deps[k][v] != NONE) next[first[deps[k][v] + 1]++] = (int32_t)v;
+    Py_ssize_t n_roots = 0;
+    for (Py_ssize_t v = 0; v < n; v++) n_roots += !waiting[v];
+    roots = malloc(sizeof *roots * (size_t)(n_roots + 1));
+    if (!roots) goto out;
+    n_roots = 0;
+    for (Py_ssize_t v = 0; v < n; v++)
+        if (!waiting[v]) {
+            roots[n_roots].start = g->start[v];
+            roots[n_roots++].node = (int32_t)v;
+        }
+    qsort(roots, (size_t)n_roots, sizeof *roots, by_start);
+    Py_ssize_t tail = 0;
+    for (Py_ssize_t i = 0; i < n_roots; i++) order[tail++] = roots[i].node;
+    for (Py_ssize_t head = 0; head < tail; head++) {
+        int32_t v = order[head];
+        for (int64_t j = first[v]; j < first[v + 1]; j++)
+            if (!--waiting[next[j]]) order[tail++] = next[j];
+    }
+    reached = tail;
+out:
+    free(waiting);
+    free(first);
+    free(next);
+    free(roots);
+    return reached;
+}
+
+/* values[i] = values[order[i]] for every i, through `scratch` (n items): a gather, whose reads the processor
+ * overlaps, then one copy back (following the permutation's cycles in place reads one value after another: ten
+ * times slower on a graph of millions of nodes) */
+#define PERMUTE(type, values, order, n, scratch)                                                                     \
+    do {                                                                                                             \
+        type *to_ = (type *)(scratch);                                                                               \
+        for (Py_ssize_t i_ = 0; i_ < (n); i_++) to_[i_] = (values)[(order)[i_]];                                     \
+        memcpy((values), to_, sizeof(type) * (size_t)(n));                                                           \
+    } while (0)
+
+/* build(h_row, h_lane, h_ts, h_dur, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_ts, d_dur, d_launch, w_row,
+ *       w_group, n_rows, n_lanes, n_groups, origin, cap) -> tuple of bytearrays, or None
+ * depgraph._build from its inputs as arrays. Host events (h_*: the SLICE_KINDS rows in row order; h_lane their
+ * thread, numbered in order of first appearance, < len(lane_gap); h_cat the category they take whatever encloses
+ * them, or HOST_COMPUTE for an op and -1 for an annotation, which become INPUT inside input-pipeline work, else
+ * stay or take the thread's gap category lane_gap[lane]). Device work (d_*: in start order, ties by row; d_lane its
+ * stream's lane number < n_lanes; d_group its device's number < n_groups; d_launch the row of its launch call, -1
+ * none). The waiting calls (w_row, w_group: the device they wait on, -1 any). int64 but h_cat, lane_gap, d_cat
+ * (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane, chain, extra,
+ * after int32; the rest int64), the host threads' renumbered nodes (int32) and each thread's first position in
+ * them (int64, len(lane_gap) + 1); None where it declines; RuntimeError for a cycle no inferred edge closes. */
+static PyObject *build(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"h_row", 8, 0, 0},   {"h_lane", 8, 0, 0},  {"h_ts", 8, 0, 0},
+                                    {"h_dur", 8, 0, 0},   {"h_cat", 1, 0, 0},   {"lane_gap", 1, 0, 0},
+                                    {"d_row", 8, 0, 0},   {"d_lane", 8, 0, 0},  {"d_group", 8, 0, 0},
+                                    {"d_cat", 1, 0, 0},   {"d_ts", 8, 0, 0},    {"d_dur", 8, 0, 0},
+                                    {"d_launch", 8, 0, 0}, {"w_row", 8, 0, 0},  {"w_group", 8, 0, 0}};
+    enum { N_VIEWS = 15 };
+    View v[N_VIEWS];
+    PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *threads = NULL, *offsets = NULL;
+    int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
+            *by_group = NULL, *saved_node = NULL;
+    int64_t *lane_first = NULL, *gfirst = NULL, *saved = NULL;
+    Open *stack = NULL;
+    uint64_t *key = NULL;
+    uint8_t *seen = NULL;
+    if (views_of_args(args, "build", spec, N_VIEWS, N_VIEWS + 5, v)) goto done;
+    long long number[5]; /* n_rows, n_lanes, n_groups, origin, cap */
+    for (int i = 0; i < 5; i++) {
+        number[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args, N_VIEWS + i));
+        if (number[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    long long n_rows_ll = number[0], n_lanes_ll = number[1], n_groups_ll = number[2], origin_ll = number[3],
+              cap_ll = number[4];
+    Py_ssize_t nh = v[0].b.len / 8, n_host_lanes = v[5].b.len, nd = v[6].b.len / 8, nw = v[13].b.len / 8;
+    if (v[1].b.len / 8 != nh || v[2].b.len / 8 != nh || v[3].b.len / 8 != nh || v[4].b.len != nh ||
+        v[7].b.len / 8 != nd || v[8].b.len / 8 != nd || v[9].b.len != nd || v[10].b.len / 8 != nd ||
+        v[11].b.len / 8 != nd || v[12].b.len / 8 != nd || v[14].b.len / 8 != nw) {
+        PyErr_SetString(PyExc_ValueError, "build: buffers of different lengths");
+        goto done;
+    }
+    if (n_rows_ll < 0 || n_lanes_ll < n_host_lanes || n_groups_ll < 0 || cap_ll < 0) {
+        PyErr_SetString(PyExc_ValueError, "build: negative counts");
+        goto done;
+    }
+    const int64_t *h_row = v[0].b.buf, *h_lane = v[1].b.buf, *h_ts = v[2].b.buf, *h_dur = v[3].b.buf;
+    const int8_t *h_cat = v[4].b.buf, *lane_gap = v[5].b.buf;
+    const int64_t *d_row = v[6].b.buf, *d_lane = v[7].b.buf, *d_group = v[8].b.buf, *d_ts = v[10].b.buf,
+                  *d_dur = v[11].b.buf, *d_launch = v[12].b.buf, *w_row = v[13].b.buf, *w_group = v[14].b.buf;
+    const int8_t *d_cat = v[9].b.buf;
+    Py_ssize_t n_rows = (Py_ssize_t)n_rows_ll, n_lanes = (Py_ssize_t)n_lanes_ll, n_groups = (Py_ssize_t)n_groups_ll;
+    Py_ssize_t cap = 2 * nh + nd; /* each host event opens at most two slices (at its start, at its end) */
+    if (n_rows >= INT32_MAX || cap >= INT32_MAX || n_lanes >= INT32_MAX) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* every input in range, and every time within WIDEST of the others (the origin included) */
+    int64_t lo = origin_ll, hi = origin_ll;
+    int fits = 1;
+    for (Py_ssize_t i = 0; i < nh && fits; i++) {
+        if (h_row[i] < 0 || h_row[i] >= n_rows || h_lane[i] < 0 || h_lane[i] >= n_host_lanes) {
+            PyErr_SetString(PyExc_ValueError, "build: a host row or lane out of range");
+            goto done;
+        }
+        int64_t d = h_dur[i] > 0 ? h_dur[i] : 0;
+        if (d > INT64_MAX - h_ts[i]) fits = 0;
+        else {
+            if (h_ts[i] < lo) lo = h_ts[i];
+            if (h_ts[i] + d > hi) hi = h_ts[i] + d;
+        }
+    }
+    for (Py_ssize_t i = 0; i < nd && fits; i++) {
+        if (d_row[i] < 0 || d_row[i] >= n_rows || d_lane[i] < 0 || d_lane[i] >= n_lanes || d_group[i] < 0 ||
+            d_group[i] >= n_groups || d_launch[i] < -1 || d_launch[i] >= n_rows) {
+            PyErr_SetString(PyExc_ValueError, "build: a device row, lane, device or launch out of range");
+            goto done;
+        }
+        int64_t d = d_dur[i] > 0 ? d_dur[i] : 0;
+        if (d > INT64_MAX - d_ts[i]) fits = 0;
+        else {
+            if (d_ts[i] < lo) lo = d_ts[i];
+            if (d_ts[i] + d > hi) hi = d_ts[i] + d;
+        }
+    }
+    for (Py_ssize_t i = 0; i < nw; i++)
+        if (w_row[i] < 0 || w_row[i] >= n_rows || w_group[i] < -1 || w_group[i] >= n_groups) {
+            PyErr_SetString(PyExc_ValueError, "build: a waiting row or its device out of range");
+            goto done;
+        }
+    if (!fits || (uint64_t)hi - (uint64_t)lo > WIDEST) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (int f = 0; f < N_FIELDS; f++)
+        if (!(field[f] = PyByteArray_FromStringAndSize(NULL, FIELD_SIZE[f] * (cap + 1)))) goto done;
+    Nodes g = {0};
+    g.origin = origin_ll;
+    g.cap = cap_ll;
+    g.kind = (int8_t *)PyByteArray_AS_STRING(field[F_KIND]);
+    g.category = (int8_t *)PyByteArray_AS_STRING(field[F_CATEGORY]);
+    g.on = (int8_t *)PyByteArray_AS_STRING(field[F_ON]);
+    g.row = (int32_t *)PyByteArray_AS_STRING(field[F_ROW]);
+    g.lane = (int32_t *)PyByteArray_AS_STRING(field[F_LANE]);
+    g.chain = (int32_t *)PyByteArray_AS_STRING(field[F_CHAIN]);
+    g.extra = (int32_t *)PyByteArray_AS_STRING(field[F_EXTRA]);
+    g.after = (int32_t *)PyByteArray_AS_STRING(field[F_AFTER]);
+    g.dur = (int64_t *)PyByteArray_AS_STRING(field[F_DUR]);
+    g.chain_lag = (int64_t *)PyByteArray_AS_STRING(field[F_CHAIN_LAG]);
+    g.extra_lag = (int64_t *)PyByteArray_AS_STRING(field[F_EXTRA_LAG]);
+    g.after_lag = (int64_t *)PyByteArray_AS_STRING(field[F_AFTER_LAG]);
+    g.unexplained = (int64_t *)PyByteArray_AS_STRING(field[F_UNEXPLAINED]);
+    g.start = (int64_t *)PyByteArray_AS_STRING(field[F_START]);
+    g.end = (int64_t *)PyByteArray_AS_STRING(field[F_END]);
+
+    int state = 0; /* 0 fine, 1 out of memory, 2 a cycle */
+    Py_ssize_t n_host = 0, n_saved = 0;
+    Py_BEGIN_ALLOW_THREADS
+    slice_first = malloc(sizeof *slice_first * (size_t)(n_rows + 1));
+    slice_last = malloc(sizeof *slice_last * (size_t)(n_rows + 1));
+    lane_first = calloc((size_t)n_host_lanes + 2, sizeof *lane_first);
+    hord = malloc(sizeof *hord * (size_t)(nh + 1));
+    stack = malloc(sizeof *stack * (size_t)(nh + 1));
+    last_on = malloc(sizeof *last_on * (size_t)(n_lanes + 1));
+    if (!slice_first || !slice_last || !lane_first || !hord || !stack || !last_on) {
+        state = 1;
+        goto computed;
+    }
+    for (Py_ssize_t r = 0; r < n_rows; r++) slice_first[r] = slice_last[r] = -1;
+    /* --- host slices: the events of each thread (a counting sort keeps their order), thread by thread */
+    for (Py_ssize_t i = 0; i < nh; i++) lane_first[h_lane[i] + 2]++;
+    for (Py_ssize_t k = 0; k < n_host_lanes; k++) lane_first[k + 2] += lane_first[k + 1];
+    for (Py_ssize_t i = 0; i < nh; i++) hord[lane_first[h_lane[i] + 1]++] = (int32_t)i;
+    /* now lane_first[k] is thread k's first event in hord; it becomes its first node below */
+    Sweep s = {.g = &g, .stack = stack, .slice_first = slice_first, .slice_last = slice_last};
+    for (Py_ssize_t k = 0; k < n_host_lanes; k++) {
+        Py_ssize_t from = lane_first[k], to = lane_first[k + 1];
+        lane_first[k] = g.n;
+        s.depth = 0;
+        s.lane = (int32_t)k;
+        s.last = NONE;
+        s.gap = lane_gap[k];
+        for (Py_ssize_t j = from; j < to; j++) {
+            Py_ssize_t i = hord[j];
+            int64_t start = h_ts[i], end = h_ts[i] + (h_dur[i] > 0 ? h_dur[i] : 0);
+            if (j == from) s.now = start;
+            while (s.depth && s.stack[s.depth - 1].end <= start) {
+                emit(&s, s.stack[s.depth - 1].end);
+                s.depth--;
+            }
+            emit(&s, start);
+            int8_t category = h_cat[i];
+            if (s.depth) {
+                end = min64(end, s.stack[s.depth - 1].end); /* a child past its parent's end: its part inside */
+                if ((category == C_HOST_COMPUTE || category == C_GAP) && s.stack[s.depth - 1].category == C_INPUT)
+                    category = C_INPUT;
+            }
+            if (category == C_GAP) category = s.gap;
+            s.stack[s.depth].row = (int32_t)h_row[i];
+            s.stack[s.depth].end = end;
+            s.stack[s.depth++].category = category;
+        }
+        while (s.depth) {
+            emit(&s, s.stack[s.depth - 1].end);
+            s.depth--;
+        }
+    }
+    lane_first[n_host_lanes] = n_host = g.n;
+    free(hord);
+    hord = NULL;
+    free(stack);
+    stack = NULL;
+    /* --- device work: after the work before it on its stream and after its launch (_tie_to_launch) */
+    for (Py_ssize_t k = 0; k < n_lanes; k++) last_on[k] = NONE;
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        int64_t start = d_ts[i], end = d_ts[i] + (d_dur[i] > 0 ? d_dur[i] : 0);
+        int32_t prev = last_on[d_lane[i]];
+        int32_t node = add_node(&g, DEVICE, d_cat[i], (int32_t)d_row[i], (int32_t)d_lane[i], start, end, prev);
+        last_on[d_lane[i]] = node;
+        int32_t anchor = NONE;
+        if (d_launch[i] >= 0 && slice_last[d_launch[i]] >= 0) {
+            int32_t first = slice_first[d_launch[i]], last = slice_last[d_launch[i]];
+            anchor = g.kind[last] == WAIT ? g.chain[first] : last;
+        }
+        if (anchor == NONE) {
+            g.unexplained[node] = excess(&g, g.chain_lag[node]);
+            continue;
+        }
+        int64_t launch_lag = start - g.end[anchor];
+        g.extra[node] = anchor;
+        if (prev == NONE || g.end[anchor] >= g.end[prev]) { /* the launch bound its start */
+            g.extra_lag[node] = launch_lag;
+            g.chain_lag[node] = prev != NONE ? min64(g.chain_lag[node], g.cap) : 0;
+            g.unexplained[node] = excess(&g, launch_lag);
+            g.on[node] = ON_EXTRA;
+        } else { /* the queue bound it */
+            g.extra_lag[node] = min64(launch_lag, g.cap);
+            g.unexplained[node] = excess(&g, g.chain_lag[node]);
+        }
+    }
+    /* the device nodes by end (then number): all of them, and per device (a stable counting sort by device) */
+    key = malloc(sizeof *key * (size_t)(g.n + 1));
+    order = malloc(sizeof *order * (size_t)(g.n + 1));
+    dev = malloc(sizeof *dev * (size_t)(nd + 1));
+    by_group = malloc(sizeof *by_group * (size_t)(nd + 1));
+    gfirst = calloc((size_t)n_groups + 2, sizeof *gfirst);
+    saved = malloc(sizeof *saved * 4 * (size_t)(nd + 1));
+    saved_node = malloc(sizeof *saved_node * (size_t)(nd + 1));
+    if (!key || !order || !dev || !by_group || !gfirst || !saved || !saved_node) {
+        state = 1;
+        goto computed;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        dev[i] = (int32_t)(n_host + i);
+        key[n_host + i] = (uint64_t)g.end[n_host + i] - (uint64_t)lo;
+    }
+    if (radix_order(key, dev, nd)) {
+        state = 1;
+        goto computed;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) gfirst[d_group[i] + 2]++;
+    for (Py_ssize_t k = 0; k < n_groups; k++) gfirst[k + 2] += gfirst[k + 1];
+    for (Py_ssize_t i = 0; i < nd; i++) by_group[gfirst[d_group[dev[i] - n_host] + 1]++] = dev[i];
+    /* --- _tie_across_streams: work that started long after its launch and its stream's work, just after work on
+     * another stream of its device ended, waited for that work */
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        int32_t node = (int32_t)(n_host + i);
+        if (!g.unexplained[node]) continue;
+        const int32_t *mine = by_group + gfirst[d_group[i]];
+        int64_t start = g.start[node];
+        Py_ssize_t k = after_end(&g, mine, gfirst[d_group[i] + 1] - gfirst[d_group[i]], start) - 1;
+        while (k >= 0 && g.end[mine[k]] >= start - g.cap) {
+            int32_t other = mine[k];
+            if (g.lane[other] != g.lane[node] && g.start[other] < start) {
+                saved_node[n_saved] = node;
+                saved[4 * n_saved] = g.chain_lag[node];
+                saved[4 * n_saved + 1] = g.extra_lag[node];
+                saved[4 * n_saved + 2] = g.unexplained[node];
+                saved[4 * n_saved + 3] = g.on[node];
+                n_saved++;
+                g.after[node] = other;
+                g.after_lag[node] = start - g.end[other];
+                g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
+                g.extra_lag[node] = min64(g.extra_lag[node], g.cap);
+                g.unexplained[node] = 0;
+                break;
+            }
+            k--;
+        }
+    }
+    /* --- _tie_waits: each waiting call to the work that ended last before it returned among the work launched
+     * before it began */
+    for (Py_ssize_t w = 0; w < nw && nd; w++) {
+        int32_t node = slice_last[w_row[w]];
+        if (node < 0) continue;
+        const int32_t *candidates = w_group[w] >= 0 ? by_group + gfirst[w_group[w]] : dev;
+        Py_ssize_t m = w_group[w] >= 0 ? gfirst[w_group[w] + 1] - gfirst[w_group[w]] : nd;
+        int64_t call_start = g.start[node], call_end = g.end[node];
+        int32_t waited = NONE;
+        for (Py_ssize_t k = after_end(&g, candidates, m, call_end) - 1; k >= 0; k--) {
+            int32_t work = candidates[k], launch = g.extra[work];
+            if (launch == NONE || g.start[launch] <= call_start || g.end[launch] <= call_start) {
+                waited = work;
+                break;
+            }
+        }
+        if (waited == NONE || g.end[waited] <= call_start) continue; /* nothing to wait for: its time is its own */
+        g.extra[node] = waited;
+        g.extra_lag[node] = call_end - g.end[waited];
+        g.dur[node] = 0;
+        g.unexplained[node] = excess(&g, g.extra_lag[node]);
+        g.on[node] = ON_EXTRA;
+    }
+    free(key);
+    key = NULL;
+    free(dev);
+    dev = NULL;
+    free(by_group);
+    by_group = NULL;
+    /* --- Kahn's order; inferred edges of the nodes a cycle leaves out dropped (their lags as before) */
+    Py_ssize_t reached = kahn(&g, order);
+    if (reached >= 0 && reached < g.n) {
+        seen = calloc((size_t)g.n + 1, 1);
+        if (!seen) {
+            state = 1;
+            goto computed;
+        }
+        for (Py_ssize_t i = 0; i < reached; i++) seen[order[i]] = 1;
+        for (Py_ssize_t k = 0; k < n_saved; k++) {
+            int32_t node = saved_node[k];
+            if (seen[node]) continue;
+            g.after[node] = NONE;
+            g.after_lag[node] = 0;
+            g.chain_lag[node] = saved[4 * k];
+            g.extra_lag[node] = saved[4 * k + 1];
+            g.unexplained[node] = saved[4 * k + 2];
+            g.on[node] = (int8_t)saved[4 * k + 3];
+        }
+        reached = kahn(&g, order);
+        if (reached >= 0 && reached < g.n) state = 2;
+    }
+    if (reached < 0) state = 1;
+    if (state) goto computed;
+    /* --- renumbered: new[node] is its place in the order (in last_on's stead: a scratch of n int32) */
+    int32_t *new = malloc(sizeof *new * (size_t)(g.n + 1));
+    int64_t *scratch = malloc(sizeof *scratch * (size_t)(g.n + 1));
+    if (!new || !scratch) {
+        free(new);
+        free(scratch);
+        state = 1;
+        goto computed;
+    }
+    for (Py_ssize_t i = 0; i < g.n; i++) new[order[i]] = (int32_t)i;
+    int32_t *refs[3] = {g.chain, g.extra, g.after};
+    for (int k = 0; k < 3; k++)
+        for (Py_ssize_t i = 0; i < g.n; i++)
+            if (refs[k][i] != NONE) refs[k][i] = new[refs[k][i]];
+    int8_t *bytes[3] = {g.kind, g.category, g.on};
+    for (int k = 0; k < 3; k++) PERMUTE(int8_t, bytes[k], order, g.n, scratch);
+    int32_t *ints[5] = {g.row, g.lane, g.chain, g.extra, g.after};
+    for (int k = 0; k < 5; k++) PERMUTE(int32_t, ints[k], order, g.n, scratch);
+    int64_t *longs[7] = {g.dur, g.chain_lag, g.extra_lag, g.after_lag, g.unexplained, g.start, g.end};
+    for (int k = 0; k < 7; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
+    /* the host threads' nodes, renumbered, in the order they were made (into `order`, no longer needed) */
+    for (Py_ssize_t i = 0; i < n_host; i++) order[i] = new[i];
+    free(new);
+    free(scratch);
+computed:
+    Py_END_ALLOW_THREADS
+    if (state == 1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (state == 2) {
+        PyErr_SetString(PyExc_RuntimeError, "the dependency graph has a cycle that no inferred edge closes");
+        goto done;
+    }
+    for (int f = 0; f < N_FIELDS; f++)
+        if (PyByteArray_Resize(field[f], FIELD_SIZE[f] * g.n) < 0) goto done;
+    threads = PyByteArray_FromStringAndSize((const char *)order, (Py_ssize_t)sizeof(int32_t) * n_host);
+    offsets = PyByteArray_FromStringAndSize((const char *)lane_first, (Py_ssize_t)sizeof(int64_t) * (n_host_lanes + 1));
+    if (!threads || !offsets) goto done;
+    result = PyTuple_New(N_FIELDS + 2);
+    if (!result) goto done;
+    for (int f = 0; f < N_FIELDS; f++) {
+        PyTuple_SET_ITEM(result, f, field[f]);
+        field[f] = NULL;
+    }
+    PyTuple_SET_ITEM(result, N_FIELDS, threads);
+    PyTuple_SET_ITEM(result, N_FIELDS + 1, offsets);
+    threads = offsets = NULL;
+done:
+    for (int f = 0; f < N_FIELDS; f++) Py_XDECREF(field[f]);
+    Py_XDECREF(threads);
+    Py_XDECREF(offsets);
+    free(slice_first);
+    free(slice_last);
+    free(lane_first);
+    free(hord);
+    free(stack);
+    free(last_on);
+    free(key);
+    free(order);
+    free(dev);
+    free(by_group);
+    free(gfirst);
+    free(saved);
+    free(saved_node);
+    free(seen);
+    release_views(v, N_VIEWS);
+    return result;
+}
+
+/* a + b into *out; 0 where it fits int64 */
+static inline int add_over(int64_t a, int64_t b, int64_t *out) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 1;
+    *out = a + b;
+    return 0;
+}
+
+/* round(x) as Python rounds a float to an int (half to even), 0 where it fits int64 (not NaN, not infinite) */
+static inline int rounded(double x, int64_t *out) {
+    if (!(x > -9.2e18 && x < 9.2e18)) return 1;
+    double r = nearbyint(x); /* the default rounding: to nearest, ties to even */
+    *out = (int64_t)r;
+    return 0;
+}
+
+/* replay(kind, dur, chain, chain_lag, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor,
+ *        lag_factor, start, end, bound) -> bool
+ * replay.replay in one pass in the nodes' order: starts and ends (int64, written) and what bound each start (int8,
+ * written). kind and unexplained_on int8, chain, extra and after int32, the rest int64; factor and lag_factor
+ * float64 per node or None (1). False (nothing to trust in the outputs: the caller's definition runs) where a
+ * dependency is not an earlier node, a duration times its factor is not a number or leaves int64, or a time leaves
+ * int64. */
+static PyObject *replay(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},        {"dur", 8, 0, 0},        {"chain", 4, 0, 0},
+                                    {"chain_lag", 8, 0, 0},   {"extra", 4, 0, 0},      {"extra_lag", 8, 0, 0},
+                                    {"after", 4, 0, 0},       {"after_lag", 8, 0, 0},  {"unexplained", 8, 0, 0},
+                                    {"unexplained_on", 1, 0, 0}, {"factor", 8, 0, 1},  {"lag_factor", 8, 0, 1},
+                                    {"start", 8, 1, 0},       {"end", 8, 1, 0},        {"bound", 1, 1, 0}};
+    enum { N_VIEWS = 15 };
+    View v[N_VIEWS];
+    PyObject *result = NULL;
+    if (views_of_args(args, "replay", spec, N_VIEWS, N_VIEWS, v)) goto done;
+    Py_ssize_t n = v[0].b.len;
+    static const Py_ssize_t size[N_VIEWS] = {1, 8, 4, 8, 4, 8, 4, 8, 8, 1, 8, 8, 8, 8, 1};
+    for (int i = 1; i < N_VIEWS; i++)
+        if (v[i].held && v[i].b.len / size[i] != n) {
+            PyErr_SetString(PyExc_ValueError, "replay: buffers of different lengths");
+            goto done;
+        }
+    const int8_t *kind = v[0].b.buf, *on = v[9].b.buf;
+    const int64_t *dur = v[1].b.buf, *chain_lag = v[3].b.buf, *extra_lag = v[5].b.buf, *after_lag = v[7].b.buf,
+                  *unexplained = v[8].b.buf;
+    const int32_t *chain = v[2].b.buf, *extra = v[4].b.buf, *after = v[6].b.buf;
+    const double *factor = v[10].held ? v[10].b.buf : NULL, *lag_factor = v[11].held ? v[11].b.buf : NULL;
+    int64_t *start = v[12].b.buf, *end = v[13].b.buf;
+    int8_t *bound = v[14].b.buf;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t node = 0; node < n && !failed; node++) {
+        int32_t c = chain[node], e = extra[node], a = after[node];
+        if (c < NONE || c >= node || e < NONE || e >= node || a < NONE || a >= node) {
+            failed = 1;
+            break;
+        }
+        int64_t cut_chain = 0, cut_extra = 0, cut = 0, at, own, via;
+        if (lag_factor && unexplained[node]) {
+            if (rounded((double)unexplained[node] * (1.0 - lag_factor[node]), &cut)) {
+                failed = 1;
+                break;
+            }
+            if (on[node] == ON_CHAIN) cut_chain = cut;
+            else cut_extra = cut;
+        }
+        double f = factor ? factor[node] : 1.0;
+        if (add_over(c != NONE ? end[c] : 0, chain_lag[node], &at) || add_over(at, -cut_chain, &at) ||
+            cut_chain == INT64_MIN || rounded((double)dur[node] * f, &own)) {
+            failed = 1;
+            break;
+        }
+        int8_t how = c != NONE ? B_CHAIN : B_ROOT;
+        if (kind[node] == WAIT) {
+            /* a wait ends when its work has ended (plus its lag), or after its own part when that is later;
+             * factor 0 removes the wait */
+            start[node] = at;
+            bound[node] = how;
+            int64_t finish;
+            if (add_over(at, own, &finish)) {
+                failed = 1;
+                break;
+            }
+            if (e != NONE && f > 0) {
+                int64_t waited;
+                if (add_over(end[e], extra_lag[node], &waited) || cut_extra == INT64_MIN ||
+                    add_over(waited, -cut_extra, &waited)) {
+                    failed = 1;
+                    break;
+                }
+                if (waited > finish) {
+                    finish = waited;
+                    bound[node] = B_EXTRA;
+                }
+            }
+            end[node] = finish;
+            continue;
+        }
+        if (e != NONE) {
+            if (add_over(end[e], extra_lag[node], &via) || cut_extra == INT64_MIN || add_over(via, -cut_extra, &via)) {
+                failed = 1;
+                break;
+            }
+            /* a tie goes to the edge that bound the start as measured */
+            if (via > at || (via == at && (how == B_ROOT || on[node] == ON_EXTRA))) {
+                at = via;
+                how = B_EXTRA;
+            }
+        }
+        if (a != NONE) {
+            if (add_over(end[a], after_lag[node], &via)) {
+                failed = 1;
+                break;
+            }
+            if (via >= at) {
+                at = via;
+                how = B_AFTER;
+            }
+        }
+        start[node] = at;
+        bound[node] = how;
+        if (add_over(at, own, &end[node])) failed = 1;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyBool_FromLong(!failed);
+done:
+    release_views(v, N_VIEWS);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"build", build, METH_VARARGS,
+     "build(h_row, h_lane, h_ts, h_dur, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_ts, d_dur, d_launch, "
+     "w_row, w_group, n_rows, n_lanes, n_groups, origin, cap) -> tuple of bytearrays, or None\n\ndepgraph._build "
+     "from arrays: the node columns in Kahn's order, the host threads' nodes and offsets; None where it declines."},
+    {"replay", replay, METH_VARARGS,
+     "replay(kind, dur, chain, chain_lag, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor, "
+     "lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start, end and bound written); False "
+     "where it declines."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_graph",
+                                    "The dependency graph's build and replay in C.", -1, methods, NULL, NULL, NULL,
+                                    NULL};
+
+PyMODINIT_FUNC PyInit__graph(void) { return PyModule_Create(&module); }
