@@ -65,6 +65,8 @@ UNEXPLAINED = "unexplained"
 CATEGORIES = (HOST_COMPUTE, PYTHON, UNTRACED, LAUNCH, DEVICE_COMPUTE, COPIES, COMMUNICATION, SYNC_WAIT, INPUT,
               UNEXPLAINED)
 
+#: A step's mark: its own time is the program between the step's ops, whatever kind the tracer gave it.
+STEP_MARK = r"^ProfilerStep#"
 _GAP = ""  # a slice of the thread's gap category (python where the thread has Python events, else untraced)
 HOST, WAIT, DEVICE = 0, 1, 2
 NONE = -1
@@ -297,7 +299,7 @@ def _host_slices(trace: Trace, ev: pa.Table, builder: _Builder,
     input_rows = set(rows_where(pc.and_(kind_mask(ev, SLICE_KINDS),
                                         name_match(names, INPUT_PIPELINE))).to_pylist())
     # a step's mark is an annotation even where a tracer records it as an op (older Kineto: ProfilerStep#N cpu_op)
-    step_marks = set(rows_where(name_match(names, r"^ProfilerStep#")).to_pylist())
+    step_marks = set(rows_where(name_match(names, STEP_MARK)).to_pylist())
     python_threads = _python_threads(ev)
     cols = {c: pc.take(ev[c], host).to_pylist() for c in ("kind", "ts_ns", "dur_ns", "pid", "tid")}
     rows = host.to_pylist()
@@ -535,7 +537,10 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
         return pc.fill_null(combined(pc.take(mask, rows)), False)
 
     code = pa.array([_INHERITS] * len(host), pa.int8())  # (the order of _host_category's tests, last to first)
-    for mask, category in ((picked(kind_mask(ev, ("cpu_op",)), host), HOST_COMPUTE),
+    # a step's mark recorded as an op (older Kineto) is an annotation: it inherits, as in _host_category
+    op_not_mark = pc.and_(picked(kind_mask(ev, ("cpu_op",)), host),
+                          pc.invert(picked(name_match(ev["name"], STEP_MARK), host)))
+    for mask, category in ((op_not_mark, HOST_COMPUTE),
                            (picked(name_match(ev["name"], INPUT_PIPELINE), host), INPUT),
                            (picked(kind_mask(ev, ("runtime",)), host), LAUNCH),
                            (pc.is_in(host, value_set=wait_rows), SYNC_WAIT)):
