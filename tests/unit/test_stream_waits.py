@@ -43,3 +43,21 @@ def test_the_work_after_the_wait_waits_for_the_work_before_the_record():
 def test_a_record_the_trace_does_not_have_gives_no_edge():
     trace = _trace(record_id=99)
     assert stream_waits(trace) == []
+
+
+def test_the_graph_ties_the_waiting_work_to_the_work_it_waited_for():
+    from opscope.analyses.depgraph import NONE, dependency_graph
+    from opscope.analyses.replay import AFTER, replay
+
+    trace = _trace()
+    graph = dependency_graph(trace)
+    names = trace.select(["name"])["name"].to_pylist()
+    node = {names[graph.row[n]]: n for n in range(len(graph)) if graph.row[n] != NONE and names[graph.row[n]]
+            in ("b", "d")}
+    # d (launched at 13, ended 15) started at 23, 1 after b ended (22): the recorded wait bound it
+    assert graph.after[node["d"]] == node["b"] and graph.after_lag[node["d"]] == 1_000
+    run = replay(graph)
+    assert run.bound_by[node["d"]] == AFTER and run.start[node["d"]] - graph.origin == 23_000
+    factor = [2.0 if n == node["b"] else 1.0 for n in range(len(graph))]
+    slower = replay(graph, factor)
+    assert slower.start[node["d"]] - graph.origin == 33_000  # b now ends at 32

@@ -213,8 +213,9 @@ static PyObject *build(PyObject *self, PyObject *args) {
                                     {"h_dur", 8, 0, 0},   {"h_cat", 1, 0, 0},   {"lane_gap", 1, 0, 0},
                                     {"d_row", 8, 0, 0},   {"d_lane", 8, 0, 0},  {"d_group", 8, 0, 0},
                                     {"d_cat", 1, 0, 0},   {"d_ts", 8, 0, 0},    {"d_dur", 8, 0, 0},
-                                    {"d_launch", 8, 0, 0}, {"w_row", 8, 0, 0},  {"w_group", 8, 0, 0}};
-    enum { N_VIEWS = 15 };
+                                    {"d_launch", 8, 0, 0}, {"w_row", 8, 0, 0},  {"w_group", 8, 0, 0},
+                                    {"r_wait", 8, 0, 0},  {"r_waited", 8, 0, 0}};
+    enum { N_VIEWS = 17 };
     View v[N_VIEWS];
     PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *threads = NULL, *offsets = NULL;
     int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
@@ -231,10 +232,11 @@ static PyObject *build(PyObject *self, PyObject *args) {
     }
     long long n_rows_ll = number[0], n_lanes_ll = number[1], n_groups_ll = number[2], origin_ll = number[3],
               cap_ll = number[4];
-    Py_ssize_t nh = v[0].b.len / 8, n_host_lanes = v[5].b.len, nd = v[6].b.len / 8, nw = v[13].b.len / 8;
+    Py_ssize_t nh = v[0].b.len / 8, n_host_lanes = v[5].b.len, nd = v[6].b.len / 8, nw = v[13].b.len / 8,
+               nr = v[15].b.len / 8;
     if (v[1].b.len / 8 != nh || v[2].b.len / 8 != nh || v[3].b.len / 8 != nh || v[4].b.len != nh ||
         v[7].b.len / 8 != nd || v[8].b.len / 8 != nd || v[9].b.len != nd || v[10].b.len / 8 != nd ||
-        v[11].b.len / 8 != nd || v[12].b.len / 8 != nd || v[14].b.len / 8 != nw) {
+        v[11].b.len / 8 != nd || v[12].b.len / 8 != nd || v[14].b.len / 8 != nw || v[16].b.len / 8 != nr) {
         PyErr_SetString(PyExc_ValueError, "build: buffers of different lengths");
         goto done;
     }
@@ -245,7 +247,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
     const int64_t *h_row = v[0].b.buf, *h_lane = v[1].b.buf, *h_ts = v[2].b.buf, *h_dur = v[3].b.buf;
     const int8_t *h_cat = v[4].b.buf, *lane_gap = v[5].b.buf;
     const int64_t *d_row = v[6].b.buf, *d_lane = v[7].b.buf, *d_group = v[8].b.buf, *d_ts = v[10].b.buf,
-                  *d_dur = v[11].b.buf, *d_launch = v[12].b.buf, *w_row = v[13].b.buf, *w_group = v[14].b.buf;
+                  *d_dur = v[11].b.buf, *d_launch = v[12].b.buf, *w_row = v[13].b.buf, *w_group = v[14].b.buf,
+                  *r_wait = v[15].b.buf, *r_waited = v[16].b.buf;
     const int8_t *d_cat = v[9].b.buf;
     Py_ssize_t n_rows = (Py_ssize_t)n_rows_ll, n_lanes = (Py_ssize_t)n_lanes_ll, n_groups = (Py_ssize_t)n_groups_ll;
     Py_ssize_t cap = 2 * nh + nd; /* each host event opens at most two slices (at its start, at its end) */
@@ -284,6 +287,11 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nw; i++)
         if (w_row[i] < 0 || w_row[i] >= n_rows || w_group[i] < -1 || w_group[i] >= n_groups) {
             PyErr_SetString(PyExc_ValueError, "build: a waiting row or its device out of range");
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < nr; i++)
+        if (r_wait[i] < 0 || r_wait[i] >= nd || r_waited[i] < 0 || r_waited[i] >= nd) {
+            PyErr_SetString(PyExc_ValueError, "build: a recorded wait's work out of range");
             goto done;
         }
     if (!fits || (uint64_t)hi - (uint64_t)lo > WIDEST) {
@@ -419,11 +427,35 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nd; i++) gfirst[d_group[i] + 2]++;
     for (Py_ssize_t k = 0; k < n_groups; k++) gfirst[k + 2] += gfirst[k + 1];
     for (Py_ssize_t i = 0; i < nd; i++) by_group[gfirst[d_group[dev[i] - n_host] + 1]++] = dev[i];
+    /* --- _tie_recorded_waits: the waits the trace records (analyses.stream_waits) */
+    for (Py_ssize_t k = 0; k < nr; k++) {
+        int32_t node = (int32_t)(n_host + r_wait[k]), other = (int32_t)(n_host + r_waited[k]);
+        if (g.after[node] != NONE || g.lane[node] == g.lane[other]) continue;
+        int64_t s = g.start[node], e = g.end[other];
+        int64_t bound = s - (g.on[node] == ON_EXTRA ? g.extra_lag[node] : g.chain_lag[node]);
+        int binding = e >= bound;
+        if (e > s || (binding && s - e > g.cap)) continue;
+        saved_node[n_saved] = node;
+        saved[4 * n_saved] = g.chain_lag[node];
+        saved[4 * n_saved + 1] = g.extra_lag[node];
+        saved[4 * n_saved + 2] = g.unexplained[node];
+        saved[4 * n_saved + 3] = g.on[node];
+        n_saved++;
+        g.after[node] = other;
+        if (binding) {
+            g.after_lag[node] = s - e;
+            g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
+            g.extra_lag[node] = min64(g.extra_lag[node], g.cap);
+            g.unexplained[node] = 0;
+        } else {
+            g.after_lag[node] = 0;
+        }
+    }
     /* --- _tie_across_streams: work that started long after its launch and its stream's work, just after work on
      * another stream of its device ended, waited for that work */
     for (Py_ssize_t i = 0; i < nd; i++) {
         int32_t node = (int32_t)(n_host + i);
-        if (!g.unexplained[node]) continue;
+        if (!g.unexplained[node] || g.after[node] != NONE) continue;
         const int32_t *mine = by_group + gfirst[d_group[i]];
         int64_t start = g.start[node];
         Py_ssize_t k = after_end(&g, mine, gfirst[d_group[i] + 1] - gfirst[d_group[i]], start) - 1;

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, name_match, rows_where
 from opscope.analyses.idle import INPUT_PIPELINE, SYNC_CALLS
 from opscope.analyses.links import LINKED_KINDS, device_links
+from opscope.analyses.stream_waits import WAIT_RECORD, stream_waits
 from opscope.analyses.sync import ASYNC_COPY, PAGEABLE_DTOH
 from opscope.model.buffers import c_enabled, values_view
 from opscope.model.memo import memoized
@@ -173,6 +174,7 @@ def _build(trace: Trace) -> DepGraph:
     builder = _Builder(origin)
     slices_of, waits = _host_slices(trace, ev, builder)
     by_device = _device_nodes(trace, ev, builder, slices_of)
+    _tie_recorded_waits(builder, _recorded_waits(trace, ev))
     _tie_across_streams(builder, by_device)
     _tie_waits(builder, {slices_of[row][1]: device for row, device in waits.items() if row in slices_of}, by_device)
     return builder.ordered()
@@ -455,6 +457,41 @@ def _tie_to_launch(builder: _Builder, node: int, slices: tuple[int, int] | None,
         builder.unexplained[node] = max(builder.chain_lag[node] - LATENCY_CAP_NS, 0)
 
 
+def _recorded_waits(trace: Trace, ev: pa.Table) -> list[tuple[int, int]]:
+    """(device row that waited, device row it waited for) of the waits the trace records, in their order (none where
+    it has no Stream Wait Event records: their arguments are read only then)."""
+    if not pc.any(pc.and_(kind_mask(ev, ("sync",)), name_match(ev["name"], WAIT_RECORD))).as_py():
+        return []
+    return stream_waits(trace)
+
+
+def _tie_recorded_waits(builder: _Builder, pairs: list[tuple[int, int]]) -> None:
+    """Each recorded wait (:mod:`opscope.analyses.stream_waits`) as the edge after the work waited for: the binding
+    one where that work ended after what bound the start as measured and no more than the latency cap before it
+    (the other edges then no longer bind), else a bound with no lag (the work may start once that work is done)."""
+    node_of = {builder.row[n]: n for n in range(len(builder.kind)) if builder.kind[n] == DEVICE}
+    for waiting, waited in pairs:
+        node, other = node_of.get(waiting), node_of.get(waited)
+        if node is None or other is None or builder.after[node] != NONE or builder.lane[node] == builder.lane[other]:
+            continue
+        start, end = builder.start[node], builder.end[other]
+        bound = start - (builder.extra_lag[node] if builder.unexplained_on[node] == ON_EXTRA
+                         else builder.chain_lag[node])
+        binding = end >= bound
+        if end > start or (binding and start - end > LATENCY_CAP_NS):
+            continue
+        builder.before_after[node] = (builder.chain_lag[node], builder.extra_lag[node], builder.unexplained[node],
+                                      builder.unexplained_on[node])
+        builder.after[node] = other
+        if binding:
+            builder.after_lag[node] = start - end
+            builder.chain_lag[node] = min(builder.chain_lag[node], LATENCY_CAP_NS)
+            builder.extra_lag[node] = min(builder.extra_lag[node], LATENCY_CAP_NS)
+            builder.unexplained[node] = 0
+        else:  # a bound that did not bind: the work may start once the work waited for is done
+            builder.after_lag[node] = 0
+
+
 def _tie_across_streams(builder: _Builder, by_device: dict[int | None, list[int]]) -> None:
     """Device work that started long after both its launch and the work before it on its stream, just after work on
     another stream of its device ended, waited for that work (a CUDA/HIP event wait, which traces seldom record):
@@ -463,7 +500,7 @@ def _tie_across_streams(builder: _Builder, by_device: dict[int | None, list[int]
         ends = sorted((builder.end[n], n) for n in nodes)
         end_values = [end for end, _ in ends]
         for node in nodes:
-            if not builder.unexplained[node]:
+            if not builder.unexplained[node] or builder.after[node] != NONE:
                 continue
             start, lane = builder.start[node], builder.lane[node]
             k = bisect.bisect_right(end_values, start) - 1
@@ -562,6 +599,12 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
     w_group = pc.take(pa.array([g + 1 for g, v in enumerate(group_values) if v is not None] or [0], pa.int64()),
                       pc.index_in(wait_devices, value_set=known))
 
+    recorded = _recorded_waits(trace, ev)
+    r_wait, r_waited = (pc.index_in(pa.array([pair[k] for pair in recorded], pa.int64()), value_set=device)
+                        for k in (0, 1))
+    keep = pc.and_(pc.is_valid(r_wait), pc.is_valid(r_waited))
+    r_wait, r_waited = pc.filter(r_wait, keep), pc.filter(r_waited, keep)
+
     def q(values: pa.Array | pa.ChunkedArray, fill: int | None = None) -> memoryview:
         values = combined(pc.cast(values, pa.int64()))
         return values_view(pc.fill_null(values, fill) if fill is not None else values, "q")
@@ -572,7 +615,7 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
         q(device), q(pc.add(d_lane, len(host_lanes))), q(pc.add(d_group, 1)),
         values_view(combined(d_cat), "b"),
         q(pc.take(ev["ts_ns"], device)), q(pc.take(ev["dur_ns"], device)), q(launch, NONE),
-        q(wait_rows), q(w_group, NONE),
+        q(wait_rows), q(w_group, NONE), q(r_wait), q(r_waited),
         ev.num_rows, len(host_lanes) + len(device_lanes), len(group_values) + 1, origin, LATENCY_CAP_NS)
     if out is None:
         return None
