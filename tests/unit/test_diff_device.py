@@ -116,7 +116,7 @@ def test_report_tables_and_their_notes(vendors):
         data = report.data_section()
         assert data is not None and data.key == key
         terminal = [s.key for s in report.sections if s.terminal]
-        assert terminal == (["headline", "rows", "ops", "classes", "kernel_choice", "critical_path"] if table is None
+        assert terminal == (["headline", "rows", "ops", "classes", "kernel_choice"] if table is None
                             else ["headline", key])
     notes = comparison_report(c, False, None, table="ops").data_section().said
     assert "per step, over steps 1-2 (base) and steps 1-2 (new)" in notes[0]

@@ -4,6 +4,7 @@ kernel choice changes, a headline of where the difference comes from, and a CI g
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,8 +53,9 @@ class Comparison:
     device_match: DeviceMatch | None = None
     #: which op device work is charged to (:data:`opscope.analyses.op_device.OP_LEVELS`)
     op_level: str = "api"
-    #: per category, the mean time per step on each side's critical path (:mod:`opscope.diff.critical_path`)
-    critical_path: pa.Table | None = None
+    #: per category, the mean time per step on each side's critical path (:mod:`opscope.diff.critical_path`),
+    #: computed when asked for (``--table critical-path``): it replays both traces' dependency graphs
+    critical_path: Callable[[], pa.Table] | None = None
 
     @property
     def per_step(self) -> bool:
@@ -137,7 +139,7 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
         notes.insert(1 if mismatch else 0, few)
     return Comparison(table, choice, head, summary, sb, sn, notes, row_notes, op_rows=device.ops,
                       classes=device.classes, device_match=device.match, op_level=op_level,
-                      critical_path=critical_path_delta(base, new))
+                      critical_path=lambda: critical_path_delta(base, new))
 
 
 def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> None:

@@ -71,10 +71,9 @@ def comparison_report(result, full_names: bool, limit: int | None, table: str | 
                                        f"ran other kernels (short names); gpu_base_ns/gpu_new_ns: their device time "
                                        f"{_span_words(result)}"],
                                 terminal=choice_shown, data=data == "kernel-choice"))
-    if result.critical_path is not None and (result.critical_path.num_rows or data == "critical-path"):
-        sections.append(Section("critical_path", "Critical path per step, by category", result.critical_path,
-                                legend=CRITICAL_PATH_LEGEND, terminal=on_terminal("critical-path"),
-                                data=data == "critical-path"))
+    if result.critical_path is not None and table == "critical-path":  # asked for: it replays both traces
+        sections.append(Section("critical_path", "Critical path per step, by category", result.critical_path(),
+                                legend=CRITICAL_PATH_LEGEND, data=True))
     return Report(sections, headline=result.summary, notes=result.notes)
 
 
