@@ -1,12 +1,12 @@
 """A what-if prediction checked against a re-run: a CPU program recorded with a slow region, its predicted step time
 without the region (``opscope whatif -c op:REGION=0``), and the same program recorded again without it.
 
-    python bench/whatif_rerun.py [--rounds 3] [--sleep-ms 30]
+    python bench/whatif_rerun.py [--rounds 3] [--sleep-ms 20] [--region busy|sleep]
 
 Each round records the program with the region (``SLOW=1``) and without it (``SLOW=0``) with ``opscope record``
 (5 active steps), predicts the second from the first, and prints the predicted and re-run median step times and
-their ratio; then the median of the ratios and their range. The region is a sleep (a wait the host makes, such as
-I/O), the rest of the step a matmul loop.
+their ratio; then the median of the ratios and their range. The region is host work in Python (or a sleep), the rest
+of the step a small model's forward and backward passes on one thread.
 """
 
 from __future__ import annotations
@@ -30,12 +30,17 @@ model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(64, 256)
 for step in range(10):
-    for _ in range(4):
+    for _ in range(16):
         loss = model(x).square().mean()
         loss.backward()
     if slow:
         with torch.profiler.record_function("slow_region"):
-            time.sleep(sleep_s)
+            if os.environ.get("REGION") == "sleep":
+                time.sleep(sleep_s)
+            else:  # host work (a Python loop): the core stays busy, as in a slow preprocessing step
+                end = time.perf_counter() + sleep_s
+                while time.perf_counter() < end:
+                    pass
     opt.step()
     opt.zero_grad()
 """
@@ -49,24 +54,27 @@ def opscope(*args: str, env: dict[str, str] | None = None) -> str:
     return done.stdout
 
 
-def record(script: Path, out: Path, slow: bool, sleep_ms: int) -> Path:
+def record(script: Path, out: Path, slow: bool, sleep_ms: int, region: str) -> Path:
     opscope("record", "--active", "5", "--no-memory", "-o", str(out), "--", sys.executable, str(script),
-            env={"SLOW": "1" if slow else "0", "SLEEP_MS": str(sleep_ms)})
+            env={"SLOW": "1" if slow else "0", "SLEEP_MS": str(sleep_ms), "REGION": region})
     return next(out.glob("*.pt.trace.json*"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sleep-ms", type=int, default=30)
+    parser.add_argument("--sleep-ms", type=int, default=20, help="the region's length")
+    parser.add_argument("--region", choices=("busy", "sleep"), default="busy",
+                        help="host work in Python (busy) or a wait (sleep: the core idles, and on a shared machine "
+                             "the work after it may run slower)")
     args = parser.parse_args()
     ratios = []
     with tempfile.TemporaryDirectory(prefix="opscope-whatif-") as tmp:
         script = Path(tmp) / "program.py"
         script.write_text(PROGRAM)
         for i in range(args.rounds):
-            slow = record(script, Path(tmp) / f"slow-{i}", True, args.sleep_ms)
-            fast = record(script, Path(tmp) / f"fast-{i}", False, args.sleep_ms)
+            slow = record(script, Path(tmp) / f"slow-{i}", True, args.sleep_ms, args.region)
+            fast = record(script, Path(tmp) / f"fast-{i}", False, args.sleep_ms, args.region)
             rows = json.loads(opscope("whatif", str(slow), "-c", "op:slow_region=0", "-f", "json"))
             predicted = statistics.median(r["predicted_ns"] for r in rows)
             measured_slow = statistics.median(r["measured_ns"] for r in rows)
