@@ -89,3 +89,26 @@ def test_the_replay_derives_starts_from_the_edges_not_the_timestamps():
 def test_bad_changes_are_usage_errors(text):
     with pytest.raises(UsageError):
         parse_change(text)
+
+
+def test_the_critical_path_of_each_instance_of_a_region():
+    # two instances of "fwd" (10-40, 60-80) inside the step, an op in each; the path of each is its own length
+    trace = make_trace([
+        row("user_annotation", "ProfilerStep#1", 0, 100),
+        row("user_annotation", "fwd", 10, 30),
+        row("cpu_op", "aten::mm", 15, 20),
+        row("user_annotation", "fwd", 60, 20),
+        row("cpu_op", "aten::add", 62, 10),
+    ])
+    from opscope.analyses.critical_path import breakdown_table, on_path_table
+
+    rows = breakdown_table(trace, region="^fwd$").to_pylist()
+    by_instance: dict[int, dict[str, int]] = {}
+    for r in rows:
+        by_instance.setdefault(r["step"], {})[r["category"]] = r["ns"]
+    # instance 1: aten::mm 20 of host compute, 10 of the annotation's own time; instance 2: 10 and 10
+    assert by_instance == {1: {HOST_COMPUTE: 20 * US, UNTRACED: 10 * US}, 2: {HOST_COMPUTE: 10 * US, UNTRACED: 10 * US}}
+    top = {(r["step"], r["name"]): (r["path_ns"], r["own_ns"])
+           for r in on_path_table(trace, region="^fwd$").to_pylist()}
+    assert top[(1, "aten::mm")] == (20 * US, 20 * US) and top[(2, "aten::add")] == (10 * US, 10 * US)
+    assert breakdown_table(trace, region="^nothing$").num_rows == 0

@@ -34,7 +34,7 @@ from opscope.model.trace import Trace
 BREAKDOWN = pa.schema([("step", pa.int64()), ("category", pa.string()), ("ns", pa.int64()),
                        ("share", pa.float64())])
 ON_PATH = pa.schema([("step", pa.int64()), ("name", pa.string()), ("category", pa.string()),
-                     ("path_ns", pa.int64()), ("pieces", pa.int64())])
+                     ("path_ns", pa.int64()), ("own_ns", pa.int64()), ("pieces", pa.int64())])
 
 
 @dataclass
@@ -44,14 +44,19 @@ class StepPath:
     step: int | None
     length: int
     categories: dict[str, int] = field(default_factory=dict)
+    #: per node, its time on the path: its own, and the lag before it charged to it
     nodes: dict[int, int] = field(default_factory=dict)
+    #: per node, its own time on the path alone
+    own: dict[int, int] = field(default_factory=dict)
 
-    def add(self, category: str, ns: int, node: int | None = None) -> None:
+    def add(self, category: str, ns: int, node: int | None = None, own: bool = False) -> None:
         if ns <= 0:
             return
         self.categories[category] = self.categories.get(category, 0) + ns
         if node is not None and category != UNEXPLAINED:
             self.nodes[node] = self.nodes.get(node, 0) + ns
+            if own:
+                self.own[node] = self.own.get(node, 0) + ns
 
 
 def step_path(graph: DepGraph, run: Replay, step: int | None, first: int, last: int) -> StepPath:
@@ -67,7 +72,7 @@ def step_path(graph: DepGraph, run: Replay, step: int | None, first: int, last: 
             _lag(path, graph, node, upto - prev_end, ON_EXTRA)
             node, upto = prev, prev_end
             continue
-        path.add(graph.category[node], upto - max(run.start[node], floor), node)
+        path.add(graph.category[node], upto - max(run.start[node], floor), node, own=True)
         if run.start[node] <= floor:
             break
         prev = graph.extra[node] if bound == EXTRA else graph.after[node] if bound == AFTER else graph.chain[node]
@@ -89,21 +94,53 @@ def _lag(path: StepPath, graph: DepGraph, node: int, lag: int, edge: int) -> Non
     path.add(LAUNCH if graph.kind[node] == DEVICE else graph.category[node], lag - unexplained, node)
 
 
+def region_intervals(trace: Trace, pattern: str) -> pa.Table:
+    """The instances of the host regions (annotations, ``record_function`` regions, ops) whose name matches
+    ``pattern``, outermost where they nest, in start order and numbered from 1 in ``step``: intervals for
+    :func:`opscope.analyses.replay.step_nodes`."""
+    from opscope.analyses.arrays import name_match, rows_where
+    from opscope.model.schema import kind_mask
+
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid", "parent"])
+    rows = rows_where(pc.and_(kind_mask(ev, ("user_annotation", "cpu_op")), name_match(ev["name"], pattern)))
+    picked = ev.take(rows).to_pylist()
+    chosen, seen = [], set(rows.to_pylist())
+    parents = ev["parent"]
+    for row, e in zip(rows.to_pylist(), picked):
+        up, inside = parents[row].as_py(), False
+        for _ in range(512):  # an instance inside another is part of it
+            if up is None:
+                break
+            if up in seen:
+                inside = True
+                break
+            up = parents[up].as_py()
+        if not inside:
+            chosen.append(e)
+    chosen.sort(key=lambda e: e["ts_ns"])
+    return pa.table({"step": pa.array(range(1, len(chosen) + 1), pa.int64()),
+                     "pid": pa.array([str(e["pid"]) for e in chosen], pa.string()),
+                     "tid": pa.array([str(e["tid"]) for e in chosen], pa.string()),
+                     "ts_ns": pa.array([e["ts_ns"] for e in chosen], pa.int64()),
+                     "dur_ns": pa.array([e["dur_ns"] for e in chosen], pa.int64())})
+
+
 @memoized()
-def step_paths(trace: Trace) -> list[StepPath]:
-    """The critical path of every step (of the whole trace as one interval when it has no steps)."""
+def step_paths(trace: Trace, region: str | None = None) -> list[StepPath]:
+    """The critical path of every step (of the whole trace as one interval when it has no steps), or of every
+    instance of the ``region`` (a regex on host region names: :func:`region_intervals`)."""
     graph = dependency_graph(trace)
     run = replay(graph)
-    nodes = step_nodes(trace, graph)
+    nodes = step_nodes(trace, graph, None if region is None else region_intervals(trace, region))
     return [step_path(graph, run, step, first, last)
             for step, first, last in zip(nodes.steps, nodes.first, nodes.last)]
 
 
-def breakdown_table(trace: Trace) -> pa.Table:
-    """One row per step and category: its time on the step's critical path and its share of the step
-    (:data:`BREAKDOWN`), largest first within each step."""
+def breakdown_table(trace: Trace, region: str | None = None) -> pa.Table:
+    """One row per step (per instance of ``region``) and category: its time on the critical path and its share of
+    the interval (:data:`BREAKDOWN`), largest first within each interval."""
     rows: dict[str, list] = {f.name: [] for f in BREAKDOWN}
-    for path in step_paths(trace):
+    for path in step_paths(trace, region):
         for category, ns in sorted(path.categories.items(), key=lambda item: (-item[1], item[0])):
             rows["step"].append(path.step)
             rows["category"].append(category)
@@ -112,13 +149,14 @@ def breakdown_table(trace: Trace) -> pa.Table:
     return pa.table(rows, schema=BREAKDOWN)
 
 
-def on_path_table(trace: Trace, top: int = 10) -> pa.Table:
-    """Per step, the ``top`` names (host events and device work, by name; gaps as their category) with the most time
-    on the critical path (:data:`ON_PATH`)."""
+def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.Table:
+    """Per step (per instance of ``region``), the ``top`` names (host events and device work, by name; gaps as their
+    category) with the most time on the critical path (:data:`ON_PATH`): ``path_ns`` with the lags charged to them,
+    ``own_ns`` their own time alone."""
     graph = dependency_graph(trace)
     names = trace.select(["name"])["name"]
     rows: dict[str, list] = {f.name: [] for f in ON_PATH}
-    for path in step_paths(trace):
+    for path in step_paths(trace, region):
         grouped: dict[tuple[str, str], list[int]] = {}
         node_rows = [graph.row[n] for n in path.nodes]
         known = [r for r in node_rows if r != NONE]
@@ -127,13 +165,15 @@ def on_path_table(trace: Trace, top: int = 10) -> pa.Table:
         for node, ns in path.nodes.items():
             row = graph.row[node]
             key = (name_of.get(row) or f"({graph.category[node]})", graph.category[node])
-            entry = grouped.setdefault(key, [0, 0])
+            entry = grouped.setdefault(key, [0, 0, 0])
             entry[0] += ns
-            entry[1] += 1
-        for (name, category), (ns, count) in sorted(grouped.items(), key=lambda item: -item[1][0])[:top]:
+            entry[1] += path.own.get(node, 0)
+            entry[2] += 1
+        for (name, category), (ns, own, count) in sorted(grouped.items(), key=lambda item: -item[1][0])[:top]:
             rows["step"].append(path.step)
             rows["name"].append(name)
             rows["category"].append(category)
             rows["path_ns"].append(ns)
+            rows["own_ns"].append(own)
             rows["pieces"].append(count)
     return pa.table(rows, schema=ON_PATH)

@@ -47,6 +47,11 @@ def _and(a, b):
     return b if a is None else pc.and_(a, b)
 
 
+def checked_pattern(pattern: str | None) -> str | None:
+    """``pattern`` when it is a valid regular expression (None stays None); a UsageError saying why otherwise."""
+    return None if pattern is None else _checked(pattern)
+
+
 def _checked(pattern: str) -> str:
     try:
         re.compile(pattern)

@@ -140,13 +140,17 @@ def _int64(values: Sequence[int]) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
-def step_nodes(trace: Trace, graph: DepGraph) -> StepNodes:
+def step_nodes(trace: Trace, graph: DepGraph, intervals: pa.Table | None = None) -> StepNodes:
     """The nodes that open and close each step: the first slice starting at or after its start and the last ending
     at or before its end on the step's own host thread where the steps table names one, else among all nodes. A
-    trace without steps is one interval (step null): its busiest host thread's first slice to its last."""
-    steps = trace.steps
+    trace without steps is one interval (step null): its busiest host thread's first slice to its last.
+    ``intervals``: other intervals than the steps, with the steps table's ``step``, ``pid``, ``tid``, ``ts_ns`` and
+    ``dur_ns`` columns (a region's instances: :func:`opscope.analyses.critical_path.region_intervals`)."""
+    steps = trace.steps if intervals is None else intervals
     out = StepNodes([], [], [], [])
     if not steps.num_rows:
+        if intervals is not None:
+            return out
         busiest = max(graph.threads.values(), key=len, default=[])
         if busiest:
             out.steps.append(None)

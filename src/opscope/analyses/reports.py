@@ -381,30 +381,39 @@ def numerics_report(table: pa.Table, sort: str, limit: int | None) -> Report:
     return Report(sections)
 
 
-def critical_path_report(trace: Trace, top: int, limit: int | None) -> Report:
-    """Per step: the time each category holds on the step's critical path, and the names with the most time on it."""
+def critical_path_report(trace: Trace, top: int, limit: int | None, region: str | None = None) -> Report:
+    """Per step (per instance of ``region``): the time each category holds on the critical path, and the names with
+    the most time on it."""
     from opscope.analyses.critical_path import breakdown_table, on_path_table
     from opscope.analyses.depgraph import LATENCY_CAP_NS
 
-    table = breakdown_table(trace)
+    table = breakdown_table(trace, region)
     if table.num_rows == 0:
-        return Report(title=str(trace.metadata.get("source")), empty="nothing to follow: the trace has no host "
-                      "events (its steps and their work cannot be placed)", sections=[Section("path", table=table)])
-    window = ("each step, its start to its end" if trace.steps.num_rows
-              else f"the whole trace as one interval ({NO_STEPS}): its busiest host thread's first to last event")
+        empty = (f"no host region matches {region!r} (annotations and ops, by name): see opscope ops --kinds "
+                 "user_annotation" if region is not None else
+                 "nothing to follow: the trace has no host events (its steps and their work cannot be placed)")
+        return Report(title=str(trace.metadata.get("source")), empty=empty, sections=[Section("path", table=table)])
+    if region is not None:
+        window = (f"each instance of the regions matching {region!r} (outermost where they nest), numbered from 1 in "
+                  "start order in the step column, its start to its end")
+    elif trace.steps.num_rows:
+        window = "each step, its start to its end"
+    else:
+        window = f"the whole trace as one interval ({NO_STEPS}): its busiest host thread's first to last event"
     legend = ("ns: time the category holds on the step's critical path (the chain of work and waits that set the "
               "step's length, walked back from its end through whatever bound each start); share: of the step "
               "(the parts add up to 100%). A lag before a piece of work counts in the work's category (a launch's "
               f"latency, a queue's gap, a wait's wake-up) up to {format_ns(LATENCY_CAP_NS)}; beyond, as unexplained: "
               "the work waited on something the trace does not show. python / host untraced: a thread's time "
               "outside any op (in Python frames, or not traced at all)")
-    on_path = on_path_table(trace, top)
+    on_path = on_path_table(trace, top, region)
     return Report(title=str(trace.metadata.get("source")), sections=[
         Section("path", "Critical path by category", table, legend=legend, notes=[f"window: {window}"],
                 limit=limit),
         Section("on_path", f"Most time on the critical path (top {top} per step)", on_path, data=False,
-                legend="path_ns: the name's time on the path (its own time and the lags charged to it); pieces: the "
-                       "slices of it on the path (an op is cut where its children start and end)"),
+                legend="path_ns: the name's time on the path (its own time and the lags charged to it: a kernel's "
+                       "launch latency, a wait's wake-up); own_ns: its own time alone; pieces: the slices of it on "
+                       "the path (an op is cut where its children start and end)"),
     ])
 
 

@@ -9,6 +9,10 @@ from opscope.cli.common import load, show
 from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, TraceArg
 
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="Names with the most time on the path, per step.")]
+RegionOpt = Annotated[str | None, typer.Option(
+    "--region", metavar="REGEX",
+    help="Instead of the steps, each instance of the host regions whose name matches (record_function regions, "
+         "annotations, ops; outermost where they nest), numbered from 1.")]
 ChangeOpt = Annotated[list[str] | None, typer.Option(
     "--change", "-c", metavar="SELECTOR=FACTOR",
     help="Multiply the durations the selector picks (repeatable): op:REGEX (host time in matching ops and "
@@ -17,8 +21,8 @@ ChangeOpt = Annotated[list[str] | None, typer.Option(
 
 
 @app.command("critical-path")
-def critical_path(trace: TraceArg, top: TopOpt = 5, format: FormatOpt = "table", limit: LimitOpt = 0,
-                  no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
+def critical_path(trace: TraceArg, top: TopOpt = 5, region: RegionOpt = None, format: FormatOpt = "table",
+                  limit: LimitOpt = 0, no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
     """Per step, what set its length: the critical path through the trace's dependency graph, by category.
 
     The graph ties each host thread's work in program order, each kernel, copy and collective to its launch and to
@@ -27,9 +31,10 @@ def critical_path(trace: TraceArg, top: TopOpt = 5, format: FormatOpt = "table",
     launch/runtime, device compute, copies, communication, sync waits, input pipeline, unexplained (a wait the trace
     does not show the cause of). JSON/CSV: one row per step and category (step, category, ns, share).
     """
+    from opscope.analyses.filters import checked_pattern
     from opscope.analyses.reports import critical_path_report
 
-    show(critical_path_report(load(trace, no_cache), top, limit), format)
+    show(critical_path_report(load(trace, no_cache), top, limit, checked_pattern(region)), format)
 
 
 @app.command()
