@@ -120,3 +120,21 @@ def test_not_applicable_without_a_dataloader(tmp_path):
     t = open_trace(write_trace(tmp_path / "t.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
                                                      x("aten::mm", 10, 50)]))
     assert "DataLoader" in advise(t, only=["input-pipeline"]).not_applicable["input-pipeline"]
+
+
+def test_a_loader_that_sleeps_gets_workers_without_a_free_core_and_their_saving_simulated():
+    from support import make_trace, row
+
+    # one 100 us step: the DataLoader 0-60 (sleeping 5-55 in a built-in), then 40 of training
+    trace = make_trace([
+        row("user_annotation", "ProfilerStep#1", 0, 100),
+        row("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 60),
+        row("python", "<built-in function sleep>", 5, 50),
+        row("cpu_op", "aten::mm", 60, 40),
+    ])
+    run = {"cpu": {"usable_cores": 2}, "threads": {"intra_op": 2}}  # no core free
+    (f,) = advise(trace, run=run, only=["input-pipeline"]).findings
+    assert "num_workers=2," in f.remedy and "mostly waits" in f.remedy
+    # two workers: the main process waits max(0, 60/2 - 40) = 0: loader=0, the step 100 -> 40
+    assert (f.change, f.saving_method, f.saving_ns) == ("loader=0", "simulated", 60_000)
+    assert "83.3% of the DataLoader time is in built-ins that wait" in f.estimate

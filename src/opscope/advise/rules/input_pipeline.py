@@ -17,6 +17,7 @@ import bisect
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -106,17 +107,31 @@ def is_user_frame(name: str) -> bool:
     return top not in LIBRARIES and top not in sys.stdlib_module_names
 
 
-def loader_frames(ctx: AdviceContext, spans: pa.Table) -> list[dict]:
-    """The user's frames that start inside a DataLoader span on the same thread, by name: ``frame`` (as
-    recorded), ``time_ns`` (their calls' union, clipped to the span's end, so that a recursive or repeated frame
-    counts once), ``calls``; the hottest first. Frames that enclose the loader (the training loop) do not start
-    inside it and are not counted."""
+#: The loader "waits" when at least this share of its time is in waiting built-ins.
+WAITING_SHARE = 0.5
+#: Python built-ins in which a process waits rather than computes (sleep, reading files and sockets, waiting on
+#: locks, events and selectors): a loader that spends its time there needs no free core to run in a worker.
+WAITING_FRAME = re.compile(r"^<built-in (function|method) (sleep|read|readinto|readline|readlines|recv|recv_into|"
+                           r"recvfrom|accept|select|poll|wait|acquire|urlopen)\b")
+
+
+def is_waiting_frame(name: str) -> bool:
+    """Whether a Python frame is a built-in that waits (:data:`WAITING_FRAME`)."""
+    return bool(WAITING_FRAME.match(name))
+
+
+def loader_frames(ctx: AdviceContext, spans: pa.Table, wanted: Callable[[str], bool] | None = None) -> list[dict]:
+    """The user's frames (those ``wanted`` picks, when given) that start inside a DataLoader span on the same
+    thread, by name: ``frame`` (as recorded), ``time_ns`` (their calls' union, clipped to the span's end, so that a
+    recursive or repeated frame counts once), ``calls``; the hottest first. Frames that enclose the loader (the
+    training loop) do not start inside it and are not counted."""
     ev = ctx.trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid"])
     py = ev.filter(kind_mask(ev, ("python",)))
     if py.num_rows == 0:
         return []
     names = py["name"].cast(pa.string())
-    user = {n for n in pc.unique(names).to_pylist() if n and is_user_frame(n)}
+    pick = wanted or is_user_frame
+    user = {n for n in pc.unique(names).to_pylist() if n and pick(n)}
     if not user:
         return []
     py = py.filter(pc.is_in(names, pa.array(sorted(user), pa.string())))
@@ -157,8 +172,14 @@ def _has_python_frames(ctx: AdviceContext) -> bool:
     return bool(pc.any(kind_mask(ctx.trace.select(["kind"]), ("python",))).as_py())
 
 
-def workers_advice(host: HostCores | None, frames: list[dict]) -> tuple[int | None, str]:
-    """(workers to suggest or None, the sentence about workers): a number only when run.json shows free cores."""
+def workers_advice(host: HostCores | None, frames: list[dict], waits: bool = False) -> tuple[int | None, str]:
+    """(workers to suggest or None, the sentence about workers): a number when run.json shows free cores, or when
+    the loader mostly waits (``waits``: a waiting worker needs no core)."""
+    if waits and (host is None or host.free < 1):
+        n = min(MAX_WORKERS, 2)
+        return n, (f"load in worker processes: DataLoader(..., num_workers={n}, persistent_workers=True): the loader "
+                   f"mostly waits (sleep, reads, sockets) rather than computes, so workers overlap the waits even "
+                   f"without a free core")
     if host is None:
         return None, ("worker processes (DataLoader(num_workers=N, persistent_workers=True)) help only with cores "
                       "to spare: N = the cores the training process and other programs leave free, unknown here "
@@ -170,6 +191,18 @@ def workers_advice(host: HostCores | None, frames: list[dict]) -> tuple[int | No
     cheaper = "make " + (_function(frames[0]["frame"]) if frames else "__getitem__")
     return None, (f"no core is free for worker processes ({host.describe()}): they would compete with the "
                   f"compute threads; {cheaper} cheaper instead")
+
+
+def _workers_change(n: int | None, loader_total: int, ctx: AdviceContext) -> str | None:
+    """The whatif change that stands for ``n`` workers: each loads every n-th batch while the step runs, so the main
+    process waits max(0, L/n - S) per step for L of loading and S of the rest of the step: ``loader=`` that over L.
+    None without a number of workers (the rule cannot say how many would run)."""
+    if not n:
+        return None
+    loading = ctx.per_step(loader_total)
+    rest = max(ctx.step_ns - loading, 0)
+    factor = max(0.0, loading / n - rest) / loading if loading else 0.0
+    return f"loader={factor:.3g}"
 
 
 def _function(frame: str) -> str:
@@ -221,7 +254,12 @@ def check(ctx: AdviceContext) -> list[Finding]:
                  "opscope record --stack, or torch.profiler's with_stack=True)")
     fix = (f"make {_function(hot[0]['frame'])} cheaper (vectorise it, precompute or cache the samples, decode "
            f"once)" if hot else "make __getitem__ cheaper (vectorise, precompute, cache)")
-    n, about_workers = workers_advice(ctx.host, hot)
+    waiting_ns = sum(r["time_ns"] for r in loader_frames(ctx, spans, is_waiting_frame))
+    waits = waiting_ns >= WAITING_SHARE * loader_total
+    if waiting_ns:
+        cause += (f"; {share_pct(waiting_ns, loader_total, 1)}% of the DataLoader time is in built-ins that wait "
+                  f"(sleep, reads, sockets, locks): it " + ("waits more than it computes" if waits else "computes"))
+    n, about_workers = workers_advice(ctx.host, hot, waits)
     if workers:
         cores = ctx.host.describe() if ctx.host else "core count unknown without run.json"
         change = (f"the DataLoader already has workers but they fall behind ({cores}): {fix}; or raise "
@@ -243,7 +281,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
         saving_pct=ctx.pct(saving),
         estimate=basis + cause + ".",
         remedy=change,
-        change="loader=0",  # the loading hidden behind the step entirely (workers that keep up)
+        change=_workers_change(n, loader_total, ctx) if not workers else None,
         evidence=evidence,
         evidence_title="per step: DataLoader time (union of its spans on the host), device idle time meanwhile "
                        "(summed over devices; none on a CPU trace), the step's time and the loader's share of it",
@@ -271,9 +309,16 @@ the top {TOP_FRAMES}), e.g. train.py(23): __getitem__.
 Change: making that code cheaper (vectorise, precompute or cache the samples). Worker processes
 (num_workers = N) only when run.json shows free cores: N = usable cores - torch's intra-op threads - the
 host's load from other processes (the 1-minute load average when the program started, rounded), at most
-{MAX_WORKERS}. When no core is free, workers would compete with the compute threads and the finding says so.
+{MAX_WORKERS}. When no core is free, workers would compete with the compute threads and the finding says so,
+unless the loader mostly waits: when at least {WAITING_SHARE:.0%} of its time is in Python built-ins that wait
+(sleep, file and socket reads, selectors, locks), N = 2 workers overlap the waits without a core of their own.
 Without run.json the number of free cores is unknown and no N is given. Loaders that already have workers:
 a cheaper __getitem__, or more workers where cores are free.
+
+Simulated: with N workers each loads every N-th batch while the step runs, so the main process waits
+max(0, L/N - S) per step for L of loading and S of the rest of the step: the finding's change is loader=that/L,
+replayed on the dependency graph. Without an N (no free core and a loader that computes; core count unknown;
+workers already) the saving stays the rule's estimate.
 
 Evidence, per step (the first 10): the DataLoader time, the device idle time meanwhile (summed over devices:
 the time the saving counts, step by step, except where a synchronising call inside the loader claims it), the
