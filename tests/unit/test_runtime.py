@@ -143,26 +143,34 @@ def test_the_heap_is_trimmed_when_anonymous_memory_grew_by_the_threshold(monkeyp
     assert trims == [1, 1]
 
 
+TRIMMER = """
+import ctypes, json
+from opscope import runtime
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+trimmer = runtime.HeapTrimmer()
+blocks = [libc.malloc(64 << 10) for _ in range(2048)]  # 128 MiB in the heap (under the mmap threshold)
+for block in blocks:
+    ctypes.memset(block, 1, 64 << 10)
+pinned = libc.malloc(64 << 10)  # above them: the heap's top cannot shrink past it
+held = runtime.anonymous_bytes()
+for block in blocks:
+    libc.free(block)  # free, but resident: glibc keeps them below the pinned block
+trimmer()  # grew by more than TRIM_GROWTH_BYTES: trims
+after = runtime.anonymous_bytes()
+libc.free(pinned)
+print(json.dumps({"held": held, "after": after}))
+"""
+
+
 @pytest.mark.skipif(runtime.anonymous_bytes() is None or not sys.platform.startswith("linux"),
                     reason="glibc's heap and /proc/self/statm")
 def test_the_trimmer_hands_back_freed_heap_pages_under_a_live_block():
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6")
-    libc.malloc.restype = ctypes.c_void_p
-    libc.free.argtypes = [ctypes.c_void_p]
-    trimmer = runtime.HeapTrimmer()
-    blocks = [libc.malloc(64 << 10) for _ in range(2048)]  # 128 MiB in the heap (under the mmap threshold)
-    for block in blocks:
-        ctypes.memset(block, 1, 64 << 10)
-    pinned = libc.malloc(64 << 10)  # above them: the heap's top cannot shrink past it
-    held = runtime.anonymous_bytes()
-    for block in blocks:
-        libc.free(block)  # free, but resident: glibc keeps them below the pinned block
-    trimmer()  # grew by more than TRIM_GROWTH_BYTES: trims
-    after = runtime.anonymous_bytes()
-    libc.free(pinned)
-    assert held is not None and after is not None and held - after >= 100 << 20
+    # in a fresh process: one that ran other tests holds freed heap the blocks would reuse without growing
+    got = _python(TRIMMER)
+    assert got["held"] is not None and got["after"] is not None and got["held"] - got["after"] >= 100 << 20
 
 
 def test_the_heap_is_watched_only_while_an_analysis_runs_in_a_tuned_process(monkeypatch):
@@ -215,7 +223,8 @@ def test_a_process_holding_a_loaded_trace_uses_no_cpu_while_idle(tmp_path, how):
     # released mapped pages every 2 ms and looked at the heap every 10 ms used 0.20-0.27 s per 5 s)
     trace = write_trace(tmp_path / "t.json", small_gpu_trace())
     got = _python(IDLE, str(trace), how, env={"OPSCOPE_CACHE_DIR": str(tmp_path / "cache")})
-    assert got["after"] == got["before"]
+    # at most the one tick its own wake-up may be charged on a busy machine (the threads it had used 20-27 a second)
+    assert got["after"] - got["before"] <= 1
 
 
 def test_library_code_never_calls_the_c_library_allocator():
