@@ -196,6 +196,15 @@ out:
         memcpy((values), to_, sizeof(type) * (size_t)(n));                                                           \
     } while (0)
 
+/* [lo, hi] widened to hold an event of start ts and duration dur (a negative one as 0); 0 when its end overflows */
+static inline int widen(int64_t ts, int64_t dur, int64_t *lo, int64_t *hi) {
+    int64_t d = dur > 0 ? dur : 0;
+    if (d > INT64_MAX - ts) return 0;
+    if (ts < *lo) *lo = ts;
+    if (ts + d > *hi) *hi = ts + d;
+    return 1;
+}
+
 /* build(h_row, h_lane, h_ts, h_dur, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_ts, d_dur, d_launch, w_row,
  *       w_group, n_rows, n_lanes, n_groups, origin, cap) -> tuple of bytearrays, or None
  * depgraph._build from its inputs as arrays. Host events (h_*: the SLICE_KINDS rows in row order; h_lane their
@@ -264,12 +273,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "build: a host row or lane out of range");
             goto done;
         }
-        int64_t d = h_dur[i] > 0 ? h_dur[i] : 0;
-        if (d > INT64_MAX - h_ts[i]) fits = 0;
-        else {
-            if (h_ts[i] < lo) lo = h_ts[i];
-            if (h_ts[i] + d > hi) hi = h_ts[i] + d;
-        }
+        fits = widen(h_ts[i], h_dur[i], &lo, &hi);
     }
     for (Py_ssize_t i = 0; i < nd && fits; i++) {
         if (d_row[i] < 0 || d_row[i] >= n_rows || d_lane[i] < 0 || d_lane[i] >= n_lanes || d_group[i] < 0 ||
@@ -277,12 +281,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "build: a device row, lane, device or launch out of range");
             goto done;
         }
-        int64_t d = d_dur[i] > 0 ? d_dur[i] : 0;
-        if (d > INT64_MAX - d_ts[i]) fits = 0;
-        else {
-            if (d_ts[i] < lo) lo = d_ts[i];
-            if (d_ts[i] + d > hi) hi = d_ts[i] + d;
-        }
+        fits = widen(d_ts[i], d_dur[i], &lo, &hi);
     }
     for (Py_ssize_t i = 0; i < nw; i++)
         if (w_row[i] < 0 || w_row[i] >= n_rows || w_group[i] < -1 || w_group[i] >= n_groups) {

@@ -99,24 +99,19 @@ def region_intervals(trace: Trace, pattern: str) -> pa.Table:
     ``pattern``, outermost where they nest, in start order and numbered from 1 in ``step``: intervals for
     :func:`opscope.analyses.replay.step_nodes`."""
     from opscope.analyses.arrays import name_match, rows_where
+    from opscope.analyses.links import op_ancestors
     from opscope.model.schema import kind_mask
 
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid", "parent"])
-    rows = rows_where(pc.and_(kind_mask(ev, ("user_annotation", "cpu_op")), name_match(ev["name"], pattern)))
-    picked = ev.take(rows).to_pylist()
-    chosen, seen = [], set(rows.to_pylist())
-    parents = ev["parent"]
-    for row, e in zip(rows.to_pylist(), picked):
-        up, inside = parents[row].as_py(), False
-        for _ in range(512):  # an instance inside another is part of it
-            if up is None:
-                break
-            if up in seen:
-                inside = True
-                break
-            up = parents[up].as_py()
-        if not inside:
-            chosen.append(e)
+    kinds = ("user_annotation", "cpu_op")
+    rows = rows_where(pc.and_(kind_mask(ev, kinds), name_match(ev["name"], pattern)))
+    # an instance inside another (an ancestor that matches too) is part of it
+    index, above = op_ancestors(ev, rows, kinds)
+    row_list = rows.to_pylist()
+    matched = set(row_list)
+    nested = {row_list[i] for i, up in zip(index.to_pylist(), above.to_pylist()) if up != row_list[i] and up in matched}
+    keep = [r for r in row_list if r not in nested]
+    chosen = ev.take(pa.array(keep, pa.int64())).to_pylist() if keep else []
     chosen.sort(key=lambda e: e["ts_ns"])
     return pa.table({"step": pa.array(range(1, len(chosen) + 1), pa.int64()),
                      "pid": pa.array([str(e["pid"]) for e in chosen], pa.string()),

@@ -33,10 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, name_match, rows_where
-from opscope.analyses.idle import INPUT_PIPELINE, SYNC_CALLS
+from opscope.analyses.idle import INPUT_PIPELINE
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.analyses.stream_waits import WAIT_RECORD, stream_waits
-from opscope.analyses.sync import ASYNC_COPY, PAGEABLE_DTOH
+from opscope.analyses.sync import blocking_calls
 from opscope.model.buffers import c_enabled, values_view
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
@@ -392,13 +392,7 @@ def _waiting_calls(trace: Trace, ev: pa.Table) -> dict[int, int | None]:
 
 def _waiting_rows(trace: Trace, ev: pa.Table) -> tuple[pa.Array, pa.Array]:
     """The rows of the host calls that wait for device work, and the device id each waits on (null: any)."""
-    runtime = kind_mask(ev, ("runtime",))
-    copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), name_match(ev["name"], PAGEABLE_DTOH)))
-    pageable = combined(pc.drop_null(copies["correlation"])) if copies.num_rows else pa.array([], pa.int64())
-    blocking = pc.or_(name_match(ev["name"], SYNC_CALLS),
-                      pc.and_(name_match(ev["name"], ASYNC_COPY),
-                              pc.fill_null(pc.is_in(ev["correlation"], value_set=pageable), False)))
-    rows = rows_where(pc.and_(runtime, blocking))
+    rows = blocking_calls(ev)
     return rows, combined(pc.take(ev["device"], rows))
 
 

@@ -46,18 +46,24 @@ class Sync:
     python: str | None = None
 
 
-def sync_calls(trace: Trace) -> list[Sync]:
-    """The synchronisations inside the steps (the whole trace without steps), in time order, each with the ops
-    around it and the Python frame that made it."""
-    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid", "correlation", "external_id",
-                           "device", "parent"])
+def blocking_calls(ev: pa.Table) -> pa.Array:
+    """The rows of the runtime calls that block the host until device work is done (see the module): ``ev`` needs
+    ``kind``, ``name`` and ``correlation``."""
     runtime = kind_mask(ev, ("runtime",))
     copies = ev.filter(pc.and_(kind_mask(ev, ("memcpy",)), name_match(ev["name"], PAGEABLE_DTOH)))
     pageable = combined(pc.drop_null(copies["correlation"])) if copies.num_rows else pa.array([], pa.int64())
     blocking = pc.or_(name_match(ev["name"], SYNC_CALLS),
                       pc.and_(name_match(ev["name"], ASYNC_COPY),
                               pc.fill_null(pc.is_in(ev["correlation"], value_set=pageable), False)))
-    call_rows = rows_where(pc.and_(runtime, blocking))
+    return rows_where(pc.and_(runtime, blocking))
+
+
+def sync_calls(trace: Trace) -> list[Sync]:
+    """The synchronisations inside the steps (the whole trace without steps), in time order, each with the ops
+    around it and the Python frame that made it."""
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "step", "pid", "tid", "correlation", "external_id",
+                           "device", "parent"])
+    call_rows = blocking_calls(ev)
     records = rows_where(kind_mask(ev, ("sync",)))
     rec = ev.take(records)
     # the device each runtime call waited for, from its sync record (same correlation id)
@@ -66,7 +72,7 @@ def sync_calls(trace: Trace) -> list[Sync]:
     # records without a runtime call in the trace stand for the call when they are blocking kinds
     orphans = records
     if len(records):  # (the runtime calls' ids only where there are records to match)
-        runtime_corr = combined(pc.drop_null(pc.filter(ev["correlation"], runtime)))
+        runtime_corr = combined(pc.drop_null(pc.filter(ev["correlation"], kind_mask(ev, ("runtime",)))))
         orphan = pc.and_(name_match(rec["name"], BLOCKING_RECORD),
                          pc.invert(pc.fill_null(pc.is_in(rec["correlation"], value_set=runtime_corr), False)))
         orphans = pc.filter(records, orphan)

@@ -62,7 +62,6 @@ def step_times(steps: Sequence[dict], median_ns: int | None) -> dict[str, Any]:
 
 def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
     """Per step, the device's busy, unseen-busy and idle time stacked to the step's duration."""
-    alt = _alt()
     rows = []
     for i, s in enumerate(steps):
         dur, busy, unseen = s["dur_ns"] or 0, s.get("gpu_busy_ns") or 0, s.get("unseen_busy_ns") or 0
@@ -72,16 +71,25 @@ def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
                 continue
             rows.append({"step": f"#{s['step']}", "order": i, "part": part, "ms": ms(ns), "time": format_ns(ns),
                          "share": format_pct(100 * ns / dur if dur else None)})
-    domain = [p for p in ("busy", "unseen busy", "idle") if any(r["part"] == p for r in rows)]
+    return _stacked_per_step(rows, "part", {p: PART_COLOURS[p] for p in ("busy", "unseen busy", "idle")},
+                             "step (ProfilerStep#N)", "time in the step (ms)", len(steps))
+
+
+def _stacked_per_step(rows: list[dict], part: str, colours: dict[str, str], x_title: str, y_title: str,
+                      bars: int) -> dict[str, Any]:
+    """Bars per step (``step``, ``order``, ``ms``, ``time``, ``share`` and the ``part`` field of each row), stacked by
+    that field in the order of ``colours``, each part its colour."""
+    alt = _alt()
+    domain = [p for p in colours if any(r[part] == p for r in rows)]
     chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
-        x=alt.X("step:N", sort=alt.EncodingSortField("order"), title="step (ProfilerStep#N)"),
-        y=alt.Y("ms:Q", stack="zero", title="time in the step (ms)"),
-        color=alt.Color("part:N", title=None, scale=alt.Scale(domain=domain,
-                                                             range=[PART_COLOURS[p] for p in domain])),
-        order=alt.Order("part_order:Q"),
-        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("part:N"), alt.Tooltip("time:N"), alt.Tooltip("share:N")],
-    ).transform_calculate(part_order=f"indexof({domain!r}, datum.part)")
-    return _spec(chart.properties(height=220), _bars_width(len(steps)))
+        x=alt.X("step:N", sort=alt.EncodingSortField("order"), title=x_title),
+        y=alt.Y("ms:Q", stack="zero", title=y_title),
+        color=alt.Color(f"{part}:N", title=None, scale=alt.Scale(domain=domain,
+                                                                range=[colours[p] for p in domain])),
+        order=alt.Order(f"{part}_order:Q"),
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip(f"{part}:N"), alt.Tooltip("time:N"), alt.Tooltip("share:N")],
+    ).transform_calculate(**{f"{part}_order": f"indexof({domain!r}, datum.{part})"})
+    return _spec(chart.properties(height=220), _bars_width(bars))
 
 
 #: the critical path's categories (opscope.analyses.depgraph.CATEGORIES), each its colour
@@ -94,21 +102,11 @@ PATH_COLOURS = {"host compute": "#4c78a8", "python": "#9ecae9", "host untraced":
 def critical_path(rows: Sequence[dict]) -> dict[str, Any]:
     """Per step, its critical path's time by category (``step``, ``category``, ``ns``, ``share`` rows), stacked to
     the step's length."""
-    alt = _alt()
     steps = list(dict.fromkeys(r["step"] for r in rows))
     values = [{"step": "whole trace" if r["step"] is None else f"#{r['step']}", "order": steps.index(r["step"]),
                "category": r["category"], "ms": ms(r["ns"]), "time": format_ns(r["ns"]),
                "share": format_pct(100 * r["share"])} for r in rows]
-    domain = [c for c in PATH_COLOURS if any(v["category"] == c for v in values)]
-    chart = alt.Chart(alt.Data(values=values)).mark_bar().encode(
-        x=alt.X("step:N", sort=alt.EncodingSortField("order"), title="step"),
-        y=alt.Y("ms:Q", stack="zero", title="time on the critical path (ms)"),
-        color=alt.Color("category:N", title=None, scale=alt.Scale(domain=domain,
-                                                                 range=[PATH_COLOURS[c] for c in domain])),
-        order=alt.Order("category_order:Q"),
-        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("category:N"), alt.Tooltip("time:N"), alt.Tooltip("share:N")],
-    ).transform_calculate(category_order=f"indexof({domain!r}, datum.category)")
-    return _spec(chart.properties(height=220), _bars_width(len(steps)))
+    return _stacked_per_step(values, "category", PATH_COLOURS, "step", "time on the critical path (ms)", len(steps))
 
 
 def _bars_width(bars: int) -> int:
