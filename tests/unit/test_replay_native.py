@@ -45,7 +45,7 @@ def everything(make, monkeypatch, native: bool) -> dict:
     assert (built_in_c is not None) == native  # the C part ran where asked (and only there)
     rng = random.Random(len(graph))
     factor = [rng.choice([0.0, 0.5, 1.0, 1.5, 3.0]) for _ in range(len(graph))]
-    lag = [rng.choice([0.0, 0.25, 1.0]) for _ in range(len(graph))]
+    lag = [rng.choice([-0.5, 0.0, 0.25, 1.0]) for _ in range(len(graph))]  # < 0: cuts beyond the excess
     runs = [replay(graph), replay(graph, factor), replay(graph, None, lag), replay(graph, factor, lag)]
     nodes = step_nodes(trace, graph)
     return {

@@ -118,12 +118,24 @@ def collective_calls(trace: Trace) -> pa.Table:
     return collective_calls_with_notes(trace)[0]
 
 
+def collective_calls_and_rows(trace: Trace) -> tuple[pa.Table, list[int]]:
+    """:func:`collective_calls` and, per call, its event's row."""
+    table, _, rows = _calls(trace)
+    return table, rows
+
+
 def collective_calls_with_notes(trace: Trace) -> tuple[pa.Table, list[str]]:
     """:func:`collective_calls` and one line per thing inferred or not believed (counts of rows)."""
+    table, notes, _ = _calls(trace)
+    return table, notes
+
+
+def _calls(trace: Trace) -> tuple[pa.Table, list[str], list[int]]:
+    """The calls, the notes and each call's event row."""
     events = trace.select(_EVENT_COLUMNS)
     comm = events.filter(kind_mask(events, ("comm",)))
     if comm.num_rows == 0:
-        return COLLECTIVE_CALLS.empty_table(), []
+        return COLLECTIVE_CALLS.empty_table(), [], []
     comm = comm.sort_by([("ts_ns", "ascending"), ("event_id", "ascending")])
     ids = comm["event_id"].to_pylist()
     names = [str(n) if n is not None else "" for n in comm["name"].cast(pa.string()).to_pylist()]
@@ -205,7 +217,7 @@ def collective_calls_with_notes(trace: Trace) -> tuple[pa.Table, list[str]]:
                      "by order (collective, step, position), which is an inference")
     if counts["sizes"]:
         notes.append(f"{counts['sizes']} collective call(s) without a known message size (element count or dtype)")
-    return table, notes
+    return table, notes, ids
 
 
 def normalise_collective(name: Any) -> str | None:

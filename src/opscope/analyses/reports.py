@@ -425,17 +425,44 @@ def whatif_report(trace: Trace, changes: list, limit: int | None) -> Report:
     if table.num_rows == 0:
         return Report(title=str(trace.metadata.get("source")), empty="nothing to replay: the trace has no host "
                       "events", sections=[Section("whatif", table=table)])
+    return _whatif_report(str(trace.metadata.get("source")), table, changes, picked, limit, [])
+
+
+def job_whatif_report(traces: dict, changes: list, limit: int | None, spec: str) -> Report:
+    """Per rank and step of a job: measured, replayed with no change and predicted with the changes, the ranks
+    joined at their collectives."""
+    from opscope.analyses.job.replay import job_whatif_table
+
+    table, picked, job = job_whatif_table(traces, changes)
+    if table.num_rows == 0:
+        return Report(title=spec, empty="nothing to replay: the ranks' traces have no host events",
+                      sections=[Section("whatif", table=table)])
+    notes = [f"{len(job.ranks)} rank(s) on one clock; {job.joins:,} collective instance(s) joined across them (each "
+             "ends when its last rank has arrived, plus its transfer)", *job.notes]
+    return _whatif_report(spec, table, changes, picked, limit, notes)
+
+
+def _whatif_report(title: str, table: pa.Table, changes: list, picked: list[int], limit: int | None,
+                   notes: list[str]) -> Report:
+    """The what-if report: the headline over the steps (a job's step: its slowest rank's), the table, the legend."""
     said = ", ".join(f"{change} ({count:,} pieces)" for change, count in zip(changes, picked)) or "none"
-    measured, replayed, predicted = (sum(table[c].to_pylist()) for c in ("measured_ns", "replayed_ns",
-                                                                           "predicted_ns"))
+    slowest: dict = {}
+    for row in table.select(["step", "measured_ns", "replayed_ns", "predicted_ns"]).to_pylist():
+        values = slowest.setdefault(row["step"], [0, 0, 0])
+        for k, name in enumerate(("measured_ns", "replayed_ns", "predicted_ns")):
+            values[k] = max(values[k], row[name])
+    measured, replayed, predicted = (sum(values[k] for values in slowest.values()) for k in range(3))
+    ranks = len(set(table["rank"].to_pylist()))
+    over = f"{len(slowest)} step(s)" + (f" of {ranks} ranks (each step's slowest rank)" if ranks > 1 else "")
     headline = (f"{said}: {format_ns(predicted)} predicted against {format_ns(replayed)} replayed "
-                f"({format_pct(share_pct(predicted - replayed, replayed))}) over {table.num_rows} step(s); the "
+                f"({format_pct(share_pct(predicted - replayed, replayed))}) over {over}; the "
                 f"replay gives back {format_ns(measured)} measured within "
                 f"{format_pct(share_pct(abs(replayed - measured), measured))}")
     legend = ("measured_ns: the step as recorded; replayed_ns: the trace's dependency graph replayed with no change "
               "(every start derived from what it waited for and the measured durations: how close it comes to "
               "measured_ns is the model's error); predicted_ns: replayed with the changes; change_pct: predicted "
-              "against replayed. Method: simulated (opscope critical-path shows what bounds each step)")
-    return Report(title=str(trace.metadata.get("source")), headline=headline, legend=legend, sections=[
+              "against replayed; rank: the trace's distributed rank (empty where it records none). Method: "
+              "simulated (opscope critical-path shows what bounds each step)")
+    return Report(title=title, headline=headline, legend=legend, sections=[
         Section("whatif", "Steps replayed with the changes", table, limit=limit,
-                notes=[f"changes: {said}"])])
+                notes=[f"changes: {said}", *notes])])

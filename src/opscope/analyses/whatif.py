@@ -7,7 +7,14 @@ A change is ``SELECTOR=FACTOR``: the durations of what the selector picks are mu
   included (their host time only: the device work they launch is ``kernel:``'s);
 - ``kernel:REGEX``: device work whose name matches; ``copy``: copies and fills; ``comm``: collectives;
 - ``sync``: the host's waits for the device (0: the host no longer waits); ``launch``: runtime calls (launches);
-- ``loader``: host time in the input pipeline (DataLoader); ``idle``: the lags the trace does not explain.
+- ``loader``: host time in the input pipeline (DataLoader);
+- ``idle``: the lags the trace does not explain (:data:`opscope.analyses.depgraph.LATENCY_CAP_NS`). FACTOR scales
+  each such lag's excess over the typical lag of its kind on its lane (the median launch-to-start lag, queue gap or
+  wake-up of the lane's work whose lag is explained; the cap where there is none): 0 starts the work as its lane's
+  work usually starts.
+
+Any selector may end in ``@rank:N``: in a job, the change applies to rank N alone (on one trace, only if the trace
+is rank N).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,8 +34,11 @@ from opscope.analyses.depgraph import (
     COPIES,
     DEVICE,
     INPUT,
+    LATENCY_CAP_NS,
     LAUNCH,
     NONE,
+    ON_CHAIN,
+    ON_EXTRA,
     WAIT,
     DepGraph,
     dependency_graph,
@@ -44,22 +54,40 @@ _MAX_CLIMB = 512
 
 @dataclass(frozen=True)
 class Change:
-    """One ``SELECTOR=FACTOR`` (``pattern``: the regex of ``op:``/``kernel:``)."""
+    """One ``SELECTOR[@rank:N]=FACTOR`` (``pattern``: the regex of ``op:``/``kernel:``; ``rank``: N, or None for
+    every rank)."""
 
     selector: str
     pattern: str | None
     factor: float
+    rank: int | None = None
 
     def __str__(self) -> str:
         what = f"{self.selector}:{self.pattern}" if self.pattern is not None else self.selector
-        return f"{what}={self.factor:g}"
+        where = f"@rank:{self.rank}" if self.rank is not None else ""
+        return f"{what}{where}={self.factor:g}"
+
+    def applies_to(self, rank: int | None) -> bool:
+        """Whether the change applies to the trace of ``rank`` (None: a trace that names no rank)."""
+        return self.rank is None or self.rank == rank
 
 
 def parse_change(text: str) -> Change:
-    """``SELECTOR=FACTOR`` as a :class:`Change`; a UsageError that says what is accepted otherwise."""
+    """``SELECTOR[@rank:N]=FACTOR`` as a :class:`Change`; a UsageError that says what is accepted otherwise."""
     what, sep, value = text.rpartition("=")
     if not sep or not what:
         raise UsageError(f"--change {text!r}: write SELECTOR=FACTOR, e.g. kernel:gemm=0.5 or sync=0")
+    rank = None
+    head, at, rank_text = what.rpartition("@rank:")
+    if at:
+        if not rank_text.isdigit() or len(rank_text) > 9:
+            raise UsageError(f"--change {text!r}: @rank: takes a rank number, e.g. comm@rank:1=0.5")
+        what, rank = head, int(rank_text)
+    change = _parsed(text, what, value)
+    return Change(change.selector, change.pattern, change.factor, rank)
+
+
+def _parsed(text: str, what: str, value: str) -> Change:
     try:
         factor = float(value)
     except ValueError:
@@ -80,21 +108,87 @@ def parse_change(text: str) -> Change:
     return Change(selector, None, factor)
 
 
-def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> tuple[memoryview, memoryview, list[int]]:
+def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int | None = None,
+            ) -> tuple[memoryview, memoryview, list[int]]:
     """Per node, its duration factor and its unexplained-lag factor after ``changes`` (a later change multiplies an
-    earlier one), as float64 memoryviews, and how many nodes each change picked."""
+    earlier one; those for another rank than ``rank`` are left out), as float64 memoryviews, and how many nodes each
+    change picked."""
     n = len(graph)
     duration = lag = _column(array("d", [1.0]) * n, pa.float64())
     picked: list[int] = []
     for change in changes:
+        if not change.applies_to(rank):
+            picked.append(0)
+            continue
         if change.selector == "idle":
             chosen = pc.not_equal(_column(graph.unexplained, pa.int64()), 0)
-            lag = pc.if_else(chosen, pc.multiply(lag, change.factor), lag)
+            lag = pc.multiply(lag, _idle_factor(graph, chosen, change.factor))
         else:
             chosen = _chosen(trace, graph, change)
             duration = pc.if_else(chosen, pc.multiply(duration, change.factor), duration)
         picked.append(pc.sum(chosen).as_py() or 0)
     return values_view(duration, "d"), values_view(lag, "d"), picked
+
+
+def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:
+    """Per node, the unexplained-lag factor that scales a chosen node's binding lag's excess over its lane's typical
+    lag of that kind by ``factor`` (the replay cuts ``unexplained x (1 - lag factor)``; 1 for the rest)."""
+    on = _column(graph.unexplained_on, pa.int8())
+    lag = pc.if_else(pc.equal(on, ON_EXTRA), _column(graph.extra_lag, pa.int64()),
+                     _column(graph.chain_lag, pa.int64()))
+    typical = pa.array([LATENCY_CAP_NS] * len(graph), pa.int64())
+    lane = _column(graph.lane.codes, pa.int32())
+    for (code, edge), usual in _typical_lags(graph, chosen).items():
+        typical = pc.if_else(pc.and_(pc.equal(lane, code), pc.equal(on, edge)), usual, typical)
+    excess = pc.cast(pc.subtract(lag, typical), pa.float64())
+    unexplained = pc.cast(pc.max_element_wise(_column(graph.unexplained, pa.int64()), 1), pa.float64())
+    return pc.if_else(chosen, pc.subtract(1.0, pc.divide(pc.multiply(excess, 1.0 - factor), unexplained)), 1.0)
+
+
+def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = None,
+              ) -> tuple[Sequence[int], Sequence[int]]:
+    """The graph's chain and extra lags for a replay with ``changes``: where an ``idle`` change picks device work, the
+    edge that did not bind its start (kept at no more than :data:`LATENCY_CAP_NS`) is lowered to its lane's typical
+    lag of that kind, so that the work, its wait gone, starts as its lane's work usually starts."""
+    chosen = None
+    for change in changes:
+        if change.selector == "idle" and change.applies_to(rank) and change.factor < 1:
+            chosen = pc.and_(pc.not_equal(_column(graph.unexplained, pa.int64()), 0),
+                             pc.equal(_column(graph.kind, pa.int8()), DEVICE))
+    if chosen is None or not pc.any(chosen).as_py():
+        return graph.chain_lag, graph.extra_lag
+    on = _column(graph.unexplained_on, pa.int8())
+    lane = _column(graph.lane.codes, pa.int32())
+    chain_lag, extra_lag = _column(graph.chain_lag, pa.int64()), _column(graph.extra_lag, pa.int64())
+    for (code, edge), usual in _typical_lags(graph, chosen).items():
+        # the other edge of the chosen work bound by ``1 - edge`` on this lane
+        mine = pc.and_(pc.and_(chosen, pc.equal(lane, code)), pc.not_equal(on, edge))
+        if edge == ON_EXTRA:
+            extra_lag = pc.if_else(mine, pc.min_element_wise(extra_lag, usual), extra_lag)
+        else:
+            chain_lag = pc.if_else(mine, pc.min_element_wise(chain_lag, usual), chain_lag)
+    return values_view(chain_lag, "q"), values_view(extra_lag, "q")
+
+
+def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], int]:
+    """For each lane of the chosen nodes and each edge kind (ON_CHAIN: the queue's, ON_EXTRA: the launch's or the
+    wait's), the median lag of the lane's nodes bound by that kind of edge with nothing unexplained (no more than
+    :data:`LATENCY_CAP_NS`; none where the lane has no such node)."""
+    on = _column(graph.unexplained_on, pa.int8())
+    lane = _column(graph.lane.codes, pa.int32())
+    unexplained = _column(graph.unexplained, pa.int64())
+    out: dict[tuple[int, int], int] = {}
+    for code in pc.unique(pc.filter(lane, chosen)).to_pylist():
+        for edge in (ON_CHAIN, ON_EXTRA):
+            lag = _column(graph.extra_lag if edge == ON_EXTRA else graph.chain_lag, pa.int64())
+            dependency = _column(graph.extra if edge == ON_EXTRA else graph.chain, pa.int32())
+            usable = pc.and_(pc.and_(pc.equal(lane, code), pc.equal(on, edge)),
+                             pc.and_(pc.equal(unexplained, 0), pc.not_equal(dependency, NONE)))
+            sample = pc.filter(lag, pc.and_(usable, pc.greater_equal(lag, 0)))
+            if len(sample):
+                median = pc.quantile(sample, q=0.5, interpolation="lower")[0].as_py()
+                out[(code, edge)] = min(int(median), LATENCY_CAP_NS)
+    return out
 
 
 def _column(values: Sequence[int] | Sequence[float], type_: pa.DataType) -> pa.Array:
@@ -163,16 +257,30 @@ def _inside_matching(trace: Trace, pattern: str) -> set[int]:
     return {row for row, found in inside.items() if found}
 
 
-WHATIF = pa.schema([("step", pa.int64()), ("measured_ns", pa.int64()), ("replayed_ns", pa.int64()),
-                    ("predicted_ns", pa.int64()), ("change_pct", pa.float64())])
+WHATIF = pa.schema([("rank", pa.int64()), ("step", pa.int64()), ("measured_ns", pa.int64()),
+                    ("replayed_ns", pa.int64()), ("predicted_ns", pa.int64()), ("change_pct", pa.float64())])
+
+
+def trace_rank(trace: Trace) -> int | None:
+    """The distributed rank the trace records, or None."""
+    rank = trace.metadata.get("rank")
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
 def whatif_table(trace: Trace, changes: Sequence[Change]) -> tuple[pa.Table, list[int]]:
     """Per step: measured, replayed with no change, predicted with ``changes``, and the predicted change against the
     replay (%); and how many nodes each change picked."""
     graph = dependency_graph(trace)
-    duration, lag, picked = factors(trace, graph, changes)
-    table = step_times(trace, graph, replay(graph, duration, lag))
+    rank = trace_rank(trace)
+    duration, lag, picked = factors(trace, graph, changes, rank)
+    chain_lag, extra_lag = idle_lags(graph, changes, rank)
+    table = step_times(trace, graph, replay(replace(graph, chain_lag=chain_lag, extra_lag=extra_lag), duration, lag))
+    table = table.add_column(0, "rank", pa.array([rank] * table.num_rows, pa.int64()))
+    return with_change_pct(table), picked
+
+
+def with_change_pct(table: pa.Table) -> pa.Table:
+    """A whatif table with its ``change_pct`` column: predicted against replayed (%)."""
     replayed, predicted = table["replayed_ns"].to_pylist(), table["predicted_ns"].to_pylist()
     change = [round(100.0 * (p - r) / r, 2) if r else None for r, p in zip(replayed, predicted)]
-    return table.append_column("change_pct", pa.array(change, pa.float64())).cast(WHATIF), picked
+    return table.append_column("change_pct", pa.array(change, pa.float64())).cast(WHATIF)
