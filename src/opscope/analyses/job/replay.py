@@ -66,6 +66,17 @@ class _Join:
     arrival: int = 0  #: the last member's arrival, on the job's clock
     dropped: bool = False  #: left unjoined (the ranks' orders of collectives contradict each other here)
 
+    def nodes(self) -> int:
+        """Its join nodes: each depends on up to three (the first on three arrivals, each next one on the one
+        before and two more arrivals)."""
+        m = len(self.members)
+        return 0 if self.dropped else 1 if m <= 3 else 1 + (m - 2) // 2
+
+
+#: the job's node order, entry by entry: ("rank", rank, first, stop), a run of a rank's nodes; ("join", instance, 0,
+#: 0), a join's nodes and its members' transfers; ("transfer", instance, rank, 0), a dropped join's member's transfer
+_Run = tuple[str, int, int, int]
+
 
 @dataclass
 class JobGraph:
@@ -78,11 +89,8 @@ class JobGraph:
     traces: dict[int, Trace]
     graphs: dict[int, DepGraph]
     node_of: Mapping[int, Sequence[int]]
-    #: the job's node order: runs (rank, first, stop) of a rank's nodes in its order with transfers inserted, and
-    #: joins (None, instance, nodes)
-    plan: list[tuple[int | None, int, int]]
-    #: per rank, its collective nodes that were joined (ascending)
-    joined: dict[int, list[int]]
+    plan: list[_Run]
+    joins_by_instance: dict[int, _Join]
     joins: int
     contradicted: int
     unjoined: int
@@ -99,30 +107,32 @@ def job_graph(traces: Mapping[int, Trace],
         graphs = {rank: replace(graph, chain_lag=lags[rank][0], extra_lag=lags[rank][1]) if rank in lags else graph
                   for rank, graph in graphs.items()}
     joins, notes, offsets = _joins(traces, graphs)
-    origin = min((graphs[r].origin - offsets[r] for r in ranks if len(graphs[r])), default=0)
-    joined = {r: sorted(j.members[r] for j in joins if r in j.members) for r in ranks}
-    joins_of = {r: [j for j in sorted(joins, key=lambda j: j.members.get(r, -1)) if r in j.members] for r in ranks}
-    plan, unjoined = _plan(ranks, graphs, joined, joins_of)
-    positions, join_positions = _positions(ranks, graphs, joined, plan)
-    node_of = {rank: _node_map(len(graphs[rank]), joined[rank], positions[rank]) for rank in ranks}
+    by_instance = {j.instance: j for j in joins}
+    plan = _plan(ranks, graphs, joins)
+    arrival_at, transfer_at, join_at = _positions(plan, by_instance)
+    node_of = {rank: _node_map(len(graphs[rank]), arrival_at[rank], transfer_at.get(rank, {})) for rank in ranks}
     lanes: list[str] = []
     lane_base: dict[int, int] = {}
     for rank in ranks:
         lane_base[rank] = len(lanes)
         lanes += [f"rank {rank} {name}" for name in graphs[rank].lane.names]
     lanes.append(JOIN_LANE)
-    ext = {rank: _extended(rank, graphs[rank], joins_of[rank], node_of[rank], positions[rank], join_positions,
-                           offsets[rank], graphs[rank].origin - offsets[rank] - origin, lane_base[rank])
-           for rank in ranks}
-    join_nodes = {j.instance: _join_nodes(j, positions, joined, join_positions.get(j.instance, []), len(lanes) - 1)
-                  for j in joins}
+    origin = min((graphs[r].origin - offsets[r] for r in ranks if len(graphs[r])), default=0)
+    columns = {rank: _rank_columns(graphs[rank], joins, rank, node_of[rank], offsets[rank],
+                                   graphs[rank].origin - offsets[rank] - origin, lane_base[rank]) for rank in ranks}
     fields: dict[str, list[int]] = {name: [] for name in _FIELDS}
-    for owner, first, stop in plan:
+    for what, key, first, stop in plan:
+        if what == "rank":
+            for name in _FIELDS:
+                fields[name] += columns[key][name][first:stop]
+            continue
+        join = by_instance[key]
+        nodes = _join_nodes(join, arrival_at, join_at.get(key, []), len(lanes) - 1) if what == "join" else []
+        members = sorted(join.members) if what == "join" else [first]
+        nodes += [_transfer(join, rank, graphs[rank], offsets[rank], lane_base[rank], arrival_at[rank],
+                            join_at.get(key, [])) for rank in members]
         for name in _FIELDS:
-            if owner is None:
-                fields[name] += [node[name] for node in join_nodes[first]]
-            else:
-                fields[name] += ext[owner][name][first:stop]
+            fields[name] += [node[name] for node in nodes]
     threads: dict[str, Sequence[int]] = {
         f"rank {rank} {name}": frozen_view(array("i", [node_of[rank][n] for n in nodes]), "i")
         for rank in ranks for name, nodes in graphs[rank].threads.items()}
@@ -134,27 +144,31 @@ def job_graph(traces: Mapping[int, Trace],
                      after=view["after"], after_lag=view["after_lag"], unexplained=view["unexplained"],
                      unexplained_on=view["unexplained_on"], start=view["start"], end=view["end"], origin=origin,
                      threads=threads)
-    contradicted = sum(1 for j in joins for _, lag in j.transfer.values() if lag < 0)
+    contradicted = sum(1 for j in joins if not j.dropped for _, lag in j.transfer.values() if lag < 0)
+    unjoined = sum(1 for j in joins if j.dropped)
     if contradicted:
         notes.append(f"{contradicted} member(s) of joined collectives end before the last member arrives on the "
                      "aligned clocks (the clocks disagree by more than the transfer): those keep their measured span")
     if unjoined:
         notes.append(f"{unjoined} collective instance(s) left unjoined: the ranks' orders of collectives contradict "
                      "each other there")
-    return JobGraph(graph, ranks, dict(traces), graphs, node_of, plan, joined, len(joins) - unjoined, contradicted,
-                    unjoined, notes)
+    return JobGraph(graph, ranks, dict(traces), graphs, node_of, plan, by_instance, len(joins) - unjoined,
+                    contradicted, unjoined, notes)
 
 
 def job_values(job: JobGraph, per_rank: Mapping[int, Sequence[float]], fill: float = 1.0) -> memoryview:
     """A per-node float64 column of the job graph from one per rank's own graph (a transfer takes its collective
-    node's value; a join ``fill``)."""
-    extended = {}
-    for rank in job.ranks:
-        values = list(per_rank[rank])
-        extended[rank] = _insert(values, job.joined[rank], [values[c] for c in job.joined[rank]])
+    node's value; a join node ``fill``)."""
+    values = {rank: list(per_rank[rank]) for rank in job.ranks}
     out: list[float] = []
-    for owner, first, stop in job.plan:
-        out += [fill] * stop if owner is None else extended[owner][first:stop]
+    for what, key, first, stop in job.plan:
+        if what == "rank":
+            out += values[key][first:stop]
+            continue
+        join = job.joins_by_instance[key]
+        members = sorted(join.members) if what == "join" else [first]
+        out += [fill] * (join.nodes() if what == "join" else 0)
+        out += [values[rank][join.members[rank]] for rank in members]
     return frozen_view(array("d", out), "d")
 
 
@@ -238,104 +252,117 @@ def _comm_nodes(graph: DepGraph) -> dict[int, int]:
     return {graph.row[n]: n for n in nodes}
 
 
-def _plan(ranks: list[int], graphs: Mapping[int, DepGraph], joined: Mapping[int, list[int]],
-          joins_of: Mapping[int, list[_Join]]) -> tuple[list[tuple[int | None, int, int]], int]:
-    """The job's node order: runs ``(rank, first, stop)`` of each rank's nodes (in its order with transfers
-    inserted) and joins ``(None, instance, nodes)``, each join after every member's arrival and before any member's
-    transfer. Returns it and how many joins were dropped to break a cycle."""
-    sizes = {rank: len(graphs[rank]) + len(joined[rank]) for rank in ranks}
-    # per rank, the position of each transfer (in its order with transfers inserted) and its join
-    stops = {rank: [(c + k + 1, join) for k, (c, join) in enumerate(zip(joined[rank], joins_of[rank]))]
-             for rank in ranks}
+def _plan(ranks: list[int], graphs: Mapping[int, DepGraph], joins: list[_Join]) -> list[_Run]:
+    """The job's node order: each rank's nodes in its own order, cut before the first node that needs a transfer
+    whose join is not placed yet; a join (its join nodes, then its members' transfers) placed once every member has
+    arrived. Where every rank waits on a join another has not reached (their orders of collectives contradict each
+    other), the earliest such join is dropped: its transfers follow their own arrival alone."""
+    of_node = {rank: {j.members[rank]: j for j in joins if rank in j.members} for rank in ranks}
+    joined = {rank: sorted(of_node[rank]) for rank in ranks}
+    needs = {rank: _needs(graphs[rank], of_node[rank]) for rank in ranks}
     at = dict.fromkeys(ranks, 0)
-    next_stop = dict.fromkeys(ranks, 0)
+    next_need = dict.fromkeys(ranks, 0)
     arrived: dict[int, int] = {}
     placed: set[int] = set()
-    plan: list[tuple[int | None, int, int]] = []
-    dropped = 0
-    while any(at[r] < sizes[r] for r in ranks):
+    plan: list[_Run] = []
+
+    def run(rank: int, stop: int) -> None:
+        plan.append(("rank", rank, at[rank], stop))
+        ready = []
+        for c in joined[rank][bisect.bisect_left(joined[rank], at[rank]):bisect.bisect_left(joined[rank], stop)]:
+            join = of_node[rank][c]
+            if join.dropped:
+                plan.append(("transfer", join.instance, rank, 0))
+                continue
+            arrived[join.instance] = arrived.get(join.instance, 0) + 1
+            if arrived[join.instance] == len(join.members):
+                ready.append(join)
+        at[rank] = stop
+        for join in ready:
+            plan.append(("join", join.instance, 0, 0))
+            placed.add(join.instance)
+
+    while any(at[r] < len(graphs[r]) for r in ranks):
         moved = False
         for rank in ranks:
-            while at[rank] < sizes[rank]:
-                if next_stop[rank] == len(stops[rank]):
-                    plan.append((rank, at[rank], sizes[rank]))
-                    at[rank], moved = sizes[rank], True
+            while at[rank] < len(graphs[rank]):
+                waits = needs[rank]
+                while next_need[rank] < len(waits) and (waits[next_need[rank]][0] < at[rank] or all(
+                        _done(j, rank, at[rank], placed) for j in waits[next_need[rank]][1])):
+                    next_need[rank] += 1
+                stop = waits[next_need[rank]][0] if next_need[rank] < len(waits) else len(graphs[rank])
+                if stop == at[rank]:
                     break
-                position, join = stops[rank][next_stop[rank]]
-                if at[rank] < position:  # up to and with the arrival
-                    plan.append((rank, at[rank], position))
-                    at[rank], moved = position, True
-                    arrived[join.instance] = arrived.get(join.instance, 0) + 1
-                if join.instance not in placed:
-                    if arrived.get(join.instance, 0) < len(join.members):
-                        break
-                    plan.append((None, join.instance, _join_count(len(join.members))))
-                    placed.add(join.instance)
-                next_stop[rank] += 1
-        if not moved:  # every rank waits on a join another has not reached: drop the earliest such join
-            waiting = min((stops[r][next_stop[r]][1] for r in ranks if next_stop[r] < len(stops[r])),
-                          key=lambda j: j.instance)
-            placed.add(waiting.instance)
-            for r, node in waiting.members.items():  # its transfers follow their own arrival alone
-                waiting.transfer[r] = (graphs[r].end[node] - graphs[r].start[node], 0)
-            waiting.dropped = True
-            dropped += 1
-    return plan, dropped
+                run(rank, stop)
+                moved = True
+        if not moved:
+            blocking = [j for r in ranks if next_need[r] < len(needs[r]) for j in needs[r][next_need[r]][1]
+                        if j.instance not in placed and not j.dropped]
+            dropped = min(blocking, key=lambda j: j.instance)
+            dropped.dropped = True
+            for r, node in dropped.members.items():  # its transfers follow their own arrival alone
+                dropped.transfer[r] = (graphs[r].end[node] - graphs[r].start[node], 0)
+                if node < at[r]:
+                    plan.append(("transfer", dropped.instance, r, 0))
+    return plan
 
 
-def _join_count(members: int) -> int:
-    """Join nodes for a collective of ``members``: each depends on up to three nodes (the first on three arrivals,
-    each next one on the one before and two more)."""
-    return 1 if members <= 3 else 1 + (members - 2) // 2
+def _done(join: _Join, rank: int, at: int, placed: set[int]) -> bool:
+    """Whether a join's transfer on ``rank`` is in the plan: the join is placed, or it was dropped and the rank's
+    arrival (then its transfer) is already in."""
+    return join.instance in placed or (join.dropped and join.members[rank] < at)
 
 
-def _positions(ranks: list[int], graphs: Mapping[int, DepGraph], joined: Mapping[int, list[int]],
-               plan: list[tuple[int | None, int, int]]) -> tuple[dict[int, array], dict[int, list[int]]]:
-    """Per rank, the job position of each of its nodes in its order with transfers inserted; per joined instance,
-    its join nodes' positions."""
-    positions = {rank: array("i", bytes(4 * (len(graphs[rank]) + len(joined[rank])))) for rank in ranks}
-    joins: dict[int, list[int]] = {}
+def _needs(graph: DepGraph, joined: Mapping[int, _Join]) -> list[tuple[int, list[_Join]]]:
+    """The nodes that depend on a joined collective's end (now its transfer's), in order, with those joins."""
+    if not joined:
+        return []
+    nodes = pa.array(sorted(joined), pa.int32())
+    out: dict[int, list[_Join]] = {}
+    for name in _REFERENCES:
+        column = pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(getattr(graph, name))])
+        for node in true_positions(pc.is_in(column, value_set=nodes)).to_pylist():
+            out.setdefault(node, []).append(joined[getattr(graph, name)[node]])
+    return sorted(out.items())
+
+
+def _positions(plan: list[_Run], joins: Mapping[int, _Join],
+               ) -> tuple[dict[int, array], dict[int, dict[int, int]], dict[int, list[int]]]:
+    """Per rank, the job position of each of its nodes (a joined collective's node: its arrival); per rank, its
+    transfers' positions (collective node -> position); per join instance, its join nodes' positions."""
+    arrival_at: dict[int, array] = {}
+    transfer_at: dict[int, dict[int, int]] = {}
+    join_at: dict[int, list[int]] = {}
     position = 0
-    for owner, first, stop in plan:
-        if owner is None:
-            joins[first] = list(range(position, position + stop))
-            position += stop
+    for what, key, first, stop in plan:
+        if what == "rank":
+            positions = arrival_at.setdefault(key, array("i"))
+            positions.extend(range(position, position + stop - first))
+            position += stop - first
             continue
-        positions[owner][first:stop] = array("i", range(position, position + stop - first))
-        position += stop - first
-    return positions, joins
+        join = joins[key]
+        if what == "join":
+            join_at[key] = list(range(position, position + join.nodes()))
+            position += join.nodes()
+        for rank in (sorted(join.members) if what == "join" else [first]):
+            transfer_at.setdefault(rank, {})[join.members[rank]] = position
+            position += 1
+    return arrival_at, transfer_at, join_at
 
 
-def _node_map(n: int, joined: list[int], positions: array) -> array:
-    """Per node of a rank's graph, its job node (a collective's: its transfer, which holds its end)."""
-    out = array("i")
-    start = 0
-    for k, c in enumerate(joined):
-        out.extend(positions[start + k:c + 1 + k])
-        out[c] = positions[c + k + 1]
-        start = c + 1
-    out.extend(positions[start + len(joined):n + len(joined)])
+def _node_map(n: int, arrival_at: array, transfer_at: Mapping[int, int]) -> array:
+    """Per node of a rank's graph, its job node (a joined collective's: its transfer, which holds its end)."""
+    out = array("i", arrival_at[:n])
+    for node, position in transfer_at.items():
+        out[node] = position
     return out
 
 
-def _insert(values: list, joined: list[int], inserted: list) -> list:
-    """``values`` with ``inserted[k]`` put right after index ``joined[k]``."""
-    out: list = []
-    previous = 0
-    for c, value in zip(joined, inserted):
-        out += values[previous:c + 1]
-        out.append(value)
-        previous = c + 1
-    out += values[previous:]
-    return out
-
-
-def _extended(rank: int, graph: DepGraph, joins: list[_Join], node_of: array, positions: array,
-              join_positions: Mapping[int, list[int]], offset: int, root_shift: int, lane_base: int,
-              ) -> dict[str, list[int]]:
-    """A rank's node columns in its order with transfers inserted: references as job nodes, times on the job's
-    clock, root lags from the job's origin, lanes among the job's."""
-    joined = [join.members[rank] for join in joins]
+def _rank_columns(graph: DepGraph, joins: list[_Join], rank: int, node_of: array, offset: int, root_shift: int,
+                  lane_base: int) -> dict[str, list[int]]:
+    """A rank's node columns for the job: references as job nodes, times on the job's clock, root lags from the
+    job's origin, lanes among the job's; a joined collective's node is its arrival (no duration)."""
+    joined = [join.members[rank] for join in joins if rank in join.members]
     chain = graph.chain
     out: dict[str, list[int]] = {}
     for name in _FIELDS:
@@ -357,34 +384,33 @@ def _extended(rank: int, graph: DepGraph, joins: list[_Join], node_of: array, po
         elif name == "end":
             for c in joined:
                 values[c] = graph.start[c] - offset
-        inserted = []
-        for k, (c, join) in enumerate(zip(joined, joins)):
-            duration, lag = join.transfer[rank]
-            end = graph.end[c] - offset
-            last_join = join_positions.get(join.instance)
-            transfer = {"kind": DEVICE, "category": _COMM_CODE, "row": graph.row[c],
-                        "lane": lane_base + graph.lane.codes[c], "dur": duration,
-                        "chain": positions[c + k],  # its arrival
-                        "chain_lag": 0, "extra": last_join[-1] if last_join else NONE, "extra_lag": lag,
-                        "after": NONE, "after_lag": 0, "unexplained": 0, "unexplained_on": ON_CHAIN,
-                        "start": end - duration, "end": end}
-            inserted.append(transfer[name])
-        out[name] = _insert(values, joined, inserted)
+        out[name] = values
     return out
 
 
-def _join_nodes(join: _Join, positions: Mapping[int, array], joined: Mapping[int, list[int]], own: list[int],
-                lane: int) -> list[dict[str, int]]:
+def _transfer(join: _Join, rank: int, graph: DepGraph, offset: int, lane_base: int, arrival_at: array,
+              join_at: list[int]) -> dict[str, int]:
+    """A member's transfer node: after its arrival and (unless dropped) the instance's last join node."""
+    c = join.members[rank]
+    duration, lag = join.transfer[rank]
+    end = graph.end[c] - offset
+    return {"kind": DEVICE, "category": _COMM_CODE, "row": graph.row[c], "lane": lane_base + graph.lane.codes[c],
+            "dur": duration, "chain": arrival_at[c], "chain_lag": 0,
+            "extra": join_at[-1] if join_at and not join.dropped else NONE, "extra_lag": 0 if join.dropped else lag,
+            "after": NONE, "after_lag": 0, "unexplained": 0, "unexplained_on": ON_CHAIN, "start": end - duration,
+            "end": end}
+
+
+def _join_nodes(join: _Join, arrival_at: Mapping[int, array], positions: list[int], lane: int,
+                ) -> list[dict[str, int]]:
     """The join nodes of one instance: the first after up to three arrivals, each next after the one before and
     two more arrivals."""
-    if join.dropped:
-        return []
-    # an arrival is the collective's node itself (its transfer comes right after it in its rank's order)
-    pending = [positions[r][node + bisect.bisect_left(joined[r], node)] for r, node in sorted(join.members.items())]
+    pending = [arrival_at[r][node] for r, node in sorted(join.members.items())]
     nodes: list[dict[str, int]] = []
     while pending:
-        deps = ([own[len(nodes) - 1]] if nodes else []) + pending[:3 if not nodes else 2]
-        pending = pending[3 if not nodes else 2:]
+        take = 3 if not nodes else 2
+        deps = ([positions[len(nodes) - 1]] if nodes else []) + pending[:take]
+        pending = pending[take:]
         deps += [NONE] * (3 - len(deps))
         nodes.append({"kind": DEVICE, "category": _COMM_CODE, "row": NONE, "lane": lane, "dur": 0,
                       "chain": deps[0], "chain_lag": 0, "extra": deps[1], "extra_lag": 0, "after": deps[2],
