@@ -226,3 +226,32 @@ def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, 
                 mine[cause] = ns
     return out
 
+
+
+def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
+    """Per idle cause, the host's time inside that cause's idle time (any device) by name, most first (the top
+    :data:`TOP_NAMES`): the parts ``opscope whatif --change idle:CAUSE=0`` removes (host slices of any thread, named
+    by their innermost op, annotation or runtime call, or "(python)"/"(host untraced)" between them; a wait by its
+    call, for the time it took to return once its work had ended)."""
+    from opscope.analyses.whatif import idle_parts
+
+    graph = dependency_graph(trace)
+    parts = idle_parts(trace, graph)
+    names = trace.select(["name"])["name"]
+    out: dict[str, list[tuple[str, int]]] = {}
+    for cause in {*parts.own, *parts.lag}:
+        pieces = dict(parts.own.get(cause, {}))
+        for node, (_, ns) in parts.lag.get(cause, {}).items():
+            if graph.kind[node] != DEVICE:
+                pieces[node] = pieces.get(node, 0) + ns
+        rows = sorted({graph.row[n] for n in pieces if graph.row[n] != NONE})
+        name_of = dict(zip(rows, pc.take(names, pa.array(rows, pa.int64())).to_pylist())) if rows else {}
+        by_name: dict[str, int] = {}
+        for node, ns in pieces.items():
+            row = graph.row[node]
+            name = str(name_of.get(row)) if row != NONE else ""
+            if not name or re.match(STEP_MARK, name):  # a step mark's own time is the program between its ops
+                name = f"({graph.category[node]})"
+            by_name[name] = by_name.get(name, 0) + ns
+        out[cause] = sorted(by_name.items(), key=lambda item: (-item[1], item[0]))[:TOP_NAMES]
+    return out
