@@ -1,9 +1,9 @@
 """Low accelerator utilization: the device idles for a large part of each step.
 
-Evidence: the idle time per step split by cause (from :func:`opscope.analyses.idle.idle_causes`) and the
+Evidence: the idle time per step split by cause (from :func:`opscope.analyses.idle.idle_causes`, with the time the
+dependency graph says was spent waiting on work the trace does not show given as a cause of its own) and the
 longest idle gaps with the step they fall in, so an injected or accidental stall can be found on the timeline,
-each with what the host was doing meanwhile (how much of the gap host ops and runtime calls cover, and which
-one covers the most).
+each with what the host was doing meanwhile, read from the graph (:mod:`opscope.analyses.gap_causes`).
 """
 
 from __future__ import annotations
@@ -218,11 +218,16 @@ than the time its device waits, and it gets that much shorter only if the host c
 Evidence: idle time per step by cause (each idle nanosecond has one cause, the first that holds: sync, the
 host in a synchronising call; input_pipeline, the host in the DataLoader; launch_overhead, a short gap whose
 next work was launched after the gap began; kernel_gap, a short gap with the next work already queued;
-host_wait, nothing launched yet; other), then the {TOP_GAPS} longest gaps with their step and offset from the
-step's start, and what the host did meanwhile: the share of the gap that host ops, annotations and runtime
-calls cover (any thread; a low share means the host ran Python outside ops, or waited), and the event that
-covers the most of it. The suggested change covers every cause holding at least {CAUSE_SHARE:.0%} of the idle
-time. The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time,
+host_wait, nothing launched yet; other), less the time the dependency graph says the work after the idle
+stretch was waiting on work the trace does not show (it started longer after its launch or its stream allowed
+than launching and queueing explain), which is its own row, "waiting on unseen work", whatever the host did
+meanwhile; each cause with the host's time inside it by name (what opscope whatif --change idle:CAUSE=0
+removes). Then the {TOP_GAPS} longest gaps with their step and offset from the step's start, the part of each
+spent waiting on unseen work, and what the thread that launched the work after it was doing: each instant
+charged to the innermost op, annotation, runtime call or Python frame open over it (built-ins and step marks
+passed over), the name with the most time and the program's Python frame around it; also the share of the gap
+that host ops, annotations and runtime calls of any thread cover. The suggested change covers every cause
+holding at least {CAUSE_SHARE:.0%} of the idle time; it points to another finding only where there is one. The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time,
 so their savings are not to be added to this one.""",
     check=check,
     not_simulated=("an upper bound over all of the device's idle time, whatever its cause; the cause-specific "
