@@ -228,7 +228,8 @@ charged to the innermost op, annotation, runtime call or Python frame open over 
 passed over), the name with the most time and the program's Python frame around it; also the share of the gap
 that host ops, annotations and runtime calls of any thread cover. The suggested change covers every cause
 holding at least {CAUSE_SHARE:.0%} of the idle time; it points to another finding only where there is one.
-The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time, so their savings are not to be added to this one.""",
+The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time, so their savings
+are not to be added to this one.""",
     check=check,
     not_simulated=("an upper bound over all of the device's idle time, whatever its cause; the cause-specific "
                    'findings are simulated where they can be'),
