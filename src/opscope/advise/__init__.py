@@ -8,9 +8,10 @@ trace and ranks what they find.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from opscope.advise.context import AdviceContext, MeasuredFactor
@@ -136,7 +137,7 @@ def _advise(trace: Trace, run: dict[str, Any] | None, only: list[str] | None, pe
             not_applicable[r.id] = reason
         else:
             findings.extend(found)
-    findings = simulated(trace, findings, ctx, {r.id: r.not_simulated for r in rules})
+    findings = referring_to_found(simulated(trace, findings, ctx, {r.id: r.not_simulated for r in rules}))
     subject, compared = "", []
     if peers:
         subject = _rank_label(trace, 0)
@@ -148,6 +149,22 @@ def _advise(trace: Trace, run: dict[str, Any] | None, only: list[str] | None, pe
                     if job.ranks.num_rows and r != trace.metadata.get("rank")]
     return Advice(ranked(findings), not_applicable, [r.id for r in rules], ctx.unit, ctx.step_ns, ctx.steps,
                   ctx.window_lines(), subject, compared)
+
+
+#: How a remedy points to another finding: "(see the RULE finding)".
+_REFERENCE = re.compile(r" \(see the ([\w-]+) finding\)")
+
+
+def referring_to_found(findings: list[Finding]) -> list[Finding]:
+    """The findings with every "(see the RULE finding)" in a remedy to a rule that found nothing (or did not run)
+    taken out: a finding never points to one the reader cannot see."""
+    found = {f.rule for f in findings}
+
+    def kept(match: re.Match) -> str:
+        return match.group(0) if match.group(1) in found else ""
+
+    return [replace(f, remedy=_REFERENCE.sub(kept, f.remedy)) if _REFERENCE.search(f.remedy) else f
+            for f in findings]
 
 
 def _checked(rules: list[Rule], ctx: AdviceContext) -> list[tuple[list[Finding], str | None]]:

@@ -10,6 +10,8 @@ from opscope.units import format_ns
 
 #: JSON has each finding's evidence rows; a CSV line cannot hold them.
 _NESTED = {"evidence": Column(show="json"), "evidence_title": Column(show="json")}
+#: Evidence fields for the JSON only: lists, and details the table's short text already says.
+_EVIDENCE_JSON = {name: Column(show="json") for name in ("host_names", "thread", "frame", "host_op")}
 
 
 def advice_report(advice, source: str, limit: int | None = None, evidence_rows: int | None = 8) -> Report:
@@ -53,6 +55,7 @@ def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None, prefix
     return Section(f"finding_{rank}", f"{rank}. {prefix}{f.title}  {saving}  [{f.rule}]",
                    caption=f.evidence_title or None,
                    table=pa.Table.from_pylist(f.evidence) if f.evidence else None, limit=evidence_rows or None,
+                   columns=_EVIDENCE_JSON,
                    fields=[("  estimate:", f.estimate), ("  try:", f.remedy)], data=False)
 
 

@@ -143,6 +143,14 @@ def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: boo
     measured = _attribute_by_measure(covers, launches_known)
     if measured is not None:
         return measured
+    idle = _swept(covers, launches_known)
+    sums = idle.group_by("cause", use_threads=False).aggregate([("seg", "sum")])
+    return dict(zip(sums["cause"].to_pylist(), sums["seg_sum"].to_pylist()))
+
+
+def _swept(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> pa.Table:
+    """The sweep of :func:`_attribute`: one row per stretch of the gaps between two boundaries of any cover, with
+    its start ``t``, length ``seg`` and ``cause`` (the index in IDLE_CAUSES of the first condition that holds)."""
     parts = []
     for code, (s, e) in covers.items():
         keep = pc.greater(e, s)
@@ -162,9 +170,32 @@ def _attribute(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: boo
     for i, holds in reversed(list(enumerate([active[_SYNC], active[_INPUT], active[_SHORT_LATE],
                                              active[_SHORT_QUEUED], host_wait]))):
         cause = pc.if_else(holds, i, cause)
-    idle = pa.table({"cause": cause, "seg": seg}).filter(active[_GAP])
-    sums = idle.group_by("cause", use_threads=False).aggregate([("seg", "sum")])
-    return dict(zip(sums["cause"].to_pylist(), sums["seg_sum"].to_pylist()))
+    return pa.table({"cause": cause, "t": combined(points["t"]), "seg": seg}).filter(active[_GAP])
+
+
+def cause_spans(analysis: GpuAnalysis) -> dict[int, dict[str, tuple[list[int], list[int]]]]:
+    """Per device and cause, the stretches of idle time :func:`idle_causes` puts down to that cause, as disjoint
+    (starts, ends) in time order: where a cause's idle time is, not only how much (the what-if's ``idle:CAUSE``
+    and the gap causes need the instants). Causes with no time are left out."""
+    out: dict[int, dict[str, tuple[list[int], list[int]]]] = {}
+    if analysis.work.table.num_rows == 0:
+        return out
+    for dev, covers, launches_known in _device_covers(analysis):
+        if len(covers[_GAP][0]) == 0:
+            continue
+        idle = _swept(covers, launches_known)
+        mine: dict[str, tuple[list[int], list[int]]] = {}
+        for code, t, seg in zip(*(idle[c].to_pylist() for c in ("cause", "t", "seg"))):
+            if seg <= 0:
+                continue
+            starts, ends = mine.setdefault(IDLE_CAUSES[code], ([], []))
+            if ends and ends[-1] == t:  # stretches that touch: one span
+                ends[-1] = t + seg
+            else:
+                starts.append(t)
+                ends.append(t + seg)
+        out[dev] = mine
+    return out
 
 
 def _attribute_by_measure(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> dict[int, int] | None:

@@ -11,10 +11,29 @@ A change is ``SELECTOR=FACTOR``: the durations of what the selector picks are mu
 - ``idle``: the lags the trace does not explain (:data:`opscope.analyses.depgraph.LATENCY_CAP_NS`). FACTOR scales
   each such lag's excess over the typical lag of its kind on its lane (the median launch-to-start lag, queue gap or
   wake-up of the lane's work whose lag is explained; the cap where there is none): 0 starts the work as its lane's
-  work usually starts.
+  work usually starts;
+- ``idle:CAUSE``: the device's idle time that :mod:`opscope.analyses.idle` puts down to CAUSE (sync,
+  input_pipeline, launch_overhead, kernel_gap, host_wait, other), or ``idle:unexplained`` (the same as ``idle``).
 
 Any selector may end in ``@rank:N``: in a job, the change applies to rank N alone (on one trace, only if the trace
 is rank N).
+
+What ``idle:CAUSE=F`` multiplies: the parts of the graph that lie inside the stretches of device idle time put down
+to CAUSE (:func:`opscope.analyses.idle.cause_spans`), by F, and nothing else:
+
+- the own time of host nodes (slices of any thread) inside those stretches of any device: a slice half inside
+  keeps its other half;
+- the explained part of the lag that bound a node as measured, inside those stretches of the node's device: before
+  device work, the launch latency or the stream's turnaround (the edge's lag up to
+  :data:`~opscope.analyses.depgraph.LATENCY_CAP_NS`, at its start); after a wait, the time it took to return once
+  its work had ended.
+
+The unexplained part of a lag (the work waited on something the trace does not show) is never CAUSE's, whatever
+the host did meanwhile: a blocking call that waited for work held up by it is not what kept the device idle, so
+``idle:sync=0`` does not remove it (``idle:unexplained=0`` does). With the stretches of one cause apart from
+another's, ``idle:CAUSE=0`` takes that cause's idle time off every path that runs through it; a step shortens by
+what was on its critical path. ``kernel_gap`` is the stream's own turnaround between queued kernels (the explained
+lag of work that was already queued), and ``launch_overhead`` the launch calls and latencies in short gaps.
 """
 
 from __future__ import annotations
@@ -33,6 +52,7 @@ from opscope.analyses.depgraph import (
     COMMUNICATION,
     COPIES,
     DEVICE,
+    HOST,
     INPUT,
     LATENCY_CAP_NS,
     LAUNCH,
@@ -42,13 +62,19 @@ from opscope.analyses.depgraph import (
     WAIT,
     DepGraph,
     dependency_graph,
+    frozen_view,
 )
-from opscope.analyses.replay import replay, step_times
+from opscope.analyses.idle import IDLE_CAUSES, cause_spans
+from opscope.analyses.intervals import covered_within
+from opscope.analyses.replay import AFTER, CHAIN, EXTRA, replay, step_times
 from opscope.errors import UsageError
 from opscope.model.buffers import values_view
+from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
-SELECTORS = ("op:REGEX", "kernel:REGEX", "copy", "comm", "sync", "launch", "loader", "idle")
+SELECTORS = ("op:REGEX", "kernel:REGEX", "copy", "comm", "sync", "launch", "loader", "idle", "idle:CAUSE")
+#: The causes ``idle:`` takes: those of :mod:`opscope.analyses.idle`, and the lags the trace does not explain.
+IDLE_SELECTOR_CAUSES = (*IDLE_CAUSES, "unexplained")
 _MAX_CLIMB = 512
 
 
@@ -103,6 +129,10 @@ def _parsed(text: str, what: str, value: str) -> Change:
         except re.error as exc:
             raise UsageError(f"--change {text!r}: invalid regular expression {pattern!r}: {exc}") from None
         return Change(selector, pattern, factor)
+    if selector == "idle" and colon:
+        if pattern not in IDLE_SELECTOR_CAUSES:
+            raise UsageError(f"--change {text!r}: idle: takes a cause, one of {', '.join(IDLE_SELECTOR_CAUSES)}")
+        return Change(selector, pattern, factor)
     if colon or selector not in SELECTORS:
         raise UsageError(f"--change {text!r}: unknown selector; the selectors are {', '.join(SELECTORS)}")
     return Change(selector, None, factor)
@@ -116,11 +146,21 @@ def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int 
     n = len(graph)
     duration = lag = _column(array("d", [1.0]) * n, pa.float64())
     picked: list[int] = []
+    parts: IdleParts | None = None
     for change in changes:
         if not change.applies_to(rank):
             picked.append(0)
             continue
-        if change.selector == "idle":
+        if change.selector == "idle" and change.pattern not in (None, "unexplained"):
+            parts = parts or idle_parts(trace, graph)
+            own, lags = parts.own.get(change.pattern, {}), parts.lag.get(change.pattern, {})
+            if own:
+                kept = array("d", [1.0]) * n
+                for node, ns in own.items():
+                    kept[node] = 1.0 - (1.0 - change.factor) * ns / graph.dur[node]
+                duration = pc.multiply(duration, _column(kept, pa.float64()))
+            chosen = pa.array([node in own or node in lags for node in range(n)], pa.bool_())
+        elif change.selector == "idle":
             chosen = pc.not_equal(_column(graph.unexplained, pa.int64()), 0)
             lag = pc.multiply(lag, _idle_factor(graph, chosen, change.factor))
         else:
@@ -152,7 +192,8 @@ def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = Non
     lag of that kind, so that the work, its wait gone, starts as its lane's work usually starts."""
     chosen = None
     for change in changes:
-        if change.selector == "idle" and change.applies_to(rank) and change.factor < 1:
+        if change.selector == "idle" and change.pattern in (None, "unexplained") and change.applies_to(rank) \
+                and change.factor < 1:
             chosen = pc.and_(pc.not_equal(_column(graph.unexplained, pa.int64()), 0),
                              pc.equal(_column(graph.kind, pa.int8()), DEVICE))
     if chosen is None or not pc.any(chosen).as_py():
@@ -273,10 +314,21 @@ def whatif_table(trace: Trace, changes: Sequence[Change]) -> tuple[pa.Table, lis
     graph = dependency_graph(trace)
     rank = trace_rank(trace)
     duration, lag, picked = factors(trace, graph, changes, rank)
-    chain_lag, extra_lag = idle_lags(graph, changes, rank)
-    table = step_times(trace, graph, replay(replace(graph, chain_lag=chain_lag, extra_lag=extra_lag), duration, lag))
+    table = step_times(trace, graph, replay(changed_graph(trace, graph, changes, rank), duration, lag))
     table = table.add_column(0, "rank", pa.array([rank] * table.num_rows, pa.int64()))
     return with_change_pct(table), picked
+
+
+def changed_graph(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int | None = None) -> DepGraph:
+    """The graph whose lags the ``idle`` changes for ``rank`` move (the graph itself where none does): the explained
+    lags inside an ``idle:CAUSE``'s idle time cut, the edges that did not bind unexplained waits lowered to their
+    lane's usual lag (:func:`idle_lags`)."""
+    mine = [change for change in changes if change.applies_to(rank)]
+    cut = lags_cut(trace, graph, mine)
+    chain_lag, extra_lag = idle_lags(cut, mine, rank)
+    if chain_lag is cut.chain_lag and extra_lag is cut.extra_lag:
+        return cut
+    return replace(cut, chain_lag=chain_lag, extra_lag=extra_lag)
 
 
 def with_change_pct(table: pa.Table) -> pa.Table:
@@ -284,3 +336,119 @@ def with_change_pct(table: pa.Table) -> pa.Table:
     replayed, predicted = table["replayed_ns"].to_pylist(), table["predicted_ns"].to_pylist()
     change = [round(100.0 * (p - r) / r, 2) if r else None for r, p in zip(replayed, predicted)]
     return table.append_column("change_pct", pa.array(change, pa.float64())).cast(WHATIF)
+
+
+# --- idle:CAUSE ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdleParts:
+    """Per idle cause, the parts of the graph inside the device idle time put down to it (see the module): per
+    node, the ns of its own time (``own``), and the ns of the explained part of its binding lag with that edge
+    (``lag``: node -> (CHAIN, EXTRA or AFTER, ns))."""
+
+    own: dict[str, dict[int, int]]
+    lag: dict[str, dict[int, tuple[int, int]]]
+
+
+def idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
+    """The graph's :class:`IdleParts` (the trace's own graph: made once per trace)."""
+    if graph is dependency_graph(trace):
+        return _trace_idle_parts(trace)
+    return _idle_parts(trace, graph)
+
+
+@memoized()
+def _trace_idle_parts(trace: Trace) -> IdleParts:
+    return _idle_parts(trace, dependency_graph(trace))
+
+
+def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
+    from opscope.analyses.gpu import gpu_analysis
+
+    own: dict[str, dict[int, int]] = {}
+    lag: dict[str, dict[int, tuple[int, int]]] = {}
+    spans = cause_spans(gpu_analysis(trace)) if len(graph) else {}
+    if not spans:
+        return IdleParts(own, lag)
+    n = len(graph)
+    device_of = trace.select(["device"])["device"]
+    rows = [graph.row[node] for node in range(n)]
+    known = [r for r in rows if r != NONE]
+    dev = dict(zip(known, pc.take(device_of, pa.array(known, pa.int64())).to_pylist())) if known else {}
+    run = replay(graph)
+    kind, bound = graph.kind, run.bound_by
+    # each node's own time that is the host's, and each explained lag: (node, lo, hi, device of the lag)
+    host = [node for node in range(n) if graph.dur[node] > 0 and
+            (kind[node] == HOST or (kind[node] == WAIT and graph.extra[node] == NONE))]
+    lags: list[tuple[int, int, int, int, int | None]] = []
+    for node in range(n):
+        b = bound[node]
+        if kind[node] == DEVICE and b in (CHAIN, EXTRA, AFTER):
+            value = (graph.chain_lag, graph.extra_lag, graph.after_lag)[(CHAIN, EXTRA, AFTER).index(b)][node]
+            on = {CHAIN: ON_CHAIN, EXTRA: ON_EXTRA}.get(b)
+            at, device = graph.start[node], dev.get(rows[node])
+        elif kind[node] == WAIT and b == EXTRA:
+            value, on, at = graph.extra_lag[node], ON_EXTRA, graph.end[node]
+            device = dev.get(graph.row[graph.extra[node]])
+        else:
+            continue
+        unexplained = graph.unexplained[node] if on == graph.unexplained_on[node] else 0
+        explained = value - min(unexplained, max(value, 0))
+        if explained > 0:
+            lags.append((node, b, at - value, at - value + explained, device))
+    for cause in IDLE_CAUSES:
+        per_device = {d: by_cause[cause] for d, by_cause in spans.items() if cause in by_cause}
+        if not per_device:
+            continue
+        starts, ends = _union_spans(list(per_device.values()))
+        covered = covered_within(starts, ends, [(graph.start[node], graph.end[node]) for node in host])
+        own[cause] = {node: ns for node, ns in zip(host, covered) if ns > 0}
+        mine: dict[int, tuple[int, int]] = {}
+        for d, (s, e) in per_device.items():
+            chosen = [item for item in lags if item[4] == d]
+            for (node, b, _, _, _), ns in zip(chosen, covered_within(s, e, [(lo, hi) for _, _, lo, hi, _ in chosen])):
+                if ns > 0:
+                    mine[node] = (b, ns)
+        lag[cause] = mine
+    return IdleParts(own, lag)
+
+
+def _union_spans(parts: list[tuple[list[int], list[int]]]) -> tuple[list[int], list[int]]:
+    """The union of disjoint, time-ordered spans of several devices, disjoint and in time order."""
+    if len(parts) == 1:
+        return parts[0]
+    starts: list[int] = []
+    ends: list[int] = []
+    for s, e in sorted((s, e) for part in parts for s, e in zip(*part)):
+        if ends and s <= ends[-1]:
+            ends[-1] = max(ends[-1], e)
+        else:
+            starts.append(s)
+            ends.append(e)
+    return starts, ends
+
+
+def lags_cut(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> DepGraph:
+    """The graph with the explained lags inside each ``idle:CAUSE`` change's idle time cut by its factor (the
+    graph itself when no change is one)."""
+    kept: dict[str, float] = {}
+    for change in changes:
+        if change.selector == "idle" and change.pattern not in (None, "unexplained"):
+            kept[change.pattern] = kept.get(change.pattern, 1.0) * change.factor
+    if not kept:
+        return graph
+    parts = idle_parts(trace, graph)
+    cut: dict[int, list] = {}
+    for cause, factor in kept.items():
+        for node, (edge, ns) in parts.lag.get(cause, {}).items():
+            entry = cut.setdefault(node, [edge, 0.0])
+            entry[1] += (1.0 - factor) * ns
+    if not cut:
+        return graph
+    columns = {CHAIN: array("q", graph.chain_lag), EXTRA: array("q", graph.extra_lag),
+               AFTER: array("q", graph.after_lag)}
+    for node, (edge, ns) in cut.items():
+        columns[edge][node] -= round(ns)
+    return replace(graph, chain_lag=frozen_view(columns[CHAIN], "q"), extra_lag=frozen_view(columns[EXTRA], "q"),
+                   after_lag=frozen_view(columns[AFTER], "q"))

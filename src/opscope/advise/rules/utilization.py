@@ -1,13 +1,14 @@
 """Low accelerator utilization: the device idles for a large part of each step.
 
-Evidence: the idle time per step split by cause (from :func:`opscope.analyses.idle.idle_causes`) and the
+Evidence: the idle time per step split by cause (from :func:`opscope.analyses.idle.idle_causes`, with the time the
+dependency graph says was spent waiting on work the trace does not show given as a cause of its own) and the
 longest idle gaps with the step they fall in, so an injected or accidental stall can be found on the timeline,
-each with what the host was doing meanwhile (how much of the gap host ops and runtime calls cover, and which
-one covers the most).
+each with what the host was doing meanwhile, read from the graph (:mod:`opscope.analyses.gap_causes`).
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
@@ -17,10 +18,13 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.arrays import combined, int64_values, name_match
+from opscope.analyses.gap_causes import GapCause, gap_causes, host_by_cause, unseen_by_cause
 from opscope.analyses.intervals import clip, is_sorted, union_ns
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
 
+#: The cause of idle time the graph says was waiting on work the trace does not show.
+UNSEEN = "waiting on unseen work"
 #: The rule fires when a device is idle for at least this share of the window.
 IDLE_SHARE = 0.10
 #: Longest gaps shown as evidence.
@@ -34,12 +38,50 @@ STEP_MARKER = r"^ProfilerStep#"
 CHANGE_FOR = {
     "sync": "remove host-device synchronisation inside the step (see the host-sync finding)",
     "input_pipeline": "overlap data loading with compute (see the input-pipeline finding)",
-    "launch_overhead": "launch fewer, larger kernels: a CUDA/HIP graph or the framework's compiler (see launch-bound)",
+    "launch_overhead": ("launch fewer, larger kernels: a CUDA/HIP graph or the framework's compiler (see the "
+                        "launch-bound finding)"),
     "kernel_gap": ("the queue was full yet the device paused between kernels: fuse small kernels (the framework's "
                    "compiler: torch.compile, XLA)"),
     "host_wait": "the host launched nothing: look at the host ops running in these gaps (opscope ops --steps N)",
     "other": "open the trace in Perfetto (ui.perfetto.dev) at the longest gaps below to see what the host was doing",
+    UNSEEN: ("the device waited on work the trace does not show (another process, or streams, graphs or ranks the "
+             "profiler did not record): profile everything that shares the device; opscope whatif --change "
+             "idle:unexplained=0 tells what the wait costs"),
 }
+
+
+def _causes(ctx: AdviceContext, device: int, unseen: dict[str, int],
+            host: dict[str, list[tuple[str, int]]]) -> list[dict]:
+    """The device's idle time by cause, largest first, with the time the graph says the work was waiting on work
+    the trace does not show taken out of the cause it fell in and given as a cause of its own: a host in a
+    synchronising call then is not blamed for what held up the work it waited for."""
+    rows = ctx.idle.filter(pc.equal(ctx.idle["device"], device)).to_pylist()
+    causes = [{"cause": r["cause"], "idle_ns": r["idle_ns"] - unseen.get(r["cause"], 0),
+               "host": [{"name": n, "ns": ctx.per_step(ns)} for n, ns in host.get(r["cause"], [])]} for r in rows]
+    if sum(unseen.values()):
+        causes.append({"cause": UNSEEN, "idle_ns": sum(unseen.values()), "host": []})
+    return sorted((c for c in causes if c["idle_ns"] > 0), key=lambda c: -c["idle_ns"])
+
+
+def _said(names: list[dict]) -> str | None:
+    """The first name and its time, short: the table's text (the JSON has them all)."""
+    return f"{_short(names[0]['name'])} ({format_ns(names[0]['ns'])})" if names else None
+
+
+def _short(name: str) -> str:
+    """A Python frame without its file's folders (``.../cuda_graph_runner.py(276): replay``: the JSON has it)."""
+    return re.sub(r"^\S*[/\\](?=[^/\\\s]+\.py\(\d+\))", "", name)
+
+
+def _gap_said(why: GapCause) -> str | None:
+    """A gap in words: the wait on unseen work first when there was one, else what the launching thread did."""
+    doing = next(((n, ns) for n, _, ns in why.names), None)
+    if why.unseen_ns and 2 * why.unseen_ns >= why.end - why.start:
+        said = f"waiting on work the trace does not show ({format_ns(why.unseen_ns)})"
+        return said + (f"; host in {_short(doing[0])}" if doing else "")
+    if doing is None:
+        return None
+    return f"{_short(doing[0])} ({format_ns(doing[1])})" + (f" in {_short(why.frame)}" if why.frame else "")
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
@@ -47,19 +89,25 @@ def check(ctx: AdviceContext) -> list[Finding]:
         raise NotApplicable("no GPU activity in this trace")
     findings = []
     host = host_events(ctx)
+    unseen = unseen_by_cause(ctx.trace, ctx.gpu)
+    by_cause = host_by_cause(ctx.trace)
     for row in ctx.breakdown.to_pylist():
         device, window, idle = row["device"], row["window_ns"], row["idle_ns"]
         if not window or idle < IDLE_SHARE * window:
             continue
-        causes = ctx.idle.filter(pc.equal(ctx.idle["device"], device)).to_pylist()
-        causes = sorted((c for c in causes if c["idle_ns"]), key=lambda c: -c["idle_ns"])
+        causes = _causes(ctx, device, unseen.get(device, {}), by_cause)
         evidence = [{"what": f"idle: {c['cause']}", "step": None, "at_ns": None,
                      "idle_ns": ctx.per_step(c["idle_ns"]), "step_pct": ctx.pct(ctx.per_step(c["idle_ns"])),
-                     "host_busy_pct": None, "host_op": None}
+                     "unseen_ns": None, "host": _said(c["host"]), "host_names": c["host"], "thread": None,
+                     "frame": None, "host_busy_pct": None, "host_op": None}
                     for c in causes]
+        gaps = longest_gaps(ctx, device)
+        read = gap_causes(ctx.trace, [(device, start, start + length) for _, _, length, start in gaps])
         evidence += [{"what": "gap", "step": step, "at_ns": at, "idle_ns": length, "step_pct": ctx.pct(length),
-                      **host_during(host, start, length)}
-                     for step, at, length, start in longest_gaps(ctx, device)]
+                      "unseen_ns": why.unseen_ns, "host": _gap_said(why),
+                      "host_names": [{"name": n, "kind": k, "ns": ns} for n, k, ns in why.names],
+                      "thread": why.thread, "frame": why.frame, **host_during(host, start, length)}
+                     for (step, at, length, start), why in zip(gaps, read)]
         saving = ctx.per_step(idle)
         named = [c for i, c in enumerate(causes) if i == 0 or c["idle_ns"] >= CAUSE_SHARE * idle]
         change = "; ".join(f"{c['cause']} ({100.0 * c['idle_ns'] / idle:.0f}% of the idle time): "
@@ -76,8 +124,10 @@ def check(ctx: AdviceContext) -> list[Finding]:
             remedy=change,
             evidence=evidence,
             evidence_title="idle time per step by cause, then the longest gaps (at_ns: from the step's start; "
-                           "host_busy_pct: share of the gap covered by host ops and runtime calls; host_op: the "
-                           "one covering the most)",
+                           "unseen_ns: of it, the work after the gap waiting on work the trace does not show; "
+                           "host: what the thread that launched it was doing, the innermost named event and its "
+                           "time in the gap; host_busy_pct: share of the gap covered by host ops and runtime calls "
+                           "of any thread)",
         ))
     return findings
 
@@ -168,12 +218,18 @@ than the time its device waits, and it gets that much shorter only if the host c
 Evidence: idle time per step by cause (each idle nanosecond has one cause, the first that holds: sync, the
 host in a synchronising call; input_pipeline, the host in the DataLoader; launch_overhead, a short gap whose
 next work was launched after the gap began; kernel_gap, a short gap with the next work already queued;
-host_wait, nothing launched yet; other), then the {TOP_GAPS} longest gaps with their step and offset from the
-step's start, and what the host did meanwhile: the share of the gap that host ops, annotations and runtime
-calls cover (any thread; a low share means the host ran Python outside ops, or waited), and the event that
-covers the most of it. The suggested change covers every cause holding at least {CAUSE_SHARE:.0%} of the idle
-time. The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time,
-so their savings are not to be added to this one.""",
+host_wait, nothing launched yet; other), less the time the dependency graph says the work after the idle
+stretch was waiting on work the trace does not show (it started longer after its launch or its stream allowed
+than launching and queueing explain), which is its own row, "waiting on unseen work", whatever the host did
+meanwhile; each cause with the host's time inside it by name (what opscope whatif --change idle:CAUSE=0
+removes). Then the {TOP_GAPS} longest gaps with their step and offset from the step's start, the part of each
+spent waiting on unseen work, and what the thread that launched the work after it was doing: each instant
+charged to the innermost op, annotation, runtime call or Python frame open over it (built-ins and step marks
+passed over), the name with the most time and the program's Python frame around it; also the share of the gap
+that host ops, annotations and runtime calls of any thread cover. The suggested change covers every cause
+holding at least {CAUSE_SHARE:.0%} of the idle time; it points to another finding only where there is one.
+The input-pipeline, host-sync and launch-bound rules each claim a part of the same idle time, so their savings
+are not to be added to this one.""",
     check=check,
     not_simulated=("an upper bound over all of the device's idle time, whatever its cause; the cause-specific "
                    'findings are simulated where they can be'),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +41,7 @@ from opscope.analyses.depgraph import (
 from opscope.analyses.job.clocks import clock_offsets
 from opscope.analyses.job.match import match_instances
 from opscope.analyses.replay import Replay, replay, step_nodes
-from opscope.analyses.whatif import Change, factors, idle_lags, with_change_pct
+from opscope.analyses.whatif import Change, changed_graph, factors, with_change_pct
 from opscope.model.buffers import true_positions
 from opscope.model.trace import Trace
 
@@ -97,15 +97,12 @@ class JobGraph:
     notes: list[str]
 
 
-def job_graph(traces: Mapping[int, Trace],
-              lags: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None) -> JobGraph:
-    """The job's dependency graph from each rank's trace (rank -> trace; see the module). ``lags``: per rank, chain
-    and extra lags to use instead of its graph's (:func:`opscope.analyses.whatif.idle_lags`)."""
+def job_graph(traces: Mapping[int, Trace], graphs: Mapping[int, DepGraph] | None = None) -> JobGraph:
+    """The job's dependency graph from each rank's trace (rank -> trace; see the module). ``graphs``: per rank, a
+    graph to use instead of its trace's (the same nodes, other lags: :func:`opscope.analyses.whatif.changed_graph`);
+    the collectives are matched and the clocks aligned on the traces, so the nodes come in the same order."""
     ranks = sorted(traces)
-    graphs = {rank: dependency_graph(traces[rank]) for rank in ranks}
-    if lags:
-        graphs = {rank: replace(graph, chain_lag=lags[rank][0], extra_lag=lags[rank][1]) if rank in lags else graph
-                  for rank, graph in graphs.items()}
+    graphs = {rank: (graphs or {}).get(rank) or dependency_graph(traces[rank]) for rank in ranks}
     joins, notes, offsets = _joins(traces, graphs)
     by_instance = {j.instance: j for j in joins}
     plan = _plan(ranks, graphs, joins)
@@ -423,13 +420,13 @@ def job_whatif_table(traces: Mapping[int, Trace], changes: Sequence[Change]) -> 
     """Per rank and step of a job: measured, replayed with no change and predicted with ``changes`` (each applied to
     the ranks it names), and the change against the replay (%); how many nodes each change picked; the graph."""
     job = job_graph(traces)
-    duration, lag, lags, picked = {}, {}, {}, [0] * len(changes)
+    duration, lag, graphs, picked = {}, {}, {}, [0] * len(changes)
     for rank in job.ranks:
         duration[rank], lag[rank], counts = factors(job.traces[rank], job.graphs[rank], changes, rank)
         picked = [a + b for a, b in zip(picked, counts)]
-        lags[rank] = idle_lags(job.graphs[rank], changes, rank)
-    moved = any(lags[r][0] is not job.graphs[r].chain_lag for r in job.ranks)
-    with_lags = job_graph(traces, lags) if moved else job  # the same nodes in the same order, other lags
+        graphs[rank] = changed_graph(job.traces[rank], job.graphs[rank], changes, rank)
+    moved = any(graphs[r] is not job.graphs[r] for r in job.ranks)
+    with_lags = job_graph(traces, graphs) if moved else job  # the same nodes in the same order, other lags
     base = replay_job(job)
     changed = replay_job(with_lags, job_values(job, duration), job_values(job, lag))
     return with_change_pct(rank_steps(job, base, changed)), picked, job

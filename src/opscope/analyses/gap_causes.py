@@ -1,0 +1,257 @@
+"""What kept a device idle, read from the dependency graph: per idle gap, what the host thread that launched the
+work after it was doing meanwhile, and how much of the gap that work spent waiting on work the trace does not show.
+
+:mod:`opscope.analyses.idle` names a cause per instant from what was open on the host (a synchronising call, the
+data loader, launches outstanding); it cannot tell a host that waits for the device from a device that waits for
+something unrecorded (another process, a stream or graph the profiler missed). The graph can: the work after a
+gap started ``unexplained`` ns later than its launch or its stream allowed
+(:data:`opscope.analyses.depgraph.LATENCY_CAP_NS`), and those last ns before it started are waiting on unseen work,
+whatever the host did meanwhile. The rest of the gap is the host's: the names on the launching thread, each instant
+charged to the innermost op, annotation, runtime call or Python frame open over it (built-ins and step marks
+skipped), with the Python frame of the program around the name that took most of it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from opscope.analyses.depgraph import DEVICE, NONE, STEP_MARK, DepGraph, dependency_graph
+from opscope.analyses.idle import cause_spans
+from opscope.analyses.intervals import covered_within
+from opscope.model.memo import memoized
+from opscope.model.schema import kind_mask
+from opscope.model.trace import Trace
+
+if TYPE_CHECKING:
+    from opscope.analyses.gpu import GpuAnalysis
+
+#: Host events that name what a thread was doing.
+NAMED_KINDS = ("cpu_op", "user_annotation", "runtime", "python")
+#: Python frames that say nothing of the program: built-ins, C functions, ``<frozen ...>``.
+BUILTIN_FRAME = re.compile(r"^<")
+#: Python frames of the framework itself, passed over when naming the program's frame around a name.
+FRAMEWORK_FRAME = re.compile(r"(^|[/\\])(torch|contextlib\.py|threading\.py|functools\.py)")
+#: Names kept per gap.
+TOP_NAMES = 3
+
+
+@dataclass
+class GapCause:
+    """One idle gap: ``unseen_ns`` of it the work after it waited on work the trace does not show; ``thread`` the
+    host thread that launched that work ("pid/tid"; None: unknown); ``names`` (name, kind, ns inside the gap) on that
+    thread, most time first; ``frame`` the program's Python frame around the first name."""
+
+    device: int
+    start: int
+    end: int
+    unseen_ns: int = 0
+    thread: str | None = None
+    names: list[tuple[str, str, int]] = field(default_factory=list)
+    frame: str | None = None
+
+
+def gap_causes(trace: Trace, gaps: list[tuple[int, int, int]]) -> list[GapCause]:
+    """A :class:`GapCause` per ``(device, start, end)`` gap."""
+    graph = dependency_graph(trace)
+    after = _work_after(trace)
+    out = []
+    for device, start, end in gaps:
+        gap = GapCause(device, start, end)
+        node = after.first_at(device, end)
+        if node is not None:
+            waited = graph.unexplained[node]
+            gap.unseen_ns = max(0, min(end, graph.start[node]) - max(start, graph.start[node] - waited))
+            launch = graph.extra[node]
+            if launch != NONE and graph.kind[launch] != DEVICE:
+                gap.thread = graph.lane[launch]
+        if gap.thread is None:
+            gap.thread = _busiest_thread(graph, start, end)
+        if gap.thread is not None:
+            gap.names, gap.frame = thread_names(trace, gap.thread, start, end)
+        out.append(gap)
+    return out
+
+
+@dataclass(frozen=True)
+class _After:
+    """Device nodes per device, by start: the work that ends a gap."""
+
+    starts: dict[int, list[int]]
+    nodes: dict[int, list[int]]
+
+    def first_at(self, device: int, at: int) -> int | None:
+        """The node of ``device`` that starts at ``at``, the one with the longest unexplained wait among several
+        (None: none starts there, as after the window's last gap)."""
+        starts = self.starts.get(device, [])
+        i = bisect.bisect_left(starts, at)
+        return self.nodes[device][i] if i < len(starts) and starts[i] == at else None
+
+
+@memoized()
+def _work_after(trace: Trace) -> _After:
+    graph = dependency_graph(trace)
+    device_of = trace.select(["device"])["device"]
+    nodes = [n for n in range(len(graph)) if graph.kind[n] == DEVICE and graph.row[n] != NONE]
+    devices = pc.take(device_of, pa.array([graph.row[n] for n in nodes], pa.int64())).to_pylist() if nodes else []
+    keyed = sorted(((d, graph.start[n], -graph.unexplained[n], n) for n, d in zip(nodes, devices) if d is not None))
+    starts: dict[int, list[int]] = {}
+    by_device: dict[int, list[int]] = {}
+    for d, start, _, n in keyed:
+        starts.setdefault(d, []).append(start)
+        by_device.setdefault(d, []).append(n)
+    return _After(starts, by_device)
+
+
+def _busiest_thread(graph: DepGraph, start: int, end: int) -> str | None:
+    """The host thread whose slices cover the most of ``[start, end)``: the gap's thread when its next work has no
+    launch in the trace."""
+    best, most = None, 0
+    for lane, nodes in graph.threads.items():
+        if not len(nodes):
+            continue
+        lo = bisect.bisect_right(nodes, start, key=graph.end.__getitem__)
+        hi = bisect.bisect_left(nodes, end, key=graph.start.__getitem__)
+        covered = sum(max(0, min(end, graph.end[n]) - max(start, graph.start[n])) for n in nodes[lo:hi])
+        if covered > most:
+            best, most = lane, covered
+    return best
+
+
+def thread_names(trace: Trace, thread: str, start: int, end: int) -> tuple[list[tuple[str, str, int]], str | None]:
+    """What one host thread ("pid/tid") did in ``[start, end)``: (name, kind, ns) per name, most time first (the top
+    :data:`TOP_NAMES`; "(nothing recorded)" for time no named event covers), each instant charged to the innermost
+    event open over it that says something (:data:`BUILTIN_FRAME` and step marks passed over); and the innermost
+    Python frame outside the framework (:data:`FRAMEWORK_FRAME`) around the first name, None without one."""
+    events = _thread_events(trace, thread)
+    lo = bisect.bisect_left(events.starts, start - events.longest)
+    hi = bisect.bisect_left(events.starts, end)
+    rows = [(max(s, start), min(s + d, end), name, kind) for s, d, name, kind in events.rows[lo:hi]
+            if s + d > start and d > 0]
+    rows.sort(key=lambda r: (r[0], -r[1]))
+    time: dict[tuple[str, str], int] = {}
+    around: dict[tuple[str, str], dict[str, int]] = {}
+    stack: list[tuple[int, int, str, str]] = []
+    now = start
+
+    def charge(upto: int) -> None:
+        nonlocal now
+        if upto <= now:
+            return
+        owner = next(((name, kind) for _, _, name, kind in reversed(stack) if _says_something(name, kind)),
+                     ("(nothing recorded)", ""))
+        time[owner] = time.get(owner, 0) + upto - now
+        frame = next((name for _, _, name, kind in reversed(stack) if kind == "python"
+                      and not BUILTIN_FRAME.search(name) and not FRAMEWORK_FRAME.search(name)), None)
+        if frame is not None and frame != owner[0]:
+            frames = around.setdefault(owner, {})
+            frames[frame] = frames.get(frame, 0) + upto - now
+        now = upto
+
+    for r in rows:
+        while stack and stack[-1][1] <= r[0]:
+            charge(stack[-1][1])  # the event's time up to its end, then it closes
+            stack.pop()
+        charge(r[0])
+        stack.append((r[0], min(r[1], stack[-1][1]) if stack else r[1], r[2], r[3]))
+    while stack:
+        charge(stack[-1][1])
+        stack.pop()
+    charge(end)
+    ranked = sorted(time.items(), key=lambda item: (-item[1], item[0]))[:TOP_NAMES]
+    names = [(name, kind, ns) for (name, kind), ns in ranked]
+    frames = around.get(ranked[0][0], {}) if ranked else {}
+    frame = max(frames.items(), key=lambda item: (item[1], item[0]))[0] if frames else None
+    return names, frame
+
+
+def _says_something(name: str, kind: str) -> bool:
+    return not (kind == "python" and BUILTIN_FRAME.search(name)) and not re.match(STEP_MARK, name)
+
+
+@dataclass(frozen=True)
+class _ThreadEvents:
+    """One thread's named events in start order: (start, dur, name, kind), with their starts to search and the
+    longest duration (the rows that can reach an instant start at most that long before it)."""
+
+    rows: list[tuple[int, int, str, str]]
+    starts: list[int]
+    longest: int
+
+
+@memoized()
+def _thread_events(trace: Trace, thread: str) -> _ThreadEvents:
+    pid, _, tid = thread.partition("/")
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid"])
+    mine = pc.and_(kind_mask(ev, NAMED_KINDS),
+                   pc.and_(pc.equal(pc.cast(ev["pid"], pa.string()), pid), pc.equal(pc.cast(ev["tid"], pa.string()),
+                                                                                     tid)))
+    picked = ev.filter(pc.fill_null(mine, False)).select(["ts_ns", "dur_ns", "name", "kind"])
+    picked = picked.take(pc.sort_indices(picked, [("ts_ns", "ascending"), ("dur_ns", "descending")]))
+    rows = [(s, max(d or 0, 0), str(n), str(k)) for s, d, n, k in zip(*(picked[c].to_pylist() for c in
+                                                                          ("ts_ns", "dur_ns", "name", "kind")))
+            if s is not None]
+    return _ThreadEvents(rows, [r[0] for r in rows], max((r[1] for r in rows), default=0))
+
+
+def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, int]]:
+    """Per device and idle cause (:mod:`opscope.analyses.idle`), the ns of that cause's idle time during which the
+    work that ended the wait had been waiting on work the trace does not show: the last ``unexplained`` ns before
+    each device node started (the graph's), inside the cause's stretches."""
+    graph = dependency_graph(trace)
+    after = _work_after(trace)
+    spans = cause_spans(analysis)
+    out: dict[int, dict[str, int]] = {}
+    for device, by_cause in spans.items():
+        waits = [(graph.start[n] - graph.unexplained[n], graph.start[n]) for n in after.nodes.get(device, [])
+                 if graph.unexplained[n] > 0]
+        if not waits:
+            continue
+        merged: tuple[list[int], list[int]] = ([], [])
+        for lo, hi in sorted(waits):  # waits on two streams at once count once
+            if merged[1] and lo <= merged[1][-1]:
+                merged[1][-1] = max(merged[1][-1], hi)
+            else:
+                merged[0].append(lo)
+                merged[1].append(hi)
+        mine = out.setdefault(device, {})
+        for cause, (starts, ends) in by_cause.items():
+            ns = sum(covered_within(*merged, list(zip(starts, ends))))
+            if ns:
+                mine[cause] = ns
+    return out
+
+
+
+def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
+    """Per idle cause, the host's time inside that cause's idle time (any device) by name, most first (the top
+    :data:`TOP_NAMES`): the parts ``opscope whatif --change idle:CAUSE=0`` removes (host slices of any thread, named
+    by their innermost op, annotation or runtime call, or "(python)"/"(host untraced)" between them; a wait by its
+    call, for the time it took to return once its work had ended)."""
+    from opscope.analyses.whatif import idle_parts
+
+    graph = dependency_graph(trace)
+    parts = idle_parts(trace, graph)
+    names = trace.select(["name"])["name"]
+    out: dict[str, list[tuple[str, int]]] = {}
+    for cause in {*parts.own, *parts.lag}:
+        pieces = dict(parts.own.get(cause, {}))
+        for node, (_, ns) in parts.lag.get(cause, {}).items():
+            if graph.kind[node] != DEVICE:
+                pieces[node] = pieces.get(node, 0) + ns
+        rows = sorted({graph.row[n] for n in pieces if graph.row[n] != NONE})
+        name_of = dict(zip(rows, pc.take(names, pa.array(rows, pa.int64())).to_pylist())) if rows else {}
+        by_name: dict[str, int] = {}
+        for node, ns in pieces.items():
+            row = graph.row[node]
+            name = str(name_of.get(row)) if row != NONE else ""
+            if not name or re.match(STEP_MARK, name):  # a step mark's own time is the program between its ops
+                name = f"({graph.category[node]})"
+            by_name[name] = by_name.get(name, 0) + ns
+        out[cause] = sorted(by_name.items(), key=lambda item: (-item[1], item[0]))[:TOP_NAMES]
+    return out
