@@ -198,6 +198,7 @@ def test_random_timelines_are_the_same_in_c(seed, monkeypatch):
     "tf-profiler/GPU-multi-worker/34.83.195.179_6003.xplane.pb",
     "hta/nccl_parser_config/nccl_data.json.gz",
     "hta/negative_queue_length_values_check/rank0.json.gz",
+    "hta/trace_diff/control/control.json.gz",
 ])
 def test_real_traces_are_the_same_in_c(relative, monkeypatch):
     path = shared_trace(relative)

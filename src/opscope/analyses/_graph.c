@@ -12,7 +12,7 @@
 
 /* node kinds, edges and categories as depgraph.py numbers them (categories: positions in CATEGORIES) */
 enum { HOST = 0, WAIT = 1, DEVICE = 2 };
-enum { ON_CHAIN = 0, ON_EXTRA = 1 };
+enum { ON_CHAIN = 0, ON_EXTRA = 1, ON_AFTER = 2 };
 enum { C_HOST_COMPUTE = 0, C_LAUNCH = 3, C_SYNC_WAIT = 7, C_INPUT = 8, C_GAP = -1 };
 /* replay.py's bounds */
 enum { B_CHAIN = 0, B_EXTRA = 1, B_ROOT = 2, B_AFTER = 3 };
@@ -223,8 +223,9 @@ static PyObject *build(PyObject *self, PyObject *args) {
                                     {"d_row", 8, 0, 0},   {"d_lane", 8, 0, 0},  {"d_group", 8, 0, 0},
                                     {"d_cat", 1, 0, 0},   {"d_ts", 8, 0, 0},    {"d_dur", 8, 0, 0},
                                     {"d_launch", 8, 0, 0}, {"w_row", 8, 0, 0},  {"w_group", 8, 0, 0},
-                                    {"r_wait", 8, 0, 0},  {"r_waited", 8, 0, 0}};
-    enum { N_VIEWS = 17 };
+                                    {"r_wait", 8, 0, 0},  {"r_waited", 8, 0, 0}, {"x_row", 8, 0, 0},
+                                    {"x_src", 8, 0, 0}};
+    enum { N_VIEWS = 19 };
     View v[N_VIEWS];
     PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *threads = NULL, *offsets = NULL;
     int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
@@ -242,10 +243,11 @@ static PyObject *build(PyObject *self, PyObject *args) {
     long long n_rows_ll = number[0], n_lanes_ll = number[1], n_groups_ll = number[2], origin_ll = number[3],
               cap_ll = number[4];
     Py_ssize_t nh = v[0].b.len / 8, n_host_lanes = v[5].b.len, nd = v[6].b.len / 8, nw = v[13].b.len / 8,
-               nr = v[15].b.len / 8;
+               nr = v[15].b.len / 8, nx = v[17].b.len / 8;
     if (v[1].b.len / 8 != nh || v[2].b.len / 8 != nh || v[3].b.len / 8 != nh || v[4].b.len != nh ||
         v[7].b.len / 8 != nd || v[8].b.len / 8 != nd || v[9].b.len != nd || v[10].b.len / 8 != nd ||
-        v[11].b.len / 8 != nd || v[12].b.len / 8 != nd || v[14].b.len / 8 != nw || v[16].b.len / 8 != nr) {
+        v[11].b.len / 8 != nd || v[12].b.len / 8 != nd || v[14].b.len / 8 != nw || v[16].b.len / 8 != nr ||
+        v[18].b.len / 8 != nx) {
         PyErr_SetString(PyExc_ValueError, "build: buffers of different lengths");
         goto done;
     }
@@ -257,7 +259,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
     const int8_t *h_cat = v[4].b.buf, *lane_gap = v[5].b.buf;
     const int64_t *d_row = v[6].b.buf, *d_lane = v[7].b.buf, *d_group = v[8].b.buf, *d_ts = v[10].b.buf,
                   *d_dur = v[11].b.buf, *d_launch = v[12].b.buf, *w_row = v[13].b.buf, *w_group = v[14].b.buf,
-                  *r_wait = v[15].b.buf, *r_waited = v[16].b.buf;
+                  *r_wait = v[15].b.buf, *r_waited = v[16].b.buf, *x_row = v[17].b.buf, *x_src = v[18].b.buf;
     const int8_t *d_cat = v[9].b.buf;
     Py_ssize_t n_rows = (Py_ssize_t)n_rows_ll, n_lanes = (Py_ssize_t)n_lanes_ll, n_groups = (Py_ssize_t)n_groups_ll;
     Py_ssize_t cap = 2 * nh + nd; /* each host event opens at most two slices (at its start, at its end) */
@@ -291,6 +293,11 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nr; i++)
         if (r_wait[i] < 0 || r_wait[i] >= nd || r_waited[i] < 0 || r_waited[i] >= nd) {
             PyErr_SetString(PyExc_ValueError, "build: a recorded wait's work out of range");
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < nx; i++)
+        if (x_row[i] < 0 || x_row[i] >= n_rows || x_src[i] < 0 || x_src[i] >= n_rows) {
+            PyErr_SetString(PyExc_ValueError, "build: a hand-off's row out of range");
             goto done;
         }
     if (!fits || (uint64_t)hi - (uint64_t)lo > WIDEST) {
@@ -409,8 +416,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
     dev = malloc(sizeof *dev * (size_t)(nd + 1));
     by_group = malloc(sizeof *by_group * (size_t)(nd + 1));
     gfirst = calloc((size_t)n_groups + 2, sizeof *gfirst);
-    saved = malloc(sizeof *saved * 4 * (size_t)(nd + 1));
-    saved_node = malloc(sizeof *saved_node * (size_t)(nd + 1));
+    saved = malloc(sizeof *saved * 4 * (size_t)(nd + nx + 1));
+    saved_node = malloc(sizeof *saved_node * (size_t)(nd + nx + 1));
     if (!key || !order || !dev || !by_group || !gfirst || !saved || !saved_node) {
         state = 1;
         goto computed;
@@ -426,14 +433,30 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nd; i++) gfirst[d_group[i] + 2]++;
     for (Py_ssize_t k = 0; k < n_groups; k++) gfirst[k + 2] += gfirst[k + 1];
     for (Py_ssize_t i = 0; i < nd; i++) by_group[gfirst[d_group[dev[i] - n_host] + 1]++] = dev[i];
-    /* --- _tie_recorded_waits: the waits the trace records (analyses.stream_waits) */
+    /* --- _tie_handoffs: a host thread's first slice after the event on another thread that handed it work */
+    for (Py_ssize_t k = 0; k < nx; k++) {
+        int32_t node = slice_first[x_row[k]], other = slice_last[x_src[k]];
+        if (node < 0 || other < 0 || g.chain[node] != NONE || g.after[node] != NONE) continue;
+        saved_node[n_saved] = node;
+        saved[4 * n_saved] = g.chain_lag[node];
+        saved[4 * n_saved + 1] = g.extra_lag[node];
+        saved[4 * n_saved + 2] = g.unexplained[node];
+        saved[4 * n_saved + 3] = g.on[node];
+        n_saved++;
+        g.after[node] = other;
+        g.after_lag[node] = g.start[node] - g.end[other];
+        g.chain_lag[node] = 0;
+        g.unexplained[node] = excess(&g, g.after_lag[node]);
+        g.on[node] = ON_AFTER;
+    }
+    /* --- _tie_recorded_waits: the waits the trace records and those the wait calls imply (analyses.stream_waits) */
     for (Py_ssize_t k = 0; k < nr; k++) {
         int32_t node = (int32_t)(n_host + r_wait[k]), other = (int32_t)(n_host + r_waited[k]);
         if (g.after[node] != NONE || g.lane[node] == g.lane[other]) continue;
         int64_t s = g.start[node], e = g.end[other];
         int64_t bound = s - (g.on[node] == ON_EXTRA ? g.extra_lag[node] : g.chain_lag[node]);
         int binding = e >= bound;
-        if (e > s || (binding && s - e > g.cap)) continue;
+        if (e > s) continue;
         saved_node[n_saved] = node;
         saved[4 * n_saved] = g.chain_lag[node];
         saved[4 * n_saved + 1] = g.extra_lag[node];
@@ -445,7 +468,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
             g.after_lag[node] = s - e;
             g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
             g.extra_lag[node] = min64(g.extra_lag[node], g.cap);
-            g.unexplained[node] = 0;
+            g.unexplained[node] = excess(&g, s - e);
+            g.on[node] = ON_AFTER;
         } else {
             g.after_lag[node] = 0;
         }
@@ -655,14 +679,15 @@ static PyObject *replay(PyObject *self, PyObject *args) {
             failed = 1;
             break;
         }
-        int64_t cut_chain = 0, cut_extra = 0, cut = 0, at, own, via;
+        int64_t cut_chain = 0, cut_extra = 0, cut_after = 0, cut = 0, at, own, via;
         if (lag_factor && unexplained[node]) {
             if (rounded((double)unexplained[node] * (1.0 - lag_factor[node]), &cut)) {
                 failed = 1;
                 break;
             }
             if (on[node] == ON_CHAIN) cut_chain = cut;
-            else cut_extra = cut;
+            else if (on[node] == ON_EXTRA) cut_extra = cut;
+            else cut_after = cut;
         }
         double f = factor ? factor[node] : 1.0;
         if (add_over(c != NONE ? end[c] : 0, chain_lag[node], &at) || add_over(at, -cut_chain, &at) ||
@@ -708,7 +733,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
             }
         }
         if (a != NONE) {
-            if (add_over(end[a], after_lag[node], &via)) {
+            if (add_over(end[a], after_lag[node], &via) || cut_after == INT64_MIN || add_over(via, -cut_after, &via)) {
                 failed = 1;
                 break;
             }
@@ -731,7 +756,8 @@ done:
 static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS,
      "build(h_row, h_lane, h_ts, h_dur, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_ts, d_dur, d_launch, "
-     "w_row, w_group, n_rows, n_lanes, n_groups, origin, cap) -> tuple of bytearrays, or None\n\ndepgraph._build "
+     "w_row, w_group, r_wait, r_waited, x_row, x_src, n_rows, n_lanes, n_groups, origin, cap) -> tuple of "
+     "bytearrays, or None\n\ndepgraph._build "
      "from arrays: the node columns in Kahn's order, the host threads' nodes and offsets; None where it declines."},
     {"replay", replay, METH_VARARGS,
      "replay(kind, dur, chain, chain_lag, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor, "

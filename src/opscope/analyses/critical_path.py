@@ -20,6 +20,7 @@ from opscope.analyses.depgraph import (
     DEVICE,
     LAUNCH,
     NONE,
+    ON_AFTER,
     ON_CHAIN,
     ON_EXTRA,
     UNEXPLAINED,
@@ -27,7 +28,7 @@ from opscope.analyses.depgraph import (
     DepGraph,
     dependency_graph,
 )
-from opscope.analyses.replay import AFTER, CHAIN, EXTRA, ROOT, Replay, replay, step_nodes
+from opscope.analyses.replay import AFTER, EXTRA, Replay, replay, step_nodes
 from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
@@ -80,7 +81,7 @@ def step_path(graph: DepGraph, run: Replay, step: int | None, first: int, last: 
             path.add(UNEXPLAINED, run.start[node] - floor)
             break
         prev_end = max(min(run.end[prev], run.start[node]), floor)
-        edge = ON_EXTRA if bound == EXTRA else ON_CHAIN if bound in (CHAIN, ROOT) else NONE
+        edge = ON_EXTRA if bound == EXTRA else ON_AFTER if bound == AFTER else ON_CHAIN
         _lag(path, graph, node, run.start[node] - prev_end, edge)
         node, upto = prev, prev_end
     return path

@@ -9,6 +9,10 @@ Nodes are the pieces of work, each with its measured duration:
 - **waits**: a host slice of a synchronising call (stream/device/event synchronize, a blocking copy, an async copy to
   pageable memory: :mod:`opscope.analyses.sync`) ends when the device work it waits for has ended.
 
+Other edges: device work after another stream's work it waited for (a recorded Stream Wait Event, one a wait call
+implies, or one inferred from the times: :mod:`opscope.analyses.stream_waits`); a host thread's first work after the
+event on another thread of its process that handed it over (:func:`_handoffs`).
+
 Edges carry lags measured from the trace: a kernel starts ``lag`` after its launch call ended (negative when it
 started while the call was still returning) or after the previous work on its stream ended; a waiting call returns
 ``lag`` after the work it waited for ended. A lag beyond what launching and queueing explain
@@ -35,7 +39,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, name_match, rows_where
 from opscope.analyses.idle import INPUT_PIPELINE
 from opscope.analyses.links import LINKED_KINDS, device_links
-from opscope.analyses.stream_waits import WAIT_RECORD, stream_waits
+from opscope.analyses.stream_waits import WAIT_RECORD, implied_waits, stream_waits
 from opscope.analyses.sync import blocking_calls
 from opscope.model.buffers import c_enabled, values_view
 from opscope.model.memo import memoized
@@ -72,7 +76,7 @@ _GAP = ""  # a slice of the thread's gap category (python where the thread has P
 HOST, WAIT, DEVICE = 0, 1, 2
 NONE = -1
 #: the edge that carries a node's unexplained lag
-ON_CHAIN, ON_EXTRA = 0, 1
+ON_CHAIN, ON_EXTRA, ON_AFTER = 0, 1, 2
 _DEVICE_CATEGORY = {"kernel": DEVICE_COMPUTE, "memcpy": COPIES, "memset": COPIES, "comm": COMMUNICATION}
 
 
@@ -141,7 +145,7 @@ class DepGraph:
     after: Sequence[int]
     after_lag: Sequence[int]
     unexplained: Sequence[int]
-    unexplained_on: Sequence[int]  #: ON_CHAIN or ON_EXTRA
+    unexplained_on: Sequence[int]  #: ON_CHAIN, ON_EXTRA or ON_AFTER
     start: Sequence[int]
     end: Sequence[int]
     origin: int  #: the trace's first instant (time 0 of the replay)
@@ -174,6 +178,7 @@ def _build(trace: Trace) -> DepGraph:
     builder = _Builder(origin)
     slices_of, waits = _host_slices(trace, ev, builder)
     by_device = _device_nodes(trace, ev, builder, slices_of)
+    _tie_handoffs(builder, slices_of, _handoffs(ev, origin))
     _tie_recorded_waits(builder, _recorded_waits(trace, ev))
     _tie_across_streams(builder, by_device)
     _tie_waits(builder, {slices_of[row][1]: device for row, device in waits.items() if row in slices_of}, by_device)
@@ -451,18 +456,65 @@ def _tie_to_launch(builder: _Builder, node: int, slices: tuple[int, int] | None,
         builder.unexplained[node] = max(builder.chain_lag[node] - LATENCY_CAP_NS, 0)
 
 
-def _recorded_waits(trace: Trace, ev: pa.Table) -> list[tuple[int, int]]:
-    """(device row that waited, device row it waited for) of the waits the trace records, in their order (none where
-    it has no Stream Wait Event records: their arguments are read only then)."""
-    if not pc.any(pc.and_(kind_mask(ev, ("sync",)), name_match(ev["name"], WAIT_RECORD))).as_py():
+def _handoffs(ev: pa.Table, origin: int) -> list[tuple[int, int]]:
+    """(row of a host thread's first event, row of the event it was handed from): a thread whose first event starts
+    after the trace's start was idle until another thread of its process gave it work (an autograd engine thread,
+    a TensorFlow executor thread); the trace does not say which, and the event on another thread of the process that
+    ended last before it (the one that can have woken it) stands for the hand-off."""
+    host = rows_where(kind_mask(ev, SLICE_KINDS))
+    if not len(host):
         return []
-    return stream_waits(trace)
+    cols = {c: pc.take(ev[c], host).to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid")}
+    rows = host.to_pylist()
+    first: dict[tuple, int] = {}
+    ends: dict[object, list[tuple[int, int, object]]] = {}  # per process: (end, position, thread), by end
+    for i, key in enumerate(zip(cols["pid"], cols["tid"])):
+        if key not in first or cols["ts_ns"][i] < cols["ts_ns"][first[key]]:
+            first[key] = i
+        ends.setdefault(key[0], []).append((cols["ts_ns"][i] + max(cols["dur_ns"][i], 0), i, key[1]))
+    for items in ends.values():
+        items.sort()
+    pairs = []
+    for (pid, tid), i in first.items():
+        start = cols["ts_ns"][i]
+        if start - origin <= LATENCY_CAP_NS:
+            continue
+        items = ends[pid]
+        k = bisect.bisect_right(items, (start, len(rows), None)) - 1
+        while k >= 0 and items[k][2] == tid:
+            k -= 1
+        if k >= 0:
+            pairs.append((rows[i], rows[items[k][1]]))
+    return pairs
+
+
+def _tie_handoffs(builder: _Builder, slices_of: dict[int, tuple[int, int]], pairs: list[tuple[int, int]]) -> None:
+    """Each hand-off (:func:`_handoffs`) as the edge that started the thread: its first slice after the event's last
+    slice, the lag measured (beyond the latency cap: unexplained), no longer after the trace's start."""
+    for row, source in pairs:
+        node, other = slices_of.get(row, (NONE, NONE))[0], slices_of.get(source, (NONE, NONE))[1]
+        if node == NONE or other == NONE or builder.chain[node] != NONE or builder.after[node] != NONE:
+            continue
+        builder.before_after[node] = (builder.chain_lag[node], builder.extra_lag[node], builder.unexplained[node],
+                                      builder.unexplained_on[node])
+        lag = builder.start[node] - builder.end[other]
+        builder.after[node], builder.after_lag[node], builder.chain_lag[node] = other, lag, 0
+        builder.unexplained[node], builder.unexplained_on[node] = max(lag - LATENCY_CAP_NS, 0), ON_AFTER
+
+
+def _recorded_waits(trace: Trace, ev: pa.Table) -> list[tuple[int, int]]:
+    """(device row that waited, device row it waited for) of the waits the trace records, in their order (their
+    arguments read only where it has Stream Wait Event records), then those its wait calls imply."""
+    recorded = (stream_waits(trace) if pc.any(pc.and_(kind_mask(ev, ("sync",)), name_match(ev["name"], WAIT_RECORD)))
+                .as_py() else [])
+    return recorded + implied_waits(trace, LATENCY_CAP_NS)
 
 
 def _tie_recorded_waits(builder: _Builder, pairs: list[tuple[int, int]]) -> None:
-    """Each recorded wait (:mod:`opscope.analyses.stream_waits`) as the edge after the work waited for: the binding
-    one where that work ended after what bound the start as measured and no more than the latency cap before it
-    (the other edges then no longer bind), else a bound with no lag (the work may start once that work is done)."""
+    """Each wait (:mod:`opscope.analyses.stream_waits`: recorded, then implied by the wait calls) as the edge after
+    the work waited for: the binding one where that work ended after what bound the start as measured (the other
+    edges then no longer bind; a lag beyond the latency cap is unexplained on it), else a bound with no lag (the
+    work may start once that work is done)."""
     node_of = {builder.row[n]: n for n in range(len(builder.kind)) if builder.kind[n] == DEVICE}
     for waiting, waited in pairs:
         node, other = node_of.get(waiting), node_of.get(waited)
@@ -472,7 +524,7 @@ def _tie_recorded_waits(builder: _Builder, pairs: list[tuple[int, int]]) -> None
         bound = start - (builder.extra_lag[node] if builder.unexplained_on[node] == ON_EXTRA
                          else builder.chain_lag[node])
         binding = end >= bound
-        if end > start or (binding and start - end > LATENCY_CAP_NS):
+        if end > start:
             continue
         builder.before_after[node] = (builder.chain_lag[node], builder.extra_lag[node], builder.unexplained[node],
                                       builder.unexplained_on[node])
@@ -481,7 +533,8 @@ def _tie_recorded_waits(builder: _Builder, pairs: list[tuple[int, int]]) -> None
             builder.after_lag[node] = start - end
             builder.chain_lag[node] = min(builder.chain_lag[node], LATENCY_CAP_NS)
             builder.extra_lag[node] = min(builder.extra_lag[node], LATENCY_CAP_NS)
-            builder.unexplained[node] = 0
+            builder.unexplained[node] = max(start - end - LATENCY_CAP_NS, 0)
+            builder.unexplained_on[node] = ON_AFTER
         else:  # a bound that did not bind: the work may start once the work waited for is done
             builder.after_lag[node] = 0
 
@@ -599,6 +652,9 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
     keep = pc.and_(pc.is_valid(r_wait), pc.is_valid(r_waited))
     r_wait, r_waited = pc.filter(r_wait, keep), pc.filter(r_waited, keep)
 
+    handoffs = _handoffs(ev, origin)
+    x_row, x_src = (pa.array([pair[k] for pair in handoffs], pa.int64()) for k in (0, 1))
+
     def q(values: pa.Array | pa.ChunkedArray, fill: int | None = None) -> memoryview:
         values = combined(pc.cast(values, pa.int64()))
         return values_view(pc.fill_null(values, fill) if fill is not None else values, "q")
@@ -609,7 +665,7 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
         q(device), q(pc.add(d_lane, len(host_lanes))), q(pc.add(d_group, 1)),
         values_view(combined(d_cat), "b"),
         q(pc.take(ev["ts_ns"], device)), q(pc.take(ev["dur_ns"], device)), q(launch, NONE),
-        q(wait_rows), q(w_group, NONE), q(r_wait), q(r_waited),
+        q(wait_rows), q(w_group, NONE), q(r_wait), q(r_waited), q(x_row), q(x_src),
         ev.num_rows, len(host_lanes) + len(device_lanes), len(group_values) + 1, origin, LATENCY_CAP_NS)
     if out is None:
         return None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.depgraph import NONE, ON_CHAIN, ON_EXTRA, WAIT, DepGraph, frozen_view, native_graph
+from opscope.analyses.depgraph import NONE, ON_AFTER, ON_CHAIN, ON_EXTRA, WAIT, DepGraph, frozen_view, native_graph
 from opscope.model.buffers import values_view
 from opscope.model.trace import Trace
 
@@ -80,10 +80,12 @@ def _replay(graph: DepGraph, factors: Sequence[float], lag_factor: Sequence[floa
     unexplained, unexplained_on = graph.unexplained, graph.unexplained_on
     after, after_lag = graph.after, graph.after_lag
     for node in range(n):
-        cut_chain = cut_extra = 0
+        cut_chain = cut_extra = cut_after = 0
         if lag_factor is not None and unexplained[node]:
             cut = round(unexplained[node] * (1.0 - lag_factor[node]))
-            cut_chain, cut_extra = (cut, 0) if unexplained_on[node] == ON_CHAIN else (0, cut)
+            on = unexplained_on[node]
+            cut_chain, cut_extra, cut_after = (cut if on == ON_CHAIN else 0, cut if on == ON_EXTRA else 0,
+                                               cut if on == ON_AFTER else 0)
         c = chain[node]
         at = (end[c] if c != NONE else 0) + chain_lag[node] - cut_chain
         how = CHAIN if c != NONE else ROOT
@@ -109,7 +111,7 @@ def _replay(graph: DepGraph, factors: Sequence[float], lag_factor: Sequence[floa
                 at, how = via, EXTRA
         a = after[node]
         if a != NONE:
-            via = end[a] + after_lag[node]
+            via = end[a] + after_lag[node] - cut_after
             if via >= at:
                 at, how = via, AFTER
         start[node] = at
