@@ -57,6 +57,7 @@ from opscope.analyses.depgraph import (
     LATENCY_CAP_NS,
     LAUNCH,
     NONE,
+    ON_AFTER,
     ON_CHAIN,
     ON_EXTRA,
     WAIT,
@@ -174,8 +175,9 @@ def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:
     """Per node, the unexplained-lag factor that scales a chosen node's binding lag's excess over its lane's typical
     lag of that kind by ``factor`` (the replay cuts ``unexplained x (1 - lag factor)``; 1 for the rest)."""
     on = _column(graph.unexplained_on, pa.int8())
-    lag = pc.if_else(pc.equal(on, ON_EXTRA), _column(graph.extra_lag, pa.int64()),
-                     _column(graph.chain_lag, pa.int64()))
+    lag = _column(graph.chain_lag, pa.int64())
+    for edge in (ON_EXTRA, ON_AFTER):
+        lag = pc.if_else(pc.equal(on, edge), _column(_edge(graph, edge)[0], pa.int64()), lag)
     typical = pa.array([LATENCY_CAP_NS] * len(graph), pa.int64())
     lane = _column(graph.lane.codes, pa.int32())
     for (code, edge), usual in _typical_lags(graph, chosen).items():
@@ -183,6 +185,15 @@ def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:
     excess = pc.cast(pc.subtract(lag, typical), pa.float64())
     unexplained = pc.cast(pc.max_element_wise(_column(graph.unexplained, pa.int64()), 1), pa.float64())
     return pc.if_else(chosen, pc.subtract(1.0, pc.divide(pc.multiply(excess, 1.0 - factor), unexplained)), 1.0)
+
+
+def _edge(graph: DepGraph, edge: int) -> tuple[Sequence[int], Sequence[int]]:
+    """The lag and dependency columns of one kind of edge (ON_CHAIN, ON_EXTRA or ON_AFTER)."""
+    if edge == ON_EXTRA:
+        return graph.extra_lag, graph.extra
+    if edge == ON_AFTER:
+        return graph.after_lag, graph.after
+    return graph.chain_lag, graph.chain
 
 
 def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = None,
@@ -202,27 +213,27 @@ def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = Non
     lane = _column(graph.lane.codes, pa.int32())
     chain_lag, extra_lag = _column(graph.chain_lag, pa.int64()), _column(graph.extra_lag, pa.int64())
     for (code, edge), usual in _typical_lags(graph, chosen).items():
-        # the other edge of the chosen work bound by ``1 - edge`` on this lane
+        # this kind of edge of the chosen work on this lane that another kind of edge bound
         mine = pc.and_(pc.and_(chosen, pc.equal(lane, code)), pc.not_equal(on, edge))
         if edge == ON_EXTRA:
             extra_lag = pc.if_else(mine, pc.min_element_wise(extra_lag, usual), extra_lag)
-        else:
+        elif edge == ON_CHAIN:
             chain_lag = pc.if_else(mine, pc.min_element_wise(chain_lag, usual), chain_lag)
     return values_view(chain_lag, "q"), values_view(extra_lag, "q")
 
 
 def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], int]:
     """For each lane of the chosen nodes and each edge kind (ON_CHAIN: the queue's, ON_EXTRA: the launch's or the
-    wait's), the median lag of the lane's nodes bound by that kind of edge with nothing unexplained (no more than
-    :data:`LATENCY_CAP_NS`; none where the lane has no such node)."""
+    wait's, ON_AFTER: another stream's work waited for), the median lag of the lane's nodes bound by that kind of
+    edge with nothing unexplained (no more than :data:`LATENCY_CAP_NS`; none where the lane has no such node)."""
     on = _column(graph.unexplained_on, pa.int8())
     lane = _column(graph.lane.codes, pa.int32())
     unexplained = _column(graph.unexplained, pa.int64())
     out: dict[tuple[int, int], int] = {}
     for code in pc.unique(pc.filter(lane, chosen)).to_pylist():
-        for edge in (ON_CHAIN, ON_EXTRA):
-            lag = _column(graph.extra_lag if edge == ON_EXTRA else graph.chain_lag, pa.int64())
-            dependency = _column(graph.extra if edge == ON_EXTRA else graph.chain, pa.int32())
+        for edge in (ON_CHAIN, ON_EXTRA, ON_AFTER):
+            lags, dependencies = _edge(graph, edge)
+            lag, dependency = _column(lags, pa.int64()), _column(dependencies, pa.int32())
             usable = pc.and_(pc.and_(pc.equal(lane, code), pc.equal(on, edge)),
                              pc.and_(pc.equal(unexplained, 0), pc.not_equal(dependency, NONE)))
             sample = pc.filter(lag, pc.and_(usable, pc.greater_equal(lag, 0)))
