@@ -178,7 +178,7 @@ def _build(trace: Trace) -> DepGraph:
     builder = _Builder(origin)
     slices_of, waits = _host_slices(trace, ev, builder)
     by_device = _device_nodes(trace, ev, builder, slices_of)
-    _tie_handoffs(builder, slices_of, _handoffs(ev, origin))
+    _tie_handoffs(builder, slices_of, thread_handoffs(trace))
     _tie_recorded_waits(builder, _recorded_waits(trace, ev))
     _tie_across_streams(builder, by_device)
     _tie_waits(builder, {slices_of[row][1]: device for row, device in waits.items() if row in slices_of}, by_device)
@@ -456,39 +456,54 @@ def _tie_to_launch(builder: _Builder, node: int, slices: tuple[int, int] | None,
         builder.unexplained[node] = max(builder.chain_lag[node] - LATENCY_CAP_NS, 0)
 
 
+@memoized(keep=True)  # kept in the cache entry: the next command on the trace does not search again
+def thread_handoffs(trace: Trace) -> list[list[int]]:
+    """[row of a host thread's first event, row of the event it was handed from] (:func:`_handoffs`)."""
+    ev = trace.select(["kind", "ts_ns", "dur_ns", "pid", "tid"])
+    origin = pc.min(ev["ts_ns"]).as_py() if ev.num_rows else 0
+    return [[row, source] for row, source in _handoffs(ev, origin or 0)]
+
+
 def _handoffs(ev: pa.Table, origin: int) -> list[tuple[int, int]]:
     """(row of a host thread's first event, row of the event it was handed from): a thread whose first event starts
     after the trace's start was idle until another thread of its process gave it work (an autograd engine thread,
     a TensorFlow executor thread); the trace does not say which, and the event on another thread of the process that
-    ended last before it (the one that can have woken it) stands for the hand-off."""
+    ended last before it (the one that can have woken it; the later row on a tie) stands for the hand-off. Threads
+    in the order their first event comes among the rows."""
     host = rows_where(kind_mask(ev, SLICE_KINDS))
     if not len(host):
         return []
-    cols = {c: pc.take(ev[c], host).to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid")}
-    rows = host.to_pylist()
-    first: dict[tuple, int] = {}
-    ends: dict[object, list[tuple[int, int, object]]] = {}  # per process: (end, position, thread), by end
-    for i, key in enumerate(zip(cols["pid"], cols["tid"])):
-        if key not in first or cols["ts_ns"][i] < cols["ts_ns"][first[key]]:
-            first[key] = i
-        ends.setdefault(key[0], []).append((cols["ts_ns"][i] + max(cols["dur_ns"][i], 0), i, key[1]))
-    for items in ends.values():
-        items.sort()
+    table = pa.table({"pid": combined(pc.take(ev["pid"], host)), "tid": combined(pc.take(ev["tid"], host)),
+                      "ts": combined(pc.take(ev["ts_ns"], host)), "position": pa.array(range(len(host)), pa.int64())})
+    threads = table.group_by(["pid", "tid"], use_threads=False).aggregate([("ts", "min"), ("position", "min")])
+    late = threads.filter(pc.greater(pc.subtract(threads["ts_min"], origin), LATENCY_CAP_NS))
+    if not late.num_rows:
+        return []
+    ends = pc.add(table["ts"], pc.max_element_wise(pc.fill_null(combined(pc.take(ev["dur_ns"], host)), 0), 0))
     pairs = []
-    for (pid, tid), i in first.items():
-        start = cols["ts_ns"][i]
-        if start - origin <= LATENCY_CAP_NS:
+    for pid, tid, start, _ in sorted(zip(*(late[c].to_pylist() for c in ("pid", "tid", "ts_min", "position_min"))),
+                                     key=lambda thread: thread[3]):
+        process = _equal(table["pid"], pid)
+        own = pc.and_(process, _equal(table["tid"], tid))
+        first = pc.min(pc.filter(table["position"], pc.and_(own, pc.equal(table["ts"], start)))).as_py()
+        before = pc.and_(pc.and_(process, pc.invert(own)), pc.less_equal(ends, start))
+        candidates = pa.table({"end": pc.filter(ends, before), "position": pc.filter(table["position"], before)})
+        if not candidates.num_rows:
             continue
-        items = ends[pid]
-        k = bisect.bisect_right(items, (start, len(rows), None)) - 1
-        while k >= 0 and items[k][2] == tid:
-            k -= 1
-        if k >= 0:
-            pairs.append((rows[i], rows[items[k][1]]))
+        last = candidates.sort_by([("end", "descending"), ("position", "descending")])["position"][0].as_py()
+        pairs.append((host[first].as_py(), host[last].as_py()))
     return pairs
 
 
-def _tie_handoffs(builder: _Builder, slices_of: dict[int, tuple[int, int]], pairs: list[tuple[int, int]]) -> None:
+def _equal(values: pa.Array, value: object) -> pa.Array:
+    """Where ``values`` equals ``value`` (a null equals None), never null."""
+    if value is None:
+        return pc.is_null(values)
+    return pc.fill_null(pc.equal(values, pa.scalar(value, values.type.value_type if pa.types.is_dictionary(
+        values.type) else values.type)), False)
+
+
+def _tie_handoffs(builder: _Builder, slices_of: dict[int, tuple[int, int]], pairs: list[list[int]]) -> None:
     """Each hand-off (:func:`_handoffs`) as the edge that started the thread: its first slice after the event's last
     slice, the lag measured (beyond the latency cap: unexplained), no longer after the trace's start."""
     for row, source in pairs:
@@ -507,7 +522,7 @@ def _recorded_waits(trace: Trace, ev: pa.Table) -> list[tuple[int, int]]:
     arguments read only where it has Stream Wait Event records), then those its wait calls imply."""
     recorded = (stream_waits(trace) if pc.any(pc.and_(kind_mask(ev, ("sync",)), name_match(ev["name"], WAIT_RECORD)))
                 .as_py() else [])
-    return recorded + implied_waits(trace, LATENCY_CAP_NS)
+    return recorded + [(waiting, waited) for waiting, waited in implied_waits(trace, LATENCY_CAP_NS)]
 
 
 def _tie_recorded_waits(builder: _Builder, pairs: list[tuple[int, int]]) -> None:
@@ -652,7 +667,7 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
     keep = pc.and_(pc.is_valid(r_wait), pc.is_valid(r_waited))
     r_wait, r_waited = pc.filter(r_wait, keep), pc.filter(r_waited, keep)
 
-    handoffs = _handoffs(ev, origin)
+    handoffs = thread_handoffs(trace)
     x_row, x_src = (pa.array([pair[k] for pair in handoffs], pa.int64()) for k in (0, 1))
 
     def q(values: pa.Array | pa.ChunkedArray, fill: int | None = None) -> memoryview:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import name_match, rows_where
 from opscope.analyses.event_args import args_by_id
 from opscope.analyses.links import LINKED_KINDS, device_links
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
@@ -99,8 +100,9 @@ def _first_launched_from(queue: tuple[list[int], list[int]] | None, instant: int
     return queue[1][k] if k < len(queue[1]) else None
 
 
-def implied_waits(trace: Trace, cap_ns: int) -> list[tuple[int, int]]:
-    """(row of the device work that waited, row of the work it waited for) that the wait calls imply (see the
+@memoized(keep=True)  # kept in the cache entry: the next command on the trace does not search again
+def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
+    """[row of the device work that waited, row of the work it waited for] that the wait calls imply (see the
     module): for the work launched next on a wait call's thread, only where it started more than ``cap_ns`` after
     both its launch ended and the work before it on its stream ended, and the other stream's work ended after both
     (it is what held the start); in launch order."""
@@ -110,53 +112,27 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[tuple[int, int]]:
         return []
     links = device_links(trace)
     launched = pc.and_(pc.is_valid(links["launch_row"]), pc.take(kind_mask(ev, LINKED_KINDS), links["device_row"]))
-    work = pc.filter(links["device_row"], launched).to_pylist()
-    launch = pc.filter(links["launch_row"], launched).to_pylist()
-    if not work:
+    work, launch = pc.filter(links["device_row"], launched), pc.filter(links["launch_row"], launched)
+    if not len(work):
         return []
-    col = {c: ev[c].to_pylist() for c in ("ts_ns", "dur_ns", "pid", "tid", "device", "stream")}
-
-    def end(row: int) -> int:
-        return col["ts_ns"][row] + max(col["dur_ns"][row] or 0, 0)
-
-    # per host thread, its launches in order; per stream, its work in start order (for the work before each)
-    by_thread: dict[tuple, list[tuple[int, int, int]]] = {}
-    for w, call in zip(work, launch):
-        by_thread.setdefault((col["pid"][call], col["tid"][call]), []).append((col["ts_ns"][call], end(call), w))
-    for items in by_thread.values():
-        items.sort()
+    late = _late_after_calls(ev, calls, work, launch, cap_ns)
+    if not late:
+        return []
     queues = _launch_queues(trace, ev)
+    devices = {device for device, _ in queues}
     reach: dict[tuple, tuple[list[int], list[int]]] = {}  # per stream, in launch order: the running maximum end, where
     for key, (_, rows) in queues.items():
         ends, last, top, at = [], [], -1, -1
-        for i, row in enumerate(rows):
-            if end(row) > top:
-                top, at = end(row), i
+        for i, end in enumerate(_ends(ev, pa.array(rows, pa.int64())).to_pylist() if key[0] in devices else []):
+            if end > top:
+                top, at = end, i
             ends.append(top)
             last.append(at)
         reach[key] = (ends, last)
-    before_on_stream: dict[int, int] = {}
-    lanes: dict[tuple, list[int]] = {}
-    for row in sorted(work, key=lambda r: (col["ts_ns"][r], r)):
-        lane = lanes.setdefault((col["device"][row], col["stream"][row]), [])
-        if lane:
-            before_on_stream[row] = end(lane[-1])
-        lane.append(row)
-    # the last wait call before each launch on its thread (it covers the most work launched before it)
-    last_call: dict[int, tuple[int, int]] = {}
-    for call in calls.to_pylist():
-        launches = by_thread.get((col["pid"][call], col["tid"][call]))
-        if not launches:
-            continue
-        k = bisect.bisect_left(launches, (col["ts_ns"][call], -1, -1))
-        if k < len(launches):
-            last_call[launches[k][2]] = (col["ts_ns"][call], launches[k][1])
+    waiting_rows = pa.array([row for row, _, _ in late], pa.int64())
+    facts = zip(*(pc.take(ev[c], waiting_rows).to_pylist() for c in ("ts_ns", "device", "stream")))
     pairs = []
-    for waiting, (called_at, launch_end) in sorted(last_call.items(), key=lambda item: item[1]):
-        start, device, stream = col["ts_ns"][waiting], col["device"][waiting], col["stream"][waiting]
-        held_by = max(launch_end, before_on_stream.get(waiting, launch_end))
-        if start - held_by <= cap_ns:
-            continue
+    for (waiting, called_at, held_by), (start, device, stream) in zip(late, facts):
         best, best_end = None, held_by
         for (dev, other), (launched_at, rows) in queues.items():
             if dev != device or other == stream:
@@ -169,5 +145,86 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[tuple[int, int]]:
             if j >= 0 and ends[j] > best_end:
                 best, best_end = rows[last[j]], ends[j]
         if best is not None:
-            pairs.append((waiting, best))
+            pairs.append([waiting, best])
     return pairs
+
+
+
+def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _ends(ev: pa.Table, rows: pa.Array) -> pa.Array:
+    """Each row's end: its start plus its duration (none or negative: 0)."""
+    dur = pc.max_element_wise(pc.fill_null(_combined(pc.take(ev["dur_ns"], rows)), 0), 0)
+    return pc.add(_combined(pc.take(ev["ts_ns"], rows)), dur)
+
+
+def _keys(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Values as strings with null a value of its own (a key that groups and compares as Python's None does)."""
+    return pc.fill_null(pc.cast(_combined(values), pa.string()), "\x00none")
+
+
+def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.Array, cap_ns: int,
+                      ) -> list[tuple[int, int, int]]:
+    """(work row, the wait call's start, what held the work as far as its launch and its own stream show) of the
+    work launched next on each wait call's thread (a work's last such call), where it started more than ``cap_ns``
+    after both its launch ended and the work before it on its stream ended; in the order of (call start, launch
+    end)."""
+    n_calls, n_launches = len(calls), len(launch)
+    calls, work, launch = (_combined(pc.cast(a, pa.int64())) for a in (calls, work, launch))
+    # calls and launches in one order (thread, start, a call before a launch at its instant, launches by end then
+    # work): each call's next launch on its thread is the first launch after it there
+    both = pa.table({
+        "pid": pa.concat_arrays([_keys(pc.take(ev["pid"], calls)), _keys(pc.take(ev["pid"], launch))]),
+        "tid": pa.concat_arrays([_keys(pc.take(ev["tid"], calls)), _keys(pc.take(ev["tid"], launch))]),
+        "ts": pa.concat_arrays([_combined(pc.take(ev["ts_ns"], calls)), _combined(pc.take(ev["ts_ns"], launch))]),
+        "tag": pa.concat_arrays([pa.array([0] * n_calls, pa.int8()), pa.array([1] * n_launches, pa.int8())]),
+        "end": pa.concat_arrays([pa.nulls(n_calls, pa.int64()), _ends(ev, launch)]),
+        "work": pa.concat_arrays([pa.nulls(n_calls, pa.int64()), work]),
+        "call": pa.concat_arrays([calls, pa.nulls(n_launches, pa.int64())]),
+    }).sort_by([("pid", "ascending"), ("tid", "ascending"), ("ts", "ascending"), ("tag", "ascending"),
+                ("end", "ascending"), ("work", "ascending")])
+    position = pa.array(range(both.num_rows), pa.int64())
+    next_launch = pc.fill_null_backward(pc.if_else(pc.equal(both["tag"], 1), position, pa.scalar(None, pa.int64())))
+    is_call = pc.equal(both["tag"], 0)
+    found = pc.and_(is_call, pc.is_valid(next_launch))
+    at = pc.filter(next_launch, found)
+    same_thread = pc.and_(pc.equal(pc.filter(both["pid"], found), pc.take(both["pid"], at)),
+                          pc.equal(pc.filter(both["tid"], found), pc.take(both["tid"], at)))
+    at = pc.filter(at, same_thread)
+    matched = pa.table({"work": pc.take(both["work"], at), "end": pc.take(both["end"], at),
+                        "call": pc.filter(pc.filter(both["call"], found), same_thread)})
+    if not matched.num_rows:
+        return []
+    # a work's last call (the later call covers the most work launched before it)
+    last = matched.group_by(["work", "end"]).aggregate([("call", "max")])
+    wait_of = last["work"]
+    launch_end = last["end"]
+    called_at = _combined(pc.take(ev["ts_ns"], last["call_max"]))
+    before = _before_on_stream(ev, work)
+    held_by = pc.max_element_wise(launch_end, pc.fill_null(pc.take(before, pc.index_in(wait_of, value_set=work)),
+                                                           launch_end))
+    start = _combined(pc.take(ev["ts_ns"], wait_of))
+    late = pc.greater(pc.subtract(start, held_by), cap_ns)
+    rows = pa.table({"work": wait_of, "called": called_at, "end": launch_end, "held": held_by}).filter(late)
+    rows = rows.sort_by([("called", "ascending"), ("end", "ascending"), ("work", "ascending")])
+    return list(zip(rows["work"].to_pylist(), rows["called"].to_pylist(), rows["held"].to_pylist()))
+
+
+def _before_on_stream(ev: pa.Table, work: pa.Array) -> pa.Array:
+    """Per work row (in ``work``'s order), the end of the work before it on its stream (by start, then row; null for
+    the first)."""
+    order = pa.table({"device": _keys(pc.take(ev["device"], work)), "stream": _keys(pc.take(ev["stream"], work)),
+                      "ts": _combined(pc.take(ev["ts_ns"], work)), "row": work,
+                      "at": pa.array(range(len(work)), pa.int64())})
+    order = order.sort_by([("device", "ascending"), ("stream", "ascending"), ("ts", "ascending"),
+                           ("row", "ascending")])
+    ends = _ends(ev, order["row"].combine_chunks())
+    same = pc.and_(pc.equal(order["device"].slice(1), order["device"].slice(0, len(work) - 1)),
+                   pc.equal(order["stream"].slice(1), order["stream"].slice(0, len(work) - 1)))
+    previous = pa.concat_arrays([pa.nulls(1, pa.int64()),
+                                 _combined(pc.if_else(same, ends.slice(0, len(work) - 1),
+                                                      pa.scalar(None, pa.int64())))])
+    out = pc.take(previous, pc.sort_indices(order["at"]))
+    return _combined(out)
