@@ -105,3 +105,47 @@ def test_the_job_replay_is_the_same_in_c_and_by_the_definitions(monkeypatch):
         monkeypatch.setenv("OPSCOPE_NATIVE", native)
         tables.append([job_whatif_table(late_rank_job(ranks=3), [c])[0].to_pylist() for c in changes])
     assert tables[0] == tables[1]
+
+
+def _two_rank_trace(comms: list[tuple[float, float]], rank: int):
+    """One rank: a step per collective, the host launching it and waiting for it (us)."""
+    from support.builder import make_trace, row
+    from support.late_rank import NCCL
+
+    rows = []
+    for k, (start, end) in enumerate(comms):
+        t = 1000 * k
+        rows += [row("user_annotation", f"ProfilerStep#{k}", t, 900),
+                 row("runtime", "cudaLaunchKernel", t + 10, 5, correlation=k + 1),
+                 row("runtime", "cudaStreamSynchronize", t + 20, end + 5 - 20),
+                 row("comm", NCCL, t + start, end - start, correlation=k + 1, pid=0, tid=7, stream=7, device=0)]
+    return make_trace(rows, metadata={"rank": rank, "world_size": 2})
+
+
+def test_clocks_that_disagree_keep_the_measured_span_and_the_replay():
+    # the two instances disagree on rank 1's clock (ends 0 apart, then rank 1 ending 400 later): whatever offset
+    # the alignment settles on, in one instance a member ends before the other arrives there
+    traces = {0: _two_rank_trace([(100, 200), (100, 200)], 0), 1: _two_rank_trace([(150, 200), (500, 600)], 1)}
+    table, _, job = job_whatif_table(traces, [])
+    assert job.joins == 2 and job.contradicted >= 1
+    assert all(m == r for _, _, m, r, _ in _rows(table))
+
+
+def test_orders_that_contradict_each_other_drop_a_join_and_keep_the_replay(monkeypatch):
+    import opscope.analyses.job.replay as job_replay
+
+    # two collectives each rank makes on one stream, matched crosswise (as a wrong match would): rank 0's first is
+    # rank 1's second; no order of the join nodes can serve both, so one join is dropped
+    traces = {0: _two_rank_trace([(100, 200), (100, 200)], 0), 1: _two_rank_trace([(100, 200), (100, 200)], 1)}
+    real = job_replay._joins
+
+    def crosswise(traces, graphs):
+        joins, notes, offsets = real(traces, graphs)
+        first, second = joins
+        first.members[1], second.members[1] = second.members[1], first.members[1]
+        return joins, notes, offsets
+
+    monkeypatch.setattr(job_replay, "_joins", crosswise)
+    job = job_graph(traces)
+    assert job.unjoined == 1 and job.joins == 1
+    assert any("left unjoined" in note for note in job.notes)
