@@ -16,7 +16,8 @@ RegionOpt = Annotated[str | None, typer.Option(
 ChangeOpt = Annotated[list[str] | None, typer.Option(
     "--change", "-c", metavar="SELECTOR=FACTOR",
     help="Multiply the durations the selector picks (repeatable): op:REGEX (host time in matching ops and "
-         "record_function regions), kernel:REGEX, copy, comm, sync (0: the host no longer waits), launch, loader, "
+         "record_function regions), kernel:REGEX, copy, comm, sync (0: the host no longer waits; sync:REGEX: "
+         "its waits inside matching ops and regions), launch, loader, "
          "idle (the lags the trace does not explain). FACTOR: 0 removes, 0.5 halves.")]
 
 
