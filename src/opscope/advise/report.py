@@ -53,7 +53,26 @@ def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None, prefix
     return Section(f"finding_{rank}", f"{rank}. {prefix}{f.title}  {saving}  [{f.rule}]",
                    caption=f.evidence_title or None,
                    table=pa.Table.from_pylist(f.evidence) if f.evidence else None, limit=evidence_rows or None,
-                   fields=[("  estimate:", f.estimate), ("  try:", f.remedy)], data=False)
+                   fields=[("  estimate:", f.estimate), ("  try:", f.remedy)]
+                   + ([("  re-run:", measured_text(f.measured))] if f.measured else []), data=False)
+
+
+def measured_text(block: dict) -> str:
+    """advise --measure's re-run of a finding in words: ``predicted X/step, re-run Y/step (p10-p90 A-B), within
+    Z%``."""
+    if block.get("failed"):
+        return f"with {block.get('applied')}: not measured ({block['failed']})"
+    parts = []
+    if block.get("predicted_step_ns") is not None:
+        parts.append(f"predicted {format_ns(block['predicted_step_ns'])}/step")
+    parts.append(f"re-run {format_ns(block['step_ns'])}/step (p10-p90 {format_ns(block['p10_ns'])}-"
+                 f"{format_ns(block['p90_ns'])}; {block['steps']} steps, {block['runs']} run(s) with "
+                 f"{block['applied']})")
+    if block.get("error_pct") is not None:
+        parts.append(f"within {abs(block['error_pct']):.1f}%")
+    if block.get("baseline_step_ns") is not None:
+        parts.append(f"against {format_ns(block['baseline_step_ns'])}/step unrecorded in the recording")
+    return ", ".join(parts)
 
 
 def explain_report(rules: list[Rule]) -> Report:
