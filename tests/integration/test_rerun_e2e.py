@@ -51,8 +51,8 @@ def test_advise_measure_re_runs_the_program_with_workers(tmp_path):
     out = tmp_path / "rec"
     # --stack: the Python frames that show the loader waits (sleeps); --intra-op-threads at the core count: no core
     # counts as free, so the rule proposes the 2 workers of a waiting loader on every machine (the program itself
-    # computes on one thread)
-    r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "--stack", "--no-memory",
+    # computes on one thread); --active 8: the prediction is the median of 8 recorded steps, not set by one busy moment
+    r = subprocess.run([sys.executable, "-m", "opscope.cli", "record", "--stack", "--no-memory", "--active", "8",
                         "--intra-op-threads", str(_cores()), "-o", str(out), "--", "python", script.name],
                        capture_output=True, text=True, timeout=limit(300), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
