@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 from support.timing import limit
 
-# A loader that waits (each sample sleeps 5 ms, four per batch: ~20 ms a batch) and a few ms of compute per step on
-# one thread; 40 steps, enough for the re-runs' warm-up and steady state.
+# A loader that waits (each sample sleeps 10 ms, four per batch: ~40 ms a batch) and a few ms of compute per step on
+# one thread; 40 steps, enough for the re-runs' warm-up and steady state. The sleep dominates the batch, so that the
+# Python around it (which the profiler slows in the recorded steps, and a busy machine slows more) does not set the
+# prediction: with 5 ms samples predicted/re-run ranged 0.93-1.12 over 5 rounds on a shared 2-core machine, with 10 ms
+# 0.99-1.01 (bench/advise_measure.py --sleep-ms).
 SLOW_LOADER = """
 import time, torch
 from torch.utils.data import DataLoader, Dataset
@@ -23,7 +26,7 @@ class Slow(Dataset):
     def __len__(self):
         return 4 * 40
     def __getitem__(self, i):
-        time.sleep(0.005)
+        time.sleep(0.010)
         return torch.randn(32), i % 2
 
 model = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))

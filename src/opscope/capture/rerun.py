@@ -50,7 +50,7 @@ from typing import Any
 
 from opscope.advise.finding import Finding
 from opscope.advise.report import measured_text
-from opscope.analyses.recording import unprofiled_steps
+from opscope.analyses.recording import step_inflation, unprofiled_steps
 from opscope.analyses.whatif import parse_change, whatif_table
 from opscope.capture.changes import ProgramChanges
 from opscope.capture.launch import Target, parse_command, run_program
@@ -234,6 +234,11 @@ def measure_findings(findings: list[Finding], trace: Trace, run: dict[str, Any] 
         return findings, notes
     program = recorded_program(run)
     base = baseline(run or {})
+    inflation = step_inflation(run)
+    if inflation is not None and inflation.inflated:
+        notes.append(f"advise --measure: the predictions come from recorded steps that ran {inflation.ratio:.2f}x "
+                     "the time of the unrecorded ones: they carry the profiler's slowdown, the re-runs (no profiler) "
+                     "do not")
     out = list(findings)
     for i, (changes, change) in plans:
         out[i] = _measured(findings[i], trace, program, changes, change, base, runs, progress)
