@@ -8,8 +8,9 @@ from opscope.advise.finding import Finding, Rule
 from opscope.report import Column, Report, Section
 from opscope.units import format_ns
 
-#: JSON has each finding's evidence rows; a CSV line cannot hold them.
-_NESTED = {"evidence": Column(show="json"), "evidence_title": Column(show="json")}
+#: JSON has each finding's evidence rows, its program change and its re-run; a CSV line cannot hold them.
+_NESTED = {"evidence": Column(show="json"), "evidence_title": Column(show="json"),
+           "program_change": Column(show="json"), "measured": Column(show="json")}
 
 
 def advice_report(advice, source: str, limit: int | None = None, evidence_rows: int | None = 8) -> Report:

@@ -85,6 +85,8 @@ def advise(traces: AdviseTracesArg = None, explain: ExplainOpt = None, rules: Ru
     result = run_rules(t, run=run, only=split(rules) if rules else None, measured=measured, job=job)
     if measure and run is not None and run.get("command"):
         result = _rerun(result, t, run, reruns, measure_region)
+    elif measure:
+        say("--measure: no run.json naming the program (a recording of opscope record): no finding is re-run")
     show(advice_report(result, str(first), limit), format)
 
 
