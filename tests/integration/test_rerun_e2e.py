@@ -15,8 +15,8 @@ from support.timing import limit
 # A loader that waits (each sample sleeps 10 ms, four per batch: ~40 ms a batch) and a few ms of compute per step on
 # one thread; 40 steps, enough for the re-runs' warm-up and steady state. The sleep dominates the batch, so that the
 # Python around it (which the profiler slows in the recorded steps, and a busy machine slows more) does not set the
-# prediction: with 5 ms samples predicted/re-run ranged 0.93-1.12 over 5 rounds on a shared 2-core machine, with 10 ms
-# 0.99-1.01 (bench/advise_measure.py --sleep-ms).
+# prediction: with 5 ms samples predicted/re-run reached 1.12 in one round of 5 on a shared 2-core machine while
+# another recording ran, with 10 ms it stayed within 0.99-1.02 (bench/advise_measure.py --sleep-ms).
 SLOW_LOADER = """
 import time, torch
 from torch.utils.data import DataLoader, Dataset
