@@ -170,6 +170,17 @@ def finding(rule, change=None, program_change=None):
                    program_change=program_change, saving_method="simulated" if change else "estimated")
 
 
+def test_a_program_that_cannot_be_re_run_leaves_the_findings_as_they_are(tmp_path):
+    from opscope.capture.rerun import measure_findings
+
+    found = [finding("input-pipeline", "loader=0.25", {"num_workers": 2})]
+    run = {"command": ["python", "train.py"], "cwd": str(tmp_path / "gone")}
+    out, notes = measure_findings(found, None, run)  # type: ignore[arg-type] (no trace is read)
+    assert out == found and len(notes) == 1 and "is gone" in notes[0]
+    out, notes = measure_findings([finding("dominant-op", "kernel:gemm=0.5")], None, run)  # type: ignore[arg-type]
+    assert out[0].measured is None and "no finding has a change opscope can apply" in notes[0]
+
+
 def test_which_findings_are_re_run():
     loader = finding("input-pipeline", "loader=0.25", {"num_workers": 2, "persistent_workers": True})
     assert finding_changes(loader, None) == (ProgramChanges(num_workers=2, persistent_workers=True), "loader=0.25")

@@ -118,12 +118,12 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def baseline(run: dict[str, Any]) -> Steady | None:
-    """The recording's own steady-state step time: its unrecorded steps (the profiler did not run in them) after the
-    first, single steps (no workers added)."""
+def baseline(run: dict[str, Any], window: int = 1) -> Steady | None:
+    """The recording's own steady-state step time by the re-run's measure: its unrecorded steps (the profiler did not
+    run in them) after the first, the means of ``window`` consecutive ones."""
     times = run.get("step_times_ns") or []
     steps = [n for n in unprofiled_steps(run) if n >= MIN_WARMUP]
-    return steady_state([[times[n - 1] for n in steps]], 0, 1)
+    return steady_state([[times[n - 1] for n in steps]], 0, window)
 
 
 @dataclass(frozen=True)
@@ -232,8 +232,11 @@ def measure_findings(findings: list[Finding], trace: Trace, run: dict[str, Any] 
         notes.append("advise --measure: no finding has a change opscope can apply to the program (DataLoader workers, "
                      "pinned batches, thread counts, or --measure-region for a host-sync finding)")
         return findings, notes
-    program = recorded_program(run)
-    base = baseline(run or {})
+    try:
+        program = recorded_program(run)
+    except UsageError as exc:  # the findings are still worth showing: say why none was re-run
+        notes.append(str(exc))
+        return findings, notes
     inflation = step_inflation(run)
     if inflation is not None and inflation.inflated:
         notes.append(f"advise --measure: the predictions come from recorded steps that ran {inflation.ratio:.2f}x "
@@ -241,6 +244,7 @@ def measure_findings(findings: list[Finding], trace: Trace, run: dict[str, Any] 
                      "do not")
     out = list(findings)
     for i, (changes, change) in plans:
+        base = baseline(run or {}, window_steps(changes))
         out[i] = _measured(findings[i], trace, program, changes, change, base, runs, progress)
         if progress:
             progress(f"advise --measure: {findings[i].rule}: {measured_text(out[i].measured or {})}")
