@@ -61,6 +61,22 @@ def test_whatif_halving_the_kernel_or_removing_the_wait():
     assert host["predicted_ns"].to_pylist() == [91 * US]
 
 
+def test_whatif_removes_only_the_waits_inside_a_named_region():
+    # one_step's timeline with the wait inside a record_function region "fetch" (28-91)
+    trace = make_trace([
+        row("user_annotation", "ProfilerStep#1", 0, 100),
+        row("cpu_op", "aten::mm", 5, 15),
+        row("runtime", "cudaLaunchKernel", 10, 4, correlation=1),
+        row("user_annotation", "fetch", 28, 63),
+        row("runtime", "cudaDeviceSynchronize", 30, 60),
+        row("kernel", "gemm", 16, 69, correlation=1, pid=0, tid=7, stream=7, device=0),
+    ])
+    inside, picked = whatif_table(trace, [parse_change("sync:^fetch$=0")])
+    assert picked == [1] and inside["predicted_ns"].to_pylist() == [40 * US]  # as sync=0: the one wait is in it
+    elsewhere, picked = whatif_table(trace, [parse_change("sync:^aten::mm$=0")])
+    assert picked == [0] and elsewhere["predicted_ns"].to_pylist() == [100 * US]
+
+
 def test_a_kernel_that_starts_long_after_its_launch_on_an_idle_stream_is_unexplained():
     late = one_step(late_start_us=16)  # 2 after the launch: explained
     assert UNEXPLAINED not in _by_category(late)

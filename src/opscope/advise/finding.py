@@ -37,6 +37,13 @@ class Finding:
     saving_method: str = "estimated"
     #: the rule's own arithmetic per step (``estimate`` says it), kept beside a simulated ``saving_ns``
     estimated_ns: int | None = None
+    #: the remedy as settings opscope's runner can apply to the program without editing it, for advise --measure's
+    #: re-run (keys of :class:`opscope.capture.changes.ProgramChanges`: num_workers, persistent_workers, pin_memory,
+    #: intra_op_threads, skip_sync_in); None: the remedy needs the user's code changed
+    program_change: dict[str, Any] | None = None
+    #: advise --measure's re-run of the program with ``program_change`` (:mod:`opscope.capture.rerun` lists the
+    #: fields): the measured step time beside the predicted one; None when not re-run
+    measured: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

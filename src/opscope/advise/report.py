@@ -8,8 +8,9 @@ from opscope.advise.finding import Finding, Rule
 from opscope.report import Column, Report, Section
 from opscope.units import format_ns
 
-#: JSON has each finding's evidence rows; a CSV line cannot hold them.
-_NESTED = {"evidence": Column(show="json"), "evidence_title": Column(show="json")}
+#: JSON has each finding's evidence rows, its program change and its re-run; a CSV line cannot hold them.
+_NESTED = {"evidence": Column(show="json"), "evidence_title": Column(show="json"),
+           "program_change": Column(show="json"), "measured": Column(show="json")}
 #: Evidence fields for the JSON only: lists, and details the table's short text already says.
 _EVIDENCE_JSON = {name: Column(show="json") for name in ("host_names", "thread", "frame", "host_op")}
 
@@ -56,7 +57,26 @@ def _finding(rank: int, f: Finding, unit: str, evidence_rows: int | None, prefix
                    caption=f.evidence_title or None,
                    table=pa.Table.from_pylist(f.evidence) if f.evidence else None, limit=evidence_rows or None,
                    columns=_EVIDENCE_JSON,
-                   fields=[("  estimate:", f.estimate), ("  try:", f.remedy)], data=False)
+                   fields=[("  estimate:", f.estimate), ("  try:", f.remedy)]
+                   + ([("  re-run:", measured_text(f.measured))] if f.measured else []), data=False)
+
+
+def measured_text(block: dict) -> str:
+    """advise --measure's re-run of a finding in words: ``predicted X/step, re-run Y/step (p10-p90 A-B), within
+    Z%``."""
+    if block.get("failed"):
+        return f"with {block.get('applied')}: not measured ({block['failed']})"
+    parts = []
+    if block.get("predicted_step_ns") is not None:
+        parts.append(f"predicted {format_ns(block['predicted_step_ns'])}/step")
+    parts.append(f"re-run {format_ns(block['step_ns'])}/step (p10-p90 {format_ns(block['p10_ns'])}-"
+                 f"{format_ns(block['p90_ns'])}; {block['steps']} steps, {block['runs']} run(s) with "
+                 f"{block['applied']})")
+    if block.get("error_pct") is not None:
+        parts.append(f"within {abs(block['error_pct']):.1f}%")
+    if block.get("baseline_step_ns") is not None:
+        parts.append(f"against {format_ns(block['baseline_step_ns'])}/step unrecorded in the recording")
+    return ", ".join(parts)
 
 
 def explain_report(rules: list[Rule]) -> Report:

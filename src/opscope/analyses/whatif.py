@@ -6,7 +6,8 @@ A change is ``SELECTOR=FACTOR``: the durations of what the selector picks are mu
 - ``op:REGEX``: host time inside ops and annotations (``record_function`` regions) whose name matches, nested events
   included (their host time only: the device work they launch is ``kernel:``'s);
 - ``kernel:REGEX``: device work whose name matches; ``copy``: copies and fills; ``comm``: collectives;
-- ``sync``: the host's waits for the device (0: the host no longer waits); ``launch``: runtime calls (launches);
+- ``sync``: the host's waits for the device (0: the host no longer waits); ``sync:REGEX``: those inside host events
+  (ops, ``record_function`` regions) whose name matches; ``launch``: runtime calls (launches);
 - ``loader``: host time in the input pipeline (DataLoader);
 - ``idle``: the lags the trace does not explain (:data:`opscope.analyses.depgraph.LATENCY_CAP_NS`). FACTOR scales
   each such lag's excess over the typical lag of its kind on its lane (the median launch-to-start lag, queue gap or
@@ -73,9 +74,12 @@ from opscope.model.buffers import values_view
 from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
-SELECTORS = ("op:REGEX", "kernel:REGEX", "copy", "comm", "sync", "launch", "loader", "idle", "idle:CAUSE")
+SELECTORS = ("op:REGEX", "kernel:REGEX", "copy", "comm", "sync", "sync:REGEX", "launch", "loader", "idle",
+             "idle:CAUSE")
 #: The causes ``idle:`` takes: those of :mod:`opscope.analyses.idle`, and the lags the trace does not explain.
 IDLE_SELECTOR_CAUSES = (*IDLE_CAUSES, "unexplained")
+#: Selectors that take a regex (``sync`` also goes without one).
+_PATTERNED = ("op", "kernel", "sync")
 _MAX_CLIMB = 512
 
 
@@ -122,7 +126,7 @@ def _parsed(text: str, what: str, value: str) -> Change:
     if not 0 <= factor < 1e6:
         raise UsageError(f"--change {text!r}: the factor must be 0 or more (0 removes, 0.5 halves)")
     selector, colon, pattern = what.partition(":")
-    if selector in ("op", "kernel"):
+    if selector in _PATTERNED and (colon or selector != "sync"):
         if not colon or not pattern:
             raise UsageError(f"--change {text!r}: {selector}: takes a regex, e.g. {selector}:gemm=0.5")
         try:
@@ -267,14 +271,15 @@ def _chosen(trace: Trace, graph: DepGraph, change: Change) -> pa.Array:
         return pc.and_(device, rows_in(name_match(trace.select(["name"])["name"], change.pattern or "")))
     if change.selector in ("copy", "comm"):
         return pc.and_(device, category(COPIES if change.selector == "copy" else COMMUNICATION))
-    if change.selector == "sync":
+    if change.selector == "sync" and change.pattern is None:
         return pc.equal(kind, WAIT)
     if change.selector == "launch":
         return pc.and_(host, category(LAUNCH))
     if change.selector == "loader":
         return pc.and_(host, category(INPUT))
     inside = pa.array(sorted(_inside_matching(trace, change.pattern or "")), pa.int32())
-    return pc.and_(host, pc.is_in(_column(graph.row, pa.int32()), value_set=inside))
+    picked = pc.is_in(_column(graph.row, pa.int32()), value_set=inside)
+    return pc.and_(pc.equal(kind, WAIT) if change.selector == "sync" else host, picked)
 
 
 def _inside_matching(trace: Trace, pattern: str) -> set[int]:

@@ -41,8 +41,9 @@ class Target:
     command: list[str] = field(default_factory=list)
 
 
-def parse_command(argv: list[str]) -> Target:
-    """``python train.py --lr 1``, ``python -m pkg.train``, ``python -c "code"``, or just ``train.py ...``."""
+def parse_command(argv: list[str], cwd: Path | None = None) -> Target:
+    """``python train.py --lr 1``, ``python -m pkg.train``, ``python -c "code"``, or just ``train.py ...``; a relative
+    script is looked for in ``cwd`` (None: the working directory), where the program will run."""
     if not argv:
         raise UsageError("no program given: put it after --, e.g. opscope record -- python train.py")
     head, rest = argv[0], list(argv[1:])
@@ -66,11 +67,13 @@ def parse_command(argv: list[str]) -> Target:
             raise UsageError("-c needs the program's text")
         return Target(interpreter, "code", rest[1], rest[2:], list(argv))
     script = Path(rest[0])
+    if cwd is not None and not script.is_absolute():
+        script = cwd / script
     if not script.exists():
         raise UsageError(f"{script}: no such script")
     if not script.is_file():
         raise UsageError(f"{script}: is not a file (give the script to run)")
-    return Target(interpreter, "script", str(script), rest[1:], list(argv))
+    return Target(interpreter, "script", str(Path(rest[0])), rest[1:], list(argv))
 
 
 def _on_path(name: str) -> bool:
@@ -98,11 +101,12 @@ class ChildRun:
 
 
 def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str] | None = None,
-              stdout: Any = None, stderr: Any = None) -> int:
+              stdout: Any = None, stderr: Any = None, cwd: Path | None = None,
+              base_env: dict[str, str] | None = None) -> int:
     """Run ``interpreter -m opscope.capture.runner`` with ``config`` (its mode and target) and return its exit
     code. Ctrl-C goes to the program, not to us; ``stdout``/``stderr`` are where the program's go
-    (``None``: ours)."""
-    env = child_environment()
+    (``None``: ours); ``cwd`` where it runs (None: here); ``base_env`` its environment (None: ours)."""
+    env = child_environment(dict(base_env) if base_env is not None else None)
     env[ENV] = json.dumps(config)
     # The program's interpreter may be another venv: make this opscope importable there.
     package_root = str(Path(__file__).resolve().parents[2])
@@ -126,7 +130,7 @@ def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str
     previous = {sig: signal.signal(sig, forward) for sig in forwarded}
     try:
         try:
-            child.append(subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr))
+            child.append(subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, cwd=cwd))
         except OSError as exc:
             raise UsageError(f"cannot start {interpreter}: {exc.strerror}") from None
         code = child[0].wait()
@@ -151,16 +155,23 @@ def target_config(target: Target) -> dict[str, Any]:
 
 
 def run_program(target: Target, output: Path, options: RecordOptions, mode: str = "record",
-                quiet: bool = False) -> ChildRun:
+                quiet: bool = False, changes: dict[str, Any] | None = None, cwd: Path | None = None,
+                base_env: dict[str, str] | None = None, stderr: Any = None) -> ChildRun:
     """Run ``target`` under a profiler session (``mode`` record) or its step clock only (``mode`` time);
-    returns its exit code and run.json."""
-    config = {"mode": mode, "output": str(output), "options": options.to_dict(), "command": target.command,
-              "target": target_config(target)}
+    returns its exit code and run.json. ``changes``: remedies the runner applies to the program
+    (:mod:`opscope.capture.changes`, advise --measure's re-runs only); ``cwd``, ``base_env``: see :func:`run_child`;
+    ``stderr``: where the program's stderr goes (None: ours, or nowhere when ``quiet``)."""
+    config: dict[str, Any] = {"mode": mode, "output": str(output.resolve() if cwd is not None else output),
+                              "options": options.to_dict(), "command": target.command,
+                              "target": target_config(target)}
+    if changes:
+        config["changes"] = changes
     threads = {}
     if options.intra_op_threads:
         threads = {var: str(options.intra_op_threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     sink = subprocess.DEVNULL if quiet else None
-    code = run_child(target.interpreter, config, threads, stdout=sink, stderr=sink)
+    code = run_child(target.interpreter, config, threads, stdout=sink, stderr=stderr if stderr is not None else sink,
+                     cwd=cwd, base_env=base_env)
     info = None
     run_json = output / "run.json"
     if run_json.is_file():

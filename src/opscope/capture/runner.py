@@ -3,7 +3,8 @@
 
 Started by :func:`opscope.capture.launch.run_child` as ``python -m opscope.capture.runner`` with its
 settings in the ``OPSCOPE_RUNNER`` environment variable (JSON: ``mode``, ``target`` and the mode's own
-keys). The mode picks the instrument, what runs around the program: a profiler session
+keys; ``changes``: the remedies a re-run of ``advise --measure`` applies, :mod:`opscope.capture.changes`). The mode
+picks the instrument, what runs around the program: a profiler session
 (:class:`opscope.capture.session.RecordingInstrument`, writes ``run.json``) or the numerics dispatch mode
 (:class:`opscope.capture.numerics.NumericsInstrument`, writes the dump). The instrument always gets to
 finish (also when the program crashes or is interrupted). The program's stdout, stderr and exit code
@@ -139,6 +140,10 @@ def main() -> None:
     config = json.loads(os.environ.pop(ENV))
     instrument = instrument_for(config)
     instrument.prepare()
+    if config.get("changes"):  # advise --measure's re-runs only (opscope.capture.changes)
+        from opscope.capture.changes import apply_in_child
+
+        apply_in_child(config["changes"])
     program = locate(config["target"])
     instrument.start(program)
     outcome = Outcome()

@@ -22,9 +22,18 @@ RulesOpt = Annotated[str | None, typer.Option("--rules", help="Run only these ru
 RunInfoOpt = Annotated[Path | None, typer.Option("--run", help="The recording's run.json (thread settings, cores, "
                                                                "GPUs); found beside the trace when not given.")]
 MeasureOpt = Annotated[bool, typer.Option(
-    "--measure", help="Measure the speed-ups of the dominant-op rule's alternatives (channels_last, TF32/autocast) "
-                      "on this machine with reproducers of the trace's ops (opscope repro), and use them "
-                      "instead of the assumed factors. Needs PyTorch, and the trace's device.")]
+    "--measure", help="Measure instead of assuming: the dominant-op rule's alternatives (channels_last, "
+                      "TF32/autocast) with reproducers of the trace's ops (opscope repro); and, on a recording of "
+                      "opscope record, the findings whose change opscope can apply without editing the program "
+                      "(DataLoader workers, pinned batches, thread counts, --measure-region), by re-running the "
+                      "recorded program with it: predicted against re-run step time. Needs PyTorch, and the "
+                      "trace's device. Re-runs the program's command from run.json.")]
+MeasureRegionOpt = Annotated[str | None, typer.Option(
+    "--measure-region", metavar="NAME",
+    help="With --measure: re-run a host-sync finding with the synchronize() calls inside record_function regions "
+         "named NAME skipped (predicted with whatif's sync:NAME=0).")]
+RerunsOpt = Annotated[int, typer.Option("--reruns", help="With --measure on a recording: runs of the program per "
+                                                         "finding (their steady-state steps pooled).", min=1, max=20)]
 MeasureDirOpt = Annotated[Path, typer.Option("--measure-dir", help="With --measure: a new directory for the "
                                                                     "reproducers it runs.")]
 MeasureBudgetOpt = Annotated[float, typer.Option("--budget", help="With --measure: seconds of timed runs per case "
@@ -35,7 +44,8 @@ MeasureBudgetOpt = Annotated[float, typer.Option("--budget", help="With --measur
 def advise(traces: AdviseTracesArg = None, explain: ExplainOpt = None, rules: RulesOpt = None,
            run_info: RunInfoOpt = None, measure: MeasureOpt = False,
            measure_dir: MeasureDirOpt = Path("opscope-measure"), budget: MeasureBudgetOpt = 0.5,
-           format: FormatOpt = "table", limit: LimitOpt = 0, no_cache: NoCacheOpt = False,
+           measure_region: MeasureRegionOpt = None, reruns: RerunsOpt = 2, format: FormatOpt = "table",
+           limit: LimitOpt = 0, no_cache: NoCacheOpt = False,
            capture: CaptureOpt = None) -> None:
     """Findings ranked by estimated saving: what slows each step, the evidence, and a change to try.
 
@@ -50,6 +60,15 @@ def advise(traces: AdviseTracesArg = None, explain: ExplainOpt = None, rules: Ru
     channels_last convolutions, 2x for tensor cores) by speed-ups measured here: it writes reproducers of the
     biggest cases the finding covers (opscope repro), runs each with the variant that stands for the change, and
     uses the time-weighted speed-up of those whose outputs stayed within tolerance; the finding says which.
+
+    --measure on a recording (its directory, or a trace with run.json beside it) also re-runs the recorded program
+    (its command, working directory and performance environment from run.json; step times only, no profiler) once
+    per finding whose change opscope's runner can apply without editing it: DataLoader num_workers (the
+    input-pipeline rule's N), pin_memory=True for a DataLoader's batches (pageable copies), the threads rule's
+    intra-op thread count, and, with --measure-region NAME, no synchronize() inside record_function(NAME) (a
+    host-sync finding). The finding then says "predicted X/step, re-run Y/step (p10-p90), within Z%" and its
+    saving is measured: the recording's unrecorded steps less the re-run's steady-state steps (warm-up steps left
+    out; with N workers, means of N consecutive steps). JSON: the finding's "measured" object.
     """
     from opscope.advise import advise as run_rules
     from opscope.advise import all_rules, rule
@@ -60,9 +79,28 @@ def advise(traces: AdviseTracesArg = None, explain: ExplainOpt = None, rules: Ru
         return
     first, run, job = _advise_inputs(traces, run_info, no_cache)
     t = load(first, no_cache, inflation_note=False)
+    if measure_region is not None and not measure:
+        raise UsageError("--measure-region goes with --measure")
     measured = _measure(t, first, measure_dir, budget) if measure else None
     result = run_rules(t, run=run, only=split(rules) if rules else None, measured=measured, job=job)
+    if measure and run is not None and run.get("command"):
+        result = _rerun(result, t, run, reruns, measure_region)
+    elif measure:
+        say("--measure: no run.json naming the program (a recording of opscope record): no finding is re-run")
     show(advice_report(result, str(first), limit), format)
+
+
+def _rerun(result: Any, trace: Any, run: dict[str, Any], reruns: int, region: str | None) -> Any:
+    """The advice with the findings opscope can apply re-run on the recorded program (capture.rerun)."""
+    from dataclasses import replace
+
+    from opscope.advise.finding import ranked
+    from opscope.capture.rerun import measure_findings
+
+    findings, notes = measure_findings(result.findings, trace, run, runs=reruns, region=region, progress=say)
+    for note in notes:
+        say(note)
+    return replace(result, findings=ranked(findings))
 
 
 def _advise_inputs(traces: list[Path] | None, run_info: Path | None, no_cache: bool) -> tuple[Path, Any, Any]:

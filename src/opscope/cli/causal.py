@@ -18,11 +18,11 @@ RegionOpt = Annotated[str | None, typer.Option(
 ChangeOpt = Annotated[list[str] | None, typer.Option(
     "--change", "-c", metavar="SELECTOR=FACTOR",
     help="Multiply the durations the selector picks (repeatable): op:REGEX (host time in matching ops and "
-         "record_function regions), kernel:REGEX, copy, comm, sync (0: the host no longer waits), launch, loader, "
-         "idle (the waits the trace does not explain, down to the lane's usual lag), idle:CAUSE (the host time and "
-         "explained lags inside the device idle time put down to CAUSE: sync, input_pipeline, launch_overhead, "
-         "kernel_gap, host_wait, other; idle:unexplained is idle). Add @rank:N to change one rank of a job. FACTOR: "
-         "0 removes, 0.5 halves.")]
+         "record_function regions), kernel:REGEX, copy, comm, sync (0: the host no longer waits; sync:REGEX: "
+         "its waits inside matching ops and regions), launch, loader, idle (the waits the trace does not explain, "
+         "down to the lane's usual lag), idle:CAUSE (the host time and explained lags inside the device idle time "
+         "put down to CAUSE: sync, input_pipeline, launch_overhead, kernel_gap, host_wait, other; idle:unexplained "
+         "is idle). Add @rank:N to change one rank of a job. FACTOR: 0 removes, 0.5 halves.")]
 
 
 @app.command("critical-path")

@@ -211,7 +211,7 @@ time in collectives (the finding says when the two disagree). Balanced, every ra
 saving = the slowest rank's compute minus the median rank's, per step. Fires when that is at least
 {STRAGGLER_SHARE:.0%} of the step. Without other ranks' traces this part stays silent.""",
     check=check,
-    not_simulated=("advise reads a job's other ranks as summaries, not their graphs; opscope whatif JOB joins the ranks "
-                   "at their collectives and replays them (e.g. -c idle@rank:N=0 or kernel:REGEX@rank:N=F for a "
-                   "straggler)"),
+    not_simulated=("advise reads a job's other ranks as summaries, not their graphs; opscope whatif JOB joins the "
+                   "ranks at their collectives and replays them (e.g. -c idle@rank:N=0 or kernel:REGEX@rank:N=F for "
+                   "a straggler)"),
 )

@@ -20,8 +20,9 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.advise.remedies import PINNED, framework, remedy
-from opscope.analyses.arrays import combined, thread_keys, vocabulary
+from opscope.analyses.arrays import combined, name_match, thread_keys, vocabulary
 from opscope.analyses.copies import copy_table, launch_links
+from opscope.analyses.idle import INPUT_PIPELINE
 from opscope.model.buffers import true_positions
 from opscope.units import format_ns
 
@@ -120,10 +121,19 @@ def _pageable(ctx: AdviceContext, copies: list[dict[str, Any]]) -> Finding | Non
                   + "; ".join(parts) + ". Not counted: the host no longer blocking on each copy with "
                   "non_blocking=True."),
         remedy=remedy(PINNED, ctx.trace),
+        # the runner can pin what a DataLoader yields (advise --measure); copies of other tensors need the code
+        program_change={"pin_memory": True} if _has_loader(ctx) else None,
         evidence=rows[:TOP],
         evidence_title="pageable host->device copies, largest saving first (at_ns: from the step's start; "
                        "basis: measured against pinned copies, assumed ratio, or latency-bound)",
     )
+
+
+def _has_loader(ctx: AdviceContext) -> bool:
+    """Whether the program iterates a DataLoader (its spans in the trace): pinning its batches is then a change
+    opscope's runner can make."""
+    names = ctx.trace.select(["name"])["name"]
+    return bool(pc.any(name_match(names, INPUT_PIPELINE)).as_py())
 
 
 class _PinnedRate:

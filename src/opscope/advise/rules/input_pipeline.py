@@ -282,6 +282,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
         estimate=basis + cause + ".",
         remedy=change,
         change=_workers_change(n, loader_total, ctx) if not workers else None,
+        program_change={"num_workers": n, "persistent_workers": True} if n and not workers else None,
         evidence=evidence,
         evidence_title="per step: DataLoader time (union of its spans on the host), device idle time meanwhile "
                        "(summed over devices; none on a CPU trace), the step's time and the loader's share of it",

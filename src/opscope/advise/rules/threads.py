@@ -41,10 +41,12 @@ def check(ctx: AdviceContext) -> list[Finding]:
     intra, inter = threads.get("intra_op"), threads.get("inter_op")
     env = run.get("environment") or {}
     problems: list[tuple[str, float | None, str, str]] = []  # setting, value, problem, change
+    counts: list[int] = []  # the intra-op thread counts the changes propose, first problem first
     if intra and intra > cores:
         problems.append(("intra_op", intra, f"{intra} intra-op threads on {cores} usable cores: they take turns on "
                                             f"the cores and wait for each other at the end of every parallel op",
                          f"torch.set_num_threads({cores})"))
+        counts.append(cores)
     if inter and inter > cores:
         problems.append(("inter_op", inter, f"{inter} inter-op threads on {cores} usable cores (matters where ops "
                                             f"run in parallel: torch.jit.fork, some backends)",
@@ -60,6 +62,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                                                  f"{cores} usable cores, so {intra} intra-op threads share cores "
                                                  f"with them and every parallel op waits for a preempted thread",
                          f"torch.set_num_threads({share}) while the host is this busy (or run it on an idle host)"))
+        counts.append(share)
     sharing = _processes_sharing(ctx, run)
     if intra and intra <= cores and sharing and intra * sharing[0] > cores:
         k, why = sharing
@@ -68,6 +71,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                                          f"{k * intra} threads on {cores} cores",
                          f"OMP_NUM_THREADS={share} (torchrun's default is 1) or torch.set_num_threads({share}) in "
                          f"each process"))
+        counts.append(share)
     busy = _cpu_busy_share(ctx) if ctx.gpu is None else None
     if intra and busy is not None and busy >= CPU_BOUND_SHARE and _multiprocess_loader(ctx) and intra >= cores:
         problems.append(("dataloader_workers", None, f"DataLoader worker processes run beside a CPU-bound main "
@@ -82,6 +86,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                                             f"during each op",
                          f"torch.set_num_threads({max(1, (cores - loaded) // k)}) (or the best of opscope "
                          f"tune-threads)"))
+        counts.append(max(1, (cores - loaded) // k))
     for var in THREAD_VARIABLES:
         value = env.get(var)
         if value and value.strip().isdigit() and intra and int(value) != intra:
@@ -106,6 +111,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                   "measures it by running the program with each setting"),
         remedy="; ".join(changes) + "; then measure: opscope tune-threads -- python your_script.py",
         evidence=evidence,
+        program_change={"intra_op_threads": counts[0]} if counts else None,
         evidence_title="settings from run.json against the usable cores (the process's CPU affinity) and the host's "
                        "1-minute load average when the program started (null when run.json lacks it)",
     )]
