@@ -147,7 +147,7 @@ def gpu_op_table(
     links = device_links(trace)
     events = trace.select(list(dict.fromkeys(list(by) + ["kind", "name", "step", "merged", "event_id", "parent",
                                                          "dur_ns"])))
-    index, op_rows = op_ancestors(events, _climb_from(trace, links), (*kinds, "captured_op"))
+    index, op_rows = op_ancestors(events, climb_start(trace, links), (*kinds, "captured_op"))
     # The op rows that op_table counts: selected by the filter, same-name only children folded away; and the ops a
     # graph capture recorded, by name (they have no step: their device events' steps are looked at instead)
     unfolded = events.select([c for c in events.column_names if c != "parent"]).filter(
@@ -227,7 +227,7 @@ def _captured_groups(trace: Trace, groups: pa.Table, by: Sequence[str], tops: di
     return pa.table({f.name: pc.cast(combined(rows[f.name]), f.type) for f in schema}, schema=schema)
 
 
-def _climb_from(trace: Trace, links: dict[str, pa.Array]) -> pa.Array:
+def climb_start(trace: Trace, links: dict[str, pa.Array]) -> pa.Array:
     """Where each device event's ops are looked for: its launch, or for a graph replay merged with its capture
     (:mod:`opscope.analyses.capture_merge`) the op (else annotation) the capture recorded around its launch."""
     replayed = trace.replayed

@@ -466,3 +466,23 @@ def _whatif_report(title: str, table: pa.Table, changes: list, picked: list[int]
     return Report(title=title, headline=headline, legend=legend, sections=[
         Section("whatif", "Steps replayed with the changes", table, limit=limit,
                 notes=[f"changes: {said}", *notes])])
+
+
+def roofline_report(trace: Trace, peaks: object, how: str, by: str, limit: int | None) -> Report:
+    """The roofline table (per op, shapes and dtype, or per kernel) with the device's roofs and the coverage."""
+    from opscope.analyses.roofline import roofline_table
+
+    table, notes = roofline_table(trace, peaks, by)  # type: ignore[arg-type]
+    title = str(trace.metadata.get("source"))
+    if table.num_rows == 0:
+        return Report(title=title, empty="no device work of an op with a work model: " + "; ".join(notes),
+                      sections=[Section("roofline", table=table)], notes=[how])
+    legend = ("flops, bytes: per call, from the op's shapes (a multiply-add counts 2; bytes: each input read and each "
+              "output written once); device_ns: the device work the calls launched (kernels, copies, fills); "
+              "achieved_tflops, achieved_gbps: the work over that time; intensity: FLOPs per byte; peak_tflops (the "
+              "dtype's dense peak) and peak_gbps (memory bandwidth): the device's roofs; pct_of_roof: achieved over "
+              "the roof at that intensity (the lower of the compute roof and bandwidth x intensity); bound: which "
+              "roof that is; saving_at_roof_ns: the device time the row would save at its roof (sorted by it)")
+    return Report(title=title, headline=how, sections=[
+        Section("roofline", "Roofline " + ("by kernel" if by == "kernel" else "by op, shapes and dtype"), table,
+                legend=legend, limit=limit, notes=[f"device: {how}", *notes])])

@@ -14,6 +14,7 @@ from opscope.cli import views  # noqa: F401  scope, code
 from opscope.cli import memory  # noqa: F401
 from opscope.cli import gpu  # noqa: F401
 from opscope.cli import causal  # noqa: F401  critical-path, whatif
+from opscope.cli import roofline  # noqa: F401  roofline
 from opscope.cli import advice  # noqa: F401  advise, diff
 from opscope.cli import repro  # noqa: F401
 from opscope.cli import report  # noqa: F401

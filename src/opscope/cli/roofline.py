@@ -1,0 +1,38 @@
+"""`opscope roofline`: each op's (or kernel's) distance from what the device can do."""
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from opscope.cli.app import app
+from opscope.cli.common import load, show
+from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, TraceArg
+
+ByOpt = Annotated[Literal["op", "kernel"], typer.Option(
+    "--by", help="op: one row per op, shapes and dtype; kernel: one row per kernel (each taking its op's work in "
+                 "proportion to its time).")]
+PeaksOpt = Annotated[Path | None, typer.Option(
+    "--peaks", metavar="FILE", help="The device's peaks from this file (opscope peaks --output FILE writes one) "
+                                    "instead of the table's for the device the trace names.")]
+
+
+@app.command()
+def roofline(trace: TraceArg, by: ByOpt = "op", peaks: PeaksOpt = None, format: FormatOpt = "table",
+             limit: LimitOpt = 0, no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
+    """How far each op is from what the device can do: its FLOPs and bytes (from its shapes) over its device time,
+    against the device's roofs.
+
+    The device comes from the trace (Kineto deviceProperties, xplane, rocprof agents, nsys) and its dense peaks per
+    dtype and memory bandwidth from opscope's table (opscope peaks --help); --peaks FILE overrides them. Each kernel,
+    copy and fill counts for the innermost op around its launch that has a work model (matmuls, convolutions,
+    attention, elementwise, normalisations, reductions, embeddings, copies); the device time no modelled op holds is
+    named in a note. pct_of_roof is the achieved rate over the roof at the row's intensity; rows are sorted by the
+    device time they would save at their roof.
+    """
+    from opscope.analyses.peaks import trace_peaks
+    from opscope.analyses.reports import roofline_report
+
+    t = load(trace, no_cache)
+    found, how = trace_peaks(t, peaks)
+    show(roofline_report(t, found, how, by, limit), format)
