@@ -26,6 +26,7 @@ Each family's formula is in one function below (``_matmul``, ``_conv``, ``_atten
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -928,9 +929,17 @@ def modeled_names() -> dict[str, tuple[str, ...]]:
 
 def op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None = None) -> Work | None:
     """The work of one call of op ``name`` from its recorded ``shapes``/``dtypes``/``concrete_inputs`` text; None
-    when the op has no model or its record does not resolve (absent, malformed, inconsistent, too large)."""
+    when the op has no model or its record does not resolve (absent, malformed, inconsistent, too large). Cached:
+    a trace repeats the same few records many times."""
     if not isinstance(name, str) or len(name) > 512:
         return None
+    if any(t is not None and (not isinstance(t, str) or len(t) > MAX_TEXT) for t in (shapes, dtypes, concrete)):
+        return None
+    return _op_work(name, shapes, dtypes, concrete)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None) -> Work | None:
     key = _key(name)
     model = None if key in _TRANSPOSABLE else _model_of(key)
     if model is None and key not in _TRANSPOSABLE:
