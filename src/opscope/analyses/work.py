@@ -1,0 +1,964 @@
+"""Work per op call from its recorded shapes: the FLOPs and bytes a roofline places the op against.
+
+Pure functions over the text the model stores per event (``shapes``, ``dtypes``, ``concrete_inputs``): Kineto's
+``Input Dims``/``Input type``/``Concrete Inputs`` (``[[16,559,1024],[1024,1024],[1024]]``, ``["c10::BFloat16",
+...]``, ``["", "", "1"]``), and the same JSON that the ONNX Runtime and TensorFlow (xplane) readers write. That text
+comes from the trace and is untrusted: it is parsed as bounded JSON, never evaluated, and anything malformed, too
+large or inconsistent (a matmul whose inner dimensions disagree) gives None, never an exception.
+
+Conventions, the same for every family:
+
+* ``flops`` are per call; a multiply-add counts 2. ``bytes`` are the *minimum* traffic of one call: each input read
+  once and each output written once at its dtype's size (caches, re-reads and workspaces left out), so a measured
+  time against them is a lower bound on the op's efficiency, never an overstatement.
+* ``dtype`` is the compute dtype whose peak applies. fp32 matmuls count as ``fp32`` (PyTorch's default
+  ``allow_tf32=False`` for matmul); a convolution counts as ``tf32`` only where its record says ``allow_tf32=True``
+  (``aten::_convolution``, ``aten::cudnn_convolution``; cuDNN's default), else fp32.
+* Composite ops are modeled at every level that records shapes (``aten::linear`` and the ``aten::addmm`` under it,
+  ``aten::conv2d`` ... ``aten::cudnn_convolution``): the same work appears at each level, so a caller that sums
+  must count each device kernel once (at the op that owns its device time), never the nested levels together.
+* An op without a model (or whose shapes do not resolve) gives None: it is counted and listed by the caller
+  ("no model for X: N% of device time"), never guessed.
+
+Each family's formula is in one function below (``_matmul``, ``_conv``, ``_attention``, ``_elementwise``,
+``_norm``, ``_reduction``, ``_embedding``, ``_copy``), with its constants stated there.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: The families of :attr:`Work.family`.
+FAMILIES: tuple[str, ...] = ("matmul", "conv", "attention", "elementwise", "norm", "reduction", "embedding", "copy")
+
+
+@dataclass(frozen=True)
+class Work:
+    """The work of one call. ``bytes`` is minimum traffic: each input read once and each output written once."""
+
+    flops: float   # per call; a multiply-add counts 2
+    bytes: float   # per call: minimum traffic, each input read once and each output written once
+    dtype: str     # the compute dtype whose peak applies: fp64, fp32, tf32, fp16, bf16, fp8, int8 (or int32, ...)
+    family: str    # one of FAMILIES
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dtypes
+
+#: Canonical dtype -> bytes per element.
+DTYPE_BYTES: dict[str, float] = {
+    "fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5, "int8": 1, "uint8": 1,
+    "int16": 2, "int32": 4, "int64": 8, "bool": 1, "complex64": 8, "complex128": 16, "complex32": 4,
+}
+
+_DTYPE_NAMES: dict[str, str] = {}
+for _canon, _names in {
+    "fp64": ("double", "float64", "f64", "double_type", "c10::double", "torch.float64", "dt_double"),
+    "fp32": ("float", "float32", "f32", "float_type", "c10::float", "torch.float32", "dt_float", "single"),
+    "fp16": ("c10::half", "half", "float16", "f16", "half_type", "torch.float16", "dt_half"),
+    "bf16": ("c10::bfloat16", "bfloat16", "bf16", "bf16_type", "torch.bfloat16", "dt_bfloat16"),
+    "int8": ("signed char", "int8", "s8", "int8_type", "c10::qint8", "qint8", "torch.int8", "dt_int8"),
+    "uint8": ("unsigned char", "uint8", "u8", "uint8_type", "c10::quint8", "quint8", "torch.uint8", "dt_uint8"),
+    "int16": ("short", "short int", "int16", "s16", "int16_type", "torch.int16", "dt_int16"),
+    "int32": ("int", "int32", "s32", "int32_type", "c10::qint32", "qint32", "torch.int32", "dt_int32"),
+    "int64": ("long int", "long", "long long", "long long int", "int64", "s64", "int64_type", "torch.int64",
+              "dt_int64"),
+    "bool": ("bool", "pred", "bool_type", "torch.bool", "dt_bool"),
+    "complex64": ("c10::complex<float>", "complex64", "c64"),
+    "complex128": ("c10::complex<double>", "complex128", "c128"),
+    "complex32": ("c10::complex<c10::half>", "complex32"),
+}.items():
+    for _n in _names:
+        _DTYPE_NAMES[_n] = _canon
+#: fp8 formats, however they are spelled (``c10::Float8_e4m3fn``, XLA ``f8e4m3fn``, MIGraphX ``fp8e4m3fnuz_type``).
+_FP8 = re.compile(r"^(?:c10::|torch\.)?(?:float8|fp8|f8)_?e[45]m[23](?:fn|fnuz|b11fnuz)?(?:_type)?$")
+#: PyTorch ScalarType codes as Kineto records a ``dtype`` argument (``aten::to(..., 15, ...)`` = bfloat16).
+_SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "fp16", 6: "fp32", 7: "fp64",
+                 8: "complex32", 9: "complex64", 10: "complex128", 11: "bool", 12: "int8", 13: "uint8", 14: "int32",
+                 15: "bf16", 23: "fp8", 24: "fp8", 25: "fp8", 26: "fp8"}
+
+
+def canonical_dtype(text: str) -> str | None:
+    """The canonical name of a dtype as a trace writes it (Kineto ``c10::BFloat16``/``float``/``long int``, XLA
+    ``bf16``/``f32``, ONNX ``tensor(float)``, MIGraphX ``half_type``, TF ``half``), None when it is not a tensor
+    dtype (``Scalar``, ``ScalarList``, ``TensorList``, ``""``) or unknown."""
+    if not isinstance(text, str) or len(text) > 64:
+        return None
+    t = text.strip().lower()
+    if t.startswith("tensor(") and t.endswith(")"):  # ONNX type strings
+        t = t[7:-1].strip()
+    hit = _DTYPE_NAMES.get(t)
+    if hit is not None:
+        return hit
+    if _FP8.match(t):
+        return "fp8"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# parsing untrusted text
+
+#: Longest text parsed (characters); a record longer than this is refused (no model).
+MAX_TEXT = 1 << 16
+#: Most tensors (list entries, TensorList members included) one record may hold.
+MAX_TENSORS = 4096
+#: Largest dimension accepted, and most elements one tensor may have.
+MAX_DIM = 1 << 40
+MAX_NUMEL = 1 << 56
+
+Shape = tuple[int, ...]
+
+
+class _BadRecordError(Exception):
+    """Malformed record: the op gets no model."""
+
+
+def _loads(text: str | None) -> list[Any] | None:
+    """A JSON list from bounded text; None when absent; _BadRecordError when malformed."""
+    if text is None:
+        return None
+    if not isinstance(text, str) or len(text) > MAX_TEXT:
+        raise _BadRecordError
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _BadRecordError from exc
+    if not isinstance(value, list):
+        raise _BadRecordError
+    return value
+
+
+def _dims(value: Any) -> Shape:
+    if len(value) > 16:
+        raise _BadRecordError
+    n = 1
+    for d in value:
+        if type(d) is not int or not 0 <= d < MAX_DIM:
+            raise _BadRecordError
+        n *= d
+    if n > MAX_NUMEL:
+        raise _BadRecordError
+    return tuple(value)
+
+
+def _shapes(text: str | None) -> list[Shape | list[Shape]]:
+    """``[[16,559,1024],[],[[1,2],[3,4]]]`` -> one entry per argument: a shape (``()`` for a scalar or a
+    non-tensor argument) or, for a TensorList, a list of shapes."""
+    value = _loads(text)
+    if value is None:
+        raise _BadRecordError
+    out: list[Shape | list[Shape]] = []
+    count = 0
+    for entry in value:
+        if not isinstance(entry, list):
+            raise _BadRecordError
+        if entry and all(isinstance(x, list) for x in entry):
+            out.append([_dims(x) for x in entry])
+            count += len(entry)
+        else:
+            out.append(_dims(entry))
+            count += 1
+        if count > MAX_TENSORS:
+            raise _BadRecordError
+    return out
+
+
+def _strings(text: str | None, n: int) -> list[str]:
+    """A JSON list of strings padded to ``n`` with ``""`` (Kineto's blank for an argument it did not record)."""
+    value = _loads(text)
+    if value is None:
+        return [""] * n
+    if len(value) > MAX_TENSORS:
+        raise _BadRecordError
+    out = [v if isinstance(v, str) and len(v) <= 256 else "" for v in value]
+    return (out + [""] * n)[:max(n, len(out))]
+
+
+@dataclass(frozen=True)
+class _Args:
+    """One call's arguments: per position its shape, canonical dtype (None for non-tensors) and concrete text."""
+
+    shapes: list[Shape | list[Shape]]
+    dtypes: list[str | None]
+    concrete: list[str]
+
+    def tensor(self, i: int) -> tuple[Shape, str] | None:
+        """Argument ``i`` when it is a tensor with a known dtype."""
+        if i >= len(self.shapes) or i >= len(self.dtypes):
+            return None
+        shape, dtype = self.shapes[i], self.dtypes[i]
+        if isinstance(shape, list) or dtype is None:
+            return None
+        return shape, dtype
+
+    def tensors(self) -> list[tuple[Shape, str]]:
+        """Every tensor argument (position order), TensorLists left out."""
+        return [t for t in (self.tensor(i) for i in range(len(self.shapes))) if t is not None]
+
+    def ints(self, i: int) -> list[int] | None:
+        """Concrete argument ``i`` as a list of ints: ``"[2, 2]"`` -> [2, 2], ``"1"`` -> [1]."""
+        text = self.concrete[i].strip() if i < len(self.concrete) else ""
+        if not text or len(text) > 256:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        if type(value) is int:
+            value = [value]
+        if not isinstance(value, list) or len(value) > 16 or any(type(v) is not int for v in value):
+            return None
+        return value
+
+    def flag(self, i: int) -> bool | None:
+        text = self.concrete[i].strip() if i < len(self.concrete) else ""
+        return {"true": True, "false": False, "1": True, "0": False}.get(text.lower())
+
+    def number(self, i: int) -> float | None:
+        text = self.concrete[i].strip() if i < len(self.concrete) else ""
+        if not text or len(text) > 64:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def _nbytes(shape: Sequence[int], dtype: str) -> float:
+    return _numel(shape) * DTYPE_BYTES.get(dtype, 0)
+
+
+def _broadcast(*shapes: Shape) -> Shape:
+    """NumPy/PyTorch broadcasting; _BadRecordError when the shapes do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(rank):
+        sizes = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0} - {1}
+        if len(sizes) > 1:
+            raise _BadRecordError
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _need(value: Any) -> Any:
+    if value is None:
+        raise _BadRecordError
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# matmul: 2·M·N·K·batch
+
+
+def _mm_work(a: Shape, b: Shape, dtype: str, extra_bytes: float = 0.0, out_dtype: str | None = None,
+             compute: str | None = None) -> Work:
+    """``a [..., M, K] @ b [..., K, N]`` with the batch dims broadcast: flops 2·M·N·K·batch; bytes a + b + out (+
+    ``extra_bytes``: a bias or scales read). 1-D operands as torch.matmul: ``[K]`` is a row (left) or column (right)."""
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    if len(a2) < 2 or len(b2) < 2 or a2[-1] != b2[-2]:
+        raise _BadRecordError
+    m, k, n = a2[-2], a2[-1], b2[-1]
+    batch = _broadcast(a2[:-2], b2[:-2])
+    out: list[int] = [*batch, m, n]
+    if len(a) == 1:
+        out.pop(-2)
+    if len(b) == 1:
+        out.pop()
+    flops = 2.0 * m * n * k * _numel(batch)
+    bytes_ = _nbytes(a, dtype) + _nbytes(b, dtype) + _nbytes(out, out_dtype or dtype) + extra_bytes
+    return Work(flops, bytes_, compute or dtype, "matmul")
+
+
+def _matmul(name: str, x: _Args) -> Work:
+    """The matrix products. mm/bmm/matmul: ``self @ other``; addmm/baddbmm/addbmm: ``beta·self + alpha·(m1 @ m2)``,
+    the bias read unless beta is 0 (its add is not counted as flops: the rows' FLOPs stay 2·M·N·K·batch);
+    linear: ``input [..., K] @ weight[N, K]ᵀ (+ bias)``; _scaled_mm: fp8 inputs, scales read, output at
+    ``out_dtype``; _int_mm: int8 in, int32 out."""
+    if name in ("mm", "bmm", "matmul", "mv", "dot", "vdot"):
+        a, b = _need(x.tensor(0)), _need(x.tensor(1))
+        if (name == "mm" and (len(a[0]) != 2 or len(b[0]) != 2)) or (name == "bmm" and (
+                len(a[0]) != 3 or len(b[0]) != 3 or a[0][0] != b[0][0])):
+            raise _BadRecordError
+        return _mm_work(a[0], b[0], a[1])
+    if name in ("addmm", "baddbmm", "addbmm", "_addmm_activation"):
+        bias, a, b = x.tensor(0), _need(x.tensor(1)), _need(x.tensor(2))
+        beta = x.number(3)
+        extra = _nbytes(*bias) if bias is not None and beta != 0 else 0.0
+        if name == "addbmm":  # sum over the batch: out [M, N]
+            if len(a[0]) != 3 or len(b[0]) != 3 or a[0][0] != b[0][0] or a[0][2] != b[0][1]:
+                raise _BadRecordError
+            bt, m, k = a[0]
+            n = b[0][2]
+            return Work(2.0 * bt * m * n * k, _nbytes(a[0], a[1]) + _nbytes(b[0], a[1]) + m * n *
+                        DTYPE_BYTES[a[1]] + extra, a[1], "matmul")
+        return _mm_work(a[0], b[0], a[1], extra)
+    if name == "linear":
+        a, w, bias = _need(x.tensor(0)), _need(x.tensor(1)), x.tensor(2)
+        if len(w[0]) not in (1, 2):
+            raise _BadRecordError
+        wt = w[0] if len(w[0]) == 1 else (w[0][1], w[0][0])
+        return _mm_work(a[0], wt, a[1], _nbytes(*bias) if bias is not None else 0.0)
+    if name in ("_scaled_mm", "_scaled_grouped_mm"):
+        if name != "_scaled_mm":
+            raise _BadRecordError
+        a, b = _need(x.tensor(0)), _need(x.tensor(1))
+        extra = sum(_nbytes(*t) for t in (x.tensor(i) for i in (2, 3, 4, 5)) if t is not None)
+        code = x.ints(6)
+        out_dtype = _SCALAR_TYPES.get(code[0]) if code and len(code) == 1 else None
+        return _mm_work(a[0], b[0], a[1], extra, out_dtype or a[1], a[1])
+    if name == "_int_mm":
+        a, b = _need(x.tensor(0)), _need(x.tensor(1))
+        return _mm_work(a[0], b[0], a[1], out_dtype="int32")
+    if name == "einsum":
+        return _einsum(x)
+    raise _BadRecordError
+
+
+def _transposable(a: Shape, b: Shape, dtype: str, extra: float = 0.0) -> Work:
+    """A product whose transpose flags the record does not carry (ONNX ``Gemm`` transA/transB, TF ``MatMul``
+    transpose_a/b, ``BatchMatMul`` adj_x/adj_y): every reading whose inner dimensions agree is tried, and the op is
+    modeled only when all of them give the same work (always so when the operand shapes pin the transposes)."""
+    if len(a) < 2 or len(b) < 2:
+        raise _BadRecordError
+    found = set()
+    for ta in (False, True):
+        for tb in (False, True):
+            a2 = (*a[:-2], a[-1], a[-2]) if ta else a
+            b2 = (*b[:-2], b[-1], b[-2]) if tb else b
+            try:
+                found.add(_mm_work(a2, b2, dtype, extra))
+            except _BadRecordError:
+                continue
+    if len(found) != 1:
+        raise _BadRecordError
+    return found.pop()
+
+
+_EINSUM = re.compile(r"^\s*([a-zA-Z]+)\s*,\s*([a-zA-Z]+)\s*->\s*([a-zA-Z]*)\s*$")
+
+
+def _einsum(x: _Args) -> Work:
+    """``einsum(equation, [a, b])`` where Kineto recorded the equation (often it does not: no model): flops 2·(the
+    product of every index's size) when some index is contracted; two operands, no ellipsis."""
+    eq = x.concrete[0] if x.concrete else ""
+    m = _EINSUM.match(eq)
+    operands = x.shapes[1] if len(x.shapes) > 1 else None
+    dtype = x.dtypes[1] if len(x.dtypes) > 1 else None
+    if m is None or not isinstance(operands, list) or len(operands) != 2 or dtype is None:
+        raise _BadRecordError
+    sizes: dict[str, int] = {}
+    for letters, shape in zip(m.group(1, 2), operands, strict=True):
+        if len(letters) != len(shape):
+            raise _BadRecordError
+        for c, d in zip(letters, shape, strict=True):
+            if sizes.setdefault(c, d) != d and d != 1 and sizes[c] != 1:
+                raise _BadRecordError
+            sizes[c] = max(sizes[c], d)
+    out = m.group(3)
+    if any(c not in sizes for c in out) or not set(sizes) - set(out):
+        raise _BadRecordError
+    flops = 2.0 * math.prod(sizes.values())
+    bytes_ = sum(_nbytes(s, dtype) for s in operands) + _nbytes([sizes[c] for c in out], dtype)
+    return Work(flops, bytes_, dtype, "matmul")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# convolution: 2·N·(C_in/groups)·prod(kernel)·C_out·prod(out spatial)
+
+#: Where each convolution op keeps (stride, padding, dilation, groups, transposed, output_padding, allow_tf32):
+#: positions in its argument list (None: the op has no such argument).
+_CONV_ARGS: dict[str, tuple[int | None, ...]] = {
+    #                           stride pad dil groups transposed out_pad tf32
+    "conv1d": (3, 4, 5, 6, None, None, None),
+    "conv2d": (3, 4, 5, 6, None, None, None),
+    "conv3d": (3, 4, 5, 6, None, None, None),
+    "convolution": (3, 4, 5, 8, 6, 7, None),
+    "_convolution": (3, 4, 5, 8, 6, 7, 12),
+    "cudnn_convolution": (3, 2, 4, 5, None, None, 8),
+    "miopen_convolution": (4, 3, 5, 6, None, None, None),
+    "miopen_depthwise_convolution": (4, 3, 5, 6, None, None, None),
+    "mkldnn_convolution": (4, 3, 5, 6, None, None, None),
+    "cudnn_convolution_relu": (3, 4, 5, 6, None, None, None),
+    "_conv_depthwise2d": (4, 5, 6, None, None, None, None),
+    "conv_transpose1d": (3, 4, 7, 6, True, 5, None),
+    "conv_transpose2d": (3, 4, 7, 6, True, 5, None),
+    "conv_transpose3d": (3, 4, 7, 6, True, 5, None),
+    "cudnn_convolution_transpose": (4, 2, 5, 6, True, 3, 9),
+    "miopen_convolution_transpose": (5, 3, 6, 7, True, 4, None),
+}
+
+
+def _spatial(x: _Args, at: int | None, rank: int, default: int | None) -> tuple[int, ...]:
+    """A per-dimension conv parameter (``"[2, 2]"``; one value for every dimension), the default where the op has
+    no such argument; _BadRecordError where it has one that was not recorded (stride 1, padding 0 is not assumed)."""
+    if at is None:
+        return (_need(default),) * rank
+    text = x.concrete[at].strip().strip('"').lower() if at < len(x.concrete) else ""
+    if text == "valid" and default == 0:
+        return (0,) * rank
+    values = _need(x.ints(at))
+    if len(values) == 1:
+        values = values * rank
+    if len(values) != rank:
+        raise _BadRecordError
+    return tuple(values)
+
+
+def _conv_flops(n: int, c_out: int, c_in_per_group: int, kernel: Shape, out: Shape) -> float:
+    return 2.0 * n * c_out * c_in_per_group * _numel(kernel) * _numel(out)
+
+
+def _conv(name: str, x: _Args) -> Work:
+    """Forward convolution, grouped/depthwise (groups = C_in) and transposed:
+
+    * forward: flops 2·N·C_out·(C_in/groups)·prod(kernel)·prod(out), out = ⌊(in + 2·pad - dil·(k-1) - 1)/stride⌋ + 1
+      from the recorded stride/padding/dilation (an op that did not record them has no model: stride 1, padding 0
+      is not assumed); padding ``"same"`` keeps the input size;
+    * transposed (weight [C_in, C_out/groups, k...]): flops 2·N·C_in·(C_out/groups)·prod(kernel)·prod(in) (each
+      input element scattered through the kernel), out = (in-1)·stride - 2·pad + dil·(k-1) + output_padding + 1;
+    * bytes: input + weight + bias + output; the bias add is not counted as flops.
+    """
+    stride_at, pad_at, dil_at, groups_at, transposed_at, out_pad_at, tf32_at = _CONV_ARGS[name]
+    inp, w = _need(x.tensor(0)), _need(x.tensor(1))
+    (ishape, dtype), (wshape, _) = inp, w
+    rank = len(wshape) - 2
+    if rank < 1 or len(ishape) not in (rank + 1, rank + 2):
+        raise _BadRecordError
+    if len(ishape) == rank + 1:  # unbatched input [C, spatial...]
+        ishape = (1, *ishape)
+    n, c_in, in_sp = ishape[0], ishape[1], ishape[2:]
+    if transposed_at is True:
+        transposed = True
+    elif transposed_at is None:
+        transposed = False
+    else:
+        transposed = _need(x.flag(transposed_at))
+    kernel = wshape[2:]
+    if name == "_conv_depthwise2d":  # kernel_size at 2, stride 4, padding 5, dilation 6; groups = C_in
+        groups = c_in
+    elif groups_at is None:
+        groups = 1
+    else:
+        groups_list = x.ints(groups_at)
+        groups = groups_list[0] if groups_list and len(groups_list) == 1 else (
+            0 if transposed else c_in // wshape[1] if wshape[1] else 0)
+    if groups <= 0:
+        raise _BadRecordError
+    stride = _spatial(x, stride_at, rank, None)
+    text = x.concrete[pad_at].strip().strip('"').lower() if pad_at is not None and pad_at < len(x.concrete) else ""
+    dilation = _spatial(x, dil_at, rank, 1)
+    if any(s <= 0 for s in stride) or any(d <= 0 for d in dilation):
+        raise _BadRecordError
+    if text == "same":
+        out_sp = in_sp
+    else:
+        pad = _spatial(x, pad_at, rank, 0)
+        if transposed:
+            out_pad = _spatial(x, out_pad_at, rank, 0)
+            out_sp = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
+                           for i, s, p, d, k, o in zip(in_sp, stride, pad, dilation, kernel, out_pad, strict=True))
+        else:
+            out_sp = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1
+                           for i, s, p, d, k in zip(in_sp, stride, pad, dilation, kernel, strict=True))
+    if any(o <= 0 for o in out_sp):
+        raise _BadRecordError
+    if transposed:
+        if wshape[0] != c_in:
+            raise _BadRecordError
+        c_out = wshape[1] * groups
+        flops = _conv_flops(n, c_in, wshape[1], kernel, in_sp)
+    else:
+        if wshape[1] * groups != c_in or wshape[0] % groups:
+            raise _BadRecordError
+        c_out = wshape[0]
+        flops = _conv_flops(n, c_out, wshape[1], kernel, out_sp)
+    bias = x.tensor(2) if name not in ("cudnn_convolution", "cudnn_convolution_transpose") else None
+    if name == "_conv_depthwise2d":
+        bias = x.tensor(3)
+    bytes_ = (_nbytes(*inp) + _nbytes(*w) + (_nbytes(*bias) if bias is not None else 0.0)
+              + _nbytes((n, c_out, *out_sp), dtype))
+    compute = "tf32" if dtype == "fp32" and tf32_at is not None and x.flag(tf32_at) else dtype
+    return Work(flops, bytes_, compute, "conv")
+
+
+def _conv_backward(name: str, x: _Args) -> Work:
+    """``convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask)`` (and the older ``cudnn_convolution_backward(input, grad_output, weight,
+    padding, stride, dilation, groups, ..., output_mask[2])``, ``miopen_convolution_backward``): grad input and
+    grad weight each cost the forward's flops, grad bias one
+    add per grad_output element, each counted when ``output_mask`` asks for it (all three when not recorded). The
+    output sizes come from grad_output itself. Bytes: grad_output and the tensors each gradient reads (weight for
+    grad input, input for grad weight) read once, each asked gradient written once."""
+    legacy = name != "convolution_backward"  # cudnn_/miopen_convolution_backward(self, grad_output, weight, ...)
+    go, inp, w = _need(x.tensor(1 if legacy else 0)), _need(x.tensor(0 if legacy else 1)), _need(x.tensor(2))
+    (gshape, dtype), (ishape, _), (wshape, _) = go, inp, w
+    rank = len(wshape) - 2
+    if rank < 1 or len(ishape) != rank + 2 or len(gshape) != rank + 2 or gshape[0] != ishape[0]:
+        raise _BadRecordError
+    transposed = False if legacy else x.flag(7) or False
+    groups_list = x.ints(6 if legacy else 9)
+    mask_at = {"convolution_backward": 10, "cudnn_convolution_backward": 10}.get(name, 9)
+    mask_text = x.concrete[mask_at] if len(x.concrete) > mask_at else ""
+    mask = [m.strip().lower() == "true" for m in mask_text.strip("[] ").split(",")] if mask_text.strip() else []
+    if legacy and len(mask) == 2:
+        mask.append(False)  # the legacy ops have no grad bias
+    if len(mask) != 3:
+        mask = [True, True, not legacy]
+    n, kernel = ishape[0], wshape[2:]
+    if transposed:  # forward was input [N, C_in, in...] -> grad_output [N, C_out, out...], weight [C_in, C_out/g, k]
+        groups = _need(groups_list)[0] if groups_list and len(groups_list) == 1 else 0
+        if groups <= 0 or wshape[0] != ishape[1] or wshape[1] * groups != gshape[1]:
+            raise _BadRecordError
+        fwd = _conv_flops(n, ishape[1], wshape[1], kernel, ishape[2:])
+    else:
+        groups = groups_list[0] if groups_list and len(groups_list) == 1 else (
+            ishape[1] // wshape[1] if wshape[1] else 0)
+        if groups <= 0 or wshape[1] * groups != ishape[1] or wshape[0] != gshape[1]:
+            raise _BadRecordError
+        fwd = _conv_flops(n, gshape[1], wshape[1], kernel, gshape[2:])
+    flops = fwd * (mask[0] + mask[1]) + (_numel(gshape) if mask[2] else 0)
+    bytes_ = _nbytes(gshape, dtype)
+    if mask[0]:
+        bytes_ += _nbytes(wshape, dtype) + _nbytes(ishape, dtype)
+    if mask[1]:
+        bytes_ += _nbytes(ishape, dtype) + _nbytes(wshape, dtype)
+    if mask[2]:
+        bytes_ += gshape[1] * DTYPE_BYTES[dtype]
+    return Work(flops, bytes_, dtype, "conv")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# attention: 4·B·H·Lq·Lk·D forward (QKᵀ and PV), 2.5x that backward
+
+#: op -> (positions of q, k, v, out, grad_out, layout "bhld"/"blhd", position of is_causal (or, negative,
+#: -1-position of xformers' custom_mask_type), backward?)
+_ATTENTION: dict[str, tuple[int, int, int, int | None, int | None, str, int | None, bool]] = {
+    "scaled_dot_product_attention": (0, 1, 2, None, None, "bhld", 5, False),
+    "_scaled_dot_product_flash_attention": (0, 1, 2, None, None, "bhld", 4, False),
+    "_scaled_dot_product_flash_attention_for_cpu": (0, 1, 2, None, None, "bhld", 4, False),
+    "_scaled_dot_product_efficient_attention": (0, 1, 2, None, None, "bhld", 6, False),
+    "_scaled_dot_product_cudnn_attention": (0, 1, 2, None, None, "bhld", 6, False),
+    "_flash_attention_forward": (0, 1, 2, None, None, "blhd", 8, False),
+    "_efficient_attention_forward": (0, 1, 2, None, None, "blhd", -1 - 9, False),
+    "_scaled_dot_product_flash_attention_backward": (1, 2, 3, 4, 0, "bhld", 11, True),
+    "_scaled_dot_product_efficient_attention_backward": (1, 2, 3, 5, 0, "bhld", 11, True),
+    "_scaled_dot_product_cudnn_attention_backward": (1, 2, 3, 4, 0, "bhld", 14, True),
+    "_flash_attention_backward": (1, 2, 3, 4, 0, "blhd", 11, True),
+    "_efficient_attention_backward": (1, 2, 3, 5, 0, "blhd", -1 - 14, True),
+}
+#: Backward FLOPs over forward FLOPs: five matmuls (recomputed QKᵀ, dV, dP, dQ, dK) against the forward's two.
+ATTENTION_BACKWARD_RATIO = 2.5
+
+
+def _causal_pairs(lq: int, lk: int) -> int:
+    """Query/key pairs a causal mask keeps, aligned at the top left (PyTorch's ``is_causal``): Σᵢ min(i+1, Lk)."""
+    full = min(lq, lk)  # rows i < lk keep i+1 keys; rows at or past lk keep all lk
+    return full * (full + 1) // 2 + max(lq - lk, 0) * lk
+
+
+def _attention(name: str, x: _Args) -> Work:
+    """Scaled-dot-product attention, q [B, H, Lq, D], k [B, Hk, Lk, D], v [B, Hk, Lk, Dv] (flash/xformers ops:
+    [B, L, H, D]); grouped-query k/v (Hk < H) cost the query heads' work.
+
+    * forward flops 2·B·H·Lq·Lk·(D + Dv) (= 4·B·H·Lq·Lk·D), softmax and scaling not counted;
+    * causal: the pairs the mask keeps, Lq·(Lq+1)/2 for Lq = Lk (about half), aligned at the top left otherwise;
+    * backward flops = 2.5 x forward (see ATTENTION_BACKWARD_RATIO);
+    * bytes forward: q, k, v (and a mask/bias) read, out written; backward: q, k, v, out, grad_out read, grad q/k/v
+      written (the per-row logsumexp left out);
+    * variable-length calls (3-D packed q with cu_seqlens) have no model: their work depends on each sequence.
+    """
+    qi, ki, vi, _oi, _gi, layout, causal_at, backward = _ATTENTION[name]
+    q, k, v = _need(x.tensor(qi)), _need(x.tensor(ki)), _need(x.tensor(vi))
+    if len(q[0]) != 4 or len(k[0]) != 4 or len(v[0]) != 4:
+        raise _BadRecordError
+    if layout == "bhld":
+        (b, h, lq, d), (bk, hk, lk, dk), (bv, hv, lv, dv) = q[0], k[0], v[0]
+    else:
+        (b, lq, h, d), (bk, lk, hk, dk), (bv, lv, hv, dv) = q[0], k[0], v[0]
+    if b != bk or b != bv or d != dk or lk != lv or hk != hv or hk == 0 or h % hk:
+        raise _BadRecordError
+    causal: bool
+    if causal_at is None:
+        causal = False
+    elif causal_at >= 0:
+        causal = _need(x.flag(causal_at))
+    else:
+        mask_type = _need(x.ints(-1 - causal_at))
+        causal = mask_type[0] != 0
+    pairs = _causal_pairs(lq, lk) if causal else lq * lk
+    flops = 2.0 * b * h * pairs * (d + dv)
+    out_bytes = b * h * lq * dv * DTYPE_BYTES[q[1]]
+    qkv = _nbytes(*q) + _nbytes(*k) + _nbytes(*v)
+    if not backward:
+        mask = x.tensor(3) if name in ("scaled_dot_product_attention", "_scaled_dot_product_efficient_attention",
+                                       "_scaled_dot_product_cudnn_attention", "_efficient_attention_forward") else None
+        return Work(flops, qkv + out_bytes + (_nbytes(*mask) if mask is not None else 0.0), q[1], "attention")
+    # reads q, k, v, out, grad_out; writes grad q, k, v
+    return Work(flops * ATTENTION_BACKWARD_RATIO, 2 * qkv + 2 * out_bytes, q[1], "attention")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# elementwise: elements x ops per element
+
+#: FLOPs per output element. 1 for arithmetic, comparisons, selects and the unary math functions (exp, tanh, ...
+#: count one each, as FLOP counters do); composite activations count their arithmetic:
+#: sigmoid 1/(1+e^-x) = 4 (neg, exp, add, div), silu x·sigmoid(x) = 5, gelu 8 (tanh form: x³, ·0.0447, +x,
+#: ·√(2/π), tanh, +1, ·x, ·0.5; the erf form is 5), softplus 3, elu 3, mish 7, hardswish 4, hardsigmoid 3,
+#: addcmul/addcdiv/lerp 3; backwards: threshold/relu 1, hardtanh 2, sigmoid/tanh 3, silu 7, gelu 13, elu 3.
+#: fill/zero/masked_fill/where write without arithmetic: counted 1 (selects).
+ELEMENTWISE_FLOPS: dict[str, float] = {
+    **dict.fromkeys((
+        "add", "sub", "mul", "div", "rsub", "neg", "abs", "relu", "relu6", "threshold", "maximum", "minimum",
+        "clamp", "clamp_min", "clamp_max", "clip", "hardtanh", "eq", "ne", "lt", "le", "gt", "ge", "where",
+        "masked_fill", "pow", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tanh",
+        "erf", "erfinv", "reciprocal", "square", "sign", "floor", "ceil", "round", "trunc", "bitwise_and",
+        "bitwise_or", "bitwise_not", "logical_and", "logical_or", "logical_not", "fmod", "remainder", "floor_divide",
+        "leaky_relu", "fill", "zero", "threshold_backward", "isnan", "isinf", "nan_to_num", "dropout",
+        "native_dropout", "_masked_scale", "bernoulli", "uniform", "normal", "add_relu", "xlogy", "atan", "atan2",
+    ), 1.0),
+    "sigmoid": 4.0, "silu": 5.0, "gelu": 8.0, "softplus": 3.0, "elu": 3.0, "celu": 3.0, "selu": 3.0, "mish": 7.0,
+    "hardswish": 4.0, "hardsigmoid": 3.0, "addcmul": 3.0, "addcdiv": 3.0, "lerp": 3.0, "logit": 3.0,
+    "hardtanh_backward": 2.0, "sigmoid_backward": 3.0, "tanh_backward": 3.0, "silu_backward": 7.0,
+    "gelu_backward": 13.0, "elu_backward": 3.0, "leaky_relu_backward": 2.0, "hardswish_backward": 4.0,
+    "hardsigmoid_backward": 2.0, "softplus_backward": 5.0, "mish_backward": 10.0,
+}
+#: Ops whose result is bool.
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_and", "logical_or",
+                          "logical_not"})
+_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "fp8": 5, "fp16": 6, "bf16": 6,
+         "fp32": 7, "tf32": 7, "fp64": 8, "complex32": 9, "complex64": 10, "complex128": 11}
+
+
+def _elementwise(name: str, x: _Args) -> Work:
+    """Pointwise ops: the output has the broadcast shape of the tensor arguments; flops = output elements x
+    ELEMENTWISE_FLOPS[op]; bytes = every tensor argument read once + the output written once (an in-place op's
+    output is its first argument, written back). The output dtype is the widest input's (bool for comparisons);
+    scalar arguments (``aten::mul(x, 2.0)``) cost nothing."""
+    tensors = x.tensors()
+    if not tensors:
+        raise _BadRecordError
+    out_shape = _broadcast(*(s for s, _ in tensors))
+    # PyTorch's promotion: a 0-dim argument (how Kineto records a Python number: ``[]``, ``"double"``) does not
+    # widen the dtype of the dimensioned ones; a where/masked_fill condition is bool, its values are not
+    ranked = [d for s, d in tensors if s and not (name in ("where", "masked_fill") and d == "bool")] or [
+        d for _, d in tensors]
+    dtype = max(ranked, key=lambda d: _RANK.get(d, 0))
+    out_dtype = "bool" if name in _COMPARISONS else dtype
+    n = _numel(out_shape)
+    read = sum(_nbytes(s, d) for s, d in tensors)
+    if name in ("fill", "zero", "uniform", "normal", "bernoulli") and len(tensors) == 1:
+        read = 0.0  # overwrites its argument without reading it
+    return Work(n * ELEMENTWISE_FLOPS[name], read + _nbytes(out_shape, out_dtype), dtype, "elementwise")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# normalisations
+
+#: FLOPs per element: statistics 4 (mean: add; variance: sub, square, add), normalise 2 (sub mean, x rstd),
+#: affine 2 (x weight, + bias) = 8 with weight and bias; RMS norm: square, add, x rrms, x weight = 4; batch norm in
+#: inference (running statistics, no statistics pass) 4. Backwards: twice their forward.
+NORM_FLOPS = {"layer_norm": 8.0, "group_norm": 8.0, "batch_norm_train": 8.0, "batch_norm_eval": 4.0,
+              "rms_norm": 4.0, "instance_norm": 8.0}
+NORM_BACKWARD_RATIO = 2.0
+
+#: op -> (kind, position of the weight, position of bias, position of the training flag (batch norm), backward?)
+_NORMS: dict[str, tuple[str, int | None, int | None, int | None, bool]] = {
+    "layer_norm": ("layer_norm", 2, 3, None, False),
+    "native_layer_norm": ("layer_norm", 2, 3, None, False),
+    "group_norm": ("group_norm", 2, 3, None, False),
+    "native_group_norm": ("group_norm", 1, 2, None, False),
+    "batch_norm": ("batch_norm", 1, 2, 5, False),
+    "_batch_norm_impl_index": ("batch_norm", 1, 2, 5, False),
+    "native_batch_norm": ("batch_norm", 1, 2, 5, False),
+    "_native_batch_norm_legit": ("batch_norm", 1, 2, 5, False),
+    "_native_batch_norm_legit_no_training": ("batch_norm_eval", 1, 2, None, False),
+    "cudnn_batch_norm": ("batch_norm", 1, 2, 5, False),
+    "miopen_batch_norm": ("batch_norm", 1, 2, 5, False),
+    "instance_norm": ("instance_norm", 1, 2, None, False),
+    "rms_norm": ("rms_norm", 2, None, None, False),
+    "_fused_rms_norm": ("rms_norm", 2, None, None, False),
+    "native_layer_norm_backward": ("layer_norm", 5, 6, None, True),
+    "native_group_norm_backward": ("group_norm", 4, None, None, True),
+    "native_batch_norm_backward": ("batch_norm_train", 2, None, None, True),
+    "cudnn_batch_norm_backward": ("batch_norm_train", 2, None, None, True),
+    "miopen_batch_norm_backward": ("batch_norm_train", 2, None, None, True),
+}
+
+
+def _norm(name: str, x: _Args) -> Work:
+    """Normalisations: flops = elements x NORM_FLOPS (the affine part only where a weight is given); bytes = input
+    read + output written + weight and bias read (the per-row statistics, at most 1/D of it, left out). Backward
+    (input at position 1 after grad_out): 2x the forward's flops; reads grad_out, input, weight, writes grad input
+    and, with a weight, grad weight and grad bias."""
+    kind, wi, bi, train_at, backward = _NORMS[name]
+    src = _need(x.tensor(1 if backward else 0))
+    shape, dtype = src
+    weight = x.tensor(wi) if wi is not None else None
+    bias = x.tensor(bi) if bi is not None else None
+    if kind == "batch_norm":
+        training = x.flag(train_at) if train_at is not None else None
+        kind = "batch_norm_eval" if training is False else "batch_norm_train"
+    per = NORM_FLOPS[kind] - (2.0 if weight is None and kind not in ("rms_norm", "batch_norm_eval") else 0.0)
+    if kind == "rms_norm" and weight is None:
+        per -= 1.0
+    n = _numel(shape)
+    params = (_nbytes(*weight) if weight else 0.0) + (_nbytes(*bias) if bias else 0.0)
+    if not backward:
+        return Work(n * per, 2 * _nbytes(shape, dtype) + params, dtype, "norm")
+    grad = _need(x.tensor(0))
+    if grad[0] != shape:
+        raise _BadRecordError
+    grads_of_params = 2 * _nbytes(*weight) if weight else 0.0  # grad weight and grad bias written
+    return Work(n * per * NORM_BACKWARD_RATIO, 3 * _nbytes(shape, dtype) + params + grads_of_params, dtype, "norm")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# reductions and softmax
+
+#: FLOPs per input element: sum/mean/max/min/argmax/all/any 1, vector norm 2 (square, add), var/std 3, logsumexp 4,
+#: softmax/log_softmax 5 (max, sub, exp, sum, div), their backwards 3, cumsum 1.
+REDUCTION_FLOPS: dict[str, float] = {
+    **dict.fromkeys(("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any", "prod",
+                     "cumsum", "cumprod", "nansum"), 1.0),
+    "linalg_vector_norm": 2.0, "norm": 2.0, "var": 3.0, "std": 3.0, "var_mean": 3.0, "std_mean": 3.0,
+    "logsumexp": 4.0, "softmax": 5.0, "_softmax": 5.0, "log_softmax": 5.0, "_log_softmax": 5.0,
+    "_softmax_backward_data": 3.0, "_log_softmax_backward_data": 3.0, "_safe_softmax": 5.0,
+}
+_SAME_SIZE = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax", "cumsum", "cumprod"})
+#: Position of the ``dim`` argument where it is not 1.
+_DIM_AT = {"linalg_vector_norm": 2, "norm": 2}
+
+
+def _reduction(name: str, x: _Args) -> Work:
+    """Reductions and softmax: flops = input elements x REDUCTION_FLOPS; bytes = input read + output written.
+    Softmax and cumulative ops write an output of the input's size; a reduction over ``dim`` (recorded as a concrete
+    input) writes numel/prod(reduced sizes), one element without ``dim``; max/min/argmax over a dim also write int64
+    indices. ``max(a, b)`` of two tensors is elementwise (see ELEMENTWISE_FLOPS: maximum)."""
+    src = _need(x.tensor(0))
+    shape, dtype = src
+    n = _numel(shape)
+    if name in ("max", "min") and x.tensor(1) is not None:  # max(a, b): elementwise
+        return _elementwise("maximum", x)
+    if name in ("_softmax_backward_data", "_log_softmax_backward_data"):
+        out = _need(x.tensor(1))
+        if out[0] != shape:
+            raise _BadRecordError
+        return Work(n * REDUCTION_FLOPS[name], 3 * _nbytes(shape, dtype), dtype, "reduction")
+    if name in _SAME_SIZE:
+        return Work(n * REDUCTION_FLOPS[name], 2 * _nbytes(shape, dtype), dtype, "reduction")
+    dim_at = _DIM_AT.get(name, 1)
+    dims = x.ints(dim_at)
+    given = dim_at < len(x.concrete) and x.concrete[dim_at].strip() not in ("", "None", "[]")
+    if given and dims is None:
+        raise _BadRecordError
+    rank = len(shape)
+    if dims and rank:
+        if any(not -rank <= d < rank for d in dims):
+            raise _BadRecordError
+        reduced = math.prod(shape[d] for d in {d % rank for d in dims})
+        out_n = n // reduced if reduced else 0
+    elif dims and dims not in ([0], [-1]):
+        raise _BadRecordError
+    else:
+        out_n = 1
+    out_bytes = out_n * DTYPE_BYTES[dtype]
+    if (name in ("max", "min") and dims) or name in ("argmax", "argmin"):
+        out_bytes = out_n * (8 + (DTYPE_BYTES[dtype] if name in ("max", "min") else 0))
+    if name in ("all", "any"):
+        out_bytes = out_n
+    return Work(n * REDUCTION_FLOPS[name], _nbytes(shape, dtype) + out_bytes, dtype, "reduction")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# embedding and copies
+
+
+def _embedding(name: str, x: _Args) -> Work:
+    """Gathers: ``embedding(weight [V, D], indices)`` / ``index_select(weight, 0, indices)``: bytes = the gathered
+    rows read (n·D, not the whole table) + the indices + the output (n·D) written; no flops.
+    ``embedding_dense_backward(grad [..., D], indices, num_weights, ...)``: grad and indices read, the
+    [num_weights, D] gradient written, one add per grad element."""
+    if name == "embedding_dense_backward":
+        grad, idx = _need(x.tensor(0)), _need(x.tensor(1))
+        num = _need(x.ints(2))
+        if len(num) != 1 or not grad[0]:
+            raise _BadRecordError
+        d = grad[0][-1]
+        return Work(float(_numel(grad[0])), _nbytes(*grad) + _nbytes(*idx) + num[0] * d * DTYPE_BYTES[grad[1]],
+                    grad[1], "embedding")
+    if name == "index_select":
+        weight, idx = _need(x.tensor(0)), _need(x.tensor(2))
+        if x.ints(1) != [0]:
+            raise _BadRecordError
+    else:
+        weight, idx = _need(x.tensor(0)), _need(x.tensor(1))
+    if len(weight[0]) != 2:
+        raise _BadRecordError
+    rows = _numel(idx[0]) * weight[0][1]
+    return Work(0.0, 2 * rows * DTYPE_BYTES[weight[1]] + _nbytes(*idx), weight[1], "embedding")
+
+
+_COPY_OPS = frozenset({"copy_", "copy", "to", "_to_copy", "clone", "contiguous", "cat", "stack", "_copy_from",
+                       "_copy_from_and_resize", "Concat"})
+
+
+def _copy(name: str, x: _Args) -> Work:
+    """Copies move data without arithmetic: flops 0, bytes = read + write (2 x size at one dtype). ``copy_(self,
+    src)``: src read, self written (each at its dtype: a cast); ``to``/``_to_copy`` with a dtype code write at that
+    dtype; ``cat``/``stack``: each member read, their sum written (a member list without its dtype, as Kineto
+    records ``TensorList``, has no model)."""
+    if name in ("cat", "stack", "Concat"):
+        if name == "Concat":
+            members = x.tensors()
+        else:
+            first = x.shapes[0] if x.shapes else None
+            dtype = x.dtypes[0] if x.dtypes else None
+            if not isinstance(first, list) or dtype is None:
+                raise _BadRecordError
+            members = [(s, dtype) for s in first]
+        if not members:
+            raise _BadRecordError
+        total = sum(_nbytes(s, d) for s, d in members)
+        return Work(0.0, 2 * total, members[0][1], "copy")
+    if name == "copy_":
+        dst, src = _need(x.tensor(0)), _need(x.tensor(1))
+        _broadcast(dst[0], src[0])
+        return Work(0.0, _nbytes(*src) + _nbytes(*dst), src[1], "copy")
+    src = _need(x.tensor(0))
+    out_dtype = src[1]
+    if name in ("to", "_to_copy"):
+        for i in range(1, min(len(x.concrete), 4)):
+            code = x.ints(i)
+            if code and len(code) == 1 and x.dtypes and i < len(x.dtypes) and x.dtypes[i] is None:
+                out_dtype = _SCALAR_TYPES.get(code[0], out_dtype)
+                break
+    return Work(0.0, _nbytes(*src) + _nbytes(src[0], out_dtype), src[1], "copy")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# names
+
+
+#: Other frameworks' op names (ONNX op types, TF ops) -> the aten-style key whose model applies.
+_ALIASES: dict[str, str] = {
+    # ONNX (ONNX Runtime's op names)
+    "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Neg": "neg", "Abs": "abs", "Relu": "relu",
+    "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Pow": "pow",
+    "Reciprocal": "reciprocal", "Where": "where", "Equal": "eq", "Less": "lt", "Greater": "gt", "Clip": "clamp",
+    "LeakyRelu": "leaky_relu", "Gelu": "gelu", "HardSigmoid": "hardsigmoid", "HardSwish": "hardswish",
+    "Softplus": "softplus", "Elu": "elu", "Max": "maximum", "Min": "minimum",
+    # TF
+    "AddV2": "add", "BiasAdd": "add", "RealDiv": "div", "Maximum": "maximum", "Minimum": "minimum",
+    "GreaterEqual": "ge", "LessEqual": "le", "NotEqual": "ne", "Rsqrt": "rsqrt", "Square": "square",
+    "Relu6": "relu6", "SquaredDifference": "sub", "Selu": "selu", "Softmax": "softmax", "LogSoftmax": "log_softmax",
+}
+#: Products whose transposes are attributes the records do not carry.
+_TRANSPOSABLE = frozenset({"Gemm", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "FusedMatMul"})
+_MATMUL_OPS = frozenset({"mm", "bmm", "matmul", "mv", "dot", "vdot", "addmm", "baddbmm", "addbmm", "linear",
+                         "_addmm_activation", "_scaled_mm", "_int_mm", "einsum"})
+_EMBEDDING_OPS = frozenset({"embedding", "index_select", "embedding_dense_backward"})
+
+_CONV_BACKWARD = frozenset({"convolution_backward", "cudnn_convolution_backward", "miopen_convolution_backward"})
+_Model = Callable[[str, _Args], Work]
+
+
+def _model_of(key: str) -> _Model | None:
+    if key in _MATMUL_OPS:
+        return _matmul
+    if key in _CONV_ARGS:
+        return _conv
+    if key in _CONV_BACKWARD:
+        return _conv_backward
+    if key in _ATTENTION:
+        return _attention
+    if key in ELEMENTWISE_FLOPS:
+        return _elementwise
+    if key in _NORMS:
+        return _norm
+    if key in REDUCTION_FLOPS:
+        return _reduction
+    if key in _EMBEDDING_OPS:
+        return _embedding
+    if key in _COPY_OPS:
+        return _copy
+    return None
+
+
+def _key(name: str) -> str:
+    """``aten::add_`` -> ``add`` (in place: the same work), ``Mul`` -> ``mul``; other namespaces keep their name."""
+    if name.startswith("aten::"):
+        key = name[6:].split(".", 1)[0]
+        if key.endswith("_") and not key.endswith("__") and key != "copy_":
+            key = key[:-1]
+        return key
+    return _ALIASES.get(name, name)
+
+
+def modeled_names() -> dict[str, tuple[str, ...]]:
+    """The op names with a model, per family (aten ops listed without their ``aten::`` prefix; in-place ``_``
+    variants share their op's model; ONNX/TF names included)."""
+    out: dict[str, list[str]] = {f: [] for f in FAMILIES}
+    families: dict[_Model, str] = {_matmul: "matmul", _conv: "conv", _conv_backward: "conv", _attention: "attention",
+                _elementwise: "elementwise", _norm: "norm", _reduction: "reduction", _embedding: "embedding",
+                _copy: "copy"}
+    keys = (_MATMUL_OPS | set(_CONV_ARGS) | _CONV_BACKWARD | set(_ATTENTION) | set(ELEMENTWISE_FLOPS)
+            | set(_NORMS) | set(REDUCTION_FLOPS) | _EMBEDDING_OPS | _COPY_OPS | set(_ALIASES) | _TRANSPOSABLE)
+    for key in sorted(keys):
+        if key in _TRANSPOSABLE:
+            out["matmul"].append(key)
+            continue
+        model = _model_of(_ALIASES.get(key, key))
+        if model is not None:
+            out[families[model]].append(key)
+    return {f: tuple(v) for f, v in out.items()}
+
+
+def op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None = None) -> Work | None:
+    """The work of one call of op ``name`` from its recorded ``shapes``/``dtypes``/``concrete_inputs`` text; None
+    when the op has no model or its record does not resolve (absent, malformed, inconsistent, too large). Cached:
+    a trace repeats the same few records many times."""
+    if not isinstance(name, str) or len(name) > 512:
+        return None
+    if any(t is not None and (not isinstance(t, str) or len(t) > MAX_TEXT) for t in (shapes, dtypes, concrete)):
+        return None
+    return _op_work(name, shapes, dtypes, concrete)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None) -> Work | None:
+    key = _key(name)
+    model = None if key in _TRANSPOSABLE else _model_of(key)
+    if model is None and key not in _TRANSPOSABLE:
+        return None
+    try:
+        shape_list = _shapes(shapes)
+        type_texts = _strings(dtypes, len(shape_list))
+        args = _Args(shape_list, [canonical_dtype(t) for t in type_texts], _strings(concrete, len(shape_list)))
+        if key in _TRANSPOSABLE:
+            tensors = args.tensors()
+            if len(tensors) < 2:
+                return None
+            extra = _nbytes(*tensors[2]) if key == "Gemm" and len(tensors) > 2 else 0.0
+            return _transposable(tensors[0][0], tensors[1][0], tensors[0][1], extra)
+        assert model is not None
+        work = model(key, args)
+    except (_BadRecordError, KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+        return None
+    flops, nbytes = float(work.flops), float(work.bytes)
+    if not (math.isfinite(flops) and math.isfinite(nbytes)) or flops < 0 or nbytes < 0:
+        return None
+    return Work(flops, nbytes, work.dtype, work.family)
