@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,11 +25,13 @@ from opscope.analyses.arrays import combined, share_pct
 from opscope.analyses.links import device_links, op_ancestors
 from opscope.analyses.names import short_names
 from opscope.analyses.ops import climb_start
-from opscope.analyses.peaks import Peaks
 from opscope.analyses.work import op_work
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
+
+if TYPE_CHECKING:
+    from opscope.analyses.peaks import Peaks
 
 #: Device work the roofline reads (collectives are the network's).
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
@@ -192,7 +195,7 @@ def _with_roofs(columns: dict[str, list], peaks: Peaks | None) -> tuple[pa.Table
         out["intensity"].append(intensity)
         out["peak_tflops"].append(peak)
         out["peak_gbps"].append(bandwidth)
-        out["pct_of_roof"].append(round(pct, 2) if pct is not None else None)
+        out["pct_of_roof"].append(pct)  # unrounded: a row far below its roof is small, never 0
         out["bound"].append(bound)
         out["saving_at_roof_ns"].append(round(ns * (1 - pct / 100)) if pct is not None else None)
     calls = columns["calls"]
