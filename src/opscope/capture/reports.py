@@ -97,3 +97,24 @@ def ranges(numbers: list[int]) -> str:
             parts.append(str(start) if start == n else f"{start}-{n}")
             start = None
     return ",".join(parts)
+
+
+def peaks_report(measurement: Any) -> Report:
+    """What ``opscope peaks`` measured (a :class:`opscope.capture.device_peaks.Measurement`): one row per rate."""
+    def figure(x: float) -> float:
+        return float(f"{x:.4g}")
+
+    rows = [{"measure": f"{m.what} matmul" if m.what != "copy" else "copy bandwidth", "median": figure(m.median),
+             "unit": "GB/s" if m.what == "copy" else ("TOPS" if m.what == "int8" else "TFLOP/s"),
+             "low": figure(m.low), "high": figure(m.high),
+             "repetitions": m.repetitions, "operation": m.size} for m in measurement.rates]
+    schema = pa.schema([("measure", pa.string()), ("median", pa.float64()), ("unit", pa.string()),
+                        ("low", pa.float64()), ("high", pa.float64()), ("repetitions", pa.int64()),
+                        ("operation", pa.string())])
+    legend = ("median: of the repetitions (low, high: their range); matmul: 2n^3 floating-point operations per n x n "
+              "matmul; copy: bytes read + written per second (a copy of B bytes moves 2B). Achievable rates on this "
+              "machine, not the datasheet's peaks")
+    return single(pa.Table.from_pylist(rows, schema=schema),
+                  f"Peaks measured on {measurement.device} ({measurement.backend})", legend=legend,
+                  notes=list(measurement.notes), columns={"median": Column(unit="plain"), "low": Column(unit="plain"),
+                                                          "high": Column(unit="plain")})

@@ -21,6 +21,7 @@ from opscope.cli import report  # noqa: F401
 from opscope.cli import graph  # noqa: F401
 from opscope.cli import export  # noqa: F401
 from opscope.cli import perf  # noqa: F401
+from opscope.cli import peaks  # noqa: F401
 from opscope.cli import job  # noqa: F401
 # isort: on
 
