@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +19,9 @@ from opscope.analyses.steps import NO_STEPS, step_marker
 from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 from opscope.report import Column, Report, Section, single
+
+if TYPE_CHECKING:
+    from opscope.analyses.peaks import Peaks
 from opscope.units import format_ns, format_pct
 
 Names = Literal["short", "full"]
@@ -468,11 +471,11 @@ def _whatif_report(title: str, table: pa.Table, changes: list, picked: list[int]
                 notes=[f"changes: {said}", *notes])])
 
 
-def roofline_report(trace: Trace, peaks: object, how: str, by: str, limit: int | None) -> Report:
+def roofline_report(trace: Trace, peaks: Peaks | None, how: str, by: str, limit: int | None) -> Report:
     """The roofline table (per op, shapes and dtype, or per kernel) with the device's roofs and the coverage."""
     from opscope.analyses.roofline import roofline_table
 
-    table, notes = roofline_table(trace, peaks, by)  # type: ignore[arg-type]
+    table, notes = roofline_table(trace, peaks, by)
     title = str(trace.metadata.get("source"))
     if table.num_rows == 0:
         return Report(title=title, empty="no device work of an op with a work model: " + "; ".join(notes),
@@ -483,6 +486,9 @@ def roofline_report(trace: Trace, peaks: object, how: str, by: str, limit: int |
               "dtype's dense peak) and peak_gbps (memory bandwidth): the device's roofs; pct_of_roof: achieved over "
               "the roof at that intensity (the lower of the compute roof and bandwidth x intensity); bound: which "
               "roof that is; saving_at_roof_ns: the device time the row would save at its roof (sorted by it)")
-    return Report(title=title, headline=how, sections=[
+    roofs = "" if peaks is None else "; roofs: " + ", ".join(
+        f"{dtype} {tflops:g} TFLOP/s" for dtype, tflops in peaks.tflops.items()) + f", memory {peaks.gbps:g} GB/s"
+    data_only = {name: Column(show="data") for name in ("peak_tflops", "peak_gbps", "achieved_gbps", "family")}
+    return Report(title=title, headline=how + roofs, sections=[
         Section("roofline", "Roofline " + ("by kernel" if by == "kernel" else "by op, shapes and dtype"), table,
-                legend=legend, limit=limit, notes=[f"device: {how}", *notes])])
+                legend=legend, limit=limit, notes=notes, columns=data_only)])
