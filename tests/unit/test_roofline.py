@@ -105,3 +105,26 @@ def test_every_matmul_row_of_a_real_h100_trace():
         else:
             continue
         assert r["flops"] == 2 * m * n * k * batch, r
+
+
+def test_a_cpu_trace_and_its_depthwise_convolutions_below_the_dense_ones():
+    """The torch CPU MobileNetV2 trace (no device work: each innermost modelled op's own time), under this machine's
+    roofs as `opscope peaks` measured them (fp32 0.0929 TFLOP/s, 16.79 GB/s): the depthwise 3x3 convolutions
+    (memory bound) run further below their roof, weighted by time, than the dense ones."""
+    from opscope.ingest import open_trace
+
+    trace = open_trace(shared_trace("generated/torch_cpu_mobilenetv2_train.json"))
+    table, notes = roofline_table(trace, Peaks("this CPU", {"fp32": 0.0929}, 16.79, "opscope peaks"))
+    assert notes[0].startswith("no device work")
+    weighted = {"depthwise": [0.0, 0], "dense": [0.0, 0]}
+    for r in table.to_pylist():
+        if r["name"] != "aten::mkldnn_convolution":
+            continue
+        (_, channels, _, _), weight = json.loads(r["shapes"])[:2]
+        kind = "depthwise" if weight[1] == 1 and weight[0] == channels else "dense"
+        weighted[kind][0] += r["pct_of_roof"] * r["device_ns"]
+        weighted[kind][1] += r["device_ns"]
+        assert 0 < r["pct_of_roof"] <= 100
+    depthwise, dense = (total / ns for total, ns in weighted.values())
+    assert weighted["depthwise"][1] and weighted["dense"][1]
+    assert depthwise < dense

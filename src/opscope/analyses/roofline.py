@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, share_pct
+from opscope.analyses.arrays import combined, rows_where, share_pct
 from opscope.analyses.links import device_links, op_ancestors
 from opscope.analyses.names import short_names
 from opscope.analyses.ops import climb_start
@@ -57,6 +57,10 @@ class Attribution:
     op_row: pa.Array
     innermost: pa.Array
     work: pa.Table
+    #: a trace without device work: the "device events" are the host ops themselves (see :func:`attribution`)
+    host: bool = False
+    #: with ``host``: the time of the outermost ops (the denominator of the coverage)
+    host_total: int = 0
 
 
 _WORK = pa.schema([("row", pa.int64()), ("flops", pa.float64()), ("bytes", pa.float64()), ("dtype", pa.string()),
@@ -67,6 +71,8 @@ _WORK = pa.schema([("row", pa.int64()), ("flops", pa.float64()), ("bytes", pa.fl
 def attribution(trace: Trace) -> Attribution:
     """Which op instance's work each device event does (see the module)."""
     events = trace.select(["kind", "name", "shapes", "dtypes", "concrete_inputs", "parent", "dur_ns"])
+    if not pc.any(kind_mask(events, DEVICE_KINDS)).as_py():
+        return _host_attribution(events)
     links = device_links(trace)
     device = combined(pc.fill_null(pc.take(kind_mask(events, DEVICE_KINDS), links["device_row"]), False))
     device_rows = combined(pc.filter(links["device_row"], device))
@@ -78,6 +84,33 @@ def attribution(trace: Trace) -> Attribution:
     return Attribution(device_rows, combined(pc.take(events["dur_ns"], device_rows)),
                        _first_per_index(pc.filter(index, modelled), pc.filter(op_rows, modelled), n),
                        _first_per_index(index, op_rows, n), work)
+
+
+def _host_attribution(events: pa.Table) -> Attribution:
+    """A trace without device work (a CPU run): each modelled op that has no modelled op inside it stands for its
+    own work, its inclusive time on the host being the work's time."""
+    ops = _rows_of(events, ("cpu_op",))
+    work = _work_of(events, ops)
+    modelled = combined(work["row"])
+    _, above = op_ancestors(events, combined(pc.take(events["parent"], modelled)), ("cpu_op",))
+    covered = pc.filter(above, pc.is_in(above, value_set=modelled))  # a modelled op with a modelled op inside it
+    leaves = pc.filter(modelled, pc.invert(pc.is_in(modelled, value_set=covered)))
+    outermost = pc.filter(ops, pc.is_null(pc.take(_op_parent(events), ops)))
+    total = pc.sum(pc.take(events["dur_ns"], outermost)).as_py() or 0
+    leaves = combined(leaves)
+    return Attribution(leaves, combined(pc.take(events["dur_ns"], leaves)), leaves, leaves, work, host=True,
+                       host_total=total)
+
+
+def _rows_of(events: pa.Table, kinds: tuple[str, ...]) -> pa.Array:
+    return pc.cast(rows_where(kind_mask(events, kinds)), pa.int64())
+
+
+def _op_parent(events: pa.Table) -> pa.Array:
+    """Per event, its parent where that is an op (else null)."""
+    parent = combined(events["parent"])
+    is_op = combined(kind_mask(events, ("cpu_op",)))
+    return pc.if_else(pc.fill_null(pc.take(is_op, parent), False), parent, pa.scalar(None, parent.type))
 
 
 def _first_per_index(index: pa.Array, rows: pa.Array, n: int) -> pa.Array:
@@ -227,6 +260,11 @@ def coverage_notes(trace: Trace, att: Attribution | None = None) -> list[str]:
     """The share of the device time (kernels, copies, fills) an op with a work model holds, and the largest
     shares without one, by innermost op (or "(no launching op)")."""
     att = att or attribution(trace)
+    if att.host:
+        held = pc.sum(att.dur).as_py() or 0
+        return [f"no device work: each modelled op's own run on the host stands for its work (the innermost modelled "
+                f"op of each nest, its inclusive time); they hold {share_pct(held, att.host_total, 1)}% of the "
+                f"outermost ops' time (window: the whole trace; denominator: {att.host_total:,} ns)"]
     total = pc.sum(att.dur).as_py() or 0
     if not total:
         return ["no device work (kernels, copies, fills) to place on the roofline"]
