@@ -490,6 +490,61 @@ done:
     return result;
 }
 
+/* covered_each(starts, ends, lo, hi, out) -> bool
+ * intervals.covered_within in C: for disjoint [starts[i], ends[i]) in time order, how much of each [lo[j], hi[j])
+ * they cover, written to out[j] (int64), by prefix sums and a binary search per span. False where the intervals
+ * are not disjoint and in order (or the lengths disagree): nothing is written, the caller's definition runs. */
+static PyObject *covered_each(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"starts", 8, 0, 0}, {"ends", 8, 0, 0}, {"lo", 8, 0, 0}, {"hi", 8, 0, 0},
+                                    {"out", 8, 1, 0}};
+    View v[5];
+    PyObject *result = NULL;
+    if (views_of_args(args, "covered_each", spec, 5, 5, v)) goto done;
+    Py_ssize_t n = v[0].b.len / 8, m = v[2].b.len / 8;
+    if (v[1].b.len / 8 != n || v[3].b.len / 8 != m || v[4].b.len / 8 != m) {
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    const int64_t *s = v[0].b.buf, *e = v[1].b.buf, *lo = v[2].b.buf, *hi = v[3].b.buf;
+    int64_t *out = v[4].b.buf;
+    int ordered = 1;
+    int64_t *through = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!through) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n && ordered; i++) {
+        if (e[i] < s[i] || (i && s[i] < e[i - 1])) ordered = 0;
+        total += e[i] - s[i];
+        through[i] = total; /* covered up to the end of interval i */
+    }
+    for (Py_ssize_t j = 0; j < m && ordered; j++) {
+        int64_t before[2];
+        int64_t at[2] = {lo[j], hi[j]};
+        for (int k = 0; k < 2; k++) {
+            Py_ssize_t a = 0, b = n; /* the first start after t: the last at or before is one below */
+            while (a < b) {
+                Py_ssize_t mid = a + (b - a) / 2;
+                if (s[mid] <= at[k]) a = mid + 1;
+                else b = mid;
+            }
+            Py_ssize_t i = a - 1;
+            before[k] = i < 0 ? 0 : through[i] - e[i] + (at[k] < e[i] ? at[k] : e[i]);
+        }
+        int64_t covered = before[1] - before[0];
+        out[j] = hi[j] > lo[j] && covered > 0 ? covered : 0;
+    }
+    Py_END_ALLOW_THREADS
+    free(through);
+    result = Py_NewRef(ordered ? Py_True : Py_False);
+done:
+    release_views(v, 5);
+    return result;
+}
+
 /* stream_levels(device, stream, start, end) -> [(device, over_ns, most), ...] or None
  * GpuAnalysis.concurrency in one merge per device: rows are the merged busy intervals of each stream (grouped by
  * stream, the streams of a device together, in time order within a stream, disjoint); per device the boundaries of
@@ -768,6 +823,9 @@ static PyMethodDef methods[] = {
     {"overlap_ns", overlap_ns, METH_VARARGS,
      "overlap_ns(a_start, a_end, b_start, b_end) -> int or None\n\nHow long two lists of disjoint spans in time "
      "order overlap (int64 buffers); None where a list is not disjoint and in order."},
+    {"covered_each", covered_each, METH_VARARGS,
+     "covered_each(starts, ends, lo, hi, out) -> bool\n\nintervals.covered_within into out (int64 buffers); False "
+     "where the intervals are not disjoint and in order."},
     {"merge_intervals", merge_intervals, METH_VARARGS,
      "merge_intervals(group, start, end, by_change) -> (group, start, end, first) as int64 bytes, or None\n\n"
      "intervals.merged_intervals in one pass; None where a group's starts go back or a span ends before it starts."},

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import combined, int64_values, name_match
 from opscope.analyses.depgraph import DEVICE, NONE, STEP_MARK, DepGraph, dependency_graph
 from opscope.analyses.idle import cause_spans
 from opscope.analyses.intervals import covered_within
+from opscope.model.buffers import true_positions
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -82,8 +85,8 @@ def gap_causes(trace: Trace, gaps: list[tuple[int, int, int]]) -> list[GapCause]
 class _After:
     """Device nodes per device, by start: the work that ends a gap."""
 
-    starts: dict[int, list[int]]
-    nodes: dict[int, list[int]]
+    starts: dict[int, Sequence[int]]
+    nodes: dict[int, Sequence[int]]
 
     def first_at(self, device: int, at: int) -> int | None:
         """The node of ``device`` that starts at ``at``, the one with the longest unexplained wait among several
@@ -96,15 +99,27 @@ class _After:
 @memoized()
 def _work_after(trace: Trace) -> _After:
     graph = dependency_graph(trace)
-    device_of = trace.select(["device"])["device"]
-    nodes = [n for n in range(len(graph)) if graph.kind[n] == DEVICE and graph.row[n] != NONE]
-    devices = pc.take(device_of, pa.array([graph.row[n] for n in nodes], pa.int64())).to_pylist() if nodes else []
-    keyed = sorted(((d, graph.start[n], -graph.unexplained[n], n) for n, d in zip(nodes, devices) if d is not None))
-    starts: dict[int, list[int]] = {}
-    by_device: dict[int, list[int]] = {}
-    for d, start, _, n in keyed:
-        starts.setdefault(d, []).append(start)
-        by_device.setdefault(d, []).append(n)
+    n = len(graph)
+    kind = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(graph.kind)])
+    row = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(graph.row)])
+    nodes = true_positions(pc.and_(pc.equal(kind, DEVICE), pc.not_equal(row, NONE)))
+    device_of = combined(trace.select(["device"])["device"])
+    table = pa.table({
+        "device": pc.take(device_of, pc.take(row, nodes)),
+        "start": pc.take(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.start)]), nodes),
+        "wait": pc.negate(pc.take(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.unexplained)]),
+                                  nodes)),
+        "node": pc.cast(nodes, pa.int64()),
+    })
+    table = table.filter(pc.is_valid(table["device"]))
+    table = table.sort_by([("device", "ascending"), ("start", "ascending"), ("wait", "ascending"),
+                           ("node", "ascending")])
+    starts: dict[int, Sequence[int]] = {}
+    by_device: dict[int, Sequence[int]] = {}
+    for device in pc.unique(table["device"]).to_pylist():
+        mine = table.filter(pc.equal(table["device"], device))
+        starts[device] = int64_values(mine["start"])
+        by_device[device] = int64_values(mine["node"])
     return _After(starts, by_device)
 
 
@@ -131,8 +146,9 @@ def thread_names(trace: Trace, thread: str, start: int, end: int) -> tuple[list[
     events = _thread_events(trace, thread)
     lo = bisect.bisect_left(events.starts, start - events.longest)
     hi = bisect.bisect_left(events.starts, end)
-    rows = [(max(s, start), min(s + d, end), name, kind) for s, d, name, kind in events.rows[lo:hi]
-            if s + d > start and d > 0]
+    near = events.table.slice(lo, hi - lo)
+    rows = [(max(s, start), min(s + d, end), name, kind) for s, d, name, kind in
+            zip(*(near[c].to_pylist() for c in ("ts_ns", "dur_ns", "name", "kind"))) if s + d > start and d > 0]
     rows.sort(key=lambda r: (r[0], -r[1]))
     time: dict[tuple[str, str], int] = {}
     around: dict[tuple[str, str], dict[str, int]] = {}
@@ -179,8 +195,8 @@ class _ThreadEvents:
     """One thread's named events in start order: (start, dur, name, kind), with their starts to search and the
     longest duration (the rows that can reach an instant start at most that long before it)."""
 
-    rows: list[tuple[int, int, str, str]]
-    starts: list[int]
+    table: pa.Table  #: ts_ns, dur_ns (none or negative: 0), name, kind (strings)
+    starts: Sequence[int]
     longest: int
 
 
@@ -191,12 +207,15 @@ def _thread_events(trace: Trace, thread: str) -> _ThreadEvents:
     mine = pc.and_(kind_mask(ev, NAMED_KINDS),
                    pc.and_(pc.equal(pc.cast(ev["pid"], pa.string()), pid), pc.equal(pc.cast(ev["tid"], pa.string()),
                                                                                      tid)))
-    picked = ev.filter(pc.fill_null(mine, False)).select(["ts_ns", "dur_ns", "name", "kind"])
+    picked = ev.filter(pc.fill_null(pc.and_(mine, pc.is_valid(ev["ts_ns"])), False)).select(
+        ["ts_ns", "dur_ns", "name", "kind"])
     picked = picked.take(pc.sort_indices(picked, [("ts_ns", "ascending"), ("dur_ns", "descending")]))
-    rows = [(s, max(d or 0, 0), str(n), str(k)) for s, d, n, k in zip(*(picked[c].to_pylist() for c in
-                                                                          ("ts_ns", "dur_ns", "name", "kind")))
-            if s is not None]
-    return _ThreadEvents(rows, [r[0] for r in rows], max((r[1] for r in rows), default=0))
+    table = pa.table({"ts_ns": combined(picked["ts_ns"]),
+                      "dur_ns": combined(pc.max_element_wise(pc.fill_null(picked["dur_ns"], 0), 0)),
+                      "name": combined(pc.fill_null(picked["name"].cast(pa.string()), "None")),
+                      "kind": combined(pc.fill_null(picked["kind"].cast(pa.string()), "None"))})
+    longest = pc.max(table["dur_ns"]).as_py() if table.num_rows else 0
+    return _ThreadEvents(table, int64_values(table["ts_ns"]), longest or 0)
 
 
 def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, int]]:
@@ -204,28 +223,36 @@ def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, 
     work that ended the wait had been waiting on work the trace does not show: the last ``unexplained`` ns before
     each device node started (the graph's), inside the cause's stretches."""
     graph = dependency_graph(trace)
-    after = _work_after(trace)
     spans = cause_spans(analysis)
+    n = len(graph)
+    kind = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(graph.kind)])
+    row = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(graph.row)])
+    unexplained = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.unexplained)])
+    waiting = true_positions(pc.and_(pc.and_(pc.equal(kind, DEVICE), pc.not_equal(row, NONE)),
+                                     pc.greater(unexplained, 0)))
+    device_of = combined(trace.select(["device"])["device"])
+    start = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.start)])
+    waits = pa.table({"device": pc.take(device_of, pc.take(row, waiting)), "hi": pc.take(start, waiting),
+                      "lo": pc.subtract(pc.take(start, waiting), pc.take(unexplained, waiting))})
     out: dict[int, dict[str, int]] = {}
     for device, by_cause in spans.items():
-        waits = [(graph.start[n] - graph.unexplained[n], graph.start[n]) for n in after.nodes.get(device, [])
-                 if graph.unexplained[n] > 0]
-        if not waits:
+        mine = waits.filter(pc.fill_null(pc.equal(waits["device"], device), False)) if device is not None else \
+            waits.filter(pc.is_null(waits["device"]))
+        if not mine.num_rows:
             continue
         merged: tuple[list[int], list[int]] = ([], [])
-        for lo, hi in sorted(waits):  # waits on two streams at once count once
+        for lo, hi in sorted(zip(mine["lo"].to_pylist(), mine["hi"].to_pylist())):  # two streams' waits count once
             if merged[1] and lo <= merged[1][-1]:
                 merged[1][-1] = max(merged[1][-1], hi)
             else:
                 merged[0].append(lo)
                 merged[1].append(hi)
-        mine = out.setdefault(device, {})
+        found = out.setdefault(device, {})
         for cause, (starts, ends) in by_cause.items():
             ns = sum(covered_within(*merged, list(zip(starts, ends))))
             if ns:
-                mine[cause] = ns
+                found[cause] = ns
     return out
-
 
 
 def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
@@ -237,21 +264,30 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
 
     graph = dependency_graph(trace)
     parts = idle_parts(trace, graph)
-    names = trace.select(["name"])["name"]
+    names = combined(trace.select(["name"])["name"])
+    kind = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.kind)])
+    rows = pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)])
+    codes = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)])
+    gap_names = pa.array([f"({name})" for name in graph.category.names], pa.string())
     out: dict[str, list[tuple[str, int]]] = {}
     for cause in {*parts.own, *parts.lag}:
-        pieces = dict(parts.own.get(cause, {}))
-        for node, (_, ns) in parts.lag.get(cause, {}).items():
-            if graph.kind[node] != DEVICE:
-                pieces[node] = pieces.get(node, 0) + ns
-        rows = sorted({graph.row[n] for n in pieces if graph.row[n] != NONE})
-        name_of = dict(zip(rows, pc.take(names, pa.array(rows, pa.int64())).to_pylist())) if rows else {}
-        by_name: dict[str, int] = {}
-        for node, ns in pieces.items():
-            row = graph.row[node]
-            name = str(name_of.get(row)) if row != NONE else ""
-            if not name or re.match(STEP_MARK, name):  # a step mark's own time is the program between its ops
-                name = f"({graph.category[node]})"
-            by_name[name] = by_name.get(name, 0) + ns
-        out[cause] = sorted(by_name.items(), key=lambda item: (-item[1], item[0]))[:TOP_NAMES]
+        own = parts.own.get(cause)
+        lag = parts.lag.get(cause)
+        pieces = [own.select(["node", "ns"])] if own is not None else []
+        if lag is not None:  # a wait's return (device work's lags are the device's, not the host's)
+            pieces.append(lag.filter(pc.not_equal(pc.take(kind, lag["node"]), DEVICE)).select(["node", "ns"]))
+        if not pieces:
+            continue
+        table = pa.concat_tables(pieces)
+        row = pc.take(rows, table["node"])
+        has_row = pc.not_equal(row, NONE)
+        name = pc.take(names, pc.if_else(has_row, row, 0)).cast(pa.string())
+        # a gap, or a step mark (whose own time is the program between its ops): its category
+        own_name = pc.and_(pc.and_(has_row, pc.fill_null(pc.not_equal(name, ""), False)),
+                           pc.invert(pc.fill_null(name_match(name, STEP_MARK), False)))
+        named = pc.if_else(own_name, name, pc.take(gap_names, pc.take(codes, table["node"])))
+        by_name = pa.table({"name": named, "ns": table["ns"]}).group_by("name").aggregate([("ns", "sum")])
+        ordered = sorted(zip(by_name["name"].to_pylist(), by_name["ns_sum"].to_pylist()),
+                         key=lambda item: (-item[1], item[0]))
+        out[cause] = [(str(n), ns) for n, ns in ordered[:TOP_NAMES]]
     return out

@@ -30,7 +30,9 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, name_match, native_loops, share_pct
 from opscope.analyses.intervals import merged_intervals, sweep
 from opscope.model.buffers import values_view
+from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
+from opscope.model.trace import Trace
 
 if TYPE_CHECKING:
     from opscope.analyses.gpu import GpuAnalysis
@@ -176,7 +178,14 @@ def _swept(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -
 def cause_spans(analysis: GpuAnalysis) -> dict[int, dict[str, tuple[list[int], list[int]]]]:
     """Per device and cause, the stretches of idle time :func:`idle_causes` puts down to that cause, as disjoint
     (starts, ends) in time order: where a cause's idle time is, not only how much (the what-if's ``idle:CAUSE``
-    and the gap causes need the instants). Causes with no time are left out."""
+    and the gap causes need the instants). Causes with no time are left out. Computed once per trace and gap
+    length (the trace's memo)."""
+    return _cause_spans_of(analysis.trace, analysis.short_gap_ns, analysis)
+
+
+@memoized(ignore=("analysis",))
+def _cause_spans_of(trace: Trace, short_gap_ns: int, analysis: GpuAnalysis,
+                    ) -> dict[int, dict[str, tuple[list[int], list[int]]]]:
     out: dict[int, dict[str, tuple[list[int], list[int]]]] = {}
     if analysis.work.table.num_rows == 0:
         return out

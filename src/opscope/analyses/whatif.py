@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import name_match
+from opscope.analyses.arrays import arange, combined, name_match, scatter
 from opscope.analyses.depgraph import (
     CATEGORIES,
     COMMUNICATION,
@@ -67,10 +67,10 @@ from opscope.analyses.depgraph import (
     frozen_view,
 )
 from opscope.analyses.idle import IDLE_CAUSES, cause_spans
-from opscope.analyses.intervals import covered_within
+from opscope.analyses.intervals import covered_spans
 from opscope.analyses.replay import AFTER, CHAIN, EXTRA, replay, step_times
 from opscope.errors import UsageError
-from opscope.model.buffers import values_view
+from opscope.model.buffers import true_positions, values_view
 from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
@@ -158,13 +158,15 @@ def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int 
             continue
         if change.selector == "idle" and change.pattern not in (None, "unexplained"):
             parts = parts or idle_parts(trace, graph)
-            own, lags = parts.own.get(change.pattern, {}), parts.lag.get(change.pattern, {})
-            if own:
-                kept = array("d", [1.0]) * n
-                for node, ns in own.items():
-                    kept[node] = 1.0 - (1.0 - change.factor) * ns / graph.dur[node]
-                duration = pc.multiply(duration, _column(kept, pa.float64()))
-            chosen = pa.array([node in own or node in lags for node in range(n)], pa.bool_())
+            own, lags = parts.own.get(change.pattern, NODE_NS.empty_table()), parts.lag.get(
+                change.pattern, NODE_EDGE_NS.empty_table())
+            # a slice keeps the part of its time outside the cause's idle time
+            share = pc.divide(pc.cast(own["ns"], pa.float64()), pc.cast(pc.take(_column(graph.dur, pa.int64()),
+                                                                                   own["node"]), pa.float64()))
+            kept = scatter(n, own["node"], combined(pc.subtract(1.0, pc.multiply(share, 1.0 - change.factor))))
+            duration = pc.multiply(duration, pc.fill_null(kept, 1.0))
+            nodes = pa.concat_arrays([combined(own["node"]), combined(lags["node"])])
+            chosen = pc.is_in(arange(n), value_set=nodes)
         elif change.selector == "idle":
             chosen = pc.not_equal(_column(graph.unexplained, pa.int64()), 0)
             lag = pc.multiply(lag, _idle_factor(graph, chosen, change.factor))
@@ -357,14 +359,20 @@ def with_change_pct(table: pa.Table) -> pa.Table:
 # --- idle:CAUSE ----------------------------------------------------------------------------------------------
 
 
+#: the parts of the graph inside a cause's idle time: per node, the ns of its own time
+NODE_NS = pa.schema([("node", pa.int64()), ("ns", pa.int64())])
+#: per node, the edge (CHAIN, EXTRA or AFTER) whose explained lag lies inside it and that lag's ns there
+NODE_EDGE_NS = pa.schema([("node", pa.int64()), ("edge", pa.int8()), ("ns", pa.int64())])
+
+
 @dataclass(frozen=True)
 class IdleParts:
-    """Per idle cause, the parts of the graph inside the device idle time put down to it (see the module): per
-    node, the ns of its own time (``own``), and the ns of the explained part of its binding lag with that edge
-    (``lag``: node -> (CHAIN, EXTRA or AFTER, ns))."""
+    """Per idle cause, the parts of the graph inside the device idle time put down to it (see the module): the
+    nodes' own time (``own``: :data:`NODE_NS` rows) and the explained part of their binding lags (``lag``:
+    :data:`NODE_EDGE_NS` rows)."""
 
-    own: dict[str, dict[int, int]]
-    lag: dict[str, dict[int, tuple[int, int]]]
+    own: dict[str, pa.Table]
+    lag: dict[str, pa.Table]
 
 
 def idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
@@ -382,51 +390,65 @@ def _trace_idle_parts(trace: Trace) -> IdleParts:
 def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     from opscope.analyses.gpu import gpu_analysis
 
-    own: dict[str, dict[int, int]] = {}
-    lag: dict[str, dict[int, tuple[int, int]]] = {}
+    own: dict[str, pa.Table] = {}
+    lag: dict[str, pa.Table] = {}
     spans = cause_spans(gpu_analysis(trace)) if len(graph) else {}
     if not spans:
         return IdleParts(own, lag)
-    n = len(graph)
-    device_of = trace.select(["device"])["device"]
-    rows = [graph.row[node] for node in range(n)]
-    known = [r for r in rows if r != NONE]
-    dev = dict(zip(known, pc.take(device_of, pa.array(known, pa.int64())).to_pylist())) if known else {}
-    run = replay(graph)
-    kind, bound = graph.kind, run.bound_by
-    # each node's own time that is the host's, and each explained lag: (node, lo, hi, device of the lag)
-    host = [node for node in range(n) if graph.dur[node] > 0 and
-            (kind[node] == HOST or (kind[node] == WAIT and graph.extra[node] == NONE))]
-    lags: list[tuple[int, int, int, int, int | None]] = []
-    for node in range(n):
-        b = bound[node]
-        if kind[node] == DEVICE and b in (CHAIN, EXTRA, AFTER):
-            value = (graph.chain_lag, graph.extra_lag, graph.after_lag)[(CHAIN, EXTRA, AFTER).index(b)][node]
-            on = {CHAIN: ON_CHAIN, EXTRA: ON_EXTRA}.get(b)
-            at, device = graph.start[node], dev.get(rows[node])
-        elif kind[node] == WAIT and b == EXTRA:
-            value, on, at = graph.extra_lag[node], ON_EXTRA, graph.end[node]
-            device = dev.get(graph.row[graph.extra[node]])
-        else:
-            continue
-        unexplained = graph.unexplained[node] if on == graph.unexplained_on[node] else 0
-        explained = value - min(unexplained, max(value, 0))
-        if explained > 0:
-            lags.append((node, b, at - value, at - value + explained, device))
+    kind, row = _column(graph.kind, pa.int8()), _column(graph.row, pa.int32())
+    start, end, dur = (_column(v, pa.int64()) for v in (graph.start, graph.end, graph.dur))
+    extra = _column(graph.extra, pa.int32())
+    bound = _column(replay(graph).bound_by, pa.int8())
+    device_of = combined(trace.select(["device"])["device"])
+
+    def device_at(rows: pa.Array) -> pa.Array:
+        """The device of each node's event (null for a gap)."""
+        valid = pc.not_equal(rows, NONE)
+        return pc.if_else(valid, pc.take(device_of, pc.if_else(valid, rows, 0)), pa.scalar(None, device_of.type))
+
+    # each node's own time that is the host's
+    host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, HOST), pc.and_(
+        pc.equal(kind, WAIT), pc.equal(extra, NONE)))))
+    host_lo, host_hi = pc.take(start, host), pc.take(end, host)
+    # each explained lag: device work's binding lag before its start, a wait's after its work ended
+    is_device = pc.and_(pc.equal(kind, DEVICE), pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8())))
+    is_wait = pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))
+    value = _column(graph.chain_lag, pa.int64())
+    value = pc.if_else(pc.equal(bound, EXTRA), _column(graph.extra_lag, pa.int64()), value)
+    value = pc.if_else(pc.equal(bound, AFTER), _column(graph.after_lag, pa.int64()), value)
+    edge = pc.if_else(pc.equal(bound, EXTRA), ON_EXTRA, pc.if_else(pc.equal(bound, AFTER), ON_AFTER, ON_CHAIN))
+    unexplained = pc.if_else(pc.equal(pc.cast(edge, pa.int8()), _column(graph.unexplained_on, pa.int8())),
+                             _column(graph.unexplained, pa.int64()), 0)
+    explained = pc.subtract(value, pc.min_element_wise(unexplained, pc.max_element_wise(value, 0)))
+    at = pc.if_else(is_wait, end, start)
+    lagged = true_positions(pc.and_(pc.or_(is_device, is_wait), pc.greater(explained, 0)))
+    lag_lo = pc.subtract(pc.take(at, lagged), pc.take(value, lagged))
+    lag_hi = pc.add(lag_lo, pc.take(explained, lagged))
+    waited = pc.take(extra, lagged)
+    lag_device = pc.if_else(pc.take(is_wait, lagged),
+                            device_at(pc.take(row, pc.if_else(pc.equal(waited, NONE), 0, waited))),
+                            device_at(pc.take(row, lagged)))
+    lag_bound = pc.take(bound, lagged)
     for cause in IDLE_CAUSES:
         per_device = {d: by_cause[cause] for d, by_cause in spans.items() if cause in by_cause}
         if not per_device:
             continue
         starts, ends = _union_spans(list(per_device.values()))
-        covered = covered_within(starts, ends, [(graph.start[node], graph.end[node]) for node in host])
-        own[cause] = {node: ns for node, ns in zip(host, covered) if ns > 0}
-        mine: dict[int, tuple[int, int]] = {}
+        covered = covered_spans(pa.array(starts, pa.int64()), pa.array(ends, pa.int64()), host_lo, host_hi)
+        inside = pc.greater(covered, 0)
+        own[cause] = pa.table({"node": pc.cast(pc.filter(host, inside), pa.int64()),
+                               "ns": pc.filter(covered, inside)}, schema=NODE_NS)
+        mine = []
         for d, (s, e) in per_device.items():
-            chosen = [item for item in lags if item[4] == d]
-            for (node, b, _, _, _), ns in zip(chosen, covered_within(s, e, [(lo, hi) for _, _, lo, hi, _ in chosen])):
-                if ns > 0:
-                    mine[node] = (b, ns)
-        lag[cause] = mine
+            on_device = pc.fill_null(pc.equal(lag_device, d), False) if d is not None else pc.is_null(lag_device)
+            ns = covered_spans(pa.array(s, pa.int64()), pa.array(e, pa.int64()), pc.filter(lag_lo, on_device),
+                               pc.filter(lag_hi, on_device))
+            hit = pc.greater(ns, 0)
+            mine.append(pa.table({"node": pc.cast(pc.filter(pc.filter(lagged, on_device), hit), pa.int64()),
+                                  "edge": pc.filter(pc.filter(lag_bound, on_device), hit),
+                                  "ns": pc.filter(ns, hit)}, schema=NODE_EDGE_NS))
+        # a node's lag lies on one device: the devices' rows do not repeat a node
+        lag[cause] = pa.concat_tables(mine) if mine else NODE_EDGE_NS.empty_table()
     return IdleParts(own, lag)
 
 
@@ -457,7 +479,8 @@ def lags_cut(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> DepGra
     parts = idle_parts(trace, graph)
     cut: dict[int, list] = {}
     for cause, factor in kept.items():
-        for node, (edge, ns) in parts.lag.get(cause, {}).items():
+        rows = parts.lag.get(cause, NODE_EDGE_NS.empty_table())
+        for node, edge, ns in zip(*(rows[c].to_pylist() for c in ("node", "edge", "ns"))):
             entry = cut.setdefault(node, [edge, 0.0])
             entry[1] += (1.0 - factor) * ns
     if not cut:
