@@ -23,6 +23,7 @@ from opscope.advise.rules import (
     input_pipeline,
     launch_bound,
     memory,
+    roofline,
     sync,
     threads,
     utilization,
@@ -42,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     utilization.RULE,
     input_pipeline.RULE,
     dominant.RULE,
+    roofline.RULE,
     launch_bound.RULE,
     sync.RULE,
     copies.RULE,
@@ -54,7 +56,8 @@ _BY_ID = {r.id: r for r in RULES}
 #: The order two threads take the rules in: the costliest first (measured on a 1 GB trace: the GPU analysis and idle
 #: causes, then the copies with their launches), so that neither thread is left with a long rule at the end.
 #: Results and errors still come out in the rules' order.
-_COSTLIEST_FIRST = ("gpu-idle", "memcpy", "dominant-op", "communication", "launch-bound", "memory", "host-sync")
+_COSTLIEST_FIRST = ("gpu-idle", "memcpy", "dominant-op", "roofline", "communication", "launch-bound", "memory",
+                    "host-sync")
 if len(_BY_ID) != len(RULES):
     raise RuntimeError(f"two rules share an id: {[r.id for r in RULES]}")
 

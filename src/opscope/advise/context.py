@@ -17,6 +17,7 @@ from opscope.model.trace import Trace
 if TYPE_CHECKING:
     from opscope.analyses.gpu import GpuAnalysis
     from opscope.analyses.job.view import JobView
+    from opscope.analyses.peaks import Peaks
     from opscope.analyses.recording import Inflation
 
 
@@ -171,6 +172,12 @@ class AdviceContext:
         return host_cores(self.run)  # a few fields of run.json: not worth keeping
 
     @property
+    def peaks(self) -> tuple[Peaks | None, str]:
+        """The peaks of the trace's device (:func:`opscope.analyses.peaks.trace_peaks`: the published ones of the
+        device it names) and where they come from; None and why when the device is not recognised."""
+        return _peaks(self.trace)
+
+    @property
     def device_properties(self) -> list[dict[str, Any]]:
         """GPUs as the trace (Kineto's deviceProperties) or the run (torch's properties) describe them, with
         ``name``, ``capability`` ("8.0") and ``total_memory`` (bytes) where known (read from the metadata and
@@ -225,6 +232,13 @@ def _device_rows(trace: Trace) -> pa.Table:
         return BREAKDOWN_SCHEMA.empty_table()
     b = gpu.breakdown()
     return b.filter(pc.is_null(b["stream"]))
+
+
+@memoized()
+def _peaks(trace: Trace) -> tuple[Peaks | None, str]:
+    from opscope.analyses.peaks import trace_peaks
+
+    return trace_peaks(trace)
 
 
 @memoized()

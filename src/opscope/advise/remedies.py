@@ -63,6 +63,27 @@ COMPARE_AGAINST = {
     None: "other implementations, dtypes or layouts",
 }
 
+#: An op far below its roof: measure what it can reach here. ``{command}`` is the opscope repro command line that
+#: reproduces it (the trace, the op), ``{variants}`` the variants that fit its dtype, layout and bound.
+ROOFLINE = {
+    "pytorch": ("reproduce it alone with its exact inputs and time its variants on this device: {command} --variants "
+                "{variants}; keep the fastest whose outputs stay within tolerance (channels_last: "
+                "model.to(memory_format=torch.channels_last); tf32: torch.backends.cuda.matmul.allow_tf32 = True; "
+                "autocast: torch.autocast('cuda', dtype=...); compile: torch.compile on the module); if none comes "
+                "near the roof, try shapes the kernels like better (multiples of 64 or 128) or a larger batch"),
+    "tensorflow": ("reproduce it as its PyTorch equivalent on this device: {command} --as torch --variants {variants} "
+                   "(how fast another kernel runs these shapes here); in TensorFlow try XLA "
+                   "(tf.function(jit_compile=True)) and mixed precision (tf.keras.mixed_precision)"),
+    "jax": ("time it alone with its shapes (a jax.jit of the op) against bf16 inputs, other layouts and shapes the "
+            "kernels like better (multiples of 64 or 128)"),
+    "onnxruntime": ("time the node alone with its shapes (a one-node ONNX model, onnxruntime_perf_test) against other "
+                    "execution providers or their options (TensorRT, cudnn_conv_algo_search=EXHAUSTIVE) and fp16"),
+    "migraphx": ("tune its kernels (migraphx-driver compile --exhaustive-tune) and compare fp16/int8 quantization and "
+                 "layouts"),
+    None: ("reproduce it alone with its exact inputs and time its variants on this device: {command} --variants "
+           "{variants} (a PyTorch trace; a TensorFlow one with --as torch); keep the fastest whose outputs stay within "
+           "tolerance"),
+}
 
 #: A warm-up step in the profiled window: profile the steady state.
 WARM_UP = {

@@ -149,12 +149,16 @@ def _work_of(events: pa.Table, op_rows: pa.Array) -> pa.Table:
     return joined.select(_WORK.names).cast(_WORK)
 
 
-def roofline_table(trace: Trace, peaks: Peaks | None, by: str = "op") -> tuple[pa.Table, list[str]]:
+def roofline_table(trace: Trace, peaks: Peaks | None, by: str = "op",
+                   in_steps: bool = False) -> tuple[pa.Table, list[str]]:
     """One row per (op, shapes, dtype), or per kernel with ``by="kernel"``, sorted by the device time a row would
-    save at its roof; and the notes (coverage, rows above their roof)."""
+    save at its roof; and the notes (coverage of the whole trace, rows above their roof). ``in_steps``: only the
+    device work of the steps (a device event belongs to the step whose host call launched it)."""
     att = attribution(trace)
     events = trace.select(["name", "shapes"])
     has = pc.is_valid(att.op_row)
+    if in_steps:
+        has = pc.and_(has, in_steps_mask(trace, att))
     rows = pa.table({"device_row": pc.filter(att.device_row, has), "op": pc.filter(att.op_row, has),
                      "dur": pc.filter(att.dur, has)})
     columns = _by_kernel(events, rows, att.work) if by == "kernel" else _by_op(events, rows, att.work)
@@ -164,6 +168,11 @@ def roofline_table(trace: Trace, peaks: Peaks | None, by: str = "op") -> tuple[p
         notes.append(f"{above} row(s) ran faster than their roof (data kept in cache, or the model counts more work "
                      "than the kernels did): shown at 100%")
     return table, notes
+
+
+def in_steps_mask(trace: Trace, att: Attribution) -> pa.Array:
+    """Per device event of the attribution, whether it belongs to a step."""
+    return combined(pc.is_valid(pc.take(trace.select(["step"])["step"], att.device_row)))
 
 
 def _by_op(events: pa.Table, rows: pa.Table, work: pa.Table) -> dict[str, list]:

@@ -212,8 +212,14 @@ OnlyOpt = Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 
 DiffTableOpt = Annotated[str | None, typer.Option(
     "--table", help="Which table JSON/CSV write (and the only one the terminal shows): rows (ops and kernels "
                     "matched by name; the default), ops (device time by op), classes (device time by kernel "
-                    "class), kernel-choice or critical-path (each side's mean critical path per step, by "
-                    "category).", metavar="TABLE")]
+                    "class), kernel-choice, critical-path (each side's mean critical path per step, by "
+                    "category) or roofline (per op, shapes and dtype, each side's share of its own device's roof).",
+    metavar="TABLE")]
+BasePeaksOpt = Annotated[Path | None, typer.Option(
+    "--base-peaks", metavar="FILE", help="With --table roofline: BASE's device peaks from this file (opscope peaks "
+                                         "--output writes one) instead of the table's for the device BASE names.")]
+NewPeaksOpt = Annotated[Path | None, typer.Option(
+    "--new-peaks", metavar="FILE", help="With --table roofline: NEW's device peaks from this file.")]
 OpLevelOpt = Annotated[str, typer.Option(
     "--op-level", help="Device time by op: charge each kernel to the outermost op above it with a Python API "
                        "(api: aten::linear, aten::conv2d, the same on every vendor) or to the op that launched "
@@ -226,8 +232,8 @@ DiffFullNamesOpt = Annotated[bool, typer.Option("--full-names", help="Table: ker
 def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt = None,
          whole_trace: WholeTraceOpt = False, fail_if_slower: FailIfSlowerOpt = None, only: OnlyOpt = None,
          table: DiffTableOpt = None, op_level: OpLevelOpt = "api", full_names: DiffFullNamesOpt = False,
-         format: FormatOpt = "table", limit: LimitOpt = 20, no_cache: NoCacheOpt = False,
-         capture: CaptureOpt = None) -> None:
+         base_peaks: BasePeaksOpt = None, new_peaks: NewPeaksOpt = None, format: FormatOpt = "table",
+         limit: LimitOpt = 20, no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
     """Compare two traces (two devices, versions or frameworks): what got slower, per step.
 
     BASE and NEW are trace files or recording directories of `opscope record` (their first trace, as advise
@@ -253,6 +259,11 @@ def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt
     attention, elementwise, reduction_norm, softmax, comm, memcpy, memset, other: from the kernel name, else the
     launching op) with each class's share of its trace's device time. --table picks the table JSON/CSV write.
 
+    --table roofline: per op, input shapes and dtype (as opscope roofline, each trace whole), each side's calls,
+    device time, achieved TFLOP/s (GB/s for copies), pct_of_roof and bound under its own device's roofs (the
+    device each trace names; --base-peaks/--new-peaks FILE give a side other peaks), the ratio of device time per
+    call (new/base) and the change of pct_of_roof; a row on one side only has the other side's columns null.
+
     Exit codes: 0 compared (and within --fail-if-slower), 1 slower than --fail-if-slower allows, 2 no
     comparison possible (unreadable or empty trace, the same file twice, traces of different frameworks without
     --by api, steps in one trace only without --whole-trace).
@@ -261,11 +272,19 @@ def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt
     from opscope.diff.report import comparison_report
 
     threshold = _diff_checks(fail_if_slower, only, table, op_level)
+    if (base_peaks is not None or new_peaks is not None) and table != "roofline":
+        raise UsageError("--base-peaks and --new-peaks go with --table roofline")
+    for peaks_file in (base_peaks, new_peaks):  # a bad peaks file is one line before the traces are read
+        if peaks_file is not None:
+            from opscope.analyses.peaks import read_peaks_file
+
+            read_peaks_file(peaks_file)
     # recording directories as advise takes them: their run.json names the trace
     base, new = (recording_trace(p)[0] if p.is_dir() else p for p in (base, new))
     a, b = open_pair(base, new, no_cache)
     result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
-                     ops=only != "kernels", kernels=only != "ops", op_level=op_level)
+                     ops=only != "kernels", kernels=only != "ops", op_level=op_level,
+                     roofline_peaks=(base_peaks, new_peaks))
     show(comparison_report(result, full_names, limit, table=table), format)
     if threshold is not None:
         failed, reason = result.gate(threshold)

@@ -27,6 +27,7 @@ from opscope.diff.headline import (
 )
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
+from opscope.diff.roofline import roofline_delta
 from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, row_schema, sort_rows
 from opscope.errors import TraceError, UsageError
 from opscope.model.schema import kind_mask
@@ -56,6 +57,9 @@ class Comparison:
     #: per category, the mean time per step on each side's critical path (:mod:`opscope.diff.critical_path`),
     #: computed when asked for (``--table critical-path``): it replays both traces' dependency graphs
     critical_path: Callable[[], pa.Table] | None = None
+    #: per op, shapes and dtype, each side's roofline under its own device's peaks, and the notes
+    #: (:mod:`opscope.diff.roofline`), computed when asked for (``--table roofline``)
+    roofline: Callable[[], tuple[pa.Table, list[str]]] | None = None
 
     @property
     def per_step(self) -> bool:
@@ -81,10 +85,11 @@ class Comparison:
 
 def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None, whole_trace: bool = False,
             labels: tuple[str, str] = ("base", "new"), ops: bool = True, kernels: bool = True,
-            op_level: str = "api") -> Comparison:
+            op_level: str = "api", roofline_peaks: tuple[Path | None, Path | None] = (None, None)) -> Comparison:
     """Compare ``new`` against ``base`` (both already checked by :func:`check_inputs` when they come from
     files). Times are per step when both traces have steps, else whole-trace totals. ``op_level`` says which op
-    device work is charged to in the op rows (:mod:`opscope.analyses.op_device`)."""
+    device work is charged to in the op rows (:mod:`opscope.analyses.op_device`). ``roofline_peaks``: a peaks file
+    per side for the roofline table (None: the peaks of the device the trace names)."""
     from opscope.analyses.op_device import check_level, device_work
 
     by = check_by(by)
@@ -139,7 +144,8 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
         notes.insert(1 if mismatch else 0, few)
     return Comparison(table, choice, head, summary, sb, sn, notes, row_notes, op_rows=device.ops,
                       classes=device.classes, device_match=device.match, op_level=op_level,
-                      critical_path=lambda: critical_path_delta(base, new))
+                      critical_path=lambda: critical_path_delta(base, new),
+                      roofline=lambda: roofline_delta(base, new, *roofline_peaks))
 
 
 def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> None:

@@ -12,17 +12,25 @@ from opscope.diff.headline import part_notes
 from opscope.diff.normalize import steps_text
 from opscope.diff.numerics import NumericsDiff
 from opscope.errors import UsageError
-from opscope.report import Report, Section, single
+from opscope.report import Column, Report, Section, single
 
 TERMINAL_ROWS = 20
 
 
 #: The tables of a comparison, as ``opscope diff --table`` names them; ``rows`` is the default data document.
-TABLES = ("rows", "ops", "classes", "kernel-choice", "critical-path")
+TABLES = ("rows", "ops", "classes", "kernel-choice", "critical-path", "roofline")
 CRITICAL_PATH_LEGEND = ("base_ns/new_ns: the category's mean time per step on the step's critical path (the chain of "
                         "work and waits that set the step's length: opscope critical-path); delta_ns: new less base; "
                         "shares: of each side's mean path. A category that grew on the path lengthened the steps; "
                         "one that grew off it did not")
+ROOFLINE_LEGEND = ("per op, input shapes and dtype (the innermost op with a work model around each kernel, copy and "
+                   "fill, as opscope roofline), each trace whole: calls_base/calls_new: calls; base_ns/new_ns: their "
+                   "device time; time_ratio: new's device time per call over base's (above 1: slower in new); "
+                   "achieved_base/achieved_new: the work over that time, in achieved_unit (TFLOP/s; GB/s for "
+                   "copies and fills); base_roof_pct/new_roof_pct: achieved over the roof at the row's intensity on "
+                   "each side's own device (pct_of_roof); delta_roof_pct: new less base, in points; bound: which roof; "
+                   "JSON/CSV add each side's peak_tflops (the dtype's dense peak) and peak_gbps. Sorted by the larger "
+                   "side's device time; a row on one side only has the other's columns null")
 
 OPS_LEGEND = ("op: the op the device work is charged to; shapes: its input shapes (empty on rows matched by op "
               "alone or without shapes); class: the kernel class holding most of the row's device time; "
@@ -74,6 +82,15 @@ def comparison_report(result, full_names: bool, limit: int | None, table: str | 
     if result.critical_path is not None and table == "critical-path":  # asked for: it replays both traces
         sections.append(Section("critical_path", "Critical path per step, by category", result.critical_path(),
                                 legend=CRITICAL_PATH_LEGEND, data=True))
+    if result.roofline is not None and table == "roofline":  # asked for: each side's roofline
+        roofline, notes = result.roofline()
+        data_only = {name: Column(show="data") for name in
+                     ("family", "peak_tflops_base", "peak_tflops_new", "peak_gbps_base", "peak_gbps_new")}
+        if pc.all(pc.equal(roofline["achieved_unit"], "TFLOP/s")).as_py() is not False:  # no copy: the legend says
+            data_only["achieved_unit"] = Column(show="data")
+        sections.append(Section("roofline", "Roofline by op, shapes and dtype, each side under its own device's roofs",
+                                roofline, legend=ROOFLINE_LEGEND, notes=notes, limit=shown or None,
+                                columns=data_only, data=True))
     return Report(sections, headline=result.summary, notes=result.notes)
 
 
