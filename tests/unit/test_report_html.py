@@ -229,7 +229,7 @@ def test_the_roofline_chart_draws_the_roofline_tables_rows_under_their_dtypes_ro
     assert y0 == pytest.approx(peaks.gbps * x0 / 1e3) and (x1, y1) == (ridge, peak) and y2 == peak
     assert x0 < min(p["intensity"] for p in points) and x2 > max(p["intensity"] for p in points)
     # the caption: what the points hold, the window and denominator; the device and its peaks under it
-    assert f"the 12 rows hold {format_ns(sum(rows['device_ns'].to_pylist()))} of device time" in chart.caption
+    assert f"The 12 rows hold {format_ns(sum(rows['device_ns'].to_pylist()))} of device time" in chart.caption
     assert notes[0] in chart.caption and "99.4% of the device time (window: the whole trace" in chart.caption
     assert chart.notes == [how]
     text = HtmlRenderer().text(page)

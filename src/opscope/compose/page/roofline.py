@@ -15,7 +15,7 @@ from opscope.units import format_ns
 if TYPE_CHECKING:
     from opscope.advise.context import AdviceContext
 
-#: The chart draws at most this many rows (those with the most time); the table and opscope roofline have them all.
+#: The chart draws at most this many rows (those with the most time); opscope roofline lists them all.
 ROOFLINE_POINTS = 500
 
 INTRO = "opscope roofline"
@@ -50,18 +50,17 @@ def roofline(ctx: AdviceContext, peaks: Path | None = None) -> PageSection:
     measure = "host time" if host else "device time"
     held = sum(r["device_ns"] for r in rows)
     coverage = coverage_notes(trace)  # the window and denominator, as the table's notes say them
-    caption = (f"each op, shapes and dtype of opscope roofline a point: its arithmetic intensity (FLOPs per byte, "
-               f"from its shapes) across, its achieved TFLOP/s up, its area its {measure}, its colour its op family; "
-               f"lines: the roof of each dtype drawn ({found.gbps:g} GB/s x intensity up to the ridge, then the "
-               f"dtype's dense peak); the {len(rows)} rows hold {format_ns(held)} of {measure}; "
-               + "; ".join(coverage))
+    caption = (f"one point per row of opscope roofline (op, shapes, dtype): across, its arithmetic intensity (FLOPs "
+               f"per byte, from its shapes); up, its achieved TFLOP/s; its area, its {measure}; its colour, its op "
+               f"family. Lines: each dtype's roof ({found.gbps:g} GB/s x intensity up to the ridge, then the dtype's "
+               f"dense peak). The {len(rows)} rows hold {format_ns(held)} of {measure}; " + "; ".join(coverage))
     left = []
     if len(drawable) > len(points):
         left.append(f"the {len(drawable) - len(points)} rows with the least {measure} beyond the first "
-                    f"{ROOFLINE_POINTS} are not drawn (the table below and opscope roofline have them)")
+                    f"{ROOFLINE_POINTS} are not drawn (opscope roofline lists them)")
     if len(rows) > len(drawable):
         left.append(f"{len(rows) - len(drawable)} rows without FLOPs or bytes (copies, fills) have no place on "
-                    "log-log axes: the table has them")
+                    "log-log axes (opscope roofline lists them)")
     if found.tflops and not roofs:
         left.append("no roof drawn: the device has no peak for the rows' dtypes")
     rest = [n for n in section.said if n not in coverage]  # the table keeps what the caption does not say
