@@ -3,7 +3,7 @@
     python tools/screenshot_report.py REPORT.html OUT.png [--full] [--section ID]
 
 The page opens 1300 px wide with every request that is not a file:// URL aborted; the shot is taken once every
-chart is drawn. --section scrolls that section (overview, gpu, ops, memory, advice) to the top first; --full
+chart is drawn. --section scrolls that section (overview, gpu, ops, roofline, memory, advice) to the top first; --full
 takes the whole page instead of the window. Exit 1, with the reason, when a chart failed or the page logged an
 error.
 """

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.browser
 H100 = "tracelens/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
 MI300 = "tracelens/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz"
 CPU_ONLY = "generated/torch_cpu_mobilenetv2_train.json"
-SECTIONS = {"overview": "Overview", "gpu": "GPU", "ops": "Ops and kernels", "memory": "Memory", "advice": "Advice"}
+SECTIONS = {"overview": "Overview", "gpu": "GPU", "ops": "Ops and kernels", "roofline": "Roofline",
+            "memory": "Memory", "advice": "Advice"}
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "screenshot_report.py"
 
 #: Trace text a page must show as text and never run: markup, a script end tag, quotes, a backslash, a
@@ -114,7 +115,8 @@ def cli_json(real) -> dict[str, list[dict]]:
         commands |= {f"kernels_{k}": ("kernels", t, "--format", "json", "-n", "0"),
                      f"gpu_{k}": ("gpu", t, "--format", "json"),
                      f"idle_{k}": ("gpu", t, "--idle", "--format", "json"),
-                     f"steps_{k}": ("steps", t, "--format", "json")}
+                     f"steps_{k}": ("steps", t, "--format", "json"),
+                     f"roofline_{k}": ("roofline", t, "--format", "json")}
     commands["diff"] = ("diff", str(real["trace_h100"]), str(real["trace_mi300"]), "--format", "json")
     return {k: json.loads(v) for k, v in _run(commands, real["cache"]).items()}
 
@@ -157,7 +159,7 @@ def test_a_real_gpu_trace_opens_offline_with_every_section_and_every_chart_drawn
     assert headings == SECTIONS
     charts = opened.charts()
     assert set(charts) == {"step_times", "step_busy", "critical_path", "gpu_parts", "gpu_idle", "hierarchy",
-                           "memory_timeline"}
+                           "memory_timeline", "roofline"}
     assert set(charts.values()) == {"true"}
     # each chart is an SVG with data marks in it (not just axes): bars, lines, points or icicle boxes
     marks = page.eval_on_selector_all(
@@ -187,6 +189,13 @@ def test_the_page_shows_the_numbers_the_cli_prints(real, cli_json, open_report, 
     columns, rows = table(page, "steps")
     assert {"step", "dur_ns", "gpu_busy_ns"} <= set(columns)
     assert rows == [{c: raw(r[c]) for c in columns} for r in cli_json[f"steps_{which}"]]
+
+    # the roofline: its table is opscope roofline's, and each row with FLOPs and bytes is one point of the chart
+    columns, rows = table(page, "roofline_table")
+    want = cli_json[f"roofline_{which}"]
+    assert rows == [{c: raw(r[c]) for c in columns} for r in want]
+    points = page.eval_on_selector_all("[data-chart=roofline] svg g.mark-symbol.role-mark > path", "ps => ps.length")
+    assert points == sum(1 for r in want if (r["intensity"] or 0) > 0 and (r["achieved_tflops"] or 0) > 0) > 0
 
 
 def test_numeric_headers_sort_descending_then_ascending(real, open_report):
@@ -228,7 +237,7 @@ def test_a_cpu_only_real_trace_says_there_is_no_device_work(real, open_report):
     opened = open_report(real["cpu"])
     assert_clean(opened)
     page = opened.page
-    assert {"no_gpu", "no_kernels", "no_step_busy"} <= empties(page)
+    assert {"no_gpu", "no_kernels", "no_step_busy", "no_roofline"} <= empties(page)
     assert "no GPU activity" in page.inner_text("section#gpu")
     assert page.query_selector("section#gpu [data-chart]") is None
     assert set(opened.charts().values()) == {"true"}

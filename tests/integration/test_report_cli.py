@@ -116,8 +116,8 @@ def test_a_trace_with_no_steps_gpu_or_memory_still_gets_a_report_that_says_so(tm
     assert res.returncode == 0, res.stderr
     assert res.stdout == ""
     page = Page(target.read_text(encoding="utf-8"))
-    assert page.sections == ["overview", "gpu", "ops", "memory", "advice"]
-    for key in ("no_steps", "no_gpu", "no_kernels", "no_memory"):
+    assert page.sections == ["overview", "gpu", "ops", "roofline", "memory", "advice"]
+    for key in ("no_steps", "no_gpu", "no_kernels", "no_memory", "no_roofline"):
         assert page.keys.get(key) == "empty", key
     # the one chart left is the module -> op tree (the ops took time); no empty step, device or memory chart
     assert page.charts == ["hierarchy"]
@@ -141,3 +141,32 @@ def test_the_report_is_one_file_that_fetches_nothing(trace_file, out_dir, cache)
     assert directives["default-src"] == ["'none'"]
     assert "connect-src" not in directives  # falls back to 'none': no fetch or XHR leaves the page
     assert set(page.charts) == {"step_times", "step_busy", "critical_path", "gpu_parts", "gpu_idle", "hierarchy"}
+
+
+def test_peaks_file_draws_the_roofline_and_a_bad_one_is_refused_before_any_analysis(tmp_path, out_dir, cache):
+    # one aten::mm (64x128 by 128x256, bf16) launching a 10 us gemm, on a device the trace does not name
+    events = [x("aten::mm", 0, 30, **{"Input Dims": [[64, 128], [128, 256]],
+                                      "Input type": ["c10::BFloat16", "c10::BFloat16"]}),
+              x("cudaLaunchKernel", 5, 4, cat="cuda_runtime", correlation=1),
+              x("gemm_bf16", 12, 10, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1)]
+    trace = write_trace(tmp_path / "mm.json", events)
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"format": "opscope-peaks/1", "device": "bench box", "tflops": {"bf16": 100.0},
+                                 "gbps": 1000.0, "source": "measured by hand"}))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"device": "x", "tflops": {"bf16": -1}, "gbps": 1000.0, "source": "s"}))
+    with_peaks, without, refused, pair = (out_dir / f"{n}.html" for n in ("with", "without", "refused", "pair"))
+    results = run_cli_many([("report", str(trace), "-o", str(with_peaks), "--peaks", str(peaks)),
+                            ("report", str(trace), "-o", str(without)),
+                            ("report", str(trace), "-o", str(refused), "--peaks", str(bad)),
+                            ("report", str(trace), str(trace), "-o", str(pair), "--peaks", str(peaks))], cache=cache)
+    assert results[0].returncode == 0, results[0].stderr
+    text = with_peaks.read_text(encoding="utf-8")
+    assert Page(text).charts == ["gpu_parts", "gpu_idle", "hierarchy", "roofline"]
+    assert f"peaks from {peaks}: bench box (measured by hand)" in text
+    assert results[1].returncode == 0, results[1].stderr
+    page = Page(without.read_text(encoding="utf-8"))
+    assert "roofline" not in page.charts and page.keys["no_roofline"] == "empty"
+    assert_one_line_error(results[2], bad)
+    assert_one_line_error(results[3], "--peaks", "comparison")
+    assert outputs(out_dir) == ["with.html", "without.html"]

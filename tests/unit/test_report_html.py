@@ -9,11 +9,13 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from support.shared import shared_trace
 from support.tracefiles import small_gpu_trace, write_trace, x
 from support.views import hand_trace
 
 from opscope.analyses.hierarchy import NO_MODULE, NO_OP, time_hierarchy
 from opscope.ingest import open_trace
+from opscope.units import format_ns
 
 pytest.importorskip("jinja2")
 pytest.importorskip("altair")
@@ -137,7 +139,7 @@ def test_sections_say_why_they_are_empty(tmp_path):
     trace = open_trace(write_trace(tmp_path / "t.json", [x("aten::add", 0, 10), x("aten::mul", 20, 5)]))
     page = trace_page(trace, "t.json")
     empty = {b.key: b.text for s in page.sections for b in s.blocks if getattr(b, "tone", "") == "empty"}
-    assert set(empty) >= {"no_steps", "no_gpu", "no_kernels", "no_memory"}
+    assert set(empty) >= {"no_steps", "no_gpu", "no_kernels", "no_memory", "no_roofline"}
     assert "no ProfilerStep#N" in empty["no_steps"]
 
 
@@ -161,11 +163,14 @@ def test_every_vega_lite_chart_is_valid_against_the_schema(tmp_path):
                   "Total Reserved": 8192}}]
     trace = open_trace(write_trace(tmp_path / "t.json", events))
     other = open_trace(write_trace(tmp_path / "u.json", small_gpu_trace()))
-    pages = [trace_page(trace, "t.json"), diff_page(compare(trace, other, labels=("t", "u")), "t", "u")]
+    h100 = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+    modelled = open_trace(write_trace(tmp_path / "m.json", _modelled("aten::mm"), h100))
+    pages = [trace_page(trace, "t.json"), diff_page(compare(trace, other, labels=("t", "u")), "t", "u"),
+             trace_page(modelled, "m.json")]
     charts = [b for p in pages for s in p.sections for b in s.blocks if isinstance(b, ChartBlock)]
     keys = {c.key for c in charts}
     assert {"step_times", "step_busy", "gpu_parts", "gpu_idle", "memory_timeline", "hierarchy",
-            "diff_headline"} <= keys
+            "diff_headline", "roofline"} <= keys
     schema = load_schema()
     for chart in charts:
         if chart.key == "hierarchy":  # a Vega spec, not Vega-Lite; drawn in the browser tests
@@ -174,3 +179,117 @@ def test_every_vega_lite_chart_is_valid_against_the_schema(tmp_path):
         jsonschema.validate(chart.spec, schema)
 
 
+
+
+# ---------------------------------------------------------------- the roofline section
+
+FALCON = "tracelens/traces/h100/Falconsai_nsfw_image_detection__1016002.json.gz"
+
+
+def _section(page, section_id: str):
+    return next(s for s in page.sections if s.id == section_id)
+
+
+def _layers(chart) -> tuple[list[dict], list[dict]]:
+    """The roofline chart's roof lines and points (its two layers' inline data)."""
+    lines, points = (layer["data"]["values"] for layer in chart.spec["layer"])
+    return lines, points
+
+
+def test_the_roofline_chart_draws_the_roofline_tables_rows_under_their_dtypes_roofs():
+    from opscope.analyses.peaks import trace_peaks
+    from opscope.analyses.roofline import intensity_roofs, roofline_table
+    from opscope.compose.page import trace_page
+    from opscope.render.html import HtmlRenderer
+    from opscope.render.html.page import ChartBlock, TableBlock
+
+    path = shared_trace(FALCON)
+    trace = open_trace(path)
+    page = trace_page(trace, str(path))
+    assert [s.id for s in page.sections] == ["overview", "gpu", "ops", "roofline", "memory", "advice"]
+    section = _section(page, "roofline")
+    chart, table = section.blocks
+    assert isinstance(chart, ChartBlock) and isinstance(table, TableBlock)
+    peaks, how = trace_peaks(trace)
+    assert peaks is not None and peaks.device == "H100 SXM"
+    rows, notes = roofline_table(trace, peaks)
+    assert table.section.arrow.equals(rows)
+    lines, points = _layers(chart)
+    # every row of the table is a point (all 12 have FLOPs and bytes), values as roofline_table computes them
+    assert rows.num_rows == 12 and len(points) == 12
+    by_time = sorted(rows.to_pylist(), key=lambda r: r["device_ns"], reverse=True)
+    assert [(p["name"], p["shapes"], p["dtype"], p["family"], p["calls"], p["intensity"], p["tflops"], p["ms"],
+             p["pct_of_roof"], p["bound"]) for p in points] == \
+           [(r["name"], r["shapes"], r["dtype"], r["family"], r["calls"], r["intensity"], r["achieved_tflops"],
+             r["device_ns"] / 1e6, f"{r['pct_of_roof']:.2f}%", r["bound"]) for r in by_time]
+    # one roof (every row is bf16): bandwidth x intensity up to the ridge, then the bf16 peak
+    (peak, ridge), = intensity_roofs(peaks, ["bf16"]).values()
+    assert {ln["roof"] for ln in lines} == {"bf16"} and len(lines) == 3
+    (x0, y0), (x1, y1), (x2, y2) = ((ln["intensity"], ln["tflops"]) for ln in sorted(lines, key=lambda v: v["order"]))
+    assert y0 == pytest.approx(peaks.gbps * x0 / 1e3) and (x1, y1) == (ridge, peak) and y2 == peak
+    assert x0 < min(p["intensity"] for p in points) and x2 > max(p["intensity"] for p in points)
+    # the caption: what the points hold, the window and denominator; the device and its peaks under it
+    assert f"The 12 rows hold {format_ns(sum(rows['device_ns'].to_pylist()))} of device time" in chart.caption
+    assert notes[0] in chart.caption and "99.4% of the device time (window: the whole trace" in chart.caption
+    assert chart.notes == [how]
+    text = HtmlRenderer().text(page)
+    assert 'data-chart="roofline"' in text and 'id="table-roofline_table"' in text
+
+
+def test_the_roofline_chart_draws_the_rows_with_the_most_time_and_says_how_many_it_left(monkeypatch):
+    from opscope.compose.page import roofline as section
+    from opscope.compose.page.trace import trace_sections
+
+    trace = open_trace(shared_trace(FALCON))
+    monkeypatch.setattr(section, "ROOFLINE_POINTS", 5)
+    chart = _section(type("P", (), {"sections": trace_sections(trace)})(), "roofline").blocks[0]
+    _, points = _layers(chart)
+    assert [p["ms"] for p in points] == sorted((p["ms"] for p in points), reverse=True) and len(points) == 5
+    assert chart.notes[0].startswith("the 7 rows with the least device time beyond the first 5 are not drawn")
+
+
+def _modelled(name: str, header: dict | None = None):
+    """One op with a work model (an aten::mm overload, by its name) launching one gemm of 10 us."""
+    dims = {"Input Dims": [[64, 128], [128, 256]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}
+    return [x(name, 0, 30, **dims), x("cudaLaunchKernel", 5, 4, cat="cuda_runtime", correlation=1),
+            x("gemm_bf16", 12, 10, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1)]
+
+
+def test_the_roofline_escapes_trace_and_peaks_file_text(tmp_path):
+    from opscope.analyses.peaks import Peaks
+    from opscope.compose.page import trace_page
+    from opscope.render.html import HtmlRenderer
+
+    hostile = '<img src=x onerror="alert(1)">{{7*7}}</script>'
+    name = f"aten::mm.{hostile}"  # an aten::mm overload: its model applies, its name is the trace's text
+    trace = open_trace(write_trace(tmp_path / "t.json", _modelled(name)))
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps(Peaks(hostile, {"bf16": 100.0}, 1000.0, hostile).to_json()))
+    model = trace_page(trace, "t.json", peaks=peaks)
+    chart = _section(model, "roofline").blocks[0]
+    _, points = _layers(chart)
+    assert [p["name"] for p in points] == [name]
+    page = HtmlRenderer().text(model)
+    body = page.split("<script>", 1)[0]
+    assert hostile not in page and "<img" not in body  # neither in the markup nor in the chart's data
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;{{7*7}}&lt;/script&gt;" in body  # the peaks note
+    spec = re.search(r'id="spec-roofline">(.*?)</script>', page, re.S)
+    assert spec is not None and name in spec.group(1).encode().decode("unicode_escape")
+
+
+def test_the_roofline_says_in_one_line_why_it_is_not_drawn(tmp_path):
+    from opscope.compose.page import trace_page
+    from opscope.render.html.page import ProseBlock
+
+    cases = {"none.json": (None, "No roofline: the trace names no device; give --peaks FILE"),
+             "unknown.json": ({"deviceProperties": [{"id": 0, "name": "Mystery Accelerator 9000"}]},
+                              "No roofline: device not recognised: 'Mystery Accelerator 9000'; give --peaks FILE"),
+             "unmodelled.json": ({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]},
+                                 "No roofline: no device work of an op with a work model")}
+    for file, (header, said) in cases.items():
+        events = _modelled("aten::foo") if file == "unmodelled.json" else _modelled("aten::mm")
+        trace = open_trace(write_trace(tmp_path / file, events, header))
+        blocks = _section(trace_page(trace, file), "roofline").blocks
+        assert len(blocks) == 1 and isinstance(blocks[0], ProseBlock) and blocks[0].tone == "empty", file
+        assert blocks[0].key == "no_roofline" and blocks[0].text.startswith(said), (file, blocks[0].text)
+        assert "\n" not in blocks[0].text

@@ -88,3 +88,6 @@ ExcludeOpt = Annotated[str | None, typer.Option("--exclude", help="Drop names ma
 StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only these steps, e.g. 3 or 2-4,7.")]
 #: the commands that write one file (report, export, graph): an existing one is replaced only when asked
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")]
+PeaksOpt = Annotated[Path | None, typer.Option(
+    "--peaks", metavar="FILE", help="The device's peaks from this file (opscope peaks --output FILE writes one) "
+                                    "instead of the table's for the device the trace names.")]

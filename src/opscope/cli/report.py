@@ -7,7 +7,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import announce, open_quietly, say, write_document
-from opscope.cli.options import CaptureOpt, ForceOpt, NoCacheOpt
+from opscope.cli.options import CaptureOpt, ForceOpt, NoCacheOpt, PeaksOpt
 from opscope.errors import UsageError
 from opscope.scale.discover import is_job_spec
 
@@ -25,7 +25,7 @@ def report(
     force: ForceOpt = False,
     ranks: Annotated[bool, typer.Option("--ranks", help="Two traces are two ranks of one job, not BASE and NEW.")]
     = False,
-    no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
+    peaks: PeaksOpt = None, no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
 ) -> None:
     """Write an HTML report: one file with every script, style and chart inside, that opens offline in any
     browser and can be mailed or attached to a bug.
@@ -33,9 +33,11 @@ def report(
     One trace: overview (wall time, a step-time chart with outliers marked, device busy/idle per step, CPU
     busy), GPU (per device and stream: compute/memcpy/memset/comm/idle, idle causes, concurrency, launches),
     ops and kernels (a module -> op -> kernel icicle; sortable tables with a filter box, input shapes and the
-    Python API), memory (allocated/reserved over time with the peak marked, what held it), advice (findings
-    with their evidence, estimates and changes). Every number comes from the function the matching command
-    uses (opscope summary, steps, gpu, ops, kernels, memory, advise), so the page and the CLI agree.
+    Python API), roofline (opscope roofline's ops on log-log axes under the device's roofs, and its table: where
+    the trace names a known device, or --peaks FILE gives its peaks), memory (allocated/reserved over time with
+    the peak marked, what held it), advice (findings with their evidence, estimates and changes). Every number
+    comes from the function the matching command uses (opscope summary, steps, gpu, ops, kernels, roofline,
+    memory, advise), so the page and the CLI agree.
 
     BASE NEW: the comparison opscope diff prints, with its headline as a chart. A job (a directory or glob of
     rank traces, three or more traces, or two with --ranks): opscope job's view, read rank by rank in parallel
@@ -53,10 +55,18 @@ def report(
     if not output.name.lower().endswith((".html", ".htm")):
         raise UsageError(f"{output}: give the report a .html name (-o report.html)")
     check_target(output, force)  # before minutes of analysis, not after
+    if peaks is not None:
+        from opscope.analyses.peaks import read_peaks_file
+
+        if len(traces) == 2 and not ranks:
+            raise UsageError("--peaks is for one trace's report (its roofline) or a job's; a comparison (BASE NEW) "
+                             "draws no roofline")
+
+        read_peaks_file(peaks)  # a bad peaks file is refused before the analysis too
     if len(traces) >= 3 or (len(traces) == 2 and ranks) or (len(traces) == 1 and is_job_spec(traces[0])):
-        page = _whole_job_page(traces, no_cache)
+        page = _whole_job_page(traces, no_cache, peaks)
     else:
-        page = _page(traces, ranks, no_cache)
+        page = _page(traces, ranks, no_cache, peaks)
     say("writing the report")
     size = write_document(writer, page, output, force)
     say(f"wrote {output} ({size / 1e6:.2f} MB); open it in a browser (it needs no network)")
@@ -64,14 +74,14 @@ def report(
         say(f"the report is over {SIZE_GOAL / 1e6:.0f} MB: some mail and bug trackers refuse files that big")
 
 
-def _page(traces: list[Path], ranks: bool, no_cache: bool):
+def _page(traces: list[Path], ranks: bool, no_cache: bool, peaks: Path | None):
     paths, run = _inputs(traces)
     if len(paths) == 2 and not ranks:
         return _diff_page(paths, no_cache)
-    return _trace_page(paths[0], run, no_cache)
+    return _trace_page(paths[0], run, no_cache, peaks)
 
 
-def _whole_job_page(traces: list[Path], no_cache: bool):
+def _whole_job_page(traces: list[Path], no_cache: bool, peaks: Path | None):
     """A job: the job view computed rank by rank in parallel (as opscope job), then the lowest rank's sections."""
     from opscope.analyses.job.report import job_report
     from opscope.analyses.recording import find_run_info
@@ -87,7 +97,7 @@ def _whole_job_page(traces: list[Path], no_cache: bool):
     path = Path(run.summaries[min(run.summaries)].path)
     trace = open_quietly(path, no_cache)
     announce(trace, path)
-    return job_view_page(report, run.view.rank_steps, (str(path), trace), find_run_info(path), _progress)
+    return job_view_page(report, run.view.rank_steps, (str(path), trace), find_run_info(path), _progress, peaks)
 
 
 def _inputs(traces: list[Path]) -> tuple[list[Path], Any]:
@@ -112,12 +122,12 @@ def _progress(what: str) -> None:
     say(f"analysing: {what}")
 
 
-def _trace_page(path: Path, run: Any, no_cache: bool):
+def _trace_page(path: Path, run: Any, no_cache: bool, peaks: Path | None):
     from opscope.compose.page import trace_page
 
     trace = open_quietly(path, no_cache)
     announce(trace, path)
-    return trace_page(trace, str(path), run, _progress)
+    return trace_page(trace, str(path), run, _progress, peaks)
 
 
 def _diff_page(paths: list[Path], no_cache: bool):

@@ -1,20 +1,16 @@
 """`opscope roofline`: each op's (or kernel's) distance from what the device can do."""
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import load, show
-from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, TraceArg
+from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, PeaksOpt, TraceArg
 
 ByOpt = Annotated[Literal["op", "kernel"], typer.Option(
     "--by", help="op: one row per op, shapes and dtype; kernel: one row per kernel (each taking its op's work in "
                  "proportion to its time).")]
-PeaksOpt = Annotated[Path | None, typer.Option(
-    "--peaks", metavar="FILE", help="The device's peaks from this file (opscope peaks --output FILE writes one) "
-                                    "instead of the table's for the device the trace names.")]
 
 
 @app.command()

@@ -6,6 +6,7 @@ lays out. Tables are the report functions' own Report sections (:mod:`.blocks`);
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opscope.render.html.page import Page
@@ -15,8 +16,9 @@ if TYPE_CHECKING:
 
 
 def trace_page(trace: Trace, source: str, run: dict | None = None,
-               progress: Callable[[str], None] | None = None) -> Page:
-    """One trace's report."""
+               progress: Callable[[str], None] | None = None, peaks: Path | None = None) -> Page:
+    """One trace's report (``peaks``: a peaks file for its roofline, as ``opscope roofline --peaks FILE``)."""
     from opscope.compose.page.trace import trace_sections
 
-    return Page(title=f"opscope report: {source}", sources=[source], sections=trace_sections(trace, run, progress))
+    return Page(title=f"opscope report: {source}", sources=[source],
+                sections=trace_sections(trace, run, progress, peaks))

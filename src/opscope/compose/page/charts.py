@@ -267,3 +267,42 @@ def rank_step_heatmap(rows: Sequence[dict], value_ns: str, title: str) -> dict[s
         tooltip=[alt.Tooltip("rank:O"), alt.Tooltip("step:O"), alt.Tooltip("shown:N", title=title)])
     ranks = len({r["rank"] for r in data})
     return _spec(chart.properties(height=max(80, min(900, 14 * ranks))))
+
+
+def roofline(rows: Sequence[dict], roofs: dict[str, tuple[float, float]], gbps: float,
+             time_title: str = "device time") -> dict[str, Any]:
+    """A log-log roofline: each row of ``opscope roofline``'s table (its ``intensity`` > 0 and ``achieved_tflops`` > 0)
+    a point at (intensity, achieved TFLOP/s), its area its device time, its colour its op family; and per dtype of
+    ``roofs`` (dtype -> (peak TFLOP/s, ridge FLOP/byte), :func:`opscope.analyses.roofline.intensity_roofs`) the roof:
+    ``gbps`` x intensity up to the ridge, the peak after it. ``time_title`` names the rows' time (a CPU trace's
+    roofline times the ops on the host)."""
+    alt = _alt()
+    points = [{"name": r["name"], "shapes": r["shapes"] or "-", "dtype": r["dtype"] or "-",
+               "family": r["family"] or "-", "calls": r["calls"], "intensity": r["intensity"],
+               "tflops": r["achieved_tflops"], "ms": ms(r["device_ns"]), "time": format_ns(r["device_ns"]),
+               "pct_of_roof": format_pct(r["pct_of_roof"]), "bound": r["bound"] or "-",
+               "achieved": f"{r['achieved_tflops']:.4g} TFLOP/s, {r['achieved_gbps']:.4g} GB/s",
+               "flop_per_byte": f"{r['intensity']:.4g}"} for r in rows]
+    xs = [p["intensity"] for p in points] + [ridge for _, ridge in roofs.values()]
+    lo, hi = min(xs) / 2, max(xs) * 2
+    lines = []
+    for dtype, (peak, ridge) in roofs.items():
+        label = f"{dtype}: {peak:g} TFLOP/s, {gbps:g} GB/s (ridge {ridge:.4g} FLOP/B)"
+        start = min(lo, ridge)
+        for order, (x, y) in enumerate(((start, gbps * start / 1e3), (ridge, peak), (max(hi, ridge), peak))):
+            lines.append({"roof": dtype, "order": order, "intensity": x, "tflops": y, "label": label})
+    x_axis = alt.X("intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)")
+    y_axis = alt.Y("tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s")
+    roof = alt.Chart(alt.Data(values=lines)).mark_line(color="#555", strokeWidth=1.5).encode(
+        x=x_axis, y=y_axis, detail="roof:N", order="order:Q",
+        strokeDash=alt.StrokeDash("roof:N", title="roof (dtype)"),
+        tooltip=[alt.Tooltip("label:N", title="roof")])
+    dots = alt.Chart(alt.Data(values=points)).mark_circle(opacity=0.75, stroke="#333", strokeWidth=0.5).encode(
+        x=x_axis, y=y_axis,
+        size=alt.Size("ms:Q", title=f"{time_title} (ms)", scale=alt.Scale(range=[20, 900])),
+        color=alt.Color("family:N", title="family", scale=alt.Scale(scheme="tableau10")),
+        tooltip=[alt.Tooltip("name:N"), alt.Tooltip("shapes:N"), alt.Tooltip("dtype:N"), alt.Tooltip("calls:Q"),
+                 alt.Tooltip("time:N", title=time_title), alt.Tooltip("achieved:N"),
+                 alt.Tooltip("flop_per_byte:N", title="FLOP/byte"), alt.Tooltip("pct_of_roof:N"),
+                 alt.Tooltip("bound:N")])
+    return _spec(alt.layer(roof, dots).resolve_scale(strokeDash="independent").properties(height=420))

@@ -4,6 +4,7 @@ each rank's delay and step time per step, then one rank's own sections."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opscope.compose.page import charts
@@ -19,10 +20,10 @@ if TYPE_CHECKING:
 
 
 def job_view_page(report: Report, rank_steps: pa.Table, first: tuple[str, Trace] | None, run: dict | None = None,
-                  progress: Callable[[str], None] | None = None) -> Page:
+                  progress: Callable[[str], None] | None = None, peaks: Path | None = None) -> Page:
     """A whole job (``opscope job``'s report and its rank x step table): the job overview, the ranks, a heat map of
     each rank's delay and step time per step, the slowest rank per step, why the stragglers are slow, the
-    collectives; then the sections of one rank's trace (``first``)."""
+    collectives; then the sections of one rank's trace (``first``; ``peaks``: a peaks file for its roofline)."""
     sections = [PageSection("job", "Job", _job_blocks(report, rank_steps), intro="opscope job")]
     names: list[str] = []
     notes = [*report.notes]
@@ -30,7 +31,7 @@ def job_view_page(report: Report, rank_steps: pa.Table, first: tuple[str, Trace]
         notes.insert(0, report.headline)
     if first is not None:
         name, trace = first
-        sections += trace_sections(trace, run, progress)
+        sections += trace_sections(trace, run, progress, peaks)
         names.append(name)
         notes.append(f"the sections after Job are about {name} (the lowest rank)")
     return Page(title=f"opscope report: {report.title or 'job'}", sources=names, sections=sections, notes=notes,

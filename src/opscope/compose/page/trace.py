@@ -1,15 +1,16 @@
 """The sections of one trace's report, each from the report function its command uses (``summary``, ``steps``,
-``gpu``, ``ops``, ``kernels``, ``memory``, ``advise``), so the page shows the same numbers the CLI prints.
+``gpu``, ``ops``, ``kernels``, ``roofline``, ``memory``, ``advise``), so the page shows the same numbers the CLI prints.
 
 A section with nothing to show (no steps, no device work, no memory records) says why in one line instead of
 drawing an empty chart. Each section is one module with one function ``AdviceContext -> PageSection``, listed in
-:data:`SECTIONS`.
+:data:`SECTIONS` (the roofline's also takes the ``--peaks FILE`` given to the report).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opscope.compose.page.advice import advice
@@ -17,10 +18,10 @@ from opscope.compose.page.gpu import gpu
 from opscope.compose.page.memory import memory
 from opscope.compose.page.ops import ops_and_kernels
 from opscope.compose.page.overview import overview
+from opscope.compose.page.roofline import roofline
 from opscope.render.html.page import PageSection
 
 if TYPE_CHECKING:
-    from opscope.advise.context import AdviceContext
     from opscope.model.trace import Trace
 
 
@@ -29,7 +30,7 @@ class SectionSpec:
     """One section of the page: its id (what the progress line says) and the function that builds it."""
 
     id: str
-    build: Callable[[AdviceContext], PageSection]
+    build: Callable[..., PageSection]  # (AdviceContext, **the page's options it takes) -> PageSection
 
 
 #: The sections in reading order.
@@ -37,6 +38,7 @@ SECTIONS = (
     SectionSpec("overview", overview),
     SectionSpec("gpu", gpu),
     SectionSpec("ops", ops_and_kernels),
+    SectionSpec("roofline", roofline),
     SectionSpec("memory", memory),
     SectionSpec("advice", advice),
 )
@@ -45,12 +47,13 @@ SECTIONS = (
 #: The order the sections are built in: the ones whose analyses leave the most behind (the GPU analysis, kept for
 #: the rest of the command) after those that need most while they run (ops, advice), so that the two never peak at
 #: once (BENCHMARKS.md, "Owned memory").
-BUILD_ORDER = ("ops", "advice", "memory", "overview", "gpu")
+BUILD_ORDER = ("ops", "roofline", "advice", "memory", "overview", "gpu")
 
 
 def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[str], None] | None = None,
-                   ) -> list[PageSection]:
-    """Every section of one trace's report, in reading order.
+                   peaks: Path | None = None) -> list[PageSection]:
+    """Every section of one trace's report, in reading order; ``peaks``: a peaks file for the roofline (as
+    ``opscope roofline --peaks FILE``), else the table's peaks for the device the trace names.
 
     One context for every section: the GPU analysis, step table and the like are computed once and the advice
     rules reuse them. The sections are built one after the other, in :data:`BUILD_ORDER`: on two threads a 1 GB
@@ -59,9 +62,10 @@ def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[st
 
     ctx = AdviceContext(trace, run=run)
     specs = {s.id: s for s in SECTIONS}
+    options: dict[str, dict] = {"roofline": {"peaks": peaks}}
     built = {}
     for name in BUILD_ORDER:
         if progress is not None:
             progress(name)
-        built[name] = specs[name].build(ctx)
+        built[name] = specs[name].build(ctx, **options.get(name, {}))
     return [built[s.id] for s in SECTIONS]
