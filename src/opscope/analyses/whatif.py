@@ -67,7 +67,7 @@ from opscope.analyses.depgraph import (
     frozen_view,
 )
 from opscope.analyses.idle import IDLE_CAUSES, cause_spans
-from opscope.analyses.intervals import covered_spans
+from opscope.analyses.intervals import covered_spans, merged_intervals
 from opscope.analyses.replay import AFTER, CHAIN, EXTRA, replay, step_times
 from opscope.errors import UsageError
 from opscope.model.buffers import true_positions, values_view
@@ -410,6 +410,11 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, HOST), pc.and_(
         pc.equal(kind, WAIT), pc.equal(extra, NONE)))))
     host_lo, host_hi = pc.take(start, host), pc.take(end, host)
+    # only the slices inside some idle time are looked at per cause
+    everywhere = _union_spans([part for by_cause in spans.values() for part in by_cause.values()])
+    anywhere = pc.greater(covered_spans(pa.array(everywhere[0], pa.int64()), pa.array(everywhere[1], pa.int64()),
+                                        host_lo, host_hi), 0)
+    host, host_lo, host_hi = pc.filter(host, anywhere), pc.filter(host_lo, anywhere), pc.filter(host_hi, anywhere)
     # each explained lag: device work's binding lag before its start, a wait's after its work ended
     is_device = pc.and_(pc.equal(kind, DEVICE), pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8())))
     is_wait = pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))
@@ -453,18 +458,16 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
 
 
 def _union_spans(parts: list[tuple[list[int], list[int]]]) -> tuple[list[int], list[int]]:
-    """The union of disjoint, time-ordered spans of several devices, disjoint and in time order."""
+    """The union of disjoint, time-ordered spans of several devices, disjoint and in time order (spans that touch
+    join)."""
     if len(parts) == 1:
         return parts[0]
-    starts: list[int] = []
-    ends: list[int] = []
-    for s, e in sorted((s, e) for part in parts for s, e in zip(*part)):
-        if ends and s <= ends[-1]:
-            ends[-1] = max(ends[-1], e)
-        else:
-            starts.append(s)
-            ends.append(e)
-    return starts, ends
+    starts = pa.array([t for part in parts for t in part[0]], pa.int64())
+    if not len(starts):
+        return [], []
+    ends = pa.array([t for part in parts for t in part[1]], pa.int64())
+    merged = merged_intervals(pa.array([0] * len(starts), pa.int64()), starts, ends)
+    return merged["start"].to_pylist(), merged["end"].to_pylist()
 
 
 def lags_cut(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> DepGraph:
