@@ -36,7 +36,8 @@ FORMULA_START = tuple("=+-@\t\r")
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("summary", "{file}"), ("ops", "{file}"), ("ops", "{file}", "--gpu"), ("kernels", "{file}"), ("steps", "{file}"),
     ("gpu", "{file}"), ("gpu", "{file}", "--idle"), ("memory", "{file}"), ("memory", "{file}", "--timeline", "50"),
-    ("scope", "{file}"), ("code", "{file}"), ("advise", "{file}"),
+    ("scope", "{file}"), ("code", "{file}"), ("advise", "{file}"), ("critical-path", "{file}"),
+    ("whatif", "{file}", "-c", "sync=0", "-c", "idle:host_wait=0"), ("roofline", "{file}"),
     ("query", "{file}", "SELECT kind, count(*) AS n, sum(dur_ns) AS total FROM events GROUP BY kind ORDER BY kind"),
     ("diff", "{good}", "{file}"), ("diff", "{file}", "{good}"),
 )
