@@ -5,8 +5,8 @@ without the region (``opscope whatif -c op:REGION=0``), and the same program rec
 
 Each round records the program with the region (``SLOW=1``) and without it (``SLOW=0``) with ``opscope record``
 (``--active`` profiled steps), predicts the second from the first, and prints the predicted and re-run median step
-times and their ratio; then the median of the ratios and their range. The region is host work in Python (or a sleep), the rest
-of the step a small model's forward and backward passes on one thread.
+times and their ratio; then the median of the ratios and their range. The region is host work in Python (or a
+sleep), the rest of the step a small model's forward and backward passes on one thread.
 """
 
 from __future__ import annotations
