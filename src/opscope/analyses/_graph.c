@@ -56,6 +56,19 @@ static inline int32_t add_node(Nodes *g, int8_t kind, int8_t category, int32_t r
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t excess(Nodes *g, int64_t lag) { return lag - g->cap > 0 ? lag - g->cap : 0; }
 
+/* _Builder.tie_after: an inferred edge after other's end, the node's other edges' lags kept (saved) to take it back
+ * should the inferred edges close a cycle; the caller sets its lag and the other edges' new lags. */
+static inline void tie_after(Nodes *g, int32_t node, int32_t other, int32_t *saved_node, int64_t *saved,
+                             Py_ssize_t *n_saved) {
+    saved_node[*n_saved] = node;
+    saved[4 * *n_saved] = g->chain_lag[node];
+    saved[4 * *n_saved + 1] = g->extra_lag[node];
+    saved[4 * *n_saved + 2] = g->unexplained[node];
+    saved[4 * *n_saved + 3] = g->on[node];
+    (*n_saved)++;
+    g->after[node] = other;
+}
+
 /* One host thread's sweep (_ThreadSweep): its events in order, a slice wherever one starts or ends, charged to the
  * innermost open event (none: the thread's gap category). */
 typedef struct {
@@ -437,13 +450,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k < nx; k++) {
         int32_t node = slice_first[x_row[k]], other = slice_last[x_src[k]];
         if (node < 0 || other < 0 || g.chain[node] != NONE || g.after[node] != NONE) continue;
-        saved_node[n_saved] = node;
-        saved[4 * n_saved] = g.chain_lag[node];
-        saved[4 * n_saved + 1] = g.extra_lag[node];
-        saved[4 * n_saved + 2] = g.unexplained[node];
-        saved[4 * n_saved + 3] = g.on[node];
-        n_saved++;
-        g.after[node] = other;
+        tie_after(&g, node, other, saved_node, saved, &n_saved);
         g.after_lag[node] = g.start[node] - g.end[other];
         g.chain_lag[node] = 0;
         g.unexplained[node] = excess(&g, g.after_lag[node]);
@@ -457,13 +464,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         int64_t bound = s - (g.on[node] == ON_EXTRA ? g.extra_lag[node] : g.chain_lag[node]);
         int binding = e >= bound;
         if (e > s) continue;
-        saved_node[n_saved] = node;
-        saved[4 * n_saved] = g.chain_lag[node];
-        saved[4 * n_saved + 1] = g.extra_lag[node];
-        saved[4 * n_saved + 2] = g.unexplained[node];
-        saved[4 * n_saved + 3] = g.on[node];
-        n_saved++;
-        g.after[node] = other;
+        tie_after(&g, node, other, saved_node, saved, &n_saved);
         if (binding) {
             g.after_lag[node] = s - e;
             g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
@@ -485,13 +486,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         while (k >= 0 && g.end[mine[k]] >= start - g.cap) {
             int32_t other = mine[k];
             if (g.lane[other] != g.lane[node] && g.start[other] < start) {
-                saved_node[n_saved] = node;
-                saved[4 * n_saved] = g.chain_lag[node];
-                saved[4 * n_saved + 1] = g.extra_lag[node];
-                saved[4 * n_saved + 2] = g.unexplained[node];
-                saved[4 * n_saved + 3] = g.on[node];
-                n_saved++;
-                g.after[node] = other;
+                tie_after(&g, node, other, saved_node, saved, &n_saved);
                 g.after_lag[node] = start - g.end[other];
                 g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
                 g.extra_lag[node] = min64(g.extra_lag[node], g.cap);

@@ -248,6 +248,13 @@ class _Builder:
                     ready.append(nxt)
         return order if len(order) == n or partial else None
 
+    def tie_after(self, node: int, other: int) -> None:
+        """An inferred edge after ``other``'s end, the node's other edges' lags kept to take it back
+        (:meth:`_drop_after`); the caller sets its lag and the other edges' new lags."""
+        self.before_after[node] = (self.chain_lag[node], self.extra_lag[node], self.unexplained[node],
+                                   self.unexplained_on[node])
+        self.after[node] = other
+
     def _drop_after(self, node: int) -> None:
         """Forget an inferred cross-stream edge: the node's other edges get back the lags they had."""
         self.after[node], self.after_lag[node] = NONE, 0
@@ -510,10 +517,9 @@ def _tie_handoffs(builder: _Builder, slices_of: dict[int, tuple[int, int]], pair
         node, other = slices_of.get(row, (NONE, NONE))[0], slices_of.get(source, (NONE, NONE))[1]
         if node == NONE or other == NONE or builder.chain[node] != NONE or builder.after[node] != NONE:
             continue
-        builder.before_after[node] = (builder.chain_lag[node], builder.extra_lag[node], builder.unexplained[node],
-                                      builder.unexplained_on[node])
+        builder.tie_after(node, other)
         lag = builder.start[node] - builder.end[other]
-        builder.after[node], builder.after_lag[node], builder.chain_lag[node] = other, lag, 0
+        builder.after_lag[node], builder.chain_lag[node] = lag, 0
         builder.unexplained[node], builder.unexplained_on[node] = max(lag - LATENCY_CAP_NS, 0), ON_AFTER
 
 
@@ -541,9 +547,7 @@ def _tie_recorded_waits(builder: _Builder, pairs: list[tuple[int, int]]) -> None
         binding = end >= bound
         if end > start:
             continue
-        builder.before_after[node] = (builder.chain_lag[node], builder.extra_lag[node], builder.unexplained[node],
-                                      builder.unexplained_on[node])
-        builder.after[node] = other
+        builder.tie_after(node, other)
         if binding:
             builder.after_lag[node] = start - end
             builder.chain_lag[node] = min(builder.chain_lag[node], LATENCY_CAP_NS)
@@ -569,9 +573,8 @@ def _tie_across_streams(builder: _Builder, by_device: dict[int | None, list[int]
             while k >= 0 and end_values[k] >= start - LATENCY_CAP_NS:
                 other = ends[k][1]
                 if builder.lane[other] != lane and builder.start[other] < start:
-                    builder.before_after[node] = (builder.chain_lag[node], builder.extra_lag[node],
-                                                  builder.unexplained[node], builder.unexplained_on[node])
-                    builder.after[node], builder.after_lag[node] = other, start - builder.end[other]
+                    builder.tie_after(node, other)
+                    builder.after_lag[node] = start - builder.end[other]
                     builder.chain_lag[node] = min(builder.chain_lag[node], LATENCY_CAP_NS)
                     builder.extra_lag[node] = min(builder.extra_lag[node], LATENCY_CAP_NS)
                     builder.unexplained[node] = 0

@@ -89,7 +89,7 @@ def attribution(trace: Trace) -> Attribution:
 def _host_attribution(events: pa.Table) -> Attribution:
     """A trace without device work (a CPU run): each modelled op that has no modelled op inside it stands for its
     own work, its inclusive time on the host being the work's time."""
-    ops = _rows_of(events, ("cpu_op",))
+    ops = pc.cast(rows_where(kind_mask(events, ("cpu_op",))), pa.int64())
     work = _work_of(events, ops)
     modelled = combined(work["row"])
     _, above = op_ancestors(events, combined(pc.take(events["parent"], modelled)), ("cpu_op",))
@@ -100,10 +100,6 @@ def _host_attribution(events: pa.Table) -> Attribution:
     leaves = combined(leaves)
     return Attribution(leaves, combined(pc.take(events["dur_ns"], leaves)), leaves, leaves, work, host=True,
                        host_total=total)
-
-
-def _rows_of(events: pa.Table, kinds: tuple[str, ...]) -> pa.Array:
-    return pc.cast(rows_where(kind_mask(events, kinds)), pa.int64())
 
 
 def _op_parent(events: pa.Table) -> pa.Array:
@@ -119,9 +115,8 @@ def _first_per_index(index: pa.Array, rows: pa.Array, n: int) -> pa.Array:
         return pa.nulls(n, pa.int64())
     pairs = pa.table({"index": index, "order": pa.array(range(len(index)), pa.int64())})
     first = pairs.group_by("index", use_threads=False).aggregate([("order", "min")])
-    out = pa.nulls(n, pa.int64())
     where = pc.index_in(pa.array(range(n), pa.int64()), value_set=first["index"])
-    return combined(pc.take(pc.take(rows, first["order_min"]), where)) if len(first) else out
+    return combined(pc.take(pc.take(rows, first["order_min"]), where))
 
 
 def _work_of(events: pa.Table, op_rows: pa.Array) -> pa.Table:

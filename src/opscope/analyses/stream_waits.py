@@ -21,7 +21,7 @@ import bisect
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import name_match, rows_where
+from opscope.analyses.arrays import combined, name_match, rows_where
 from opscope.analyses.event_args import args_by_id
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.model.memo import memoized
@@ -150,19 +150,15 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
 
 
 
-def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-
-
 def _ends(ev: pa.Table, rows: pa.Array) -> pa.Array:
     """Each row's end: its start plus its duration (none or negative: 0)."""
-    dur = pc.max_element_wise(pc.fill_null(_combined(pc.take(ev["dur_ns"], rows)), 0), 0)
-    return pc.add(_combined(pc.take(ev["ts_ns"], rows)), dur)
+    dur = pc.max_element_wise(pc.fill_null(combined(pc.take(ev["dur_ns"], rows)), 0), 0)
+    return pc.add(combined(pc.take(ev["ts_ns"], rows)), dur)
 
 
 def _keys(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Values as strings with null a value of its own (a key that groups and compares as Python's None does)."""
-    return pc.fill_null(pc.cast(_combined(values), pa.string()), "\x00none")
+    return pc.fill_null(pc.cast(combined(values), pa.string()), "\x00none")
 
 
 def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.Array, cap_ns: int,
@@ -172,13 +168,13 @@ def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.
     after both its launch ended and the work before it on its stream ended; in the order of (call start, launch
     end)."""
     n_calls, n_launches = len(calls), len(launch)
-    calls, work, launch = (_combined(pc.cast(a, pa.int64())) for a in (calls, work, launch))
+    calls, work, launch = (combined(pc.cast(a, pa.int64())) for a in (calls, work, launch))
     # calls and launches in one order (thread, start, a call before a launch at its instant, launches by end then
     # work): each call's next launch on its thread is the first launch after it there
     both = pa.table({
         "pid": pa.concat_arrays([_keys(pc.take(ev["pid"], calls)), _keys(pc.take(ev["pid"], launch))]),
         "tid": pa.concat_arrays([_keys(pc.take(ev["tid"], calls)), _keys(pc.take(ev["tid"], launch))]),
-        "ts": pa.concat_arrays([_combined(pc.take(ev["ts_ns"], calls)), _combined(pc.take(ev["ts_ns"], launch))]),
+        "ts": pa.concat_arrays([combined(pc.take(ev["ts_ns"], calls)), combined(pc.take(ev["ts_ns"], launch))]),
         "tag": pa.concat_arrays([pa.array([0] * n_calls, pa.int8()), pa.array([1] * n_launches, pa.int8())]),
         "end": pa.concat_arrays([pa.nulls(n_calls, pa.int64()), _ends(ev, launch)]),
         "work": pa.concat_arrays([pa.nulls(n_calls, pa.int64()), work]),
@@ -201,11 +197,11 @@ def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.
     last = matched.group_by(["work", "end"]).aggregate([("call", "max")])
     wait_of = last["work"]
     launch_end = last["end"]
-    called_at = _combined(pc.take(ev["ts_ns"], last["call_max"]))
+    called_at = combined(pc.take(ev["ts_ns"], last["call_max"]))
     before = _before_on_stream(ev, work)
     held_by = pc.max_element_wise(launch_end, pc.fill_null(pc.take(before, pc.index_in(wait_of, value_set=work)),
                                                            launch_end))
-    start = _combined(pc.take(ev["ts_ns"], wait_of))
+    start = combined(pc.take(ev["ts_ns"], wait_of))
     late = pc.greater(pc.subtract(start, held_by), cap_ns)
     rows = pa.table({"work": wait_of, "called": called_at, "end": launch_end, "held": held_by}).filter(late)
     rows = rows.sort_by([("called", "ascending"), ("end", "ascending"), ("work", "ascending")])
@@ -216,7 +212,7 @@ def _before_on_stream(ev: pa.Table, work: pa.Array) -> pa.Array:
     """Per work row (in ``work``'s order), the end of the work before it on its stream (by start, then row; null for
     the first)."""
     order = pa.table({"device": _keys(pc.take(ev["device"], work)), "stream": _keys(pc.take(ev["stream"], work)),
-                      "ts": _combined(pc.take(ev["ts_ns"], work)), "row": work,
+                      "ts": combined(pc.take(ev["ts_ns"], work)), "row": work,
                       "at": pa.array(range(len(work)), pa.int64())})
     order = order.sort_by([("device", "ascending"), ("stream", "ascending"), ("ts", "ascending"),
                            ("row", "ascending")])
@@ -224,7 +220,7 @@ def _before_on_stream(ev: pa.Table, work: pa.Array) -> pa.Array:
     same = pc.and_(pc.equal(order["device"].slice(1), order["device"].slice(0, len(work) - 1)),
                    pc.equal(order["stream"].slice(1), order["stream"].slice(0, len(work) - 1)))
     previous = pa.concat_arrays([pa.nulls(1, pa.int64()),
-                                 _combined(pc.if_else(same, ends.slice(0, len(work) - 1),
+                                 combined(pc.if_else(same, ends.slice(0, len(work) - 1),
                                                       pa.scalar(None, pa.int64())))])
     out = pc.take(previous, pc.sort_indices(order["at"]))
-    return _combined(out)
+    return combined(out)

@@ -25,15 +25,11 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, name_match, rows_where
 from opscope.analyses.links import device_links
 from opscope.analyses.names import framework_of
+from opscope.analyses.op_cases import case_rows_of, chain_mask
 from opscope.errors import UsageError
-from opscope.model.schema import LAUNCHING_OP_KINDS, kind_mask
+from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
-#: A framework op name: ``namespace::name`` (aten, c10d, vllm, quantized...); an optional ``.overload``.
-FRAMEWORK_OP = r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$"
-#: Framework-op-shaped names that are wrappers, not ops: autograd nodes and the profiler's own.
-_WRAPPER = re.compile(r"^(autograd|profiler|torch_compile|c10d_functional_wrapper)::")
-_MAX_CLIMB = 512
 #: At most this many distinct child ops and kernels are kept per case (the rest are counted).
 MAX_NAMES = 64
 
@@ -88,7 +84,7 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
     links = device_links(trace)
     gpu = len(links["device_row"]) > 0
     notes: list[str] = []
-    chain = _chain_mask(events)
+    chain = chain_mask(events)
     if gpu:
         rows, launching, case_rows, ns = _device_charges(events, links, chain, kernel, steps, notes)
         time_is = "device time"
@@ -125,32 +121,6 @@ def select_cases(trace: Trace, top: int = 5, op: str | None = None, kernel: str 
 
 
 # --- which op a time is charged to ------------------------------------------------------------------------
-
-def _chain_mask(events: pa.Table) -> pa.Array:
-    """Rows that are framework ops a case can climb through (cpu_op kind, or an op a graph capture recorded;
-    ``ns::name``, not a wrapper)."""
-    names = events["name"]
-    is_op = name_match(names, FRAMEWORK_OP, nulls=False)
-    wrapper = name_match(names, _WRAPPER.pattern, nulls=False)
-    return combined(pc.and_(combined(kind_mask(events, LAUNCHING_OP_KINDS)), pc.and_not(combined(is_op),
-                                                                                   combined(wrapper))))
-
-
-def case_rows_of(events: pa.Table, chain: pa.Array, rows: pa.Array) -> pa.Array:
-    """For op rows (null: none), the outermost op of the contiguous chain of framework ops above (itself
-    included); an op outside the chain (a TF op type, ``record_param_comms``) is its own case."""
-    parents = combined(events["parent"])
-    top = rows
-    current = pc.if_else(pc.fill_null(pc.take(chain, rows), False), rows, pa.scalar(None, pa.int64()))
-    for _ in range(_MAX_CLIMB):
-        current = pc.take(parents, current)
-        if current.null_count == len(current):
-            break
-        climb = pc.fill_null(pc.take(chain, current), False)
-        top = pc.if_else(climb, current, top)
-        current = pc.if_else(climb, current, pa.scalar(None, pa.int64()))
-    return combined(top)
-
 
 def _device_charges(events: pa.Table, links: dict, chain: pa.Array, kernel: str | None,
                     steps: Sequence[int] | None, notes: list[str]

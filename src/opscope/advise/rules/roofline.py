@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.advise.remedies import ROOFLINE, framework
-from opscope.analyses.arrays import combined, name_match
+from opscope.analyses.arrays import combined
+from opscope.analyses.op_cases import case_rows_of, chain_mask
 from opscope.analyses.roofline import DEVICE_KINDS, attribution, in_steps_mask, roofline_table
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
@@ -31,12 +32,6 @@ BELOW_PCT = 30.0
 TARGET_PCT = 50.0
 #: Evidence rows per finding.
 TOP = 8
-#: Op names a reproducer case climbs through (``ns::name``; opscope repro's own rule, in repro.cases: the case of an
-#: op is the outermost op of the chain of such ops above it, which is what ``opscope repro --op`` matches)...
-_FRAMEWORK_OP = r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$"
-#: ...but not wrappers: autograd nodes and the profiler's own.
-_WRAPPER = r"^(autograd|profiler|torch_compile|c10d_functional_wrapper)::"
-_MAX_CLIMB = 512
 #: Families of the work model whose math has faster forms on tensor/matrix cores.
 _MATH = ("matmul", "conv", "attention")
 
@@ -166,7 +161,7 @@ def _case_ops(ctx: AdviceContext, att: Any, flagged: list[dict[str, Any]]) -> di
     keep = pa.array([(n, s, d) in wanted for n, s, d in zip(names.to_pylist(), shapes.to_pylist(),
                                                              per["dtype"].to_pylist())], pa.bool_())
     ops = combined(pc.filter(per["op"], keep))
-    tops = _outermost_in_chain(events, ops)
+    tops = case_rows_of(events, chain_mask(events), ops)  # the op opscope repro makes a case of
     out: dict[str, dict[str, int]] = {}
     for name, top, ns in zip(pc.filter(names, keep).to_pylist(),
                              pc.take(events["name"], tops).cast(pa.string()).to_pylist(),
@@ -175,26 +170,6 @@ def _case_ops(ctx: AdviceContext, att: Any, flagged: list[dict[str, Any]]) -> di
         mine[top] = mine.get(top, 0) + ns
     return {name: [op for op, _ in sorted(tops_ns.items(), key=lambda kv: -kv[1])][:3]
             for name, tops_ns in out.items()}
-
-
-def _outermost_in_chain(events: pa.Table, rows: pa.Array) -> pa.Array:
-    """For op rows, the outermost op of the contiguous chain of framework ops above each (itself included); an op
-    outside the chain is its own case (opscope repro's rule)."""
-    names = events["name"]
-    chain = combined(pc.and_(combined(kind_mask(events, ("cpu_op", "captured_op"))),
-                             pc.and_not(combined(name_match(names, _FRAMEWORK_OP, nulls=False)),
-                                        combined(name_match(names, _WRAPPER, nulls=False)))))
-    parents = combined(events["parent"])
-    top = rows
-    current = pc.if_else(pc.fill_null(pc.take(chain, rows), False), rows, pa.scalar(None, pa.int64()))
-    for _ in range(_MAX_CLIMB):
-        current = pc.take(parents, current)
-        if current.null_count == len(current):
-            break
-        climb = pc.fill_null(pc.take(chain, current), False)
-        top = pc.if_else(climb, current, top)
-        current = pc.if_else(climb, current, pa.scalar(None, pa.int64()))
-    return combined(top)
 
 
 RULE = Rule(
