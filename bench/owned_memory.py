@@ -58,6 +58,9 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("memory", ["memory", "T", "-f", "json"]),
     ("advise", ["advise", "T", "-f", "json"]),
     ("diff", ["diff", "T", "C", "-f", "json"]),
+    ("critical-path", ["critical-path", "T", "-f", "json"]),
+    ("whatif", ["whatif", "T", "-c", "sync=0", "-f", "json"]),
+    ("roofline", ["roofline", "T", "-f", "json"]),
     ("report", ["report", "T", "-o", "H", "--force"]),
     # not a cached command: the first open (parse, complete, write the cache entry) into an empty cache directory
     ("first open", ["summary", "T", "-f", "json"]),
