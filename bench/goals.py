@@ -2,6 +2,7 @@
 
     python bench/goals.py open --base OTHER/src [--rounds 5]    # the cold open against gunzip + orjson.loads
     python bench/goals.py cached --base OTHER/src [--rounds 5]  # the first command after the cache write
+    python bench/goals.py cached --only advise,diff             # only these commands
 
 ``open``: each round runs the reference (``gzip`` + ``orjson.loads`` of the trace), then the first open
 (``opscope summary -f json`` into an empty cache directory) of each checkout, their order rotated round by round.
@@ -64,7 +65,8 @@ def cold_open(checkouts: dict[str, Path], trace: Path, rounds: int) -> dict[str,
     return times
 
 
-def cached(checkouts: dict[str, Path], trace: Path, rounds: int) -> dict[str, list[float]]:
+def cached(checkouts: dict[str, Path], trace: Path, rounds: int, only: list[str] | None = None,
+           ) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {}
     cache = tempfile.mkdtemp(prefix="opscope-goals-")
     copy = Path(cache) / f"copy-{trace.name}"
@@ -74,6 +76,8 @@ def cached(checkouts: dict[str, Path], trace: Path, rounds: int) -> dict[str, li
             for path in (trace, copy):
                 timed(*opscope(src, ["summary", str(path), "-f", "json"], cache))
         for name, args in COMMANDS.items():
+            if only and name not in only:
+                continue
             argv = [str(trace) if a == "T" else str(copy) if a == "C" else a for a in args] + ["-f", "json"]
             for i in range(rounds):
                 for label, src in rotated(list(checkouts.items()), i):
@@ -91,10 +95,13 @@ def main() -> None:
     parser.add_argument("--base", type=Path, help="the src of another checkout, timed alongside")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--only", help="with cached: the commands to time, comma-separated (e.g. advise,diff)")
     args = parser.parse_args()
     checkouts = {"this": HERE, **({"base": args.base} if args.base else {})}
-    run = cold_open if args.what == "open" else cached
-    times = run(checkouts, args.trace, args.rounds)
+    if args.what == "open":
+        times = cold_open(checkouts, args.trace, args.rounds)
+    else:
+        times = cached(checkouts, args.trace, args.rounds, args.only.split(",") if args.only else None)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.trace}, {args.rounds} rounds, load average "
           f"{os.getloadavg()[0]:.1f}")
     for case, values in times.items():

@@ -40,8 +40,11 @@ def everything(make, monkeypatch, native: bool) -> dict:
     monkeypatch.setenv("OPSCOPE_NATIVE", "1" if native else "0")
     trace = make()
     graph = depgraph._build(trace)
-    built_in_c = depgraph._build_in_c(trace, trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device",
-                                                          "stream", "correlation"]), graph.origin)
+    inputs = depgraph._inputs_for_c(trace, trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device",
+                                                         "stream", "correlation"]))
+    built_in_c = depgraph._build_in_c(inputs, depgraph._recorded_waits(trace, trace.select(["kind", "name"])),
+                                      depgraph.thread_handoffs(trace), trace.num_events,
+                                      graph.origin) if inputs is not None else None
     assert (built_in_c is not None) == native  # the C part ran where asked (and only there)
     rng = random.Random(len(graph))
     factor = [rng.choice([0.0, 0.5, 1.0, 1.5, 3.0]) for _ in range(len(graph))]

@@ -45,6 +45,7 @@ from opscope.model.buffers import c_enabled, values_view
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
+from opscope.threads import side_by_side, usable_cores
 
 try:
     from opscope.analyses import _graph  # type: ignore[attr-defined]
@@ -172,14 +173,22 @@ def native_graph():
 def _build(trace: Trace) -> DepGraph:
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream", "correlation"])
     origin = pc.min(ev["ts_ns"]).as_py() if ev.num_rows else 0
-    graph = _build_in_c(trace, ev, origin)
+
+    def the_rest() -> tuple[list[list[int]], _InputsForC | None]:
+        return thread_handoffs(trace), _inputs_for_c(trace, ev)
+
+    if native_graph() is not None and usable_cores() > 1:  # the search for waits (the longest part) beside the rest
+        waits_found, (handoffs, inputs) = side_by_side(lambda: _recorded_waits(trace, ev), the_rest, "opscope-graph")
+    else:
+        waits_found, (handoffs, inputs) = _recorded_waits(trace, ev), the_rest()
+    graph = _build_in_c(inputs, waits_found, handoffs, ev.num_rows, origin) if inputs is not None else None
     if graph is not None:
         return graph
     builder = _Builder(origin)
     slices_of, waits = _host_slices(trace, ev, builder)
     by_device = _device_nodes(trace, ev, builder, slices_of)
-    _tie_handoffs(builder, slices_of, thread_handoffs(trace))
-    _tie_recorded_waits(builder, _recorded_waits(trace, ev))
+    _tie_handoffs(builder, slices_of, handoffs)
+    _tie_recorded_waits(builder, waits_found)
     _tie_across_streams(builder, by_device)
     _tie_waits(builder, {slices_of[row][1]: device for row, device in waits.items() if row in slices_of}, by_device)
     return builder.ordered()
@@ -622,10 +631,32 @@ _CODE = {name: i for i, name in enumerate(CATEGORIES)}
 _INHERITS = -1  # an annotation's slice: input pipeline inside input-pipeline work, else the thread's gap category
 
 
-def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
-    """The graph :func:`_build`'s definition gives, built by ``_graph.build`` from the event columns as arrays (the
-    same inputs: the host events per thread, the device work in start order with its launch, the waiting calls);
-    None where the C part is not built or declines, or times are missing (the definition then runs)."""
+@dataclass(frozen=True)
+class _InputsForC:
+    """The event columns ``_graph.build`` takes, as arrays, but for the edges searched for (waits, hand-offs)."""
+
+    host: pa.Array
+    host_lane: pa.Array
+    host_lanes: list[str]
+    host_code: pa.Array
+    lane_gap: pa.Array
+    device: pa.Array
+    device_lane: pa.Array
+    device_lanes: list[str]
+    device_group: pa.Array
+    groups: int
+    device_category: pa.Array
+    launch: pa.Array
+    wait_rows: pa.Array
+    wait_group: pa.Array
+    ts_ns: pa.ChunkedArray
+    dur_ns: pa.ChunkedArray
+
+
+def _inputs_for_c(trace: Trace, ev: pa.Table) -> _InputsForC | None:
+    """The inputs of the C build (the same as :func:`_build`'s definition reads: the host events per thread, the
+    device work in start order with its launch, the waiting calls); None where the C part is not built or times are
+    missing (the definition then runs)."""
     native = native_graph()
     if native is None or not ev.num_rows or ev["ts_ns"].null_count or ev["dur_ns"].null_count:
         return None
@@ -664,13 +695,22 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
     w_group = pc.take(pa.array([g + 1 for g, v in enumerate(group_values) if v is not None] or [0], pa.int64()),
                       pc.index_in(wait_devices, value_set=known))
 
-    recorded = _recorded_waits(trace, ev)
-    r_wait, r_waited = (pc.index_in(pa.array([pair[k] for pair in recorded], pa.int64()), value_set=device)
+    return _InputsForC(host, h_lane, host_lanes, combined(code), lane_gap, device, d_lane, device_lanes, d_group,
+                       len(group_values), combined(d_cat), launch, wait_rows, w_group, ev["ts_ns"], ev["dur_ns"])
+
+
+def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: list[list[int]], n_rows: int,
+                origin: int) -> DepGraph | None:
+    """The graph :func:`_build`'s definition gives, built by ``_graph.build`` from its inputs as arrays and the
+    edges searched for; None where the C part declines (the definition then runs)."""
+    native = native_graph()
+    if native is None:
+        return None
+    x = inputs
+    r_wait, r_waited = (pc.index_in(pa.array([pair[k] for pair in waits], pa.int64()), value_set=x.device)
                         for k in (0, 1))
     keep = pc.and_(pc.is_valid(r_wait), pc.is_valid(r_waited))
     r_wait, r_waited = pc.filter(r_wait, keep), pc.filter(r_waited, keep)
-
-    handoffs = thread_handoffs(trace)
     x_row, x_src = (pa.array([pair[k] for pair in handoffs], pa.int64()) for k in (0, 1))
 
     def q(values: pa.Array | pa.ChunkedArray, fill: int | None = None) -> memoryview:
@@ -678,13 +718,13 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
         return values_view(pc.fill_null(values, fill) if fill is not None else values, "q")
 
     out = native.build(
-        q(host), q(h_lane), q(pc.take(ev["ts_ns"], host)), q(pc.take(ev["dur_ns"], host)),
-        values_view(combined(code), "b"), values_view(lane_gap, "b"),
-        q(device), q(pc.add(d_lane, len(host_lanes))), q(pc.add(d_group, 1)),
-        values_view(combined(d_cat), "b"),
-        q(pc.take(ev["ts_ns"], device)), q(pc.take(ev["dur_ns"], device)), q(launch, NONE),
-        q(wait_rows), q(w_group, NONE), q(r_wait), q(r_waited), q(x_row), q(x_src),
-        ev.num_rows, len(host_lanes) + len(device_lanes), len(group_values) + 1, origin, LATENCY_CAP_NS)
+        q(x.host), q(x.host_lane), q(pc.take(x.ts_ns, x.host)), q(pc.take(x.dur_ns, x.host)),
+        values_view(x.host_code, "b"), values_view(x.lane_gap, "b"),
+        q(x.device), q(pc.add(x.device_lane, len(x.host_lanes))), q(pc.add(x.device_group, 1)),
+        values_view(x.device_category, "b"),
+        q(pc.take(x.ts_ns, x.device)), q(pc.take(x.dur_ns, x.device)), q(x.launch, NONE),
+        q(x.wait_rows), q(x.wait_group, NONE), q(r_wait), q(r_waited), q(x_row), q(x_src),
+        n_rows, len(x.host_lanes) + len(x.device_lanes), x.groups + 1, origin, LATENCY_CAP_NS)
     if out is None:
         return None
     (kind, category, unexplained_on, row, lane, chain, extra, after, dur, chain_lag, extra_lag, after_lag,
@@ -692,12 +732,12 @@ def _build_in_c(trace: Trace, ev: pa.Table, origin: int) -> DepGraph | None:
     view = frozen_view
     nodes, first = view(thread_nodes, "i"), view(thread_first, "q")
     return DepGraph(kind=view(kind, "b"), category=Labels(CATEGORIES, view(category, "b")), row=view(row, "i"),
-                    lane=Labels(host_lanes + device_lanes, view(lane, "i")), dur=view(dur, "q"),
+                    lane=Labels(x.host_lanes + x.device_lanes, view(lane, "i")), dur=view(dur, "q"),
                     chain=view(chain, "i"), chain_lag=view(chain_lag, "q"), extra=view(extra, "i"),
                     extra_lag=view(extra_lag, "q"), after=view(after, "i"), after_lag=view(after_lag, "q"),
                     unexplained=view(unexplained, "q"), unexplained_on=view(unexplained_on, "b"),
                     start=view(start, "q"), end=view(end, "q"), origin=origin,
-                    threads={name: nodes[first[k]:first[k + 1]] for k, name in enumerate(host_lanes)})
+                    threads={name: nodes[first[k]:first[k + 1]] for k, name in enumerate(x.host_lanes)})
 
 
 def _codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
@@ -707,7 +747,8 @@ def _codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
     arr = combined(values)
     if not pa.types.is_dictionary(arr.type):
         arr = pc.dictionary_encode(arr)
-    return pc.fill_null(pc.cast(arr.indices, pa.int64()), -1), arr.dictionary.to_pylist()
+    codes = pc.cast(arr.indices, pa.int64())
+    return pc.fill_null(codes, -1) if codes.null_count else codes, arr.dictionary.to_pylist()
 
 
 def _lane_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, sep: str) -> tuple[pa.Array, list[str]]:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, int64_values, name_match
 from opscope.analyses.depgraph import DEVICE, NONE, STEP_MARK, DepGraph, dependency_graph
 from opscope.analyses.idle import cause_spans
-from opscope.analyses.intervals import covered_within
+from opscope.analyses.intervals import covered_spans, merged_intervals
 from opscope.model.buffers import true_positions
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
@@ -240,16 +240,12 @@ def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, 
             waits.filter(pc.is_null(waits["device"]))
         if not mine.num_rows:
             continue
-        merged: tuple[list[int], list[int]] = ([], [])
-        for lo, hi in sorted(zip(mine["lo"].to_pylist(), mine["hi"].to_pylist())):  # two streams' waits count once
-            if merged[1] and lo <= merged[1][-1]:
-                merged[1][-1] = max(merged[1][-1], hi)
-            else:
-                merged[0].append(lo)
-                merged[1].append(hi)
+        # two streams' waits count once
+        merged = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), mine.num_rows), combined(mine["lo"]),
+                                  combined(mine["hi"]))
         found = out.setdefault(device, {})
         for cause, (starts, ends) in by_cause.items():
-            ns = sum(covered_within(*merged, list(zip(starts, ends))))
+            ns = pc.sum(covered_spans(merged["start"], merged["end"], starts, ends)).as_py()
             if ns:
                 found[cause] = ns
     return out

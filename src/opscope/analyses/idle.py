@@ -175,36 +175,42 @@ def _swept(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -
     return pa.table({"cause": cause, "t": combined(points["t"]), "seg": seg}).filter(active[_GAP])
 
 
-def cause_spans(analysis: GpuAnalysis) -> dict[int, dict[str, tuple[list[int], list[int]]]]:
+def cause_spans(analysis: GpuAnalysis) -> dict[int, dict[str, tuple[pa.Array, pa.Array]]]:
     """Per device and cause, the stretches of idle time :func:`idle_causes` puts down to that cause, as disjoint
-    (starts, ends) in time order: where a cause's idle time is, not only how much (the what-if's ``idle:CAUSE``
-    and the gap causes need the instants). Causes with no time are left out. Computed once per trace and gap
-    length (the trace's memo)."""
+    (starts, ends) int64 arrays in time order: where a cause's idle time is, not only how much (the what-if's
+    ``idle:CAUSE`` and the gap causes need the instants). Causes with no time are left out. Computed once per trace
+    and gap length (the trace's memo)."""
     return _cause_spans_of(analysis.trace, analysis.short_gap_ns, analysis)
 
 
 @memoized(ignore=("analysis",))
 def _cause_spans_of(trace: Trace, short_gap_ns: int, analysis: GpuAnalysis,
-                    ) -> dict[int, dict[str, tuple[list[int], list[int]]]]:
-    out: dict[int, dict[str, tuple[list[int], list[int]]]] = {}
+                    ) -> dict[int, dict[str, tuple[pa.Array, pa.Array]]]:
+    out: dict[int, dict[str, tuple[pa.Array, pa.Array]]] = {}
     if analysis.work.table.num_rows == 0:
         return out
     for dev, covers, launches_known in _device_covers(analysis):
         if len(covers[_GAP][0]) == 0:
             continue
         idle = _swept(covers, launches_known)
-        mine: dict[str, tuple[list[int], list[int]]] = {}
-        for code, t, seg in zip(*(idle[c].to_pylist() for c in ("cause", "t", "seg"))):
-            if seg <= 0:
-                continue
-            starts, ends = mine.setdefault(IDLE_CAUSES[code], ([], []))
-            if ends and ends[-1] == t:  # stretches that touch: one span
-                ends[-1] = t + seg
-            else:
-                starts.append(t)
-                ends.append(t + seg)
+        idle = idle.filter(pc.greater(idle["seg"], 0))
+        cause = combined(idle["cause"])
+        mine: dict[str, tuple[pa.Array, pa.Array]] = {}
+        for code in pc.unique(cause).to_pylist():  # in the order each cause first holds
+            stretch = idle.filter(pc.equal(cause, code))
+            mine[IDLE_CAUSES[code]] = _joined(combined(stretch["t"]), combined(pc.add(stretch["t"], stretch["seg"])))
         out[dev] = mine
     return out
+
+
+def _joined(starts: pa.Array, ends: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Disjoint stretches in time order with those that touch (one's end the next one's start) made one span."""
+    n = len(starts)
+    if n < 2:
+        return starts, ends
+    opens = pa.concat_arrays([pa.array([True]), pc.not_equal(starts.slice(1), ends.slice(0, n - 1))])
+    closes = pa.concat_arrays([opens.slice(1), pa.array([True])])
+    return pc.filter(starts, opens), pc.filter(ends, closes)
 
 
 def _attribute_by_measure(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> dict[int, int] | None:

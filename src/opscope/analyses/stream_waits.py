@@ -17,13 +17,16 @@ call, ended last before it started.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, name_match, rows_where
+from opscope.analyses.arrays import combined, int64_values, name_match, rows_where
 from opscope.analyses.event_args import args_by_id
 from opscope.analyses.links import LINKED_KINDS, device_links
+from opscope.model.buffers import true_positions
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -37,7 +40,7 @@ WAIT_CALL = r"^(cuda|hip)StreamWaitEvent"
 def stream_waits(trace: Trace) -> list[tuple[int, int]]:
     """(row of the device work that waited, row of the work it waited for), one pair per wait record whose two ends
     the trace has, in the records' order."""
-    ev = trace.select(["kind", "name", "ts_ns", "device", "stream", "correlation"])
+    ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "device", "stream", "correlation"])
     records = rows_where(pc.and_(kind_mask(ev, ("sync",)), name_match(ev["name"], WAIT_RECORD)))
     if not len(records):
         return []
@@ -54,8 +57,8 @@ def stream_waits(trace: Trace) -> list[tuple[int, int]]:
         recorded_at, wait_at = call_ts.get(record_id), call_ts.get(correlation)
         if recorded_at is None or wait_at is None:
             continue
-        waited = _last_launched_before(queues.get((device, wait_on)), recorded_at)
-        waiting = _first_launched_from(queues.get((device, stream)), wait_at)
+        waited = queues.last_before((device, wait_on), recorded_at)
+        waiting = queues.first_from((device, stream), wait_at)
         if waited is not None and waiting is not None:
             pairs.append((waiting, waited))
     return pairs
@@ -67,37 +70,77 @@ def _runtime_starts(ev: pa.Table) -> dict[int, int]:
     return dict(zip(runtime["correlation"].to_pylist(), runtime["ts_ns"].to_pylist()))
 
 
-def _launch_queues(trace: Trace, ev: pa.Table) -> dict[tuple[int | None, int | None], tuple[list[int], list[int]]]:
-    """Per (device, stream): the start of each launch call and the device row it launched, in launch order."""
+@dataclass(frozen=True)
+class _Queues:
+    """The launched device work per (device, stream), in launch order: flat columns sorted by (device, stream,
+    launch start, row) with each stream's slice of them; ``reach`` is the running maximum of the ends along each
+    stream and ``reach_row`` the row whose end it is (the earliest on a tie)."""
+
+    slices: dict[tuple[int | None, int | None], tuple[int, int]]
+    launched_at: Sequence[int]
+    rows: Sequence[int]
+    reach: Sequence[int]
+    reach_row: Sequence[int]
+
+    def last_before(self, key: tuple[int | None, int | None], instant: int) -> int | None:
+        """The row of the work on ``key``'s stream launched last before ``instant``."""
+        lo, hi = self.slices.get(key, (0, 0))
+        k = bisect.bisect_left(self.launched_at, instant, lo, hi) - 1
+        return self.rows[k] if k >= lo else None
+
+    def first_from(self, key: tuple[int | None, int | None], instant: int) -> int | None:
+        """The row of the work on ``key``'s stream launched first at or after ``instant``."""
+        lo, hi = self.slices.get(key, (0, 0))
+        k = bisect.bisect_left(self.launched_at, instant, lo, hi)
+        return self.rows[k] if k < hi else None
+
+
+def _launch_queues(trace: Trace, ev: pa.Table) -> _Queues:
+    """Per (device, stream): the start of each launch call and the device row it launched, in launch order, with the
+    running maximum of their ends."""
     links = device_links(trace)
     launched = pc.is_valid(links["launch_row"])
     rows = pc.filter(links["device_row"], launched)
     kinds_ok = pc.take(kind_mask(ev, LINKED_KINDS), rows)
-    rows = pc.filter(rows, kinds_ok)
-    launch_ts = pc.take(ev["ts_ns"], pc.filter(pc.filter(links["launch_row"], launched), kinds_ok)).to_pylist()
-    queues: dict[tuple[int | None, int | None], list[tuple[int, int]]] = {}
-    for row, device, stream, ts in zip(rows.to_pylist(), pc.take(ev["device"], rows).to_pylist(),
-                                       pc.take(ev["stream"], rows).to_pylist(), launch_ts):
-        queues.setdefault((device, stream), []).append((ts, row))
-    out = {}
-    for key, items in queues.items():
-        items.sort()
-        out[key] = ([ts for ts, _ in items], [row for _, row in items])
-    return out
+    rows = combined(pc.cast(pc.filter(rows, kinds_ok), pa.int64()))
+    table = pa.table({
+        "device_key": _keys(pc.take(ev["device"], rows)), "stream_key": _keys(pc.take(ev["stream"], rows)),
+        "at": combined(pc.take(ev["ts_ns"], pc.filter(pc.filter(links["launch_row"], launched), kinds_ok))),
+        "row": rows, "position": pa.array(range(len(rows)), pa.int64()),
+    }).sort_by([("device_key", "ascending"), ("stream_key", "ascending"), ("at", "ascending"), ("row", "ascending")])
+    n = table.num_rows
+    if not n:
+        return _Queues({}, [], [], [], [])
+    device_key, stream_key = combined(table["device_key"]), combined(table["stream_key"])
+    opens = pa.concat_arrays([pa.array([True]), pc.or_(pc.not_equal(device_key.slice(1), device_key.slice(0, n - 1)),
+                                                        pc.not_equal(stream_key.slice(1), stream_key.slice(0, n - 1)))])
+    firsts = true_positions(opens)
+    bounds = [*int64_values(firsts), n]
+    row = combined(table["row"])
+    first_rows = pc.take(row, firsts)
+    keys = zip(pc.take(ev["device"], first_rows).to_pylist(), pc.take(ev["stream"], first_rows).to_pylist())
+    position = combined(table["position"])
+    # the streams in the order they first occur among the links (which one a tie between two goes to)
+    first_seen = [pc.min(position.slice(bounds[i], bounds[i + 1] - bounds[i])).as_py() for i in range(len(firsts))]
+    slices = {key: (bounds[i], bounds[i + 1]) for i, key in sorted(enumerate(keys), key=lambda k: first_seen[k[0]])}
+    group = pc.subtract(pc.cumulative_sum(pc.cast(opens, pa.int64())), 1)
+    reach, reach_row = _running_reach(_ends(ev, row), group, row)
+    return _Queues(slices, int64_values(table["at"]), int64_values(row), reach, reach_row)
 
 
-def _last_launched_before(queue: tuple[list[int], list[int]] | None, instant: int) -> int | None:
-    if queue is None:
-        return None
-    k = bisect.bisect_left(queue[0], instant) - 1
-    return queue[1][k] if k >= 0 else None
-
-
-def _first_launched_from(queue: tuple[list[int], list[int]] | None, instant: int) -> int | None:
-    if queue is None:
-        return None
-    k = bisect.bisect_left(queue[0], instant)
-    return queue[1][k] if k < len(queue[1]) else None
+def _running_reach(ends: pa.Array, group: pa.Array, rows: pa.Array) -> tuple[Sequence[int], Sequence[int]]:
+    """Along each group (numbered 0, 1, ... in order), the running maximum of ``ends`` and the row where it was
+    reached (the earliest on a tie). Each group's ends are shifted past the previous group's, so that one running
+    maximum serves all."""
+    base = pc.min(ends).as_py()
+    span = pc.max(ends).as_py() - base + 1
+    shifted = pc.add_checked(pc.subtract_checked(ends, base), pc.multiply_checked(group, span))
+    top = pc.cumulative_max(shifted)
+    n = len(ends)
+    raised = pa.concat_arrays([pa.array([True]), pc.greater(shifted.slice(1), top.slice(0, n - 1))])
+    where = pc.fill_null_forward(pc.if_else(raised, rows, pa.scalar(None, pa.int64())))
+    reach = pc.add(pc.subtract(top, pc.multiply(group, span)), base)
+    return int64_values(reach), int64_values(where)
 
 
 @memoized(keep=True)  # kept in the cache entry: the next command on the trace does not search again
@@ -119,31 +162,20 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
     if not late:
         return []
     queues = _launch_queues(trace, ev)
-    devices = {device for device, _ in queues}
-    reach: dict[tuple, tuple[list[int], list[int]]] = {}  # per stream, in launch order: the running maximum end, where
-    for key, (_, rows) in queues.items():
-        ends, last, top, at = [], [], -1, -1
-        for i, end in enumerate(_ends(ev, pa.array(rows, pa.int64())).to_pylist() if key[0] in devices else []):
-            if end > top:
-                top, at = end, i
-            ends.append(top)
-            last.append(at)
-        reach[key] = (ends, last)
     waiting_rows = pa.array([row for row, _, _ in late], pa.int64())
     facts = zip(*(pc.take(ev[c], waiting_rows).to_pylist() for c in ("ts_ns", "device", "stream")))
     pairs = []
     for (waiting, called_at, held_by), (start, device, stream) in zip(late, facts):
         best, best_end = None, held_by
-        for (dev, other), (launched_at, rows) in queues.items():
+        for (dev, other), (lo, hi) in queues.slices.items():
             if dev != device or other == stream:
                 continue
             # the event was recorded before the call, when is not known: of the work launched before the call, the
             # last to end no later than the start (ends grow along a stream: a bisect on their running maximum)
-            ends, last = reach[(dev, other)]
-            k = bisect.bisect_left(launched_at, called_at)
-            j = bisect.bisect_right(ends, start, 0, k) - 1
-            if j >= 0 and ends[j] > best_end:
-                best, best_end = rows[last[j]], ends[j]
+            k = bisect.bisect_left(queues.launched_at, called_at, lo, hi)
+            j = bisect.bisect_right(queues.reach, start, lo, k) - 1
+            if j >= lo and queues.reach[j] > best_end:
+                best, best_end = queues.reach_row[j], queues.reach[j]
         if best is not None:
             pairs.append([waiting, best])
     return pairs

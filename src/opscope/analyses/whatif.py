@@ -395,79 +395,86 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     spans = cause_spans(gpu_analysis(trace)) if len(graph) else {}
     if not spans:
         return IdleParts(own, lag)
-    kind, row = _column(graph.kind, pa.int8()), _column(graph.row, pa.int32())
+    kind, extra = _column(graph.kind, pa.int8()), _column(graph.extra, pa.int32())
     start, end, dur = (_column(v, pa.int64()) for v in (graph.start, graph.end, graph.dur))
-    extra = _column(graph.extra, pa.int32())
     bound = _column(replay(graph).bound_by, pa.int8())
     device_of = combined(trace.select(["device"])["device"])
+    # only the nodes whose host time or explained lag lies inside some idle time are looked at per cause
+    everywhere = _union_spans([part for by_cause in spans.values() for part in by_cause.values()])
 
-    def device_at(rows: pa.Array) -> pa.Array:
-        """The device of each node's event (null for a gap)."""
-        valid = pc.not_equal(rows, NONE)
-        return pc.if_else(valid, pc.take(device_of, pc.if_else(valid, rows, 0)), pa.scalar(None, device_of.type))
+    def inside_idle(nodes: pa.Array, lo: pa.Array, hi: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+        somewhere = pc.greater(covered_spans(*everywhere, lo, hi), 0)
+        return pc.filter(nodes, somewhere), pc.filter(lo, somewhere), pc.filter(hi, somewhere)
 
     # each node's own time that is the host's
     host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, HOST), pc.and_(
         pc.equal(kind, WAIT), pc.equal(extra, NONE)))))
-    host_lo, host_hi = pc.take(start, host), pc.take(end, host)
-    # only the slices inside some idle time are looked at per cause
-    everywhere = _union_spans([part for by_cause in spans.values() for part in by_cause.values()])
-    anywhere = pc.greater(covered_spans(pa.array(everywhere[0], pa.int64()), pa.array(everywhere[1], pa.int64()),
-                                        host_lo, host_hi), 0)
-    host, host_lo, host_hi = pc.filter(host, anywhere), pc.filter(host_lo, anywhere), pc.filter(host_hi, anywhere)
+    host, host_lo, host_hi = inside_idle(host, pc.take(start, host), pc.take(end, host))
     # each explained lag: device work's binding lag before its start, a wait's after its work ended
-    is_device = pc.and_(pc.equal(kind, DEVICE), pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8())))
-    is_wait = pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))
-    value = _column(graph.chain_lag, pa.int64())
-    value = pc.if_else(pc.equal(bound, EXTRA), _column(graph.extra_lag, pa.int64()), value)
-    value = pc.if_else(pc.equal(bound, AFTER), _column(graph.after_lag, pa.int64()), value)
-    edge = pc.if_else(pc.equal(bound, EXTRA), ON_EXTRA, pc.if_else(pc.equal(bound, AFTER), ON_AFTER, ON_CHAIN))
-    unexplained = pc.if_else(pc.equal(pc.cast(edge, pa.int8()), _column(graph.unexplained_on, pa.int8())),
-                             _column(graph.unexplained, pa.int64()), 0)
+    candidates = true_positions(pc.or_(
+        pc.and_(pc.equal(kind, DEVICE), pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8()))),
+        pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))))
+    c_bound = pc.take(bound, candidates)
+    is_wait = pc.equal(pc.take(kind, candidates), WAIT)
+    value = pc.take(_column(graph.chain_lag, pa.int64()), candidates)
+    value = pc.if_else(pc.equal(c_bound, EXTRA), pc.take(_column(graph.extra_lag, pa.int64()), candidates), value)
+    value = pc.if_else(pc.equal(c_bound, AFTER), pc.take(_column(graph.after_lag, pa.int64()), candidates), value)
+    edge = pc.if_else(pc.equal(c_bound, EXTRA), ON_EXTRA, pc.if_else(pc.equal(c_bound, AFTER), ON_AFTER, ON_CHAIN))
+    unexplained = pc.if_else(pc.equal(pc.cast(edge, pa.int8()),
+                                      pc.take(_column(graph.unexplained_on, pa.int8()), candidates)),
+                             pc.take(_column(graph.unexplained, pa.int64()), candidates), 0)
     explained = pc.subtract(value, pc.min_element_wise(unexplained, pc.max_element_wise(value, 0)))
-    at = pc.if_else(is_wait, end, start)
-    lagged = true_positions(pc.and_(pc.or_(is_device, is_wait), pc.greater(explained, 0)))
-    lag_lo = pc.subtract(pc.take(at, lagged), pc.take(value, lagged))
-    lag_hi = pc.add(lag_lo, pc.take(explained, lagged))
+    has_lag = pc.greater(explained, 0)
+    at = pc.if_else(is_wait, pc.take(end, candidates), pc.take(start, candidates))
+    lag_lo = pc.filter(pc.subtract(at, value), has_lag)
+    lag_hi = pc.add(lag_lo, pc.filter(explained, has_lag))
+    lagged = pc.filter(candidates, has_lag)
+    is_wait, lag_bound = pc.filter(is_wait, has_lag), pc.filter(c_bound, has_lag)
+    somewhere = pc.greater(covered_spans(*everywhere, lag_lo, lag_hi), 0)
+    lagged, lag_lo, lag_hi = (pc.filter(a, somewhere) for a in (lagged, lag_lo, lag_hi))
+    is_wait, lag_bound = pc.filter(is_wait, somewhere), pc.filter(lag_bound, somewhere)
+    # the device the lag lies on: a wait's, the device of the work it waited for
     waited = pc.take(extra, lagged)
-    lag_device = pc.if_else(pc.take(is_wait, lagged),
-                            device_at(pc.take(row, pc.if_else(pc.equal(waited, NONE), 0, waited))),
-                            device_at(pc.take(row, lagged)))
-    lag_bound = pc.take(bound, lagged)
+    on_node = pc.if_else(is_wait, pc.if_else(pc.equal(waited, NONE), 0, waited), lagged)
+    rows = pc.take(_column(graph.row, pa.int32()), on_node)
+    valid = pc.not_equal(rows, NONE)
+    lag_device = pc.if_else(valid, pc.take(device_of, pc.if_else(valid, rows, 0)), pa.scalar(None, device_of.type))
+    by_device = {}
+    for d in spans:
+        on_device = pc.fill_null(pc.equal(lag_device, d), False) if d is not None else pc.is_null(lag_device)
+        by_device[d] = (pc.filter(lagged, on_device), pc.filter(lag_lo, on_device), pc.filter(lag_hi, on_device),
+                        pc.filter(lag_bound, on_device))
     for cause in IDLE_CAUSES:
         per_device = {d: by_cause[cause] for d, by_cause in spans.items() if cause in by_cause}
         if not per_device:
             continue
-        starts, ends = _union_spans(list(per_device.values()))
-        covered = covered_spans(pa.array(starts, pa.int64()), pa.array(ends, pa.int64()), host_lo, host_hi)
-        inside = pc.greater(covered, 0)
-        own[cause] = pa.table({"node": pc.cast(pc.filter(host, inside), pa.int64()),
-                               "ns": pc.filter(covered, inside)}, schema=NODE_NS)
+        covered = covered_spans(*_union_spans(list(per_device.values())), host_lo, host_hi)
+        hit = pc.greater(covered, 0)
+        own[cause] = pa.table({"node": pc.cast(pc.filter(host, hit), pa.int64()), "ns": pc.filter(covered, hit)},
+                              schema=NODE_NS)
         mine = []
         for d, (s, e) in per_device.items():
-            on_device = pc.fill_null(pc.equal(lag_device, d), False) if d is not None else pc.is_null(lag_device)
-            ns = covered_spans(pa.array(s, pa.int64()), pa.array(e, pa.int64()), pc.filter(lag_lo, on_device),
-                               pc.filter(lag_hi, on_device))
+            nodes, lo, hi, edges = by_device[d]
+            ns = covered_spans(s, e, lo, hi)
             hit = pc.greater(ns, 0)
-            mine.append(pa.table({"node": pc.cast(pc.filter(pc.filter(lagged, on_device), hit), pa.int64()),
-                                  "edge": pc.filter(pc.filter(lag_bound, on_device), hit),
+            mine.append(pa.table({"node": pc.cast(pc.filter(nodes, hit), pa.int64()), "edge": pc.filter(edges, hit),
                                   "ns": pc.filter(ns, hit)}, schema=NODE_EDGE_NS))
         # a node's lag lies on one device: the devices' rows do not repeat a node
         lag[cause] = pa.concat_tables(mine) if mine else NODE_EDGE_NS.empty_table()
     return IdleParts(own, lag)
 
 
-def _union_spans(parts: list[tuple[list[int], list[int]]]) -> tuple[list[int], list[int]]:
+def _union_spans(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
     """The union of disjoint, time-ordered spans of several devices, disjoint and in time order (spans that touch
     join)."""
     if len(parts) == 1:
         return parts[0]
-    starts = pa.array([t for part in parts for t in part[0]], pa.int64())
+    starts = pa.concat_arrays([combined(part[0]) for part in parts]) if parts else pa.array([], pa.int64())
     if not len(starts):
-        return [], []
-    ends = pa.array([t for part in parts for t in part[1]], pa.int64())
-    merged = merged_intervals(pa.array([0] * len(starts), pa.int64()), starts, ends)
-    return merged["start"].to_pylist(), merged["end"].to_pylist()
+        return starts, starts
+    ends = pa.concat_arrays([combined(part[1]) for part in parts])
+    merged = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), len(starts)), starts, ends)
+    return combined(merged["start"]), combined(merged["end"])
 
 
 def lags_cut(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> DepGraph:
