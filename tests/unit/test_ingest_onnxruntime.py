@@ -26,10 +26,14 @@ def ort_event(cat: str, name: str, ts: int, dur: int, args: dict | None = None, 
             f'"name" :"{name}","args" : {{{body}}}}}')
 
 
-def node_args(op: str, shapes: list, dtype: str = "float", index: int = 0) -> dict:
-    its = "[" + ",".join(f'{{"{dtype}":{json.dumps(s, separators=(",", ":"))}}}' for s in shapes) + "]"
-    return {"op_name": op, "provider": "CPUExecutionProvider", "node_index": str(index), "input_type_shape": its,
-            "output_type_shape": '[{"float":[1]}]', "output_size": "4"}
+def _type_shapes(shapes: list, dtype: str) -> str:
+    return "[" + ",".join(f'{{"{dtype}":{json.dumps(s, separators=(",", ":"))}}}' for s in shapes) + "]"
+
+
+def node_args(op: str, shapes: list, dtype: str = "float", index: int = 0, outputs: list | None = None) -> dict:
+    return {"op_name": op, "provider": "CPUExecutionProvider", "node_index": str(index),
+            "input_type_shape": _type_shapes(shapes, dtype), "output_type_shape": _type_shapes(outputs or [[1]], dtype),
+            "output_size": "4"}
 
 
 def write_profile(path: Path, events: list[str]) -> Path:
@@ -44,7 +48,7 @@ def two_runs() -> list[str]:
         ev += [ort_event("Session", "model_run", start, 100), ort_event("Session", "SequentialExecutor::Execute",
                                                                          start + 2, 95)]
         ev.append(ort_event("Node", "conv_kernel_time", start + 10, 30 + run,
-                            node_args("Conv", [[8, 3, 4, 4], [2, 3, 3, 3]], index=0)))
+                            node_args("Conv", [[8, 3, 4, 4], [2, 3, 3, 3]], index=0, outputs=[[8, 2, 2, 2]])))
         ev.append(ort_event("Node", "fc_kernel_time", start + 50, 20 + run, node_args("Gemm", [[8, 2]], index=1)))
     return ev
 
@@ -79,6 +83,7 @@ def test_nodes_are_ops_by_type_with_node_shapes_and_steps(tmp_path):
     assert ops["dur_ns"].to_pylist() == [30_000, 20_000, 31_000, 21_000]
     assert ops["shapes"].to_pylist()[:2] == ["[[8,3,4,4],[2,3,3,3]]", "[[8,2]]"]
     assert ops["dtypes"].to_pylist()[:2] == ['["float","float"]', '["float"]']
+    assert ops["output_shapes"].to_pylist()[:2] == ["[[8,2,2,2]]", "[[1]]"]  # output_type_shape's shapes
     args = dict(zip(trace.args["event_id"].to_pylist(), trace.args["args"].to_pylist()))
     first = json.loads(args[ops["event_id"][0].as_py()])
     assert first["node"] == "conv" and first["op_name"] == "Conv" and first["node_index"] == "0"
