@@ -248,3 +248,24 @@ def test_older_gpu_profiles_write_kernels_before_their_node(tmp_path):
     problems = {w["problem"]: w["count"] for w in trace.warnings}
     assert problems["GPU Kernel events not beside a node event of their op type (not linked to a node)"] == 1
     assert problems["GPU Kernel events: ORT does not record the device ordinal (put on device 0)"] == 2
+
+
+def test_hostile_shape_records_are_read_and_give_no_work(tmp_path):
+    """Output (and input) type-shape records that are not ORT's form are kept as text or left out; the roofline has
+    no model for them, and no exception anywhere."""
+    from opscope.analyses.roofline import roofline_table
+
+    good = node_args("Conv", [[1, 4, 6, 6], [4, 4, 3, 3]], outputs=[[1, 4, 4, 4]])
+    bad_outputs = ["text", '{"float":[1,4,4,4]}', '[{"float":"x"}]', '[{"float":[-1,4,4,4]}]', "[" * 50 + "]" * 50,
+                   '[{"float":[1,4,4,4],"int64":[1]}]', '[{"float":[1,4,4,' + "9" * 400 + "]}]", "[]", "null"]
+    events = [ort_event("Session", "model_run", 0, 1000),
+              ort_event("Node", "good_kernel_time", 1, 10, good)]
+    for i, out in enumerate(bad_outputs):
+        events.append(ort_event("Node", f"n{i}_kernel_time", 20 + 20 * i, 10, {**good, "output_type_shape": out}))
+    events.append(ort_event("Node", "in_kernel_time", 900, 10, {**good, "input_type_shape": '[{"float":[1,4]},7]'}))
+    trace = open_trace(write_profile(tmp_path / "p.json", events), use_cache=False)
+    ops = trace.events.filter(pc.equal(trace.events["kind"].cast("string"), "cpu_op"))
+    assert ops.num_rows == len(bad_outputs) + 2
+    table, _ = roofline_table(trace, None)
+    # only the good node's record resolves: 2*1*4*4*3*3*4*4 per call (the valid records with its shapes join it)
+    assert table["flops"].to_pylist() == [2 * 4 * 4 * 9 * 16] and table["calls"].to_pylist() == [1]
