@@ -26,10 +26,14 @@ def ort_event(cat: str, name: str, ts: int, dur: int, args: dict | None = None, 
             f'"name" :"{name}","args" : {{{body}}}}}')
 
 
-def node_args(op: str, shapes: list, dtype: str = "float", index: int = 0) -> dict:
-    its = "[" + ",".join(f'{{"{dtype}":{json.dumps(s, separators=(",", ":"))}}}' for s in shapes) + "]"
-    return {"op_name": op, "provider": "CPUExecutionProvider", "node_index": str(index), "input_type_shape": its,
-            "output_type_shape": '[{"float":[1]}]', "output_size": "4"}
+def _type_shapes(shapes: list, dtype: str) -> str:
+    return "[" + ",".join(f'{{"{dtype}":{json.dumps(s, separators=(",", ":"))}}}' for s in shapes) + "]"
+
+
+def node_args(op: str, shapes: list, dtype: str = "float", index: int = 0, outputs: list | None = None) -> dict:
+    return {"op_name": op, "provider": "CPUExecutionProvider", "node_index": str(index),
+            "input_type_shape": _type_shapes(shapes, dtype), "output_type_shape": _type_shapes(outputs or [[1]], dtype),
+            "output_size": "4"}
 
 
 def write_profile(path: Path, events: list[str]) -> Path:
@@ -44,7 +48,7 @@ def two_runs() -> list[str]:
         ev += [ort_event("Session", "model_run", start, 100), ort_event("Session", "SequentialExecutor::Execute",
                                                                          start + 2, 95)]
         ev.append(ort_event("Node", "conv_kernel_time", start + 10, 30 + run,
-                            node_args("Conv", [[8, 3, 4, 4], [2, 3, 3, 3]], index=0)))
+                            node_args("Conv", [[8, 3, 4, 4], [2, 3, 3, 3]], index=0, outputs=[[8, 2, 2, 2]])))
         ev.append(ort_event("Node", "fc_kernel_time", start + 50, 20 + run, node_args("Gemm", [[8, 2]], index=1)))
     return ev
 
@@ -79,6 +83,7 @@ def test_nodes_are_ops_by_type_with_node_shapes_and_steps(tmp_path):
     assert ops["dur_ns"].to_pylist() == [30_000, 20_000, 31_000, 21_000]
     assert ops["shapes"].to_pylist()[:2] == ["[[8,3,4,4],[2,3,3,3]]", "[[8,2]]"]
     assert ops["dtypes"].to_pylist()[:2] == ['["float","float"]', '["float"]']
+    assert ops["output_shapes"].to_pylist()[:2] == ["[[8,2,2,2]]", "[[1]]"]  # output_type_shape's shapes
     args = dict(zip(trace.args["event_id"].to_pylist(), trace.args["args"].to_pylist()))
     first = json.loads(args[ops["event_id"][0].as_py()])
     assert first["node"] == "conv" and first["op_name"] == "Conv" and first["node_index"] == "0"
@@ -243,3 +248,24 @@ def test_older_gpu_profiles_write_kernels_before_their_node(tmp_path):
     problems = {w["problem"]: w["count"] for w in trace.warnings}
     assert problems["GPU Kernel events not beside a node event of their op type (not linked to a node)"] == 1
     assert problems["GPU Kernel events: ORT does not record the device ordinal (put on device 0)"] == 2
+
+
+def test_hostile_shape_records_are_read_and_give_no_work(tmp_path):
+    """Output (and input) type-shape records that are not ORT's form are kept as text or left out; the roofline has
+    no model for them, and no exception anywhere."""
+    from opscope.analyses.roofline import roofline_table
+
+    good = node_args("Conv", [[1, 4, 6, 6], [4, 4, 3, 3]], outputs=[[1, 4, 4, 4]])
+    bad_outputs = ["text", '{"float":[1,4,4,4]}', '[{"float":"x"}]', '[{"float":[-1,4,4,4]}]', "[" * 50 + "]" * 50,
+                   '[{"float":[1,4,4,4],"int64":[1]}]', '[{"float":[1,4,4,' + "9" * 400 + "]}]", "[]", "null"]
+    events = [ort_event("Session", "model_run", 0, 1000),
+              ort_event("Node", "good_kernel_time", 1, 10, good)]
+    for i, out in enumerate(bad_outputs):
+        events.append(ort_event("Node", f"n{i}_kernel_time", 20 + 20 * i, 10, {**good, "output_type_shape": out}))
+    events.append(ort_event("Node", "in_kernel_time", 900, 10, {**good, "input_type_shape": '[{"float":[1,4]},7]'}))
+    trace = open_trace(write_profile(tmp_path / "p.json", events), use_cache=False)
+    ops = trace.events.filter(pc.equal(trace.events["kind"].cast("string"), "cpu_op"))
+    assert ops.num_rows == len(bad_outputs) + 2
+    table, _ = roofline_table(trace, None)
+    # only the good node's record resolves: 2*1*4*4*3*3*4*4 per call (the valid records with its shapes join it)
+    assert table["flops"].to_pylist() == [2 * 4 * 4 * 9 * 16] and table["calls"].to_pylist() == [1]

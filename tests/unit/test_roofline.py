@@ -128,3 +128,25 @@ def test_a_cpu_trace_and_its_depthwise_convolutions_below_the_dense_ones():
     depthwise, dense = (total / ns for total, ns in weighted.values())
     assert weighted["depthwise"][1] and weighted["dense"][1]
     assert depthwise < dense
+
+
+def test_an_onnx_runtime_cpu_run_in_host_mode():
+    """ORT's nodes as ops with their outputs' shapes, no device work: Conv and a Gemm whose B ORT prepacked (left out
+    of its record) hold their own time; Flatten (no model) is counted and named."""
+    trace = make_trace([
+        row("user_annotation", "model_run", 0, 100),
+        row("cpu_op", "Conv", 10, 50, shapes="[[8,3,112,112],[32,3,3,3]]", dtypes='["float","float"]',
+            output_shapes="[[8,32,56,56]]"),
+        row("cpu_op", "Flatten", 60, 10, shapes="[[8,32,1,1]]", dtypes='["float"]', output_shapes="[[8,32]]"),
+        row("cpu_op", "Gemm", 70, 10, shapes="[[8,32],[10]]", dtypes='["float","float"]', output_shapes="[[8,10]]"),
+    ])
+    table, notes = roofline_table(trace, None)
+    rows = {r["name"]: r for r in table.to_pylist()}
+    assert set(rows) == {"Conv", "Gemm"}
+    # Conv: stride 2 read off the output: 2*8*32*3*3*3*56*56; its 50 us of host time
+    assert (rows["Conv"]["flops"], rows["Conv"]["device_ns"]) == (2 * 8 * 32 * 3 * 3 * 3 * 56 * 56, 50_000)
+    assert rows["Gemm"]["flops"] == 2 * 8 * 10 * 32  # M 8, K 32, N 10 (from Y)
+    # (50 + 10) of the outermost ops' 70 us: 85.7%; Flatten's 10 us: 14.3%
+    assert "they hold 85.7% of the outermost ops' time" in notes[0] and "70,000 ns" in notes[0]
+    assert notes[1] == "no model for (outermost ops without a modelled op in them): Flatten 14.3%"
+    assert len(notes) == 2

@@ -115,7 +115,8 @@ def test_einsum_only_with_its_equation() -> None:
 def test_onnx_gemm_resolves_the_transpose_from_shapes() -> None:
     w = _work("Gemm", [[8, 64], [10, 64], [10]], ["float", "float", "float"])  # transB: K = 64, N = 10
     assert w == Work(2 * 8 * 10 * 64, (8 * 64 + 10 * 64 + 10 + 8 * 10) * 4, "fp32", "matmul")
-    # ONNX Runtime leaves a prepacked weight out of the record: no B, no model
+    # ONNX Runtime leaves a prepacked weight out of the record: without the output's shape, no B, no model (with
+    # it, see test_onnx_gemm_with_its_weight_prepacked)
     assert _work("Gemm", [[8, 64], [10]], ["float", "float"]) is None
     # [4,5] x [5,4] also reads as transA+transB ([5,4] x [4,5]): two different products, no model
     assert _work("MatMul", [[4, 5], [5, 4]], ["float", "float"]) is None
@@ -329,6 +330,194 @@ def test_copies() -> None:
     assert _work("aten::cat", [[[1, 559, 32], [1, 559, 32]], []], ["TensorList", "Scalar"], ["", "-1"]) is None
 
 
+# --- ONNX ops as ONNX Runtime records them: no attributes, the outputs' shapes ------------------------------------
+
+def _ort(name: str, shapes: list, outputs: list | None, dtype: str = "float") -> Work | None:
+    """An ORT record: every input a tensor of ``dtype`` (``input_type_shape``), the outputs' shapes."""
+    return op_work(name, json.dumps(shapes), json.dumps([dtype] * len(shapes)),
+                   None, json.dumps(outputs) if outputs is not None else None)
+
+
+def test_onnx_depthwise_conv_from_its_output_shape() -> None:
+    w = _ort("Conv", [[1, 32, 112, 112], [32, 1, 3, 3]], [[1, 32, 112, 112]])
+    # group = C / W[1] = 32 / 1 = 32 (depthwise), C/group = 1
+    # flops = 2*N*M*(C/group)*kh*kw*H_out*W_out = 2*1*32*1*3*3*112*112 = 7,225,344
+    # bytes = (X 1*32*112*112 + W 32*1*3*3 + Y 1*32*112*112) * 4
+    assert w == Work(2 * 1 * 32 * 112 * 112 * 1 * 3 * 3, (401_408 + 288 + 401_408) * 4, "fp32", "conv")
+
+
+def test_onnx_strided_conv_takes_its_output_size_from_the_record() -> None:
+    w = _ort("Conv", [[8, 3, 112, 112], [32, 3, 3, 3]], [[8, 32, 56, 56]])  # stride 2, pads 1: not recorded
+    # group = 3 / 3 = 1; flops 2*8*32*3*3*3*56*56 = 43,352,064
+    # bytes (X 8*3*112*112 + W 32*3*3*3 + Y 8*32*56*56) * 4
+    assert w == Work(43_352_064, (301_056 + 864 + 802_816) * 4, "fp32", "conv")
+
+
+def test_onnx_grouped_conv_with_bias_and_fused_conv() -> None:
+    w = _ort("Conv", [[2, 16, 10, 10], [8, 4, 3, 3], [8]], [[2, 8, 8, 8]])
+    # group = 16 / 4 = 4 (and 8 output channels divide into 4 groups); flops 2*2*8*4*3*3*8*8 = 73,728
+    # bytes (X 2*16*100 + W 8*4*9 + B 8 + Y 2*8*64) * 4
+    assert w == Work(73_728, (3200 + 288 + 8 + 1024) * 4, "fp32", "conv")
+    fused = _ort("FusedConv", [[1, 8, 4, 4], [8, 8, 1, 1], [8], [1, 8, 4, 4]], [[1, 8, 4, 4]])
+    # flops 2*1*8*8*1*1*4*4 = 2048 (activation and bias not counted); bytes (X 128 + W 64 + B 8 + Z 128 + Y 128) * 4
+    assert fused == Work(2048, (128 + 64 + 8 + 128 + 128) * 4, "fp32", "conv")
+    half = _ort("Conv", [[1, 4, 6, 6], [4, 4, 3, 3]], [[1, 4, 4, 4]], "float16")
+    assert half == Work(2 * 4 * 4 * 9 * 16, (144 + 144 + 64) * 2, "fp16", "conv")
+
+
+def test_onnx_conv_transpose() -> None:
+    w = _ort("ConvTranspose", [[2, 16, 8, 8], [16, 8, 4, 4]], [[2, 8, 16, 16]])
+    # W [C=16, M/group=8, 4, 4], Y has M = 8: group = 8 / 8 = 1
+    # flops 2*N*C*(M/group)*kh*kw*H_in*W_in = 2*2*16*8*4*4*8*8 = 524,288 (as aten::conv_transpose2d's)
+    # bytes (X 2*16*64 + W 16*8*16 + Y 2*8*256) * 4
+    assert w == Work(524_288, (2048 + 2048 + 4096) * 4, "fp32", "conv")
+    grouped = _ort("ConvTranspose", [[1, 4, 5, 5], [4, 2, 3, 3]], [[1, 4, 7, 7]])
+    # group = M / W[1] = 4 / 2 = 2; flops 2*1*4*2*3*3*5*5 = 3600; bytes (100 + 72 + 196) * 4
+    assert grouped == Work(3600, (100 + 72 + 196) * 4, "fp32", "conv")
+
+
+def test_onnx_conv_without_or_against_its_output_is_no_model() -> None:
+    x, wt = [8, 3, 112, 112], [32, 3, 3, 3]
+    assert _ort("Conv", [x, wt], None) is None                       # no output shape: stride/pads unknown
+    assert _ort("Conv", [x, wt], [[8, 16, 56, 56]]) is None          # 16 output channels against W's 32
+    assert _ort("Conv", [x, wt], [[4, 32, 56, 56]]) is None          # another batch
+    assert _ort("Conv", [x, [32, 2, 3, 3]], [[8, 32, 56, 56]]) is None  # C = 3 is not a multiple of W[1] = 2
+    assert _ort("Conv", [x, [31, 1, 3, 3]], [[8, 31, 56, 56]]) is None  # group 3 does not divide 31 channels
+    assert _ort("Conv", [x, [32]], [[8, 32, 56, 56]]) is None          # a weight ORT left out (the bias in its place)
+    assert _ort("ConvTranspose", [[1, 4, 5, 5], [4, 2, 3, 3]], [[1, 3, 7, 7]]) is None  # 3 outputs: not W[1]*group
+
+
+def test_onnx_gemm_with_its_weight_prepacked() -> None:
+    """ORT leaves a prepacked B out of input_type_shape: the record of Gemm(A, B, C) is [A, C] and Y [M, N]."""
+    w = _ort("Gemm", [[8, 64], [10]], [[8, 10]])
+    # A [M=8, K=64], Y [8, N=10], [10] cannot be B ([64,10] or [10,64]): it is the bias C, B read as K*N
+    # flops 2*8*10*64 = 10,240; bytes (A 8*64 + B 64*10 + C 10 + Y 8*10) * 4
+    assert w == Work(10_240, (512 + 640 + 10 + 80) * 4, "fp32", "matmul")
+    assert _ort("Gemm", [[8, 64], [10]], None) is None  # without Y: N and B unknown, no model
+    bare = _ort("Gemm", [[64, 8]], [[8, 10]])  # transA: A [K=64, M=8], no C
+    assert bare == Work(10_240, (512 + 640 + 80) * 4, "fp32", "matmul")
+    whole = _ort("Gemm", [[8, 64], [10, 64], [10]], [[8, 10]])  # B given, transB
+    assert whole == Work(10_240, (512 + 640 + 10 + 80) * 4, "fp32", "matmul")
+    # [8,8] then [8,10]: B [K=8, N=10] and no C, or C [8,10] with B packed: other bytes, so no model
+    assert _ort("Gemm", [[8, 8], [8, 10]], [[8, 10]]) is None
+    assert _ort("Gemm", [[8, 64], [10, 64], [10]], [[8, 11]]) is None  # Y against the operands
+    assert _ort("Gemm", [[8, 64], [12]], [[8, 10]]) is None  # [12] neither B nor a bias of [8, 10]
+
+
+def test_onnx_matmul_resolved_by_its_output() -> None:
+    w = _ort("MatMul", [[4, 5], [5, 4]], [[4, 4]])
+    # without Y [4,5]x[5,4] also reads as [5,4]x[4,5]; Y [4,4] says K = 5: 2*4*4*5 = 160; bytes (20 + 20 + 16) * 4
+    assert w == Work(160, (20 + 20 + 16) * 4, "fp32", "matmul")
+    packed = _ort("MatMul", [[2, 5, 64]], [[2, 5, 32]])  # B prepacked: the 2-D [K=64, N=32]
+    # flops 2*batch*M*N*K = 2*2*5*32*64 = 40,960; bytes (A 2*5*64 + B 64*32 + Y 2*5*32) * 4
+    assert packed == Work(40_960, (640 + 2048 + 320) * 4, "fp32", "matmul")
+    assert _ort("MatMul", [[2, 5, 64]], [[2, 6, 32]]) is None  # M disagrees
+    assert _ort("MatMul", [[4, 5], [5, 4]], [[5, 6]]) is None  # no reading gives [5, 6]
+
+
+def test_onnx_pools() -> None:
+    n_in, n_out = 8 * 64 * 56 * 56, 8 * 64 * 28 * 28  # 1,605,632 and 401,408
+    mp = _ort("MaxPool", [[8, 64, 56, 56]], [[8, 64, 28, 28]])
+    # a compare per window element; no kernel_shape recorded: X's elements (2x2 stride 2 windows tile X)
+    # bytes (X + Y) * 4
+    assert mp == Work(n_in, (n_in + n_out) * 4, "fp32", "reduction")
+    with_indices = _ort("MaxPool", [[8, 64, 56, 56]], [[8, 64, 28, 28], [8, 64, 28, 28]])
+    assert with_indices == Work(n_in, (n_in + n_out) * 4 + n_out * 8, "fp32", "reduction")  # int64 indices
+    ap = _ort("AveragePool", [[1, 3, 8, 8]], [[1, 3, 4, 4]])
+    assert ap == Work(192, (192 + 48) * 4, "fp32", "reduction")
+    gap = _ort("GlobalAveragePool", [[8, 64, 28, 28]], [[8, 64, 1, 1]])
+    # an add per element of each 28x28 window: 8*64*28*28 = 401,408; bytes (X 401,408 + Y 8*64) * 4
+    assert gap == Work(401_408, (401_408 + 512) * 4, "fp32", "reduction")
+    assert _ort("GlobalAveragePool", [[8, 64, 28, 28]], None) == gap  # Y is [N, C, 1, 1] by definition
+    assert _ort("GlobalMaxPool", [[2, 3, 5]], [[2, 3, 1]]) == Work(30, (30 + 6) * 4, "fp32", "reduction")
+    assert _ort("MaxPool", [[8, 64, 56, 56]], None) is None            # Y unknown
+    assert _ort("MaxPool", [[8, 64, 56, 56]], [[8, 32, 28, 28]]) is None  # channels changed
+    assert _ort("GlobalAveragePool", [[8, 64, 28, 28]], [[8, 64, 2, 2]]) is None
+    assert _ort("MaxPool", [[8, 64]], [[8, 64]]) is None                 # no spatial dims
+
+
+def test_onnx_batch_normalization() -> None:
+    x, p = [8, 32, 56, 56], [32]
+    n = 8 * 32 * 56 * 56  # 802,816
+    infer = _ort("BatchNormalization", [x, p, p, p, p], [x])
+    # inference: (x - mean) * rstd * scale + bias = 4 per element; bytes (X + Y + scale, bias, mean, var) * 4
+    assert infer == Work(4 * n, (2 * n + 4 * 32) * 4, "fp32", "norm")
+    assert _ort("BatchNormalization", [x, p, p, p, p], None) == infer  # ONNX's default: inference
+    train = _ort("BatchNormalization", [x, p, p, p, p], [x, p, p])  # training_mode=1: Y, running mean and var
+    # 8 per element (the statistics first, as aten's batch norm in training); + running mean and var written
+    assert train == Work(8 * n, (2 * n + 4 * 32 + 2 * 32) * 4, "fp32", "norm")
+    assert _ort("BatchNormalization", [x, p, p], [x]) is None  # mean and var missing
+    assert _ort("BatchNormalization", [x, p, p, p, [64, 32, 56, 56]], [x]) is None  # a "parameter" larger than X
+
+
+def test_onnx_layer_norms() -> None:
+    x, h = [2, 128, 768], [768]
+    n = 2 * 128 * 768  # 196,608
+    ln = _ort("LayerNormalization", [x, h, h], [x], "float16")
+    # statistics 4 + normalise 2 + scale 1 + bias 1 = 8 per element (as aten::layer_norm); bytes (2n + 2*768) * 2
+    assert ln == Work(8 * n, (2 * n + 2 * 768) * 2, "fp16", "norm")
+    assert _ort("LayerNormalization", [x, h], [x]) == Work(7 * n, (2 * n + 768) * 4, "fp32", "norm")  # no bias
+    rms = _ort("SimplifiedLayerNormalization", [x, h], [x])
+    # square, add, x rrms, x scale = 4 per element (as aten::rms_norm)
+    assert rms == Work(4 * n, (2 * n + 768) * 4, "fp32", "norm")
+    skip = _ort("SkipLayerNormalization", [x, x, h, h, h], [x, [2, 128, 1], [2, 128, 1], x])
+    # + skip 1, + bias 1, statistics 4, normalise 2, x gamma 1, + beta 1 = 10 per element
+    # bytes: input, skip, gamma, beta, bias read; output and the recorded sum (input + skip + bias) written
+    assert skip == Work(10 * n, (2 * n + 3 * 768 + n + n) * 4, "fp32", "norm")
+    skip_rms = _ort("SkipSimplifiedLayerNormalization", [x, x, h], [x])
+    # + skip 1, square 1, add 1, x rrms 1, x gamma 1 = 5 per element
+    assert skip_rms == Work(5 * n, (3 * n + 768) * 4, "fp32", "norm")
+    inst = _ort("InstanceNormalization", [[1, 3, 4, 4], [3], [3]], [[1, 3, 4, 4]])
+    assert inst == Work(8 * 48, (2 * 48 + 6) * 4, "fp32", "norm")
+    assert _ort("SkipLayerNormalization", [x, [2, 128, 512], h], [x]) is None  # the skip is not X's shape
+    assert _ort("LayerNormalization", [x], [x]) is None                          # no scale
+    assert _ort("LayerNormalization", [x, h, h, h], [x]) is None                 # one tensor too many
+
+
+def test_onnx_reductions_take_their_axes_from_the_output() -> None:
+    n = 2 * 128 * 768
+    mean = _ort("ReduceMean", [[2, 128, 768]], [[2, 128, 1]])
+    # one add per element of X; bytes (X + Y 2*128) * 4
+    assert mean == Work(n, (n + 256) * 4, "fp32", "reduction")
+    axes = op_work("ReduceSum", "[[2,128,768],[1]]", '["float","int64"]', None, "[[2,128]]")  # opset 18: axes input
+    assert axes == Work(n, (n + 256) * 4 + 8, "fp32", "reduction")
+    assert _ort("ReduceMax", [[2, 128, 768]], None) is None          # what was reduced is unknown
+    assert _ort("ReduceMin", [[2, 3]], [[2, 3, 4]]) is None           # an output larger than the input
+
+
+def test_onnx_elementwise_softmax_and_copies_resolve() -> None:
+    n = 8 * 32 * 56 * 56
+    assert _ort("Relu", [[8, 32, 56, 56]], [[8, 32, 56, 56]]) == Work(n, 2 * n * 4, "fp32", "elementwise")
+    # Clip(x, min, max): the bounds are 0-dim tensors, read once (4 bytes each)
+    assert _ort("Clip", [[8, 32, 56, 56], [], []], [[8, 32, 56, 56]]) == Work(n, (2 * n + 2) * 4, "fp32",
+                                                                               "elementwise")
+    assert _ort("Add", [[8, 32], [32]], [[8, 32]]) == Work(256, (256 + 32 + 256) * 4, "fp32", "elementwise")
+    assert _ort("Sigmoid", [[10]], [[10]]) == Work(40, 80, "fp32", "elementwise")  # 4 per element
+    assert _ort("Softmax", [[8, 1000]], [[8, 1000]]) == Work(5 * 8000, 2 * 8000 * 4, "fp32", "reduction")
+    assert _ort("Transpose", [[2, 3, 4]], [[4, 3, 2]]) == Work(0, 2 * 24 * 4, "fp32", "copy")
+    assert _ort("ReorderOutput", [[8, 64, 1, 1]], [[8, 64, 1, 1]]) == Work(0, 2 * 512 * 4, "fp32", "copy")
+    assert _ort("Concat", [[2, 3], [2, 5]], [[2, 8]]) == Work(0, 2 * 16 * 4, "fp32", "copy")
+    # ORT puts a Reshape's/Flatten's output on its input's memory: no work, no model (its time stays listed)
+    assert _ort("Flatten", [[8, 64, 1, 1]], [[8, 64]]) is None
+    assert _ort("Reshape", [[8, 64], [2]], [[8, 8, 8]]) is None
+
+
+@pytest.mark.parametrize("outputs", [
+    "[[8,32,56,56]",            # truncated
+    "[[8,-32,56,56]]",          # a negative dim
+    '[["8",32,56,56]]',         # a string
+    "[[8,32.5,56,56]]",         # not an int
+    "[[[8,32,56,56]]]",         # a list of shapes in an output's place
+    '{"float":[8,32,56,56]}',   # ORT's own form, not the model's
+    "[" * 100_000,              # past the size limit
+    "[[" + "9" * 5000 + "]]",   # a huge integer literal
+    "null", "1",
+])
+def test_hostile_output_shapes_are_no_model(outputs: str) -> None:
+    assert op_work("Conv", "[[8,3,112,112],[32,3,3,3]]", '["float","float"]', None, outputs) is None
+    assert op_work("MaxPool", "[[8,64,56,56]]", '["float"]', None, outputs) is None
+
+
 # --- what has no model, and hostile text -----------------------------------------------------------------------
 
 def test_ops_without_a_model() -> None:
@@ -381,6 +570,9 @@ def test_modeled_names_cover_every_family() -> None:
     assert all(names[f] for f in FAMILIES)
     assert "mm" in names["matmul"] and "convolution_backward" in names["conv"]
     assert "_flash_attention_forward" in names["attention"] and "gelu" in names["elementwise"]
+    assert {"Conv", "ConvTranspose"} <= set(names["conv"]) and {"Gemm", "MatMul"} <= set(names["matmul"])
+    assert {"MaxPool", "GlobalAveragePool", "Softmax"} <= set(names["reduction"])
+    assert {"BatchNormalization", "LayerNormalization"} <= set(names["norm"]) and "Clip" in names["elementwise"]
 
 
 # --- a real trace ----------------------------------------------------------------------------------------------

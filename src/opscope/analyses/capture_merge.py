@@ -34,7 +34,7 @@ from opscope.model.trace import REPLAYED, ColumnLoader, Trace
 #: kind at capture -> kind of the copy
 COPIED_KINDS = {"cpu_op": "captured_op", "user_annotation": "captured_annotation"}
 _STEP_ANNOTATION = re.compile(r"^ProfilerStep#")
-_CARRIED = ("name", "cat", "shapes", "dtypes", "strides", "concrete_inputs")
+_CARRIED = ("name", "cat", "shapes", "dtypes", "strides", "concrete_inputs", "output_shapes")
 
 
 def with_capture(trace: Trace, path: Path, given: Sequence[Path] | None, open_capture: Callable[[Path], Trace],
@@ -183,7 +183,7 @@ class _Copies:
             "ts_ns": at["ts_ns"], "dur_ns": pa.array([0] * n, pa.int64()),
             "pid": at["pid"], "tid": at["tid"],
             **{name: pa.nulls(n, pa.int64()) for name in ("device", "stream", "correlation", "external_id")},
-            **{name: carried[name] for name in ("shapes", "dtypes", "strides", "concrete_inputs")},
+            **{name: carried[name] for name in _CARRIED[2:]},
             "event_id": pa.array(range(self.first, self.first + n), pa.int64()),
             "parent": pa.array(self.parents, pa.int64()),
             "depth": pa.array(self.depths, pa.int32()),

@@ -61,6 +61,8 @@ class Attribution:
     host: bool = False
     #: with ``host``: the time of the outermost ops (the denominator of the coverage)
     host_total: int = 0
+    #: with ``host``: the outermost ops without a modelled op in them (themselves included): name, time (ns)
+    host_missing: tuple[tuple[str, int], ...] = ()
 
 
 _WORK = pa.schema([("row", pa.int64()), ("flops", pa.float64()), ("bytes", pa.float64()), ("dtype", pa.string()),
@@ -70,7 +72,7 @@ _WORK = pa.schema([("row", pa.int64()), ("flops", pa.float64()), ("bytes", pa.fl
 @memoized()
 def attribution(trace: Trace) -> Attribution:
     """Which op instance's work each device event does (see the module)."""
-    events = trace.select(["kind", "name", "shapes", "dtypes", "concrete_inputs", "parent", "dur_ns"])
+    events = trace.select(["kind", "name", "shapes", "dtypes", "concrete_inputs", "output_shapes", "parent", "dur_ns"])
     if not pc.any(kind_mask(events, DEVICE_KINDS)).as_py():
         return _host_attribution(events)
     links = device_links(trace)
@@ -99,7 +101,20 @@ def _host_attribution(events: pa.Table) -> Attribution:
     total = pc.sum(pc.take(events["dur_ns"], outermost)).as_py() or 0
     leaves = combined(leaves)
     return Attribution(leaves, combined(pc.take(events["dur_ns"], leaves)), leaves, leaves, work, host=True,
-                       host_total=total)
+                       host_total=total, host_missing=_without_model(events, outermost, modelled))
+
+
+def _without_model(events: pa.Table, outermost: pa.Array, modelled: pa.Array) -> tuple[tuple[str, int], ...]:
+    """The outermost ops that hold no modelled op (nor are one), their time summed by name, most first."""
+    _, above = op_ancestors(events, modelled, ("cpu_op",))  # every op around a modelled one, itself included
+    bare = pc.filter(outermost, pc.invert(pc.is_in(outermost, value_set=above)))
+    if not len(bare):
+        return ()
+    per = pa.table({"name": pc.take(events["name"], bare).cast(pa.string()),
+                    "dur": pc.take(events["dur_ns"], bare)}).group_by("name", use_threads=False).aggregate(
+        [("dur", "sum")])
+    per = per.sort_by([("dur_sum", "descending"), ("name", "ascending")])
+    return tuple(zip(per["name"].to_pylist(), per["dur_sum"].to_pylist()))
 
 
 def _op_parent(events: pa.Table) -> pa.Array:
@@ -121,17 +136,17 @@ def _first_per_index(index: pa.Array, rows: pa.Array, n: int) -> pa.Array:
 
 def _work_of(events: pa.Table, op_rows: pa.Array) -> pa.Table:
     """The work of each op row that has a model (:data:`_WORK`), the model asked once per distinct (name, shapes,
-    dtypes, inputs)."""
+    dtypes, inputs, output shapes)."""
     rows = pc.unique(op_rows)
     if not len(rows):
         return _WORK.empty_table()
-    keys = ("name", "shapes", "dtypes", "concrete_inputs")
+    keys = ("name", "shapes", "dtypes", "concrete_inputs", "output_shapes")
     table = pa.table({"row": pc.cast(rows, pa.int64()),
                       **{k: pc.fill_null(pc.take(events[k], rows).cast(pa.string()), "") for k in keys}})
     combos = table.group_by(list(keys), use_threads=False).aggregate([])
     found: dict[str, list] = {"flops": [], "bytes": [], "dtype": [], "family": []}
-    for name, shapes, dtypes, concrete in zip(*(combos[k].to_pylist() for k in keys)):
-        w = op_work(name, shapes or None, dtypes or None, concrete or None)
+    for name, shapes, dtypes, concrete, outputs in zip(*(combos[k].to_pylist() for k in keys)):
+        w = op_work(name, shapes or None, dtypes or None, concrete or None, outputs or None)
         ok = w is not None and (w.flops > 0 or w.bytes > 0)
         found["flops"].append(w.flops if ok and w else None)
         found["bytes"].append(w.bytes if ok and w else None)
@@ -266,9 +281,17 @@ def coverage_notes(trace: Trace, att: Attribution | None = None) -> list[str]:
     att = att or attribution(trace)
     if att.host:
         held = pc.sum(att.dur).as_py() or 0
-        return [f"no device work: each modelled op's own run on the host stands for its work (the innermost modelled "
-                f"op of each nest, its inclusive time); they hold {share_pct(held, att.host_total, 1)}% of the "
-                f"outermost ops' time (window: the whole trace; denominator: {att.host_total:,} ns)"]
+        lines = [f"no device work: each modelled op's own run on the host stands for its work (the innermost "
+                 f"modelled op of each nest, its inclusive time); they hold {share_pct(held, att.host_total, 1)}% of "
+                 f"the outermost ops' time (window: the whole trace; denominator: {att.host_total:,} ns)"]
+        if att.host_missing:
+            lines.append("no model for (outermost ops without a modelled op in them): " + ", ".join(
+                f"{n} {share_pct(d, att.host_total, 1)}%" for n, d in att.host_missing[:5]))
+        around = share_pct(att.host_total - held - sum(d for _, d in att.host_missing), att.host_total, 1)
+        if around is not None and around > 0:
+            lines.append(f"{around}% is the outermost ops' time beside the modelled ops in them (their own code, "
+                         "unmodelled ops next to the modelled ones)")
+        return lines
     total = pc.sum(att.dur).as_py() or 0
     if not total:
         return ["no device work (kernels, copies, fills) to place on the roofline"]

@@ -1,10 +1,19 @@
 """Work per op call from its recorded shapes: the FLOPs and bytes a roofline places the op against.
 
-Pure functions over the text the model stores per event (``shapes``, ``dtypes``, ``concrete_inputs``): Kineto's
-``Input Dims``/``Input type``/``Concrete Inputs`` (``[[16,559,1024],[1024,1024],[1024]]``, ``["c10::BFloat16",
-...]``, ``["", "", "1"]``), and the same JSON that the ONNX Runtime and TensorFlow (xplane) readers write. That text
-comes from the trace and is untrusted: it is parsed as bounded JSON, never evaluated, and anything malformed, too
-large or inconsistent (a matmul whose inner dimensions disagree) gives None, never an exception.
+Pure functions over the text the model stores per event (``shapes``, ``dtypes``, ``concrete_inputs``,
+``output_shapes``): Kineto's ``Input Dims``/``Input type``/``Concrete Inputs`` (``[[16,559,1024],[1024,1024],[1024]]``,
+``["c10::BFloat16", ...]``, ``["", "", "1"]``), and the same JSON that the ONNX Runtime and TensorFlow (xplane)
+readers write. That text comes from the trace and is untrusted: it is parsed as bounded JSON, never evaluated, and
+anything malformed, too large or inconsistent (a matmul whose inner dimensions disagree) gives None, never an
+exception.
+
+ONNX Runtime records no attributes (strides, pads, group, transA, kernel_shape) but each node's outputs' shapes,
+and lists only the inputs a kernel still holds (a weight it prepacked is left out, an optional input not given is
+not marked). The ONNX models therefore read the output's shape where they need it (a Conv's output size, a Gemm's
+N), tell optional inputs apart by shape rather than position, and have no model where neither settles the work.
+``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` have none on purpose: ORT's kernels for them let the output share
+the input's memory (no data moves when it does, a copy when it cannot), and which happened is not recorded; their
+time stays in the "no model" count.
 
 Conventions, the same for every family:
 
@@ -21,7 +30,9 @@ Conventions, the same for every family:
   ("no model for X: N% of device time"), never guessed.
 
 Each family's formula is in one function below (``_matmul``, ``_conv``, ``_attention``, ``_elementwise``,
-``_norm``, ``_reduction``, ``_embedding``, ``_copy``), with its constants stated there.
+``_norm``, ``_reduction``, ``_embedding``, ``_copy``; for ONNX's records ``_onnx_product``, ``_onnx_conv``,
+``_onnx_norm``, ``_pool``, ``_onnx_reduce``), with its constants stated there. Pooling belongs to the ``reduction``
+family (a windowed reduction).
 """
 
 from __future__ import annotations
@@ -182,13 +193,29 @@ def _strings(text: str | None, n: int) -> list[str]:
     return (out + [""] * n)[:max(n, len(out))]
 
 
+def _output_shapes(text: str | None) -> list[Shape] | None:
+    """The outputs' shapes (``[[8,32,56,56]]``), None when not recorded; _BadRecordError when malformed."""
+    if text is None or not text.strip():
+        return None
+    out = _shapes(text)
+    if any(isinstance(s, list) for s in out):
+        raise _BadRecordError
+    return [s for s in out if not isinstance(s, list)]
+
+
 @dataclass(frozen=True)
 class _Args:
-    """One call's arguments: per position its shape, canonical dtype (None for non-tensors) and concrete text."""
+    """One call's arguments: per position its shape, canonical dtype (None for non-tensors) and concrete text; the
+    outputs' shapes where the record has them (None where it does not)."""
 
     shapes: list[Shape | list[Shape]]
     dtypes: list[str | None]
     concrete: list[str]
+    outputs: list[Shape] | None = None
+
+    def output(self, i: int) -> Shape | None:
+        """Output ``i``'s shape where recorded."""
+        return self.outputs[i] if self.outputs is not None and i < len(self.outputs) else None
 
     def tensor(self, i: int) -> tuple[Shape, str] | None:
         """Argument ``i`` when it is a tensor with a known dtype."""
@@ -328,10 +355,11 @@ def _matmul(name: str, x: _Args) -> Work:
     raise _BadRecordError
 
 
-def _transposable(a: Shape, b: Shape, dtype: str, extra: float = 0.0) -> Work:
+def _transposable(a: Shape, b: Shape, dtype: str, extra: float = 0.0, out: Shape | None = None) -> Work:
     """A product whose transpose flags the record does not carry (ONNX ``Gemm`` transA/transB, TF ``MatMul``
-    transpose_a/b, ``BatchMatMul`` adj_x/adj_y): every reading whose inner dimensions agree is tried, and the op is
-    modeled only when all of them give the same work (always so when the operand shapes pin the transposes)."""
+    transpose_a/b, ``BatchMatMul`` adj_x/adj_y): every reading whose inner dimensions agree (and, where the record
+    has the output's shape ``out``, whose product has that shape) is tried, and the op is modeled only when all of
+    them give the same work (always so when the operand shapes pin the transposes)."""
     if len(a) < 2 or len(b) < 2:
         raise _BadRecordError
     found = set()
@@ -340,9 +368,65 @@ def _transposable(a: Shape, b: Shape, dtype: str, extra: float = 0.0) -> Work:
             a2 = (*a[:-2], a[-1], a[-2]) if ta else a
             b2 = (*b[:-2], b[-1], b[-2]) if tb else b
             try:
+                if out is not None and (*_broadcast(a2[:-2], b2[:-2]), a2[-2], b2[-1]) != out:
+                    continue
                 found.add(_mm_work(a2, b2, dtype, extra))
             except _BadRecordError:
                 continue
+    if len(found) != 1:
+        raise _BadRecordError
+    return found.pop()
+
+
+def _onnx_product(name: str, x: _Args) -> Work:
+    """ONNX ``Gemm``/``MatMul`` (and ORT's ``FusedMatMul``, TF's ``MatMul``/``BatchMatMul*``), whose transposes are
+    attributes the record does not carry (see :func:`_transposable`). Without the output's shape the operands decide
+    alone. With it (ONNX Runtime's records) the readings must also give that output, and a prepacked operand is
+    understood: ORT leaves out of its record the constant B that a kernel packed ahead (``input_type_shape`` lists
+    only the inputs still held), so
+
+    * ``Gemm(A, [B], [C]) -> Y [M, N]``: A is ``[M, K]`` or ``[K, M]``; a second tensor is B (``[K, N]``/``[N, K]``)
+      or, when it cannot be or B is missing, the bias C (broadcast to ``[M, N]``); a missing B is read once as
+      ``K x N`` at A's dtype. Every reading that fits is tried; the op is modeled only when they all agree;
+    * ``MatMul(A) -> Y [..., M, N]`` with B missing: A ``[..., M, K]``, B the packed 2-D ``[K, N]``.
+
+    flops 2·M·N·K·batch; bytes A + B + C + Y (the bias add and Gemm's alpha/beta not counted as flops)."""
+    tensors = x.tensors()
+    y = x.output(0)
+    if not tensors or (name == "Gemm" and len(tensors) > 3):
+        raise _BadRecordError
+    (a, dtype) = tensors[0]
+    extra = _nbytes(*tensors[2]) if name == "Gemm" and len(tensors) > 2 else 0.0
+    if y is None:
+        if len(tensors) < 2:
+            raise _BadRecordError
+        return _transposable(a, tensors[1][0], dtype, extra)
+    if name != "Gemm":
+        if len(tensors) >= 2:
+            return _transposable(a, tensors[1][0], dtype, out=y)
+        if len(a) < 2 or len(y) != len(a) or y[:-1] != a[:-1]:  # the packed B is [K, N]
+            raise _BadRecordError
+        k, n = a[-1], y[-1]
+        return Work(2.0 * _numel(a[:-1]) * n * k, _nbytes(a, dtype) + (k * n + _numel(y)) * DTYPE_BYTES[dtype], dtype,
+                    "matmul")
+    if len(a) != 2 or len(y) != 2:
+        raise _BadRecordError
+    m, n = y
+    ks = {k for k, rows in ((a[1], a[0]), (a[0], a[1])) if rows == m}
+    found = set()
+    readings = [(tensors[1] if len(tensors) > 1 else None, tensors[2] if len(tensors) > 2 else None)]
+    if len(tensors) == 2:
+        readings.append((None, tensors[1]))  # B packed: the second tensor is the bias
+    for b, c in readings:
+        for k in ks:
+            if b is not None and b[0] not in ((k, n), (n, k)):
+                continue
+            if c is not None and (len(c[0]) > 2 or any(d not in (1, t) for d, t in zip(c[0][::-1], (n, m)))):
+                continue
+            b_bytes = _nbytes(*b) if b is not None else k * n * DTYPE_BYTES[dtype]
+            c_bytes = _nbytes(*c) if c is not None else 0.0
+            found.add(Work(2.0 * m * n * k, _nbytes(a, dtype) + b_bytes + c_bytes + m * n * DTYPE_BYTES[dtype],
+                           dtype, "matmul"))
     if len(found) != 1:
         raise _BadRecordError
     return found.pop()
@@ -541,6 +625,41 @@ def _conv_backward(name: str, x: _Args) -> Work:
     return Work(flops, bytes_, dtype, "conv")
 
 
+#: ONNX convolutions (ONNX Runtime's ``FusedConv``: a Conv with its activation and an optional added input Z).
+_ONNX_CONV = frozenset({"Conv", "FusedConv", "ConvTranspose"})
+
+
+def _onnx_conv(name: str, x: _Args) -> Work:
+    """ONNX ``Conv(X [N, C, in...], W [M, C/group, k...], [B])`` and ``ConvTranspose(X, W [C, M/group, k...], [B])``
+    -> ``Y [N, M, out...]``. The record has no attributes (strides, pads, dilations, group): the output's shape
+    does the work of stride and padding, and the group count follows from the shapes, C / W[1] for Conv and
+    M / W[1] for ConvTranspose. So there is a model only where the output's shape is recorded (ONNX Runtime's
+    ``output_type_shape``):
+
+    * Conv: flops 2·N·M·(C/group)·prod(k)·prod(out) (depthwise: group = C, C/group = 1);
+    * ConvTranspose: flops 2·N·C·(M/group)·prod(k)·prod(in) (each input element scattered through the kernel);
+    * bytes: every input tensor (X, W, B, FusedConv's Z) read + Y written; the bias add and a fused activation are
+      not counted as flops.
+    """
+    y = _need(x.output(0))
+    tensors = x.tensors()
+    inp, w = _need(x.tensor(0)), _need(x.tensor(1))
+    (xs, dtype), (ws, _) = inp, w
+    rank = len(ws) - 2
+    if rank < 1 or len(xs) != rank + 2 or len(y) != rank + 2 or y[0] != xs[0]:
+        raise _BadRecordError
+    n, c, m, kernel = xs[0], xs[1], y[1], ws[2:]
+    if name == "ConvTranspose":
+        if ws[0] != c or ws[1] <= 0 or m % ws[1] or c % (m // ws[1] or 1) or m == 0:
+            raise _BadRecordError
+        flops = _conv_flops(n, c, ws[1], kernel, xs[2:])
+    else:
+        if ws[0] != m or ws[1] <= 0 or c % ws[1] or m % (c // ws[1] or 1) or c == 0:
+            raise _BadRecordError
+        flops = _conv_flops(n, m, ws[1], kernel, y[2:])
+    return Work(flops, sum(_nbytes(*t) for t in tensors) + _nbytes(y, dtype), dtype, "conv")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # attention: 4·B·H·Lq·Lk·D forward (QKᵀ and PV), 2.5x that backward
 
@@ -726,6 +845,60 @@ def _norm(name: str, x: _Args) -> Work:
     return Work(n * per * NORM_BACKWARD_RATIO, 3 * _nbytes(shape, dtype) + params + grads_of_params, dtype, "norm")
 
 
+#: ONNX normalisations (and ONNX Runtime's fused ones): op -> (FLOPs per element before the learned parameters,
+#: how many inputs of X's shape are added to X first, the most parameter tensors the op takes). Layer norm:
+#: statistics 4 + normalise 2; RMS norm (``SimplifiedLayerNormalization``): square, add, x rrms = 3; instance norm:
+#: as layer norm; batch norm in inference: sub the running mean, x rstd = 2 (in training 6: the statistics first).
+#: Each learned parameter tensor (scale, bias) then counts 1 per element, and the ``Skip*`` ops' skip and bias adds
+#: 1 each.
+_ONNX_NORMS: dict[str, tuple[float, int, int]] = {
+    "LayerNormalization": (6.0, 0, 2), "InstanceNormalization": (6.0, 0, 2),
+    "SimplifiedLayerNormalization": (3.0, 0, 1), "BatchNormalization": (2.0, 0, 4),
+    "SkipLayerNormalization": (6.0, 1, 3), "SkipSimplifiedLayerNormalization": (3.0, 1, 2),
+}
+
+
+def _onnx_norm(name: str, x: _Args) -> Work:
+    """ONNX normalisations, whose optional inputs the record leaves out rather than marking (ONNX Runtime lists only
+    the tensors given), so they are told apart by shape, not position: the input X comes first, then (``Skip*``)
+    the skip of X's shape, then the parameters (any further tensor smaller than X: scale, bias, for batch norm the
+    running mean and variance too).
+
+    * flops per element of X: the op's base (see :data:`_ONNX_NORMS`) + 1 per parameter tensor beyond batch norm's
+      statistics (scale x, bias +), + 1 for the skip add and + 1 for each further tensor of a ``Skip*`` op past
+      gamma and beta (its bias): ``LayerNormalization(X, scale, bias)`` = 8, as ``aten::layer_norm``;
+      ``BatchNormalization`` in inference (one output) 4, in training (three outputs: Y, running mean, running
+      variance; ``training_mode=1``) 8 (the ONNX default, inference, where the outputs are not recorded);
+    * bytes: every input tensor read + Y written (+ a ``Skip*`` op's recorded fourth output, the sum X + skip (+
+      bias), written; batch norm's recorded running statistics written); the per-row mean and inverse deviation
+      outputs (at most 1/D of Y) left out, as for the aten norms.
+    """
+    base, skips, most = _ONNX_NORMS[name]
+    tensors = x.tensors()
+    shape, dtype = _need(x.tensor(0))
+    n = _numel(shape)
+    params = tensors[1 + skips:]
+    if not 1 <= len(params) <= most or any(t[0] != shape for t in tensors[1:1 + skips]):
+        raise _BadRecordError
+    if any(_numel(p[0]) > n or len(p[0]) > len(shape) for p in params):
+        raise _BadRecordError
+    read = sum(_nbytes(*t) for t in tensors)
+    written = _nbytes(shape, dtype)
+    outs = x.outputs or []
+    if name == "BatchNormalization":
+        if len(params) != 4:  # scale, bias, mean, var: all required
+            raise _BadRecordError
+        training = len(outs) == 3
+        per = base + 2 + (4.0 if training else 0.0)
+        if training:
+            written += sum(_numel(o) for o in outs[1:]) * DTYPE_BYTES[params[2][1]]
+    else:
+        per = base + min(len(params), 2) + skips + max(len(params) - 2, 0)
+        if skips and len(outs) >= 4 and outs[3] == shape:
+            written += _nbytes(shape, dtype)
+    return Work(n * per, read + written, dtype, "norm")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # reductions and softmax
 
@@ -781,6 +954,54 @@ def _reduction(name: str, x: _Args) -> Work:
     if name in ("all", "any"):
         out_bytes = out_n
     return Work(n * REDUCTION_FLOPS[name], _nbytes(shape, dtype) + out_bytes, dtype, "reduction")
+
+
+#: ONNX pooling; global pools take the whole spatial extent as their window.
+_POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+
+
+def _pool(name: str, x: _Args) -> Work:
+    """ONNX pooling, ``X [N, C, in...] -> Y [N, C, out...]``: a compare (max) or an add (average; its final divide
+    in place of the first add) per window element, bytes = X read + Y written (+ MaxPool's recorded second output,
+    the int64 indices).
+
+    * global pools: the window is the whole of ``in``: flops = X's elements; Y is ``[N, C, 1...]`` (recorded or
+      not);
+    * MaxPool/AveragePool: the record carries neither ``kernel_shape`` nor strides, so the windows' elements are
+      counted as X's elements: exact for windows that tile X (kernel = stride, no padding: the usual 2x2 stride 2),
+      fewer than overlapping windows compare (3x3 stride 2 does about 2.25x as many), so the op's rate is not
+      overstated. Y's shape must be recorded (ONNX Runtime's ``output_type_shape``); no model without it.
+    """
+    xs, dtype = _need(x.tensor(0))
+    if len(xs) < 3:
+        raise _BadRecordError
+    y = x.output(0)
+    if name.startswith("Global"):
+        y = y if y is not None else (*xs[:2], *(1,) * (len(xs) - 2))
+        if y != (*xs[:2], *(1,) * (len(xs) - 2)):
+            raise _BadRecordError
+    elif y is None or len(y) != len(xs) or y[:2] != xs[:2]:
+        raise _BadRecordError
+    indices = x.output(1) if name == "MaxPool" else None
+    if indices is not None and indices != y:
+        raise _BadRecordError
+    written = _nbytes(y, dtype) + (_numel(indices) * DTYPE_BYTES["int64"] if indices is not None else 0.0)
+    return Work(float(_numel(xs)), _nbytes(xs, dtype) + written, dtype, "reduction")
+
+
+#: ONNX reductions (axes an attribute or, from opset 18, an input tensor): the output's shape says what was reduced.
+_ONNX_REDUCE = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
+
+
+def _onnx_reduce(name: str, x: _Args) -> Work:
+    """``ReduceSum/Mean/Max/Min(X, [axes]) -> Y``: one add or compare per element of X (as ``aten::sum``...);
+    bytes = the input tensors (X, the axes) read + Y written. The axes come from the recorded output's shape, which
+    must hold no more elements than X (keepdims either way); no model without it."""
+    xs, dtype = _need(x.tensor(0))
+    y = _need(x.output(0))
+    if _numel(y) > _numel(xs) or (_numel(xs) and not _numel(y)):
+        raise _BadRecordError
+    return Work(float(_numel(xs)), sum(_nbytes(*t) for t in x.tensors()) + _nbytes(y, dtype), dtype, "reduction")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -860,7 +1081,9 @@ _ALIASES: dict[str, str] = {
     "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Pow": "pow",
     "Reciprocal": "reciprocal", "Where": "where", "Equal": "eq", "Less": "lt", "Greater": "gt", "Clip": "clamp",
     "LeakyRelu": "leaky_relu", "Gelu": "gelu", "HardSigmoid": "hardsigmoid", "HardSwish": "hardswish",
-    "Softplus": "softplus", "Elu": "elu", "Max": "maximum", "Min": "minimum",
+    "Softplus": "softplus", "Elu": "elu", "Max": "maximum", "Min": "minimum", "Transpose": "clone",
+    # ONNX Runtime's layout changes for its NCHWc kernels (NCHW <-> channel blocks): a copy each
+    "ReorderInput": "clone", "ReorderOutput": "clone",
     # TF
     "AddV2": "add", "BiasAdd": "add", "RealDiv": "div", "Maximum": "maximum", "Minimum": "minimum",
     "GreaterEqual": "ge", "LessEqual": "le", "NotEqual": "ne", "Rsqrt": "rsqrt", "Square": "square",
@@ -877,6 +1100,16 @@ _Model = Callable[[str, _Args], Work]
 
 
 def _model_of(key: str) -> _Model | None:
+    if key in _TRANSPOSABLE:
+        return _onnx_product
+    if key in _ONNX_CONV:
+        return _onnx_conv
+    if key in _ONNX_NORMS:
+        return _onnx_norm
+    if key in _POOLS:
+        return _pool
+    if key in _ONNX_REDUCE:
+        return _onnx_reduce
     if key in _MATMUL_OPS:
         return _matmul
     if key in _CONV_ARGS:
@@ -912,49 +1145,47 @@ def modeled_names() -> dict[str, tuple[str, ...]]:
     """The op names with a model, per family (aten ops listed without their ``aten::`` prefix; in-place ``_``
     variants share their op's model; ONNX/TF names included)."""
     out: dict[str, list[str]] = {f: [] for f in FAMILIES}
-    families: dict[_Model, str] = {_matmul: "matmul", _conv: "conv", _conv_backward: "conv", _attention: "attention",
-                _elementwise: "elementwise", _norm: "norm", _reduction: "reduction", _embedding: "embedding",
-                _copy: "copy"}
+    families: dict[_Model, str] = {
+        _matmul: "matmul", _onnx_product: "matmul", _conv: "conv", _conv_backward: "conv", _onnx_conv: "conv",
+        _attention: "attention", _elementwise: "elementwise", _norm: "norm", _onnx_norm: "norm",
+        _reduction: "reduction", _pool: "reduction", _onnx_reduce: "reduction", _embedding: "embedding",
+        _copy: "copy"}
     keys = (_MATMUL_OPS | set(_CONV_ARGS) | _CONV_BACKWARD | set(_ATTENTION) | set(ELEMENTWISE_FLOPS)
-            | set(_NORMS) | set(REDUCTION_FLOPS) | _EMBEDDING_OPS | _COPY_OPS | set(_ALIASES) | _TRANSPOSABLE)
+            | set(_NORMS) | set(REDUCTION_FLOPS) | _EMBEDDING_OPS | _COPY_OPS | set(_ALIASES) | _TRANSPOSABLE
+            | _ONNX_CONV | set(_ONNX_NORMS) | _POOLS | _ONNX_REDUCE)
     for key in sorted(keys):
-        if key in _TRANSPOSABLE:
-            out["matmul"].append(key)
-            continue
         model = _model_of(_ALIASES.get(key, key))
         if model is not None:
             out[families[model]].append(key)
     return {f: tuple(v) for f, v in out.items()}
 
 
-def op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None = None) -> Work | None:
-    """The work of one call of op ``name`` from its recorded ``shapes``/``dtypes``/``concrete_inputs`` text; None
-    when the op has no model or its record does not resolve (absent, malformed, inconsistent, too large). Cached:
-    a trace repeats the same few records many times."""
+def op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None = None,
+            outputs: str | None = None) -> Work | None:
+    """The work of one call of op ``name`` from its recorded ``shapes``/``dtypes``/``concrete_inputs`` text and,
+    where the record has them, its ``output_shapes`` (``outputs``); None when the op has no model or its record
+    does not resolve (absent, malformed, inconsistent, too large). Cached: a trace repeats the same few records many
+    times."""
     if not isinstance(name, str) or len(name) > 512:
         return None
-    if any(t is not None and (not isinstance(t, str) or len(t) > MAX_TEXT) for t in (shapes, dtypes, concrete)):
+    if any(t is not None and (not isinstance(t, str) or len(t) > MAX_TEXT)
+           for t in (shapes, dtypes, concrete, outputs)):
         return None
-    return _op_work(name, shapes, dtypes, concrete)
+    return _op_work(name, shapes, dtypes, concrete, outputs)
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None) -> Work | None:
+def _op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None,
+             outputs: str | None) -> Work | None:
     key = _key(name)
-    model = None if key in _TRANSPOSABLE else _model_of(key)
-    if model is None and key not in _TRANSPOSABLE:
+    model = _model_of(key)
+    if model is None:
         return None
     try:
         shape_list = _shapes(shapes)
         type_texts = _strings(dtypes, len(shape_list))
-        args = _Args(shape_list, [canonical_dtype(t) for t in type_texts], _strings(concrete, len(shape_list)))
-        if key in _TRANSPOSABLE:
-            tensors = args.tensors()
-            if len(tensors) < 2:
-                return None
-            extra = _nbytes(*tensors[2]) if key == "Gemm" and len(tensors) > 2 else 0.0
-            return _transposable(tensors[0][0], tensors[1][0], tensors[0][1], extra)
-        assert model is not None
+        args = _Args(shape_list, [canonical_dtype(t) for t in type_texts], _strings(concrete, len(shape_list)),
+                     _output_shapes(outputs))
         work = model(key, args)
     except (_BadRecordError, KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError):
         return None

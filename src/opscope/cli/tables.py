@@ -155,10 +155,10 @@ def query(
     COPY ... TO ...). --sandbox turns that off, for SQL that comes from someone else (a shared service).
 
     Tables: events (kind, name, cat, ts_ns, dur_ns, pid, tid, device, stream, correlation, external_id,
-    shapes, dtypes, strides, concrete_inputs, event_id, parent, depth, self_ns, step, merged, op_self_ns),
-    steps (step, name, pid, tid, ts_ns, dur_ns), flows (id, cat, phase, ts_ns, pid, tid), counters (name, series, ts_ns,
-    pid, value), memory (ts_ns, pid, tid, device_type, device_id, addr, bytes, total_allocated,
-    total_reserved), args (event_id, args as JSON text).
+    shapes, dtypes, strides, concrete_inputs, output_shapes, event_id, parent, depth, self_ns, step, merged,
+    op_self_ns), steps (step, name, pid, tid, ts_ns, dur_ns), flows (id, cat, phase, ts_ns, pid, tid), counters
+    (name, series, ts_ns, pid, value), memory (ts_ns, pid, tid, device_type, device_id, addr, bytes,
+    total_allocated, total_reserved), args (event_id, args as JSON text).
 
     TRACE may be a job (a directory or glob of rank traces): every rank is read into the cache in parallel and
     the tables hold all ranks, with a `rank` column (an Arrow dataset partitioned by rank; DuckDB reads only

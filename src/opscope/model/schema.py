@@ -54,6 +54,8 @@ EVENTS = pa.schema([
     ("dtypes", pa.string()),
     ("strides", pa.string()),
     ("concrete_inputs", pa.string()),
+    # the outputs' shapes where a format records them (ONNX Runtime's output_type_shape), as ``shapes`` writes inputs
+    ("output_shapes", pa.string()),
     # computed after reading:
     ("event_id", pa.int64()),
     ("parent", pa.int64()),

@@ -10,7 +10,10 @@ The model, event by event:
 
 - ``<node>_kernel_time`` -> ``cpu_op`` named by ``args.op_name`` (the op TYPE: ``Conv``, like ``aten::conv2d``, so
   ``ops`` and ``diff`` group by type); its args JSON keeps ORT's keys and gains ``"node": "<node name>"``;
-  ``shapes``/``dtypes`` come from ``input_type_shape`` (``[[8,3,112,112],[32,3,3,3]]``, ``["float","float"]``).
+  ``shapes``/``dtypes`` come from ``input_type_shape`` (``[[8,3,112,112],[32,3,3,3]]``, ``["float","float"]``),
+  ``output_shapes`` from ``output_type_shape`` (``[[8,32,56,56]]``). ORT leaves out of ``input_type_shape`` the
+  initializers a kernel has prepacked (a ``Gemm``'s or ``MatMul``'s constant B): the work model reads the output
+  shapes to tell what they were.
 - ``_fence_before``/``_fence_after`` -> ``overhead`` (the wait for the node's inputs, not its work).
 - ``model_run`` -> the trace's steps 0..n-1 in time order (and a ``user_annotation``). Every ``Session`` event is a
   ``user_annotation``: they are ranges around the nodes, not calls that do work of their own. (As ``runtime``, the

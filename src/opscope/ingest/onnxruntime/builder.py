@@ -47,6 +47,8 @@ class OrtBuilder(TraceBuilder):
         texts = _plain(args) if args is not None else None
         shapes: list[str | None] = _strings(cols.get("shapes")) if cols.get("shapes") is not None else [None] * n
         dtypes: list[str | None] = _strings(cols.get("dtypes")) if cols.get("dtypes") is not None else [None] * n
+        outputs: list[str | None] = (_strings(cols.get("output_shapes")) if cols.get("output_shapes") is not None
+                                     else [None] * n)
         device = _ints(cols.get("device"), n)
         stream = _ints(cols.get("stream"), n)
         which = [i for i, c in enumerate(cats) if c in ("Node", "Kernel")]
@@ -80,6 +82,7 @@ class OrtBuilder(TraceBuilder):
                 if self.keep_args:
                     heads.append(self._node_head(node))
                 shapes[i], dtypes[i] = self._shapes(bytes(a.input_type_shape) if a is not None else b"")
+                outputs[i] = self._shapes(bytes(a.output_type_shape) if a is not None else b"")[0]
                 ops.append(i)
             elif name.endswith(FENCE_SUFFIXES):
                 kinds[i] = "overhead"
@@ -90,6 +93,7 @@ class OrtBuilder(TraceBuilder):
         cols["name"] = pa.array(names, pa.string()).dictionary_encode()
         cols["shapes"] = pa.array(shapes, pa.string())
         cols["dtypes"] = pa.array(dtypes, pa.string())
+        cols["output_shapes"] = pa.array(outputs, pa.string())
         cols["device"] = pa.array(device, pa.int64())
         cols["stream"] = pa.array(stream, pa.int64())
         new_args = None
@@ -103,7 +107,8 @@ class OrtBuilder(TraceBuilder):
 
     def _shapes(self, raw: bytes) -> tuple[str | None, str | None]:
         """ORT's ``[{"float":[8,3,112,112]},{"float":[32,3,3,3]}]`` -> (``[[8,3,112,112],[32,3,3,3]]``,
-        ``["float","float"]``): Kineto's ``Input Dims`` and ``Input type``."""
+        ``["float","float"]``): Kineto's ``Input Dims`` and ``Input type`` (for ``input_type_shape``; of
+        ``output_type_shape`` the shapes alone are kept, as ``output_shapes``)."""
         if not raw:
             return None, None
         hit = self._shape_cache.get(raw)
@@ -299,6 +304,7 @@ def _decoders() -> tuple:
 
         ort_args = msgspec.defstruct("OrtArgs", [("op_name", Any, None), ("provider", Any, None),
                                                  ("input_type_shape", msgspec.Raw, msgspec.Raw(b"")),
+                                                 ("output_type_shape", msgspec.Raw, msgspec.Raw(b"")),
                                                  ("stream", Any, None)], gc=False)
         _DECODERS = (msgspec.json.Decoder(list[ort_args | None]).decode,  # type: ignore[valid-type]
                      msgspec.json.Decoder(ort_args | None).decode,
