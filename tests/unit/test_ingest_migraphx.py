@@ -94,7 +94,12 @@ def test_old_driver_and_dcu_fork_lines(tmp_path):
                                          "gpu::convolution", "gpu::relu"]
     assert [e["dur_ns"] for e in ops] == [2600, 1700, 1000, 500_000, 40_000_000, 1_500_000]
     assert [e["ts_ns"] for e in ops] == [0, 2600, 4300, 5300, 505_300, 40_505_300]
-    assert json.loads(ops[4]["shapes"]) == [[1, 8, 4, 4]] and json.loads(ops[4]["dtypes"]) == ["float32"]
+    # the operands' shapes (x, then the scratch buffer: not the output's shape, so an input), then the output's
+    assert json.loads(ops[4]["shapes"]) == [[1, 3, 4, 4], [385], [1, 8, 4, 4]]
+    assert json.loads(ops[4]["dtypes"]) == ["float32"] * 3
+    assert json.loads(ops[4]["strides"]) == [[48, 16, 4, 1], [1], [128, 16, 4, 1]]
+    # hip::copy_to_gpu(input, main:@1): its last operand is not shaped as its output: both are inputs
+    assert json.loads(ops[3]["shapes"]) == [[1, 3, 4, 4], [385], [1, 3, 4, 4]]
     dev = _rows(trace, "kernel") + _rows(trace, "memcpy")
     assert sorted((e["kind"], e["name"], e["dur_ns"]) for e in dev) == [
         ("kernel", "gpu::convolution", 40_000_000), ("kernel", "gpu::relu", 1_500_000),
@@ -120,7 +125,9 @@ def test_multi_module_tuple_nan_and_streams(tmp_path):
     assert [e["name"] for e in ops] == ["@param", "gpu::set_stream", "gpu::code_object::add_relu", "if",
                                          "gpu::code_object::mul_kernel", "hip::copy"]
     assert [e["dur_ns"] for e in ops] == [1000, 2000, 250_000, 500_000, 200_000, 0]
-    assert json.loads(ops[3]["shapes"]) == [[2, 3], [6]] and json.loads(ops[3]["dtypes"]) == ["float32", "float16"]
+    # if(x): the operand x, then the tuple output as one TensorList entry
+    assert json.loads(ops[3]["shapes"]) == [[2, 3], [[2, 3], [6]]]
+    assert json.loads(ops[3]["dtypes"]) == ["float32", "TensorList"]
     args = [json.loads(a) for a in trace.args.to_pylist() for a in [a["args"]]]
     assert args[3]["module_inputs"] == ["then_mod", "else_mod"] and args[4]["module"] == "then_mod"
     assert args[5]["time_ms"] is None

@@ -11,13 +11,14 @@ from opscope.paths import cache_root
 
 __all__ = ["CACHE_FORMAT", "cache_key", "cache_root"]
 
+# 14: MIGraphX ops carry each operand's shape, dtype and strides, then the output's (before: the output's alone);
 # 13: copies and fills that run as kernels are kind memcpy/memset (derive.KIND_BY_NAME);
 # 12: the numeric tables uncompressed and read in place (model.mapped): their columns are views of the page cache;
 # 11: Arrow IPC files (NAME.arrow) instead of Parquet: written in a third of the time, read in two thirds;
 # 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 13  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+CACHE_FORMAT = 14  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
 _PROBE = 1 << 20
 
 
