@@ -362,6 +362,10 @@ def test_operand_records():
         # a tuple operand and output as TensorList entries
         "@15 = if(@13), [then_mod, else_mod] -> [float_type, {2}, {1}, half_type, {3}, {1}]",
         "@16 = get_tuple_elem[index=0](@15) -> float_type, {2}, {1}",
+        # MIOpen's fused conv_bias_relu: (x, w, workspace, bias, y)
+        "bias = @param:bias -> float_type, {1, 4, 6, 6}, {0, 1, 0, 0}",
+        "@18 = gpu::conv_bias_relu[conv=convolution[padding={0, 0, 0, 0}]](x,w,ws,bias,y) -> float_type, "
+        "{1, 4, 6, 6}, {144, 36, 6, 1}",
     ])
     assert recs[3] == ([[2, 4], [4, 3], [2, 3]], ["float16"] * 3, [[4, 1], [1, 4], [3, 1]], None)
     assert recs[4][0] == [[2, 3], [2, 3]]
@@ -372,3 +376,5 @@ def test_operand_records():
     assert recs[14] == ([[2, 4], [4, 2]], ["float16"] * 2, [[4, 1], [1, 4]], None)
     assert recs[15][:2] == ([[1, 4, 3, 3], [[2], [3]]], ["float32", "TensorList"])
     assert recs[16][:2] == ([[[2], [3]], [2]], ["TensorList", "float32"])
+    assert recs[18][0] == [[1, 3, 8, 8], [4, 3, 3, 3], [1, 4, 6, 6], [1, 4, 6, 6]]
+    assert recs[18][2][2] == [0, 1, 0, 0]

@@ -116,6 +116,17 @@ def test_depthwise_convolution_counts_one_channel_per_output() -> None:
     assert w is not None and w.flops < 2 * out * 32 * 9 / 10
 
 
+def test_miopen_fused_convolutions() -> None:
+    # gpu::conv_bias_relu(x, w, bias broadcast from [4]) -> out (the workspace left out by the reader): the
+    # convolution 7776 (as above) + the bias add and relu on each of the 144 output elements
+    bias = ([1, 4, 6, 6], F, [0, 1, 0, 0])
+    w = _mgx("gpu::conv_bias_relu", [([1, 3, 8, 8], F), ([4, 3, 3, 3], F), bias, ([1, 4, 6, 6], F)])
+    assert w == Work(7776 + 2 * 144, (192 + 108 + 4 + 144) * 4, "fp32", "conv")
+    # gpu::miopen_fusion names no ops: the convolution alone
+    w = _mgx("gpu::miopen_fusion", [([1, 3, 8, 8], F), ([4, 3, 3, 3], F), bias, ([1, 4, 6, 6], F)])
+    assert w == Work(7776, (192 + 108 + 4 + 144) * 4, "fp32", "conv")
+
+
 def test_grouped_convolution() -> None:
     # x [2, 8, 10, 10], w [6, 4, 3, 3]: groups = 8 / 4 = 2, C_out 6 divisible by 2; out [2, 6, 8, 8]
     w = _mgx("gpu::convolution", [([2, 8, 10, 10], F), ([6, 4, 3, 3], F), ([2, 6, 8, 8], F)])

@@ -887,7 +887,11 @@ MIGRAPHX_POINTWISE_FLOPS: dict[str, float] = {
 #: Views that keep the element count (a product fused with them is found by element counts, see _mgx_matmul).
 _MGX_VIEWS = frozenset({"reshape", "reshape_lazy", "transpose", "squeeze", "unsqueeze", "flatten"})
 _MGX_MATMUL = frozenset({"dot", "quant_dot", "gemm", "quant_gemm", "hip_gemm", "hip_quant_gemm", "ck_gemm"})
-_MGX_CONV = frozenset({"convolution", "quant_convolution", "miopen_convolution", "channelwise_conv"})
+#: Convolutions; MIOpen's fused ones: ``gpu::conv_bias`` (its bias add counted, 1 per output element),
+#: ``gpu::conv_bias_relu`` and ``gpu::miopen_fusion`` (a convolution, then the bias add and relu its ``ops`` attribute
+#: lists, which its name does not: those not counted).
+_MGX_CONV = frozenset({"convolution", "quant_convolution", "miopen_convolution", "channelwise_conv", "conv_bias",
+                       "miopen_fusion"})
 _MGX_DECONV = frozenset({"convolution_backwards", "deconvolution"})
 #: Reductions: 1 FLOP per input element (REDUCTION_FLOPS' sum/max/argmax).
 _MGX_REDUCE = frozenset({"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_any",
@@ -1104,6 +1108,7 @@ def _mgx_work(ops: list[str], ins: list[_Tensor], out: _Tensor, window: list[int
             family = "matmul"
         else:
             flops, dtype = _mgx_conv(ins, out, heavy[0] in _MGX_DECONV)
+            flops += out.numel if heavy[0] == "conv_bias" else 0
             family = "conv"
         return Work(flops + out.numel * _pointwise_flops(rest), nbytes, dtype, family)
     largest = max((t.numel for t in ins), default=0)
