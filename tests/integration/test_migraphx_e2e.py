@@ -108,3 +108,38 @@ def test_real_perf_report_through_the_cli(tmp_path):
     for text in ("MIGraphX perf report", "83845.5 inferences/s", "0.0119267 ms", "0.00974602 ms",
                  "0.00045574 ms (4%, dry run)", "0.00218068 ms (18%, total - instructions)", "0.000219533"):
         assert text in terminal, text
+
+
+def _defined_shapes(text):
+    """Each instruction's output lens, read from the timed lines: name -> [ints]."""
+    timed = text.split("Running performance report ...", 1)[1].split("Summary:", 1)[0]
+    return {name: [int(d) for d in lens.split(",") if d.strip()]
+            for name, lens in re.findall(r"^(\S+) = .*? -> \w+_type, \{([^{}]*)\}", timed, re.M)}
+
+
+def test_roofline_models_the_real_mlir_dot(tmp_path):
+    path = shared_trace(REAL)
+    text = path.read_text()
+    # the dot's operands, read here from the text: a [M, K] and b [K, N] (the last operand is the output buffer,
+    # output_arg=2), the output [M, N]
+    line = re.search(r"^@\d+ = gpu::code_object\[[^\]]*symbol_name=mlir_dot,[^\]]*output_arg=2,\]\((\w+),(\w+),"
+                     r"(\S+?)\) -> float_type, \{(\d+), (\d+)\}", text, re.M)
+    shapes = _defined_shapes(text)
+    (m, k), (k2, n) = shapes[line.group(1)], shapes[line.group(2)]
+    assert k == k2 and [int(line.group(4)), int(line.group(5))] == [m, n] == shapes[line.group(3)]
+    results = run_cli_many([("roofline", str(path), "-f", "json"),
+                            ("roofline", str(path), "--by", "kernel", "-f", "json")], cache=tmp_path / "cache")
+    for res in results:
+        assert res.returncode == 0, res.stderr
+    by_op, by_kernel = (json.loads(r.stdout) for r in results)
+    assert len(by_op) == 1
+    row = by_op[0]
+    assert row["name"] == "gpu::code_object::mlir_dot" and row["family"] == "matmul" and row["dtype"] == "fp32"
+    assert row["flops"] == 2 * m * n * k == 120     # M=4, N=3, K=5
+    assert row["bytes"] == (m * k + k * n + m * n) * 4
+    assert json.loads(row["shapes"]) == [[m, k], [k, n], [m, n]]
+    assert row["calls"] == 1 and row["device_ns"] == round(0.00880674 * 1e6)
+    assert [(r["name"], r["flops"]) for r in by_kernel] == [("mlir_dot", 120)]
+    # coverage: the one kernel's time is the dot's (before: no model for gpu::code_object::mlir_dot 100%)
+    assert "ops with a work model hold 100.0% of the device time" in results[0].stderr
+    assert "no model for" not in results[0].stderr

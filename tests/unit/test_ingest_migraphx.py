@@ -14,6 +14,8 @@ from support.cli import assert_one_line_error, run_cli_many
 from opscope.analyses.numerics import SCHEMA, load_dump
 from opscope.diff.numerics import diff_dumps
 from opscope.ingest import open_trace, pick_reader
+from opscope.ingest.migraphx.grammar import parse_instruction
+from opscope.ingest.migraphx.operands import records
 
 # ROCm 4-era driver: no batch, Rate in /sec, Summary "group: total, share", no Min/Max or percentiles; the
 # DCU/DTK fork's "main:@N" names, shapes without spaces and fractional percents
@@ -94,7 +96,12 @@ def test_old_driver_and_dcu_fork_lines(tmp_path):
                                          "gpu::convolution", "gpu::relu"]
     assert [e["dur_ns"] for e in ops] == [2600, 1700, 1000, 500_000, 40_000_000, 1_500_000]
     assert [e["ts_ns"] for e in ops] == [0, 2600, 4300, 5300, 505_300, 40_505_300]
-    assert json.loads(ops[4]["shapes"]) == [[1, 8, 4, 4]] and json.loads(ops[4]["dtypes"]) == ["float32"]
+    # the operands' shapes (x, then the scratch buffer: not the output's shape, so an input), then the output's
+    assert json.loads(ops[4]["shapes"]) == [[1, 3, 4, 4], [385], [1, 8, 4, 4]]
+    assert json.loads(ops[4]["dtypes"]) == ["float32"] * 3
+    assert json.loads(ops[4]["strides"]) == [[48, 16, 4, 1], [1], [128, 16, 4, 1]]
+    # hip::copy_to_gpu(input, main:@1): its last operand is not shaped as its output: both are inputs
+    assert json.loads(ops[3]["shapes"]) == [[1, 3, 4, 4], [385], [1, 3, 4, 4]]
     dev = _rows(trace, "kernel") + _rows(trace, "memcpy")
     assert sorted((e["kind"], e["name"], e["dur_ns"]) for e in dev) == [
         ("kernel", "gpu::convolution", 40_000_000), ("kernel", "gpu::relu", 1_500_000),
@@ -120,7 +127,9 @@ def test_multi_module_tuple_nan_and_streams(tmp_path):
     assert [e["name"] for e in ops] == ["@param", "gpu::set_stream", "gpu::code_object::add_relu", "if",
                                          "gpu::code_object::mul_kernel", "hip::copy"]
     assert [e["dur_ns"] for e in ops] == [1000, 2000, 250_000, 500_000, 200_000, 0]
-    assert json.loads(ops[3]["shapes"]) == [[2, 3], [6]] and json.loads(ops[3]["dtypes"]) == ["float32", "float16"]
+    # if(x): the operand x, then the tuple output as one TensorList entry
+    assert json.loads(ops[3]["shapes"]) == [[2, 3], [[2, 3], [6]]]
+    assert json.loads(ops[3]["dtypes"]) == ["float32", "TensorList"]
     args = [json.loads(a) for a in trace.args.to_pylist() for a in [a["args"]]]
     assert args[3]["module_inputs"] == ["then_mod", "else_mod"] and args[4]["module"] == "then_mod"
     assert args[5]["time_ms"] is None
@@ -315,3 +324,57 @@ def test_trace_eval_times_as_a_trace(tmp_path):
                                                                                        (1, 47000, 47000)]
     assert [e["name"] for e in _rows(trace, "kernel")] == ["add_kernel", "mlir_log", "mlir_exp"] * 2
     assert trace.metadata["format"] == "migraphx_trace_eval"
+
+
+def _records(lines):
+    recs = records(parse_instruction(line) for line in lines)
+    return [None if r is None else (json.loads(r[0]), json.loads(r[1]), json.loads(r[2]), r[3]) for r in recs]
+
+
+def test_operand_records():
+    recs = _records([
+        "a = @param:a -> half_type, {2, 4}, {4, 1}",
+        "@1 = hip::allocate[shape=half_type, {2, 3}, {3, 1}] -> half_type, {2, 3}, {3, 1}",
+        "b = @param:b -> half_type, {4, 3}, {1, 4}",
+        # output_arg=1: the buffer is the middle operand
+        "@3 = gpu::code_object[code_object=8,symbol_name=mlir_dot,global=1,local=1,output_arg=1,](a,@1,b) -> "
+        "half_type, {2, 3}, {3, 1}",
+        # no output_arg printed: the last operand
+        "@4 = gpu::code_object[code_object=8,symbol_name=relu_kernel,global=1,local=1,](@3,@1) -> half_type, {2, 3}, "
+        "{3, 1}",
+        # an operand never defined: no record
+        "@5 = gpu::code_object[code_object=8,symbol_name=add_kernel,](@4,nowhere,@1) -> half_type, {2, 3}, {3, 1}",
+        # a dynamic shape: no record
+        "@6 = gpu::code_object[code_object=8,symbol_name=relu_kernel,](@4) -> dynamic, half_type, {{1, 4}}",
+        # MIOpen: (x, w, workspace, y): x and w are the inputs
+        "x = @param:x -> float_type, {1, 3, 8, 8}, {192, 64, 8, 1}",
+        "w = @param:w -> float_type, {4, 3, 3, 3}, {27, 9, 3, 1}",
+        "ws = @param:ws -> int8_type, {512}, {1}",
+        "y = @param:y -> float_type, {1, 4, 6, 6}, {144, 36, 6, 1}",
+        "@11 = gpu::convolution[padding={0, 0, 0, 0},stride={1, 1}](x,w,ws,y) -> float_type, {1, 4, 6, 6}, "
+        "{144, 36, 6, 1}",
+        # pooling: its window after the output; the buffer dropped
+        "p = @param:p -> float_type, {1, 4, 3, 3}, {36, 9, 3, 1}",
+        "@13 = gpu::pooling[mode=max,padding={0, 0, 0, 0},stride={2, 2},lengths={2, 2},ceil_mode=0](@11,p) -> "
+        "float_type, {1, 4, 3, 3}, {36, 9, 3, 1}",
+        # a view: not an allocating op, its one operand is an input
+        "@14 = transpose[permutation={1, 0}](a) -> half_type, {4, 2}, {1, 4}",
+        # a tuple operand and output as TensorList entries
+        "@15 = if(@13), [then_mod, else_mod] -> [float_type, {2}, {1}, half_type, {3}, {1}]",
+        "@16 = get_tuple_elem[index=0](@15) -> float_type, {2}, {1}",
+        # MIOpen's fused conv_bias_relu: (x, w, workspace, bias, y)
+        "bias = @param:bias -> float_type, {1, 4, 6, 6}, {0, 1, 0, 0}",
+        "@18 = gpu::conv_bias_relu[conv=convolution[padding={0, 0, 0, 0}]](x,w,ws,bias,y) -> float_type, "
+        "{1, 4, 6, 6}, {144, 36, 6, 1}",
+    ])
+    assert recs[3] == ([[2, 4], [4, 3], [2, 3]], ["float16"] * 3, [[4, 1], [1, 4], [3, 1]], None)
+    assert recs[4][0] == [[2, 3], [2, 3]]
+    assert recs[5] is None and recs[6] is None
+    assert recs[11][0] == [[1, 3, 8, 8], [4, 3, 3, 3], [1, 4, 6, 6]]
+    assert recs[13] == ([[1, 4, 6, 6], [1, 4, 3, 3], []], ["float32", "float32", ""],
+                        [[144, 36, 6, 1], [36, 9, 3, 1], []], '["", "", "[2, 2]"]')
+    assert recs[14] == ([[2, 4], [4, 2]], ["float16"] * 2, [[4, 1], [1, 4]], None)
+    assert recs[15][:2] == ([[1, 4, 3, 3], [[2], [3]]], ["float32", "TensorList"])
+    assert recs[16][:2] == ([[[2], [3]], [2]], ["TensorList", "float32"])
+    assert recs[18][0] == [[1, 3, 8, 8], [4, 3, 3, 3], [1, 4, 6, 6], [1, 4, 6, 6]]
+    assert recs[18][2][2] == [0, 1, 0, 0]

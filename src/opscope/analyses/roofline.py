@@ -72,7 +72,8 @@ _WORK = pa.schema([("row", pa.int64()), ("flops", pa.float64()), ("bytes", pa.fl
 @memoized()
 def attribution(trace: Trace) -> Attribution:
     """Which op instance's work each device event does (see the module)."""
-    events = trace.select(["kind", "name", "shapes", "dtypes", "concrete_inputs", "output_shapes", "parent", "dur_ns"])
+    events = trace.select(["kind", "name", "shapes", "dtypes", "concrete_inputs", "output_shapes", "strides", "parent",
+                           "dur_ns"])
     if not pc.any(kind_mask(events, DEVICE_KINDS)).as_py():
         return _host_attribution(events)
     links = device_links(trace)
@@ -136,17 +137,17 @@ def _first_per_index(index: pa.Array, rows: pa.Array, n: int) -> pa.Array:
 
 def _work_of(events: pa.Table, op_rows: pa.Array) -> pa.Table:
     """The work of each op row that has a model (:data:`_WORK`), the model asked once per distinct (name, shapes,
-    dtypes, inputs, output shapes)."""
+    dtypes, inputs, output shapes, strides)."""
     rows = pc.unique(op_rows)
     if not len(rows):
         return _WORK.empty_table()
-    keys = ("name", "shapes", "dtypes", "concrete_inputs", "output_shapes")
+    keys = ("name", "shapes", "dtypes", "concrete_inputs", "output_shapes", "strides")
     table = pa.table({"row": pc.cast(rows, pa.int64()),
                       **{k: pc.fill_null(pc.take(events[k], rows).cast(pa.string()), "") for k in keys}})
     combos = table.group_by(list(keys), use_threads=False).aggregate([])
     found: dict[str, list] = {"flops": [], "bytes": [], "dtype": [], "family": []}
-    for name, shapes, dtypes, concrete, outputs in zip(*(combos[k].to_pylist() for k in keys)):
-        w = op_work(name, shapes or None, dtypes or None, concrete or None, outputs or None)
+    for name, shapes, dtypes, concrete, outputs, strides in zip(*(combos[k].to_pylist() for k in keys)):
+        w = op_work(name, shapes or None, dtypes or None, concrete or None, outputs or None, strides or None)
         ok = w is not None and (w.flops > 0 or w.bytes > 0)
         found["flops"].append(w.flops if ok and w else None)
         found["bytes"].append(w.bytes if ok and w else None)

@@ -1,11 +1,12 @@
 """Work per op call from its recorded shapes: the FLOPs and bytes a roofline places the op against.
 
 Pure functions over the text the model stores per event (``shapes``, ``dtypes``, ``concrete_inputs``,
-``output_shapes``): Kineto's ``Input Dims``/``Input type``/``Concrete Inputs`` (``[[16,559,1024],[1024,1024],[1024]]``,
-``["c10::BFloat16", ...]``, ``["", "", "1"]``), and the same JSON that the ONNX Runtime and TensorFlow (xplane)
-readers write. That text comes from the trace and is untrusted: it is parsed as bounded JSON, never evaluated, and
-anything malformed, too large or inconsistent (a matmul whose inner dimensions disagree) gives None, never an
-exception.
+``output_shapes``, ``strides``): Kineto's ``Input Dims``/``Input type``/``Concrete Inputs``
+(``[[16,559,1024],[1024,1024],[1024]]``, ``["c10::BFloat16", ...]``, ``["", "", "1"]``), and the same JSON that the
+ONNX Runtime, TensorFlow (xplane) and MIGraphX readers write (MIGraphX's records also hold the output, last, and the
+``strides`` of each entry: see "MIGraphX" below). That text comes from the trace and is untrusted: it is parsed as
+bounded JSON, never evaluated, and anything malformed, too large or inconsistent (a matmul whose inner dimensions
+disagree) gives None, never an exception.
 
 ONNX Runtime records no attributes (strides, pads, group, transA, kernel_shape) but each node's outputs' shapes,
 and lists only the inputs a kernel still holds (a weight it prepacked is left out, an optional input not given is
@@ -32,7 +33,8 @@ Conventions, the same for every family:
 Each family's formula is in one function below (``_matmul``, ``_conv``, ``_attention``, ``_elementwise``,
 ``_norm``, ``_reduction``, ``_embedding``, ``_copy``; for ONNX's records ``_onnx_product``, ``_onnx_conv``,
 ``_onnx_norm``, ``_pool``, ``_onnx_reduce``), with its constants stated there. Pooling belongs to the ``reduction``
-family (a windowed reduction).
+family (a windowed reduction). MIGraphX's ops and compiled kernels, named by the ops they join
+(``gpu::code_object::mlir_convolution_add_relu``), have theirs in ``_mgx_work``.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class Work:
 #: Canonical dtype -> bytes per element.
 DTYPE_BYTES: dict[str, float] = {
     "fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5, "int8": 1, "uint8": 1,
-    "int16": 2, "int32": 4, "int64": 8, "bool": 1, "complex64": 8, "complex128": 16, "complex32": 4,
+    "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1, "complex64": 8,
+    "complex128": 16, "complex32": 4,
 }
 
 _DTYPE_NAMES: dict[str, str] = {}
@@ -80,6 +83,9 @@ for _canon, _names in {
     "int32": ("int", "int32", "s32", "int32_type", "c10::qint32", "qint32", "torch.int32", "dt_int32"),
     "int64": ("long int", "long", "long long", "long long int", "int64", "s64", "int64_type", "torch.int64",
               "dt_int64"),
+    "uint16": ("uint16", "u16", "uint16_type", "torch.uint16", "dt_uint16"),
+    "uint32": ("uint32", "u32", "uint32_type", "torch.uint32", "dt_uint32"),
+    "uint64": ("uint64", "u64", "uint64_type", "torch.uint64", "dt_uint64"),
     "bool": ("bool", "pred", "bool_type", "torch.bool", "dt_bool"),
     "complex64": ("c10::complex<float>", "complex64", "c64"),
     "complex128": ("c10::complex<double>", "complex128", "c128"),
@@ -758,8 +764,9 @@ ELEMENTWISE_FLOPS: dict[str, float] = {
 #: Ops whose result is bool.
 _COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_and", "logical_or",
                           "logical_not"})
-_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "fp8": 5, "fp16": 6, "bf16": 6,
-         "fp32": 7, "tf32": 7, "fp64": 8, "complex32": 9, "complex64": 10, "complex128": 11}
+_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 3, "uint32": 3, "int64": 4,
+         "uint64": 4, "fp8": 5, "fp16": 6, "bf16": 6, "fp32": 7, "tf32": 7, "fp64": 8, "complex32": 9, "complex64": 10,
+         "complex128": 11}
 
 
 def _elementwise(name: str, x: _Args) -> Work:
@@ -1071,6 +1078,309 @@ def _copy(name: str, x: _Args) -> Work:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# MIGraphX: the ops of its targets (``gpu::``, ``hip::``, ``ref::``, ``cpu::``, ``dnnl::``) and compiled kernels
+# (``gpu::code_object::<symbol>``). The record (``ingest/migraphx/operands.py``): the input operands in printed
+# order, then the output, then (pooling) the window as a non-tensor entry; ``strides`` per entry. A fused kernel's
+# operands come in the order of its module's parameters, so the product's and convolution's operands are found by
+# their shapes against the output's, in any order.
+
+#: Where MIGraphX's op names start (a name without one of these is another framework's).
+MIGRAPHX_NAMESPACES = ("gpu::", "hip::", "ref::", "cpu::", "dnnl::")
+
+#: FLOPs per output element of the MIGraphX ops a pointwise kernel's symbol joins (``add_relu_kernel``,
+#: ``mlir_convolution_add_clip``): 1 for arithmetic, comparisons, selects and unary math (as ELEMENTWISE_FLOPS);
+#: sigmoid 4, elu 3, prelu 2 (compare, multiply), sqdiff 2 (subtract, square), gelu/gelu_new 8, triadd 2 (three
+#: inputs added), quantizelinear 4 (divide, round, add the zero point, clip), dequantizelinear 2 (subtract the zero
+#: point, multiply); type conversions, layouts and views move data without arithmetic: 0.
+MIGRAPHX_POINTWISE_FLOPS: dict[str, float] = {
+    **dict.fromkeys((
+        "add", "sub", "mul", "div", "neg", "abs", "relu", "max", "min", "clip", "pow", "sqrt", "rsqrt", "exp", "log",
+        "log2", "erf", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+        "atanh", "recip", "floor", "ceil", "round", "nearbyint", "sign", "fmod", "mod", "equal", "greater", "less",
+        "not", "logical_and", "logical_or", "logical_xor", "bitwise_and", "where", "leaky_relu", "isnan", "isinf",
+    ), 1.0),
+    "sigmoid": 4.0, "elu": 3.0, "prelu": 2.0, "sqdiff": 2.0, "gelu": 8.0, "gelu_new": 8.0, "triadd": 2.0,
+    "quantizelinear": 4.0, "dequantizelinear": 2.0,
+    **dict.fromkeys(("convert", "identity", "bit_cast", "unpack_int4", "unpack_fp4", "pack_int4", "pack_fp4",
+                     "broadcast", "multibroadcast", "slice", "step", "reshape", "reshape_lazy", "transpose", "squeeze",
+                     "unsqueeze", "flatten"), 0.0),
+}
+#: Views that keep the element count (a product fused with them is found by element counts, see _mgx_matmul).
+_MGX_VIEWS = frozenset({"reshape", "reshape_lazy", "transpose", "squeeze", "unsqueeze", "flatten"})
+_MGX_MATMUL = frozenset({"dot", "quant_dot", "gemm", "quant_gemm", "hip_gemm", "hip_quant_gemm", "ck_gemm"})
+#: Convolutions; MIOpen's fused ones: ``gpu::conv_bias`` (its bias add counted, 1 per output element),
+#: ``gpu::conv_bias_relu`` and ``gpu::miopen_fusion`` (a convolution, then the bias add and relu its ``ops`` attribute
+#: lists, which its name does not: those not counted).
+_MGX_CONV = frozenset({"convolution", "quant_convolution", "miopen_convolution", "channelwise_conv", "conv_bias",
+                       "miopen_fusion"})
+_MGX_DECONV = frozenset({"convolution_backwards", "deconvolution"})
+#: Reductions: 1 FLOP per input element (REDUCTION_FLOPS' sum/max/argmax).
+_MGX_REDUCE = frozenset({"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_any",
+                         "reduce_all", "argmax", "argmin"})
+#: Normalisations: FLOPs per element of the input. MIGraphX's layernorm kernel computes the statistics (4) and
+#: normalises (2); its scale and shift are fused pointwise ops named after it (``layernorm_mul_add_kernel``).
+#: Batch norm in inference 4 (NORM_FLOPS' batch_norm_eval).
+_MGX_NORM = {"layernorm": 6.0, "batch_norm_inference": 4.0}
+_MGX_SOFTMAX = frozenset({"softmax", "logsoftmax"})
+#: Data movement: bytes only (``hip::copy*``, ``gpu::contiguous``, ``contiguous_kernel``, ``concat_kernel``, ...).
+_MGX_COPY = frozenset({"contiguous", "layout", "hip_copy", "copy", "copy_to_gpu", "copy_from_gpu", "concat", "pad",
+                       "reverse"})
+#: Most operands a product's or convolution's operands are searched among (pairwise): a kernel takes a few.
+MAX_PAIRED_OPERANDS = 64
+_MGX_VOCAB = (set(MIGRAPHX_POINTWISE_FLOPS) | _MGX_MATMUL | _MGX_CONV | _MGX_DECONV | _MGX_REDUCE | set(_MGX_NORM)
+              | _MGX_SOFTMAX | _MGX_COPY | {"pooling", "gather", "fill"})
+
+
+def _mgx_ops(name: str) -> list[str] | None:
+    """The MIGraphX op names an op or kernel name stands for: ``gpu::code_object::mlir_convolution_add_relu`` ->
+    [convolution, add, relu], ``gpu::code_object::add_layernorm_mul_kernel`` -> [add, layernorm, mul],
+    ``gpu::gemm`` -> [gemm] (``perf --detailed``'s ``<shapes>`` suffix ignored); None where it is not a MIGraphX
+    name or a part is not a known op."""
+    if not name.startswith(MIGRAPHX_NAMESPACES):
+        return None
+    body = name.split("<", 1)[0]
+    if body.startswith("gpu::code_object::"):
+        body = body[len("gpu::code_object::"):]
+        body = body.removeprefix("mlir_").removesuffix("_kernel")
+    else:
+        body = body.split("::", 1)[1]
+    words = body.split("_")
+    ops: list[str] = []
+    i = 0
+    while i < len(words):
+        for size in (3, 2, 1):  # the longest known name first: reduce_sum, not reduce + sum
+            part = "_".join(words[i:i + size])
+            if i + size <= len(words) and part in _MGX_VOCAB:
+                ops.append(part)
+                i += size
+                break
+        else:
+            return None
+    return ops or None
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    shape: Shape
+    dtype: str
+    stored: int  # elements in memory: a broadcast dimension (stride 0) counts once
+
+    @property
+    def nbytes(self) -> float:
+        return self.stored * DTYPE_BYTES[self.dtype]
+
+    @property
+    def numel(self) -> int:
+        return _numel(self.shape)
+
+
+def _mgx_record(shapes: str | None, dtypes: str | None, concrete: str | None,
+                strides: str | None) -> tuple[list[_Tensor], _Tensor, list[int] | None]:
+    """(inputs, output, pooling window) of a MIGraphX record; _BadRecordError where an entry has no size (a tuple,
+    an unknown dtype) or the texts disagree."""
+    shape_list = _shapes(shapes)
+    texts = _strings(dtypes, len(shape_list))
+    values = _strings(concrete, len(shape_list))
+    stride_list = _loads(strides)
+    if len(texts) != len(shape_list) or (stride_list is not None and len(stride_list) != len(shape_list)):
+        raise _BadRecordError
+    last = max((i for i, t in enumerate(texts) if t.strip()), default=-1)  # entries after it are attributes
+    if last < 0:
+        raise _BadRecordError
+    tensors = []
+    for i in range(last + 1):
+        shape, dtype = shape_list[i], canonical_dtype(texts[i])
+        if isinstance(shape, list) or dtype is None:
+            raise _BadRecordError
+        stored = _numel(shape)
+        if stride_list is not None:
+            st = stride_list[i]
+            if not isinstance(st, list) or len(st) != len(shape) or any(type(v) is not int or v < 0 for v in st):
+                raise _BadRecordError
+            stored = math.prod(d for d, s in zip(shape, st) if s != 0)
+        tensors.append(_Tensor(shape, dtype, stored))
+    attributes = _Args(shape_list, [None] * len(shape_list), values)
+    window = next((w for w in map(attributes.ints, range(last + 1, len(shape_list))) if w), None)
+    return tensors[:-1], tensors[-1], window
+
+
+def _widest(tensors: list[_Tensor], out: _Tensor) -> str:
+    """The compute dtype of a pointwise or reducing kernel: its widest input (bool only where all are), else the
+    output's."""
+    dtypes = [t.dtype for t in tensors if t.dtype != "bool"] or [t.dtype for t in tensors] or [out.dtype]
+    return max(dtypes, key=lambda d: _RANK.get(d, 0))
+
+
+def _mgx_matmul(ins: list[_Tensor], out: _Tensor, views: bool) -> tuple[float, str]:
+    """A product's FLOPs, 2·M·N·K·batch = 2·(output elements)·K, and compute dtype. The output is [..., M, N]; K is
+    read off an operand pair a [..., M, K], b [..., K, N] whose batch dimensions broadcast to the output's. A kernel
+    that reshapes or transposes its operands (``mlir_transpose_reshape_dot_add``) keeps their element counts: K =
+    numel(a)·N / numel(out) = numel(b)·M / numel(out) for some pair. Either way the pairs that fit must agree on K
+    (a pointwise operand could fit too), else no model."""
+    o = out.shape
+    if len(o) < 2 or not out.numel or len(ins) > MAX_PAIRED_OPERANDS:
+        raise _BadRecordError
+    m, n = o[-2], o[-1]
+    found: dict[int, str] = {}
+    for a in ins:
+        for b in ins:
+            if a is b or len(a.shape) != len(o) or len(b.shape) != len(o):
+                continue
+            if a.shape[-2] == m and b.shape[-1] == n and a.shape[-1] == b.shape[-2]:
+                try:
+                    batch = _broadcast(a.shape[:-2], b.shape[:-2], o[:-2])
+                except _BadRecordError:
+                    continue
+                if batch == o[:-2]:
+                    found.setdefault(a.shape[-1], a.dtype)
+    if not found and views:
+        for a in ins:
+            for b in ins:
+                k_a, r_a = divmod(a.numel * n, out.numel)
+                k_b, r_b = divmod(b.numel * m, out.numel)
+                if a is not b and k_a > 0 and not r_a and not r_b and k_a == k_b:
+                    found.setdefault(k_a, a.dtype)
+    if len(found) != 1:
+        raise _BadRecordError
+    (k, dtype), = found.items()
+    return 2.0 * out.numel * k, dtype
+
+
+def _materialised(t: _Tensor) -> bool:
+    """Not a broadcast view (a convolution's input and weight are stored whole)."""
+    return t.stored == t.numel
+
+
+def _mgx_conv(ins: list[_Tensor], out: _Tensor, transposed: bool) -> tuple[float, str]:
+    """A convolution's FLOPs and compute dtype, from its output and the weight found among its operands.
+
+    * forward, out [N, C_out, out...], weight [C_out, C_in/groups, k...], input [N, C_in, in...]: each output element
+      is a dot product over its group's C_in/groups channels and the kernel window, so flops =
+      2·numel(out)·prod(weight[1:]) = 2·N·C_out·(C_in/groups)·prod(k)·prod(out spatial) (depthwise, weight
+      [C, 1, k...]: 2·numel(out)·prod(k)); groups = C_in / weight[1], which must divide C_out. Padding, stride and
+      dilation (which a compiled kernel does not print) are in the output's size.
+    * transposed (``convolution_backwards``), weight [C_in, C_out/groups, k...]: each input element is scattered
+      through the kernel into C_out/groups channels: flops = 2·numel(input)·prod(weight[1:]).
+
+    The input and weight are the operands of the convolution's rank, not broadcast, that fit: weight[0] = C_out
+    (C_in transposed) and an input of batch N whose channels the weight's divide. Every fitting pair must give the
+    same FLOPs (a residual operand shaped like the output fits as an input when N = C_out), else no model."""
+    o = out.shape
+    r = len(o)
+    if r < 3 or len(ins) > MAX_PAIRED_OPERANDS:
+        raise _BadRecordError
+    found: dict[float, str] = {}
+    for w in ins:
+        if len(w.shape) != r or not _materialised(w) or min(w.shape) < 1:
+            continue
+        for x in ins:
+            if x is w or len(x.shape) != r or not _materialised(x) or x.shape[0] != o[0]:
+                continue
+            if transposed:
+                groups = o[1] // w.shape[1]
+                if x.shape[1] != w.shape[0] or o[1] % w.shape[1] or not groups or x.shape[1] % groups:
+                    continue
+                flops = 2.0 * x.numel * _numel(w.shape[1:])
+            else:
+                groups = x.shape[1] // w.shape[1]
+                if w.shape[0] != o[1] or x.shape[1] % w.shape[1] or not groups or o[1] % groups:
+                    continue
+                flops = 2.0 * out.numel * _numel(w.shape[1:])
+            found.setdefault(flops, w.dtype)
+    if len(found) != 1:
+        raise _BadRecordError
+    (flops, dtype), = found.items()
+    return flops, dtype
+
+
+def _pointwise_flops(ops: Sequence[str]) -> float:
+    return sum(MIGRAPHX_POINTWISE_FLOPS[op] for op in ops)
+
+
+def _mgx_work(ops: list[str], ins: list[_Tensor], out: _Tensor, window: list[int] | None) -> Work:
+    """The work of one MIGraphX op or kernel: ``ops``, the op names its name joins, decide the family.
+
+    * bytes: every input read once (a broadcast input at its size in memory) + the output written once; a fill
+      writes only; a gather reads the rows it gathers (the output's size), not its whole table, and the indices.
+    * a product (dot, gemm, ``mlir_dot*``, ``ck_gemm*``) or convolution (``convolution``, ``mlir_convolution*``,
+      ``channelwise_conv*``) with fused pointwise ops: its FLOPs (_mgx_matmul, _mgx_conv) + the pointwise ops' on
+      each output element; two products in one kernel (attention) have no model;
+    * pointwise kernels: MIGRAPHX_POINTWISE_FLOPS summed over the ops, per output element; a kernel that only moves
+      or converts data (``contiguous``, ``convert``, ``concat``, ``hip::copy``) is a copy, 0 FLOPs;
+    * reductions (``reduce_sum_kernel``, fused ``reduce_max_sub_exp_reduce_sum_div_kernel``): the ops up to the last
+      reduction run on each element of the largest input (a reduction 1 FLOP), the ops after it on each output
+      element (a layernorm's ``add``/``sqrt`` on the reduced rows are then counted per element: at most 2 FLOPs per
+      element more than it does);
+    * softmax/logsoftmax: 5 per input element (REDUCTION_FLOPS); layernorm: 6 per input element + its fused ops;
+    * pooling: output elements x window where the op prints its window (``gpu::pooling[lengths={3, 3}]``), else
+      (``pooling_kernel``) one per input element (exact for global and non-overlapping windows, fewer than the
+      windows hold where they overlap).
+    """
+    heavy = [op for op in ops if op in _MGX_MATMUL or op in _MGX_CONV or op in _MGX_DECONV]
+    rest = [op for op in ops if op not in heavy]
+    in_bytes = sum(t.nbytes for t in ins)
+    nbytes = in_bytes + out.nbytes
+    pointwise = all(op in MIGRAPHX_POINTWISE_FLOPS for op in rest)
+    if heavy:
+        if len(heavy) != 1 or not pointwise:
+            raise _BadRecordError
+        if heavy[0] in _MGX_MATMUL:
+            flops, dtype = _mgx_matmul(ins, out, any(op in _MGX_VIEWS for op in rest))
+            family = "matmul"
+        else:
+            flops, dtype = _mgx_conv(ins, out, heavy[0] in _MGX_DECONV)
+            flops += out.numel if heavy[0] == "conv_bias" else 0
+            family = "conv"
+        return Work(flops + out.numel * _pointwise_flops(rest), nbytes, dtype, family)
+    largest = max((t.numel for t in ins), default=0)
+    dtype = _widest(ins, out)
+    if ops == ["fill"]:
+        return Work(0.0, out.nbytes, out.dtype, "copy")
+    if ops == ["gather"]:
+        if len(ins) < 2:
+            raise _BadRecordError
+        return Work(0.0, out.numel * DTYPE_BYTES[ins[0].dtype] + ins[1].nbytes + out.nbytes, ins[0].dtype,
+                    "embedding")
+    if ops == ["pooling"]:
+        if not ins:
+            raise _BadRecordError
+        flops = out.numel * _numel(window) if window else ins[0].numel
+        return Work(float(flops), nbytes, dtype, "reduction")
+    if len(ops) == 1 and ops[0] in _MGX_SOFTMAX:
+        return Work(largest * REDUCTION_FLOPS["softmax"], nbytes, dtype, "reduction")
+    norms = [op for op in ops if op in _MGX_NORM]
+    reduces = [i for i, op in enumerate(ops) if op in _MGX_REDUCE]
+    if norms:
+        others = [op for op in ops if op not in _MGX_NORM]
+        if len(norms) != 1 or not all(op in MIGRAPHX_POINTWISE_FLOPS for op in others):
+            raise _BadRecordError
+        return Work(largest * _MGX_NORM[norms[0]] + out.numel * _pointwise_flops(others), nbytes, dtype, "norm")
+    if reduces:
+        cut = reduces[-1] + 1
+        if not all(op in MIGRAPHX_POINTWISE_FLOPS or op in _MGX_REDUCE for op in ops):
+            raise _BadRecordError
+        before = sum(1.0 if op in _MGX_REDUCE else MIGRAPHX_POINTWISE_FLOPS[op] for op in ops[:cut])
+        return Work(largest * before + out.numel * _pointwise_flops(ops[cut:]), nbytes, dtype, "reduction")
+    if not all(op in MIGRAPHX_POINTWISE_FLOPS or op in _MGX_COPY for op in ops):
+        raise _BadRecordError
+    flops = out.numel * _pointwise_flops([op for op in ops if op not in _MGX_COPY])
+    return Work(flops, nbytes, dtype, "elementwise" if flops else "copy")
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _migraphx_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None,
+                   strides: str | None) -> Work | None:
+    ops = _mgx_ops(name)
+    if ops is None:
+        return None
+    try:
+        ins, out, window = _mgx_record(shapes, dtypes, concrete, strides)
+        return _mgx_work(ops, ins, out, window)
+    except (_BadRecordError, KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # names
 
 
@@ -1143,7 +1453,8 @@ def _key(name: str) -> str:
 
 def modeled_names() -> dict[str, tuple[str, ...]]:
     """The op names with a model, per family (aten ops listed without their ``aten::`` prefix; in-place ``_``
-    variants share their op's model; ONNX/TF names included)."""
+    variants share their op's model; ONNX/TF names included; MIGraphX's names, read by their parts (``_mgx_ops``),
+    are not listed)."""
     out: dict[str, list[str]] = {f: [] for f in FAMILIES}
     families: dict[_Model, str] = {
         _matmul: "matmul", _onnx_product: "matmul", _conv: "conv", _conv_backward: "conv", _onnx_conv: "conv",
@@ -1161,17 +1472,30 @@ def modeled_names() -> dict[str, tuple[str, ...]]:
 
 
 def op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | None = None,
-            outputs: str | None = None) -> Work | None:
+            outputs: str | None = None, strides: str | None = None) -> Work | None:
     """The work of one call of op ``name`` from its recorded ``shapes``/``dtypes``/``concrete_inputs`` text and,
-    where the record has them, its ``output_shapes`` (``outputs``); None when the op has no model or its record
+    where the record has them, its ``output_shapes`` (``outputs``) and, for MIGraphX's ops, ``strides`` (a broadcast
+    operand's size in memory); None when the op has no model or its record
     does not resolve (absent, malformed, inconsistent, too large). Cached: a trace repeats the same few records many
     times."""
     if not isinstance(name, str) or len(name) > 512:
         return None
     if any(t is not None and (not isinstance(t, str) or len(t) > MAX_TEXT)
-           for t in (shapes, dtypes, concrete, outputs)):
+           for t in (shapes, dtypes, concrete, outputs, strides)):
         return None
+    if name.startswith(MIGRAPHX_NAMESPACES):
+        return _checked(_migraphx_work(name, shapes, dtypes, concrete, strides))
     return _op_work(name, shapes, dtypes, concrete, outputs)
+
+
+def _checked(work: Work | None) -> Work | None:
+    """``work`` with finite, non-negative figures (as floats); None otherwise."""
+    if work is None:
+        return None
+    flops, nbytes = float(work.flops), float(work.bytes)
+    if not (math.isfinite(flops) and math.isfinite(nbytes)) or flops < 0 or nbytes < 0:
+        return None
+    return Work(flops, nbytes, work.dtype, work.family)
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -1189,7 +1513,4 @@ def _op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | 
         work = model(key, args)
     except (_BadRecordError, KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError):
         return None
-    flops, nbytes = float(work.flops), float(work.bytes)
-    if not (math.isfinite(flops) and math.isfinite(nbytes)) or flops < 0 or nbytes < 0:
-        return None
-    return Work(flops, nbytes, work.dtype, work.family)
+    return _checked(work)

@@ -11,7 +11,8 @@ from opscope.paths import cache_root
 
 __all__ = ["CACHE_FORMAT", "cache_key", "cache_root"]
 
-# 14: events.output_shapes (the outputs' shapes ONNX Runtime records);
+# 14: events.output_shapes (the outputs' shapes ONNX Runtime records); MIGraphX ops carry each operand's shape,
+#     dtype and strides, then the output's (before: the output's alone);
 # 13: copies and fills that run as kernels are kind memcpy/memset (derive.KIND_BY_NAME);
 # 12: the numeric tables uncompressed and read in place (model.mapped): their columns are views of the page cache;
 # 11: Arrow IPC files (NAME.arrow) instead of Parquet: written in a third of the time, read in two thirds;

@@ -24,6 +24,7 @@ from typing import Any
 
 from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, ms_to_ns, parse_instruction
+from opscope.ingest.migraphx.operands import records
 from opscope.ingest.source import ByteSource
 from opscope.model.builder import TraceBuilder
 from opscope.model.trace import Trace
@@ -171,11 +172,12 @@ def _device_kind(op: str) -> str | None:
 
 
 def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dict]], keep_args: bool) -> list[int]:
-    """Add ``(instruction, ms, op name, extra args)`` end to end from 0: a host op each, and a device row (same span,
-    same correlation id) for those that run device work. Returns each item's start and, last, the end (ns); a time
-    that is not a number (``-nan``: never ran) lasts 0 ns."""
+    """Add ``(instruction, ms, op name, extra args)`` end to end from 0: a host op each, with its operands' and output's
+    shapes, dtypes and strides (:mod:`.operands`), and a device row (same span, same correlation id) for those that run
+    device work. Returns each item's start and, last, the end (ns); a time that is not a number (``-nan``: never ran)
+    lasts 0 ns."""
     host: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation",
-                                             "shapes", "dtypes", "strides")}
+                                             "shapes", "dtypes", "strides", "concrete_inputs")}
     dev: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device",
                                             "stream", "correlation")}
     host_args: list[str] = []
@@ -183,6 +185,7 @@ def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dic
     starts: list[int] = []
     ts = 0
     stream = 0
+    recs = records(ins for ins, _, _, _ in items)
     for k, (ins, ms, name, extra) in enumerate(items):
         dur = ms_to_ns(ms) if math.isfinite(ms) and ms >= 0 else 0
         if ins.op == "gpu::set_stream":
@@ -197,10 +200,9 @@ def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dic
         host["pid"].append(PID)
         host["tid"].append(TID)
         host["correlation"].append(corr)
-        host["shapes"].append(json.dumps([s.lens for s in ins.shapes], separators=(",", ":")) if ins.shapes else None)
-        host["dtypes"].append(json.dumps([s.dtype for s in ins.shapes]) if ins.shapes else None)
-        host["strides"].append(json.dumps([s.strides for s in ins.shapes], separators=(",", ":"))
-                               if ins.shapes else None)
+        rec = recs[k]
+        for column, value in zip(("shapes", "dtypes", "strides", "concrete_inputs"), rec or (None,) * 4):
+            host[column].append(value)
         host_args.append(json.dumps({**ins.to_args(), **extra}))
         kind = _device_kind(ins.op)
         if kind is not None:
