@@ -26,28 +26,36 @@ def protobuf(module: str) -> Any:
     return importlib.import_module(f"google.protobuf.{module}")
 
 
+def add_message(f: Any, name: str, fields: list[tuple], oneofs: tuple[str, ...] = ()) -> Any:
+    """Declare message ``name`` in the file descriptor ``f``: each field ``(name, number, type, *extra)`` with type
+    int64, uint64, bool, double, string, bytes or message and extras ``"repeated"``, ``".pkg.Type"`` (a message
+    field's type), ``"oneof:NAME"``."""
+    fd = protobuf("descriptor_pb2").FieldDescriptorProto
+    types = {"int64": fd.TYPE_INT64, "uint64": fd.TYPE_UINT64, "bool": fd.TYPE_BOOL, "double": fd.TYPE_DOUBLE,
+             "string": fd.TYPE_STRING, "bytes": fd.TYPE_BYTES, "message": fd.TYPE_MESSAGE}
+    m = f.message_type.add(name=name)
+    for oneof in oneofs:
+        m.oneof_decl.add(name=oneof)
+    for spec in fields:
+        fname, number, ftype, *rest = spec
+        label = fd.LABEL_REPEATED if "repeated" in rest else fd.LABEL_OPTIONAL
+        field = m.field.add(name=fname, number=number, type=types[ftype], label=label)
+        for extra in rest:
+            if extra.startswith("."):
+                field.type_name = extra
+            elif extra.startswith("oneof:"):
+                field.oneof_index = oneofs.index(extra[6:])
+    return m
+
+
 def _file() -> Any:
     descriptor_pb2 = protobuf("descriptor_pb2")
     fd = descriptor_pb2.FieldDescriptorProto
-    types = {"int64": fd.TYPE_INT64, "uint64": fd.TYPE_UINT64, "double": fd.TYPE_DOUBLE, "string": fd.TYPE_STRING,
-             "bytes": fd.TYPE_BYTES, "message": fd.TYPE_MESSAGE}
     f = descriptor_pb2.FileDescriptorProto(name="opscope_xplane.proto", package="tensorflow.profiler",
                                            syntax="proto3")
 
     def message(name: str, fields: list[tuple], oneofs: tuple[str, ...] = ()) -> Any:
-        m = f.message_type.add(name=name)
-        for oneof in oneofs:
-            m.oneof_decl.add(name=oneof)
-        for spec in fields:
-            fname, number, ftype, *rest = spec
-            label = fd.LABEL_REPEATED if "repeated" in rest else fd.LABEL_OPTIONAL
-            field = m.field.add(name=fname, number=number, type=types[ftype], label=label)
-            for extra in rest:
-                if extra.startswith("."):
-                    field.type_name = extra
-                elif extra.startswith("oneof:"):
-                    field.oneof_index = oneofs.index(extra[6:])
-        return m
+        return add_message(f, name, fields, oneofs)
 
     def map_entry(parent: Any, name: str, value_type: str) -> None:
         entry = parent.nested_type.add(name=name)
