@@ -518,6 +518,60 @@ def test_hostile_output_shapes_are_no_model(outputs: str) -> None:
     assert op_work("MaxPool", "[[8,64,56,56]]", '["float"]', None, outputs) is None
 
 
+# --- TensorFlow ops (types, input shapes only) -----------------------------------------------------------------
+
+def test_tf_fused_matmul_reads_its_bias() -> None:
+    # _FusedMatMul(a [16, 64], b [64, 10], bias [10]): 2*16*10*64 = 20,480; bytes (1,024 + 640 + 10 + 160) * 4
+    w = _work("_FusedMatMul", [[16, 64], [64, 10], [10]], ["float", "float", "float"])
+    assert w == Work(20_480, (1_024 + 640 + 10 + 160) * 4, "fp32", "matmul")
+
+
+def test_tf_add_n_adds_n_minus_one_per_element() -> None:
+    # AddN of 3 tensors [4, 5]: 2 adds per element = 40; bytes 3 read + 1 written = 4 * 20 * 4 = 320
+    assert _work("AddN", [[4, 5]] * 3, ["float"] * 3) == Work(40, 320, "fp32", "elementwise")
+    assert _work("AddN", [[4, 5], [5, 4]], ["float"] * 2) is None  # AddN's inputs have one shape
+
+
+def test_tf_bias_add_grad_where_the_channels_are_unambiguous() -> None:
+    # [64, 10] (a dense layer's gradient): 640 adds into [10]; bytes 640*4 + 10*4 = 2,600
+    assert _work("BiasAddGrad", [[64, 10]], ["float"]) == Work(640, 2_600, "fp32", "reduction")
+    # [16, 32, 32, 16]: NHWC gives C = 16, NCHW C = 32 (data_format is not recorded): no model
+    assert _work("BiasAddGrad", [[16, 32, 32, 16]], ["float"]) is None
+    # [8, 16, 7, 16]: both readings give C = 16
+    assert _work("BiasAddGrad", [[8, 16, 7, 16]], ["half"]) == Work(8 * 16 * 7 * 16, (8 * 16 * 7 * 16 + 16) * 2,
+                                                                     "fp16", "reduction")
+
+
+def test_tf_fused_batch_norm_only_where_the_record_says_training() -> None:
+    x, c = [16, 32, 32, 16], [16]
+    # empty mean/variance: training, the batch statistics computed: 8 FLOPs per element (16*32*32*16 = 262,144);
+    # bytes x read + y written + scale + offset: (2 * 262,144 + 16 + 16) * 4
+    w = _work("FusedBatchNormV3", [x, c, c, [0], [0]], ["float"] * 5)
+    assert w == Work(8 * 262_144, (2 * 262_144 + 32) * 4, "fp32", "norm")
+    # [C] mean/variance: training with a running average or inference (is_training is not recorded): no model
+    assert _work("FusedBatchNormV3", [x, c, c, c, c], ["float"] * 5) is None
+
+
+def test_tf_gradient_and_other_elementwise_aliases() -> None:
+    # ReluGrad(gradients, features) [8, 8]: 1 select per element; bytes 2 read + 1 written = 3 * 64 * 4
+    assert _work("ReluGrad", [[8, 8], [8, 8]], ["float", "float"]) == Work(64, 768, "fp32", "elementwise")
+    assert _work("SigmoidGrad", [[8, 8], [8, 8]], ["float", "float"]).flops == 3 * 64
+    assert _work("SelectV2", [[8, 8], [8, 8], [8, 8]], ["bool", "float", "float"]).flops == 64
+    # TF's Max is a reduction whose second input is the int axes: not ONNX's elementwise Max
+    assert _work("Max", [[4, 10], [1]], ["float", "int32"]) is None
+    assert _work("Max", [[4, 10], [4, 10]], ["float", "float"]).flops == 40  # ONNX: elementwise
+
+
+def test_tf_ops_whose_work_depends_on_unrecorded_attributes_have_no_model() -> None:
+    # TF records input shapes only: Conv2D's output size depends on its strides and padding, MaxPool's on its ksize,
+    # Mean's on its axes (a tensor whose values are not recorded), Cast's bytes on its output type
+    assert _work("Conv2D", [[16, 64, 64, 3], [3, 3, 3, 16]], ["float", "float"]) is None
+    assert _work("DepthwiseConv2dNative", [[16, 32, 32, 16], [3, 3, 16, 1]], ["float", "float"]) is None
+    assert _work("MaxPool", [[16, 32, 32, 32]], ["float"]) is None
+    assert _work("Mean", [[16, 32, 32, 16], [2]], ["float", "int32"]) is None
+    assert _work("Cast", [[30522, 1024]], ["float"]) is None
+
+
 # --- what has no model, and hostile text -----------------------------------------------------------------------
 
 def test_ops_without_a_model() -> None:

@@ -16,6 +16,9 @@ N), tell optional inputs apart by shape rather than position, and have no model 
 the input's memory (no data moves when it does, a copy when it cannot), and which happened is not recorded; their
 time stays in the "no model" count.
 
+An op whose ``concrete_inputs`` is an XLA HLO instruction record (what the xplane reader writes for JAX and XLA ops)
+is modeled by :mod:`opscope.analyses.hlo_work` from that text, whatever its name.
+
 Conventions, the same for every family:
 
 * ``flops`` are per call; a multiply-add counts 2. ``bytes`` are the *minimum* traffic of one call: each input read
@@ -35,6 +38,10 @@ Each family's formula is in one function below (``_matmul``, ``_conv``, ``_atten
 ``_onnx_norm``, ``_pool``, ``_onnx_reduce``), with its constants stated there. Pooling belongs to the ``reduction``
 family (a windowed reduction). MIGraphX's ops and compiled kernels, named by the ops they join
 (``gpu::code_object::mlir_convolution_add_relu``), have theirs in ``_mgx_work``.
+TensorFlow ops are named by type and record their input shapes only (``OpKernel::TraceString``: no attributes, no
+outputs): those whose inputs pin their work map onto these models (``_ALIASES``, ``_TRANSPOSABLE``, ``_add_n``,
+``_bias_add_grad``, ``_tf_batch_norm``); a TF op whose work depends on an attribute the record leaves out
+(``Conv2D``'s and pooling's strides and padding, a reduction's axes, ``Cast``'s output type) has no model.
 """
 
 from __future__ import annotations
@@ -47,8 +54,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opscope.analyses import hlo_work
+
 #: The families of :attr:`Work.family`.
-FAMILIES: tuple[str, ...] = ("matmul", "conv", "attention", "elementwise", "norm", "reduction", "embedding", "copy")
+FAMILIES: tuple[str, ...] = ("matmul", "conv", "attention", "elementwise", "norm", "reduction", "embedding", "copy",
+                             "fusion")
 
 
 @dataclass(frozen=True)
@@ -385,11 +395,12 @@ def _transposable(a: Shape, b: Shape, dtype: str, extra: float = 0.0, out: Shape
 
 
 def _onnx_product(name: str, x: _Args) -> Work:
-    """ONNX ``Gemm``/``MatMul`` (and ORT's ``FusedMatMul``, TF's ``MatMul``/``BatchMatMul*``), whose transposes are
-    attributes the record does not carry (see :func:`_transposable`). Without the output's shape the operands decide
-    alone. With it (ONNX Runtime's records) the readings must also give that output, and a prepacked operand is
-    understood: ORT leaves out of its record the constant B that a kernel packed ahead (``input_type_shape`` lists
-    only the inputs still held), so
+    """ONNX ``Gemm``/``MatMul`` (and ORT's ``FusedMatMul``, TF's ``MatMul``/``BatchMatMul*``/``_FusedMatMul``, whose
+    further inputs, the bias and the fused ops' arguments, are read), whose transposes are attributes the record
+    does not carry (see :func:`_transposable`). Without the output's shape the operands decide alone. With it (ONNX
+    Runtime's records) the readings must also give that output, and a prepacked operand is understood: ORT leaves
+    out of its record the constant B that a kernel packed ahead (``input_type_shape`` lists only the inputs still
+    held), so
 
     * ``Gemm(A, [B], [C]) -> Y [M, N]``: A is ``[M, K]`` or ``[K, M]``; a second tensor is B (``[K, N]``/``[N, K]``)
       or, when it cannot be or B is missing, the bias C (broadcast to ``[M, N]``); a missing B is read once as
@@ -402,7 +413,7 @@ def _onnx_product(name: str, x: _Args) -> Work:
     if not tensors or (name == "Gemm" and len(tensors) > 3):
         raise _BadRecordError
     (a, dtype) = tensors[0]
-    extra = _nbytes(*tensors[2]) if name == "Gemm" and len(tensors) > 2 else 0.0
+    extra = sum(_nbytes(*t) for t in tensors[2:]) if name in _WITH_EXTRA else 0.0
     if y is None:
         if len(tensors) < 2:
             raise _BadRecordError
@@ -791,6 +802,17 @@ def _elementwise(name: str, x: _Args) -> Work:
     return Work(n * ELEMENTWISE_FLOPS[name], read + _nbytes(out_shape, out_dtype), dtype, "elementwise")
 
 
+def _add_n(name: str, x: _Args) -> Work:
+    """TF ``AddN(t_1, ..., t_n)``, tensors of one shape: flops (n - 1) adds per element; bytes the n tensors read and
+    the sum written."""
+    tensors = x.tensors()
+    if not tensors or any(s != tensors[0][0] for s, _ in tensors):
+        raise _BadRecordError
+    shape, dtype = tensors[0]
+    return Work(float((len(tensors) - 1) * _numel(shape)), (len(tensors) + 1) * _nbytes(shape, dtype), dtype,
+                "elementwise")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # normalisations
 
@@ -906,6 +928,22 @@ def _onnx_norm(name: str, x: _Args) -> Work:
     return Work(n * per, read + written, dtype, "norm")
 
 
+def _tf_batch_norm(name: str, x: _Args) -> Work:
+    """TF ``FusedBatchNorm``/``V2``/``V3(x, scale, offset, mean, variance)``: in training with empty ``mean`` and
+    ``variance`` (``[0]``) it computes the batch statistics: NORM_FLOPS["batch_norm_train"] per element; bytes x read,
+    y written, scale and offset read. With ``[C]`` statistics the record is either mode (``is_training`` is an
+    attribute TF does not record) and the op has no model."""
+    src, scale, offset = _need(x.tensor(0)), _need(x.tensor(1)), _need(x.tensor(2))
+    mean, var = _need(x.tensor(3)), _need(x.tensor(4))
+    if mean[0] != (0,) or var[0] != (0,) or len(scale[0]) != 1 or scale[0] != offset[0]:
+        raise _BadRecordError
+    shape, dtype = src
+    if scale[0][0] not in (shape[-1:] + shape[1:2]):
+        raise _BadRecordError
+    return Work(_numel(shape) * NORM_FLOPS["batch_norm_train"], 2 * _nbytes(shape, dtype) + _nbytes(*scale)
+                + _nbytes(*offset), dtype, "norm")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # reductions and softmax
 
@@ -1009,6 +1047,16 @@ def _onnx_reduce(name: str, x: _Args) -> Work:
     if _numel(y) > _numel(xs) or (_numel(xs) and not _numel(y)):
         raise _BadRecordError
     return Work(float(_numel(xs)), sum(_nbytes(*t) for t in x.tensors()) + _nbytes(y, dtype), dtype, "reduction")
+
+
+def _bias_add_grad(name: str, x: _Args) -> Work:
+    """TF ``BiasAddGrad(out_backprop)``: the sum over every dimension but the channels, one add per element; bytes
+    the input read and the [C] gradient written. The channels are the last dimension (NHWC) or the second (NCHW, an
+    attribute the record leaves out): the op is modeled where both give the same C (always so for a 2-D input)."""
+    shape, dtype = _need(x.tensor(0))
+    if len(shape) < 2 or shape[1] != shape[-1]:
+        raise _BadRecordError
+    return Work(float(_numel(shape)), _nbytes(shape, dtype) + shape[-1] * DTYPE_BYTES[dtype], dtype, "reduction")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1398,9 +1446,25 @@ _ALIASES: dict[str, str] = {
     "AddV2": "add", "BiasAdd": "add", "RealDiv": "div", "Maximum": "maximum", "Minimum": "minimum",
     "GreaterEqual": "ge", "LessEqual": "le", "NotEqual": "ne", "Rsqrt": "rsqrt", "Square": "square",
     "Relu6": "relu6", "SquaredDifference": "sub", "Selu": "selu", "Softmax": "softmax", "LogSoftmax": "log_softmax",
+    "ReluGrad": "threshold_backward", "Relu6Grad": "hardtanh_backward", "SigmoidGrad": "sigmoid_backward",
+    "TanhGrad": "tanh_backward", "EluGrad": "elu_backward", "SoftplusGrad": "softplus_backward",
+    "DivNoNan": "div", "MulNoNan": "mul", "Select": "where", "SelectV2": "where", "FloorDiv": "floor_divide",
+    "FloorMod": "remainder", "Sign": "sign", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sin": "sin",
+    "Cos": "cos", "Atan": "atan", "Atan2": "atan2", "Log1p": "log1p", "Expm1": "expm1", "LogicalAnd": "logical_and",
+    "LogicalOr": "logical_or", "LogicalNot": "logical_not", "IsNan": "isnan", "IsInf": "isinf",
 }
 #: Products whose transposes are attributes the records do not carry.
-_TRANSPOSABLE = frozenset({"Gemm", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "FusedMatMul"})
+_TRANSPOSABLE = frozenset({"Gemm", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "FusedMatMul",
+                           "_FusedMatMul"})
+#: Products whose further inputs (a bias, the fused ops' arguments) are read: ONNX Gemm's C, TF _FusedMatMul's args.
+_WITH_EXTRA = frozenset({"Gemm", "_FusedMatMul"})
+#: TF ops with a model of their own (the TF name is the key).
+_TF_MODELS: dict[str, Callable[[str, _Args], Work]] = {
+    "AddN": _add_n, "BiasAddGrad": _bias_add_grad, "FusedBatchNorm": _tf_batch_norm,
+    "FusedBatchNormV2": _tf_batch_norm, "FusedBatchNormV3": _tf_batch_norm}
+#: Names that are an elementwise op in ONNX (variadic Max/Min) and a reduction in TF (whose second input is the
+#: int axes): modeled as elementwise only where every tensor has one dtype.
+_ONNX_OR_TF = frozenset({"Max", "Min"})
 _MATMUL_OPS = frozenset({"mm", "bmm", "matmul", "mv", "dot", "vdot", "addmm", "baddbmm", "addbmm", "linear",
                          "_addmm_activation", "_scaled_mm", "_int_mm", "einsum"})
 _EMBEDDING_OPS = frozenset({"embedding", "index_select", "embedding_dense_backward"})
@@ -1410,6 +1474,8 @@ _Model = Callable[[str, _Args], Work]
 
 
 def _model_of(key: str) -> _Model | None:
+    if key in _TF_MODELS:
+        return _TF_MODELS[key]
     if key in _TRANSPOSABLE:
         return _onnx_product
     if key in _ONNX_CONV:
@@ -1454,20 +1520,22 @@ def _key(name: str) -> str:
 def modeled_names() -> dict[str, tuple[str, ...]]:
     """The op names with a model, per family (aten ops listed without their ``aten::`` prefix; in-place ``_``
     variants share their op's model; ONNX/TF names included; MIGraphX's names, read by their parts (``_mgx_ops``),
-    are not listed)."""
+    are not listed; HLO instructions by opcode as ``hlo:OPCODE``)."""
     out: dict[str, list[str]] = {f: [] for f in FAMILIES}
     families: dict[_Model, str] = {
         _matmul: "matmul", _onnx_product: "matmul", _conv: "conv", _conv_backward: "conv", _onnx_conv: "conv",
         _attention: "attention", _elementwise: "elementwise", _norm: "norm", _onnx_norm: "norm",
         _reduction: "reduction", _pool: "reduction", _onnx_reduce: "reduction", _embedding: "embedding",
-        _copy: "copy"}
+        _copy: "copy", _add_n: "elementwise", _bias_add_grad: "reduction", _tf_batch_norm: "norm"}
     keys = (_MATMUL_OPS | set(_CONV_ARGS) | _CONV_BACKWARD | set(_ATTENTION) | set(ELEMENTWISE_FLOPS)
             | set(_NORMS) | set(REDUCTION_FLOPS) | _EMBEDDING_OPS | _COPY_OPS | set(_ALIASES) | _TRANSPOSABLE
-            | _ONNX_CONV | set(_ONNX_NORMS) | _POOLS | _ONNX_REDUCE)
+            | _ONNX_CONV | set(_ONNX_NORMS) | _POOLS | _ONNX_REDUCE | set(_TF_MODELS))
     for key in sorted(keys):
         model = _model_of(_ALIASES.get(key, key))
         if model is not None:
             out[families[model]].append(key)
+    for family, opcodes in hlo_work.MODELED.items():
+        out[family].extend(f"hlo:{op}" for op in sorted(opcodes))
     return {f: tuple(v) for f, v in out.items()}
 
 
@@ -1483,6 +1551,10 @@ def op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | N
     if any(t is not None and (not isinstance(t, str) or len(t) > MAX_TEXT)
            for t in (shapes, dtypes, concrete, outputs, strides)):
         return None
+    if hlo_work.is_record(concrete):
+        assert concrete is not None
+        found = hlo_work.instruction_work(concrete)
+        return Work(*found) if found is not None else None
     if name.startswith(MIGRAPHX_NAMESPACES):
         return _checked(_migraphx_work(name, shapes, dtypes, concrete, strides))
     return _op_work(name, shapes, dtypes, concrete, outputs)
@@ -1510,6 +1582,8 @@ def _op_work(name: str, shapes: str | None, dtypes: str | None, concrete: str | 
         type_texts = _strings(dtypes, len(shape_list))
         args = _Args(shape_list, [canonical_dtype(t) for t in type_texts], _strings(concrete, len(shape_list)),
                      _output_shapes(outputs))
+        if name in _ONNX_OR_TF and len({d for _, d in args.tensors()}) > 1:
+            return None
         work = model(key, args)
     except (_BadRecordError, KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError):
         return None
