@@ -19,7 +19,8 @@ from opscope.errors import TraceError
 from opscope.ingest import open_trace
 from opscope.ingest.registry import pick_reader, read_head
 from opscope.ingest.xplane import READER, looks_like_xspace
-from opscope.ingest.xplane.reader import derived_line
+from opscope.ingest.xplane.hlo import classes as hlo_classes
+from opscope.ingest.xplane.reader import _tf_shapes, derived_line
 from opscope.ingest.xplane.schema import classes
 
 START = 1_700_000_000_000_000_000  # Task Environment's profile_start_time
@@ -46,6 +47,8 @@ class Plane:
             stat.ref_value = self.stat_id(value[1])
         elif isinstance(value, str):
             stat.str_value = value
+        elif isinstance(value, bytes):
+            stat.bytes_value = value
         elif isinstance(value, float):
             stat.double_value = value
         elif value < 0:
@@ -248,6 +251,179 @@ def test_jax_kernels_on_a_gpu_have_their_hlo_op(tmp_path):
     ops = {r["name"]: r["calls"] for r in op_table(trace, filt=EventFilter(kinds=("cpu_op",))).to_pylist()}
     assert ops == {"fusion": 1, "cudnn-conv": 1}
     assert any(w["problem"].startswith("XLA ops made from their launches' hlo_op stat") and w["count"] == 2
+               for w in trace.warnings)
+
+
+# -- XLA programs (/host:metadata HLO protos) ------------------------------------------------------------------
+
+def _hlo_module() -> bytes:
+    """An HloProto, program jit_step: a fusion (kOutput) whose fused computation holds a dot, and a cuDNN forward
+    convolution custom-call, in the entry computation."""
+    hlo = hlo_classes()
+    proto = hlo["HloProto"]()
+    module = proto.hlo_module
+    module.name, module.entry_computation_name, module.id = "jit_step", "main", 7
+
+    def add(computation, ins_id, name, opcode, dtype, dims, operands=(), **fields):
+        ins = computation.instructions.add(id=ins_id, name=name, opcode=opcode, operand_ids=list(operands))
+        if dtype == 13:  # a tuple: dims are its members (type, dims)
+            ins.shape.element_type = 13
+            for t, d in dims:
+                ins.shape.tuple_shapes.add(element_type=t, dimensions=d)
+        else:
+            ins.shape.element_type, ins.shape.dimensions[:] = dtype, dims
+        for key, value in fields.items():
+            if key == "window":
+                for size in value:
+                    ins.window.dimensions.add(size=size, stride=1, window_dilation=1, base_dilation=1)
+            elif key == "conv":
+                ins.convolution_dimension_numbers.CopyFrom(hlo["ConvolutionDimensionNumbers"](**value))
+            elif key == "dot":
+                ins.dot_dimension_numbers.CopyFrom(hlo["DotDimensionNumbers"](**value))
+            elif key == "called":
+                ins.called_computation_ids[:] = value
+            else:
+                setattr(ins, key, value)
+        return ins
+
+    f32, u8 = 11, 6
+    fused = module.computations.add(name="fused_dot", id=2, is_fusion_computation=True)
+    add(fused, 20, "p0", "parameter", f32, [8, 16])
+    add(fused, 21, "p1", "parameter", f32, [16, 32])
+    add(fused, 22, "dot.1", "dot", f32, [8, 32], (20, 21),
+        dot={"lhs_contracting_dimensions": [1], "rhs_contracting_dimensions": [0]})
+    main = module.computations.add(name="main", id=1)
+    add(main, 10, "a", "parameter", f32, [8, 16])
+    add(main, 11, "b", "parameter", f32, [16, 32])
+    add(main, 12, "fusion.3", "fusion", f32, [8, 32], (10, 11), fusion_kind="kOutput", called=[2])
+    add(main, 14, "c", "parameter", f32, [2, 8, 10, 10])
+    add(main, 15, "d", "parameter", f32, [16, 8, 3, 3])
+    add(main, 16, "cudnn-conv.1", "custom-call", 13, [(f32, [2, 16, 8, 8]), (u8, [64])], (14, 15),
+        window=(3, 3), custom_call_target="__cudnn$convForward",
+        conv={"input_batch_dimension": 0, "input_feature_dimension": 1, "input_spatial_dimensions": [2, 3],
+              "kernel_output_feature_dimension": 0, "kernel_input_feature_dimension": 1,
+              "kernel_spatial_dimensions": [2, 3], "output_batch_dimension": 0, "output_feature_dimension": 1,
+              "output_spatial_dimensions": [2, 3]})
+    return proto.SerializeToString()
+
+
+def _xla_gpu_space(protos: dict[int, bytes]):
+    """JAX on a GPU as the MI300 xplane lays it out: the programs in /host:metadata; the launches on the runtime
+    tracer's line, XLA's annotations (one per execution of an instruction) on the executing thread's own line."""
+    space = classes()["XSpace"]()
+    meta = Plane(space, "/host:metadata")
+    for program, data in protos.items():
+        md = meta.p.event_metadata[program]
+        md.id, md.name = program, f"jit_step({program})"
+        meta.set_stat(md.stats, "Hlo Proto", data)
+    host = Plane(space, "/host:CPU")
+    launches = host.line(583, "Host Threads/583")
+    thunks = host.line(-77, "py_xla_execute/-77")
+    step = {"hlo_module": ("ref", "jit_step"), "program_id": 7}
+    us = 1_000_000  # ps
+    host.event(launches, "hipModuleLaunchKernel", 1 * us, us, correlation_id=5, hlo_op=("ref", "fusion.3"), **step)
+    for corr, at in ((6, 4), (7, 6), (8, 20), (9, 30), (10, 32)):  # the conv's launches
+        host.event(launches, "hipExtModuleLaunchKernel", at * us, us, correlation_id=corr,
+                   hlo_op=("ref", "cudnn-conv.1"), **step)
+    host.event(launches, "hipModuleLaunchKernel", 40 * us, us, correlation_id=11, hlo_op=("ref", "fusion.3"),
+               hlo_module=("ref", "jit_other"), program_id=99)  # a program the file does not hold
+    host.event(thunks, "cudnn-conv.1", 3 * us, 5 * us)  # one execution: the launches at 4 and 6 us
+    host.event(thunks, "cudnn-conv.1", 19 * us, 3 * us)  # another: the launch at 20 us
+    gpu = Plane(space, "/device:GPU:0", plane_id=1)
+    stream = gpu.line(16, "Stream #16(Kernel)")
+    for corr in range(5, 12):
+        gpu.event(stream, f"kernel_{corr}.kd", (100 + 10 * corr) * us, 2 * us, correlation_id=corr)
+    return space
+
+
+def test_xla_ops_get_their_instruction_record_from_the_program(tmp_path):
+    trace = open_trace(_write(tmp_path, _xla_gpu_space({7: _hlo_module()})), use_cache=False)
+    ops = [r for r in trace.select(["kind", "name", "ts_ns", "dur_ns", "shapes", "dtypes", "concrete_inputs"])
+           .to_pylist() if r["kind"] == "cpu_op"]
+    fusion = next(r for r in ops if r["name"] == "fusion" and r["shapes"])
+    assert (fusion["shapes"], fusion["dtypes"]) == ("[[8,16],[16,32]]", '["f32", "f32"]')
+    assert json.loads(fusion["concrete_inputs"]) == [
+        "f32[8,32] fusion(f32[8,16], f32[16,32]), kind=kOutput\n"
+        "  f32[8,32] dot(f32[8,16], f32[16,32]), lhs_contracting_dims={1}, rhs_contracting_dims={0}"]
+    conv = [r for r in ops if r["name"] == "cudnn-conv"]
+    assert json.loads(conv[0]["concrete_inputs"]) == [
+        "(f32[2,16,8,8], u8[64]) custom-call(f32[2,8,10,10], f32[16,8,3,3]), window={size=3x3}, "
+        'dim_labels=bf01_oi01->bf01, custom_call_target="__cudnn$convForward"']
+    # the program jit_other is not in the file: its op has no record
+    assert [r["shapes"] for r in ops if r["name"] == "fusion"].count(None) == 1
+    assert not any("HLO protos" in w["problem"] for w in trace.warnings)
+
+
+def test_the_launches_of_one_execution_share_one_op(tmp_path):
+    trace = open_trace(_write(tmp_path, _xla_gpu_space({7: _hlo_module()})), use_cache=False)
+    start = trace.metadata.get("profile_start_time_ns", 0)
+    conv = [(r["ts_ns"] - start, r["dur_ns"]) for r in trace.select(["kind", "name", "ts_ns", "dur_ns"]).to_pylist()
+            if r["kind"] == "cpu_op" and r["name"] == "cudnn-conv"]
+    # 4 and 6 us: one annotation spans both (one op, 4 to 7 us); 20 us: its own; 30 and 32 us: no annotation
+    assert conv == [(4_000, 3_000), (20_000, 1_000), (30_000, 1_000), (32_000, 1_000)]
+    rows = kernel_table(trace, by_op=True).to_pylist()
+    assert {r["op"] for r in rows} == {"fusion", "cudnn-conv"}  # every kernel has its op
+    assert any(w["problem"].startswith("XLA ops made from their launches' hlo_op stat") and w["count"] == 6
+               for w in trace.warnings)
+    # the roofline counts the convolution's work once per execution: 4 calls for 5 kernels
+    from opscope.analyses.roofline import roofline_table
+
+    table, notes = roofline_table(trace, None)
+    calls = {r["name"]: r["calls"] for r in table.to_pylist()}
+    assert calls == {"cudnn-conv": 4, "fusion": 1}
+    assert notes[0].startswith("ops with a work model hold 85.7% of the device time")  # 6 of the 7 kernels
+
+
+def test_an_hlo_proto_that_does_not_decode_is_said(tmp_path):
+    trace = open_trace(_write(tmp_path, _xla_gpu_space({7: b"\xff\xff\xff not a proto"})), use_cache=False)
+    assert not any(r["shapes"] for r in trace.select(["kind", "shapes"]).to_pylist() if r["kind"] == "cpu_op")
+    assert any(w["problem"].startswith("HLO protos that do not decode") and w["count"] == 1 for w in trace.warnings)
+
+
+def test_hostile_hlo_protos_give_no_record_and_no_blowup():
+    """A fusion calling its own computation, a thousand of them (a cycle searched naively is 1000^4 visits), a tuple
+    nested past the bound, an operand that is not in the computation: each op gets no record or a bounded one."""
+    from opscope.ingest.xplane.hlo import HloModules
+
+    hlo = hlo_classes()
+    proto = hlo["HloProto"]()
+    proto.hlo_module.name = "evil"
+    loop = proto.hlo_module.computations.add(name="loop", id=1)
+    for i in range(1000):
+        ins = loop.instructions.add(id=i, name=f"fusion.{i}", opcode="fusion", called_computation_ids=[1])
+        ins.shape.element_type, ins.shape.dimensions[:] = 11, [4]
+    deep = loop.instructions.add(id=5000, name="deep", opcode="tuple")
+    shape = deep.shape
+    for _ in range(10):
+        shape.element_type = 13
+        shape = shape.tuple_shapes.add()
+    shape.element_type = 11
+    orphan = loop.instructions.add(id=5001, name="orphan", opcode="add", operand_ids=[9999, 9998])
+    orphan.shape.element_type = 11
+    modules = HloModules()
+    assert modules.add(3, proto.SerializeToString())
+    shapes, dtypes, concrete = modules.record("fusion.7", "evil")
+    assert (shapes, dtypes, json.loads(concrete)) == ("[]", "[]", ["f32[4] fusion()"])  # no dot or convolution
+    assert modules.record("deep", program_id=3) == (None, None, None)
+    assert modules.record("orphan", program_id=3) == (None, None, None)
+    assert modules.record("fusion.7", "evil", program_id=4) == modules.record("fusion.7", "evil")  # by name
+    assert not modules.add(4, b"\x0a\xff\xff\xff\xff\x0f") and not modules.add(5, b"")
+
+
+def test_tf_shapes_keep_placeholders_and_say_when_absent(tmp_path):
+    assert _tf_shapes("(;float[16])") == ('[[],[16]]', '["", "float"]')
+    assert _tf_shapes("()") == ("[]", "[]")
+    assert _tf_shapes("(float[2,x])") == (None, None)
+    # one op with its shapes (the MatMul): the profile recorded them, an op without is one without inputs
+    assert not any("input shapes" in w["problem"] for w in open_trace(_write(tmp_path, _space()),
+                                                                      use_cache=False).warnings)
+    space = classes()["XSpace"]()
+    host = Plane(space, "/host:CPU")
+    pool = host.line(1, "tf_Compute/1")
+    host.event(pool, "model/dense/MatMul:MatMul", 1_000_000, 1_000_000, display="MatMul")
+    host.event(pool, "model/relu:Relu", 3_000_000, 1_000_000, display="Relu")
+    trace = open_trace(_write(tmp_path, space, "bare.xplane.pb"), use_cache=False)
+    assert any(w["problem"].startswith("TensorFlow ops, none recorded with its input shapes") and w["count"] == 2
                for w in trace.warnings)
 
 

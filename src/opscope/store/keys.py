@@ -11,6 +11,7 @@ from opscope.paths import cache_root
 
 __all__ = ["CACHE_FORMAT", "cache_key", "cache_root"]
 
+# 15: the xplane reader writes XLA ops' HLO records (shapes, dtypes, concrete_inputs) and one op per execution;
 # 14: events.output_shapes (the outputs' shapes ONNX Runtime records); MIGraphX ops carry each operand's shape,
 #     dtype and strides, then the output's (before: the output's alone);
 # 13: copies and fills that run as kernels are kind memcpy/memset (derive.KIND_BY_NAME);
@@ -19,7 +20,7 @@ __all__ = ["CACHE_FORMAT", "cache_key", "cache_root"]
 # 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 14  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+CACHE_FORMAT = 15  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
 _PROBE = 1 << 20
 
 

@@ -1,18 +1,19 @@
 """XProf's XSpace (``*.xplane.pb``) mapped to the model.
 
 An XSpace holds planes: ``/host:CPU`` (one line per thread), ``/device:GPU:N`` (one line per stream, plus lines
-XProf derived from them), ``Task Environment`` (the profile's start time) and others (``/host:metadata``: HLO
-protos). An event's start is its line's ``timestamp_ns`` plus its ``offset_ps``, its name and the stats common to
-all its runs are in the plane's event metadata, and a stat whose value is a ``ref_value`` names a stat metadata
-entry whose name is the text.
+XProf derived from them), ``Task Environment`` (the profile's start time) and others (``/host:metadata``: the
+programs' HLO protos, read first: :mod:`opscope.ingest.xplane.hlo`). An event's start is its line's ``timestamp_ns``
+plus its ``offset_ps``, its name and the stats common to all its runs are in the plane's event metadata, and a stat
+whose value is a ``ref_value`` names a stat metadata entry whose name is the text.
 
 Host events: a TensorFlow op is named ``scope/node:Type`` with display name ``Type`` and becomes a ``cpu_op`` named
 by its type (node and scope in its args, its ``shape`` stat in ``shapes``), as XProf's framework op stats group
 them; an XLA op run on a host thread (JAX on CPU: an event with an ``hlo_op`` stat) is a ``cpu_op`` named by its HLO
-instruction without its ``.N``; ``$file.py:12 fn`` (JAX's Python tracer) is ``python``; driver calls (``hip*``,
-``cu*``) and any event with a ``correlation_id`` are ``runtime``; TensorFlow's own instrumentation is ``runtime`` in a
-TF run (the Chrome reader's rule for XProf's trace viewer JSON, so that self time is computed as XProf does); the rest
-is ``user_annotation``.
+instruction without its ``.N``, its record (operand shapes and dtypes, the instruction's HLO text in
+``concrete_inputs``) from its program's HLO proto; ``$file.py:12 fn`` (JAX's Python tracer) is ``python``; driver
+calls (``hip*``, ``cu*``) and any event with a ``correlation_id`` are ``runtime``; TensorFlow's own instrumentation
+is ``runtime`` in a TF run (the Chrome reader's rule for XProf's trace viewer JSON, so that self time is computed as
+XProf does); the rest is ``user_annotation``.
 ``MemoryAllocation``/``MemoryDeallocation`` go to the memory table. Device events on ``Stream #N(...)`` lines are
 kernels, copies and sets on device N, stream N, linked to their launch by the correlation id (TF's older tracer
 numbers correlations per CUDA context, so the key is the pair (``correlation_id``, ``context_id``), given one
@@ -23,10 +24,11 @@ profile's start: Task Environment's ``profile_start_time`` is added, so times ar
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from opscope.ingest.chrome.tensorflow import RUNTIME as TF_RUNTIME
 from opscope.ingest.chrome.tensorflow import TOOL as TENSORFLOW
 from opscope.ingest.source import ByteSource, check_readable, is_gzip
 from opscope.ingest.xplane import varint
+from opscope.ingest.xplane.hlo import HLO_PROTO_STAT, HloModules
 from opscope.ingest.xplane.schema import protobuf
 from opscope.model.builder import TraceBuilder, fast_type_inference
 from opscope.model.trace import Trace
@@ -70,12 +73,13 @@ _DEVICE_PROPS = {"memory_size": "totalGlobalMem", "compute_cap_major": "computeM
                  "memory_bandwidth": "memoryBandwidthBytesPerSec", "device_vendor": "vendor"}
 
 #: The stats a read without args needs (steps, links, shapes, memory records); with args every stat is decoded.
-_HOST_STATS = frozenset({"step_num", "_r", "correlation_id", "context_id", "shape", "hlo_op", "allocator_name",
-                         "allocation_bytes", "requested_bytes", "addr", "bytes_allocated", "bytes_reserved"})
+_HOST_STATS = frozenset({"step_num", "_r", "correlation_id", "context_id", "shape", "hlo_op", "hlo_module",
+                         "program_id", "allocator_name", "allocation_bytes", "requested_bytes", "addr",
+                         "bytes_allocated", "bytes_reserved"})
 _DEVICE_STATS = frozenset({"correlation_id", "context_id"})
 _AGGREGATED = "aggregated events (num_occurrences, no start time)"
-_HLO_FROM_LAUNCH = ("XLA ops made from their launches' hlo_op stat (an op per launch, spanning it: the file writes "
-                    "the op on the launch, not as a host event)")
+_HLO_FROM_LAUNCH = ("XLA ops made from their launches' hlo_op stat (an op per execution of the instruction, spanning "
+                    "its launches: the file writes the op on the launch, not as a host event)")
 _DERIVED = "device events on lines XProf derived from the streams (skipped, not counted twice)"
 _CORRUPT = "file is truncated or corrupt: planes or lines whose bytes do not decode (skipped)"
 # host event classes (one per event metadata)
@@ -121,6 +125,7 @@ class _Rows:
         self.corr: list = []
         self.shapes: list = []
         self.dtypes: list = []
+        self.concrete: list = []
         self.args: list = []
 
 
@@ -146,6 +151,10 @@ class _Reader:
         self.process_names: dict[str, str] = {}
         self.thread_names: dict[str, str] = {}
         self.devices: list[dict[str, Any]] = []
+        self.hlo = HloModules()
+        self.metadata_planes: set[int] = set()
+        self.thunks: dict[str, tuple[list[int], list[int]]] = {}
+        self.tf_ops = self.tf_shaped = 0  # TF ops, and those with a shape stat
 
     # -- the file -------------------------------------------------------------------------------------
 
@@ -155,10 +164,13 @@ class _Reader:
             self.builder.warn(note, 1)
             self.builder.metadata["truncated"] = True
         self._environment(planes)
+        self._metadata(planes)
         done = 0
         for i in range(len(planes)):
             raw, planes[i] = planes[i], b""  # each plane's bytes freed once decoded
             done += len(raw)
+            if i in self.metadata_planes:  # read before the others (the programs the ops' records come from)
+                continue
             plane = self._parse("LazyPlane", raw)
             del raw
             if plane is not None:
@@ -243,6 +255,35 @@ class _Reader:
                 self.builder.metadata["profile_stop_time_ns"] = stop
             return
 
+    def _metadata(self, planes: list[bytes]) -> None:
+        """``/host:metadata`` (a plane without lines): the programs' HLO protos, decoded before the planes whose ops
+        they describe (:mod:`opscope.ingest.xplane.hlo`), and JAX's version."""
+        for at, raw in enumerate(planes):
+            head = self._parse("PlaneHead", raw, count=False)
+            if head is None or head.name != "/host:metadata":
+                continue
+            plane = self._parse("LazyPlane", raw)
+            if plane is None or plane.lines:
+                continue
+            self.metadata_planes.add(at)
+            stat_names = self._stat_names(plane)
+            other = bad = 0
+            for mid, m in plane.event_metadata.items():
+                protos = [s.bytes_value for s in m.stats if stat_names.get(s.metadata_id) == HLO_PROTO_STAT]
+                if not protos:
+                    other += 1
+                elif not self.hlo.add(mid, protos[0]):
+                    bad += 1
+            if other:
+                self.unmapped["metadata entries other than HLO protos (/host:metadata)"] += other
+            if bad:
+                self.unmapped["HLO protos that do not decode or are over 256 MiB (/host:metadata): their ops have "
+                              "no shapes"] += bad
+            stats = _stats(plane.stats, stat_names)
+            if isinstance(stats.get("jax_version"), str):
+                self.builder.metadata["jax_version"] = stats["jax_version"]
+                self.tool = self.tool or "jax"
+
     # -- planes -----------------------------------------------------------------------------------------
 
     def _parse(self, kind: str, raw: bytes, count: bool = True):
@@ -267,12 +308,6 @@ class _Reader:
             self._host_plane(plane)
         elif plane.lines:
             self.unmapped[f"planes other than /host:CPU and /device:*:N ({name[:60]})"] += 1
-        elif name == "/host:metadata":
-            self.unmapped["HLO protos and other metadata entries (/host:metadata)"] += len(plane.event_metadata)
-            stats = _stats(plane.stats, self._stat_names(plane))
-            if isinstance(stats.get("jax_version"), str):
-                self.builder.metadata["jax_version"] = stats["jax_version"]
-                self.tool = self.tool or "jax"
 
     def _stat_names(self, plane) -> dict[int, str]:
         return {k: v.name for k, v in plane.stat_metadata.items()}
@@ -290,6 +325,7 @@ class _Reader:
         classes = {mid: (*_host_class(name, display, is_tf), md_stats)
                    for mid, (name, display, md_stats) in meta.items()}
         unknown = (_ANNOTATION, "(unnamed event)", None, None)
+        self.thunks = self._thunk_spans(plane, classes) if not is_tf and len(self.hlo) else {}
         for raw_line in plane.lines:
             line = self._parse("XLine", raw_line)
             if line is None:
@@ -302,19 +338,61 @@ class _Reader:
             del line
             self._flush_if_big()
 
+    def _thunk_spans(self, plane, classes: dict) -> dict[str, tuple[list[int], list[int]]]:
+        """Per HLO instruction name, the host annotations named by it (XLA's thunk annotations: one per execution of
+        the instruction, on the executing thread's TraceMe line, which is not the line of its launches): their
+        starts, sorted, and the latest end among the spans up to each (an enclosure test in one bisection)."""
+        names = self.hlo.instruction_names()
+        wanted = {mid: c[1] for mid, c in classes.items() if c[0] == _ANNOTATION and c[1] in names}
+        if not wanted:
+            return {}
+        spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for raw in plane.lines:
+            line = self._parse("XLine", raw, count=False)
+            if line is None:
+                continue
+            base = self._base(line)
+            for ev in line.events:
+                name = wanted.get(ev.metadata_id)
+                if name is not None and ev.offset_ps >= 0 and ev.duration_ps >= 0:
+                    start = base + ev.offset_ps // 1000
+                    spans[name].append((start, start + ev.duration_ps // 1000))
+        out: dict[str, tuple[list[int], list[int]]] = {}
+        for name, found in spans.items():
+            found.sort()
+            latest, ends = -1, []
+            for _, end in found:
+                latest = max(latest, end)
+                ends.append(latest)
+            out[name] = ([s for s, _ in found], ends)
+        return out
+
+    def _one_execution(self, hlo: str, start: int, end: int) -> bool:
+        """Whether one annotation named by the instruction spans [start, end]: the launches in it are one
+        execution."""
+        found = self.thunks.get(hlo)
+        if found is None:
+            return False
+        at = bisect.bisect_right(found[0], start) - 1
+        return at >= 0 and found[1][at] >= end
+
     def _host_line(self, line, pid: str, tid: str, classes: dict, unknown: tuple, stat_names: dict,
                    hlo_ops: bool = False) -> None:
         """The line's events as rows. ``hlo_ops``: a launch that names its HLO op (``hlo_op`` stat: JAX and XLA on a
-        GPU, where no host event encloses the launch) gets that op as a ``cpu_op`` around it, so its kernels have a
-        launching op as a framework op's do (XProf's own link: a kernel's op is its launch's ``hlo_op``)."""
+        GPU, where no host event on its line encloses the launch) gets that op as a ``cpu_op`` around it, so its
+        kernels have a launching op as a framework op's do (XProf's own link: a kernel's op is its launch's
+        ``hlo_op``). The launches of one execution of the instruction (the next launch names the same instruction
+        and one of XLA's annotations named by it spans both) share one op, spanning them: the instruction's work is
+        then counted once per execution, not once per kernel."""
         rows = self.rows
         keep_args = self.keep_args
         kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
-        shapes_col, dtypes_col, args_col = rows.shapes, rows.dtypes, rows.args
+        shapes_col, dtypes_col, concrete_col, args_col = rows.shapes, rows.dtypes, rows.concrete, rows.args
         correlations = self.correlations
         keep = None if keep_args else _HOST_STATS
         base = self._base(line)
         n = 0
+        last_op: tuple | None = None  # the latest XLA op made from a launch: (its batch, its row, instruction)
         for ev in line.events:
             offset = ev.offset_ps
             if not offset and ev.num_occurrences:
@@ -329,7 +407,7 @@ class _Reader:
             stats = _stats(ev.stats, stat_names, keep) if ev.stats else None
             if md_stats:
                 stats = {**md_stats, **stats} if stats else dict(md_stats)
-            corr = shapes = dtypes = None
+            corr = shapes = dtypes = concrete = None
             if stats:
                 if cls == _MEMORY:
                     self._memory(stats, ts, pid, tid, _MEMORY_EVENTS[name])
@@ -345,11 +423,20 @@ class _Reader:
                     cls = _RUNTIME
                     hlo = stats.get("hlo_op") if hlo_ops else None
                     if isinstance(hlo, str) and hlo:  # the op first: on equal spans it is the parent
-                        self._hlo_op_row(hlo, stats, ts, dur)
-                        n += 1
+                        instruction = (hlo, stats.get("program_id"), stats.get("hlo_module"))
+                        if last_op is not None and last_op[0] is rows and last_op[2] == instruction and \
+                                self._one_execution(hlo, ts_col[last_op[1]], ts + dur):
+                            at = last_op[1]
+                            dur_col[at] = max(dur_col[at], ts + dur - ts_col[at])
+                        else:
+                            last_op = (rows, len(ts_col), instruction)
+                            self._hlo_op_row(hlo, stats, ts, dur)
+                            n += 1
                 elif cls == _ANNOTATION and "hlo_op" in stats:
                     # an XLA op run on the host (JAX/XLA on CPU): the framework op, named as its HLO instruction
                     cls, name = _OP, _HLO_SUFFIX.sub("", name)
+                    shapes, dtypes, concrete = self.hlo.record(stats["hlo_op"], stats.get("hlo_module"),
+                                                               stats.get("program_id"))
                 elif cls == _OP:
                     shape = stats.get("shape")
                     if isinstance(shape, str):
@@ -357,6 +444,9 @@ class _Reader:
             elif cls == _MEMORY:
                 self._memory({}, ts, pid, tid, _MEMORY_EVENTS[name])
                 continue
+            if fixed is not None and cls == _OP:
+                self.tf_ops += 1
+                self.tf_shaped += bool(stats and "shape" in stats)
             kind_col.append(_KIND_NAME[cls])
             name_col.append(name)
             ts_col.append(ts)
@@ -364,6 +454,7 @@ class _Reader:
             corr_col.append(corr)
             shapes_col.append(shapes)
             dtypes_col.append(dtypes)
+            concrete_col.append(concrete)
             if keep_args:
                 if fixed:
                     args_col.append(json.dumps({**fixed, **stats} if stats else fixed))
@@ -376,19 +467,22 @@ class _Reader:
                 self._flush()
                 rows = self.rows
                 kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
-                shapes_col, dtypes_col, args_col = rows.shapes, rows.dtypes, rows.args
+                shapes_col, dtypes_col, concrete_col, args_col = rows.shapes, rows.dtypes, rows.concrete, rows.args
         self._fill(n, pid, tid, None, None)
 
     def _hlo_op_row(self, hlo: str, stats: dict[str, Any], ts: int, dur: int) -> None:
-        """A ``cpu_op`` named by the launch's HLO instruction (without its ``.N``), spanning the launch."""
+        """A ``cpu_op`` named by the launch's HLO instruction (without its ``.N``), spanning the launch, with the
+        instruction's record from its program's HLO proto where the file has it."""
         rows = self.rows
         rows.kind.append(_KIND_NAME[_OP])
         rows.name.append(_HLO_SUFFIX.sub("", hlo))
         rows.ts.append(ts)
         rows.dur.append(dur)
         rows.corr.append(None)
-        rows.shapes.append(None)
-        rows.dtypes.append(None)
+        shapes, dtypes, concrete = self.hlo.record(hlo, stats.get("hlo_module"), stats.get("program_id"))
+        rows.shapes.append(shapes)
+        rows.dtypes.append(dtypes)
+        rows.concrete.append(concrete)
         if self.keep_args:
             op_args = {"hlo_op": hlo, "hlo_module": stats.get("hlo_module"), "framework_op": stats.get("name")}
             rows.args.append(json.dumps({k: v for k, v in op_args.items() if v is not None}))
@@ -514,6 +608,7 @@ class _Reader:
         self._fill(n, pid, tid, device, stream)
         self.rows.shapes.extend([None] * n)
         self.rows.dtypes.extend([None] * n)
+        self.rows.concrete.extend([None] * n)
 
     def _device_step_line(self, line, pid: str, meta: dict) -> None:
         base = self._base(line)
@@ -559,7 +654,8 @@ class _Reader:
                    "dur_ns": pa.array(rows.dur, ints), "pid": pa.array(rows.pid, text).dictionary_encode(),
                    "tid": pa.array(rows.tid, text).dictionary_encode(), "device": pa.array(rows.device, ints),
                    "stream": pa.array(rows.stream, ints), "correlation": pa.array(rows.corr, ints),
-                   "shapes": pa.array(rows.shapes, text), "dtypes": pa.array(rows.dtypes, text)}
+                   "shapes": pa.array(rows.shapes, text), "dtypes": pa.array(rows.dtypes, text),
+                   "concrete_inputs": pa.array(rows.concrete, text)}
         self.builder.add_events(columns, rows.args if self.keep_args else None)
         self.n_events += len(rows.ts)
         self.rows = _Rows()
@@ -579,6 +675,9 @@ class _Reader:
             b.metadata["device_properties"] = self.devices
         if self.sub_ns:
             b.warn("events whose XSpace times have a fraction of a nanosecond (rounded down)", self.sub_ns)
+        if self.tf_ops and not self.tf_shaped:
+            b.warn("TensorFlow ops, none recorded with its input shapes (TF records them at host_tracer_level=3): no "
+                   "work for the roofline", self.tf_ops)
         for problem, count in self.unmapped.items():
             b.warn(problem if problem == _CORRUPT else f"{problem}: not mapped", count)
         if self.unmapped[_CORRUPT]:
@@ -680,12 +779,19 @@ def _kernel_details(text: Any) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1 << 14)
 def _tf_shapes(text: str) -> tuple[str | None, str | None]:
-    """TF's ``(int32[4,384];float[])`` -> ``[[4,384],[]]`` and ``["int32","float"]`` (JSON, like Kineto's)."""
+    """TF's ``(int32[4,384];float[])`` -> ``[[4,384],[]]`` and ``["int32","float"]`` (JSON, like Kineto's). An empty
+    entry (TF's placeholder for a resource or absent input: ``(;float[2])``) is a non-tensor argument, ``[]`` of
+    type ``""``."""
     inner = text.strip()
     if inner.startswith("(") and inner.endswith(")"):
         inner = inner[1:-1]
-    dims, types = [], []
+    dims: list[list[int]] = []
+    types: list[str] = []
     for part in inner.split(";") if inner else []:
+        if not part.strip():
+            dims.append([])
+            types.append("")
+            continue
         m = _TF_SHAPE.match(part)
         if not m:
             return None, None
