@@ -150,3 +150,34 @@ def test_an_onnx_runtime_cpu_run_in_host_mode():
     assert "they hold 85.7% of the outermost ops' time" in notes[0] and "70,000 ns" in notes[0]
     assert notes[1] == "no model for (outermost ops without a modelled op in them): Flatten 14.3%"
     assert len(notes) == 2
+
+
+def test_a_trace_whose_ops_record_no_shapes_says_so():
+    trace = make_trace([row("cpu_op", "Conv2D", 0, 10), row("cpu_op", "Relu", 12, 2)])
+    table, notes = roofline_table(trace, None)
+    assert table.num_rows == 0
+    assert notes[-1] == ("none of the trace's 2 ops records its input shapes, which the work models read (the "
+                         "profiler records them with PyTorch's record_shapes=True, TensorFlow's host_tracer_level=3)")
+    # one op with its shapes: the profile recorded them, no such note
+    _, notes = roofline_table(make_trace([row("cpu_op", "Relu", 0, 10, shapes="[[4]]", dtypes='["float"]'),
+                                          row("cpu_op", "Conv2D", 12, 2)]), None)
+    assert not any("records its input shapes" in n for n in notes)
+
+
+def test_an_xla_op_is_modelled_from_its_hlo_record_whatever_its_name():
+    """A JAX op as the xplane reader writes it: named by its instruction, its record the HLO text."""
+    record = json.dumps(["bf16[64,256] fusion(bf16[64,128], bf16[128,256]), kind=kCustom\n"
+                         "  bf16[64,256] dot(bf16[64,128], bf16[128,256]), lhs_contracting_dims={1}, "
+                         "rhs_contracting_dims={0}"])
+    trace = make_trace([
+        row("cpu_op", "gemm_fusion", 0, 5, shapes="[[64,128],[128,256]]", dtypes='["bf16","bf16"]',
+            concrete_inputs=record),
+        row("runtime", "cuLaunchKernel", 1, 2, correlation=1),
+        row("kernel", "triton_gemm", 10, 10, correlation=1, pid=0, tid=7, stream=7, device=0),
+    ])
+    table, notes = roofline_table(trace, PEAKS)
+    r = table.to_pylist()[0]
+    # 2*64*256*128 = 4,194,304 FLOPs; bytes (64*128 + 128*256 + 64*256) * 2 = 114,688
+    assert (r["name"], r["family"], r["flops"], r["bytes"], r["dtype"]) == ("gemm_fusion", "matmul", 4_194_304,
+                                                                            114_688, "bf16")
+    assert notes[0].startswith("ops with a work model hold 100.0% of the device time")

@@ -280,6 +280,7 @@ def coverage_notes(trace: Trace, att: Attribution | None = None) -> list[str]:
     """The share of the device time (kernels, copies, fills) an op with a work model holds, and the largest
     shares without one, by innermost op (or "(no launching op)")."""
     att = att or attribution(trace)
+    unrecorded = _no_records(trace)
     if att.host:
         held = pc.sum(att.dur).as_py() or 0
         lines = [f"no device work: each modelled op's own run on the host stands for its work (the innermost "
@@ -292,7 +293,7 @@ def coverage_notes(trace: Trace, att: Attribution | None = None) -> list[str]:
         if around is not None and around > 0:
             lines.append(f"{around}% is the outermost ops' time beside the modelled ops in them (their own code, "
                          "unmodelled ops next to the modelled ones)")
-        return lines
+        return lines + unrecorded
     total = pc.sum(att.dur).as_py() or 0
     if not total:
         return ["no device work (kernels, copies, fills) to place on the roofline"]
@@ -309,7 +310,20 @@ def coverage_notes(trace: Trace, att: Attribution | None = None) -> list[str]:
     if per.num_rows:
         lines.append("no model for: " + ", ".join(f"{n} {share_pct(d, total, 1)}%" for n, d in
                                                   zip(per["name"].to_pylist(), per["dur_sum"].to_pylist())))
-    return lines
+    return lines + unrecorded
+
+
+def _no_records(trace: Trace) -> list[str]:
+    """A note when the trace has ops but none records its shapes (nothing for a work model to read)."""
+    events = trace.select(["kind", "shapes", "concrete_inputs", "output_shapes"])
+    ops = kind_mask(events, OP_KINDS)
+    n_ops = pc.sum(pc.cast(ops, pa.int64())).as_py() or 0
+    recorded = pc.and_(ops, pc.or_(pc.or_(pc.is_valid(events["shapes"]), pc.is_valid(events["concrete_inputs"])),
+                                   pc.is_valid(events["output_shapes"])))
+    if not n_ops or pc.any(recorded).as_py():
+        return []
+    return [f"none of the trace's {n_ops:,} ops records its input shapes, which the work models read (the profiler "
+            "records them with PyTorch's record_shapes=True, TensorFlow's host_tracer_level=3)"]
 
 
 def intensity_roofs(peaks: Peaks, dtypes: Sequence[str]) -> dict[str, tuple[float, float]]:

@@ -22,9 +22,9 @@ def roofline(trace: TraceArg, by: ByOpt = "op", peaks: PeaksOpt = None, format: 
     The device comes from the trace (Kineto deviceProperties, xplane, rocprof agents, nsys) and its dense peaks per
     dtype and memory bandwidth from opscope's table (opscope peaks --help); --peaks FILE overrides them. Each kernel,
     copy and fill counts for the innermost op around its launch that has a work model (matmuls, convolutions,
-    attention, elementwise, normalisations, reductions, embeddings, copies); the device time no modelled op holds is
-    named in a note. pct_of_roof is the achieved rate over the roof at the row's intensity; rows are sorted by the
-    device time they would save at their roof.
+    attention, elementwise, normalisations, reductions, embeddings, copies; XLA ops from their HLO instruction); the
+    device time no modelled op holds is named in a note. pct_of_roof is the achieved rate over the roof at the row's
+    intensity; rows are sorted by the device time they would save at their roof.
     """
     from opscope.analyses.peaks import trace_peaks
     from opscope.analyses.reports import roofline_report
