@@ -146,6 +146,12 @@ def test_properties_tell_mi300x_from_mi325x_by_memory():
     assert trace_peaks(_fake(rocprof))[0].device == "MI250X (one GCD)"
     nvidia = {"name": "/device:GPU:0", "computeMajor": 9, "computeMinor": 0, "warpSize": 32, "numSms": 132}
     assert trace_peaks(_fake(nvidia))[0] is None
+    # an XSpace's device plane: no warp size, the vendor named (what the xplane reader keeps of the plane's stats)
+    xspace = {"name": "/device:GPU:0", "computeMajor": 9, "computeMinor": 4, "numSms": 304, "vendor": "AMD",
+              "totalGlobalMem": 206141652992}
+    assert trace_peaks(_fake(xspace))[0].device == "MI300X"
+    assert trace_peaks(_fake({**xspace, "vendor": "NVIDIA"}))[0] is None
+    assert trace_peaks(_fake({**xspace, "warpSize": 32}))[0] is None
 
 
 def test_unknown_and_missing_devices_say_what_to_do():

@@ -137,12 +137,20 @@ def _by_properties(p: dict[str, Any]) -> _Entry | None:
         if gfx is not None:
             if e.gfx != gfx:
                 continue
-        elif e.compute is None or (major, minor) != e.compute or _int(p.get("warpSize")) != 64:
+        elif e.compute is None or (major, minor) != e.compute or not _wave64(p):
             continue  # without a gfx name only AMD's (64-wide waves) compute capabilities are told apart
         if e.memory_gib is not None and (memory is None or not e.memory_gib[0] <= memory / 2**30 < e.memory_gib[1]):
             continue
         fits.append(e)
     return fits[0] if len(fits) == 1 else None
+
+
+def _wave64(p: dict[str, Any]) -> bool:
+    """An AMD Instinct device by its properties: 64-wide waves, or (where the warp size is not given, as in an
+    XSpace) AMD named as the vendor."""
+    warp = _int(p.get("warpSize"))
+    vendor = p.get("vendor")
+    return warp == 64 or (warp is None and isinstance(vendor, str) and vendor.strip().upper() == "AMD")
 
 
 def _describe(p: dict[str, Any]) -> str:
