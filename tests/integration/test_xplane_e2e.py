@@ -132,6 +132,102 @@ def test_tf_gpu_kernels_are_counted_once(cache_dir):
     assert steps.returncode == 0 and [r["step"] for r in json.loads(steps.stdout)] == [0]
 
 
+def _hlo_instruction(relative: str, program: int, name: str):
+    """One instruction of a program's HloProto in the file's /host:metadata plane, decoded with the bare message
+    classes (no opscope mapping)."""
+    from opscope.ingest.xplane.hlo import classes as hlo_classes
+
+    space = classes()["XSpace"]()
+    space.ParseFromString(shared_trace(relative).read_bytes())
+    plane = next(p for p in space.planes if p.name == "/host:metadata")
+    proto = hlo_classes()["HloProto"]()
+    proto.ParseFromString(plane.event_metadata[program].stats[0].bytes_value)
+    found = {i.name: i for c in proto.hlo_module.computations for i in c.instructions}
+    return found[name], found
+
+
+def test_jax_roofline_models_the_convolution_from_its_hlo_proto(cache_dir):
+    """The JAX MI300 run (jax_conv_minimal_08): its convolution is a cuDNN/MIOpen custom-call whose shapes are only
+    in the program's HLO proto. Its FLOPs are computed here from the proto: the output size from the input, kernel
+    and window by the convolution formula, then 2 x output elements x input features x kernel taps."""
+    conv, found = _hlo_instruction(JAX, 15, "cudnn-conv.1")
+    assert conv.custom_call_target == "__cudnn$convForward"
+    by_id = {i.id: i for i in found.values()}
+    lhs, rhs = (list(by_id[i].shape.dimensions) for i in conv.operand_ids)
+    assert lhs == [1, 16, 32, 60, 104] and rhs == [5120, 16, 1, 2, 2]  # NC(DHW) input, OI(DHW) kernel
+    window = conv.window.dimensions
+    out = [(size + w.padding_low + w.padding_high - w.size) // w.stride + 1 for size, w in zip(lhs[2:], window)]
+    assert out == [34, 31, 53] and list(conv.shape.tuple_shapes[0].dimensions) == [1, 5120, *out]
+    expected = 2 * (lhs[0] * rhs[0] * out[0] * out[1] * out[2]) * rhs[1] * (rhs[2] * rhs[3] * rhs[4])
+    assert expected == 36_609_720_320
+    # one op per execution: the 40 annotations XLA wrote for the instruction (its 2 kernels per run: 80)
+    space = classes()["XSpace"]()
+    space.ParseFromString(shared_trace(JAX).read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    annotation = next(k for k, m in host.event_metadata.items() if m.name == "cudnn-conv.1")
+    executions = sum(e.metadata_id == annotation for ln in host.lines for e in ln.events)
+    assert executions == 40
+
+    by_op, by_kernel = run_cli_many([("roofline", str(shared_trace(JAX)), "-f", "json"),
+                                     ("roofline", str(shared_trace(JAX)), "--by", "kernel", "-f", "json")],
+                                    cache=cache_dir)
+    assert by_op.returncode == 0 and by_kernel.returncode == 0, (by_op.stderr, by_kernel.stderr)
+    rows = json.loads(by_op.stdout)
+    row = next(r for r in rows if r["name"] == "cudnn-conv")
+    assert (row["flops"], row["calls"], row["family"], row["dtype"]) == (expected, executions, "conv", "bf16")
+    # bytes: input, kernel and output once each at 2 bytes (the custom-call's u8 scratch buffer left out)
+    assert row["bytes"] == 2 * (16 * 32 * 60 * 104 + 5120 * 16 * 4 + 5120 * 34 * 31 * 53)
+    # its two kernels (Im3d2Col, then the GEMM) are its device time
+    kernels = {r["name"]: r for r in json.loads(by_kernel.stdout)}
+    assert row["device_ns"] == sum(r["device_ns"] for name, r in kernels.items() if name.startswith(("Im3d2Col",
+                                                                                                   "Cijk_")))
+    # the transposes XLA fused around it are memory-bound fusions: bytes read and written, no FLOPs
+    transpose = next(r for r in rows if r["name"] == "input_transpose_fusion" and r["calls"] == 40)
+    assert (transpose["flops"], transpose["family"]) == (0, "fusion")
+    assert transpose["bytes"] == 2 * 2 * 5120 * 34 * 31 * 53
+    # the MI300X recognised from the device plane's properties; every row within its roof
+    assert "as MI300X by its properties" in by_op.stderr
+    assert all(0 < r["pct_of_roof"] <= 100 for r in rows)
+    # coverage: 97.9% of the device time; the rest is the copies of device_put, which no XLA op launched
+    assert "ops with a work model hold 97.9% of the device time" in by_op.stderr
+    assert "no model for: (no launching op) 2.1%" in by_op.stderr
+
+
+def test_keras_cpu_xplane_records_no_shapes_and_the_roofline_says_so(cache_dir):
+    """TF 2.21 at the default host_tracer_level 2 writes no op's input shapes (no ``shape`` stat in the file): the
+    roofline covers 0% and says why. XProf's own op stats of the run carry no FLOPs either (every FLOP-rate column
+    0), so they are no reference for the work."""
+    doc = json.loads(shared_trace(KERAS_STATS).read_text())
+    assert all(c.get("v") in (0, 0.0) for t in doc for r in t["rows"] for c in r["c"][13:17])
+    space = classes()["XSpace"]()
+    space.ParseFromString(shared_trace(KERAS).read_bytes())
+    assert not any(m.name == "shape" for p in space.planes for m in p.stat_metadata.values())
+    res = run_cli("roofline", str(shared_trace(KERAS)), cache=cache_dir)
+    assert res.returncode == 0, res.stderr
+    out = " ".join((res.stdout + res.stderr).split())
+    assert "they hold 0.0% of the outermost ops' time" in out
+    assert "none of the trace's 372 ops records its input shapes" in out
+    summary = run_cli("summary", str(shared_trace(KERAS)), "--format", "json", cache=cache_dir)
+    problems = {r["metric"]: r["value"] for r in json.loads(summary.stdout) if r["section"] == "not_mapped"}
+    assert any(p.startswith("TensorFlow ops, none recorded with its input shapes") and c == 372
+               for p, c in problems.items()), problems
+
+
+def test_tf_gpu_roofline_models_the_ops_whose_shapes_pin_their_work(cache_dir):
+    """The TF V100 xplane records its ops' input shapes (host_tracer_level 3): its elementwise ops are modelled from
+    them, the work computed here from the recorded shapes (one FLOP per output element)."""
+    res = run_cli("roofline", str(shared_trace(TF_GPU)), "-f", "json", cache=cache_dir)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    row = next(r for r in rows if r["name"] == "GreaterEqual" and r["shapes"] == "[[4,16,384,384],[]]")
+    n = 4 * 16 * 384 * 384  # x >= a scalar: one compare per element; reads x (2 bytes) and the scalar, writes bools
+    assert (row["flops"], row["bytes"], row["dtype"]) == (n, 2 * n + 2 + n, "fp16")
+    assert "ops with a work model hold 29.9% of the device time" in res.stderr
+    # what is left: Cast (its output type is an attribute TF does not record) and RandomUniform (its shape is a
+    # tensor's values)
+    assert "no model for: Cast 42.2%, RandomUniform 26.2%" in res.stderr
+
+
 def test_summary_ops_kernels_steps_open_every_xplane(cache_dir):
     for relative in (KERAS, JAX, TF_GPU):
         path = str(shared_trace(relative))
