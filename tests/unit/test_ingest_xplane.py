@@ -338,14 +338,16 @@ def _xla_gpu_space(protos: dict[int, bytes]):
 
 def test_xla_ops_get_their_instruction_record_from_the_program(tmp_path):
     trace = open_trace(_write(tmp_path, _xla_gpu_space({7: _hlo_module()})), use_cache=False)
-    ops = [r for r in trace.select(["kind", "name", "ts_ns", "dur_ns", "shapes", "dtypes", "concrete_inputs"])
-           .to_pylist() if r["kind"] == "cpu_op"]
+    ops = [r for r in trace.select(["kind", "name", "ts_ns", "dur_ns", "shapes", "dtypes", "concrete_inputs",
+                                    "output_shapes"]).to_pylist() if r["kind"] == "cpu_op"]
     fusion = next(r for r in ops if r["name"] == "fusion" and r["shapes"])
-    assert (fusion["shapes"], fusion["dtypes"]) == ("[[8,16],[16,32]]", '["f32", "f32"]')
+    assert (fusion["shapes"], fusion["dtypes"], fusion["output_shapes"]) == ("[[8,16],[16,32]]", '["f32", "f32"]',
+                                                                             "[[8,32]]")
     assert json.loads(fusion["concrete_inputs"]) == [
         "f32[8,32] fusion(f32[8,16], f32[16,32]), kind=kOutput\n"
         "  f32[8,32] dot(f32[8,16], f32[16,32]), lhs_contracting_dims={1}, rhs_contracting_dims={0}"]
     conv = [r for r in ops if r["name"] == "cudnn-conv"]
+    assert conv[0]["output_shapes"] == "[[2,16,8,8],[64]]"  # the tuple's members: the output, the scratch buffer
     assert json.loads(conv[0]["concrete_inputs"]) == [
         "(f32[2,16,8,8], u8[64]) custom-call(f32[2,8,10,10], f32[16,8,3,3]), window={size=3x3}, "
         'dim_labels=bf01_oi01->bf01, custom_call_target="__cudnn$convForward"']
@@ -402,10 +404,10 @@ def test_hostile_hlo_protos_give_no_record_and_no_blowup():
     orphan.shape.element_type = 11
     modules = HloModules()
     assert modules.add(3, proto.SerializeToString())
-    shapes, dtypes, concrete = modules.record("fusion.7", "evil")
-    assert (shapes, dtypes, json.loads(concrete)) == ("[]", "[]", ["f32[4] fusion()"])  # no dot or convolution
-    assert modules.record("deep", program_id=3) == (None, None, None)
-    assert modules.record("orphan", program_id=3) == (None, None, None)
+    shapes, dtypes, concrete, outputs = modules.record("fusion.7", "evil")
+    assert (shapes, dtypes, json.loads(concrete), outputs) == ("[]", "[]", ["f32[4] fusion()"], "[[4]]")
+    assert modules.record("deep", program_id=3) == (None, None, None, None)
+    assert modules.record("orphan", program_id=3) == (None, None, None, None)
     assert modules.record("fusion.7", "evil", program_id=4) == modules.record("fusion.7", "evil")  # by name
     assert not modules.add(4, b"\x0a\xff\xff\xff\xff\x0f") and not modules.add(5, b"")
 

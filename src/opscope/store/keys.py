@@ -11,7 +11,8 @@ from opscope.paths import cache_root
 
 __all__ = ["CACHE_FORMAT", "cache_key", "cache_root"]
 
-# 15: the xplane reader writes XLA ops' HLO records (shapes, dtypes, concrete_inputs) and one op per execution;
+# 15: the xplane reader writes XLA ops' HLO records (shapes, dtypes, output_shapes, concrete_inputs) and one op per
+#     execution;
 # 14: events.output_shapes (the outputs' shapes ONNX Runtime records); MIGraphX ops carry each operand's shape,
 #     dtype and strides, then the output's (before: the output's alone);
 # 13: copies and fills that run as kernels are kind memcpy/memset (derive.KIND_BY_NAME);

@@ -7,6 +7,8 @@ instruction's record in the text the model reads (``analyses/work.py``):
 
 * ``shapes``/``dtypes``: its operands' dimensions and element types as JSON, as Kineto writes an op's inputs
   (``[[8,32,16,16,16],[64,32,3,3,3]]``, ``["f32","f32"]``; a tuple operand is the list of its members' dimensions);
+* ``output_shapes``: its result's dimensions, one entry per output (a tuple result's members: ``[[8,64,14,14,14],
+  [7150336]]``, a convolution custom-call's output and its scratch buffer);
 * ``concrete_inputs``: a JSON list of one string, the instruction in XLA's HLO text syntax without operand names,
   layouts and metadata (``f32[8,64,14,14,14] convolution(f32[8,32,16,16,16], f32[64,32,3,3,3]), window={size=3x3x3},
   dim_labels=bf012_oi012->bf012``). A fusion's line is followed by the lines of the matrix products and
@@ -108,6 +110,11 @@ def classes() -> dict[str, type]:
     names = ("HloProto", "HloModuleProto", "HloComputationProto", "HloInstructionProto", "ShapeProto", "Window",
              "WindowDimension", "ConvolutionDimensionNumbers", "DotDimensionNumbers")
     return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"xla.{n}")) for n in names}
+
+
+#: An op's record: (shapes, dtypes, concrete_inputs, output_shapes) text, each None where absent.
+Record = tuple[str | None, str | None, str | None, str | None]
+NO_RECORD: Record = (None, None, None, None)
 
 
 class _TooLargeError(Exception):
@@ -217,13 +224,13 @@ class _Module:
         for c in module.computations:
             for i in c.instructions:
                 self.by_name.setdefault(i.name, (i, c.id))
-        self.records: dict[str, tuple[str | None, str | None, str | None]] = {}
+        self.records: dict[str, Record] = {}
 
-    def record(self, op: str) -> tuple[str | None, str | None, str | None]:
+    def record(self, op: str) -> Record:
         hit = self.records.get(op)
         if hit is None:
             found = self.by_name.get(op)
-            hit = self.records[op] = _record(self, *found) if found else (None, None, None)
+            hit = self.records[op] = _record(self, *found) if found else NO_RECORD
         return hit
 
     def operands(self, ins, computation: int) -> list:
@@ -293,28 +300,32 @@ def instruction_text(module: _Module, ins, computation: int) -> str | None:
     return ", ".join(parts)
 
 
-def _record(module: _Module, ins, computation: int) -> tuple[str | None, str | None, str | None]:
-    """(shapes, dtypes, concrete_inputs) of one instruction; (None, None, None) where it does not render."""
+def _record(module: _Module, ins, computation: int) -> Record:
+    """(shapes, dtypes, concrete_inputs, output_shapes) of one instruction; NO_RECORD where it does not render."""
     try:
         line = instruction_text(module, ins, computation)
         if line is None:
-            return None, None, None
+            return NO_RECORD
         lines = [line]
         if ins.opcode == "fusion":
             for inner, cid in module.inner(ins):
                 text = instruction_text(module, inner, cid)
                 if text is None:
-                    return None, None, None
+                    return NO_RECORD
                 lines.append("  " + text)
         text = "\n".join(lines)
         if len(text) > MAX_RECORD:
-            return None, None, None
+            return NO_RECORD
         operands = module.operands(ins, computation)
         dims = [_operand_dims(o.shape) for o in operands]
         types = [PRIMITIVE_TYPES.get(o.shape.element_type, "") for o in operands]
+        result = ins.shape
+        outputs = _operand_dims(result) if result.element_type == _TUPLE else [list(result.dimensions)]
     except _TooLargeError:
-        return None, None, None
-    return (json.dumps(dims, separators=(",", ":")), json.dumps(types), json.dumps([text]))
+        return NO_RECORD
+    compact = (",", ":")
+    return json.dumps(dims, separators=compact), json.dumps(types), json.dumps([text]), json.dumps(outputs,
+                                                                                                     separators=compact)
 
 
 def _operand_dims(shape) -> list:
@@ -353,13 +364,12 @@ class HloModules:
         self.by_name[module.name] = None if module.name in self.by_name else module
         return True
 
-    def record(self, op: Any, module: Any = None, program_id: Any = None) -> tuple[str | None, str | None,
-                                                                                    str | None]:
-        """(shapes, dtypes, concrete_inputs) of instruction ``op`` of the program ``program_id`` (else of the one
-        module named ``module``); three Nones when the program or the instruction is not known."""
+    def record(self, op: Any, module: Any = None, program_id: Any = None) -> Record:
+        """(shapes, dtypes, concrete_inputs, output_shapes) of instruction ``op`` of the program ``program_id``
+        (else of the one module named ``module``); NO_RECORD when the program or the instruction is not known."""
         found = self.by_program.get(program_id) if isinstance(program_id, int) else None
         if found is None and isinstance(module, str):
             found = self.by_name.get(module)
         if found is None or not isinstance(op, str):
-            return None, None, None
+            return NO_RECORD
         return found.record(op)

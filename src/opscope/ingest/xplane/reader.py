@@ -126,6 +126,7 @@ class _Rows:
         self.shapes: list = []
         self.dtypes: list = []
         self.concrete: list = []
+        self.outputs: list = []
         self.args: list = []
 
 
@@ -388,6 +389,7 @@ class _Reader:
         keep_args = self.keep_args
         kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
         shapes_col, dtypes_col, concrete_col, args_col = rows.shapes, rows.dtypes, rows.concrete, rows.args
+        outputs_col = rows.outputs
         correlations = self.correlations
         keep = None if keep_args else _HOST_STATS
         base = self._base(line)
@@ -407,7 +409,7 @@ class _Reader:
             stats = _stats(ev.stats, stat_names, keep) if ev.stats else None
             if md_stats:
                 stats = {**md_stats, **stats} if stats else dict(md_stats)
-            corr = shapes = dtypes = concrete = None
+            corr = shapes = dtypes = concrete = outputs = None
             if stats:
                 if cls == _MEMORY:
                     self._memory(stats, ts, pid, tid, _MEMORY_EVENTS[name])
@@ -435,8 +437,8 @@ class _Reader:
                 elif cls == _ANNOTATION and "hlo_op" in stats:
                     # an XLA op run on the host (JAX/XLA on CPU): the framework op, named as its HLO instruction
                     cls, name = _OP, _HLO_SUFFIX.sub("", name)
-                    shapes, dtypes, concrete = self.hlo.record(stats["hlo_op"], stats.get("hlo_module"),
-                                                               stats.get("program_id"))
+                    shapes, dtypes, concrete, outputs = self.hlo.record(stats["hlo_op"], stats.get("hlo_module"),
+                                                                        stats.get("program_id"))
                 elif cls == _OP:
                     shape = stats.get("shape")
                     if isinstance(shape, str):
@@ -455,6 +457,7 @@ class _Reader:
             shapes_col.append(shapes)
             dtypes_col.append(dtypes)
             concrete_col.append(concrete)
+            outputs_col.append(outputs)
             if keep_args:
                 if fixed:
                     args_col.append(json.dumps({**fixed, **stats} if stats else fixed))
@@ -468,6 +471,7 @@ class _Reader:
                 rows = self.rows
                 kind_col, name_col, ts_col, dur_col, corr_col = rows.kind, rows.name, rows.ts, rows.dur, rows.corr
                 shapes_col, dtypes_col, concrete_col, args_col = rows.shapes, rows.dtypes, rows.concrete, rows.args
+                outputs_col = rows.outputs
         self._fill(n, pid, tid, None, None)
 
     def _hlo_op_row(self, hlo: str, stats: dict[str, Any], ts: int, dur: int) -> None:
@@ -479,10 +483,11 @@ class _Reader:
         rows.ts.append(ts)
         rows.dur.append(dur)
         rows.corr.append(None)
-        shapes, dtypes, concrete = self.hlo.record(hlo, stats.get("hlo_module"), stats.get("program_id"))
+        shapes, dtypes, concrete, outputs = self.hlo.record(hlo, stats.get("hlo_module"), stats.get("program_id"))
         rows.shapes.append(shapes)
         rows.dtypes.append(dtypes)
         rows.concrete.append(concrete)
+        rows.outputs.append(outputs)
         if self.keep_args:
             op_args = {"hlo_op": hlo, "hlo_module": stats.get("hlo_module"), "framework_op": stats.get("name")}
             rows.args.append(json.dumps({k: v for k, v in op_args.items() if v is not None}))
@@ -609,6 +614,7 @@ class _Reader:
         self.rows.shapes.extend([None] * n)
         self.rows.dtypes.extend([None] * n)
         self.rows.concrete.extend([None] * n)
+        self.rows.outputs.extend([None] * n)
 
     def _device_step_line(self, line, pid: str, meta: dict) -> None:
         base = self._base(line)
@@ -655,7 +661,7 @@ class _Reader:
                    "tid": pa.array(rows.tid, text).dictionary_encode(), "device": pa.array(rows.device, ints),
                    "stream": pa.array(rows.stream, ints), "correlation": pa.array(rows.corr, ints),
                    "shapes": pa.array(rows.shapes, text), "dtypes": pa.array(rows.dtypes, text),
-                   "concrete_inputs": pa.array(rows.concrete, text)}
+                   "concrete_inputs": pa.array(rows.concrete, text), "output_shapes": pa.array(rows.outputs, text)}
         self.builder.add_events(columns, rows.args if self.keep_args else None)
         self.n_events += len(rows.ts)
         self.rows = _Rows()
