@@ -53,3 +53,21 @@ def test_report_without_the_view_extra_names_it_before_any_work(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "opscope: error: the HTML report needs the view extra (altair missing): pip install 'opscope[view]'"]
     assert not out.exists()
+
+
+MCP_CHILD = textwrap.dedent("""
+    import sys
+    sys.modules["mcp"] = None  # the mcp extra not installed: `import mcp` fails
+    sys.argv = ["opscope", "mcp"]
+    from opscope.cli import main
+    main()
+""")
+
+
+def test_mcp_without_its_extra_names_it_in_one_line():
+    done = subprocess.run([sys.executable, "-c", MCP_CHILD], capture_output=True, text=True, timeout=limit(120),
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "opscope: error: opscope mcp needs the mcp package: pip install 'opscope[mcp]'"]
+    assert done.stdout == ""

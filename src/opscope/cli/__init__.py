@@ -23,6 +23,7 @@ from opscope.cli import export  # noqa: F401
 from opscope.cli import perf  # noqa: F401
 from opscope.cli import peaks  # noqa: F401
 from opscope.cli import job  # noqa: F401
+from opscope.cli import serve  # noqa: F401  mcp
 # isort: on
 
 __all__ = ["app", "main"]

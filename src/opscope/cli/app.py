@@ -7,6 +7,7 @@ import sys
 from typing import Annotated
 
 import typer
+import typer.main
 
 from opscope import runtime
 from opscope.cli.common import stderr
@@ -98,6 +99,27 @@ def _verify_in_place_tables() -> None:
     mapped = sys.modules.get("opscope.model.mapped")  # (not imported: nothing was read in place)
     if mapped is not None:
         mapped.verify_all()
+
+
+def run_here(argv: list[str]) -> int:
+    """Run the command line ``argv`` (the words after ``opscope``) in this process as :func:`main` runs it in its
+    own, and return its exit code: for a process that runs commands on request (opscope mcp), which points their
+    output elsewhere first (common.consoles_on). What main() would say as its one error line is raised instead:
+    TraceError, or UsageError (an option value the command line rejects, with its message)."""
+    from opscope.cli.options import forget_given
+
+    forget_given()
+    command = typer.main.get_command(app_for(argv))
+    try:
+        code = command.main(args=argv, prog_name="opscope", standalone_mode=False)
+    except typer.TyperException as exc:  # the command line's own errors (click's, in typer)
+        _verify_in_place_tables()
+        raise UsageError(exc.format_message()) from None
+    except Exception:
+        _verify_in_place_tables()  # as in main(): a cache file changed under the command is the error to say
+        raise
+    _verify_in_place_tables()
+    return code if isinstance(code, int) else 0  # a command returns None; typer.Exit(n) comes back as n
 
 
 def main() -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,6 +48,24 @@ def stderr() -> Console:
 
 # rich costs as much to import as typer, and --help needs neither: the consoles are made on first use.
 _consoles: dict[str, Console] = {}
+
+
+@contextmanager
+def consoles_on(out: IO[str], err: IO[str]) -> Iterator[None]:
+    """Inside, commands show their documents on ``out`` and say their lines on ``err`` instead of the process's
+    stdout and stderr (the consoles are those of a pipe: no colour, no progress bar): for a process that runs
+    commands and hands their output on (opscope mcp). The process's own streams are left alone."""
+    from rich.console import Console
+
+    saved = dict(_consoles)
+    # never a terminal, whatever the environment says (FORCE_COLOR): plain text, no progress bar
+    _consoles["out"] = Console(file=out, soft_wrap=False, width=200, force_terminal=False)
+    _consoles["err"] = Console(file=err, soft_wrap=True, force_terminal=False)
+    try:
+        yield
+    finally:
+        _consoles.clear()
+        _consoles.update(saved)
 
 
 def __getattr__(name: str) -> Any:

@@ -76,6 +76,13 @@ def capture_given() -> list[Path] | None:
     return _Capture.given
 
 
+def forget_given() -> None:
+    """Forget what the last command in this process was given (--limit, --capture): a command that failed before
+    its report was shown leaves them set, and a process that runs several (opscope mcp) starts each afresh."""
+    _Asked.limit = False
+    _Capture.given = None
+
+
 CaptureOpt = Annotated[list[Path] | None, typer.Option(
     "--capture", callback=_note_capture, metavar="PATH",
     help="Graph-capture trace(s) of a CUDA/HIP-graph run (a file or folder; repeatable): replayed kernels get the "
