@@ -275,6 +275,8 @@ def test_a_trace_that_changes_while_it_is_read_is_not_cached(tmp_path, cache, mo
             return trace
 
     monkeypatch.setattr(ingest, "pick_reader", lambda p: Appending(real(p)))
+    entry_mod.not_written()
     trace = open_trace(path, cache_dir=cache)
     assert trace.num_events > 0
     assert list(cache.iterdir()) == []  # neither an entry nor its draft
+    assert entry_mod.not_written() == [entry_mod.Unwritten(str(cache), f"{path} changed while it was read", True)]

@@ -7,6 +7,9 @@ checked when the entry is opened (a corrupt one is removed and the trace re-pars
 when they are first read (a corrupt one is an error that removes the entry, so the next run rebuilds it).
 meta.json records the trace the entry was built from (:class:`~.keys.Source`): an entry that is not the trace's at
 hand (copied or renamed into place) is removed and rebuilt like a corrupt one, never served.
+
+A cache that cannot be written (read-only, full, not a directory) costs speed, not the command: the trace is read
+without it and :func:`not_written` says why nothing was cached, for the command to say once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -39,9 +43,46 @@ _NOT_STORED = ("from_cache", "cache_rebuilt")
 BUILT_FROM = "built_from"
 
 
+class Unwritten(NamedTuple):
+    """A cache directory where nothing could be cached, and why."""
+
+    directory: str
+    why: str
+    #: whether the trace was at fault (it changed while it was read), not the directory
+    trace_changed: bool = False
+
+
+#: cache directory -> why this process could not write an entry there (the first reason), for :func:`not_written`
+_unwritten: dict[str, Unwritten] = {}
+_unwritten_lock = threading.Lock()
+
+
 class CorruptEntryError(Exception):
     """The cache entry of a trace was damaged, or was not this trace's; it has been removed. ``str()`` says what
     was wrong, as it follows "cache entry": "was corrupt (...)", "did not belong to this trace (...)"."""
+
+
+def not_written() -> list[Unwritten]:
+    """Each cache directory this process could not write an entry into since the last call (a read-only, full or
+    impossible directory; a trace that changed while it was read), with why; then forgotten."""
+    with _unwritten_lock:
+        said = list(_unwritten.values())
+        _unwritten.clear()
+    return said
+
+
+def unwritten(directory: Path, why: BaseException | str, trace_changed: bool = False) -> None:
+    """Note that nothing could be cached in ``directory`` (:func:`not_written`)."""
+    if isinstance(why, str):
+        text = why
+    elif isinstance(why, FileExistsError) and not directory.is_dir():
+        text = "not a directory"  # (mkdir's word for a file in its place: "File exists")
+    elif isinstance(why, OSError) and why.errno:
+        text = os.strerror(why.errno)  # "Read-only file system", "No space left on device" (not pyarrow's wrapping)
+    else:
+        text = _first_line(why)
+    with _unwritten_lock:
+        _unwritten.setdefault(str(directory), Unwritten(str(directory), text, trace_changed))
 
 
 def load(path: Path, root: Path | None = None, variant: str = "", source: Source | None = None) -> Trace | None:
@@ -106,9 +147,11 @@ def _discard(entry: Path) -> None:
     # Rename first so a concurrent reader never sees a half-deleted entry; ignore a racing remover.
     try:
         doomed = Path(tempfile.mkdtemp(prefix=".bad-", dir=entry.parent))
-        os.replace(entry, doomed / "entry")
-    except OSError:
+    except OSError as exc:  # a read-only cache: the entry stays, and no good one can take its place
+        unwritten(entry.parent, f"{entry.name} cannot be removed: {exc.strerror or _first_line(exc)}")
         return
+    with contextlib.suppress(OSError):  # removed meanwhile
+        os.replace(entry, doomed / "entry")
     shutil.rmtree(doomed, ignore_errors=True)
 
 
@@ -150,7 +193,7 @@ class EntryDraft:
 
     ``complete(trace, args_ready=...)``, where ``args_ready`` calls :meth:`write_args` and returns
     ``draft.offload(loader)``, then ``write(...,
-    draft=draft)``, or :meth:`discard` where the trace is not stored."""
+    draft=draft)``, or :meth:`discard` where the trace is not stored. Made by :func:`begin`."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or cache_root()
@@ -158,6 +201,8 @@ class EntryDraft:
         self.dir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         #: what the trace holds instead of its args after :meth:`offload`
         self.loader: Callable[[], pa.Table] | None = None
+        #: why the args table could not be written (a full disk), once :meth:`args_written` is False
+        self.error: OSError | None = None
         self._written = False
         self._thread: threading.Thread | None = None
 
@@ -166,9 +211,11 @@ class EntryDraft:
 
         def write() -> None:
             # a failure leaves the entry without its args: write() then gives the entry up
-            with contextlib.suppress(OSError, pa.ArrowException):
+            try:
                 files.write_table(args, files.table_file(self.dir, "args"))
                 self._written = True
+            except (OSError, pa.ArrowException) as exc:
+                self.error = exc if isinstance(exc, OSError) else OSError(_first_line(exc))
 
         self._thread = threading.Thread(target=write, name="opscope-cache-args")
         self._thread.start()
@@ -193,12 +240,22 @@ class EntryDraft:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def begin(root: Path | None = None) -> EntryDraft | None:
+    """A new :class:`EntryDraft` in ``root`` (the cache directory), or None where none can be made there (a
+    read-only or impossible directory: :func:`not_written` says so)."""
+    try:
+        return EntryDraft(root)
+    except OSError as exc:
+        unwritten(root or cache_root(), exc)
+        return None
+
+
 def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
           draft: EntryDraft | None = None, source: Source | None = None) -> Path | None:
-    """Write the cache entry for ``path``; returns its directory, or None if it could not be written. ``draft``: the
-    entry begun while the trace was completed (with its args table written, or being written); write() finishes it or
-    discards it. ``source``: the trace file as it was before it was read (:func:`~.keys.source_of`); a file that is
-    not the same now changed while it was read, and is not cached."""
+    """Write the cache entry for ``path``; returns its directory, or None if it could not be written (and
+    :func:`not_written` says why). ``draft``: the entry begun while the trace was completed (with its args table
+    written, or being written); write() finishes it or discards it. ``source``: the trace file as it was before it was
+    read (:func:`~.keys.source_of`); a file that is not the same now changed while it was read, and is not cached."""
     root = draft.root if draft is not None else root or cache_root()
     now: Source | None = None
     try:
@@ -209,6 +266,7 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
     if now is None or changed:
         if draft is not None:
             draft.discard()
+        unwritten(root, changed, trace_changed=True)
         return None
     entry = root / now.key
     if _belongs(entry, now):  # published meanwhile (another command on the same trace)
@@ -221,7 +279,8 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
         else:
             root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    except OSError:
+    except OSError as exc:
+        unwritten(root, exc)
         return None
     try:
         tables = {name: getattr(trace, name) for name in TABLE_SCHEMAS if name != "args"}
@@ -230,7 +289,7 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
         if draft is None or held is not draft.loader:
             tables["args"] = trace.args  # (a table the trace still holds, or was given after the draft began)
         elif not draft.args_written():  # the trace let go of its args and they did not reach the entry
-            raise OSError("the args table could not be written")
+            raise draft.error or OSError("the args table could not be written")
         write_tables(tables, tmp)
         meta = {k: v for k, v in trace.metadata.items() if k not in _NOT_STORED}
         meta[BUILT_FROM] = now.record()
@@ -238,12 +297,13 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
         sums = {f.name: files.file_sum(f) for f in tmp.iterdir()}
         (tmp / "sums.json").write_text(json.dumps(sums))
         os.rename(tmp, entry)  # whole or not at all: the entry appears under its name only now
-    except OSError:
+    except OSError as exc:
         if draft is not None:
             draft.args_written()  # its writer is done with the directory
         shutil.rmtree(tmp, ignore_errors=True)
         if _belongs(entry, now):  # another command published the same entry first
             return entry
+        unwritten(root, exc)
         return None
     return entry
 
