@@ -50,7 +50,10 @@ def run_sql(trace: Trace | Mapping[str, object], sql: str, sandbox: bool = False
             raise UsageError(f"SQL error: {first}") from None
         if result is None:  # empty SQL, a comment, or a statement that returns no rows (SET ...)
             raise UsageError("the SQL gives no table; give a select, e.g. \"select * from events limit 5\"")
-        return _plain_numbers(result.to_arrow_table())
+        table = result.to_arrow_table()
+        if isinstance(trace, Trace):
+            trace.verify()  # DuckDB read the columns in place: a cache file changed meanwhile is said, not shown
+        return _plain_numbers(table)
     finally:
         con.close()
 

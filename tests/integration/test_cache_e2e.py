@@ -42,3 +42,26 @@ def test_corrupt_side_table_read_mid_command_is_one_error_then_rebuilt(trace_fil
     rebuilt = run_cli("steps", str(trace_file), cache=cache_dir)
     assert (rebuilt.returncode, rebuilt.stdout, rebuilt.stderr) == (0, uncached.stdout, "")
     assert (entry / "sums.json").is_file()
+
+
+def test_an_entry_of_another_trace_put_in_place_is_rebuilt_with_one_warning(tmp_path, trace_file, cache_dir):
+    import shutil
+
+    from support.tracefiles import small_gpu_trace, write_trace, x
+
+    other = write_trace(tmp_path / "other.json", small_gpu_trace() + [x("aten::other", 4000, 1)])
+    first, theirs, uncached = run_cli_many([("ops", str(trace_file)), ("ops", str(other)),
+                                            ("ops", str(trace_file), "--no-cache")], cache=cache_dir)
+    assert first.returncode == theirs.returncode == uncached.returncode == 0, (first.stderr, theirs.stderr)
+    assert "aten::other" in theirs.stdout and "aten::other" not in uncached.stdout
+    entry = entry_of(trace_file, cache_dir)
+    shutil.rmtree(entry)
+    shutil.copytree(entry_of(other, cache_dir), entry)  # every file matches its checksum
+
+    rebuilt = run_cli("ops", str(trace_file), cache=cache_dir)
+    assert (rebuilt.returncode, rebuilt.stdout) == (0, uncached.stdout), rebuilt.stderr
+    assert rebuilt.stderr.strip("\n").splitlines() == [
+        f"warning: {trace_file}: cache entry did not belong to this trace (it was built from {other.resolve()}); "
+        "rebuilt from the trace"]
+    again = run_cli("ops", str(trace_file), cache=cache_dir)
+    assert (again.returncode, again.stdout, again.stderr) == (0, uncached.stdout, "")

@@ -192,3 +192,91 @@ def test_args_that_do_not_reach_the_entry_leave_no_entry_and_are_read_again(tmp_
     finish_cache_writes()
     assert list(cache.iterdir()) == []  # neither an entry without its args nor the draft
     assert first.args.to_pylist() == expected  # read again from the trace file
+
+
+def _other_trace() -> list[dict]:
+    return small_gpu_trace() + [x("aten::other", 4000 + 2 * i, 1) for i in range(5)]
+
+
+@pytest.mark.parametrize("how", ["copied", "renamed"])
+def test_an_entry_of_another_trace_put_in_place_is_rebuilt_not_served(tmp_path, cache, how):
+    # every file of the entry matches its checksum: only what it says of its trace tells it apart
+    import shutil
+
+    mine = write_trace(tmp_path / "mine.json", _padded_trace(200))
+    other = write_trace(tmp_path / "other.json", _other_trace())
+    expected = _names(open_trace(mine, use_cache=False))
+    open_trace(mine, cache_dir=cache)
+    open_trace(other, cache_dir=cache)
+    entry, foreign = entry_of(mine, cache), entry_of(other, cache)
+    shutil.rmtree(entry)
+    if how == "copied":
+        shutil.copytree(foreign, entry)
+    else:
+        os.rename(foreign, entry)
+    again = open_trace(mine, cache_dir=cache)
+    assert "from_cache" not in again.metadata and _names(again) == expected
+    assert again.metadata["cache_rebuilt"] == (f"cache entry did not belong to this trace (it was built from "
+                                               f"{other.resolve()})")
+    third = open_trace(mine, cache_dir=cache)  # the entry is this trace's now
+    assert third.metadata.get("from_cache") == str(entry) and _names(third) == expected
+
+
+def test_an_entry_of_an_earlier_version_of_the_same_file_is_not_served(tmp_path, cache):
+    import shutil
+
+    path = write_trace(tmp_path / "t.json", _other_trace())
+    open_trace(path, cache_dir=cache)
+    old = entry_of(path, cache)
+    kept = shutil.copytree(old, tmp_path / "old-entry")
+    write_trace(path, small_gpu_trace())  # rewritten: a new key
+    expected = _names(open_trace(path, use_cache=False))
+    new = entry_of(path, cache)
+    assert new != old
+    shutil.copytree(kept, new)  # the old entry under the new key
+    again = open_trace(path, cache_dir=cache)
+    assert _names(again) == expected
+    assert again.metadata["cache_rebuilt"] == ("cache entry did not belong to this trace (it was built from another "
+                                               "version of this file)")
+
+
+def test_an_entry_that_does_not_say_which_trace_it_was_built_from_is_not_served(tmp_path, cache):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    open_trace(path, cache_dir=cache)
+    entry = entry_of(path, cache)
+    meta = json.loads((entry / "meta.json").read_text())
+    del meta[entry_mod.BUILT_FROM]
+    (entry / "meta.json").write_text(json.dumps(meta))
+    sums = json.loads((entry / "sums.json").read_text())
+    sums["meta.json"] = files_mod.file_sum(entry / "meta.json")  # a consistent entry, from a writer that did not say
+    (entry / "sums.json").write_text(json.dumps(sums))
+    again = open_trace(path, cache_dir=cache)
+    assert "from_cache" not in again.metadata
+    assert "did not belong to this trace (it does not say which trace it was built from)" in \
+        again.metadata["cache_rebuilt"]
+    assert entry_mod.BUILT_FROM not in open_trace(path, cache_dir=cache).metadata  # not the trace's metadata
+
+
+def test_a_trace_that_changes_while_it_is_read_is_not_cached(tmp_path, cache, monkeypatch):
+    # a profiler still writing the file: what was read is not the file the key will name, so nothing is kept
+    from opscope import ingest
+
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    real = ingest.pick_reader
+
+    class Appending:
+        def __init__(self, reader):
+            self.reader = reader
+
+        def read(self, *args, **kwargs):
+            trace = self.reader.read(*args, **kwargs)
+            with open(path, "ab") as fh:
+                fh.write(b"\n")
+            return trace
+
+    monkeypatch.setattr(ingest, "pick_reader", lambda p: Appending(real(p)))
+    entry_mod.not_written()
+    trace = open_trace(path, cache_dir=cache)
+    assert trace.num_events > 0
+    assert list(cache.iterdir()) == []  # neither an entry nor its draft
+    assert entry_mod.not_written() == [entry_mod.Unwritten(str(cache), f"{path} changed while it was read", True)]

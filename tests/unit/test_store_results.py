@@ -4,6 +4,8 @@ one is computed again. Plus the cheap facts the cache gives without reading colu
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from support.tracefiles import small_gpu_trace, write_trace, x
@@ -93,6 +95,23 @@ def test_results_of_other_code_are_not_served_and_make_way(tmp_path, cache, monk
     GpuAnalysis(open_trace(path, cache_dir=cache)).breakdown()  # kept for this code; the other code's results go
     assert not old.exists()
     assert {p.parent.name for p in _results(cache)} == {"another version of opscope"}
+
+
+def test_results_copied_from_another_entry_are_not_served(tmp_path, cache, monkeypatch):
+    import shutil
+
+    _, trace = _cached(tmp_path, cache)
+    gpu_analysis(trace).breakdown()
+    other = write_trace(tmp_path / "other.json", small_gpu_trace() + [x("aten::other", 4000, 1)])
+    open_trace(other, cache_dir=cache)
+    theirs = open_trace(other, cache_dir=cache)
+    entry = Path(trace.metadata["from_cache"])
+    shutil.copytree(entry / "results", Path(theirs.metadata["from_cache"]) / "results", dirs_exist_ok=True)
+    computed = []
+    real = gpu_mod.device_work
+    monkeypatch.setattr(gpu_mod, "device_work", lambda *a, **k: computed.append(1) or real(*a, **k))
+    GpuAnalysis(open_trace(other, cache_dir=cache)).breakdown()
+    assert computed  # computed on its own trace, not read from the results of the other
 
 
 def test_an_entry_removed_meanwhile_is_not_made_again(tmp_path):

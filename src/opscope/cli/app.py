@@ -122,6 +122,19 @@ def run_here(argv: list[str]) -> int:
     return code if isinstance(code, int) else 0  # a command returns None; typer.Exit(n) comes back as n
 
 
+def _say_not_cached() -> None:
+    """One line per cache directory where a trace this command read could not be cached (read-only, full, not a
+    directory): the command worked without it, and the next one reads the trace again."""
+    ingest = sys.modules.get("opscope.ingest")  # (not imported: no trace was read)
+    if ingest is None:
+        return
+    for directory, why, trace_changed in ingest.not_cached():
+        fix = ("run the command again once the trace is whole" if trace_changed else
+               "set OPSCOPE_CACHE_DIR to a writable directory, or pass --no-cache")
+        stderr().print(f"opscope: warning: nothing was cached in {directory} ({why}); the next command reads the "
+                       f"trace again ({fix})", markup=False, highlight=False)
+
+
 def main() -> None:
     """Run the command line; errors about inputs are one line on stderr and exit code 2."""
     if is_command_process():
@@ -132,11 +145,13 @@ def main() -> None:
         except SystemExit as done:
             if done.code in (0, None):
                 _verify_in_place_tables()  # the last analyses' tables, after their output: said, not trusted
+            _say_not_cached()
             raise
         except Exception:
             _verify_in_place_tables()  # a cache file changed under the command explains its failure: that error
             raise
     except (TraceError, UsageError) as exc:
+        _say_not_cached()
         stderr().print(f"opscope: error: {exc}", markup=False, highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:

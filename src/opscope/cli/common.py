@@ -248,8 +248,8 @@ def _warn_recovered(trace: Trace) -> None:
 
     err = stderr()
     if rebuilt:
-        err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: cache entry was corrupt "
-                                f"({rebuilt}); rebuilt from the trace"), highlight=False)
+        err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: {rebuilt}; rebuilt from "
+                                "the trace"), highlight=False)
     if trace.metadata.get("truncated"):
         for w in trace.warnings:
             if w["problem"].startswith("file is truncated"):

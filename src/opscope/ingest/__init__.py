@@ -19,9 +19,10 @@ from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
 from opscope.runtime import stage_done
 from opscope.store import entry as cache
+from opscope.store.keys import Source, cache_root, source_of
 
-__all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "finish_cache_writes", "open_trace", "pick_reader",
-           "read_head", "reader_named"]
+__all__ = ["READERS", "Progress", "Reader", "UnknownReaderError", "finish_cache_writes", "not_cached", "open_trace",
+           "pick_reader", "read_head", "reader_named"]
 
 #: Cache entries being written behind the command (``write_behind``): joined before the next open and at exit.
 _pending_writes: list[threading.Thread] = []
@@ -47,11 +48,13 @@ def open_trace(
     finish_cache_writes()
     rebuilt = None
     variant = read_settings()
+    source = None
     if use_cache:
+        source = source_of(path, variant)  # the file as it is before it is read: what an entry must match
         try:
-            cached = cache.load(path, cache_dir, variant)
+            cached = cache.load(path, cache_dir, variant, source)
         except cache.CorruptEntryError as exc:
-            rebuilt, cached = str(exc), None
+            rebuilt, cached = f"cache entry {exc}", None
         if cached is not None:
             return cached
     reader = pick_reader(path)
@@ -64,10 +67,8 @@ def open_trace(
     except RecursionError:
         raise TraceError(path, "is nested too deeply to be a trace (hostile input?)") from None
     stage_done()  # the parser's buffers: back to the system before completing allocates its own (tuned)
-    draft = None
-    if use_cache:
-        with contextlib.suppress(OSError):  # no cache directory: the trace is read all the same
-            draft = cache.EntryDraft(cache_dir)
+    # no cache directory (read-only, not a directory): the trace is read all the same, and the command says so
+    draft = cache.begin(cache_dir) if use_cache else None
 
     def args_ready(args):  # the args text (~a quarter of the JSON) leaves memory once in the entry
         assert draft is not None
@@ -89,12 +90,12 @@ def open_trace(
                 metadata["warnings"] = list(metadata["warnings"])
             held = {name: trace.held_args() if name == "args" else getattr(trace, name) for name in TABLE_SCHEMAS}
             snapshot = Trace(metadata=metadata, copy_args=trace.copy_args, **held)
-            writer = threading.Thread(target=_store_behind, args=(path, snapshot, cache_dir, variant, draft),
+            writer = threading.Thread(target=_store_behind, args=(path, snapshot, cache_dir, variant, draft, source),
                                       name="opscope-cache-write")  # not a daemon: the interpreter waits for it
             writer.start()
             _pending_writes.append(writer)
         else:
-            cache.write(path, trace, cache_dir, variant, draft)
+            cache.write(path, trace, cache_dir, variant, draft, source)
         if rebuilt is not None:
             trace.metadata["cache_rebuilt"] = rebuilt  # said once by the CLI; never stored
     else:
@@ -104,15 +105,23 @@ def open_trace(
 
 
 def _store_behind(path: Path, trace: Trace, cache_dir: Path | None, variant: str,
-                  draft: cache.EntryDraft | None) -> None:
+                  draft: cache.EntryDraft | None, source: Source | None) -> None:
     """``cache.write`` on the writer thread: whatever stops it leaves no entry (the next open parses again) and never
-    a thread's traceback on stderr in the middle of the command's output."""
+    a thread's traceback on stderr in the middle of the command's output (:func:`not_cached` says why instead)."""
     # a cache is an optimisation: the command's result does not depend on it
     try:
-        cache.write(path, trace, cache_dir, variant, draft)
-    except Exception:
+        cache.write(path, trace, cache_dir, variant, draft, source)
+    except Exception as exc:
         if draft is not None:
             draft.discard()
+        cache.unwritten(draft.root if draft is not None else cache_dir or cache_root(), exc)
+
+
+def not_cached() -> list[cache.Unwritten]:
+    """Each cache directory where this process could not cache a trace it read, and why, once every entry being
+    written behind is done; each is given once."""
+    finish_cache_writes()
+    return cache.not_written()
 
 
 def finish_cache_writes() -> None:

@@ -154,8 +154,9 @@ class MappedTable:
         if mapping is None:
             os.close(fd)
             return
-        # the file stays open while the table lives: verify() looks at its identity even once it is unlinked
-        weakref.finalize(self, os.close, fd)
+        # the file stays open while the table lives: verify() looks at its identity even once it is unlinked; and when
+        # the table goes, a last look, so that a change that came after the last verify() is still said (verify_all)
+        weakref.finalize(self, _last_look, self.file, mapping, fd, before, self.error)
         self._mapping, self._fd, self._identity = mapping, fd, before
         with _live_lock:
             _live.add(self)
@@ -165,20 +166,51 @@ class MappedTable:
         outside): a table read into memory never does."""
         if self._mapping is None or self._fd is None or self._identity is None:
             return
-        if self._mapping.damaged():
-            raise self.error(self.file, ValueError(f"{self.file.name} was truncated while it was read"))
-        try:
-            now = _identity(os.fstat(self._fd))
-        except (OSError, ValueError) as exc:  # (closed: the process is ending)
-            raise self.error(self.file, exc) from None
-        if not _same(self._identity, now):
-            raise self.error(self.file, ValueError(f"{self.file.name} changed while it was read"))
+        problem = _changed(self.file, self._mapping, self._identity, self._fd)
+        if problem is not None:
+            raise self.error(self.file, problem)
+
+
+def _changed(file: Path, mapping, identity: _Identity, fd: int) -> ValueError | None:
+    """What is wrong with the mapped ``file`` (open on ``fd``) since it was checked as ``identity``, or None."""
+    if mapping.damaged():
+        return ValueError(f"{file.name} was truncated while it was read")
+    try:
+        now = _identity(os.fstat(fd))
+    except (OSError, ValueError) as exc:  # (closed: the process is ending)
+        return ValueError(str(exc))
+    if not _same(identity, now):
+        return ValueError(f"{file.name} changed while it was read")
+    return None
+
+
+def _last_look(file: Path, mapping, fd: int, identity: _Identity,
+               error: Callable[[Path, BaseException], Exception]) -> None:
+    """A mapped table's end (its trace is gone): whether its file changed after the last :meth:`MappedTable.verify`
+    is kept for :func:`verify_all`, then the file is closed. Columns read from it may have been used meanwhile (a
+    query's result, copied out of the map before its trace went)."""
+    try:
+        problem = _changed(file, mapping, identity, fd)
+    finally:
+        os.close(fd)
+    if problem is not None:
+        with _live_lock:
+            _gone_changed.append((file, problem, error))
+
+
+#: (file, what changed, its error) of mapped tables that went after a change (:func:`_last_look`)
+_gone_changed: list[tuple[Path, ValueError, Callable[[Path, BaseException], Exception]]] = []
 
 
 def verify_all() -> None:
-    """:meth:`MappedTable.verify` of every mapped table of this process (the command does it before it ends: an
-    output computed from a file that changed under it is not given out as right)."""
+    """:meth:`MappedTable.verify` of every mapped table of this process, and what the tables that have already gone
+    found at their end (the command does it before it ends: an output computed from a file that changed under it is
+    not given out as right)."""
     with _live_lock:
         tables = list(_live)
+        gone = _gone_changed[:1]
+        _gone_changed.clear()
     for table in tables:
         table.verify()
+    for file, problem, error in gone:
+        raise error(file, problem)

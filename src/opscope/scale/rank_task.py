@@ -41,7 +41,7 @@ def summarize_rank(task: RankTask) -> RankResult:
     from opscope.ingest import open_trace
     from opscope.ingest.source import read_settings
     from opscope.scale.discover import rank_from_name
-    from opscope.store.keys import cache_key, cache_root
+    from opscope.store.entry import published
 
     started = time.perf_counter()
     path = Path(task.path)
@@ -50,7 +50,7 @@ def summarize_rank(task: RankTask) -> RankResult:
     summary = rank_summary(trace, task.path, rank_from_name(path), full=task.summarize)
     entry = None
     if task.use_cache:
-        candidate = (cache_dir or cache_root()) / cache_key(path, read_settings())
-        entry = str(candidate) if (candidate / "meta.json").is_file() else None
+        found = published(path, cache_dir, read_settings())
+        entry = str(found) if found is not None else None
     return RankResult(summary=summary, entry=entry, peak_rss=peak_rss_bytes(),
                       seconds=time.perf_counter() - started)

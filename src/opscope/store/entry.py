@@ -5,6 +5,11 @@ place, so readers never see half an entry and a published one is never overwritt
 Every file of an entry has its size and CRC-32 in ``sums.json`` (:mod:`.files`): the events table and meta.json are
 checked when the entry is opened (a corrupt one is removed and the trace re-parsed), the other tables
 when they are first read (a corrupt one is an error that removes the entry, so the next run rebuilds it).
+meta.json records the trace the entry was built from (:class:`~.keys.Source`): an entry that is not the trace's at
+hand (copied or renamed into place) is removed and rebuilt like a corrupt one, never served.
+
+A cache that cannot be written (read-only, full, not a directory) costs speed, not the command: the trace is read
+without it and :func:`not_written` says why nothing was cached, for the command to say once.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -27,24 +33,69 @@ from opscope.model.memo import attach_results
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
 from opscope.store import files
-from opscope.store.keys import cache_key, cache_root
+from opscope.store.keys import Source, cache_root, source_of
 from opscope.store.results import ResultStore
 from opscope.threads import side_by_side
 
 #: What write() never writes into meta.json: facts about this open, not about the trace.
 _NOT_STORED = ("from_cache", "cache_rebuilt")
+#: meta.json's record of the trace the entry was built from (:meth:`Source.record`); not the trace's metadata
+BUILT_FROM = "built_from"
+
+
+class Unwritten(NamedTuple):
+    """A cache directory where nothing could be cached, and why."""
+
+    directory: str
+    why: str
+    #: whether the trace was at fault (it changed while it was read), not the directory
+    trace_changed: bool = False
+
+
+#: cache directory -> why this process could not write an entry there (the first reason), for :func:`not_written`
+_unwritten: dict[str, Unwritten] = {}
+_unwritten_lock = threading.Lock()
 
 
 class CorruptEntryError(Exception):
-    """The cache entry of a trace was damaged; it has been removed. ``str()`` says what was wrong."""
+    """The cache entry of a trace was damaged, or was not this trace's; it has been removed. ``str()`` says what
+    was wrong, as it follows "cache entry": "was corrupt (...)", "did not belong to this trace (...)"."""
 
 
-def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | None:
-    """The cached Trace of ``path``, or None if there is no entry. Raises CorruptEntryError (after removing
-    the entry) when there was one but it is damaged, so the caller re-parses and can say why."""
-    entry = (root or cache_root()) / cache_key(path, variant)
+def not_written() -> list[Unwritten]:
+    """Each cache directory this process could not write an entry into since the last call (a read-only, full or
+    impossible directory; a trace that changed while it was read), with why; then forgotten."""
+    with _unwritten_lock:
+        said = list(_unwritten.values())
+        _unwritten.clear()
+    return said
+
+
+def unwritten(directory: Path, why: BaseException | str, trace_changed: bool = False) -> None:
+    """Note that nothing could be cached in ``directory`` (:func:`not_written`)."""
+    if isinstance(why, str):
+        text = why
+    elif isinstance(why, FileExistsError) and not directory.is_dir():
+        text = "not a directory"  # (mkdir's word for a file in its place: "File exists")
+    elif isinstance(why, OSError) and why.errno:
+        text = os.strerror(why.errno)  # "Read-only file system", "No space left on device" (not pyarrow's wrapping)
+    else:
+        text = _first_line(why)
+    with _unwritten_lock:
+        _unwritten.setdefault(str(directory), Unwritten(str(directory), text, trace_changed))
+
+
+def load(path: Path, root: Path | None = None, variant: str = "", source: Source | None = None) -> Trace | None:
+    """The cached Trace of ``path`` (whose :class:`Source` is ``source`` when the caller has it), or None if there
+    is no entry. Raises CorruptEntryError (after removing the entry) when there was one but it is damaged or not
+    this trace's, so the caller re-parses and can say why."""
+    source = source or source_of(path, variant)
+    entry = (root or cache_root()) / source.key
     meta_file = entry / "meta.json"
-    if not meta_file.is_file():
+    try:
+        if not meta_file.is_file():
+            return None
+    except OSError:  # a cache directory this process may not look into: no entry (write() says why none is made)
         return None
     try:
         sums = json.loads((entry / "sums.json").read_text())
@@ -54,6 +105,10 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         metadata = json.loads(meta_file.read_text())
         if not isinstance(metadata, dict):
             raise ValueError("meta.json is not an object")
+        built_from = metadata.pop(BUILT_FROM, None)
+        if not isinstance(built_from, dict) or built_from.get("key") != source.key:
+            _discard(entry)
+            raise CorruptEntryError(f"did not belong to this trace ({source.describe(built_from)})")
         events_file = files.table_file(entry, "events")
         # every command reads it: mapped and checked now, so a bad one is rebuilt here
         mapped = MappedTable(events_file, files.sums_of(events_file, sums), _unreadable)
@@ -71,7 +126,7 @@ def load(path: Path, root: Path | None = None, variant: str = "") -> Trace | Non
         # Unreadable entry: remove it and let the caller re-parse, so write() writes a good entry
         # (write() never overwrites an entry whose meta.json exists).
         _discard(entry)
-        raise CorruptEntryError(_first_line(exc)) from None
+        raise CorruptEntryError(f"was corrupt ({_first_line(exc)})") from None
     for name in (*TABLE_SCHEMAS, *files.DERIVED):
         if name != "events":
             # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
@@ -92,9 +147,11 @@ def _discard(entry: Path) -> None:
     # Rename first so a concurrent reader never sees a half-deleted entry; ignore a racing remover.
     try:
         doomed = Path(tempfile.mkdtemp(prefix=".bad-", dir=entry.parent))
-        os.replace(entry, doomed / "entry")
-    except OSError:
+    except OSError as exc:  # a read-only cache: the entry stays, and no good one can take its place
+        unwritten(entry.parent, f"{entry.name} cannot be removed: {exc.strerror or _first_line(exc)}")
         return
+    with contextlib.suppress(OSError):  # removed meanwhile
+        os.replace(entry, doomed / "entry")
     shutil.rmtree(doomed, ignore_errors=True)
 
 
@@ -136,7 +193,7 @@ class EntryDraft:
 
     ``complete(trace, args_ready=...)``, where ``args_ready`` calls :meth:`write_args` and returns
     ``draft.offload(loader)``, then ``write(...,
-    draft=draft)``, or :meth:`discard` where the trace is not stored."""
+    draft=draft)``, or :meth:`discard` where the trace is not stored. Made by :func:`begin`."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or cache_root()
@@ -144,6 +201,8 @@ class EntryDraft:
         self.dir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         #: what the trace holds instead of its args after :meth:`offload`
         self.loader: Callable[[], pa.Table] | None = None
+        #: why the args table could not be written (a full disk), once :meth:`args_written` is False
+        self.error: OSError | None = None
         self._written = False
         self._thread: threading.Thread | None = None
 
@@ -152,9 +211,11 @@ class EntryDraft:
 
         def write() -> None:
             # a failure leaves the entry without its args: write() then gives the entry up
-            with contextlib.suppress(OSError, pa.ArrowException):
+            try:
                 files.write_table(args, files.table_file(self.dir, "args"))
                 self._written = True
+            except (OSError, pa.ArrowException) as exc:
+                self.error = exc if isinstance(exc, OSError) else OSError(_first_line(exc))
 
         self._thread = threading.Thread(target=write, name="opscope-cache-args")
         self._thread.start()
@@ -179,14 +240,36 @@ class EntryDraft:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def begin(root: Path | None = None) -> EntryDraft | None:
+    """A new :class:`EntryDraft` in ``root`` (the cache directory), or None where none can be made there (a
+    read-only or impossible directory: :func:`not_written` says so)."""
+    try:
+        return EntryDraft(root)
+    except OSError as exc:
+        unwritten(root or cache_root(), exc)
+        return None
+
+
 def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
-          draft: EntryDraft | None = None) -> Path | None:
-    """Write the cache entry for ``path``; returns its directory, or None if it could not be written. ``draft``: the
-    entry begun while the trace was completed (with its args table written, or being written); write() finishes it or
-    discards it."""
+          draft: EntryDraft | None = None, source: Source | None = None) -> Path | None:
+    """Write the cache entry for ``path``; returns its directory, or None if it could not be written (and
+    :func:`not_written` says why). ``draft``: the entry begun while the trace was completed (with its args table
+    written, or being written); write() finishes it or discards it. ``source``: the trace file as it was before it was
+    read (:func:`~.keys.source_of`); a file that is not the same now changed while it was read, and is not cached."""
     root = draft.root if draft is not None else root or cache_root()
-    entry = root / cache_key(path, variant)
-    if (entry / "meta.json").is_file():
+    now: Source | None = None
+    try:
+        now = source_of(path, variant)
+        changed = f"{path} changed while it was read" if source is not None and now != source else ""
+    except OSError as exc:
+        changed = f"{path} cannot be read again ({exc.strerror or _first_line(exc)})"
+    if now is None or changed:
+        if draft is not None:
+            draft.discard()
+        unwritten(root, changed, trace_changed=True)
+        return None
+    entry = root / now.key
+    if _belongs(entry, now):  # published meanwhile (another command on the same trace)
         if draft is not None:
             draft.discard()
         return entry
@@ -196,7 +279,8 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
         else:
             root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    except OSError:
+    except OSError as exc:
+        unwritten(root, exc)
         return None
     try:
         tables = {name: getattr(trace, name) for name in TABLE_SCHEMAS if name != "args"}
@@ -205,19 +289,38 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
         if draft is None or held is not draft.loader:
             tables["args"] = trace.args  # (a table the trace still holds, or was given after the draft began)
         elif not draft.args_written():  # the trace let go of its args and they did not reach the entry
-            raise OSError("the args table could not be written")
+            raise draft.error or OSError("the args table could not be written")
         write_tables(tables, tmp)
         meta = {k: v for k, v in trace.metadata.items() if k not in _NOT_STORED}
+        meta[BUILT_FROM] = now.record()
         (tmp / "meta.json").write_text(json.dumps(meta, default=str))
         sums = {f.name: files.file_sum(f) for f in tmp.iterdir()}
         (tmp / "sums.json").write_text(json.dumps(sums))
-        os.rename(tmp, entry)
-    except OSError:
+        os.rename(tmp, entry)  # whole or not at all: the entry appears under its name only now
+    except OSError as exc:
         if draft is not None:
             draft.args_written()  # its writer is done with the directory
         shutil.rmtree(tmp, ignore_errors=True)
+        if _belongs(entry, now):  # another command published the same entry first
+            return entry
+        unwritten(root, exc)
         return None
     return entry
+
+
+def published(path: Path, root: Path | None = None, variant: str = "") -> Path | None:
+    """The published entry of ``path`` as it is now, or None (none, or one that is not this trace's)."""
+    source = source_of(path, variant)
+    entry = (root or cache_root()) / source.key
+    return entry if _belongs(entry, source) else None
+
+
+def _belongs(entry: Path, source: Source) -> bool:
+    """Whether ``entry`` is published (its meta.json in place) and built from ``source``."""
+    try:
+        return json.loads((entry / "meta.json").read_text()).get(BUILT_FROM, {}).get("key") == source.key
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def write_tables(tables: dict[str, pa.Table], directory: Path) -> None:

@@ -39,7 +39,7 @@ def code_fingerprint() -> str:
 class ResultStore:
     """What analyses computed on a cached trace, kept in its entry for the next command: Arrow tables (IPC,
     LZ4-compressed) and JSON values, one file each, in ``results/<code fingerprint>/`` and named by a hash of the
-    analysis' key.
+    entry's name (its trace's key) and the analysis' key.
 
     Written by the first command that computes a result, atomically (a temporary name renamed into place) and
     with its size and CRC-32 in front; a file that fails the check is removed and the result computed again. A
@@ -48,6 +48,7 @@ class ResultStore:
 
     def __init__(self, entry: Path) -> None:
         self.root = entry / "results"
+        self._entry = entry.name  # in every result's name: a result copied from another entry is never found
         self._pruned = False
 
     @property
@@ -55,7 +56,7 @@ class ResultStore:
         return self.root / code_fingerprint()
 
     def _file(self, key: str) -> Path:
-        return self.dir / hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+        return self.dir / hashlib.blake2b(f"{self._entry}|{key}".encode(), digest_size=16).hexdigest()
 
     def _prune(self) -> None:
         # once per store: the folders of other fingerprints (another version's results) go
