@@ -155,3 +155,74 @@ def test_demo_into_a_place_that_cannot_hold_it_gives_one_line(tmp_path):
                             ("demo", "--steps", "1", "--output", "/sys/opscope-test-output")], cache=tmp_path / "c")
     assert_one_line_error(results[0], tmp_path / "afile" / "sub", "afile is not a directory")
     assert_one_line_error(results[1], Path("/sys/opscope-test-output"), "cannot create the output directory")
+
+
+def test_a_full_disk_for_the_trace_and_run_json_says_how_the_program_ended(tmp_path):
+    script = write_program(tmp_path)
+    res = run(record_command("rec", "full", "3", script=script), tmp_path)
+    assert res.returncode == PROGRAM_EXIT, res.stderr
+    assert "program done after 8 steps" in res.stdout and "Traceback" not in res.stderr
+    # before: record took the program for one that ended at once (os._exit) and wrote a run.json without the step
+    # times or why profiling stopped
+    assert "os._exit" not in res.stderr and "abruptly" not in res.stderr
+    lines = opscope_lines(res.stderr)
+    assert "opscope: cannot update rec/run.json (No space left on device); the traces in that directory are " \
+           "complete" in lines
+    assert lines[-1] == "opscope: the program's side could not write rec/run.json (No space left on device); " \
+                        "opscope record wrote it"
+    assert any(line.startswith("opscope: 8 steps (optimizer.step()), exit code 3") for line in lines)
+    assert "opscope: profiling stopped early (failed: No space left on device): only the traces listed above are " \
+           "complete" in lines
+    info = run_json(tmp_path / "rec")
+    assert (info["status"], info["exit_code"], info["crash"]) == ("ok", PROGRAM_EXIT, None)
+    assert (info["profiler_failed"], info["traces"], info["steps"]) == ("failed: No space left on device", [], 8)
+    assert len(info["step_times_ns"]) == 7
+    assert info["saved_by"] == "opscope record: the program's side could not write run.json (No space left on device)"
+    assert listing(tmp_path / "rec") == ["run.json"]
+
+
+def test_when_no_side_can_write_run_json_the_last_line_says_so(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from typer.testing import CliRunner
+
+    import opscope.capture.launch as launch
+    from opscope.cli import app
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    script = write_program(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(launch, "write_json_atomic", full)  # opscope record's own writer: the disk is still full
+    res = CliRunner().invoke(app, ["record", "-o", "rec", "--", sys.executable, str(script), "full", "3"])
+    assert res.exit_code == PROGRAM_EXIT, res.output
+    lines = opscope_lines(res.stderr)
+    assert "os._exit" not in res.stderr and "abruptly" not in res.stderr
+    assert lines[-1] == ("opscope: neither the program's side (No space left on device) nor opscope record (No space "
+                         "left on device) could write rec/run.json: it still says the program is running; the lines "
+                         "above say how it ended")
+    assert any(line.startswith("opscope: 8 steps (optimizer.step()), exit code 3") for line in lines)
+    assert run_json(tmp_path / "rec")["status"] == "running"
+
+
+def test_file_names_with_control_characters_are_spelled_out_in_every_line(tmp_path):
+    script = write_program(tmp_path)
+    name = "rec\x1b[31m\x07red"
+    # the child's line (profiling stopped ... in DIR: torch's exporter cannot write under such a name either) and
+    # the parent's (recorded ... into DIR); then an error naming a script whose name holds a newline
+    res = run(record_command(name, "enospc", "3", script=script), tmp_path)
+    bad = run([sys.executable, "-m", "opscope.cli", "record", "-o", "x", "--", sys.executable,
+               "no\x1b]0;t\x07\nopscope: forged.py"], tmp_path)
+    assert res.returncode == PROGRAM_EXIT, res.stderr
+    lines = opscope_lines(res.stderr)  # torch's own lines on the program's stderr are not opscope's
+    assert not any("\x1b" in line or "\x07" in line for line in lines), lines
+    spelled = r"rec\x1b[31m\x07red"
+    assert any(line.startswith("opscope: profiling stopped, the program runs on: ") and f"(in {spelled})" in line
+               for line in lines), lines
+    assert any(line.startswith("opscope: 8 steps") and line.endswith(f"into {spelled}: no trace + run.json")
+               for line in lines), lines
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines() == [r"opscope: error: no\x1b]0;t\x07\x0aopscope: forged.py: no such script"]
+    assert run_json(tmp_path / name)["profiler_failed"].startswith("failed: ")

@@ -1,7 +1,9 @@
-"""opscope record never hijacks the program's signals or exit code."""
+"""opscope record never hijacks the program's signals or exit code, and keeps what it measured whichever signal
+ends the program."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -32,9 +34,30 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
+# Trains 6 optimizer steps (the default schedule saves its window at the 5th), writes its pid to ready.txt, then
+# waits; whatever ends it is noted in ended.txt (the `finally` runs).
+STEPPING = textwrap.dedent("""
+    import os, time
+    from pathlib import Path
+    import torch
+    here = Path(__file__).parent
+    model = torch.nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(6):
+        optimizer.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+    (here / "ready.txt").write_text(str(os.getpid()))
+    try:
+        time.sleep(120)
+    finally:
+        (here / "ended.txt").write_text("yes")
+""")
+
+
+def _start(tmp_path: Path, *args: str, program: str = PROGRAM) -> subprocess.Popen:
     script = tmp_path / "prog.py"
-    script.write_text(PROGRAM)
+    script.write_text(program)
     return subprocess.Popen([sys.executable, "-m", "opscope.cli", "record", "-o", str(tmp_path / "rec"),
                              str(script), *args], cwd=tmp_path, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -83,3 +106,26 @@ def test_a_program_killed_by_a_signal_gives_128_plus_n(tmp_path):
     proc = _start(tmp_path, "kill")
     proc.communicate(timeout=limit(120))
     assert proc.returncode == 128 + signal.SIGKILL
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_that_ends_the_program_keeps_its_step_times_and_trace(tmp_path, sig):
+    # before: SIGTERM (and SIGHUP) killed the runner at once: run.json said "killed by signal 15", with no step times
+    proc = _start(tmp_path, program=STEPPING)
+    _wait_ready(tmp_path, proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=limit(120))
+    assert proc.returncode == 128 + sig, err
+    assert (tmp_path / "ended.txt").read_text() == "yes"  # the program's `finally` ran
+    info = json.loads((tmp_path / "rec" / "run.json").read_text())
+    assert info["steps"] == 6 and len(info["step_times_ns"]) == 5  # steps 1-5 ended (step 0 is start-up)
+    assert info["traces"] == ["trace-1.pt.trace.json.gz"] and info["recorded_steps"] == [2, 3, 4]
+    assert (tmp_path / "rec" / "trace-1.pt.trace.json.gz").is_file()
+    assert info["exit_code"] == 128 + sig and "finalised_by" not in info
+    if sig == signal.SIGINT:
+        assert (info["status"], info["crash"]) == ("interrupted", "KeyboardInterrupt")
+    else:
+        assert (info["status"], info["crash"]) == ("terminated", signal.Signals(sig).name)
+        lines = [line for line in err.decode().splitlines() if line.startswith("opscope:")]
+        assert f"opscope: the program was asked to end ({signal.Signals(sig).name}); what was recorded so far is " \
+               "saved, and its step times" in lines, err

@@ -34,3 +34,27 @@ def test_whatif_on_a_job_directory(tmp_path: Path):
     # rank 0 alone: its own trace shows no wait to remove
     assert {r["predicted_ns"] for r in json.loads(single.stdout)} == {step_us(300) * US}
     assert {r["rank"] for r in json.loads(single.stdout)} == {0}
+
+
+def test_a_job_directory_with_odd_entries_names_each_on_stderr_and_never_blocks(tmp_path: Path):
+    import os
+
+    job = tmp_path / "job"
+    write_late_rank_job(job, stall_us=300)
+    os.mkfifo(job / "rank-7.json")  # opened for reading, it would block for ever
+    (job / "rank-8.json").symlink_to("/dev/zero")  # read, it would never end
+    (job / "sub").mkdir()
+    (job / "linked").symlink_to(job / "sub")
+    (job / "loop").symlink_to(job / "loop")
+    odd = {"rank-7.json": "a FIFO (named pipe), not opened", "rank-8.json": "a link to a character device",
+           "linked": "a link to a directory, not followed", "loop": "cannot be read (Too many levels"}
+    whatif, table, data = run_cli_many([("whatif", str(job), "-f", "json"), ("job", str(job)),
+                                        ("job", str(job), "-f", "json")], cache=tmp_path / "cache")
+    for res in (whatif, table, data):
+        assert res.returncode == 0, res.stderr
+        lines = res.stderr.splitlines()
+        for name, words in odd.items():  # before: left out without a word
+            said = [line for line in lines if line.startswith(f"opscope: {job / name}: left out, ")]
+            assert len(said) == 1 and words in said[0], (name, lines)
+    assert f"{job / 'rank-7.json'}" not in table.stdout  # said once, on stderr, not again among the table's notes
+    assert len(json.loads(whatif.stdout)) == 6  # both ranks' 3 steps

@@ -9,7 +9,9 @@ from opscope's); at step ``AT`` it does ``FAULT``:
 - ``segv``: kills itself with SIGSEGV;
 - ``fsize``: caps the files it writes at 4 KiB (RLIMIT_FSIZE, SIGXFSZ ignored): each write beyond fails with
   EFBIG, as on a full disk; torch's trace export then fails (torch only logs it);
-- ``enospc``: every ``gzip.open`` raises OSError(ENOSPC), as compressing a trace on a full disk does.
+- ``enospc``: every ``gzip.open`` raises OSError(ENOSPC), as compressing a trace on a full disk does;
+- ``full``: the disk is full for everything opscope's side writes from then on: ``gzip.open`` as with ``enospc``,
+  and run.json (its writer in the program's process raises OSError(ENOSPC)).
 
 With the default schedule (wait 1, warmup 1, active 3) the first window is saved at the boundary after step
 5, inside that ``optimizer.step()``.
@@ -45,11 +47,14 @@ PROGRAM = textwrap.dedent("""
                 import resource
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
                 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
-            if fault == "enospc":
+            if fault in ("enospc", "full"):
                 import gzip
                 def full(*args, **kwargs):
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 gzip.open = full
+                if fault == "full":
+                    import opscope.capture.runner
+                    opscope.capture.runner.write_json_atomic = full
         optimizer.zero_grad()
         model(torch.randn(8, 16)).sum().backward()
         optimizer.step()

@@ -51,8 +51,8 @@ def test_workers_only_when_run_json_shows_free_cores(tmp_path):
         assert "make __getitem__ cheaper" in f[0].remedy
     f = advise(trace, only=["input-pipeline"]).findings  # CPU trace, no run.json
     assert f[0].estimated_ns == 400_000
-    assert f[0].evidence == [{"step": 1, "dataloader_ns": 400_000, "device_idle_ns": None, "step_ns": 1_000_000,
-                              "step_pct": 40.0}]
+    assert f[0].evidence == [{"step": 1, "dataloader_ns": 400_000, "in_step_ns": 400_000, "device_idle_ns": None,
+                              "step_ns": 1_000_000, "step_pct": 40.0}]
     assert "num_workers=N" in f[0].remedy and "unknown" in f[0].remedy
 
 
@@ -138,3 +138,20 @@ def test_a_loader_that_sleeps_gets_workers_without_a_free_core_and_their_saving_
     # two workers: the main process waits max(0, 60/2 - 40) = 0: loader=0, the step 100 -> 40
     assert (f.change, f.saving_method, f.saving_ns) == ("loader=0", "simulated", 60_000)
     assert "83.3% of the DataLoader time is in built-ins that wait" in f.estimate
+
+
+def test_a_loader_span_past_its_steps_end_counts_inside_the_step_only():
+    from support import make_trace, row
+
+    # steps [0, 100) and [100, 200) us; step 1's DataLoader span [20, 150) runs 50 us into step 2, whose own span
+    # is [100, 110). A share of the step counted all 130 us of step 1's (130%); only 80 us lie inside it.
+    trace = make_trace([
+        row("user_annotation", "ProfilerStep#1", 0, 100),
+        row("user_annotation", LOADER, 20, 130),
+        row("user_annotation", "ProfilerStep#2", 100, 100),
+        row("user_annotation", LOADER, 160, 10),
+        row("cpu_op", "aten::mm", 170, 20),
+    ])
+    (f,) = advise(trace, only=["input-pipeline"]).findings
+    assert [(e["step"], e["dataloader_ns"], e["in_step_ns"], e["step_ns"], e["step_pct"]) for e in f.evidence] == \
+        [(1, 130_000, 80_000, 100_000, 80.0), (2, 10_000, 10_000, 100_000, 10.0)]

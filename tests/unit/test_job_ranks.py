@@ -160,6 +160,52 @@ def test_job_inputs_keep_traces_and_name_what_is_left_out(tmp_path):
         job_inputs([empty])
 
 
+def _odd_entries(job: Path) -> dict[str, str]:
+    """A FIFO, a link to /dev/zero, a folder and a link to one, a dangling link, a link loop and a file that cannot
+    be read by anyone but root (root reads it: it is then a file that is no trace) beside two ranks; what each
+    entry's line must say."""
+    import os
+
+    os.mkfifo(job / "rank-7.json")
+    (job / "rank-8.json").symlink_to("/dev/zero")
+    (job / "sub").mkdir()
+    (job / "linked").symlink_to(job / "sub")
+    (job / "gone.json").symlink_to(job / "nowhere.json")
+    (job / "loop-a").symlink_to(job / "loop-b")
+    (job / "loop-b").symlink_to(job / "loop-a")
+    locked = job / "rank-9.json"
+    locked.write_text("not a trace")
+    locked.chmod(0)
+    unreadable = "cannot be read" if os.geteuid() != 0 else "is not a trace format"
+    return {"rank-7.json": "a FIFO (named pipe), not opened", "rank-8.json": "a link to a character device",
+            "linked": "a link to a directory, not followed", "gone.json": "cannot be read (No such file",
+            "loop-a": "cannot be read (Too many levels of symbolic links)",
+            "loop-b": "cannot be read (Too many levels of symbolic links)", "rank-9.json": unreadable}
+
+
+def test_job_inputs_name_every_entry_they_leave_out_and_open_no_fifo(tmp_path):
+    from support.tracefiles import small_gpu_trace, write_trace
+
+    from opscope.scale.discover import job_inputs
+
+    job = tmp_path / "job"
+    job.mkdir()
+    ranks = [write_trace(job / f"rank-{r}.json", small_gpu_trace()) for r in (0, 1)]
+    said = _odd_entries(job)
+    # before: the FIFO, the device, the links and the folder were dropped without a word
+    for spec, extra in ((job, {}), (str(job / "*"), {"sub": "a directory"})):
+        found = job_inputs([spec])  # a FIFO opened for reading would block here for ever
+        assert found.files == ranks
+        expected = {**said, **extra}
+        assert len(found.skipped) == len(expected), found.skipped
+        for name, words in expected.items():
+            line = next(line for line in found.skipped if line.startswith(f"{job / name}: left out, "))
+            assert words in line, line
+    # a FIFO given by name is named too, never opened (no "no such file")
+    with pytest.raises(UsageError, match=r"rank-7.json: no trace files found: a FIFO \(named pipe\), not opened"):
+        job_inputs([job / "rank-7.json"])
+
+
 def test_a_recording_directory_is_not_a_job(tmp_path):
     from opscope.scale.discover import is_job_spec
 

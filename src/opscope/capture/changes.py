@@ -90,7 +90,9 @@ class ProgramChanges:
 
 
 def _say(line: str) -> None:
-    sys.stderr.write(f"opscope: {line}\n")
+    from opscope.text import one_line
+
+    sys.stderr.write(f"opscope: {one_line(line)}\n")
     sys.stderr.flush()
 
 

@@ -3,7 +3,9 @@ line, pick the output directory, and run the program in a child Python under the
 (:mod:`opscope.capture.runner`); for record and tune-threads, read its ``run.json``.
 
 Running the program in its own process keeps its exit code, stdout and stderr its own, and keeps
-opscope's analysis (and its memory) out of the measured process.
+opscope's analysis (and its memory) out of the measured process. The runner tells this side how its side ended
+through a pipe (its last word: the final run.json), so that a run.json it could not write (disk full) is still
+known here, and written here when it can be.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import sys
@@ -21,7 +24,7 @@ from typing import Any
 
 from opscope.capture.finalise import finalised
 from opscope.capture.outdir import claim_output_dir, remove_staging_dirs
-from opscope.capture.runner import ENV, write_json_atomic
+from opscope.capture.runner import ENV, REPORT_FD, write_json_atomic
 from opscope.capture.session import RecordOptions
 from opscope.errors import UsageError
 from opscope.runtime import child_environment
@@ -98,15 +101,22 @@ class ChildRun:
     finalised: bool = False
     #: Why that final run.json could not be written (disk full), None when it was.
     unsaved: str | None = None
+    #: Why the program's side could not write its final run.json (disk full), which this side then wrote from
+    #: what the runner reported; None when the program's side wrote it (or said nothing).
+    rescued: str | None = None
 
 
 def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str] | None = None,
               stdout: Any = None, stderr: Any = None, cwd: Path | None = None,
-              base_env: dict[str, str] | None = None) -> int:
+              base_env: dict[str, str] | None = None, report: bytearray | None = None) -> int:
     """Run ``interpreter -m opscope.capture.runner`` with ``config`` (its mode and target) and return its exit
     code. Ctrl-C goes to the program, not to us; ``stdout``/``stderr`` are where the program's go
-    (``None``: ours); ``cwd`` where it runs (None: here); ``base_env`` its environment (None: ours)."""
+    (``None``: ours); ``cwd`` where it runs (None: here); ``base_env`` its environment (None: ours); ``report``:
+    gets what the runner's instrument reports at its end (see :func:`reported`; POSIX only, else nothing)."""
     env = child_environment(dict(base_env) if base_env is not None else None)
+    pipe = os.pipe() if report is not None and os.name == "posix" else None
+    if pipe is not None:
+        config = {**config, REPORT_FD: pipe[1]}
     env[ENV] = json.dumps(config)
     # The program's interpreter may be another venv: make this opscope importable there.
     package_root = str(Path(__file__).resolve().parents[2])
@@ -130,15 +140,71 @@ def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str
     previous = {sig: signal.signal(sig, forward) for sig in forwarded}
     try:
         try:
-            child.append(subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, cwd=cwd))
+            child.append(subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, cwd=cwd,
+                                          pass_fds=(pipe[1],) if pipe is not None else ()))
         except OSError as exc:
             raise UsageError(f"cannot start {interpreter}: {exc.strerror}") from None
-        code = child[0].wait()
+        finally:
+            if pipe is not None:
+                os.close(pipe[1])  # the child holds it now: the read end sees EOF when the child is done
+        code = child[0].wait() if pipe is None or report is None else _wait_reading(child[0], pipe[0], report)
     finally:
+        if pipe is not None:
+            os.close(pipe[0])
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     # Killed by signal n: 128+n, as a shell reports it (not -n, which sys.exit turns into 256-n).
     return 128 - code if code < 0 else code
+
+
+#: The most of the runner's report kept (a run.json with a million step times is ~20 MB).
+MAX_REPORT = 64 << 20
+
+
+def _wait_reading(proc: subprocess.Popen, fd: int, sink: bytearray) -> int:
+    """Wait for ``proc`` while reading what it writes to ``fd`` into ``sink`` (so that a long report never fills
+    the pipe and blocks the child). Once the child has exited, what is left in the pipe is read and no more is
+    waited for: a process the program forked may still hold the pipe open, and it never blocks this side."""
+    os.set_blocking(fd, False)
+    open_ = True
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            code = proc.poll()
+            if not open_:
+                return proc.wait() if code is None else code
+            if selector.select(timeout=0.25 if code is None else 0):
+                open_ = _drain(fd, sink)
+            elif code is not None:
+                return code
+
+
+def _drain(fd: int, sink: bytearray) -> bool:
+    """Read what ``fd`` holds now into ``sink`` (at most :data:`MAX_REPORT` kept); False at its end."""
+    while True:
+        try:
+            block = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not block:
+            return False
+        if len(sink) < MAX_REPORT:
+            sink += block[: MAX_REPORT - len(sink)]
+
+
+def reported(report: bytes | bytearray) -> dict[str, Any] | None:
+    """The runner's report (the first line it wrote: a JSON object), or None when it wrote none whole (it died
+    before its end, or it is not this opscope's runner)."""
+    line, newline, _ = bytes(report).partition(b"\n")
+    if not newline:
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("run"), dict) else None
 
 
 def _terminal_delivers_sigint() -> bool:
@@ -170,8 +236,10 @@ def run_program(target: Target, output: Path, options: RecordOptions, mode: str 
     if options.intra_op_threads:
         threads = {var: str(options.intra_op_threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     sink = subprocess.DEVNULL if quiet else None
+    report = bytearray()
     code = run_child(target.interpreter, config, threads, stdout=sink, stderr=stderr if stderr is not None else sink,
-                     cwd=cwd, base_env=base_env)
+                     cwd=cwd, base_env=base_env, report=report)
+    last = reported(report)
     info = None
     run_json = output / "run.json"
     if run_json.is_file():
@@ -185,6 +253,15 @@ def run_program(target: Target, output: Path, options: RecordOptions, mode: str 
             output.rmdir()  # only when empty: the claim left nothing else
         return ChildRun(code, output, None)
     remove_staging_dirs(output)  # half-written windows of a program killed while saving one
+    if last is not None and last.get("unsaved") and info is not None and info.get("status") == "running":
+        # the program ended and its side said how, but could not write run.json (disk full): this side writes it
+        why = str(last["unsaved"])
+        rescued = {**last["run"], "saved_by": f"opscope record: the program's side could not write run.json ({why})"}
+        try:
+            write_json_atomic(run_json, rescued)
+        except OSError as exc:
+            return ChildRun(code, output, rescued, unsaved=exc.strerror or str(exc), rescued=why)
+        return ChildRun(code, output, rescued, rescued=why)
     final = finalised(info, output, code)
     if final is None:
         return ChildRun(code, output, info)

@@ -48,6 +48,9 @@ def recording_lines(info: dict[str, Any], directory: Path, options: Any, exit_co
         lines.append(f"the program crashed ({info.get('crash')}); what was recorded before the crash is saved")
     elif info.get("status") == "interrupted":
         lines.append("the program was interrupted; what was recorded so far is saved")
+    elif info.get("status") == "terminated":
+        lines.append(f"the program was asked to end ({info.get('crash')}); what was recorded so far is saved, and "
+                     "its step times")
     recorded = info.get("recorded_steps") or []
     if steps == 0 and info.get("traces"):
         lines.append("the program never stepped (no optimizer.step() or opscope.step() call): the whole run is "

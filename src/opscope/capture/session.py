@@ -163,7 +163,10 @@ class _Progress:
 
 
 def _say(line: str) -> None:
-    sys.stderr.write(f"opscope: {line}\n")  # the child's stderr is the program's; our lines are prefixed
+    from opscope.text import one_line
+
+    # the child's stderr is the program's; our lines are prefixed, with the file names in them spelled out
+    sys.stderr.write(f"opscope: {one_line(line)}\n")
     sys.stderr.flush()
 
 
@@ -444,6 +447,7 @@ class RecordingInstrument:
     import_error_is_setup_error = True
 
     def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
         self.mode = config["mode"]
         self.output = Path(config["output"])
         self.command = config["command"]
@@ -481,15 +485,18 @@ class RecordingInstrument:
         self.recording.start()
 
     def finish(self, outcome: Outcome) -> None:
-        from opscope.capture.runner import write_json_atomic
+        from opscope.capture.runner import report, write_json_atomic
 
         if self.recording is not None:  # the runner calls finish only after start
             self.recording.stop()
             self.info.update(self.recording.result())
         self.info.update({"status": outcome.status, "exit_code": outcome.exit_code, "crash": outcome.crash,
                           "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        unsaved = None
         try:
             write_json_atomic(self.output / "run.json", self.info)
         except OSError as exc:  # disk full: the program's exit code stays its own; record says what is missing
-            _say(f"cannot update {self.output / 'run.json'} ({exc.strerror or exc}); the traces in that "
-                 "directory are complete")
+            unsaved = exc.strerror or str(exc)
+            _say(f"cannot update {self.output / 'run.json'} ({unsaved}); the traces in that directory are complete")
+        # the parent's copy of how the run ended: it writes run.json itself when this side could not
+        report(self.config, {"run": self.info, "unsaved": unsaved})

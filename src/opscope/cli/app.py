@@ -151,8 +151,10 @@ def main() -> None:
             _verify_in_place_tables()  # a cache file changed under the command explains its failure: that error
             raise
     except (TraceError, UsageError) as exc:
+        from opscope.text import one_line
+
         _say_not_cached()
-        stderr().print(f"opscope: error: {exc}", markup=False, highlight=False)
+        stderr().print(f"opscope: error: {one_line(str(exc))}", markup=False, highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         stderr().print("opscope: interrupted", markup=False)

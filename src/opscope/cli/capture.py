@@ -10,6 +10,7 @@ from opscope.cli.app import app
 from opscope.cli.common import is_document, load, say, show, stderr, write_document
 from opscope.cli.options import FormatOpt, LimitOpt
 from opscope.errors import UsageError
+from opscope.text import one_line
 
 #: Commands that take a program after `--` and pass its arguments through.
 _PROGRAM = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -61,8 +62,8 @@ def _demo_report(trace, path: Path) -> None:
     try:
         renderer.require()
     except UsageError:  # the view extra is not installed
-        stderr().print("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
-                  f"{path} -o report.html", highlight=False, markup=False)
+        stderr().print(one_line("for an HTML report of this trace: pip install 'opscope[view]', then opscope report "
+                                f"{path} -o report.html"), highlight=False, markup=False)
         return
     from opscope.analyses.recording import find_run_info
     from opscope.compose.page import trace_page
@@ -73,9 +74,10 @@ def _demo_report(trace, path: Path) -> None:
     try:
         write_document(renderer, page, target, force=False)
     except UsageError as exc:
-        stderr().print(f"opscope: no HTML report: {exc}", highlight=False, markup=False)
+        say(f"no HTML report: {exc}")
         return
-    stderr().print(f"report: {target} (open it in a browser; it works offline)", highlight=False, markup=False)
+    stderr().print(one_line(f"report: {target} (open it in a browser; it works offline)"), highlight=False,
+                   markup=False)
 
 
 RecordOutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Directory for the traces and run.json; "
@@ -149,8 +151,13 @@ def _recorded(run: Any, directory: Path, options: Any, format: str) -> None:
         raise typer.Exit(run.exit_code)  # one line already printed by the runner
     for line in recording_lines(info, directory, options, run.exit_code):
         say(line)
-    if run.unsaved:
+    if run.unsaved and run.rescued:  # the last line: what run.json holds, and why
+        say(f"neither the program's side ({run.rescued}) nor opscope record ({run.unsaved}) could write "
+            f"{directory / 'run.json'}: it still says the program is running; the lines above say how it ended")
+    elif run.unsaved:
         say(f"cannot write {directory / 'run.json'} ({run.unsaved}): it still says the program is running")
+    elif run.rescued:
+        say(f"the program's side could not write {directory / 'run.json'} ({run.rescued}); opscope record wrote it")
     traces = [directory / name for name in info.get("traces", [])]
     if traces:
         show(summary_report(load(traces[0], inflation_note=False), run=info), format)

@@ -103,10 +103,10 @@ def write_document(renderer: FileRenderer[D], document: D, output: Path, force: 
 
 def say(text: str) -> None:
     """One line for the person running the command, on stderr (stdout may be a JSON document); control characters
-    (from a trace or a file written elsewhere) are spelled out."""
-    from opscope.render.data import printable
+    and newlines (from a trace, a file name or a file written elsewhere) are spelled out."""
+    from opscope.text import one_line
 
-    stderr().print(f"opscope: {printable(text)}", highlight=False, markup=False)
+    stderr().print(f"opscope: {one_line(text)}", highlight=False, markup=False)
 
 
 def load(path: Path, no_cache: bool = False, inflation_note: bool = True) -> Trace:
@@ -208,12 +208,16 @@ class _ReadProgress:
         if self.bar is None:
             if not show_progress(self.content_bytes, time.monotonic() - self.started):
                 return
+            from rich.markup import escape
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+            from opscope.text import one_line
 
             self.bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                                 TimeRemainingColumn(), console=stderr(), transient=True)
             self.bar.start()
-            self.task = self.bar.add_task(f"reading {self.path.name}", total=total)
+            # the description is read as markup: the file's name is escaped, its control characters spelled out
+            self.task = self.bar.add_task(escape(one_line(f"reading {self.path.name}")), total=total)
         self.bar.update(self.task, completed=done, total=total)
 
     def close(self) -> None:
@@ -246,15 +250,17 @@ def _warn_recovered(trace: Trace) -> None:
         return  # the common case: nothing to say, and rich (~30 ms to import) not needed for it
     from rich.text import Text
 
+    from opscope.text import one_line
+
     err = stderr()
     if rebuilt:
-        err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: {rebuilt}; rebuilt from "
-                                "the trace"), highlight=False)
+        err.print(Text.assemble(("warning:", "yellow"), one_line(f" {trace.metadata.get('source')}: {rebuilt}; rebuilt "
+                                                                 "from the trace")), highlight=False)
     if trace.metadata.get("truncated"):
         for w in trace.warnings:
             if w["problem"].startswith("file is truncated"):
-                err.print(Text.assemble(("warning:", "yellow"), f" {trace.metadata.get('source')}: {w['problem']}"),
-                          highlight=False)
+                err.print(Text.assemble(("warning:", "yellow"),
+                                        one_line(f" {trace.metadata.get('source')}: {w['problem']}")), highlight=False)
 
 
 def split(text: str) -> list[str]:

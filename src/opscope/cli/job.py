@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from opscope.cli.app import app
-from opscope.cli.common import show, stderr
+from opscope.cli.common import say, show, stderr
 from opscope.cli.options import FormatOpt, LimitOpt, NoCacheOpt
 
 if TYPE_CHECKING:
@@ -64,12 +64,17 @@ def job(
     assert run.view is not None
     from opscope.scale.executor import peak_rss_bytes
 
+    problems = run.problems
+    if format == "table":  # the entries left out are said on stderr, one line each (a data format's notes go there)
+        for line in run.inputs.skipped:
+            say(line)
+        problems = [p for p in problems if p not in run.inputs.skipped]
     resources = {"combining_peak_rss_bytes": peak_rss_bytes(),
                  "worker_peak_rss_bytes": max(run.worker_peak_rss.values(), default=None),
                  "task_seconds_total": round(sum(run.task_seconds.values()), 3),
                  "task_seconds_max": round(max(run.task_seconds.values(), default=0.0), 3)}
     show(job_report(run.view, spec=", ".join(paths), files=len(run.inputs.files), world_size=run.world_size,
-                    executor=run.executor, problems=run.problems, limit=limit, table=table, resources=resources),
+                    executor=run.executor, problems=problems, limit=limit, table=table, resources=resources),
          format)
 
 

@@ -11,8 +11,9 @@ import csv
 import io
 
 from opscope.render.base import ReportRenderer, Terminal
-from opscope.render.data import document, printable, say
+from opscope.render.data import document, say
 from opscope.report import Report
+from opscope.text import printable
 
 
 class CsvRenderer(ReportRenderer):

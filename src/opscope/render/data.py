@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,15 +9,7 @@ import pyarrow as pa
 from rich.console import Console
 
 from opscope.report import Report, Section
-
-#: C0 controls but newline and tab, DEL and the C1 controls (``\x9b`` starts an escape sequence on some terminals).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    r"""``text`` with its control characters written out (ESC as the four characters ``\x1b``): trace text
-    is untrusted and must never move the cursor, ring the bell or restyle the terminal that shows it."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+from opscope.text import one_line
 
 
 def document(report: Report, keep: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -51,4 +42,4 @@ def said(report: Report) -> Iterator[str]:
 
 def say(err: Console, report: Report) -> None:
     for line in said(report):
-        err.print(f"opscope: {line}", highlight=False, markup=False)
+        err.print(f"opscope: {one_line(line)}", highlight=False, markup=False)

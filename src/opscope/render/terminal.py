@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from opscope.render.base import ReportRenderer, Terminal
-from opscope.render.data import printable
 from opscope.report import Column, Report, Section
+from opscope.text import one_line, printable
 from opscope.units import format_bytes, format_cell, format_plain
 
 _NUMERIC_SUFFIXES = ("_ns", "pct", "calls", "events")
@@ -41,8 +41,8 @@ def render(report: Report, out: Console) -> None:
         out.print(f"opscope: {printable(report.empty)}", highlight=False, markup=False)
         return
     for heading in (report.title, report.headline):
-        if heading:
-            out.print(_text(heading, style="bold"))
+        if heading:  # one line each (a title often names a file)
+            out.print(Text(one_line(heading), style="bold"))
     for section in report.sections:
         if section.terminal:
             print_section(out, section)

@@ -8,7 +8,9 @@ knows is named and left out. The rank comes from the trace's distributed info on
 from __future__ import annotations
 
 import glob
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +55,10 @@ def rank_from_name(path: Path) -> int | None:
 
 
 def job_inputs(specs: list[str] | list[Path]) -> JobInputs:
-    """The trace files named by ``specs``: directories (searched recursively), globs, files."""
+    """The trace files named by ``specs``: directories (searched recursively), globs, files. Every entry found that
+    is not read is named in ``skipped`` (one line each: a directory a glob matched, a link to a directory, a FIFO,
+    a device, a dangling link, a file that cannot be read or is not a trace); none is opened before its type is
+    known, so a FIFO never blocks."""
     from opscope.errors import TraceError
     from opscope.ingest import pick_reader
 
@@ -62,27 +67,41 @@ def job_inputs(specs: list[str] | list[Path]) -> JobInputs:
         text = str(spec)
         path = Path(text)
         if path.is_dir():
-            candidates += sorted((p for p in path.rglob("*") if p.is_file() and not _hidden(p, path)), key=_natural)
+            # the folders below are searched by rglob itself (it follows no link to a folder: such a link is an entry)
+            candidates += sorted((p for p in path.rglob("*") if not _hidden(p, path)
+                                  and not (p.is_dir() and not p.is_symlink())), key=_natural)
         elif path.is_file():
             candidates.append(path)
         elif _GLOB.search(text):
             found = sorted((Path(p) for p in glob.glob(text, recursive=True)), key=_natural)
             if not found:
                 raise UsageError(f"{text}: no file matches this pattern")
-            candidates += [p for p in found if p.is_file()]
+            # a recursive pattern's folders are what it searches; any other folder it matches is named below
+            candidates += [p for p in found if not ("**" in text and p.is_dir() and not p.is_symlink())]
+        elif path.exists() or path.is_symlink():  # a FIFO, a device, a dangling link: named below, never opened
+            candidates.append(path)
         else:
             raise UsageError(f"{text}: no such file or directory")
         if len(candidates) > MAX_FILES:
             raise UsageError(f"{text}: more than {MAX_FILES} files; point at the directory of the job's traces")
     files, skipped = [], []
-    seen: set[Path] = set()
+    seen: set[str] = set()
+    named: set[tuple[str, str]] = set()
     for p in candidates:
-        key = p.resolve()
+        if p.name in _NOT_TRACES:
+            continue
+        key = os.path.realpath(p)  # a link loop resolves to itself (Path.resolve raises)
+        what = not_a_file(p)
+        if what is not None:
+            # each entry once, by what it is and its name: a folder and a link to it are two entries, a recursive
+            # glob that comes back to one through a link to a folder above it finds the same entry again
+            if (key, p.name) not in named:
+                named.add((key, p.name))
+                skipped.append(f"{p}: left out, {what}")
+            continue
         if key in seen:
             continue
         seen.add(key)
-        if p.name in _NOT_TRACES:
-            continue
         try:
             pick_reader(p)
         except TraceError as exc:
@@ -96,9 +115,29 @@ def job_inputs(specs: list[str] | list[Path]) -> JobInputs:
         where = ", ".join(str(s) for s in specs)
         what = "is a directory with no trace files in it" if len(specs) == 1 and Path(specs[0]).is_dir() else \
             "no trace files found"
-        raise UsageError(f"{where}: {what}" + (f" ({len(skipped)} files are not traces)" if skipped else "")
-                         + " (give a trace file, or a directory or glob of a job's rank traces)")
+        one = f"{specs[0]}: left out, "
+        left = f": {skipped[0].removeprefix(one)}" if len(skipped) == 1 and skipped[0].startswith(one) else \
+            f" ({len(skipped)} files are not traces)" if skipped else ""
+        raise UsageError(f"{where}: {what}{left} (give a trace file, or a directory or glob of a job's rank traces)")
     return JobInputs(files=files, skipped=skipped, spec=", ".join(str(s) for s in specs))
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` is no file to read, in words (a directory, a FIFO, a device, a socket, a dangling link, a link
+    loop), found from its status alone: nothing is opened. None for a regular file (or a link to one)."""
+    try:
+        mode = path.stat().st_mode  # follows links: what reading it would open
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe), not opened"),
+             (stat.S_ISCHR, "a character device, not opened"), (stat.S_ISBLK, "a block device, not opened"),
+             (stat.S_ISSOCK, "a socket, not opened"))
+    kind = next((words for test, words in kinds if test(mode)), None)
+    if kind is None:
+        return None if stat.S_ISREG(mode) else "not a regular file, not opened"
+    if path.is_symlink():
+        return f"a link to {kind}" + (", not followed" if stat.S_ISDIR(mode) else "")
+    return kind
 
 
 def _natural(path: Path) -> list:

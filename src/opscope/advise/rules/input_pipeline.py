@@ -60,6 +60,23 @@ def loader_spans(ctx: AdviceContext) -> pa.Table:
     return spans
 
 
+def inside_steps(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
+    """Per step: the union of its DataLoader spans clipped to the step itself (to the window without steps), so
+    that a span running past its step's end counts only up to it."""
+    if ctx.has_steps:
+        steps = ctx.trace.steps
+        at = pc.index_in(spans["step"], combined(steps["step"]))
+        lo = pc.take(combined(steps["ts_ns"]), at)
+        hi = pc.add(lo, pc.take(combined(steps["dur_ns"]), at))
+    else:
+        w0, w1 = ctx.window
+        lo = pa.array([w0] * spans.num_rows, pa.int64())
+        hi = pa.array([w1] * spans.num_rows, pa.int64())
+    starts = pc.max_element_wise(spans["ts_ns"], lo)
+    ends = pc.max_element_wise(pc.min_element_wise(pc.add(spans["ts_ns"], spans["dur_ns"]), hi), starts)
+    return union_by_group(starts, pc.subtract(ends, starts), spans["step"])
+
+
 def idle_while_loading(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
     """Per step: how long a device was idle while the host was in a DataLoader span, summed over devices (the
     window-clipped spans minus their overlap with each device's busy time)."""
@@ -237,9 +254,11 @@ def check(ctx: AdviceContext) -> list[Finding]:
     durations = dict(zip(steps["step"].to_pylist(), steps["dur_ns"].to_pylist())) if ctx.has_steps else \
         {0: ctx.window_ns}
     idle = idle_while_loading(ctx, spans) if ctx.gpu is not None else {}
-    evidence = [{"step": s if ctx.has_steps else None, "dataloader_ns": ns,
+    inside = inside_steps(ctx, spans)
+    # a row's share is of the step it names: the DataLoader time inside that step over that step's duration
+    evidence = [{"step": s if ctx.has_steps else None, "dataloader_ns": ns, "in_step_ns": inside.get(s, 0),
                  "device_idle_ns": idle.get(s, 0) if ctx.gpu is not None else None, "step_ns": durations.get(s),
-                 "step_pct": round(100.0 * ns / durations[s], 2) if durations.get(s) else None}
+                 "step_pct": share_pct(inside.get(s, 0), durations.get(s))}
                 for s, ns in sorted(per_step.items())][:10]
     frames = loader_frames(ctx, spans)
     hot = frames[:TOP_FRAMES]
@@ -284,8 +303,9 @@ def check(ctx: AdviceContext) -> list[Finding]:
         change=_workers_change(n, loader_total, ctx) if not workers else None,
         program_change={"num_workers": n, "persistent_workers": True} if n and not workers else None,
         evidence=evidence,
-        evidence_title="per step: DataLoader time (union of its spans on the host), device idle time meanwhile "
-                       "(summed over devices; none on a CPU trace), the step's time and the loader's share of it",
+        evidence_title="per step: DataLoader time (union of its spans on the host), in_step_ns: its part inside "
+                       "the step, device idle time meanwhile (summed over devices; none on a CPU trace), the step's "
+                       "time and step_pct: in_step_ns over the step's time",
     )]
 
 
@@ -321,8 +341,9 @@ max(0, L/N - S) per step for L of loading and S of the rest of the step: the fin
 replayed on the dependency graph. Without an N (no free core and a loader that computes; core count unknown;
 workers already) the saving stays the rule's estimate.
 
-Evidence, per step (the first 10): the DataLoader time, the device idle time meanwhile (summed over devices:
-the time the saving counts, step by step, except where a synchronising call inside the loader claims it), the
-step's time and the loader's share of it.""",
+Evidence, per step (the first 10): the DataLoader time, its part inside the step, the device idle time
+meanwhile (summed over devices: the time the saving counts, step by step, except where a synchronising call
+inside the loader claims it), the step's time and the loader's share of it: its part inside that step over that
+step's time (a span that runs past its step's end counts only up to it), never above 100%.""",
     check=check,
 )

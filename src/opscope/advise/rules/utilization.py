@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import combined, int64_values, name_match
+from opscope.analyses.arrays import combined, int64_values, name_match, share_pct
 from opscope.analyses.gap_causes import GapCause, gap_causes, host_by_cause, unseen_by_cause
 from opscope.analyses.intervals import clip, is_sorted, union_ns
 from opscope.model.schema import kind_mask
@@ -96,18 +97,22 @@ def check(ctx: AdviceContext) -> list[Finding]:
         if not window or idle < IDLE_SHARE * window:
             continue
         causes = _causes(ctx, device, unseen.get(device, {}), by_cause)
+        # a cause's share is of the window (its idle time is a part of the window's: never above 100%)
         evidence = [{"what": f"idle: {c['cause']}", "step": None, "at_ns": None,
-                     "idle_ns": ctx.per_step(c["idle_ns"]), "step_pct": ctx.pct(ctx.per_step(c["idle_ns"])),
+                     "idle_ns": ctx.per_step(c["idle_ns"]), "in_step_ns": None,
+                     "step_pct": share_pct(c["idle_ns"], window),
                      "unseen_ns": None, "host": _said(c["host"]), "host_names": c["host"], "thread": None,
                      "frame": None, "host_busy_pct": None, "host_op": None}
                     for c in causes]
         gaps = longest_gaps(ctx, device)
-        read = gap_causes(ctx.trace, [(device, start, start + length) for _, _, length, start in gaps])
-        evidence += [{"what": "gap", "step": step, "at_ns": at, "idle_ns": length, "step_pct": ctx.pct(length),
+        read = gap_causes(ctx.trace, [(device, g.start, g.start + g.length) for g in gaps])
+        # a gap's share is of the step it names: its part inside that step over that step's duration
+        evidence += [{"what": "gap", "step": g.step, "at_ns": g.at_ns, "idle_ns": g.length,
+                      "in_step_ns": g.in_step_ns, "step_pct": share_pct(g.in_step_ns, g.step_ns),
                       "unseen_ns": why.unseen_ns, "host": _gap_said(why),
                       "host_names": [{"name": n, "kind": k, "ns": ns} for n, k, ns in why.names],
-                      "thread": why.thread, "frame": why.frame, **host_during(host, start, length)}
-                     for (step, at, length, start), why in zip(gaps, read)]
+                      "thread": why.thread, "frame": why.frame, **host_during(host, g.start, g.length)}
+                     for g, why in zip(gaps, read)]
         saving = ctx.per_step(idle)
         named = [c for i, c in enumerate(causes) if i == 0 or c["idle_ns"] >= CAUSE_SHARE * idle]
         change = "; ".join(f"{c['cause']} ({100.0 * c['idle_ns'] / idle:.0f}% of the idle time): "
@@ -123,8 +128,11 @@ def check(ctx: AdviceContext) -> list[Finding]:
                       f"if the host can keep it fed. The cause-specific findings claim parts of the same time."),
             remedy=change,
             evidence=evidence,
-            evidence_title="idle time per step by cause, then the longest gaps (at_ns: from the step's start; "
-                           "unseen_ns: of it, the work after the gap waiting on work the trace does not show; "
+            evidence_title="idle time per step by cause (step_pct: its share of the window), then the longest gaps "
+                           "(step: the step the gap starts in; at_ns: from that step's start; idle_ns: the whole "
+                           "gap; in_step_ns: its part inside that step, less where it runs past the step's end; "
+                           "step_pct: in_step_ns over that step's duration; "
+                           "unseen_ns: of the gap, the work after it waiting on work the trace does not show; "
                            "host: what the thread that launched it was doing, the innermost named event and its "
                            "time in the gap; host_busy_pct: share of the gap covered by host ops and runtime calls "
                            "of any thread)",
@@ -132,9 +140,20 @@ def check(ctx: AdviceContext) -> list[Finding]:
     return findings
 
 
-def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[tuple[int | None, int, int, int]]:
-    """The ``top`` longest idle gaps of a device inside the window: (step, start from the step's start (from the
-    window's start without steps), length, absolute start), longest first."""
+class Gap(NamedTuple):
+    """One idle gap of a device inside the window."""
+
+    step: int | None  #: the step it starts in (None: between steps, or a trace without steps)
+    at_ns: int  #: its start from that step's start (from the window's start without a step)
+    length: int  #: the whole gap, wherever it ends
+    start: int  #: its absolute start
+    in_step_ns: int | None  #: its part inside the step (the window without steps); None between steps
+    step_ns: int | None  #: that step's duration (the window's without steps); None between steps
+
+
+def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[Gap]:
+    """The ``top`` longest idle gaps of a device inside the window, longest first, each with the step it starts in
+    and its part inside that step (:class:`Gap`)."""
     busy = ctx.gpu.device_not_idle  # unseen busy time is no gap
     busy = busy.filter(pc.and_(pc.equal(busy["group"], device), pc.greater(busy["end"], busy["start"])))
     w0, w1 = ctx.window
@@ -152,12 +171,15 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[t
     spans = list(zip(steps["step"].to_pylist(), steps["ts_ns"].to_pylist(), steps["dur_ns"].to_pylist()))
     out = []
     for start, length in gaps[:top]:
-        step, origin = None, w0
-        for number, ts, dur in spans:
-            if ts <= start < ts + dur:
-                step, origin = number, ts
-                break
-        out.append((step, start - origin, length, start))
+        if not spans:  # the window is the one "step" of a trace without steps
+            out.append(Gap(None, start - w0, length, start, min(start + length, w1) - start, w1 - w0))
+            continue
+        found = next(((number, ts, dur) for number, ts, dur in spans if ts <= start < ts + dur), None)
+        if found is None:
+            out.append(Gap(None, start - w0, length, start, None, None))
+            continue
+        number, ts, dur = found
+        out.append(Gap(number, start - ts, length, start, min(start + length, ts + dur) - start, dur))
     return out
 
 
@@ -222,8 +244,11 @@ host_wait, nothing launched yet; other), less the time the dependency graph says
 stretch was waiting on work the trace does not show (it started longer after its launch or its stream allowed
 than launching and queueing explain), which is its own row, "waiting on unseen work", whatever the host did
 meanwhile; each cause with the host's time inside it by name (what opscope whatif --change idle:CAUSE=0
-removes). Then the {TOP_GAPS} longest gaps with their step and offset from the step's start, the part of each
-spent waiting on unseen work, and what the thread that launched the work after it was doing: each instant
+removes) and its share of the window. Then the {TOP_GAPS} longest gaps with the step each starts in and its
+offset from that step's start; a gap's share (step_pct) is of that step alone: the part of the gap inside the
+step over the step's duration (a gap that runs into the next step counts only up to the step's end; without
+steps, the window is the step), so it never exceeds 100%; a gap that starts between steps has none. For each,
+the part spent waiting on unseen work, and what the thread that launched the work after it was doing: each instant
 charged to the innermost op, annotation, runtime call or Python frame open over it (built-ins and step marks
 passed over), the name with the most time and the program's Python frame around it; also the share of the gap
 that host ops, annotations and runtime calls of any thread cover. The suggested change covers every cause
