@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow  # a recording, five reproducers and five re-runs 
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "gpu-check"
-GPU_ONLY = ("kernel-links", "device-time", "repro-variants", "predict-pinned", "predict-tf32", "peaks-datasheet")
+GPU_ONLY = ("kernel-links", "device-time", "repro-variants", "predict-pinned", "predict-tf32", "peaks-datasheet",
+            "roofline")
 RAN = ("environment", "install", "record", "op-times", "repro", "repro-check", "whatif", "advise", "rerun-baseline",
        "predict-sync", "advise-measure", "peaks", "roofline-measured")
 
