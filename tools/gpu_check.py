@@ -391,7 +391,9 @@ class GpuCheck:
         shutil.copy(PROGRAM, work / "train_check.py")
         rec = self.out / "rec"
         self.data["key_averages_path"] = rec / "key_averages.json"
-        r = self.opscope("record", "record", *SCHEDULE, "--cpu" if self.dry else "--cuda", "-o", str(rec), "--",
+        # on the CPU one thread, set by record too: run.json then says so, and repro replays the cases with it
+        device = ["--cpu", "--intra-op-threads", "1"] if self.dry else ["--cuda"]
+        r = self.opscope("record", "record", *SCHEDULE, *device, "-o", str(rec), "--",
                          self.python, "train_check.py", "--steps", str(STEPS), *self.program_args(),
                          "--key-averages", str(rec / "key_averages.json"), limit=150 if self.dry else 180, cwd=work)
         if r.spent:
