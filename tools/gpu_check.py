@@ -292,14 +292,17 @@ class GpuCheck:
     def probe(self, python: str) -> dict[str, Any] | None:
         r = self.run("probe", [python, "-c", PROBE, json.dumps(list(pyproject_requirements()))], 180)
         found = r.json() if r.ok else None
-        return found if isinstance(found, dict) else None
+        if not isinstance(found, dict):
+            self.data["probe_why"] = r.why()
+            return None
+        return found
 
     def environment(self) -> bool:
         """The interpreter, torch and the device; and opscope importable (installed offline where needed).
         False: nothing else can run."""
         info = self.probe(self.python)
         if info is None:
-            self.add(FAIL, "environment", f"{self.python} did not run the probe")
+            self.add(FAIL, "environment", f"{self.python} did not run the probe: {self.data.get('probe_why')}")
             return False
         self.info = info
         torch_ok = "torch" in info
