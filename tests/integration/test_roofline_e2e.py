@@ -89,3 +89,18 @@ def test_roofline_on_a_real_onnx_runtime_profile(tmp_path: Path):
     assert math.isclose(float(held.group(1)), round(100 * (total - flatten) / total, 1))
     assert float(held.group(1)) >= 99  # 99.6% measured; 0.0% before Conv, Gemm and the pools had a model
     assert "no model for (outermost ops without a modelled op in them): Flatten" in res.stderr
+
+
+def test_roofline_reads_a_recording_directory(tmp_path: Path):
+    """A recording directory of opscope record gives its first trace, as advise and repro take it: the same rows as
+    the trace file itself."""
+    from support.advise_threads import recording, run_json
+
+    recording(tmp_path, run_json(1, 2))
+    by_dir, by_file = run_cli_many([("roofline", str(tmp_path / "rec"), "-f", "json"),
+                                    ("roofline", str(tmp_path / "rec" / "trace-1.pt.trace.json"), "-f", "json")],
+                                   cache=tmp_path / "cache")
+    assert by_dir.returncode == 0, by_dir.stderr
+    assert by_file.returncode == 0, by_file.stderr
+    assert json.loads(by_dir.stdout) == json.loads(by_file.stdout)
+    assert by_dir.stderr == by_file.stderr  # the same notes: the same trace read

@@ -115,6 +115,8 @@ def test_gather_index_stays_below_the_size_of_the_gathered_dimension(dim, high):
     ("c10d::allreduce_", "a collective"),
     ("Conv2DBackpropFilter", "a TensorFlow op (Conv2DBackpropFilter)"),
     ("MatMul", "a TensorFlow op (MatMul)"),
+    ("ConvolutionBackward0", "a PyTorch autograd node (ConvolutionBackward0)"),
+    ("AddmmBackward", "a PyTorch autograd node (AddmmBackward)"),
     ("Torch-Compiled Region: 0/0", "a torch.compile region"),
 ])
 def test_ops_that_cannot_be_replayed_give_their_reason(op, words):

@@ -14,6 +14,8 @@ import typer
 
 TraceArg = Annotated[Path, typer.Argument(help="Trace file (any format opscope reads, plain or .gz).",
                                           show_default=False)]
+RecordingArg = Annotated[Path, typer.Argument(
+    help="Trace file, or a recording directory from `opscope record` (its first trace).", show_default=False)]
 #: a command that also takes a whole job: per rank in parallel, rows with a rank column (see common.per_rank)
 TraceOrJobArg = Annotated[Path, typer.Argument(
     help="Trace file (any format opscope reads, plain or .gz), or a job: a directory or quoted glob of rank traces "

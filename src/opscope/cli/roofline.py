@@ -6,7 +6,7 @@ import typer
 
 from opscope.cli.app import app
 from opscope.cli.common import load, show
-from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, PeaksOpt, TraceArg
+from opscope.cli.options import CaptureOpt, FormatOpt, LimitOpt, NoCacheOpt, PeaksOpt, RecordingArg
 
 ByOpt = Annotated[Literal["op", "kernel"], typer.Option(
     "--by", help="op: one row per op, shapes and dtype; kernel: one row per kernel (each taking its op's work in "
@@ -14,7 +14,7 @@ ByOpt = Annotated[Literal["op", "kernel"], typer.Option(
 
 
 @app.command()
-def roofline(trace: TraceArg, by: ByOpt = "op", peaks: PeaksOpt = None, format: FormatOpt = "table",
+def roofline(trace: RecordingArg, by: ByOpt = "op", peaks: PeaksOpt = None, format: FormatOpt = "table",
              limit: LimitOpt = 0, no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
     """How far each op is from what the device can do: its FLOPs and bytes (from its shapes) over its device time,
     against the device's roofs.
@@ -29,6 +29,10 @@ def roofline(trace: TraceArg, by: ByOpt = "op", peaks: PeaksOpt = None, format: 
     from opscope.analyses.peaks import trace_peaks
     from opscope.analyses.reports import roofline_report
 
+    if trace.is_dir():
+        from opscope.cli.advice import recording_trace
+
+        trace = recording_trace(trace)[0]
     t = load(trace, no_cache)
     found, how = trace_peaks(t, peaks)
     show(roofline_report(t, found, how, by, limit), format)

@@ -408,6 +408,9 @@ def _not_an_op(op: str) -> str:
         return "a torch.compile region, not one op (not rebuilt)"
     if op == "record_param_comms":
         return "a collective (record_param_comms): replaying it needs a process group of several ranks (not built)"
+    if re.fullmatch(r"[A-Z][A-Za-z0-9]*Backward\d*", op):  # torch's autograd node: ConvolutionBackward0
+        return (f"a PyTorch autograd node ({_show(op)}): its work is the ops recorded inside it, each reproduced on "
+                "its own (not rebuilt)")
     if re.fullmatch(r"_?[A-Z][A-Za-z0-9]*", op):
         shown = op if len(op) <= 80 else f"{op[:60]}... ({len(op)} characters)"  # a status is one line
         return (f"a TensorFlow op ({shown}): with --as torch opscope writes the PyTorch equivalent where there is "
