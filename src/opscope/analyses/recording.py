@@ -67,6 +67,21 @@ def unprofiled_steps(run: dict[str, Any]) -> list[int]:
     return [n for n in complete if n not in skip]
 
 
+#: The first complete step whose runner-timed duration is a steady-state sample: step 1, the first after start-up,
+#: still pays for first-use work (advise --measure's baseline leaves it out too).
+FIRST_STEADY_STEP = 2
+
+
+def runner_step_times(run: dict[str, Any] | None) -> list[int]:
+    """The durations of the steps the runner timed without the profiler running in them (its unrecorded steps, from
+    :data:`FIRST_STEADY_STEP` on), in step order: samples of the program's own step time. Empty when run.json has
+    none."""
+    if not isinstance(run, dict):
+        return []
+    times = run.get("step_times_ns") or []
+    return [times[n - 1] for n in unprofiled_steps(run) if n >= FIRST_STEADY_STEP]
+
+
 def step_inflation(run: dict[str, Any] | None) -> Inflation | None:
     """Recorded vs unrecorded step times, or None when the run lacks either (too few steps, a traced window
     without steps, step times only)."""
