@@ -27,8 +27,8 @@ def test_json_rows_have_exactly_the_documented_keys(pair):
     r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
-    assert all(set(row) == {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status"}
-               for row in rows)
+    assert all(set(row) == {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status",
+                            "median_delta_ns", "ci_low", "ci_high", "ci_low_pct", "ci_high_pct"} for row in rows)
     assert rows[0]["name"] == "k_mm"
     r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json", "--by", "name,shapes"])
     assert all("shapes" in row for row in json.loads(r.stdout))
@@ -36,11 +36,39 @@ def test_json_rows_have_exactly_the_documented_keys(pair):
 
 @pytest.mark.parametrize("limit, code", [("10%", 1), ("25%", 0), ("20", 0), ("150us", 1), ("250us", 0),
                                          ("0.2ms", 0)])
-def test_ci_gate_exit_codes(pair, limit, code):
-    # the step went from 1000 us to 1200 us: +20%, +200 us
-    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--fail-if-slower", limit, "-f", "json"])
+def test_ci_gate_exit_codes(pair6, limit, code):
+    # six steps a side, every step from 1000 us to 1200 us: the interval is [+200 us, +200 us], +20%
+    r = runner.invoke(app, ["diff", str(pair6[0]), str(pair6[1]), "--fail-if-slower", limit, "-f", "json"])
     assert r.exit_code == code, r.output
     assert ("regression" if code else "ok:") in r.stderr
+    assert "95% CI +20.0% to +20.0% (+200.000 us to +200.000 us)" in r.stderr
+
+
+def test_ci_gate_with_too_few_steps_warns_and_strict_exits_3(pair, cache_dir):
+    """Two steps a side: no interval, so the gate cannot tell (exit 0 and a warning; 3 with --strict)."""
+    for extra, code in (((), 0), (("--strict",), 3)):
+        r = run_cli("diff", str(pair[0]), str(pair[1]), "--fail-if-slower", "5%", *extra, "-f", "json",
+                    cache=cache_dir)
+        assert r.returncode == code, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "not enough steps to tell" in line]
+        assert len(warning) == 1 and warning[0].startswith("opscope: warning: ")
+        assert "2 recorded steps each" in warning[0] and "at least 5 steps a side" in warning[0]
+    r = run_cli("diff", str(pair[0]), str(pair[1]), "--strict", cache=cache_dir)
+    assert r.returncode == 2 and "--strict goes with --fail-if-slower" in r.stderr
+
+
+def test_headline_table_in_json(pair6):
+    r = runner.invoke(app, ["diff", str(pair6[0]), str(pair6[1]), "--table", "headline", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    head = {row["part"]: row for row in json.loads(r.stdout)}
+    assert head["step"] == {"part": "step", "base_ns": 1_000_000, "new_ns": 1_200_000, "delta_ns": 200_000,
+                            "median_delta_ns": 200_000, "ci_low": 200_000, "ci_high": 200_000, "ci_low_pct": 20.0,
+                            "ci_high_pct": 20.0}
+    # compute per step: base 230 us in the odd steps (k_mm 200 + k_relu 30), 200 in the even ones; new 310 us in
+    # every step: differences of 80 us (18 pairs) and 110 us (18), the interval [80, 110] us of a base median of 215 us
+    compute = head["compute"]
+    assert (compute["ci_low"], compute["ci_high"], compute["median_delta_ns"]) == (80_000, 110_000, 95_000)
+    assert compute["ci_low_pct"] == round(80 / 215 * 100, 2)
 
 
 def test_real_traces_rows_match_the_raw_json():
@@ -192,12 +220,12 @@ def test_h100_against_mi300_idle_delta_is_the_difference_of_gpu_idle(model):
 def test_recording_directories_and_the_gate_names_the_dataloader(tmp_path, cache_dir):
     """diff DIR_A DIR_B takes recording directories as advise does; the numbers are those of
     tests/unit/test_diff.py's hand-built pair (dataloader 200 -> 700 us per step, aten::mm +30 us)."""
-    write_recording(tmp_path / "a", loader_events(1000, 200, 500, 300))
-    write_recording(tmp_path / "b", loader_events(1300, 700, 530, 720))
+    write_recording(tmp_path / "a", loader_events(1000, 200, 500, 300, steps=6))
+    write_recording(tmp_path / "b", loader_events(1300, 700, 530, 720, steps=6))
     r = run_cli("diff", str(tmp_path / "a"), str(tmp_path / "b"), "--fail-if-slower", "5%", cache=cache_dir)
     assert r.returncode == 1, r.stderr
     gate = next(line for line in r.stderr.splitlines() if "regression" in line)
-    assert "+30.0%, +300.000 us" in gate
+    assert "median difference +30.0% (+300.000 us)" in gate and "6 recorded steps each" in gate
     assert gate.index("biggest part: dataloader +500.000 us (host time in the DataLoader") < \
         gate.index("biggest rows: op aten::mm +30.000 us")
     assert "dataloader" in r.stdout and "host time in the DataLoader" in r.stdout  # the headline and its notes

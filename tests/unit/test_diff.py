@@ -8,6 +8,7 @@ from support.tracefiles import small_gpu_trace, write_trace, x
 from opscope.analyses.gpu import GpuAnalysis
 from opscope.diff import compare
 from opscope.diff.gate import Threshold, parse_threshold, verdict
+from opscope.diff.samples import StepSample
 from opscope.ingest import open_trace
 
 US = 1000
@@ -16,9 +17,11 @@ US = 1000
 def test_rows_are_per_step_sorted_by_absolute_change(pair):
     c = compare(open_trace(pair[0]), open_trace(pair[1]))
     rows = {(r["kind"], r["name"]): r for r in c.rows.to_pylist()}
+    # two steps a side: too few for an interval
     assert rows[("kernel", "k_mm")] == {"kind": "kernel", "name": "k_mm", "base_ns": 200_000, "new_ns": 300_000,
                                         "delta_ns": 100_000, "calls_base": 1.0, "calls_new": 1.0,
-                                        "status": "changed"}
+                                        "status": "changed", "median_delta_ns": None, "ci_low": None,
+                                        "ci_high": None, "ci_low_pct": None, "ci_high_pct": None}
     assert rows[("op", "aten::mm")]["delta_ns"] == 50_000
     # 50 us in one of two steps, less its 2 us launch call (a child): 24 us and half a call per step
     relu = rows[("op", "aten::relu")]
@@ -63,10 +66,42 @@ def test_threshold_parsing_and_verdict():
     assert parse_threshold("5%") == Threshold(relative=0.05) == parse_threshold("5")
     assert parse_threshold("2ms") == Threshold(absolute_ns=2_000_000)
     assert parse_threshold("1.5s") == Threshold(absolute_ns=1_500_000_000)
-    failed, reason = verdict(1_000, 1_100, Threshold(relative=0.05))
-    assert failed and "+10.0%" in reason
-    assert not verdict(1_000, 1_040, Threshold(relative=0.05))[0]
-    assert not verdict(1_000, 900, Threshold(relative=0.0))[0]
+
+
+def _steps(*values):
+    return StepSample(tuple(values), "recorded")
+
+
+def test_the_gate_judges_the_whole_interval():
+    """Five steps a side: the interval is the 3rd smallest to the 3rd largest of the 25 pairwise differences
+    (tests/unit/test_noise.py). Base 1000..1040 ns by 10 (median 1020): the differences of new = base + 100 are
+    100 + 10 x (j - i), 60 once, 70 twice, ..., 140 once: the interval is [70, 130] ns (+6.9%..+12.7%); with + 45,
+    [15, 75] (+1.5%..+7.4%), across a 5% limit."""
+    base = _steps(1000, 1010, 1020, 1030, 1040)
+    later = _steps(*(v + 100 for v in base.values))
+    slower = verdict(base, later, Threshold(relative=0.05))
+    assert slower.failed and slower.line == ("regression: per-step time, 5 recorded steps each: medians 1.020 us -> "
+                                             "1.120 us; median difference +9.8% (+100 ns), 95% CI +6.9% to +12.7% "
+                                             "(+70 ns to +130 ns), all of it above the 5% allowed")
+    within = verdict(base, later, Threshold(relative=0.13))
+    assert within.outcome == "ok" and "all of it within the 13% allowed" in within.line
+    across = verdict(base, _steps(*(v + 45 for v in base.values)), Threshold(relative=0.05))
+    assert across.unsure and not across.failed
+    assert across.line.startswith("not enough steps to tell") and "+1.5% to +7.4%" in across.line
+    assert "straddles the 5% allowed" in across.line
+    # a time as the limit: the interval in ns against it
+    assert verdict(base, later, Threshold(absolute_ns=69)).failed
+    assert verdict(base, later, Threshold(absolute_ns=130)).outcome == "ok"
+    assert verdict(base, later, Threshold(absolute_ns=70)).unsure
+    # faster: within any non-negative limit; the same steps again: [-30, +30] ns, within 5%, across a limit of 0
+    assert verdict(base, _steps(900, 910, 920, 930, 940), Threshold(relative=0.0)).outcome == "ok"
+    assert verdict(base, base, Threshold(relative=0.05)).outcome == "ok"
+    assert verdict(base, base, Threshold(relative=0.0)).unsure
+    # too few steps: no interval, said with the minimum
+    few = verdict(_steps(1000, 1000, 1000, 1000), _steps(*[2000] * 9), Threshold(relative=0.05))
+    assert few.unsure and "base 4 recorded steps, new 9" in few.line and "at least 5 steps a side" in few.line
+    whole = verdict(_steps(), _steps(), Threshold(relative=0.05), unit="whole-trace")
+    assert whole.unsure and "no per-step samples" in whole.line
 
 
 def test_idle_is_the_device_timeline_inside_the_steps_when_work_crosses_a_step_boundary(tmp_path):
@@ -92,15 +127,21 @@ def test_idle_is_the_device_timeline_inside_the_steps_when_work_crosses_a_step_b
 def test_cpu_headline_gives_the_dataloader_its_own_part_and_the_gate_names_it_first(tmp_path):
     # base: steps of 1000 us, DataLoader [0, 200) with aten::stack [150, 190) in it, aten::mm [300, 800)
     # new: steps of 1300 us, DataLoader [0, 700) with aten::stack [650, 690), aten::mm [720, 1250) (30 us slower)
-    base = write_trace(tmp_path / "base.json", loader_events(1000, 200, 500, 300))
-    new = write_trace(tmp_path / "new.json", loader_events(1300, 700, 530, 720))
+    base = write_trace(tmp_path / "base.json", loader_events(1000, 200, 500, 300, steps=6))
+    new = write_trace(tmp_path / "new.json", loader_events(1300, 700, 530, 720, steps=6))
     c = compare(open_trace(base), open_trace(new))
     head = {r["part"]: (r["base_ns"], r["new_ns"], r["delta_ns"]) for r in c.headline}
     # dataloader: the loader spans (ops inside included); host_ops: the ops outside it (aten::mm);
     # outside_ops: the rest (base 1000 - 200 - 500 = 300 us, new 1300 - 700 - 530 = 70 us)
     assert head == {"step": (1_000_000, 1_300_000, 300_000), "dataloader": (200_000, 700_000, 500_000),
                     "host_ops": (500_000, 530_000, 30_000), "outside_ops": (300_000, 70_000, -230_000)}
-    failed, reason = c.gate(Threshold(relative=0.05))
+    # every step alike: each part's per-step samples are constant, its interval the difference itself
+    ci = {r["part"]: (r["median_delta_ns"], r["ci_low"], r["ci_high"], r["ci_low_pct"]) for r in c.headline}
+    assert ci["step"] == (300_000, 300_000, 300_000, 30.0)
+    assert ci["dataloader"] == (500_000, 500_000, 500_000, 250.0)
+    assert ci["outside_ops"] == (-230_000, -230_000, -230_000, round(-230 / 300 * 100, 2))
+    verdict_ = c.gate(Threshold(relative=0.05))
+    failed, reason = verdict_.failed, verdict_.line
     assert failed
     part = reason.index("biggest part: dataloader +500.000 us (host time in the DataLoader")
     assert part < reason.index("biggest rows: op aten::mm +30.000 us")
@@ -111,10 +152,11 @@ def test_cpu_headline_gives_the_dataloader_its_own_part_and_the_gate_names_it_fi
         {"step", "host_ops", "outside_ops"}
 
 
-def test_gate_names_the_biggest_part_even_when_an_op_row_leads(pair):
-    # the GPU pair per step: compute 215 -> 310 us (+95), idle 785 -> 890 us (+105); the biggest row is
-    # kernel k_mm +100 us
-    failed, reason = compare(open_trace(pair[0]), open_trace(pair[1])).gate(Threshold(relative=0.05))
+def test_gate_names_the_biggest_part_even_when_an_op_row_leads(pair6):
+    # the GPU pair per step (six steps a side): compute 215 -> 310 us (+95), idle 785 -> 890 us (+105); the
+    # biggest row is kernel k_mm +100 us
+    found = compare(open_trace(pair6[0]), open_trace(pair6[1])).gate(Threshold(relative=0.05))
+    failed, reason = found.failed, found.line
     assert failed and "biggest part: idle +105.000 us (device time with no work" in reason
     assert "biggest rows: kernel k_mm +100.000 us" in reason
     assert reason.index("biggest part") < reason.index("biggest rows")
