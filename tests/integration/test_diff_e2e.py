@@ -283,3 +283,54 @@ def test_recorded_runs_with_a_slower_loader(tmp_path):
     head = {row["part"]: row["delta_ns"] for row in c.headline}
     assert head["dataloader"] >= 150_000_000  # of the 4 x 50 ms of sleep added per step
     assert head["dataloader"] > 0.6 * head["step"]
+
+
+SLEEPER = """
+import sys, time, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(20):
+    loss = model(torch.randn(4, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.02 * float(sys.argv[1]))  # the step's length: 20 ms, or 25 ms in the slower variant
+"""
+
+
+def test_the_gate_on_two_recordings_of_one_program_and_a_slower_variant(tmp_path):
+    """One program recorded twice, and a variant whose steps sleep 25% longer (20 ms, then 25 ms, a step of
+    ~20 ms of sleep and a tiny model). Of its 20 optimizer steps the runner times 19, ~14 of them without the
+    profiler: those are the samples. The same program passes a 5% gate (exit 0: the interval lies within 5%, or,
+    on a machine too busy to tell, straddles it: a warning, still exit 0); the variant's 25% is far outside any
+    noise a sleep has, so the whole interval lies above 5% and the gate fails, showing it. No other timing is
+    asserted."""
+    pytest.importorskip("torch", reason="recording needs the torch extra")
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    runs = {"base": "1", "again": "1", "slower": "1.25"}
+    procs = [subprocess.Popen([sys.executable, "-m", "opscope.cli", "record", "-o", str(tmp_path / name), "--",
+                               sys.executable, str(script), factor], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+             for name, factor in runs.items()]
+    for proc in procs:
+        _, err = proc.communicate(timeout=limit(120))
+        assert proc.returncode == 0, err
+    base = str(tmp_path / "base")
+    same = run_cli("diff", base, str(tmp_path / "again"), "--fail-if-slower", "5%", "-f", "json",
+                   cache=tmp_path / "cache")
+    assert same.returncode == 0, same.stderr
+    line = next(x for x in same.stderr.splitlines() if x.startswith(("opscope: ok: per-step time",
+                                                                       "opscope: warning: not enough steps to tell")))
+    assert "95% CI" in line
+    assert "steps timed by the runner" in line
+    slower = run_cli("diff", base, str(tmp_path / "slower"), "--fail-if-slower", "5%", "-f", "json",
+                     cache=tmp_path / "cache")
+    assert slower.returncode == 1, slower.stderr
+    line = next(x for x in slower.stderr.splitlines() if x.startswith("opscope: regression: per-step time"))
+    assert "steps timed by the runner" in line and "95% CI +" in line and "all of it above the 5% allowed" in line

@@ -191,3 +191,81 @@ def test_hostile_device_properties_do_not_break_the_headline():
                                                                                    "world_size": "8"})
     assert side_description(trace, 2) == \
         "device 0 (not named in the trace) (of 3 in the trace's device list), 2 steps"
+
+
+def test_rows_carry_the_interval_of_their_time_in_each_step(pair6):
+    """Six steps a side. k_mm takes 200 us in every base step and 300 us in every new one: [+100, +100] us, +50%.
+    aten::relu's self time is 48 us (50 less its 2 us launch) in the three odd base steps, 0 in the even ones and
+    in new: differences of -48 us (18 pairs) and 0 (18), so the interval [-48, 0] us holds 0."""
+    base, new = open_trace(pair6[0]), open_trace(pair6[1])
+    c = compare(base, new)
+    rows = {(r["kind"], r["name"]): r for r in c.rows.to_pylist()}
+    k_mm = rows[("kernel", "k_mm")]
+    assert (k_mm["median_delta_ns"], k_mm["ci_low"], k_mm["ci_high"], k_mm["ci_low_pct"], k_mm["ci_high_pct"]) == \
+        (100_000, 100_000, 100_000, 50.0, 50.0)
+    relu = rows[("op", "aten::relu")]
+    assert (relu["ci_low"], relu["ci_high"], relu["median_delta_ns"]) == (-48_000, 0, -24_000)
+    added = rows[("op", "aten::add")]  # no base time: no share of it
+    assert (added["ci_low"], added["ci_high"], added["ci_low_pct"]) == (18_000, 18_000, None)
+
+
+def test_per_step_sums_add_up_to_the_rows_totals(pair6, tmp_path):
+    from opscope.diff.normalize import spans
+    from opscope.diff.rows import kernel_step_sums, kernel_totals, op_step_sums, op_totals
+
+    trace = open_trace(pair6[0])
+    span = spans(trace, open_trace(pair6[1]), ("a", "b"))[0]
+    for by in ("name", "name,shapes", "api"):
+        totals = {r["name"]: r["ns"] for r in op_totals(trace, span, by, "pytorch").to_pylist()}
+        sums: dict = {}
+        for r in op_step_sums(trace, span, by, "pytorch").to_pylist():
+            sums[r["name"]] = sums.get(r["name"], 0) + r["ns"]
+        assert {k: v for k, v in sums.items() if k in totals} == totals, by
+    kernels = {r["name"]: r["ns"] for r in kernel_totals(trace, span).to_pylist()}
+    per_step = kernel_step_sums(trace, span).to_pylist()
+    assert {(r["name"], r["step"]) for r in per_step} >= {("k_mm", s) for s in range(1, 7)}
+    assert {n: sum(r["ns"] for r in per_step if r["name"] == n) for n in kernels} == kernels
+
+
+def test_parts_step_by_step_add_up_to_the_parts(pair6, tmp_path):
+    from opscope.diff.headline import parts, parts_by_step
+    from opscope.diff.normalize import spans
+
+    cpu = write_trace(tmp_path / "cpu.json", loader_events(1000, 200, 500, 300, steps=5))
+    for trace, device, host in ((open_trace(pair6[0]), True, False), (open_trace(pair6[0]), True, True),
+                                (open_trace(cpu), False, False)):
+        span = spans(trace, trace, ("a", "a"))[0]
+        whole, by_step = parts(trace, span, device, host), parts_by_step(trace, span, device, host)
+        assert set(by_step) == set(whole)
+        assert all(len(v) == span.divisor for v in by_step.values())
+        assert {k: round(sum(v) / span.divisor) for k, v in by_step.items()} == whole
+
+
+def test_the_step_samples_are_the_runners_when_both_runs_have_enough(pair6):
+    from opscope.diff.normalize import spans
+    from opscope.diff.samples import step_samples
+
+    base, new = open_trace(pair6[0]), open_trace(pair6[1])
+    sb, sn = spans(base, new, ("a", "b"))
+    # steps 1..11 timed (step n at index n - 1); the profiler ran in steps 0-4 (start-up, warm-up, 3 recorded)
+    run = {"step_times_ns": [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20], "profiled_steps": [0, 1, 2, 3, 4]}
+    sample_b, sample_n = step_samples(base, new, sb, sn, (run, run))
+    assert sample_b.values == (14, 15, 16, 17, 18, 19, 20) and sample_b.describe() == "7 steps timed by the runner"
+    # without the profiler anywhere, every step but the first after start-up
+    unprofiled = dict(run, profiled_steps=[])
+    assert step_samples(base, new, sb, sn, (run, unprofiled))[1].values == tuple(range(11, 21))
+    # one side without enough runner-timed steps (or --steps given): both sides take their recorded steps
+    short = {"step_times_ns": [10, 11, 12, 13, 14, 15, 16], "profiled_steps": [0, 1, 2, 3, 4]}
+    for runs, chosen in (((run, short), False), ((run, None), False), ((run, run), True)):
+        sample_b, sample_n = step_samples(base, new, sb, sn, runs, steps_chosen=chosen)
+        assert (sample_b.values, sample_n.values) == ((1_000_000,) * 6, (1_200_000,) * 6)
+        assert sample_b.describe() == "6 recorded steps"
+
+
+def test_rows_of_many_steps_take_evenly_spaced_ones():
+    from opscope.diff.rows import MAX_ROW_STEPS, row_steps
+
+    steps = tuple(range(1, 121))
+    chosen = row_steps(steps)
+    assert len(chosen) == MAX_ROW_STEPS == len(set(chosen)) and chosen[0] == 1 and chosen[-1] == 120
+    assert row_steps(steps[:MAX_ROW_STEPS]) == steps[:MAX_ROW_STEPS] and row_steps(None) is None
