@@ -97,8 +97,10 @@ def interval_text(found: Shift) -> str:
     text = (f"medians {format_ns(round(found.base_median))} -> {format_ns(round(found.new_median))}; median "
             "difference ")
     if found.delta_pct is not None and found.low_pct is not None and found.high_pct is not None:
-        return text + (f"{found.delta_pct:+.1f}% ({_signed(found.delta)}), 95% CI {found.low_pct:+.1f}% to "
-                       f"{found.high_pct:+.1f}% ({_signed(found.low)} to {_signed(found.high)})")
+        # to 2 decimals first, as the ci_low_pct/ci_high_pct columns hold them: the table and this line agree
+        low, high = round(found.low_pct, 2), round(found.high_pct, 2)
+        return text + (f"{found.delta_pct:+.1f}% ({_signed(found.delta)}), 95% CI {low:+.1f}% to {high:+.1f}% "
+                       f"({_signed(found.low)} to {_signed(found.high)})")
     return text + f"{_signed(found.delta)}, 95% CI {_signed(found.low)} to {_signed(found.high)}"
 
 
