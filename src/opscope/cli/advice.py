@@ -216,7 +216,8 @@ StrictOpt = Annotated[bool, typer.Option(
 OnlyOpt = Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")]
 DiffTableOpt = Annotated[str | None, typer.Option(
     "--table", help="Which table JSON/CSV write (and the only one the terminal shows): rows (ops and kernels "
-                    "matched by name; the default), ops (device time by op), classes (device time by kernel "
+                    "matched by name; the default), headline (the step time and its parts), ops (device time by "
+                    "op), classes (device time by kernel "
                     "class), kernel-choice, critical-path (each side's mean critical path per step, by "
                     "category) or roofline (per op, shapes and dtype, each side's share of its own device's roof).",
     metavar="TABLE")]
