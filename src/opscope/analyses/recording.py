@@ -58,9 +58,11 @@ def unprofiled_steps(run: dict[str, Any]) -> list[int]:
     complete = range(1, len(run.get("step_times_ns") or []) + 1)
     profiled = run.get("profiled_steps")
     if profiled is None:
-        o = run.get("options") or {}
-        wait, warmup, active, repeat = (int(o.get(k, d)) for k, d in
-                                        (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1)))
+        options = run.get("options")
+        o: dict[str, Any] = options if isinstance(options, dict) else {}
+        # a value that is not a count (run.json is a file anyone can write) reads as the default
+        wait, warmup, active, repeat = (v if isinstance(v := o.get(k, d), int) and not isinstance(v, bool) and v >= 0
+                                        else d for k, d in (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1)))
         cycle = max(1, wait + warmup + active)
         profiled = [n for n in complete if not (repeat and n // cycle >= repeat) and n % cycle >= wait]
     skip = set(profiled)
