@@ -41,7 +41,7 @@ def test_ci_gate_exit_codes(pair6, limit, code):
     r = runner.invoke(app, ["diff", str(pair6[0]), str(pair6[1]), "--fail-if-slower", limit, "-f", "json"])
     assert r.exit_code == code, r.output
     assert ("regression" if code else "ok:") in r.stderr
-    assert "95% CI +20.0% to +20.0% (+200.000 us to +200.000 us)" in r.stderr
+    assert "95% CI +20.00% to +20.00% (+200.000 us to +200.000 us)" in r.stderr
 
 
 def test_ci_gate_with_too_few_steps_warns_and_strict_exits_3(pair, cache_dir):
@@ -225,7 +225,7 @@ def test_recording_directories_and_the_gate_names_the_dataloader(tmp_path, cache
     r = run_cli("diff", str(tmp_path / "a"), str(tmp_path / "b"), "--fail-if-slower", "5%", cache=cache_dir)
     assert r.returncode == 1, r.stderr
     gate = next(line for line in r.stderr.splitlines() if "regression" in line)
-    assert "median difference +30.0% (+300.000 us)" in gate and "6 recorded steps each" in gate
+    assert "median difference +30.00% (+300.000 us)" in gate and "6 recorded steps each" in gate
     assert gate.index("biggest part: dataloader +500.000 us (host time in the DataLoader") < \
         gate.index("biggest rows: op aten::mm +30.000 us")
     assert "dataloader" in r.stdout and "host time in the DataLoader" in r.stdout  # the headline and its notes

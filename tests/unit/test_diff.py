@@ -75,20 +75,19 @@ def _steps(*values):
 def test_the_gate_judges_the_whole_interval():
     """Five steps a side: the interval is the 3rd smallest to the 3rd largest of the 25 pairwise differences
     (tests/unit/test_noise.py). Base 1000..1040 ns by 10 (median 1020): the differences of new = base + 100 are
-    100 + 10 x (j - i), 60 once, 70 twice, ..., 140 once: the interval is [70, 130] ns (+6.86%..+12.75%, to two
-    decimals as the ci_*_pct columns hold them, which the line then gives to one); with + 45, [15, 75]
-    (+1.5%..+7.4%), across a 5% limit."""
+    100 + 10 x (j - i), 60 once, 70 twice, ..., 140 once: the interval is [70, 130] ns (+6.86%..+12.75%); with
+    + 45, [15, 75] (+1.47%..+7.35%), across a 5% limit."""
     base = _steps(1000, 1010, 1020, 1030, 1040)
     later = _steps(*(v + 100 for v in base.values))
     slower = verdict(base, later, Threshold(relative=0.05))
     assert slower.failed and slower.line == ("regression: per-step time, 5 recorded steps each: medians 1.020 us -> "
-                                             "1.120 us; median difference +9.8% (+100 ns), 95% CI +6.9% to +12.8% "
+                                             "1.120 us; median difference +9.80% (+100 ns), 95% CI +6.86% to +12.75% "
                                              "(+70 ns to +130 ns), all of it above the 5% allowed")
     within = verdict(base, later, Threshold(relative=0.13))
     assert within.outcome == "ok" and "all of it within the 13% allowed" in within.line
     across = verdict(base, _steps(*(v + 45 for v in base.values)), Threshold(relative=0.05))
     assert across.unsure and not across.failed
-    assert across.line.startswith("not enough steps to tell") and "+1.5% to +7.4%" in across.line
+    assert across.line.startswith("not enough steps to tell") and "+1.47% to +7.35%" in across.line
     assert "straddles the 5% allowed" in across.line
     # a time as the limit: the interval in ns against it
     assert verdict(base, later, Threshold(absolute_ns=69)).failed

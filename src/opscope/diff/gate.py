@@ -92,14 +92,14 @@ def verdict(base: StepSample, new: StepSample, threshold: Threshold, unit: str =
 
 
 def interval_text(found: Shift) -> str:
-    """``medians 20.000 ms -> 25.000 ms; median difference +25.0% (+5.000 ms), 95% CI +23.1% to +26.9% (+4.620 ms
-    to +5.380 ms)``."""
+    """``medians 20.000 ms -> 25.000 ms; median difference +25.00% (+5.000 ms), 95% CI +23.10% to +26.90%
+    (+4.620 ms to +5.380 ms)``."""
     text = (f"medians {format_ns(round(found.base_median))} -> {format_ns(round(found.new_median))}; median "
             "difference ")
     if found.delta_pct is not None and found.low_pct is not None and found.high_pct is not None:
-        # to 2 decimals first, as the ci_low_pct/ci_high_pct columns hold them: the table and this line agree
-        low, high = round(found.low_pct, 2), round(found.high_pct, 2)
-        return text + (f"{found.delta_pct:+.1f}% ({_signed(found.delta)}), 95% CI {low:+.1f}% to {high:+.1f}% "
+        # to 2 decimals, as the ci_low_pct/ci_high_pct columns and the table hold them: every output says the same
+        pct = [round(v, 2) for v in (found.delta_pct, found.low_pct, found.high_pct)]
+        return text + (f"{pct[0]:+.2f}% ({_signed(found.delta)}), 95% CI {pct[1]:+.2f}% to {pct[2]:+.2f}% "
                        f"({_signed(found.low)} to {_signed(found.high)})")
     return text + f"{_signed(found.delta)}, 95% CI {_signed(found.low)} to {_signed(found.high)}"
 

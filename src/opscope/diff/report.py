@@ -121,12 +121,12 @@ def with_interval_text(table: pa.Table) -> pa.Table:
 
 
 def interval_words(low: int | None, high: int | None, low_pct: float | None, high_pct: float | None) -> str:
-    """``+18.2%..+22.1%``, ``-1.0%..+0.8% within noise``, ``+2.000 us..+3.000 us`` (no base to be a share of);
-    ``-`` without an interval."""
+    """``+18.20%..+22.13%``, ``-1.04%..+0.80% within noise``, ``+2.000 us..+3.000 us`` (no base to be a share of);
+    ``-`` without an interval. Percentages as the ``ci_*_pct`` columns hold them (2 decimals)."""
     if low is None or high is None:
         return "-"
     if low_pct is not None and high_pct is not None:
-        text = f"{low_pct:+.1f}%..{high_pct:+.1f}%"
+        text = f"{low_pct:+.2f}%..{high_pct:+.2f}%"
     else:
         text = f"{_signed(low)}..{_signed(high)}"
     return text + (" within noise" if low <= 0 <= high else "")
