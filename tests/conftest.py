@@ -41,3 +41,10 @@ def trace_file(tmp_path) -> Path:
 def pair(tmp_path) -> tuple[Path, Path]:
     """The base and new traces of the diff tests (``support.diff``)."""
     return write_trace(tmp_path / "base.json", base_events()), write_trace(tmp_path / "new.json", new_events())
+
+
+@pytest.fixture
+def pair6(tmp_path) -> tuple[Path, Path]:
+    """The same pair with six steps a side (the same per-step means): enough steps for intervals."""
+    return (write_trace(tmp_path / "base6.json", base_events(repeat=3)),
+            write_trace(tmp_path / "new6.json", new_events(steps=6)))

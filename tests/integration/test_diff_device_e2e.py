@@ -106,7 +106,10 @@ def test_kernel_names_alone_match_little_of_the_same_model(model):
     assert c.device_match.base["op+shapes"] > 50 and c.device_match.new["op+shapes"] > 50
 
 
-@pytest.mark.parametrize("table", ["ops", "classes", "kernel-choice", "rows"])
+INTERVAL = ("median_delta_ns", "ci_low", "ci_high", "ci_low_pct", "ci_high_pct")
+
+
+@pytest.mark.parametrize("table", ["ops", "classes", "kernel-choice", "rows", "headline"])
 def test_table_option_writes_one_json_document_and_a_safe_csv(table):
     a, b = vendor_pair("gaunernst_bert-small-uncased__1016001")
     r = runner.invoke(app, ["diff", str(a), str(b), "--table", table, "--format", "json"])
@@ -118,7 +121,9 @@ def test_table_option_writes_one_json_document_and_a_safe_csv(table):
                 "classes": {"class", "base_ns", "new_ns", "delta_ns", "base_pct", "new_pct", "calls_base",
                             "calls_new"},
                 "kernel-choice": {"op", "shapes", "kernels_base", "kernels_new", "gpu_base_ns", "gpu_new_ns"},
-                "rows": {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status"}}[table]
+                "rows": {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status",
+                         *INTERVAL},
+                "headline": {"part", "base_ns", "new_ns", "delta_ns", *INTERVAL}}[table]
     assert all(set(row) == expected for row in rows)
     if table == "ops":
         assert {row["matched_by"] for row in rows} <= {"op+shapes", "op", "unmatched"}

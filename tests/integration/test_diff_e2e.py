@@ -27,8 +27,8 @@ def test_json_rows_have_exactly_the_documented_keys(pair):
     r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
-    assert all(set(row) == {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status"}
-               for row in rows)
+    assert all(set(row) == {"kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status",
+                            "median_delta_ns", "ci_low", "ci_high", "ci_low_pct", "ci_high_pct"} for row in rows)
     assert rows[0]["name"] == "k_mm"
     r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--format", "json", "--by", "name,shapes"])
     assert all("shapes" in row for row in json.loads(r.stdout))
@@ -36,11 +36,39 @@ def test_json_rows_have_exactly_the_documented_keys(pair):
 
 @pytest.mark.parametrize("limit, code", [("10%", 1), ("25%", 0), ("20", 0), ("150us", 1), ("250us", 0),
                                          ("0.2ms", 0)])
-def test_ci_gate_exit_codes(pair, limit, code):
-    # the step went from 1000 us to 1200 us: +20%, +200 us
-    r = runner.invoke(app, ["diff", str(pair[0]), str(pair[1]), "--fail-if-slower", limit, "-f", "json"])
+def test_ci_gate_exit_codes(pair6, limit, code):
+    # six steps a side, every step from 1000 us to 1200 us: the interval is [+200 us, +200 us], +20%
+    r = runner.invoke(app, ["diff", str(pair6[0]), str(pair6[1]), "--fail-if-slower", limit, "-f", "json"])
     assert r.exit_code == code, r.output
     assert ("regression" if code else "ok:") in r.stderr
+    assert "95% CI +20.00% to +20.00% (+200.000 us to +200.000 us)" in r.stderr
+
+
+def test_ci_gate_with_too_few_steps_warns_and_strict_exits_3(pair, cache_dir):
+    """Two steps a side: no interval, so the gate cannot tell (exit 0 and a warning; 3 with --strict)."""
+    for extra, code in (((), 0), (("--strict",), 3)):
+        r = run_cli("diff", str(pair[0]), str(pair[1]), "--fail-if-slower", "5%", *extra, "-f", "json",
+                    cache=cache_dir)
+        assert r.returncode == code, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "not enough steps to tell" in line]
+        assert len(warning) == 1 and warning[0].startswith("opscope: warning: ")
+        assert "2 recorded steps each" in warning[0] and "at least 5 steps a side" in warning[0]
+    r = run_cli("diff", str(pair[0]), str(pair[1]), "--strict", cache=cache_dir)
+    assert r.returncode == 2 and "--strict goes with --fail-if-slower" in r.stderr
+
+
+def test_headline_table_in_json(pair6):
+    r = runner.invoke(app, ["diff", str(pair6[0]), str(pair6[1]), "--table", "headline", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    head = {row["part"]: row for row in json.loads(r.stdout)}
+    assert head["step"] == {"part": "step", "base_ns": 1_000_000, "new_ns": 1_200_000, "delta_ns": 200_000,
+                            "median_delta_ns": 200_000, "ci_low": 200_000, "ci_high": 200_000, "ci_low_pct": 20.0,
+                            "ci_high_pct": 20.0}
+    # compute per step: base 230 us in the odd steps (k_mm 200 + k_relu 30), 200 in the even ones; new 310 us in
+    # every step: differences of 80 us (18 pairs) and 110 us (18), the interval [80, 110] us of a base median of 215 us
+    compute = head["compute"]
+    assert (compute["ci_low"], compute["ci_high"], compute["median_delta_ns"]) == (80_000, 110_000, 95_000)
+    assert compute["ci_low_pct"] == round(80 / 215 * 100, 2)
 
 
 def test_real_traces_rows_match_the_raw_json():
@@ -192,12 +220,12 @@ def test_h100_against_mi300_idle_delta_is_the_difference_of_gpu_idle(model):
 def test_recording_directories_and_the_gate_names_the_dataloader(tmp_path, cache_dir):
     """diff DIR_A DIR_B takes recording directories as advise does; the numbers are those of
     tests/unit/test_diff.py's hand-built pair (dataloader 200 -> 700 us per step, aten::mm +30 us)."""
-    write_recording(tmp_path / "a", loader_events(1000, 200, 500, 300))
-    write_recording(tmp_path / "b", loader_events(1300, 700, 530, 720))
+    write_recording(tmp_path / "a", loader_events(1000, 200, 500, 300, steps=6))
+    write_recording(tmp_path / "b", loader_events(1300, 700, 530, 720, steps=6))
     r = run_cli("diff", str(tmp_path / "a"), str(tmp_path / "b"), "--fail-if-slower", "5%", cache=cache_dir)
     assert r.returncode == 1, r.stderr
     gate = next(line for line in r.stderr.splitlines() if "regression" in line)
-    assert "+30.0%, +300.000 us" in gate
+    assert "median difference +30.00% (+300.000 us)" in gate and "6 recorded steps each" in gate
     assert gate.index("biggest part: dataloader +500.000 us (host time in the DataLoader") < \
         gate.index("biggest rows: op aten::mm +30.000 us")
     assert "dataloader" in r.stdout and "host time in the DataLoader" in r.stdout  # the headline and its notes
@@ -255,3 +283,54 @@ def test_recorded_runs_with_a_slower_loader(tmp_path):
     head = {row["part"]: row["delta_ns"] for row in c.headline}
     assert head["dataloader"] >= 150_000_000  # of the 4 x 50 ms of sleep added per step
     assert head["dataloader"] > 0.6 * head["step"]
+
+
+SLEEPER = """
+import sys, time, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(20):
+    loss = model(torch.randn(4, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.02 * float(sys.argv[1]))  # the step's length: 20 ms, or 25 ms in the slower variant
+"""
+
+
+def test_the_gate_on_two_recordings_of_one_program_and_a_slower_variant(tmp_path):
+    """One program recorded twice, and a variant whose steps sleep 25% longer (20 ms, then 25 ms, a step of
+    ~20 ms of sleep and a tiny model). Of its 20 optimizer steps the runner times 19, ~14 of them without the
+    profiler: those are the samples. The same program passes a 5% gate (exit 0: the interval lies within 5%, or,
+    on a machine too busy to tell, straddles it: a warning, still exit 0); the variant's 25% is far outside any
+    noise a sleep has, so the whole interval lies above 5% and the gate fails, showing it. No other timing is
+    asserted."""
+    pytest.importorskip("torch", reason="recording needs the torch extra")
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    runs = {"base": "1", "again": "1", "slower": "1.25"}
+    procs = [subprocess.Popen([sys.executable, "-m", "opscope.cli", "record", "-o", str(tmp_path / name), "--",
+                               sys.executable, str(script), factor], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+             for name, factor in runs.items()]
+    for proc in procs:
+        _, err = proc.communicate(timeout=limit(120))
+        assert proc.returncode == 0, err
+    base = str(tmp_path / "base")
+    same = run_cli("diff", base, str(tmp_path / "again"), "--fail-if-slower", "5%", "-f", "json",
+                   cache=tmp_path / "cache")
+    assert same.returncode == 0, same.stderr
+    line = next(x for x in same.stderr.splitlines() if x.startswith(("opscope: ok: per-step time",
+                                                                       "opscope: warning: not enough steps to tell")))
+    assert "95% CI" in line
+    assert "steps timed by the runner" in line
+    slower = run_cli("diff", base, str(tmp_path / "slower"), "--fail-if-slower", "5%", "-f", "json",
+                     cache=tmp_path / "cache")
+    assert slower.returncode == 1, slower.stderr
+    line = next(x for x in slower.stderr.splitlines() if x.startswith("opscope: regression: per-step time"))
+    assert "steps timed by the runner" in line and "95% CI +" in line and "all of it above the 5% allowed" in line

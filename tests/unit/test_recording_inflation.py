@@ -5,7 +5,7 @@ from __future__ import annotations
 from support import make_trace, row
 
 from opscope.advise import advise
-from opscope.analyses.recording import step_inflation, unprofiled_steps
+from opscope.analyses.recording import runner_step_times, step_inflation, unprofiled_steps
 from opscope.analyses.reports import summary_report
 from opscope.analyses.summary import summarize
 from opscope.capture.session import StepClock
@@ -60,6 +60,16 @@ def test_old_run_json_uses_the_schedule_and_nothing_to_compare_is_none():
     assert step_inflation(old).ratio == 2.0
     assert step_inflation(run_json([90, 200, 210, 190], [2, 3, 4], [0, 1, 2, 3, 4])) is None  # no unprofiled step
     assert step_inflation(None) is None and step_inflation({"steps": 0}) is None
+    # a schedule that is not counts reads as the defaults
+    odd = dict(old, options={"wait": "1", "warmup": None, "active": True, "repeat": -2})
+    assert unprofiled_steps(odd) == [5, 6, 7]
+
+
+def test_the_runner_step_times_are_the_unprofiled_steps_after_the_first():
+    assert runner_step_times(SLOW) == [100 * MS, 98 * MS, 102 * MS]  # steps 5-7
+    unprofiled = dict(SLOW, profiled_steps=[])
+    assert runner_step_times(unprofiled) == [round(t * MS) for t in (200, 210, 190, 100, 98, 102)]  # steps 2-7
+    assert runner_step_times(None) == [] and runner_step_times({"traces": []}) == []
 
 
 def test_summary_and_advise_say_so_only_when_inflated():

@@ -492,12 +492,18 @@ class GpuAnalysis:
         """Per part (compute, comm, memset, memcpy, and busy = any work) and device: how long that part's work
         covers the ``(start, end)`` spans, from the intervals the breakdown uses (cut per stream, windowed); and
         ``unseen_busy``: how much of the spans each device spent on work the trace does not show."""
+        return {part: {dev: sum(covered) for dev, covered in per_device.items()}
+                for part, per_device in self.parts_per_span(spans).items()}
+
+    def parts_per_span(self, spans: list[tuple[int, int]]) -> dict[str, dict[int, list[int]]]:
+        """:meth:`parts_within` span by span: per part and device, how long that part's work covers each span, in
+        the spans' order."""
         t = self.work.table
         cat = pc.cast(combined(t["cat"]), pa.int64())
         device, start, end = combined(t["device"]), combined(t["start"]), combined(t["end"])
         masks = {"compute": pc.equal(cat, COMPUTE), "comm": pc.equal(cat, COMM), "memset": pc.equal(cat, MEMSET),
                  "memcpy": pc.greater_equal(cat, MEMCPY), "busy": None}
-        out: dict[str, dict[int, int]] = {}
+        out: dict[str, dict[int, list[int]]] = {}
         for part, mask in masks.items():
             d, s, e = (device, start, end) if mask is None else (device.filter(mask), start.filter(mask),
                                                                   end.filter(mask))
@@ -506,10 +512,9 @@ class GpuAnalysis:
             out[part] = {}
             for dev in pc.unique(group).to_pylist():
                 mine = pc.equal(group, dev)
-                out[part][dev] = sum(covered_within(pc.filter(merged["start"], mine), pc.filter(merged["end"], mine),
-                                                    spans))
-        out["unseen_busy"] = {dev: sum(covered_within([u.start], [u.end], spans))
-                              for dev, u in self.work.unseen.items()}
+                out[part][dev] = covered_within(pc.filter(merged["start"], mine), pc.filter(merged["end"], mine),
+                                                spans)
+        out["unseen_busy"] = {dev: covered_within([u.start], [u.end], spans) for dev, u in self.work.unseen.items()}
         return out
 
     @property

@@ -58,13 +58,30 @@ def unprofiled_steps(run: dict[str, Any]) -> list[int]:
     complete = range(1, len(run.get("step_times_ns") or []) + 1)
     profiled = run.get("profiled_steps")
     if profiled is None:
-        o = run.get("options") or {}
-        wait, warmup, active, repeat = (int(o.get(k, d)) for k, d in
-                                        (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1)))
+        options = run.get("options")
+        o: dict[str, Any] = options if isinstance(options, dict) else {}
+        # a value that is not a count (run.json is a file anyone can write) reads as the default
+        wait, warmup, active, repeat = (v if isinstance(v := o.get(k, d), int) and not isinstance(v, bool) and v >= 0
+                                        else d for k, d in (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1)))
         cycle = max(1, wait + warmup + active)
         profiled = [n for n in complete if not (repeat and n // cycle >= repeat) and n % cycle >= wait]
     skip = set(profiled)
     return [n for n in complete if n not in skip]
+
+
+#: The first complete step whose runner-timed duration is a steady-state sample: step 1, the first after start-up,
+#: still pays for first-use work (advise --measure's baseline leaves it out too).
+FIRST_STEADY_STEP = 2
+
+
+def runner_step_times(run: dict[str, Any] | None) -> list[int]:
+    """The durations of the steps the runner timed without the profiler running in them (its unrecorded steps, from
+    :data:`FIRST_STEADY_STEP` on), in step order: samples of the program's own step time. Empty when run.json has
+    none."""
+    if not isinstance(run, dict):
+        return []
+    times = run.get("step_times_ns") or []
+    return [times[n - 1] for n in unprofiled_steps(run) if n >= FIRST_STEADY_STEP]
 
 
 def step_inflation(run: dict[str, Any] | None) -> Inflation | None:

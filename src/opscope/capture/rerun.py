@@ -50,6 +50,7 @@ from typing import Any
 
 from opscope.advise.finding import Finding
 from opscope.advise.report import measured_text
+from opscope.analyses.noise import spread
 from opscope.analyses.recording import step_inflation, unprofiled_steps
 from opscope.analyses.whatif import parse_change, whatif_table
 from opscope.capture.changes import ProgramChanges
@@ -107,15 +108,9 @@ def steady_state(runs: list[list[int]], skip: int, window: int) -> Steady | None
         means += [sum(kept[i:i + window]) / window for i in range(len(kept) - window + 1)]
     if used < MIN_STEPS or not means:
         return None
-    return Steady(round(statistics.median(means)), round(_quantile(means, 0.1)), round(_quantile(means, 0.9)), used)
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    found = spread(means)
+    assert found is not None  # means is not empty
+    return Steady(round(found.median), round(found.p10), round(found.p90), used)
 
 
 def baseline(run: dict[str, Any], window: int = 1) -> Steady | None:

@@ -206,12 +206,18 @@ ByOpt = Annotated[str, typer.Option(help="Match ops by: name, name,shapes (name 
                                          "conv2d).")]
 WholeTraceOpt = Annotated[bool, typer.Option("--whole-trace", help="Compare whole-trace totals, not per step.")]
 FailIfSlowerOpt = Annotated[str | None, typer.Option(
-    "--fail-if-slower", help="CI gate: exit 1 when the per-step time (whole-trace time without steps) grew by "
-                             "more than this: 5% (of the base) or a time such as 2ms.", metavar="LIMIT")]
+    "--fail-if-slower", help="CI gate: exit 1 when the step time grew by more than this beyond the noise (the whole "
+                             "95% interval of its median difference above it): 5% (of the base median) or a time "
+                             "such as 2ms. Too few steps to tell, or an interval across the limit: a warning, exit "
+                             "0 (3 with --strict).", metavar="LIMIT")]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", help="With --fail-if-slower: exit 3 when the steps cannot tell (too few, or an interval across the "
+                     "limit) instead of 0.")]
 OnlyOpt = Annotated[str | None, typer.Option("--only", help="Only 'ops' or only 'kernels' rows.")]
 DiffTableOpt = Annotated[str | None, typer.Option(
     "--table", help="Which table JSON/CSV write (and the only one the terminal shows): rows (ops and kernels "
-                    "matched by name; the default), ops (device time by op), classes (device time by kernel "
+                    "matched by name; the default), headline (the step time and its parts), ops (device time by "
+                    "op), classes (device time by kernel "
                     "class), kernel-choice, critical-path (each side's mean critical path per step, by "
                     "category) or roofline (per op, shapes and dtype, each side's share of its own device's roof).",
     metavar="TABLE")]
@@ -233,7 +239,8 @@ def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt
          whole_trace: WholeTraceOpt = False, fail_if_slower: FailIfSlowerOpt = None, only: OnlyOpt = None,
          table: DiffTableOpt = None, op_level: OpLevelOpt = "api", full_names: DiffFullNamesOpt = False,
          base_peaks: BasePeaksOpt = None, new_peaks: NewPeaksOpt = None, format: FormatOpt = "table",
-         limit: LimitOpt = 20, no_cache: NoCacheOpt = False, capture: CaptureOpt = None) -> None:
+         limit: LimitOpt = 20, no_cache: NoCacheOpt = False, capture: CaptureOpt = None,
+         strict: StrictOpt = False) -> None:
     """Compare two traces (two devices, versions or frameworks): what got slower, per step.
 
     BASE and NEW are trace files or recording directories of `opscope record` (their first trace, as advise
@@ -247,9 +254,22 @@ def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt
     (only in BASE). The table also shows where the difference comes from (step time split into device compute,
     memcpy, memset, comm and idle; on CPU-only traces dataloader: time in the DataLoader's spans, ops inside
     included; host_ops: other ops; outside_ops: the rest, Python and waiting) and kernel choice changes: the
-    same op with the same input shapes running different kernels. --fail-if-slower names the part that grew
-    most, then the biggest rows. --format json gives the rows as an array of objects (kind, name, base_ns,
-    new_ns, delta_ns, calls_base, calls_new, status).
+    same op with the same input shapes running different kernels. --format json gives the rows as an array of
+    objects (kind, name, base_ns, new_ns, delta_ns, calls_base, calls_new, status, median_delta_ns, ci_low,
+    ci_high, ci_low_pct, ci_high_pct); --table headline the headline's rows (part, base_ns, new_ns, delta_ns and
+    the same interval columns).
+
+    Run-to-run noise: every row and the headline carry the median difference per step (Hodges-Lehmann: the median
+    of all new - base differences between steps) and its 95% interval (distribution-free, from the Mann-Whitney U
+    distribution), over each side's steps one by one: ci_low/ci_high in ns, ci_low_pct/ci_high_pct in % of the
+    base median; the table shows it as ci_95 and says "within noise" when it holds 0. A side needs 5 steps for an
+    interval. The step time's samples are the steps opscope record's runner timed without the profiler (run.json)
+    where both sides have 5 or more and every step is compared, else the recorded steps; a note says which.
+
+    --fail-if-slower judges that interval of the step time: it fails only when all of it lies beyond the limit,
+    passes when all of it lies within, and otherwise (fewer than 5 steps a side, no steps at all, or an interval
+    across the limit) says "not enough steps to tell" on stderr. It always prints the interval it judged; a
+    failure names the part that grew most, then the biggest rows.
 
     Across vendors (an H100 against an MI300), where kernel names differ, two more tables compare what the
     kernels did. ops: the device time per step of the kernels, copies, memsets and collectives each op launched
@@ -264,14 +284,17 @@ def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt
     device each trace names; --base-peaks/--new-peaks FILE give a side other peaks), the ratio of device time per
     call (new/base) and the change of pct_of_roof; a row on one side only has the other side's columns null.
 
-    Exit codes: 0 compared (and within --fail-if-slower), 1 slower than --fail-if-slower allows, 2 no
-    comparison possible (unreadable or empty trace, the same file twice, traces of different frameworks without
-    --by api, steps in one trace only without --whole-trace).
+    Exit codes: 0 compared (and within --fail-if-slower, or the steps cannot tell without --strict), 1 slower
+    than --fail-if-slower allows, 2 no comparison possible (unreadable or empty trace, the same file twice, traces
+    of different frameworks without --by api, steps in one trace only without --whole-trace), 3 with --strict:
+    --fail-if-slower could not tell (too few steps, or an interval across the limit).
     """
     from opscope.diff import compare
     from opscope.diff.report import comparison_report
 
     threshold = _diff_checks(fail_if_slower, only, table, op_level)
+    if strict and threshold is None:
+        raise UsageError("--strict goes with --fail-if-slower")
     if (base_peaks is not None or new_peaks is not None) and table != "roofline":
         raise UsageError("--base-peaks and --new-peaks go with --table roofline")
     for peaks_file in (base_peaks, new_peaks):  # a bad peaks file is one line before the traces are read
@@ -279,18 +302,30 @@ def diff(base: DiffBaseArg, new: DiffNewArg, by: ByOpt = "name", steps: StepsOpt
             from opscope.analyses.peaks import read_peaks_file
 
             read_peaks_file(peaks_file)
-    # recording directories as advise takes them: their run.json names the trace
-    base, new = (recording_trace(p)[0] if p.is_dir() else p for p in (base, new))
+    # recording directories as advise takes them: their run.json names the trace (and times the steps)
+    (base, run_base), (new, run_new) = (_trace_and_run(p) for p in (base, new))
     a, b = open_pair(base, new, no_cache)
     result = compare(a, b, by=by, steps=steps, whole_trace=whole_trace, labels=(str(base), str(new)),
                      ops=only != "kernels", kernels=only != "ops", op_level=op_level,
-                     roofline_peaks=(base_peaks, new_peaks))
+                     roofline_peaks=(base_peaks, new_peaks), runs=(run_base, run_new))
     show(comparison_report(result, full_names, limit, table=table), format)
     if threshold is not None:
-        failed, reason = result.gate(threshold)
-        say(reason)
-        if failed:
+        found = result.gate(threshold)
+        say(("warning: " if found.unsure else "") + found.line)
+        if found.failed:
             raise typer.Exit(1)
+        if found.unsure and strict:
+            raise typer.Exit(3)
+
+
+def _trace_and_run(path: Path) -> tuple[Path, Any]:
+    """The trace to read for a diff argument and its recording's run.json (None when it has none): a recording
+    directory's first trace, or a trace file with the run.json that lists it beside it."""
+    if path.is_dir():
+        return recording_trace(path)
+    from opscope.analyses.recording import find_run_info
+
+    return path, find_run_info(path)
 
 
 def _diff_checks(fail_if_slower: str | None, only: str | None, table: str | None, op_level: str) -> Any:

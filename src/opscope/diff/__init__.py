@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.diff.critical_path import critical_path_delta
 from opscope.diff.device_ops import DeviceMatch, compare_device, matched_sentence
-from opscope.diff.gate import Threshold, verdict
+from opscope.diff.gate import Threshold, Verdict, verdict
 from opscope.diff.headline import (
     any_device,
     biggest_part,
@@ -22,13 +23,25 @@ from opscope.diff.headline import (
     headline_rows,
     part_line,
     parts,
+    parts_by_step,
     sentence,
     side_description,
 )
 from opscope.diff.kernel_choice import kernel_choice_changes, kernels_by_op
 from opscope.diff.normalize import Span, spans
 from opscope.diff.roofline import roofline_delta
-from opscope.diff.rows import check_by, combine, kernel_totals, op_totals, row_schema, sort_rows
+from opscope.diff.rows import (
+    MAX_ROW_STEPS,
+    check_by,
+    combine,
+    kernel_step_sums,
+    kernel_totals,
+    op_step_sums,
+    op_totals,
+    row_schema,
+    sort_rows,
+)
+from opscope.diff.samples import StepSample, samples_text, step_samples
 from opscope.errors import TraceError, UsageError
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -60,15 +73,21 @@ class Comparison:
     #: per op, shapes and dtype, each side's roofline under its own device's peaks, and the notes
     #: (:mod:`opscope.diff.roofline`), computed when asked for (``--table roofline``)
     roofline: Callable[[], tuple[pa.Table, list[str]]] | None = None
+    #: the step durations each side's step time is judged on (:mod:`opscope.diff.samples`): the headline's interval
+    #: and the gate's
+    samples: tuple[StepSample, StepSample] = (StepSample((), "recorded"), StepSample((), "recorded"))
 
     @property
     def per_step(self) -> bool:
         return self.span_base.per_step
 
-    def gate(self, threshold: Threshold) -> tuple[bool, str]:
+    def gate(self, threshold: Threshold) -> Verdict:
+        """The CI gate's verdict on the step time (:func:`opscope.diff.gate.verdict`); a failing one names the part
+        of the step that grew most, then the rows."""
         unit = "per-step" if self.per_step else "whole-trace"
-        failed, reason = verdict(self.span_base.step_ns, self.span_new.step_ns, threshold, unit)
-        if failed:
+        found = verdict(*self.samples, threshold, unit)
+        reason = found.line
+        if found.failed:
             # the part of the step that grew most first (a slower DataLoader is not an op's fault), then the rows
             part = biggest_part(self.headline)
             if part is not None:
@@ -80,16 +99,19 @@ class Comparison:
                 reason += "; biggest rows: " + ", ".join(
                     f"{r['kind']} {_short(r['name'])} {'+' if r['delta_ns'] > 0 else ''}{format_ns(r['delta_ns'])}"
                     for r in worst)
-        return failed, reason
+        return Verdict(found.outcome, reason)
 
 
 def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None, whole_trace: bool = False,
             labels: tuple[str, str] = ("base", "new"), ops: bool = True, kernels: bool = True,
-            op_level: str = "api", roofline_peaks: tuple[Path | None, Path | None] = (None, None)) -> Comparison:
+            op_level: str = "api", roofline_peaks: tuple[Path | None, Path | None] = (None, None),
+            runs: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)) -> Comparison:
     """Compare ``new`` against ``base`` (both already checked by :func:`check_inputs` when they come from
     files). Times are per step when both traces have steps, else whole-trace totals. ``op_level`` says which op
     device work is charged to in the op rows (:mod:`opscope.analyses.op_device`). ``roofline_peaks``: a peaks file
-    per side for the roofline table (None: the peaks of the device the trace names)."""
+    per side for the roofline table (None: the peaks of the device the trace names). ``runs``: each side's
+    run.json (:func:`opscope.analyses.recording.clean_run`), whose runner-timed steps, where both have enough, are
+    the step time's samples (:mod:`opscope.diff.samples`)."""
     from opscope.analyses.op_device import check_level, device_work
 
     by = check_by(by)
@@ -105,10 +127,13 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     def side(trace: Trace, span: Span, framework: str | None) -> tuple:
         """What the comparison needs from one trace. Each trace's analyses are computed once (Trace.memo: the
         device links serve several), and only where no result is kept in its cache entry."""
+        device, host = device_base or device_new, device_base != device_new
         return (op_totals(trace, span, by, framework) if ops else None,
                 kernel_totals(trace, span) if kernels else None,
                 kernels_by_op(trace, span), device_work(trace, op_level, framework),
-                parts(trace, span, device_base or device_new, device_base != device_new))
+                parts(trace, span, device, host), parts_by_step(trace, span, device, host),
+                op_step_sums(trace, span, by, framework) if ops else None,
+                kernel_step_sums(trace, span) if kernels else None)
 
     # the two traces at once, the new one on a helper thread (mostly Arrow and C work: it runs without the GIL; an
     # error of the base trace's is raised first, as one after the other would); one trace given twice (or one core), in
@@ -118,18 +143,22 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
         of_new = side(new, sn, fn)
     else:
         of_new, of_base = side_by_side(lambda: side(new, sn, fn), lambda: side(base, sb, fb), "opscope-diff")
-    ops_b, kernels_b, choice_b, work_b, _ = of_base
-    ops_n, kernels_n, choice_n, work_n, _ = of_new
+    ops_b, kernels_b, choice_b, work_b, _, _, op_steps_b, kernel_steps_b = of_base
+    ops_n, kernels_n, choice_n, work_n, _, _, op_steps_n, kernel_steps_n = of_new
     rows = [row_schema(with_shapes, sb.per_step).empty_table()]
     if ops:
-        rows.append(combine("op", ops_b, ops_n, sb, sn, with_shapes))
+        rows.append(combine("op", ops_b, ops_n, sb, sn, with_shapes, (op_steps_b, op_steps_n)))
     if kernels:
-        rows.append(combine("kernel", kernels_b, kernels_n, sb, sn, with_shapes))
+        rows.append(combine("kernel", kernels_b, kernels_n, sb, sn, with_shapes, (kernel_steps_b, kernel_steps_n)))
     table = sort_rows(pa.concat_tables(rows))
     choice = kernel_choice_changes(choice_b, choice_n, sb, sn)
     device = compare_device(work_b, work_n, sb, sn)
-    head = headline_rows(base, new, sb, sn)  # from the parts computed above
+    samples = step_samples(base, new, sb, sn, runs, steps_chosen=steps is not None)
+    head = headline_rows(base, new, sb, sn, samples)  # from the parts computed above
     notes, row_notes = _notes(sb, sn, labels), _row_notes(by)
+    notes.append(_interval_note(samples, sb.per_step))
+    if sb.per_step:
+        row_notes.append(_row_interval_note(sb, sn))
     mismatch = device_mismatch(base, new, labels)
     if mismatch:
         notes.insert(0, mismatch)
@@ -145,7 +174,7 @@ def compare(base: Trace, new: Trace, by: str = "name", steps: str | None = None,
     return Comparison(table, choice, head, summary, sb, sn, notes, row_notes, op_rows=device.ops,
                       classes=device.classes, device_match=device.match, op_level=op_level,
                       critical_path=lambda: critical_path_delta(base, new),
-                      roofline=lambda: roofline_delta(base, new, *roofline_peaks))
+                      roofline=lambda: roofline_delta(base, new, *roofline_peaks), samples=samples)
 
 
 def check_inputs(base_path: Path, new_path: Path, base: Trace, new: Trace) -> None:
@@ -203,6 +232,40 @@ def _notes(sb: Span, sn: Span, labels: tuple[str, str]) -> list[str]:
         notes.append(f"window: each trace whole, first to last event of any kind ({labels[0]} "
                      f"{format_ns(sb.step_ns)}, {labels[1]} {format_ns(sn.step_ns)}); times and calls are totals")
     return notes
+
+
+def _interval_note(samples: tuple[StepSample, StepSample], per_step: bool) -> str:
+    """What the headline's interval is, which samples the step time's is of, and how each side's spread."""
+    from opscope.analyses.noise import METHOD, MIN_SAMPLES
+    from opscope.units import format_ns
+
+    if not per_step:
+        return "ci_95: none for whole-trace totals (an interval needs per-step samples: compare traces with steps)"
+    sides = []
+    for label, sample in zip(("base", "new"), samples):
+        spread = sample.spread
+        if spread is not None:
+            sides.append(f"{label} median {format_ns(round(spread.median))}, p10-p90 {format_ns(round(spread.p10))}"
+                         f"-{format_ns(round(spread.p90))}")
+    spreads = f" ({'; '.join(sides)})" if sides else ""
+    return (f"ci_95 (JSON/CSV with --table headline: median_delta_ns, ci_low, ci_high, and ci_low_pct, ci_high_pct in "
+            f"% of the base median): the {METHOD}; the step time's over {samples_text(*samples)}{spreads}, each "
+            f"part's over its time in each compared step; within noise: the interval holds 0; fewer than "
+            f"{MIN_SAMPLES} steps a side give none")
+
+
+def _row_interval_note(sb: Span, sn: Span) -> str:
+    from opscope.analyses.noise import MIN_SAMPLES
+
+    counts = (len(sb.steps or ()), len(sn.steps or ()))
+    text = ("ci_95 (JSON/CSV: median_delta_ns, ci_low, ci_high, ci_low_pct, ci_high_pct): each row's median "
+            "difference per step and its 95% interval, over the row's time in each compared step (0 in a step without "
+            f"it): {counts[0]} and {counts[1]} recorded steps; within noise: the interval holds 0")
+    if max(counts) > MAX_ROW_STEPS:
+        text += f" (at most {MAX_ROW_STEPS} a side, evenly spaced among them)"
+    if min(counts) < MIN_SAMPLES:
+        text += f"; none with fewer than {MIN_SAMPLES} steps a side"
+    return text
 
 
 def _row_notes(by: str) -> list[str]:

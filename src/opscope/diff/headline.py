@@ -9,9 +9,11 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import combined, name_match
 from opscope.analyses.gpu import gpu_analysis
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
-from opscope.analyses.intervals import union_ns
+from opscope.analyses.intervals import union_by_group, union_ns
+from opscope.analyses.noise import Shift, shift
 from opscope.analyses.steps import step_window
 from opscope.diff.normalize import Span
+from opscope.diff.samples import StepSample, recorded_step_times
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -76,6 +78,50 @@ def _parts(trace: Trace, span: Span, device_work: bool, host_work: bool) -> dict
     return {k: round(v / span.divisor) for k, v in out.items()}
 
 
+@memoized(keep=True)
+def parts_by_step(trace: Trace, span: Span, device_work: bool, host_work: bool = False) -> dict[str, list[int]]:
+    """:func:`parts` step by step: per part, its time in each of the span's steps, in the span's order (no parts for
+    a whole-trace span), counted as :func:`parts` counts them over all the steps together: the samples of each
+    part's interval. Kept in the cache entry of a cached trace for the next diff."""
+    if span.steps is None:
+        return {}
+    return _parts_by_step(trace, span, device_work, host_work)
+
+
+def _parts_by_step(trace: Trace, span: Span, device_work: bool, host_work: bool) -> dict[str, list[int]]:
+    steps = trace.steps
+    where = {n: (s, s + d) for n, s, d in zip(steps["step"].to_pylist(), steps["ts_ns"].to_pylist(),
+                                               steps["dur_ns"].to_pylist())}
+    numbers = [n for n in span.steps or () if n in where]
+    windows = [where[n] for n in numbers]
+    length = [end - start for start, end in windows]
+    count = range(len(windows))
+    out: dict[str, list[int]] = {}
+    if device_work:
+        within = gpu_analysis(trace).parts_per_span(windows)
+        for part in DEVICE_PARTS:
+            out[part] = [sum(covered[i] for covered in within[part].values()) for i in count]
+        unseen = within["unseen_busy"]
+        out["idle"] = [sum(max(0, length[i] - busy[i] - (unseen[dev][i] if dev in unseen else 0))
+                           for dev, busy in within["busy"].items()) for i in count]
+        if unseen:
+            out["unseen_busy"] = [sum(covered[i] for covered in unseen.values()) for i in count]
+    if host_work or not device_work:
+        ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "step"])
+        ev = ev.filter(pc.fill_null(pc.is_in(ev["step"], pa.array(numbers, pa.int64())), False))
+        ops = ev.filter(kind_mask(ev, ("cpu_op",)))
+        loader = ev.filter(pc.and_(kind_mask(ev, INPUT_KINDS), name_match(ev["name"], INPUT_PIPELINE)))
+        in_loader = union_by_group(loader["ts_ns"], loader["dur_ns"], loader["step"])
+        either = union_by_group(pa.chunked_array([_plain(ops["ts_ns"]), _plain(loader["ts_ns"])]),
+                                pa.chunked_array([_plain(ops["dur_ns"]), _plain(loader["dur_ns"])]),
+                                pa.chunked_array([_plain(ops["step"]), _plain(loader["step"])]))
+        if loader.num_rows:
+            out["dataloader"] = [in_loader.get(n, 0) for n in numbers]
+        out["host_ops"] = [either.get(n, 0) - in_loader.get(n, 0) for n in numbers]
+        out["outside_ops"] = [max(0, length[i] - either.get(n, 0)) for i, n in enumerate(numbers)]
+    return out
+
+
 def _plain(values: pa.ChunkedArray) -> pa.Array:
     return combined(values).cast(pa.int64())
 
@@ -88,19 +134,46 @@ def _intervals(trace: Trace, span: Span) -> list[tuple[int, int]]:
     return list(zip(steps["ts_ns"].to_pylist(), pc.add(steps["ts_ns"], steps["dur_ns"]).to_pylist()))
 
 
-def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span) -> list[dict]:
-    """The step time and its parts as rows ``part, base_ns, new_ns, delta_ns``: device parts when both traces
-    have device work, host parts when neither has, both kinds when only one has (its device parts are then
-    compared with nothing, and the host parts are what the two have in common)."""
+#: The interval columns of a headline row (:func:`interval_columns`).
+INTERVAL_FIELDS = ("median_delta_ns", "ci_low", "ci_high", "ci_low_pct", "ci_high_pct")
+
+
+def headline_rows(base: Trace, new: Trace, span_base: Span, span_new: Span,
+                  samples: tuple[StepSample, StepSample] | None = None) -> list[dict]:
+    """The step time and its parts as rows ``part, base_ns, new_ns, delta_ns`` (means per step) and the median
+    difference per step with its 95% interval (:data:`INTERVAL_FIELDS`, None where there is none): device parts
+    when both traces have device work, host parts when neither has, both kinds when only one has (its device parts
+    are then compared with nothing, and the host parts are what the two have in common). The step's interval is
+    of ``samples`` (:func:`opscope.diff.samples.step_samples`; the recorded steps' durations when None), the parts'
+    of their time in each recorded step (:func:`parts_by_step`)."""
     device_base, device_new = any_device(base), any_device(new)
     device, host = device_base or device_new, device_base != device_new
     pb, pn = parts(base, span_base, device, host), parts(new, span_new, device, host)
+    sb, sn = parts_by_step(base, span_base, device, host), parts_by_step(new, span_new, device, host)
+    if samples is None:
+        samples = (StepSample(tuple(recorded_step_times(base, span_base)), "recorded"),
+                   StepSample(tuple(recorded_step_times(new, span_new)), "recorded"))
     rows = [{"part": "step", "base_ns": span_base.step_ns, "new_ns": span_new.step_ns,
-             "delta_ns": span_new.step_ns - span_base.step_ns}]
+             "delta_ns": span_new.step_ns - span_base.step_ns,
+             **interval_columns(shift(samples[0].values, samples[1].values))}]
+    zeros_b, zeros_n = [0] * len(span_base.steps or ()), [0] * len(span_new.steps or ())
     # every part either trace has (unseen_busy may be in one only), in the order they come
-    rows += [{"part": k, "base_ns": pb.get(k, 0), "new_ns": pn.get(k, 0), "delta_ns": pn.get(k, 0) - pb.get(k, 0)}
+    rows += [{"part": k, "base_ns": pb.get(k, 0), "new_ns": pn.get(k, 0), "delta_ns": pn.get(k, 0) - pb.get(k, 0),
+              **interval_columns(shift(sb.get(k, zeros_b), sn.get(k, zeros_n)))}
              for k in dict.fromkeys([*pb, *pn])]
     return rows
+
+
+def interval_columns(found: Shift | None) -> dict[str, int | float | None]:
+    """:data:`INTERVAL_FIELDS` of a median difference (all None without one)."""
+    if found is None:
+        return dict.fromkeys(INTERVAL_FIELDS)
+    return {"median_delta_ns": found.delta, "ci_low": found.low, "ci_high": found.high,
+            "ci_low_pct": _pct(found.low_pct), "ci_high_pct": _pct(found.high_pct)}
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def device_mismatch(base: Trace, new: Trace, labels: tuple[str, str]) -> str | None:

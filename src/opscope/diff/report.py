@@ -13,12 +13,20 @@ from opscope.diff.normalize import steps_text
 from opscope.diff.numerics import NumericsDiff
 from opscope.errors import UsageError
 from opscope.report import Column, Report, Section, single
+from opscope.units import format_ns
 
 TERMINAL_ROWS = 20
 
 
 #: The tables of a comparison, as ``opscope diff --table`` names them; ``rows`` is the default data document.
-TABLES = ("rows", "ops", "classes", "kernel-choice", "critical-path", "roofline")
+TABLES = ("rows", "headline", "ops", "classes", "kernel-choice", "critical-path", "roofline")
+#: The interval columns of the rows and the headline: JSON and CSV have them, the terminal their ``ci_95`` text.
+INTERVAL_COLUMNS = {name: Column(show="data") for name in
+                    ("median_delta_ns", "ci_low", "ci_high", "ci_low_pct", "ci_high_pct")}
+HEADLINE_LEGEND = ("part: the step, then its parts; base_ns/new_ns: means per step; delta_ns: new less base; "
+                   "ci_95: the 95% interval of the median difference per step, in % of the base median (times where "
+                   "the base median is 0), 'within noise' when it holds 0; JSON/CSV: median_delta_ns, ci_low, "
+                   "ci_high (ns), ci_low_pct, ci_high_pct")
 CRITICAL_PATH_LEGEND = ("base_ns/new_ns: the category's mean time per step on the step's critical path (the chain of "
                         "work and waits that set the step's length: opscope critical-path); delta_ns: new less base; "
                         "shares: of each side's mean path. A category that grew on the path lengthened the steps; "
@@ -55,11 +63,15 @@ def comparison_report(result, full_names: bool, limit: int | None, table: str | 
 
     shown = TERMINAL_ROWS if limit is None else limit
     rows = result.rows
+    headline = headline_table(result.headline)
     sections = [
         Section("headline", "Where the time per step goes" if result.per_step else "Where the time goes (whole trace)",
-                pa.Table.from_pylist(result.headline), notes=part_notes(result.headline), data=False),
-        Section("rows", "Ops and kernels by absolute change", rows if full_names else lambda: short_kernel_names(rows),
-                limit=shown or None, notes=result.row_notes, data=False, terminal=on_terminal("rows")),
+                with_interval_text(headline), notes=part_notes(result.headline), columns=INTERVAL_COLUMNS,
+                data=False),
+        Section("headline", table=headline, legend=HEADLINE_LEGEND, terminal=False, data=data == "headline"),
+        Section("rows", "Ops and kernels by absolute change",
+                lambda: with_interval_text(rows if full_names else short_kernel_names(rows)), limit=shown or None,
+                notes=result.row_notes, columns=INTERVAL_COLUMNS, data=False, terminal=on_terminal("rows")),
         Section("rows", table=rows, limit=limit or None, notes=result.row_notes, terminal=False, data=data == "rows"),
     ]
     if result.op_rows is not None and result.device_match is not None:
@@ -92,6 +104,36 @@ def comparison_report(result, full_names: bool, limit: int | None, table: str | 
                                 roofline, legend=ROOFLINE_LEGEND, notes=notes, limit=shown or None,
                                 columns=data_only, data=True))
     return Report(sections, headline=result.summary, notes=result.notes)
+
+
+def headline_table(headline: list[dict]) -> pa.Table:
+    """The headline rows (:func:`opscope.diff.headline.headline_rows`) as a table of fixed column types."""
+    schema = pa.schema([("part", pa.string()), ("base_ns", pa.int64()), ("new_ns", pa.int64()),
+                        ("delta_ns", pa.int64()), ("median_delta_ns", pa.int64()), ("ci_low", pa.int64()),
+                        ("ci_high", pa.int64()), ("ci_low_pct", pa.float64()), ("ci_high_pct", pa.float64())])
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in headline], schema=schema)
+
+
+def with_interval_text(table: pa.Table) -> pa.Table:
+    """``table`` with ``ci_95``: its interval columns in words (:func:`interval_words`), for the terminal."""
+    values = zip(*(table[c].to_pylist() for c in ("ci_low", "ci_high", "ci_low_pct", "ci_high_pct")))
+    return table.append_column("ci_95", pa.array([interval_words(*v) for v in values], pa.string()))
+
+
+def interval_words(low: int | None, high: int | None, low_pct: float | None, high_pct: float | None) -> str:
+    """``+18.20%..+22.13%``, ``-1.04%..+0.80% within noise``, ``+2.000 us..+3.000 us`` (no base to be a share of);
+    ``-`` without an interval. Percentages as the ``ci_*_pct`` columns hold them (2 decimals)."""
+    if low is None or high is None:
+        return "-"
+    if low_pct is not None and high_pct is not None:
+        text = f"{low_pct:+.2f}%..{high_pct:+.2f}%"
+    else:
+        text = f"{_signed(low)}..{_signed(high)}"
+    return text + (" within noise" if low <= 0 <= high else "")
+
+
+def _signed(ns: int) -> str:
+    return ("+" if ns >= 0 else "-") + format_ns(abs(ns))
 
 
 def ops_notes(result) -> list[str]:

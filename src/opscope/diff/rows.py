@@ -8,22 +8,31 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, name_match
+from opscope.analyses.arrays import arange, combined, name_match, scatter
 from opscope.analyses.filters import EventFilter
-from opscope.analyses.kernels import kernel_table
+from opscope.analyses.kernels import DEVICE_WORK, kernel_table
 from opscope.analyses.names import map_distinct, python_api
+from opscope.analyses.noise import shift_columns
 from opscope.analyses.op_keys import family, migraphx_key, onnx_key
 from opscope.analyses.ops import op_table
 from opscope.diff.normalize import Span
 from opscope.errors import UsageError
+from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
 
 #: How ops are matched: by name, by name and input shapes, or by the Python API across frameworks.
 MATCH_KEYS = ("name", "name,shapes", "api")
-ROW_FIELDS = ("kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status")
+#: Each row's median difference per step and its 95% interval (:func:`opscope.analyses.noise.shift_columns` of the
+#: row's time in each compared step): ns, and the bounds in % of the row's base median.
+CI_FIELDS = ("median_delta_ns", "ci_low", "ci_high", "ci_low_pct", "ci_high_pct")
+ROW_FIELDS = ("kind", "name", "base_ns", "new_ns", "delta_ns", "calls_base", "calls_new", "status", *CI_FIELDS)
+#: A row's interval is computed over at most this many of a side's compared steps (evenly spaced among them): 2,500
+#: pairwise differences a row.
+MAX_ROW_STEPS = 50
 
 #: What op_totals/kernel_totals give: the key columns (``name``, and ``shapes`` for --by name,shapes), then ``ns`` and
-#: ``calls`` over the span, one row per key.
+#: ``calls`` over the span, one row per key; op_step_sums/kernel_step_sums: the key columns, ``step`` and ``ns``, one
+#: row per key and step.
 TOTALS = ("name", "shapes", "ns", "calls")
 #: The profiler's step annotations: the steps compared, never rows of their own.
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
@@ -76,6 +85,12 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
     """Per Python API: the inclusive time and calls of the outermost ops that have one (an op inside another
     op with an API is part of that call: ``aten::convolution`` inside ``aten::conv2d``). Framework-internal ops
     without an API are left out: across frameworks only what the user called can be matched."""
+    names, dur, _ = _api_ops(trace, span, framework)
+    return _totals({"name": names}, dur, pa.repeat(pa.scalar(1, pa.int64()), len(dur)))
+
+
+def _api_ops(trace: Trace, span: Span, framework: str | None) -> tuple[pa.Array, Any, Any]:
+    """The outermost ops with a Python API in the span: their API keys, durations and steps."""
     ev = trace.select(["kind", "name", "dur_ns", "parent", "step", "merged"])
     names = combined(ev["name"]) if ev.num_rows else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     keys = map_distinct(names, lambda n: api_key(n, framework), encoded=True)  # codes: no string per row
@@ -95,9 +110,7 @@ def api_totals(trace: Trace, span: Span, framework: str | None) -> pa.Table:
                                                                                     False)))
     if span.steps is not None:
         keep = pc.and_(keep, pc.fill_null(pc.is_in(ev["step"], pa.array(span.steps, pa.int64())), False))
-    dur = pc.filter(ev["dur_ns"], keep)
-    names = pc.filter(keys, keep).cast(pa.string())
-    return _totals({"name": names}, dur, pa.repeat(pa.scalar(1, pa.int64()), len(dur)))
+    return pc.filter(keys, keep).cast(pa.string()), pc.filter(ev["dur_ns"], keep), pc.filter(ev["step"], keep)
 
 
 def kernel_totals(trace: Trace, span: Span) -> pa.Table:
@@ -106,6 +119,49 @@ def kernel_totals(trace: Trace, span: Span) -> pa.Table:
     table = kernel_table(trace, filt=EventFilter(steps=span.steps), names="raw")
     # kernel_table has a row per (name, kind): a TF op's name is both a kernel's and a copy's (MatMul), so add up
     return _totals({"name": table["name"]}, table["total_ns"], table["calls"])
+
+
+def op_step_sums(trace: Trace, span: Span, by: str, framework: str | None) -> pa.Table | None:
+    """:func:`op_totals` step by step: per match key and compared step, the ops' time (``ns``); None for a
+    whole-trace span. One group-by over the events' ``step`` column."""
+    if span.steps is None:
+        return None
+    if by == "api":
+        names, dur, step = _api_ops(trace, span, framework)
+        return _step_sums({"name": names}, dur, step)
+    keys = ("name", "shapes") if by == "name,shapes" else ("name",)
+    ev = trace.select([*keys, "kind", "op_self_ns", "merged", "step"])
+    # as op_table counts self time: cpu_op events, an op folded into its same-name parent not counted again
+    keep = pc.and_(pc.and_(kind_mask(ev, ("cpu_op",)), pc.invert(ev["merged"])), _in_steps(ev["step"], span))
+    ev = ev.filter(keep)
+    sums = _step_sums({k: ev[k] for k in keys}, ev["op_self_ns"], ev["step"])
+    if "shapes" in keys:
+        sums = sums.set_column(sums.schema.get_field_index("shapes"), "shapes", pc.fill_null(sums["shapes"], ""))
+    return sums
+
+
+def kernel_step_sums(trace: Trace, span: Span) -> pa.Table | None:
+    """:func:`kernel_totals` step by step: per name and compared step, the device work's time (``ns``); None for a
+    whole-trace span."""
+    if span.steps is None:
+        return None
+    ev = trace.select(["kind", "name", "dur_ns", "step"])
+    ev = ev.filter(pc.and_(kind_mask(ev, DEVICE_WORK), _in_steps(ev["step"], span)))
+    return _step_sums({"name": ev["name"]}, ev["dur_ns"], ev["step"])
+
+
+def _in_steps(step: Any, span: Span) -> Any:
+    return pc.fill_null(pc.is_in(step, pa.array(span.steps or (), pa.int64())), False)
+
+
+def _step_sums(keys: dict[str, Any], ns: Any, step: Any) -> pa.Table:
+    """``ns`` summed per distinct key and step (names grouped on their dictionary codes, made text per group)."""
+    table = pa.table({**{k: combined(v) if len(v) else pa.array([], pa.string()) for k, v in keys.items()},
+                      "step": combined(step).cast(pa.int64()) if len(step) else pa.array([], pa.int64()),
+                      "ns": combined(ns).cast(pa.int64()) if len(ns) else pa.array([], pa.int64())})
+    grouped = table.unify_dictionaries().group_by([*keys, "step"], use_threads=False).aggregate([("ns", "sum")])
+    return pa.table({**{k: combined(grouped[k]).cast(pa.string()) for k in keys}, "step": grouped["step"],
+                     "ns": grouped["ns_sum"]})
 
 
 def _totals(keys: dict[str, Any], ns: Any, calls: Any) -> pa.Table:
@@ -117,9 +173,10 @@ def _totals(keys: dict[str, Any], ns: Any, calls: Any) -> pa.Table:
 
 
 def combine(kind: str, base: pa.Table, new: pa.Table, span_base: Span, span_new: Span,
-            with_shapes: bool = False) -> pa.Table:
+            with_shapes: bool = False, step_sums: tuple[pa.Table | None, pa.Table | None] = (None, None)) -> pa.Table:
     """One row per key found in either trace (a hash join of the two totals): per-step times and calls, delta,
-    status; the columns of :func:`rows_table`, unsorted."""
+    status, and from each side's ``step_sums`` (:func:`op_step_sums`, :func:`kernel_step_sums`) the row's median
+    difference per step with its interval (null without them); the columns of :func:`rows_table`, unsorted."""
     keys = [c for c in base.column_names if c not in ("ns", "calls")]
 
     def side(totals: pa.Table, label: str) -> pa.Table:
@@ -150,7 +207,47 @@ def combine(kind: str, base: pa.Table, new: pa.Table, span_base: Span, span_new:
     columns.update({"base_ns": base_ns, "new_ns": new_ns, "delta_ns": pc.subtract(new_ns, base_ns),
                     "calls_base": _per_step_calls(joined["calls_base"], span_base),
                     "calls_new": _per_step_calls(joined["calls_new"], span_new), "status": status})
+    columns.update(_row_intervals(joined.select(join_keys), join_keys, step_sums, span_base, span_new))
     return rows_table(pa.table(columns), with_shapes, span_base.per_step)
+
+
+def row_steps(steps: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The steps a side's row intervals are computed over: all, or :data:`MAX_ROW_STEPS` evenly spaced among them."""
+    if steps is None or len(steps) <= MAX_ROW_STEPS:
+        return steps
+    last = len(steps) - 1
+    return tuple(steps[round(i * last / (MAX_ROW_STEPS - 1))] for i in range(MAX_ROW_STEPS))
+
+
+def _row_intervals(keys: pa.Table, join_keys: list[str], step_sums: tuple[pa.Table | None, pa.Table | None],
+                   span_base: Span, span_new: Span) -> dict[str, pa.Array]:
+    """Per row (``keys``: the joined rows' key columns), the CI_FIELDS columns: each side's time of the row in each
+    of its steps (0 in a step without it) gives the samples (:func:`opscope.analyses.noise.shift_columns`)."""
+    steps_base, steps_new = row_steps(span_base.steps), row_steps(span_new.steps)
+    n = keys.num_rows
+    if step_sums[0] is None or step_sums[1] is None or not steps_base or not steps_new:
+        empty = pa.nulls(n, pa.int64())
+        return {"median_delta_ns": empty, "ci_low": empty, "ci_high": empty,
+                "ci_low_pct": pa.nulls(n, pa.float64()), "ci_high_pct": pa.nulls(n, pa.float64())}
+    keyed = keys.append_column("_row", arange(n))
+    base = _samples(keyed, join_keys, step_sums[0], steps_base)
+    new = _samples(keyed, join_keys, step_sums[1], steps_new)
+    found = shift_columns(base, new, len(steps_base), len(steps_new))
+    return {"median_delta_ns": found["delta"], "ci_low": found["low"], "ci_high": found["high"],
+            "ci_low_pct": found["low_pct"], "ci_high_pct": found["high_pct"]}
+
+
+def _samples(keyed: pa.Table, join_keys: list[str], sums: pa.Table, steps: tuple[int, ...]) -> pa.Array:
+    """Row r's time in each of ``steps`` at ``r x len(steps) + i`` (0 where the row did not run in the step)."""
+    m = len(steps)
+    side = {"_name": pc.fill_null(sums["name"], ""), "_null_name": pc.is_null(sums["name"])}
+    side.update({k: sums[k] for k in join_keys if k not in ("_name", "_null_name")})
+    side.update({"_at": pc.index_in(sums["step"], value_set=pa.array(steps, pa.int64())), "ns": sums["ns"]})
+    table = pa.table(side)
+    table = table.filter(pc.is_valid(table["_at"]))
+    found = table.join(keyed, keys=join_keys, join_type="inner", use_threads=False)
+    positions = pc.add(pc.multiply(pc.cast(found["_row"], pa.int64()), m), pc.cast(found["_at"], pa.int64()))
+    return pc.fill_null(scatter(keyed.num_rows * m, combined(positions), combined(found["ns"])), 0)
 
 
 def _per_step_ns(totals: Any, span: Span) -> pa.Array:
@@ -195,7 +292,8 @@ def row_schema(with_shapes: bool, per_step: bool) -> pa.Schema:
     calls = pa.float64() if per_step else pa.int64()
     types = {"kind": pa.string(), "name": pa.string(), "shapes": pa.string(), "base_ns": pa.int64(),
              "new_ns": pa.int64(), "delta_ns": pa.int64(), "calls_base": calls, "calls_new": calls,
-             "status": pa.string()}
+             "status": pa.string(), "median_delta_ns": pa.int64(), "ci_low": pa.int64(), "ci_high": pa.int64(),
+             "ci_low_pct": pa.float64(), "ci_high_pct": pa.float64()}
     return pa.schema([(f, types[f]) for f in fields])
 
 
