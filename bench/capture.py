@@ -112,7 +112,8 @@ def main() -> int:
             walls_rec[name].append(r["wall_s"])
             print(f"[{rep + 1}/{args.repeat}] {name}: median step {median / 1e6:.2f} ms over steps "
                   f"{recorded[0]}-{recorded[-1]}"
-                  + (f", {inflation.ratio:.2f}x the unrecorded steps of the same run" if inflation else "")
+                  + (f", {inflation.ratio:.2f}x the unrecorded steps of the same run ({inflation.verdict})"
+                     if inflation else "")
                   + f", profiler between steps {saving[name][-1]:.1f} s, process {r['wall_s']:.1f} s", flush=True)
 
     numerics_cmd = [sys.executable, "-m", "opscope.cli", "numerics", "--output",

@@ -150,7 +150,8 @@ def steady(step_s: list[float]) -> dict[str, float] | None:
     if len(rest) < 4:
         return None
     deciles = statistics.quantiles(rest, n=10)
-    return {"median_ns": statistics.median(rest), "p10_ns": deciles[0], "p90_ns": deciles[-1], "steps": len(rest)}
+    return {"median_ns": statistics.median(rest), "p10_ns": deciles[0], "p90_ns": deciles[-1], "steps": len(rest),
+            "step_ns": [round(v) for v in rest]}
 
 
 def pyproject_requirements() -> dict[str, str]:
@@ -197,6 +198,14 @@ try:
 except Exception as exc:
     out["torch_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
+"""
+
+#: The recorded steps (run.json) against a re-run's steps, judged as opscope record judges its own unrecorded steps.
+OVERHEAD = r"""
+import json, sys
+from opscope.analyses.recording import compare_steps
+c = compare_steps(json.loads(sys.argv[1]), json.loads(sys.argv[2]))
+print(json.dumps(None if c is None else {"verdict": c.verdict, "line": c.line()}))
 """
 
 DATASHEET = r"""
@@ -701,6 +710,17 @@ class GpuCheck:
             result["synced_ns"] = doc["synced_step_s"] * 1e9
         return result
 
+    def overhead(self, rerun_ns: list[int]) -> dict[str, Any]:
+        """The recording's recorded steps (run.json) against the re-run's, in opscope record's words."""
+        run = self.data.get("run") or {}
+        times = run.get("step_times_ns") or []
+        recorded = [times[n - 1] for n in run.get("recorded_steps") or [] if isinstance(n, int) and 0 < n <= len(times)]
+        r = self.run("overhead", [self.python, "-c", OVERHEAD, json.dumps(recorded), json.dumps(rerun_ns)], 60)
+        found = r.json() if r.ok else None
+        if isinstance(found, dict):
+            return found
+        return {"verdict": None, "line": f"no judgement ({r.why() if not r.ok else 'no steps to compare'})"}
+
     def reruns(self) -> None:
         self.data["base"] = base = self.rerun("baseline")
         replayed = self.data.get("replayed")
@@ -708,9 +728,11 @@ class GpuCheck:
             self.add(FAIL, "rerun-baseline", f"the program without a change: {self.data.get('rerun_baseline_why')}")
         else:
             ratio = replayed / base["median_ns"] if replayed else None
+            overhead = self.overhead(base["step_ns"])
             self.add(PASS, "rerun-baseline", f"{base['steps']} steps: {_steady(base)}; the recorded steps replayed "
-                     f"{ms(replayed)}: {'-' if ratio is None else f'{ratio:.2f}'}x the re-run (the profiler's "
-                     "overhead; every prediction below is of recorded steps)", ratio=ratio, **base)
+                     f"{ms(replayed)}: {'-' if ratio is None else f'{ratio:.2f}'}x the re-run (every prediction below "
+                     f"is of recorded steps); against the re-run's steps, {overhead['line']}", ratio=ratio,
+                     overhead=overhead["verdict"], **base)
         self.predict("predict-sync", f"whatif sync:{REGION}=0", self.data.get("sync_predicted"), "no-item",
                      ["--no-item"], f"the .item() in {REGION} removed")
         if self.dry:

@@ -95,6 +95,7 @@ def expected_from_profile(profile: Path) -> dict:
     totals = sorted(d / 1000 for _, d in runs)
     execute = sorted((e["ts"], e["dur"]) for e in events if e["name"] == "SequentialExecutor::Execute")
     return {"runs": len(runs), "order": order, "times": times, "op_of": op_of, "totals": totals,
+            "per_node": {n: sorted(per_node[n]) for n in order},
             "total": common_average(totals), "node_total": sum(times[n] for n in order),
             "outside": common_average([(r - x) / 1000 for (_, r), (_, x) in zip(runs, execute)]),
             "input_shape": next(e["args"]["input_type_shape"][0] for e in events if e["cat"] == "Node")}
@@ -128,7 +129,18 @@ def test_report_equals_the_profile(tmp_path, cache):
         assert r["op"] == want["op_of"][r["name"]]
         assert r["count"] == 9
         assert r["pct"] == math.ceil(100 * want["times"][r["name"]] / want["node_total"])
+    for r in nodes:  # each node's per-run times: median (9 runs: the 5th), p10 (position 0.8), p90 (position 7.2)
+        v = want["per_node"][r["name"]]
+        assert r["median"] == pytest.approx(v[4], rel=1e-12)
+        assert r["p10"] == pytest.approx(v[0] + 0.8 * (v[1] - v[0]), rel=1e-12, abs=1e-12)
+        assert r["p90"] == pytest.approx(v[7] + 0.2 * (v[8] - v[7]), rel=1e-12, abs=1e-12)
     totals = {r["name"]: r for r in got["total"]}
+    t = want["totals"]
+    spread = totals["total_time"]
+    assert spread["count"] == 9 and spread["median"] == pytest.approx(t[4], rel=1e-12)
+    assert spread["p10"] == pytest.approx(t[0] + 0.8 * (t[1] - t[0]), rel=1e-12)
+    assert spread["p90"] == pytest.approx(t[7] + 0.2 * (t[8] - t[7]), rel=1e-12)
+    assert f"median {t[4]:.6g}ms, p10-p90 " in res.stderr  # the headline says the spread
     # total node time is the sum of the per-node times, exactly as listed
     assert totals["total_node_time"]["value"] == pytest.approx(sum(r["value"] for r in nodes), rel=1e-12)
     assert totals["total_node_time"]["value"] == pytest.approx(want["node_total"], rel=1e-12)
@@ -184,11 +196,16 @@ def test_terminal_report_is_migraphx_text(tmp_path, cache):
         line = next(ln for ln in lines if ln.startswith(f"{node} = {want['op_of'][node]}("))
         assert line.endswith("%") and f"{want['times'][node]:.6g}ms" in line
     for label in ("Summary:", "Batch size: 1", "Rate: ", "Total time: ", "Percentiles (90%, 95%, 99%): (",
-                  "Total node time: ", "Overhead time: ", "Overhead: "):
+                  "Spread: median ", "Total node time: ", "Overhead time: ", "Overhead: "):
         assert any(ln.startswith(label) for ln in lines), label
     rate = next(ln for ln in lines if ln.startswith("Rate: "))
     assert rate == f"Rate: {1000 / want['total']:.6g} inferences/sec"
     assert "include the profiler's own cost" in res.stdout
+    # 4 runs: median between the 2nd and 3rd, p10 at position 0.3, p90 at 2.7
+    t = want["totals"]
+    spread = next(ln for ln in lines if ln.startswith("Spread: "))
+    assert spread == (f"Spread: median {(t[1] + t[2]) / 2:.6g}ms, p10-p90 {t[0] + 0.3 * (t[1] - t[0]):.6g}ms-"
+                      f"{t[2] + 0.7 * (t[3] - t[2]):.6g}ms over 4 runs")
 
 
 def test_input_dim_sets_the_exact_shape(tmp_path, cache):

@@ -257,6 +257,8 @@ def test_a_cpu_recording_made_here_replays_its_top_three_ops(tmp_path):
         assert c["trace_device"] == "cpu" and c["device"] == "cpu"
         assert c["status"] == "ok" and c["check"] == "same", (c["op"], c["status"], c["missing"], c["extra"])
         assert c["replay_ns"] > 0
+        # the median with the 10th-90th percentile of every timed run, all of them kept
+        assert c["replay_p10_ns"] <= c["replay_ns"] <= c["replay_p90_ns"] and c["runs"] == len(c["times_ns"]) >= 5
         calls = expected[(c["op"], json.dumps(c["input_dims"]), json.dumps(c["input_strides"]),
                           json.dumps(c["input_types"]), json.dumps(c["concrete_inputs"]))]
         assert c["calls"] == len(calls) == 3  # once per recorded forward
@@ -321,6 +323,9 @@ def test_the_demo_depthwise_backward_runs_channels_last_with_equal_outputs(tmp_p
         assert c["status"] == "ok" and c["check"] == "same", c["status"]
         assert cl["status"] == "ok" and cl["speedup"] > 0 and cl["replay_ns"] > 0
         assert "model.to(memory_format=torch.channels_last)" in cl["change"]
+        # about 2x faster here: far enough apart for the interval to say so
+        assert cl["verdict"] == "faster" and cl["speedup_low"] > 1, cl
+        assert c["replay_p10_ns"] <= c["replay_ns"] <= c["replay_p90_ns"] and c["runs"] == len(c["times_ns"])
         worst, biggest = own_depthwise_backward(c)
         # reduction order differs between the layouts: the weight gradient sums N*H*W products, so an fp32
         # difference of ~1e-6 of the gradient's size is expected, not a changed result

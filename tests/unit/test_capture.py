@@ -12,8 +12,7 @@ from opscope.capture.threads import Setting, step_timing, thread_grid
 def test_step_timing_leaves_out_warmup_and_slow_steps():
     # median 12; 100 and 30 are > 1.5x it; the first step is also > 1.2x the others' median (11.5)
     t = step_timing([100, 10, 12, 11, 30])
-    assert (t.steps, t.used, t.mean_ns, t.median_ns) == (5, 3, 11, 11)
-    assert t.spread_pct == round(100 * 1.0 / 11, 1)  # stdev of 10, 12, 11 is 1
+    assert (t.steps, t.used, t.mean_ns, t.median_ns, t.kept) == (5, 3, 11, 11, (10, 12, 11))
     assert step_timing([5]) is None
 
 
@@ -29,14 +28,60 @@ def test_perf_environment_keeps_knobs_not_secrets():
     assert perf_environment(env) == {"CUDA_VISIBLE_DEVICES": "0", "NCCL_IB_DISABLE": "1", "OMP_NUM_THREADS": "2"}
 
 
-def test_pooled_runs_drop_each_runs_warmup_and_noise_is_flagged():
-    from opscope.capture.threads import _pooled, within_noise
+def test_pooled_runs_drop_each_runs_warmup():
+    from opscope.capture.threads import _pooled
 
     # each run's first step is a warm-up (> 1.2x the others' median); the rest pool to 10, 12, 11, 11
     t = _pooled([[50, 10, 12], [40, 11, 11]])
-    assert (t.steps, t.used, t.mean_ns) == (6, 4, 11)
-    assert within_noise({"mean_step_ns": 100, "spread_pct": 5.0}, {"mean_step_ns": 105, "spread_pct": 3.0})
-    assert not within_noise({"mean_step_ns": 100, "spread_pct": 2.0}, {"mean_step_ns": 130, "spread_pct": 3.0})
+    assert (t.steps, t.used, t.mean_ns, t.kept) == (6, 4, 11, (10, 12, 11, 11))
+
+
+BASE = (100, 110, 120, 130, 140)  # median 120; p10 at position 0.4: 104; p90 at 3.6: 136
+
+
+def timing(kept: tuple[int, ...]):
+    from opscope.capture.threads import StepTiming
+
+    return StepTiming(len(kept), len(kept), round(sum(kept) / len(kept)), sorted(kept)[len(kept) // 2], kept)
+
+
+def compared(*kept: tuple[int, ...]):
+    from opscope.capture.threads import compare_settings
+
+    settings = [Setting(None, None), *(Setting(i + 1, 1) for i in range(len(kept) - 1))]
+    return compare_settings(settings, [timing(k) for k in kept], [{"intra_op": 2, "inter_op": 2}] * len(kept))
+
+
+def test_each_setting_has_its_spread_and_its_verdict_against_the_default():
+    from opscope.capture.threads import best_setting
+
+    faster = tuple(v - 60 for v in BASE)  # 40..80: differences 10 (j - i) - 60, interval [-90, -30]
+    same = tuple(v + 5 for v in BASE)  # 105..145: differences 10 (j - i) + 5, interval [-25, 35]: holds 0
+    table = compared(BASE, faster, same, (40, 50, 60))
+    rows = table.to_pylist()
+    assert (rows[0]["median_step_ns"], rows[0]["p10_step_ns"], rows[0]["p90_step_ns"]) == (120, 104, 136)
+    assert rows[0]["speedup"] == 1.0 and rows[0]["verdict"] is None
+    # 120 / (120 - 60) = 2, interval 120 / 90 = 1.333 to 120 / 30 = 4
+    assert (rows[1]["speedup"], rows[1]["speedup_low"], rows[1]["speedup_high"], rows[1]["verdict"]) == \
+        (2.0, 1.333, 4.0, "faster")
+    assert (rows[1]["p10_step_ns"], rows[1]["p90_step_ns"]) == (44, 76)
+    assert rows[2]["verdict"] == "no difference" and rows[2]["speedup"] == 0.96  # 120 / 125
+    # 3 steps: no interval, the medians' ratio 120 / 50; not a candidate even though its median is the lowest
+    assert rows[3]["verdict"] == "too few runs to tell" and rows[3]["speedup"] == 2.4
+    assert best_setting(table)["setting"] == "intra=1 inter=1"
+
+
+def test_the_best_is_named_only_when_its_interval_beats_the_default():
+    from opscope.capture.reports import tune_threads_report
+
+    beaten = tune_threads_report(compared(BASE, tuple(v - 60 for v in BASE)), cores=2).sections[0].notes[0]
+    assert beaten.startswith("best: intra=1 inter=1 (2 intra-op, 2 inter-op threads): median step 60 ns against the "
+                             "default's 120 ns, 2.00x its speed (95% CI 1.33x-4.00x")
+    # 10% faster by the medians, but the interval holds no change: no setting is named
+    close = tune_threads_report(compared(BASE, tuple(v - 12 for v in BASE)), cores=2)
+    assert close.sections[0].notes[0].startswith("best: no difference within the noise")
+    few = tune_threads_report(compared(BASE, (40, 50, 60)), cores=2).sections[0].notes[0]
+    assert few.startswith("best: no difference within the noise") and "too few steps" in few
 
 
 def test_progress_lines_while_the_profiler_is_busy(monkeypatch):

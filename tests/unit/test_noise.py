@@ -155,3 +155,18 @@ def test_spread_of_one_sample():
     assert found.p90 == pytest.approx(9.1) == pytest.approx(deciles[-1])
     assert spread([42]) == noise.Spread(42, 42, 42, 1)
     assert spread([]) is None
+
+
+def test_verdicts_and_speedups_of_an_interval():
+    from opscope.analyses import noise
+
+    base = [100, 110, 120, 130, 140]
+    # new = base - 60: differences 10 (j - i) - 60; 5 against 5: the 3rd and 23rd of 25, -90 and -30
+    faster = shift(base, [v - 60 for v in base])
+    assert (faster.delta, faster.low, faster.high, faster.verdict) == (-60, -90, -30, "faster")
+    assert (faster.speedup, faster.speedup_low, faster.speedup_high) == (2.0, 120 / 90, 4.0)
+    assert shift(base, [v + 100 for v in base]).verdict == "slower"  # interval [70, 130]
+    assert shift(base, [v + 5 for v in base]).verdict == "no difference"  # interval [-25, 35]
+    assert noise.verdict(None) == "too few runs to tell" == noise.verdict(shift(base, [1, 2, 3]))
+    # a lower bound that leaves no positive time: the speed-up's upper end is unbounded
+    assert shift(base, [v - 125 for v in base]).speedup_high is None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -271,9 +273,13 @@ def test_variants_run_compare_and_restore_the_global_state():
     for n in names[:6]:
         r = results[n]
         assert r["status"] == "ok" and r["change"] == f"change {n}", r
-        assert r["replay_ns"] > 0 and r["runs"] > 0 and r["speedup"] > 0 and r["within_tolerance"] is True, r
+        assert r["replay_ns"] > 0 and r["speedup"] > 0 and r["within_tolerance"] is True, r
+        # every run's time is kept, at least 2 per round on each side (3 rounds: 6 >= the 5 an interval needs)
+        assert r["runs"] == len(r["times_ns"]) >= 6 and len(r["baseline_times_ns"]) >= 6
+        assert r["replay_ns"] == round(statistics.median(r["times_ns"])) and r["calls_per_run"] >= 1
         # the speed-up is against the baseline timed in the rounds alternating with the variant's
-        assert r["baseline_ns"] > 0 and abs(r["speedup"] - r["baseline_ns"] / r["replay_ns"]) < 1e-3 * r["speedup"]
+        assert r["baseline_ns"] == round(statistics.median(r["baseline_times_ns"]))
+        assert abs(r["speedup"] - r["baseline_ns"] / r["replay_ns"]) < 1e-3 * r["speedup"]
     bf16 = results["autocast_bf16"]
     assert bf16["status"] == "ok" and bf16["within_tolerance"] is False and bf16["max_abs_err"] > 1e-4
 
@@ -371,14 +377,19 @@ def test_main_runs_an_in_place_op_and_writes_every_field(tmp_path):
     code, r = run_main(tmp_path, ns)
     assert code == 0 and r["status"] == "ok" and r["error"] is None
     assert set(r) == {"status", "op", "overload", "device", "trace_device", "torch", "threads", "replay_ns",
-                      "iqr_ns", "runs", "trace_ns", "ratio", "profiled_ns", "profiled_ratio", "check", "check_of",
-                      "check_note", "recorded", "replayed", "missing", "extra", "variants", "notes", "error"}
+                      "runs", "calls_per_run", "times_ns", "trace_ns", "ratio", "profiled_ns", "profiled_ratio",
+                      "check", "check_of", "check_note", "recorded", "replayed", "missing", "extra", "variants",
+                      "notes", "error"}
     # add_ runs no op under it, as the (empty) recording says
     assert r["ratio"] is None and r["check"] == "same" and r["replayed"] == []
     assert r["notes"][0] == "in-place op: inputs change between timed runs"
-    # one variant: the baseline timed alone and in 3 rounds beside it, replay_ns the median of the 4
-    assert r["notes"][1].startswith("replay_ns: the median of the baseline's 4 timed rounds") and len(r["notes"]) == 2
+    # one variant: the baseline timed alone (5 runs at least) and in 3 rounds beside it (2 runs at least each);
+    # replay_ns the median of all its runs
     (v,) = r["variants"]
+    assert r["runs"] == len(r["times_ns"]) >= 11 and r["replay_ns"] == round(statistics.median(r["times_ns"]))
+    assert set(v["baseline_times_ns"]) <= set(r["times_ns"])
+    assert r["notes"][1].startswith(f"replay_ns: the median of the baseline's {r['runs']} timed runs")
+    assert len(r["notes"]) == 2
     # the variant's fresh inputs equal the baseline's: its first output is the baseline's first output
     assert v["name"] == "contiguous" and v["max_abs_err"] == 0.0 and v["within_tolerance"] is True
     assert list(tmp_path.iterdir()) == [tmp_path / "out.json"]  # no temporary file left
@@ -398,6 +409,8 @@ def test_main_prints_a_summary_without_json(capsys):
     out = capsys.readouterr().out
     assert out.startswith("op: aten::relu.default") and "\ndevice: cpu\n" in out and "ratio" in out
     assert "tf32" in out and "needs cuda" in out
+    # the replay's median with the 10th to 90th percentile of its runs
+    assert re.search(r"replay: .+ median \(p10-p90 .+-.+, \d+ runs\)", out), out
 
 
 def test_an_unwritable_json_path_is_one_line_and_exit_2(tmp_path, capsys):
@@ -419,3 +432,21 @@ def test_json_has_no_bare_non_finite_numbers():
                                           (2_500_000_000, "2.5 s"), (None, "-")])
 def test_format_ns(ns, text):
     assert harness.format_ns(ns) == text
+
+
+def test_the_scripts_percentiles_are_opscopes():
+    # the script needs only torch, so it carries its own p10/p90 for its printed summary: the same interpolation
+    from opscope.analyses import noise
+
+    values = [7, 1, 3, 9, 4, 12, 5]
+    for q in (0.1, 0.5, 0.9):
+        assert harness.quantile(values, q) == noise.quantile(sorted(values), q)
+    # by hand: sorted 1 3 4 5 7 9 12; p10 at position 0.6: 1 + 0.6 x 2 = 2.2; p90 at 5.4: 9 + 0.4 x 3 = 10.2
+    assert harness.quantile(values, 0.1) == pytest.approx(2.2) and harness.quantile(values, 0.9) == pytest.approx(10.2)
+    assert harness.p10_p90([1000, 2000]) == "1.1 us-1.9 us" and harness.p10_p90(None) == "-"
+
+
+def test_timing_keeps_every_run_and_makes_the_minimum_past_the_budget():
+    t = harness.time_fn(lambda: None, 1e-6, 1, min_runs=7)
+    assert t["runs"] == len(t["times_ns"]) >= 7 and all(isinstance(v, int) for v in t["times_ns"])
+    assert t["replay_ns"] == round(statistics.median(t["times_ns"])) and t["calls_per_run"] >= 1

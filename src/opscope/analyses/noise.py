@@ -24,6 +24,12 @@ extreme pairs (``k = 3`` of 25). Fewer than 5 on either side gives no interval.
 **The spread of one sample** (:func:`spread`): its median, 10th and 90th percentiles (linear interpolation between
 order statistics, as ``statistics.quantiles(method="inclusive")``) and its size.
 
+**The verdict** (:attr:`Shift.verdict`): ``faster`` when the whole interval lies below 0, ``slower`` when it lies
+above, ``no difference`` when it holds 0; without an interval, ``too few runs to tell``. repro's variants,
+tune-threads and record's overhead check say it in these words (diff's tables mark an interval that holds 0
+"within noise"). A speed-up is the base's median over the base's median plus the difference; its interval puts the
+interval's bounds in the difference's place.
+
 Times are integer nanoseconds; estimates and bounds are rounded to integers (half to even), relative figures are
 in % of the base sample's median (to 2 decimals in the columns of :func:`shift_columns`).
 """
@@ -85,6 +91,43 @@ class Shift:
     def within_noise(self) -> bool:
         """The interval holds 0: the samples do not tell the runs apart."""
         return self.low <= 0 <= self.high
+
+    @property
+    def verdict(self) -> str:
+        """:data:`FASTER` when the whole interval is below 0 (``new`` takes less time), :data:`SLOWER` when it is
+        above, else :data:`NO_DIFFERENCE`."""
+        return FASTER if self.high < 0 else SLOWER if self.low > 0 else NO_DIFFERENCE
+
+    @property
+    def speedup(self) -> float | None:
+        """How many times faster ``new`` runs: the base's median over the base's median plus the median difference
+        (None when that is not positive)."""
+        return _times(self.base_median, self.delta)
+
+    @property
+    def speedup_low(self) -> float | None:
+        """The speed-up at the interval's upper bound (the slowest ``new`` the interval allows)."""
+        return _times(self.base_median, self.high)
+
+    @property
+    def speedup_high(self) -> float | None:
+        """The speed-up at the interval's lower bound (None when that bound leaves no positive time: unbounded)."""
+        return _times(self.base_median, self.low)
+
+
+#: The three verdicts of an interval (:attr:`Shift.verdict`), in the words every command shows.
+FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
+#: What a command shows instead of a verdict where a side has too few samples for an interval.
+TOO_FEW = "too few runs to tell"
+
+
+def _times(base: float, delta: float) -> float | None:
+    return base / (base + delta) if base > 0 and base + delta > 0 else None
+
+
+def verdict(s: Shift | None) -> str:
+    """:attr:`Shift.verdict`, or :data:`TOO_FEW` where there is no interval."""
+    return TOO_FEW if s is None else s.verdict
 
 
 @dataclass(frozen=True)

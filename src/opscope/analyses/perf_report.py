@@ -17,6 +17,10 @@ The figures follow MIGraphX 2.x's ``program::perf_report`` (src/program.cpp):
   ``SequentialExecutor::Execute`` (input/output checks, fetch allocation), common average over the runs.
 Overhead percentages are ``round(100 * overhead / total)``.
 
+Beside MIGraphX's figures, each node's per-run times and the runs' totals have their spread from
+:mod:`opscope.analyses.noise`: median, 10th and 90th percentiles (interpolated between order statistics, unlike
+MIGraphX's ``percentile``) and the number of runs.
+
 All times come from ONNX Runtime's profiler, so they include the profiler's own cost per node.
 """
 
@@ -30,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses import noise
 from opscope.analyses.event_args import args_by_id
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -58,12 +63,6 @@ def percentile(sorted_values: Sequence[float], p: float) -> float:
     return sorted_values[int(p * (len(sorted_values) - 1))]
 
 
-def median(sorted_values: Sequence[float]) -> float:
-    n = len(sorted_values)
-    mid = n // 2
-    return (sorted_values[mid - 1] + sorted_values[mid]) / 2 if n % 2 == 0 else sorted_values[mid]
-
-
 @dataclass
 class PerfNumbers:
     """Everything the report shows. Times in milliseconds, per run."""
@@ -84,6 +83,8 @@ class PerfNumbers:
     overhead_ms: float | None  # outside the executor (MIGraphX: dry run)
     overhead_calc_ms: float  # total - Σ nodes
     notes: list[str] = field(default_factory=list)
+    #: the runs' totals: median, p10, p90 (ms) and runs (:func:`opscope.analyses.noise.spread`)
+    spread: noise.Spread | None = None
 
     @property
     def rate(self) -> float:
@@ -153,7 +154,8 @@ def perf_numbers(trace: Trace, batch: int = 1) -> PerfNumbers:
     times = {n: common_average([per_run[n].get(s, 0.0) for s in run_ids]) for n in order}
     node_total = sum(times[n] for n in order)
     nodes = [{"index": i, "node": n, **info[n], "runs": len(per_run[n]), "time_ms": times[n],
-              "pct": _share(times[n], node_total)} for i, n in enumerate(order)]
+              "pct": _share(times[n], node_total), "spread": noise.spread([per_run[n].get(s, 0.0) for s in run_ids])}
+             for i, n in enumerate(order)]
 
     groups: dict[str, list[float]] = {}
     for n in order:
@@ -164,12 +166,14 @@ def perf_numbers(trace: Trace, batch: int = 1) -> PerfNumbers:
 
     totals = sorted(run_ms.values())
     total = common_average(totals)
+    spread = noise.spread(totals)
     return PerfNumbers(
         nodes=nodes, op_types=op_types, batch=batch, runs=len(totals), total_ms=total, min_ms=totals[0],
-        max_ms=totals[-1], mean_ms=sum(totals) / len(totals), median_ms=median(totals),
+        max_ms=totals[-1], mean_ms=sum(totals) / len(totals),
+        median_ms=spread.median if spread else totals[0],
         percentiles_ms=(percentile(totals, 0.90), percentile(totals, 0.95), percentile(totals, 0.99)),
         node_total_ms=node_total, overhead_ms=_outside_executor(events, run_ms), overhead_calc_ms=total - node_total,
-        notes=notes)
+        notes=notes, spread=spread)
 
 
 def _share(value: float, whole: float) -> int:
@@ -225,6 +229,8 @@ def migraphx_text(p: PerfNumbers) -> str:
               f"Total time: {_ms(p.total_ms)} (Min: {_ms(p.min_ms)}, Max: {_ms(p.max_ms)}, Mean: {_ms(p.mean_ms)}, "
               f"Median: {_ms(p.median_ms)})",
               f"Percentiles (90%, 95%, 99%): ({_ms(p90)}, {_ms(p95)}, {_ms(p99)})",
+              *([f"Spread: median {_ms(p.spread.median)}, p10-p90 {_ms(p.spread.p10)}-{_ms(p.spread.p90)} over "
+                 f"{p.spread.n} runs"] if p.spread else []),
               f"Total node time: {_ms(p.node_total_ms)}",
               f"Overhead time: {o1}, {_ms(p.overhead_calc_ms)}",
               f"Overhead: {pct1}, {p.overhead_pct(p.overhead_calc_ms)}%"]
@@ -234,19 +240,23 @@ def migraphx_text(p: PerfNumbers) -> str:
 PERF_COLUMNS = pa.schema([
     ("section", pa.string()), ("index", pa.int64()), ("name", pa.string()), ("op", pa.string()),
     ("provider", pa.string()), ("count", pa.int64()), ("value", pa.float64()), ("unit", pa.string()),
-    ("pct", pa.int64()),
+    ("pct", pa.int64()), ("median", pa.float64()), ("p10", pa.float64()), ("p90", pa.float64()),
 ])
 PERF_LEGEND = ("one row per node (section node: its time per run in ms, runs, share of total node time, "
                "ceil'd), per op type (section op_type: total ms over count nodes, share) and per figure "
                "(section total: batch, rate, total time and its min/max/mean/median/p90/p95/p99, total node time, "
-               "overhead_executor and overhead_calc with their share of the total time, rounded)")
+               "overhead_executor and overhead_calc with their share of the total time, rounded); median, p10, "
+               "p90: the spread over the runs of a node's time per run and (row total_time) of the runs' totals, in "
+               "ms, with count runs (p10 and p90 interpolated; the p90 row is MIGraphX's, the sorted time at "
+               "floor(0.9 x (runs - 1)))")
 
 
 def perf_table(p: PerfNumbers) -> pa.Table:
     """The report as one table (the JSON/CSV document)."""
     rows: list[dict[str, Any]] = [
         {"section": "node", "index": n["index"], "name": n["node"], "op": n["op"], "provider": n["provider"],
-         "count": n["runs"], "value": n["time_ms"], "unit": "ms", "pct": n["pct"]} for n in p.nodes]
+         "count": n["runs"], "value": n["time_ms"], "unit": "ms", "pct": n["pct"], **_spread(n.get("spread"))}
+        for n in p.nodes]
     rows += [{"section": "op_type", "name": o["op"], "op": o["op"], "count": o["count"], "value": o["total_ms"],
               "unit": "ms", "pct": o["pct"]} for o in p.op_types]
     p90, p95, p99 = p.percentiles_ms
@@ -260,8 +270,12 @@ def perf_table(p: PerfNumbers) -> pa.Table:
     ]
     for name, value, unit, pct in figures:
         rows.append({"section": "total", "name": name, "count": p.runs if name == "total_time" else None,
-                     "value": value, "unit": unit, "pct": pct})
+                     "value": value, "unit": unit, "pct": pct, **(_spread(p.spread) if name == "total_time" else {})})
     return pa.Table.from_pylist(rows, schema=PERF_COLUMNS)
+
+
+def _spread(s: noise.Spread | None) -> dict[str, float]:
+    return {"median": s.median, "p10": s.p10, "p90": s.p90} if s is not None else {}
 
 
 def perf_report(trace: Trace, batch: int = 1, title: str | None = None, extra_notes: Sequence[str] = ()) -> Report:
@@ -269,8 +283,10 @@ def perf_report(trace: Trace, batch: int = 1, title: str | None = None, extra_no
     p = perf_numbers(trace, batch)
     spread = p.spread_note
     notes = [*([spread] if spread else []), *extra_notes, *p.notes, PROFILER_NOTE, AVERAGE_NOTE, OVERHEAD_NOTE]
-    headline = (f"{p.rate:.6g} inferences/sec at batch {p.batch}; {_ms(p.total_ms)} per run ({p.runs} runs: median "
-                f"{_ms(p.median_ms)}, p90 {_ms(p.percentiles_ms[0])}; mean {_ms(p.mean_ms)}), "
+    runs = (f"median {_ms(p.spread.median)}, p10-p90 {_ms(p.spread.p10)}-{_ms(p.spread.p90)}" if p.spread
+            else f"median {_ms(p.median_ms)}")
+    headline = (f"{p.rate:.6g} inferences/sec at batch {p.batch}; {_ms(p.total_ms)} per run ({p.runs} runs: {runs}; "
+                f"mean {_ms(p.mean_ms)}), "
                 f"{_ms(p.node_total_ms)} of it in nodes" + ("; WIDE SPREAD, see the note" if spread else ""))
     return Report(
         sections=[

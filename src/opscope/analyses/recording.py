@@ -2,9 +2,13 @@
 
 ``opscope record`` times every step of the program, profiled or not (``step_times_ns``: step N's duration at
 index N - 1, without the profiler's own work at the step boundaries), and lists the steps the profiler ran in
-(``profiled_steps``: warm-up and recorded) and those it saved (``recorded_steps``). The *inflation* is the
-median duration of the recorded steps over the median of the steps the profiler did not run in (the
-unrecorded baseline). When it exceeds the noise, every time the trace shows is inflated by about that much.
+(``profiled_steps``: warm-up and recorded) and those it saved (``recorded_steps``). The recorded steps are compared
+with the steps the profiler did not run in, from the second step on (the unrecorded baseline,
+:func:`runner_step_times`): the ratio of their medians, and the judgement of :mod:`opscope.analyses.noise` on the
+median difference's 95% interval, in its words. Only ``slower`` (the whole interval above no change) means the
+profiler inflated every time the trace shows; ``faster`` is not the profiler's doing (the unrecorded steps were
+slower for another reason: other work in the program's later steps, a busier machine); ``no difference`` is within
+the noise; with too few steps there is no judgement.
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: Recorded steps this much slower than unrecorded ones (a ratio above 1 + this) are always within the noise.
-MIN_INFLATION = 0.15
+from opscope.analyses import noise
+
+#: Recorded steps an interval needs: ``opscope record`` records 3 by default. With 3 recorded steps and at least 5
+#: unrecorded ones (or 4 and 4) an exact 95% interval exists: the whole range of the pairwise differences, so that
+#: the judgement is "slower" only when every recorded step ran longer than every unrecorded one.
+MIN_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -29,23 +37,46 @@ class Inflation:
     unrecorded_ns: int  # median unrecorded step
     recorded: int  # how many steps each median is of
     unrecorded: int
-    noise: float  # the threshold used: ratio - 1 above it is inflation (MIN_INFLATION or the baseline's spread)
+    #: the median difference recorded - unrecorded with its 95% interval; None with too few steps for one
+    shift: noise.Shift | None = None
+
+    @property
+    def verdict(self) -> str:
+        """faster, slower, no difference (:mod:`opscope.analyses.noise`) or too few runs to tell."""
+        return noise.verdict(self.shift)
 
     @property
     def inflated(self) -> bool:
-        return self.ratio - 1 > self.noise
+        """The recorded steps ran slower than the unrecorded ones beyond the noise: the profiler's overhead."""
+        return self.verdict == noise.SLOWER
 
     def line(self) -> str:
-        """One sentence for the output of record, summary and advise."""
+        """One sentence for the output of record, summary and advise (the same judgement and words everywhere)."""
         from opscope.units import format_ns
 
         medians = (f"median {format_ns(self.recorded_ns)} over {_steps(self.recorded, 'recorded')} vs "
                    f"{format_ns(self.unrecorded_ns)} over {_steps(self.unrecorded, 'unrecorded')}")
-        if self.inflated:
-            return (f"recorded steps ran {self.ratio:.1f}x slower than unrecorded ones ({medians}): this "
-                    "recording's times are inflated by the profiler (record without --stack, or with --no-shapes "
-                    "--no-memory, to lower its overhead)")
-        return f"recorded steps ran {self.ratio:.2f}x the time of unrecorded ones ({medians}): within the noise"
+        if self.shift is not None:
+            medians += (f"; 95% CI of the difference {_signed(self.shift.low)}..{_signed(self.shift.high)}")
+        head = f"recorded steps ran {self.ratio:.2f}x the time of unrecorded ones ({medians}): "
+        verdict = self.verdict
+        if verdict == noise.SLOWER:
+            return (head + "slower, so this recording's times are inflated by the profiler (record without --stack, "
+                    "or with --no-shapes --no-memory, to lower its overhead)")
+        if verdict == noise.FASTER:
+            return (head + "faster, which the profiler does not cause: the unrecorded steps were slower for another "
+                    "reason (other work in the program's later steps, a busier machine); the recorded times are "
+                    "not inflated by the profiler")
+        if verdict == noise.NO_DIFFERENCE:
+            return head + "no difference within the noise"
+        return (head + f"too few steps to tell (an interval needs {MIN_STEPS} recorded and 5 unrecorded steps: run "
+                "more steps after the recorded window)")
+
+
+def _signed(ns: int) -> str:
+    from opscope.units import format_ns
+
+    return ("-" if ns < 0 else "+") + format_ns(abs(ns))
 
 
 def _steps(n: int, which: str) -> str:
@@ -85,22 +116,25 @@ def runner_step_times(run: dict[str, Any] | None) -> list[int]:
 
 
 def step_inflation(run: dict[str, Any] | None) -> Inflation | None:
-    """Recorded vs unrecorded step times, or None when the run lacks either (too few steps, a traced window
-    without steps, step times only)."""
+    """Recorded vs unrecorded step times (:func:`compare_steps`), or None when the run lacks either (too few steps, a
+    traced window without steps, step times only)."""
     if not isinstance(run, dict):
         return None
     times = run.get("step_times_ns") or []
     recorded = [times[n - 1] for n in run.get("recorded_steps") or [] if isinstance(n, int) and 1 <= n <= len(times)]
-    baseline = [times[n - 1] for n in unprofiled_steps(run)]
-    if not recorded or not baseline:
+    return compare_steps(recorded, runner_step_times(run))
+
+
+def compare_steps(recorded: list[int], unrecorded: list[int]) -> Inflation | None:
+    """The recorded steps' durations against the unrecorded ones' (ns): the ratio of their medians and the noise
+    helper's interval of the median difference; None when either side is empty or the unrecorded median is 0."""
+    if not recorded or not unrecorded:
         return None
-    rec, base = statistics.median(recorded), statistics.median(baseline)
+    rec, base = statistics.median(recorded), statistics.median(unrecorded)
     if base <= 0:
         return None
-    # Noise: how far apart the unrecorded steps themselves are (relative to their median), at least MIN_INFLATION.
-    spread = (max(baseline) - min(baseline)) / base if len(baseline) > 1 else 0.0
     return Inflation(ratio=rec / base, recorded_ns=round(rec), unrecorded_ns=round(base), recorded=len(recorded),
-                     unrecorded=len(baseline), noise=max(MIN_INFLATION, spread))
+                     unrecorded=len(unrecorded), shift=noise.shift(unrecorded, recorded, min_samples=MIN_STEPS))
 
 
 def find_run_info(trace_path: Path) -> dict[str, Any] | None:

@@ -26,16 +26,31 @@ def model_report(stats: pa.Table, target: str, shape: tuple[int, ...], sort: str
 
 
 def tune_threads_report(table: pa.Table, cores: int) -> Report:
-    """The thread settings tried, and the best one."""
-    from opscope.capture.threads import best_setting, within_noise
+    """The thread settings tried, and the best one: named only when its interval says it beats the default."""
+    from opscope.capture.threads import best_setting
 
     best = best_setting(table)
-    note = (f"best: {best['setting']} ({best['intra_op_threads']} intra-op, {best['inter_op_threads']} inter-op "
-            f"threads): mean step {format_ns(best['mean_step_ns'])}, {best['speedup']:.2f}x the default's speed "
-            f"({cores} usable cores)")
-    if within_noise(best, table.to_pylist()[0]):
-        note += "; the gain is within the step-to-step noise (spread_pct): try --repeat 5 or more steps"
-    return single(table, "Thread settings", notes=[note])
+    default = table.slice(0, 1).to_pylist()[0]
+    if best is not None:
+        note = (f"best: {best['setting']} ({best['intra_op_threads']} intra-op, {best['inter_op_threads']} inter-op "
+                f"threads): median step {format_ns(best['median_step_ns'])} against the default's "
+                f"{format_ns(default['median_step_ns'])}, {best['speedup']:.2f}x its speed (95% CI "
+                f"{_times(best['speedup_low'])}-{_times(best['speedup_high'])}; {cores} usable cores)")
+    else:
+        too_few = any(r["verdict"] == "too few runs to tell" for r in table.to_pylist()[1:])
+        note = (f"best: no difference within the noise: no setting's interval beats the default's (median step "
+                f"{format_ns(default['median_step_ns'])}; {cores} usable cores)"
+                + ("; some had too few steps for an interval (5 needed): more steps or --repeat" if too_few else ""))
+    legend = ("median_step_ns, p10_step_ns, p90_step_ns: of the steps used (each run's warm-up and slow outlier steps "
+              "left out; steps_used of steps); speedup: the default's median step over (its median + the "
+              "Hodges-Lehmann median difference of this setting's steps from the default's), speedup_low and "
+              "speedup_high its 95% interval (Mann-Whitney); verdict: faster or slower when the whole interval is "
+              "on one side of no change, no difference when it holds it, too few runs to tell under 5 steps a side")
+    return single(table, "Thread settings", notes=[note], legend=legend)
+
+
+def _times(x: float | None) -> str:
+    return "inf" if x is None else f"{x:.2f}x"
 
 
 def recording_lines(info: dict[str, Any], directory: Path, options: Any, exit_code: int) -> list[str]:

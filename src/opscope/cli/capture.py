@@ -176,8 +176,11 @@ def tune_threads_cmd(
     Usage: opscope tune-threads -- python train.py ARGS
 
     The grid is bounded by the usable cores: intra-op 1, 2, 4... up to the core count, each with 1 or 2
-    inter-op threads, plus torch's default. Each run's mean step time leaves out the warm-up and slow
-    outlier steps. The program must step (optimizer.step() or opscope.step()) at least 3 times.
+    inter-op threads, plus torch's default. Each setting's steps (each run's warm-up and slow outlier
+    steps left out) give its median, p10-p90 and steps used, and its speed-up over the default with a
+    95% interval (Hodges-Lehmann, Mann-Whitney) and a verdict (faster, slower, no difference, too few
+    runs to tell); the best setting is named only when its interval beats the default's. The program
+    must step (optimizer.step() or opscope.step()) at least 3 times; 5 steps a side give an interval.
     """
     from opscope.capture.launch import parse_command
     from opscope.capture.reports import tune_threads_report

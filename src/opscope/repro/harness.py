@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -221,14 +222,41 @@ def warm_up(fn: Callable[[], Any], device: str, calls: int = WARMUP_CALLS) -> No
         synchronize(device)
 
 
-def time_fn(fn: Callable[[], Any], budget: float, threads: int) -> dict:
-    """Median and interquartile range of one call, in ns, over about ``budget`` seconds of runs. ``runs``: calls
-    timed. torch's Timer synchronises CUDA around each block; it runs 1 thread unless told, so it is told."""
+#: Timed runs each side needs at least (the baseline alone, a variant, the baseline beside it), even past the
+#: budget: opscope's interval of a speed-up needs 5 runs a side.
+MIN_RUNS = 5
+
+
+def time_fn(fn: Callable[[], Any], budget: float, threads: int, min_runs: int = MIN_RUNS) -> dict:
+    """One call's time over about ``budget`` seconds of runs (at least ``min_runs``, even past the budget): a run
+    is a block of ``calls_per_run`` calls, and its time is the block's over its calls, in ns. ``times_ns``: every
+    run's; ``replay_ns``: their median; ``runs``: how many. torch's Timer synchronises CUDA around each block; it
+    runs 1 thread unless told, so it is told."""
     from torch.utils.benchmark import Timer
 
-    m = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).blocked_autorange(min_run_time=budget)
-    return {"replay_ns": round(m.median * 1e9), "iqr_ns": round(m.iqr * 1e9),
-            "runs": len(m.raw_times) * m.number_per_run}
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+    m = timer.blocked_autorange(min_run_time=budget)
+    times = list(m.times)
+    while len(times) < min_runs:
+        times.extend(timer.timeit(m.number_per_run).times)
+    times_ns = [round(t * 1e9) for t in times]
+    return {"replay_ns": median_of(times_ns), "runs": len(times_ns), "calls_per_run": m.number_per_run,
+            "times_ns": times_ns}
+
+
+def median_of(values: list) -> int | None:
+    """The median of ``values``, rounded to an integer (None for none)."""
+    return round(statistics.median(values)) if values else None
+
+
+def quantile(values: list, q: float) -> float:
+    """The ``q`` quantile of ``values``, interpolated linearly between the two order statistics around position
+    ``q x (n - 1)`` (what opscope's tables show as p10 and p90)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def significant(x: float) -> float:
@@ -530,18 +558,20 @@ ROUNDS = 3
 
 def run_variant(name: str, case: Case, op: Any, device: str, budget: float, baseline: dict) -> dict:
     """One variant: its own fresh inputs (the same values as the baseline's), warmed up, then timed in rounds
-    alternating with the baseline (``speedup`` = the baseline's median over the variant's, both from those
-    rounds), and its outputs compared with the baseline's. Failures become its status; global state is restored
-    whatever happens."""
+    alternating with the baseline, and its outputs compared with the baseline's. ``times_ns``: every run of the
+    variant; ``baseline_times_ns``: every run of the baseline in those rounds (opscope computes the speed-up's
+    interval from the two); ``speedup`` = the baseline's median over the variant's. Failures become its status;
+    global state is restored whatever happens."""
     result: dict = {"name": name, "change": case.variants.get(name), "status": "ok", "replay_ns": None,
-                    "iqr_ns": None, "runs": None, "speedup": None, "baseline_ns": None, "max_abs_err": None,
-                    "max_rel_err": None, "within_tolerance": None}
+                    "runs": None, "calls_per_run": None, "times_ns": None, "speedup": None, "baseline_ns": None,
+                    "baseline_times_ns": None, "max_abs_err": None, "max_rel_err": None, "within_tolerance": None}
     variant = known_variant(name)
     problem = variant_problem(variant, device)
     if problem is not None or variant is None:
         result["status"] = problem
         return result
     threads = variant.threads or torch.get_num_threads()
+    per_round = -(-MIN_RUNS // ROUNDS)  # runs per round, so that the rounds make at least MIN_RUNS a side
     try:
         args, kwargs = build_inputs(case, device)
         if variant.inputs is not None:
@@ -556,21 +586,22 @@ def run_variant(name: str, case: Case, op: Any, device: str, budget: float, base
                 if variant.compiled:
                     result["compile_s"] = round(time.perf_counter() - started, 3)
                 warm_up(fn, device)
-            base_times, variant_times = [], []
+            base_times, variant_times, calls = [], [], []
             for _ in range(ROUNDS):
-                base_times.append(time_fn(baseline["fn"], budget / ROUNDS, torch.get_num_threads()))
-                baseline.setdefault("rounds", []).append(base_times[-1]["replay_ns"])
+                timed = time_fn(baseline["fn"], budget / ROUNDS, torch.get_num_threads(), per_round)
+                base_times.extend(timed["times_ns"])
+                baseline.setdefault("times_ns", []).extend(timed["times_ns"])
                 with variant_state(variant, device):
-                    variant_times.append(time_fn(fn, budget / ROUNDS, threads))
+                    timed = time_fn(fn, budget / ROUNDS, threads, per_round)
+                variant_times.extend(timed["times_ns"])
+                calls.append(timed["calls_per_run"])
     except Exception as e:
         result["status"] = one_line(e)
         return result
-    mid = sorted(variant_times, key=lambda t: t["replay_ns"])[len(variant_times) // 2]
-    result.update(mid, runs=sum(t["runs"] for t in variant_times))
-    base = sorted(t["replay_ns"] for t in base_times)[len(base_times) // 2]
-    result["baseline_ns"] = base
+    result.update(replay_ns=median_of(variant_times), runs=len(variant_times), calls_per_run=min(calls),
+                  times_ns=variant_times, baseline_ns=median_of(base_times), baseline_times_ns=base_times)
     if result["replay_ns"]:
-        result["speedup"] = significant(base / result["replay_ns"])
+        result["speedup"] = significant(result["baseline_ns"] / result["replay_ns"])
     result.update(compare_outputs(outputs, baseline["outputs"]))
     return result
 
@@ -604,8 +635,9 @@ def new_result(case: Case, device: str) -> dict:
     """The result object before anything ran."""
     return {"status": "ok", "op": case.op, "overload": case.overload, "device": device,
             "trace_device": case.device, "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "replay_ns": None, "iqr_ns": None, "runs": None, "trace_ns": case.trace_ns, "ratio": None,
-            "profiled_ns": None, "profiled_ratio": None, "check": None, "check_of": None, "check_note": None,
+            "replay_ns": None, "runs": None, "calls_per_run": None, "times_ns": None, "trace_ns": case.trace_ns,
+            "ratio": None, "profiled_ns": None, "profiled_ratio": None, "check": None, "check_of": None,
+            "check_note": None,
             "recorded": [], "replayed": [], "missing": [], "extra": [], "variants": [], "notes": [], "error": None}
 
 
@@ -637,16 +669,17 @@ def run_case(case: Case, device: str, budget: float, variants: str, check: bool,
     else:
         result["check_note"] = "not checked (--no-check)"
 
-    baseline = {"replay_ns": result["replay_ns"], "outputs": outputs, "fn": fn, "rounds": [result["replay_ns"]]}
+    alone = len(result["times_ns"])
+    baseline = {"outputs": outputs, "fn": fn, "times_ns": result["times_ns"]}
     for name in select_variants(variants, case.variants):
         result["variants"].append(run_variant(name, case, op, device, budget, baseline))
-    rounds = baseline["rounds"]
-    if len(rounds) > 1:
-        # the baseline was timed again beside each variant: the median of all its rounds is steadier than the
-        # first alone on a shared machine (a busy neighbour can slow a multi-threaded op several times for a while)
-        result["replay_ns"] = sorted(rounds)[len(rounds) // 2]
-        result["notes"].append(f"replay_ns: the median of the baseline's {len(rounds)} timed rounds (alone, then "
-                               f"beside each variant), {format_ns(min(rounds))} to {format_ns(max(rounds))}")
+    if len(baseline["times_ns"]) > alone:
+        # the baseline was timed again beside each variant: the median of all its runs is steadier than the first
+        # ones alone on a shared machine (a busy neighbour can slow a multi-threaded op several times for a while)
+        times = baseline["times_ns"]
+        result.update(replay_ns=median_of(times), runs=len(times), times_ns=times)
+        result["notes"].append(f"replay_ns: the median of the baseline's {len(times)} timed runs (alone, then "
+                               f"beside each variant), {format_ns(min(times))} to {format_ns(max(times))}")
         if case.trace_ns:
             result["ratio"] = significant(result["replay_ns"] / case.trace_ns)
 
@@ -686,6 +719,18 @@ def format_ns(ns: Any) -> str:
     return f"{ns:.0f} ns"
 
 
+def p10_p90(times: Any) -> str:
+    """``1.2 ms-1.5 ms``: the 10th to 90th percentile of a list of times in ns."""
+    if not times:
+        return "-"
+    return f"{format_ns(quantile(times, 0.1))}-{format_ns(quantile(times, 0.9))}"
+
+
+def spread_text(times: Any) -> str:
+    """``p10-p90 1.2 ms-1.5 ms, 12 runs``."""
+    return f"p10-p90 {p10_p90(times)}, {len(times or ())} runs"
+
+
 def format_err(value: Any) -> str:
     return "-" if value is None else f"{value:.3g}"
 
@@ -701,8 +746,8 @@ def summary(result: dict) -> str:
         lines.append(f"status: {result['status']}")
         return "\n".join(lines) + "\n"
     ratio = f"   ratio {result['ratio']:.2f}" if result["ratio"] is not None else ""
-    lines.append(f"replay: {format_ns(result['replay_ns'])} median (IQR {format_ns(result['iqr_ns'])}, "
-                 f"{result['runs']} runs)   trace: {format_ns(result['trace_ns'])}{ratio}")
+    lines.append(f"replay: {format_ns(result['replay_ns'])} median ({spread_text(result['times_ns'])})   "
+                 f"trace: {format_ns(result['trace_ns'])}{ratio}")
     if result["check"] is not None:
         lines.append(f"check ({result['check_of']}): {result['check']}: {len(result['recorded'])} recorded, "
                      f"{len(result['replayed'])} replayed")
@@ -714,14 +759,15 @@ def summary(result: dict) -> str:
     lines.extend(f"note: {n}" for n in result["notes"])
     if result["variants"]:
         lines.append("variants:")
-        lines.append(f"  {'name':<22}{'time':>10}{'speed-up':>10}{'max abs err':>13}{'max rel err':>13}  within tol")
+        lines.append(f"  {'name':<22}{'time':>10}{'p10-p90':>22}{'speed-up':>10}{'max abs err':>13}"
+                     f"{'max rel err':>13}  within tol")
         for v in result["variants"]:
             if v["status"] != "ok":
                 lines.append(f"  {v['name']:<22}{v['status']}")
                 continue
             speedup = f"{v['speedup']:.2f}x" if v["speedup"] else "-"
             within = {True: "yes", False: "NO"}.get(v["within_tolerance"], "-")
-            lines.append(f"  {v['name']:<22}{format_ns(v['replay_ns']):>10}{speedup:>10}"
+            lines.append(f"  {v['name']:<22}{format_ns(v['replay_ns']):>10}{p10_p90(v['times_ns']):>22}{speedup:>10}"
                          f"{format_err(v['max_abs_err']):>13}{format_err(v['max_rel_err']):>13}  {within}")
     return "\n".join(lines) + "\n"
 

@@ -20,6 +20,7 @@ from opscope.advise.context import AdviceContext, MeasuredFactor
 from opscope.advise.rules.dominant import Alternative, Item, matched_items
 from opscope.model.trace import Trace
 from opscope.repro.cases import Case, Selection, select_cases
+from opscope.repro.report import speedup_ci
 from opscope.repro.run import run_cases
 from opscope.repro.writer import write_cases
 
@@ -130,7 +131,10 @@ def _factor(alt_id: str, pairs: list[tuple[Case, str]], entries: dict, directory
             continue
         total += case.total_ns
         weighted += case.total_ns / speedup
-        parts.append(f"{case.op} {_short(case)}: {speedup:.2f}x")
+        ci = speedup_ci(result.get("speedup_low"), result.get("speedup_high"))
+        verdict = result.get("verdict")
+        said = ", ".join(str(x) for x in (ci and f"95% CI {ci}", verdict) if x)
+        parts.append(f"{case.op} {_short(case)}: {speedup:.2f}x" + (f" ({said})" if said else ""))
     if not weighted:
         return f"--measure: {alt_id} could not be measured: " + "; ".join(parts[:3])
     factor = total / weighted

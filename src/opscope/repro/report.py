@@ -12,25 +12,34 @@ from opscope.report import Column, Report, Section
 
 _CASES = pa.schema([("id", pa.int64()), ("op", pa.string()), ("inputs", pa.string()), ("calls", pa.int64()),
                     ("share_pct", pa.float64()), ("trace_ns", pa.int64()), ("replay_ns", pa.int64()),
+                    ("replay_p10_ns", pa.int64()), ("replay_p90_ns", pa.int64()), ("runs", pa.int64()),
                     ("ratio", pa.float64()), ("profiled_ratio", pa.float64()), ("check", pa.string()),
                     ("best_variant", pa.string()), ("status", pa.string())])
 _VARIANTS = pa.schema([("id", pa.int64()), ("variant", pa.string()), ("replay_ns", pa.int64()),
-                       ("speedup", pa.float64()), ("max_abs_err", pa.float64()), ("max_rel_err", pa.float64()),
+                       ("p10_ns", pa.int64()), ("p90_ns", pa.int64()), ("runs", pa.int64()),
+                       ("baseline_ns", pa.int64()), ("speedup", pa.float64()), ("speedup_ci", pa.string()),
+                       ("verdict", pa.string()), ("max_abs_err", pa.float64()), ("max_rel_err", pa.float64()),
                        ("equal", pa.string()), ("status", pa.string()), ("change", pa.string())])
 #: cases.json fields that hold lists or objects: JSON only (a CSV cell cannot hold them).
 _NESTED = ("leaf_ops", "input_dims", "input_strides", "input_types", "concrete_inputs", "steps", "recorded_ops",
-           "recorded_kernels", "replayed", "missing", "extra", "variants", "notes", "args")
+           "recorded_kernels", "replayed", "missing", "extra", "variants", "notes", "args", "times_ns")
 
 LEGEND = ("trace_ns: the trace's time per call, the median over the case's calls (device time of what the op "
           "launched on a GPU trace, the op's duration on a CPU trace: profiler overhead included); replay_ns: "
-          "median per call here (warm-up first, then timed runs with the device synchronised; "
-          "torch.utils.benchmark); ratio = replay_ns / trace_ns (another machine, or another device with --device, "
-          "gives another ratio); profiled_ratio: the same with the replay timed under torch.profiler recording "
-          "shapes, memory and FLOPs, as opscope record does (median of 5 calls): like for like when the profiler's "
-          "own cost is a large part of small ops. check: same when the replay ran the ops (CPU) or kernels (GPU) "
-          "the trace recorded under the op, differs when not (cases.json lists both). best_variant: the fastest "
-          "variant whose outputs stayed within the dtype's tolerance (relative to the output's magnitude), with its "
-          "speed-up.")
+          "median per call here over the timed runs (warm-up first; a run is a block of calls with the device "
+          "synchronised, torch.utils.benchmark; the baseline's runs alone and beside each variant), replay_p10_ns "
+          "and replay_p90_ns their 10th and 90th percentiles, runs how many; ratio = replay_ns / trace_ns "
+          "(another machine, or another device with --device, gives another ratio); profiled_ratio: the same with "
+          "the replay timed under torch.profiler recording shapes, memory and FLOPs, as opscope record does "
+          "(median of 5 calls): like for like when the profiler's own cost is a large part of small ops. check: "
+          "same when the replay ran the ops (CPU) or kernels (GPU) the trace recorded under the op, differs when "
+          "not (cases.json lists both). Variants: each timed in 3 rounds alternating with the baseline (at least 5 "
+          "runs a side); speedup = the baseline's median over (the baseline's median + the Hodges-Lehmann median "
+          "difference variant - baseline), speedup_ci its 95% interval (Mann-Whitney), verdict faster or slower "
+          "when the whole interval is on one side of no change, no difference when it holds it, too few runs to "
+          "tell under 5 runs a side. best_variant: the variant with the largest speed-up among those found faster "
+          "whose outputs stayed within the dtype's tolerance (relative to the output's magnitude), with its "
+          "speed-up and interval.")
 
 
 def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: int = 0) -> Report:
@@ -77,6 +86,9 @@ def _case_row(e: dict[str, Any]) -> dict[str, Any]:
         "share_pct": round(100 * share, 2) if isinstance(share, int | float) else None,
         "trace_ns": _int(e.get("trace_ns")),
         "replay_ns": _int(e.get("replay_ns")),
+        "replay_p10_ns": _int(e.get("replay_p10_ns")),
+        "replay_p90_ns": _int(e.get("replay_p90_ns")),
+        "runs": _int(e.get("runs")),
         "ratio": round(e["ratio"], 3) if isinstance(e.get("ratio"), int | float) else None,
         "profiled_ratio": round(e["profiled_ratio"], 3) if isinstance(e.get("profiled_ratio"), int | float) else None,
         "check": e.get("check") if isinstance(e.get("check"), str) else None,
@@ -111,14 +123,19 @@ _NOT_DTYPES = ("", "Scalar", "ScalarList", "TensorList", "GenericList", "Int", "
 
 
 def _best(e: dict[str, Any]) -> str | None:
-    best = None
-    for v in e.get("variants") or ():
-        if not isinstance(v, dict) or v.get("status") != "ok" or v.get("within_tolerance") is not True:
-            continue
-        speedup = v.get("speedup")
-        if isinstance(speedup, int | float) and (best is None or speedup > best[1]):
-            best = (str(v.get("name")), float(speedup))
-    return f"{best[0]} x{best[1]:.2f}" if best else None
+    name, speedup = e.get("best_variant"), e.get("best_speedup")
+    if not isinstance(name, str) or not isinstance(speedup, int | float):
+        return None
+    ci = speedup_ci(e.get("best_speedup_low"), e.get("best_speedup_high"))
+    return f"{name} x{speedup:.2f}" + (f" ({ci})" if ci else "")
+
+
+def speedup_ci(low: Any, high: Any) -> str | None:
+    """``1.21x-1.29x``: a speed-up's interval (``inf`` where its upper end is unbounded); None without one."""
+    if not isinstance(low, int | float):
+        return None
+    top = f"{high:.2f}x" if isinstance(high, int | float) else "inf"
+    return f"{low:.2f}x-{top}"
 
 
 def _variant_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -130,7 +147,11 @@ def _variant_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             equal = v.get("within_tolerance")
             rows.append({
                 "id": _int(e.get("id")), "variant": str(v.get("name")), "replay_ns": _int(v.get("replay_ns")),
+                "p10_ns": _int(v.get("p10_ns")), "p90_ns": _int(v.get("p90_ns")), "runs": _int(v.get("runs")),
+                "baseline_ns": _int(v.get("baseline_ns")),
                 "speedup": round(v["speedup"], 3) if isinstance(v.get("speedup"), int | float) else None,
+                "speedup_ci": speedup_ci(v.get("speedup_low"), v.get("speedup_high")),
+                "verdict": v.get("verdict") if isinstance(v.get("verdict"), str) else None,
                 "max_abs_err": _float(v.get("max_abs_err")), "max_rel_err": _float(v.get("max_rel_err")),
                 "equal": None if equal is None else ("yes" if equal else "NO (beyond tolerance)"),
                 "status": str(v.get("status")), "change": str(v.get("change", "")),

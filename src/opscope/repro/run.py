@@ -21,10 +21,15 @@ from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
 from opscope.runtime import child_environment
 
 #: The result fields a script reports that cases.json keeps.
-RESULT_FIELDS = ("status", "device", "replay_ns", "iqr_ns", "runs", "ratio", "profiled_ns", "profiled_ratio", "check",
-                 "check_of", "check_note", "replayed", "missing", "extra")
-_VARIANT_FIELDS = ("status", "replay_ns", "iqr_ns", "runs", "speedup", "baseline_ns", "max_abs_err", "max_rel_err",
-                   "within_tolerance", "compile_s")
+RESULT_FIELDS = ("status", "device", "replay_ns", "runs", "calls_per_run", "times_ns", "ratio", "profiled_ns",
+                 "profiled_ratio", "check", "check_of", "check_note", "replayed", "missing", "extra")
+_VARIANT_FIELDS = ("status", "replay_ns", "runs", "calls_per_run", "times_ns", "speedup", "baseline_ns",
+                   "baseline_times_ns", "max_abs_err", "max_rel_err", "within_tolerance", "compile_s")
+#: What opscope computes from the reported runs (:mod:`opscope.repro.timings`), cleared with the rest.
+_VARIANT_COMPUTED = ("p10_ns", "p90_ns", "speedup_low", "speedup_high", "delta_ns", "delta_low_ns", "delta_high_ns",
+                     "verdict")
+#: Run times kept per list (a second of budget times a few hundred short runs, many variants).
+MAX_TIMES = 20_000
 
 
 def run_cases(directory: Path, document: dict[str, Any], device: str | None = None, budget: float = 1.0,
@@ -100,11 +105,15 @@ def _read_result(path: Path) -> dict[str, Any] | None:
 
 
 def merge(entry: dict[str, Any], result: dict[str, Any], asked: list[str]) -> None:
-    """Copy a script's result into its cases.json entry (typed, finite values only)."""
+    """Copy a script's result into its cases.json entry (typed, finite values only), with the spread of its runs,
+    each variant's speed-up interval and verdict, and the best variant (:mod:`opscope.repro.timings`)."""
+    from opscope.repro.timings import best_variant, case_fields, variant_fields
+
     for key in RESULT_FIELDS:
-        entry[key] = _clean(result.get(key))
+        entry[key] = _clean(result.get(key), key)
     if not isinstance(entry.get("status"), str) or not entry["status"]:
         entry["status"] = "no status in the script's result"
+    entry.update(case_fields(entry))
     notes = result.get("notes")
     if isinstance(notes, list):
         entry["notes"] = [*entry.get("notes", []), *(str(n) for n in notes if isinstance(n, str))]
@@ -113,17 +122,23 @@ def merge(entry: dict[str, Any], result: dict[str, Any], asked: list[str]) -> No
         name = variant.get("name")
         if name in measured:
             for key in _VARIANT_FIELDS:
-                variant[key] = _clean(measured[name].get(key))
-        elif name in asked:
-            variant["status"] = "no result (the script did not report it)"
+                variant[key] = _clean(measured[name].get(key), key)
+            variant.update(variant_fields(variant) if variant.get("status") == "ok"
+                           else dict.fromkeys(_VARIANT_COMPUTED))
         else:
-            for key in _VARIANT_FIELDS:
+            for key in (*_VARIANT_FIELDS, *_VARIANT_COMPUTED):
                 variant.pop(key, None)
-            variant["status"] = NOT_RUN
+            variant["status"] = "no result (the script did not report it)" if name in asked else NOT_RUN
+    best = best_variant(entry.get("variants"))
+    entry.update(best_variant=best["name"] if best else None,
+                 best_speedup=best["speedup"] if best else None,
+                 best_speedup_low=best.get("speedup_low") if best else None,
+                 best_speedup_high=best.get("speedup_high") if best else None)
 
 
-def _clean(value: Any) -> Any:
-    """A JSON value as cases.json keeps it: non-finite floats as null, strings cut to one readable line."""
+def _clean(value: Any, key: str = "") -> Any:
+    """A JSON value as cases.json keeps it: non-finite floats as null, strings cut to one readable line, lists cut
+    to 256 items (run times to :data:`MAX_TIMES`)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, bool | int) or value is None:
@@ -131,7 +146,7 @@ def _clean(value: Any) -> Any:
     if isinstance(value, str):
         return value[:2000]
     if isinstance(value, list):
-        return [_clean(v) for v in value[:256]]
+        return [_clean(v) for v in value[:MAX_TIMES if key.endswith("times_ns") else 256]]
     return None
 
 
