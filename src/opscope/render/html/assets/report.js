@@ -133,6 +133,7 @@
     var leftOut = {};
     step.left_out.forEach(function (x) { leftOut[x.lane] = x; });
     var plugins = [new lib.TimeGridPlugin()];
+    unlimitedListeners(plugins[0]);
     var lanePlugins = [];
     step.lanes.forEach(function (lane, i) {
       var name = lane.name;
@@ -193,6 +194,7 @@
     });
     chart.renderEngine.recalcChildrenLayout();
     chart.render();
+    box.timelineChart = chart;  // the library's state, for whoever inspects the page
 
     function showView() {
       var engine = chart.renderEngine;
@@ -236,6 +238,16 @@
     });
     showView();
     return chart;
+  }
+
+  // Each lane adds listeners to one shared emitter of the library's, whose event module warns past 10 of them.
+  function unlimitedListeners(emitter) {
+    for (var p = Object.getPrototypeOf(emitter); p; p = Object.getPrototypeOf(p)) {
+      if (p.constructor && Object.prototype.hasOwnProperty.call(p.constructor, "defaultMaxListeners")) {
+        p.constructor.defaultMaxListeners = Infinity;
+        return;
+      }
+    }
   }
 
   // two fingers pinch to zoom, one finger drags (the library handles the wheel, trackpad pinches and the mouse)
