@@ -259,6 +259,44 @@ def test_the_comparison_page_draws_its_headline_and_shows_the_diff_rows(real, cl
         assert r["name"] in w["name"], (r["name"], w["name"])
 
 
+def test_charts_fill_their_card_zoom_their_time_axis_and_pick_a_legend_category(real, open_report):
+    opened = open_report(real["h100"])
+    page = opened.page
+    # the card's width: each chart's SVG spans its container (Vega-Lite's width "container")
+    widths = page.eval_on_selector_all("[data-chart]", "els => els.map(e => [e.clientWidth, "
+                                                       "e.querySelector('svg').getBoundingClientRect().width])")
+    assert all(svg >= 0.9 * box > 0 for box, svg in widths), widths
+
+    def labels(key: str) -> list[str]:
+        return page.eval_on_selector_all(f"#chart-{key} svg g.role-axis-label text", "ts => ts.map(t => t.textContent)")
+
+    before = labels("memory_timeline")
+    box = page.eval_on_selector("#chart-memory_timeline svg", "s => { window.scrollBy(0, s.getBoundingClientRect()"
+                                                              ".top - 300); const r = s.getBoundingClientRect(); "
+                                                              "return [r.left, r.top, r.width, r.height]; }")
+    page.mouse.move(box[0] + box[2] / 2, box[1] + box[3] / 2)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function(f"() => JSON.stringify(Array.from(document.querySelectorAll("
+                           f"'#chart-memory_timeline svg g.role-axis-label text')).map(t => t.textContent)) !== "
+                           f"{json.dumps(json.dumps(before))}", timeout=5_000)
+
+    # a click on the legend's "idle" fades every other part of the device-time bars
+    parts = page.eval_on_selector_all("#chart-gpu_parts svg g.role-legend-label text",
+                                      "ts => ts.map(t => t.textContent)")
+    page.eval_on_selector("#chart-gpu_parts svg g.role-legend-symbol", "g => g.scrollIntoView({block: 'center'})")
+    spots = page.eval_on_selector_all("#chart-gpu_parts svg g.role-legend-symbol path", "ps => ps.map(p => { const r "
+                                      "= p.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / "
+                                      "2]; })")
+    assert len(spots) == len(parts)
+    page.mouse.click(*spots[parts.index("idle")])
+    page.wait_for_function("() => Array.from(document.querySelectorAll('#chart-gpu_parts svg g.role-mark path'))"
+                           ".some(p => p.getAttribute('opacity') === '0.15')", timeout=5_000)
+    shown = page.eval_on_selector_all("#chart-gpu_parts svg g.role-mark path",
+                                      "ps => ps.map(p => p.getAttribute('opacity') || '1')")
+    assert shown.count("1") == len(table(page, "gpu_breakdown")[1])  # one idle bar per device and stream
+    assert_clean(opened)
+
+
 def _view(page) -> tuple[float, float]:
     start, end = page.eval_on_selector(".timeline-step", "b => [b.dataset.viewStart, b.dataset.viewEnd]")
     return float(start), float(end)
