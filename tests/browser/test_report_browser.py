@@ -25,8 +25,8 @@ pytestmark = pytest.mark.browser
 H100 = "tracelens/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
 MI300 = "tracelens/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz"
 CPU_ONLY = "generated/torch_cpu_mobilenetv2_train.json"
-SECTIONS = {"overview": "Overview", "gpu": "GPU", "ops": "Ops and kernels", "roofline": "Roofline",
-            "memory": "Memory", "advice": "Advice"}
+SECTIONS = {"overview": "Overview", "timeline": "Timeline", "gpu": "GPU", "ops": "Ops and kernels",
+            "roofline": "Roofline", "memory": "Memory", "advice": "Advice"}
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "screenshot_report.py"
 
 #: Trace text a page must show as text and never run: markup, a script end tag, quotes, a backslash, a
@@ -259,6 +259,119 @@ def test_the_comparison_page_draws_its_headline_and_shows_the_diff_rows(real, cl
         assert r["name"] in w["name"], (r["name"], w["name"])
 
 
+def test_charts_fill_their_card_zoom_their_time_axis_and_pick_a_legend_category(real, open_report):
+    opened = open_report(real["h100"])
+    page = opened.page
+    # the card's width: each chart's SVG spans its container (Vega-Lite's width "container")
+    widths = page.eval_on_selector_all("[data-chart]", "els => els.map(e => [e.clientWidth, "
+                                                       "e.querySelector('svg').getBoundingClientRect().width])")
+    assert all(svg >= 0.9 * box > 0 for box, svg in widths), widths
+
+    def labels(key: str) -> list[str]:
+        return page.eval_on_selector_all(f"#chart-{key} svg g.role-axis-label text", "ts => ts.map(t => t.textContent)")
+
+    before = labels("memory_timeline")
+    box = page.eval_on_selector("#chart-memory_timeline svg", "s => { window.scrollBy(0, s.getBoundingClientRect()"
+                                                              ".top - 300); const r = s.getBoundingClientRect(); "
+                                                              "return [r.left, r.top, r.width, r.height]; }")
+    page.mouse.move(box[0] + box[2] / 2, box[1] + box[3] / 2)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function(f"() => JSON.stringify(Array.from(document.querySelectorAll("
+                           f"'#chart-memory_timeline svg g.role-axis-label text')).map(t => t.textContent)) !== "
+                           f"{json.dumps(json.dumps(before))}", timeout=5_000)
+
+    # a click on the legend's "idle" fades every other part of the device-time bars
+    parts = page.eval_on_selector_all("#chart-gpu_parts svg g.role-legend-label text",
+                                      "ts => ts.map(t => t.textContent)")
+    page.eval_on_selector("#chart-gpu_parts svg g.role-legend-symbol", "g => g.scrollIntoView({block: 'center'})")
+    spots = page.eval_on_selector_all("#chart-gpu_parts svg g.role-legend-symbol path", "ps => ps.map(p => { const r "
+                                      "= p.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / "
+                                      "2]; })")
+    assert len(spots) == len(parts)
+    page.mouse.click(*spots[parts.index("idle")])
+    page.wait_for_function("() => Array.from(document.querySelectorAll('#chart-gpu_parts svg g.role-mark path'))"
+                           ".some(p => p.getAttribute('opacity') === '0.15')", timeout=5_000)
+    shown = page.eval_on_selector_all("#chart-gpu_parts svg g.role-mark path",
+                                      "ps => ps.map(p => p.getAttribute('opacity') || '1')")
+    assert shown.count("1") == len(table(page, "gpu_breakdown")[1])  # one idle bar per device and stream
+    assert_clean(opened)
+
+
+def _view(page) -> tuple[float, float]:
+    start, end = page.eval_on_selector(".timeline-step", "b => [b.dataset.viewStart, b.dataset.viewEnd]")
+    return float(start), float(end)
+
+
+def test_the_timeline_draws_the_steps_threads_and_streams_zooms_pans_and_links_a_launch_to_its_kernel(
+        real, open_report):
+    opened = open_report(real["h100"])
+    page = opened.page
+    page.wait_for_function("() => document.querySelector('[data-timeline]').dataset.rendered === 'true'",
+                           timeout=10_000)
+    data = json.loads(page.text_content("script#timeline-data-timeline"))
+    steps = page.eval_on_selector_all(".timeline-step", "bs => bs.map(b => b.dataset.step)")
+    assert steps == [str(s["step"]) for s in data["steps"]] and steps
+    step = data["steps"][0]
+    assert any(lane["device"] for lane in step["lanes"]) and not all(lane["device"] for lane in step["lanes"])
+    assert step["links"]  # launches linked to their kernels
+    # the library's lanes: one flame chart per thread and stream, holding every drawn event
+    lanes = page.eval_on_selector(".timeline-step", "b => b.timelineChart.plugins.filter(p => p.flatTree)"
+                                                    ".map(p => p.flatTree.length)")
+    assert len(lanes) == len(step["lanes"]) and sum(lanes) == step["drawn"]
+
+    # the wheel over the canvas zooms in: the visible range shrinks, around the pointer
+    start, end = _view(page)
+    assert start <= 0.0 and end >= step["dur_ns"] / 1e6 * 0.99  # the whole step at first
+    # the canvas below the page's sticky header, in the window
+    box = page.eval_on_selector(".timeline-step canvas", "c => { window.scrollBy(0, c.getBoundingClientRect().top - "
+                                                         "300); const r = c.getBoundingClientRect(); "
+                                                         "return [r.left, r.top, r.width, r.height]; }")
+    page.mouse.move(box[0] + box[2] / 2, box[1] + 60)
+    page.mouse.wheel(0, -400)
+    page.wait_for_function("() => parseFloat(document.querySelector('.timeline-step').dataset.viewEnd) - "
+                           f"parseFloat(document.querySelector('.timeline-step').dataset.viewStart) < {end - start}",
+                           timeout=5_000)
+    zoomed = _view(page)
+    assert zoomed[1] - zoomed[0] < (end - start) * 0.9
+    assert start <= zoomed[0] and zoomed[1] <= end
+    # a drag pans: the same width, moved
+    page.mouse.move(box[0] + box[2] / 2, box[1] + 60)
+    page.mouse.down()
+    page.mouse.move(box[0] + box[2] / 2 + 150, box[1] + 60, steps=5)
+    page.mouse.up()
+    panned = _view(page)
+    assert panned[0] != zoomed[0]
+    assert abs((panned[1] - panned[0]) - (zoomed[1] - zoomed[0])) < 1e-6 * (end - start)
+
+    # clicking a launch outlines the kernel it launched and says where it ran
+    launch, kernel = step["links"][0]
+    at = page.eval_on_selector(".timeline-step", """(b, i) => {
+        const chart = b.timelineChart, s = JSON.parse(document.getElementById('timeline-data-timeline')
+            .textContent).steps[0];
+        const t0 = s.start[i] / 1e6, d = Math.max(s.dur[i] / 1e6, 1e-6);
+        chart.setZoom(t0 - 2 * d, t0 + 3 * d);
+        const p = chart.plugins.find(p => p.laneIndex === s.lane[i]);
+        const f = p.flatTree.find(f => f.source.index === i);
+        const r = p.calcRect(f.source.start, f.source.duration, f.level);
+        return [r.x + r.w / 2, p.renderEngine.position + r.y + 8];
+    }""", launch)
+    page.wait_for_timeout(100)  # the library draws on the next animation frame
+    page.mouse.move(box[0] + at[0], box[1] + at[1])
+    page.mouse.down()
+    page.mouse.up()
+    page.wait_for_function("() => document.querySelector('.timeline-step').dataset.selected !== ''", timeout=5_000)
+    selected, linked = page.eval_on_selector(".timeline-step", "b => [b.dataset.selected, b.dataset.linked]")
+    assert int(selected) == launch and str(kernel) in linked.split(",")
+    info = page.inner_text(".timeline-step .timeline-info")
+    assert data["strings"][step["name"][kernel]] in info and "stream" in info
+    outlined = page.eval_on_selector(".timeline-step", "(b, j) => { const s = JSON.parse(document.getElementById("
+                                     "'timeline-data-timeline').textContent).steps[0]; const p = b.timelineChart"
+                                     ".plugins.find(p => p.laneIndex === s.lane[j]); return p.selectedRegion && "
+                                     "p.selectedRegion.data.source.index; }", kernel)
+    assert outlined == kernel
+    assert_clean(opened)
+
+
 # ---------------------------------------------------------------- traces built here
 
 @pytest.fixture(scope="module")
@@ -322,7 +435,8 @@ def test_hostile_trace_text_is_shown_as_text_and_never_runs(built, open_report, 
     page = opened.page
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.evaluate("document.querySelectorAll('img').length") == 0  # no chart draws an <img> either
-    assert page.evaluate("document.querySelectorAll('script:not([id^=spec-])').length") == 2  # Vega, report.js
+    # Vega, the timeline library, report.js (the rest hold JSON data)
+    assert page.evaluate("document.querySelectorAll('script:not([type=\"application/json\"])').length") == 3
     assert "49" not in page.inner_text("table#table-ops")
     # kernels are listed by short name as opscope kernels prints them (a '<...>' is template arguments there)
     kernels = json.loads(_run({"k": ("kernels", str(built["hostile"].with_suffix(".json")), "--format", "json")},

@@ -116,11 +116,29 @@ def test_a_trace_with_no_steps_gpu_or_memory_still_gets_a_report_that_says_so(tm
     assert res.returncode == 0, res.stderr
     assert res.stdout == ""
     page = Page(target.read_text(encoding="utf-8"))
-    assert page.sections == ["overview", "gpu", "ops", "roofline", "memory", "advice"]
-    for key in ("no_steps", "no_gpu", "no_kernels", "no_memory", "no_roofline"):
+    assert page.sections == ["overview", "timeline", "gpu", "ops", "roofline", "memory", "advice"]
+    for key in ("no_steps", "no_timeline", "no_gpu", "no_kernels", "no_memory", "no_roofline"):
         assert page.keys.get(key) == "empty", key
     # the one chart left is the module -> op tree (the ops took time); no empty step, device or memory chart
     assert page.charts == ["hierarchy"]
+
+
+def test_timeline_steps_picks_the_steps_and_a_step_the_trace_lacks_is_refused_before_writing(trace_file, out_dir,
+                                                                                              cache):
+    import json
+    import re
+
+    target = out_dir / "steps.html"
+    res = run_cli("report", str(trace_file), "-o", str(target), "--timeline-steps", "2", cache=cache)
+    assert res.returncode == 0, res.stderr
+    data = re.search(r'id="timeline-data-timeline">(.*?)</script>', target.read_text(encoding="utf-8"), re.S)
+    assert data is not None
+    assert [(s["step"], s["label"]) for s in json.loads(data.group(1))["steps"]] == [(2, "chosen step")]
+    for bad, said in (("9", "no step 9 (its steps are 1 to 2)"), ("two", "give step numbers separated by commas")):
+        missing = out_dir / f"bad-{bad}.html"
+        res = run_cli("report", str(trace_file), "-o", str(missing), "--timeline-steps", bad, cache=cache)
+        assert res.returncode == 2 and said in res.stderr, res.stderr
+        assert not missing.exists()
 
 
 def test_the_report_is_one_file_that_fetches_nothing(trace_file, out_dir, cache):

@@ -206,7 +206,7 @@ def test_the_roofline_chart_draws_the_roofline_tables_rows_under_their_dtypes_ro
     path = shared_trace(FALCON)
     trace = open_trace(path)
     page = trace_page(trace, str(path))
-    assert [s.id for s in page.sections] == ["overview", "gpu", "ops", "roofline", "memory", "advice"]
+    assert [s.id for s in page.sections] == ["overview", "timeline", "gpu", "ops", "roofline", "memory", "advice"]
     section = _section(page, "roofline")
     chart, table = section.blocks
     assert isinstance(chart, ChartBlock) and isinstance(table, TableBlock)

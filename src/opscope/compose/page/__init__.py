@@ -5,7 +5,7 @@ lays out. Tables are the report functions' own Report sections (:mod:`.blocks`);
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,9 +16,11 @@ if TYPE_CHECKING:
 
 
 def trace_page(trace: Trace, source: str, run: dict | None = None,
-               progress: Callable[[str], None] | None = None, peaks: Path | None = None) -> Page:
-    """One trace's report (``peaks``: a peaks file for its roofline, as ``opscope roofline --peaks FILE``)."""
+               progress: Callable[[str], None] | None = None, peaks: Path | None = None,
+               timeline_steps: Sequence[int] | None = None) -> Page:
+    """One trace's report (``peaks``: a peaks file for its roofline, as ``opscope roofline --peaks FILE``;
+    ``timeline_steps``: the steps its timeline draws, else the median and the slowest one)."""
     from opscope.compose.page.trace import trace_sections
 
     return Page(title=f"opscope report: {source}", sources=[source],
-                sections=trace_sections(trace, run, progress, peaks))
+                sections=trace_sections(trace, run, progress, peaks, timeline_steps))

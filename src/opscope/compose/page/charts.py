@@ -4,6 +4,11 @@ Each function takes rows the analyses computed and returns a JSON-ready spec wit
 draws it with the Vega bundle it carries. Times are plotted in milliseconds; every mark's tooltip shows the
 value as the tables print it, so a chart and its table never disagree. The icicle is a Vega spec (Vega-Lite
 has no hierarchy layout; Vega's ``stratify`` + ``partition`` transforms do it).
+
+Every chart takes its card's width (``width: "container"``). Where a chart has categories, clicking a legend entry
+picks them out (a point selection bound to the legend: the others fade; shift-click adds, double-click clears);
+where an axis is time, size or a rate on a continuous scale, the wheel zooms it and a drag pans it (an interval
+selection bound to the scales; double-click resets).
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from opscope.units import format_bytes, format_ns, format_pct
 #: The report's palette: work kinds keep one colour across charts.
 PART_COLOURS = {"compute": "#4c78a8", "memcpy": "#f58518", "memset": "#e45756", "comm": "#72b7b2",
                 "idle": "#d0d0d0", "unseen busy": "#9d755d", "busy": "#4c78a8"}
+#: The icicle's width before the page sizes it to its card (the Vega-Lite charts take the card's width)
 WIDTH = 900
+#: what a faded (not picked) category keeps of its opacity
+FADED = 0.15
 
 
 def _alt():
@@ -29,11 +37,30 @@ def _alt():
     return alt
 
 
-def _spec(chart, width: int = WIDTH) -> dict[str, Any]:
+def _spec(chart) -> dict[str, Any]:
     # not validated against the Vega-Lite schema here (a second per chart on big data); tests validate every chart
-    spec = chart.properties(width=width).to_dict(validate=False)
+    spec = chart.properties(width="container").to_dict(validate=False)
     spec.pop("$schema", None)  # a URL: the page never fetches it, but nothing in it should point outside
+    spec["autosize"] = {"type": "fit-x", "contains": "padding"}
     return spec
+
+
+def _bar_size(bars: int) -> dict[str, int]:
+    """A few steps' bars keep a bar's width (one step is not a bar across the card); more share the width."""
+    return {"size": 48} if bars < 12 else {}
+
+
+def _legend_pick(field: str, name: str = "pick"):
+    """A click on a legend entry picks out that category of ``field`` (shift-click adds one, double-click clears);
+    the opacity encoding that goes with it fades the rest."""
+    alt = _alt()
+    pick = alt.selection_point(name=name, fields=[field], bind="legend")
+    return pick, alt.condition(pick, alt.value(1), alt.value(FADED))
+
+
+def _zoom(encodings: Sequence[str], name: str = "zoom"):
+    """Wheel to zoom, drag to pan the continuous axes ``encodings`` (double-click resets)."""
+    return _alt().selection_interval(name=name, bind="scales", encodings=list(encodings))
 
 
 def ms(ns: int | float | None) -> float:
@@ -46,18 +73,20 @@ def step_times(steps: Sequence[dict], median_ns: int | None) -> dict[str, Any]:
     rows = [{"step": f"#{s['step']}", "order": i, "ms": ms(s["dur_ns"]), "duration": format_ns(s["dur_ns"]),
              "kind": "outlier (left out of the statistics)" if s.get("outlier") else "step"}
             for i, s in enumerate(steps)]
-    bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+    pick, opacity = _legend_pick("kind")
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar(**_bar_size(len(rows))).encode(
+        opacity=opacity,
         x=alt.X("step:N", sort=alt.EncodingSortField("order"), title="step (ProfilerStep#N)"),
         y=alt.Y("ms:Q", title="step time (ms)"),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["step", "outlier (left out of the statistics)"],
                                                              range=["#4c78a8", "#e45756"])),
-        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("duration:N"), alt.Tooltip("kind:N")])
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("duration:N"), alt.Tooltip("kind:N")]).add_params(pick)
     layers = [bars]
     if median_ns is not None:
         rule = alt.Chart(alt.Data(values=[{"ms": ms(median_ns), "median": format_ns(median_ns)}])).mark_rule(
             strokeDash=[4, 3], color="#333").encode(y="ms:Q", tooltip=[alt.Tooltip("median:N")])
         layers.append(rule)
-    return _spec(alt.layer(*layers).properties(height=220), _bars_width(len(rows)))
+    return _spec(alt.layer(*layers).properties(height=220))
 
 
 def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
@@ -76,20 +105,27 @@ def step_busy(steps: Sequence[dict]) -> dict[str, Any]:
 
 
 def _stacked_per_step(rows: list[dict], part: str, colours: dict[str, str], x_title: str, y_title: str,
-                      bars: int) -> dict[str, Any]:
+                      bars: int, horizontal: bool = False) -> dict[str, Any]:
     """Bars per step (``step``, ``order``, ``ms``, ``time``, ``share`` and the ``part`` field of each row), stacked by
-    that field in the order of ``colours``, each part its colour."""
+    that field in the order of ``colours``, each part its colour; ``horizontal``: one bar across per step, the
+    steps down the chart (the time axis then zooms and pans)."""
     alt = _alt()
     domain = [p for p in colours if any(r[part] == p for r in rows)]
-    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
-        x=alt.X("step:N", sort=alt.EncodingSortField("order"), title=x_title),
-        y=alt.Y("ms:Q", stack="zero", title=y_title),
+    pick, opacity = _legend_pick(part)
+    step = alt.Y if horizontal else alt.X
+    value = alt.X if horizontal else alt.Y
+    chart = alt.Chart(alt.Data(values=rows)).mark_bar(**({} if horizontal else _bar_size(bars))).encode(
+        step("step:N", sort=alt.EncodingSortField("order"), title=x_title),
+        value("ms:Q", stack="zero", title=y_title),
+        opacity=opacity,
         color=alt.Color(f"{part}:N", title=None, scale=alt.Scale(domain=domain,
                                                                 range=[colours[p] for p in domain])),
         order=alt.Order(f"{part}_order:Q"),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip(f"{part}:N"), alt.Tooltip("time:N"), alt.Tooltip("share:N")],
     ).transform_calculate(**{f"{part}_order": f"indexof({domain!r}, datum.{part})"})
-    return _spec(chart.properties(height=220), _bars_width(bars))
+    if horizontal:
+        return _spec(chart.add_params(pick, _zoom(["x"])).properties(height=min(640, max(60, 20 * bars))))
+    return _spec(chart.add_params(pick).properties(height=220))
 
 
 #: the critical path's categories (opscope.analyses.depgraph.CATEGORIES), each its colour
@@ -106,12 +142,8 @@ def critical_path(rows: Sequence[dict]) -> dict[str, Any]:
     values = [{"step": "whole trace" if r["step"] is None else f"#{r['step']}", "order": steps.index(r["step"]),
                "category": r["category"], "ms": ms(r["ns"]), "time": format_ns(r["ns"]),
                "share": format_pct(100 * r["share"])} for r in rows]
-    return _stacked_per_step(values, "category", PATH_COLOURS, "step", "time on the critical path (ms)", len(steps))
-
-
-def _bars_width(bars: int) -> int:
-    """Narrow charts for a few steps (one step is not a bar across the page), the page's width from ~20 on."""
-    return min(WIDTH, max(160, 45 * bars))
+    return _stacked_per_step(values, "category", PATH_COLOURS, "step", "time on the critical path (ms)", len(steps),
+                             horizontal=True)
 
 
 def device_parts(breakdown: Sequence[dict]) -> dict[str, Any]:
@@ -127,14 +159,16 @@ def device_parts(breakdown: Sequence[dict]) -> dict[str, Any]:
                          "share": format_pct(100 * ns / window if window else None)})
     order = list(dict.fromkeys(r["track"] for r in rows))
     parts = ["compute", "memcpy", "memset", "comm", "idle"]
+    pick, opacity = _legend_pick("part")
     chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
         y=alt.Y("track:N", sort=order, title=None),
         x=alt.X("ms:Q", stack="zero", title="time in the window (ms)"),
+        opacity=opacity,
         color=alt.Color("part:N", title=None, scale=alt.Scale(domain=parts, range=[PART_COLOURS[p] for p in parts])),
         order=alt.Order("part_order:Q"),
         tooltip=[alt.Tooltip("track:N"), alt.Tooltip("part:N"), alt.Tooltip("time:N"),
                  alt.Tooltip("share:N", title="share of the window")],
-    ).transform_calculate(part_order=f"indexof({parts!r}, datum.part)")
+    ).transform_calculate(part_order=f"indexof({parts!r}, datum.part)").add_params(pick, _zoom(["x"]))
     return _spec(chart.properties(height=max(60, 28 * len(order))))
 
 
@@ -144,12 +178,14 @@ def idle_causes(idle: Sequence[dict]) -> dict[str, Any]:
     rows = [{"device": f"device {r['device']}", "cause": r["cause"], "ms": ms(r["idle_ns"]),
              "time": format_ns(r["idle_ns"]), "share": format_pct(r.get("idle_pct"))}
             for r in idle if r.get("idle_ns")]
+    pick, opacity = _legend_pick("cause")
     chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
         y=alt.Y("device:N", title=None),
         x=alt.X("ms:Q", stack="zero", title="idle time in the window (ms)"),
         color=alt.Color("cause:N", title="cause", scale=alt.Scale(scheme="tableau10")),
+        opacity=opacity,
         tooltip=[alt.Tooltip("device:N"), alt.Tooltip("cause:N"), alt.Tooltip("time:N"),
-                 alt.Tooltip("share:N", title="share of the idle time")])
+                 alt.Tooltip("share:N", title="share of the idle time")]).add_params(pick, _zoom(["x"]))
     devices = len({r["device"] for r in rows})
     return _spec(chart.properties(height=max(60, 32 * devices)))
 
@@ -167,12 +203,15 @@ def memory_over_time(points: Sequence[dict], peaks: Sequence[dict]) -> dict[str,
             rows.append({"device": p["device"], "series": f"{p['device']} {what}", "what": what, "t_ms": at,
                          "mib": round(value / 2**20, 3), "bytes": format_bytes(value),
                          "until": format_ns(p["end_ns"])})
+    pick, opacity = _legend_pick("series")
     line = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before").encode(
         x=alt.X("t_ms:Q", title="time after the trace start (ms)"),
         y=alt.Y("mib:Q", title="MiB"),
         color=alt.Color("series:N", title=None),
         strokeDash=alt.StrokeDash("what:N", title=None),
-        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("until:N", title="bucket ends at"), alt.Tooltip("bytes:N")])
+        opacity=opacity,
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("until:N", title="bucket ends at"), alt.Tooltip("bytes:N")]
+    ).add_params(pick, _zoom(["x"]))
     marks = [{"device": p["device"], "t_ms": ms(p["peak_at_ns"]), "mib": round(p["peak_allocated_bytes"] / 2**20, 3),
               "peak": format_bytes(p["peak_allocated_bytes"]), "at": format_ns(p["peak_at_ns"])}
              for p in peaks if p.get("peak_at_ns") is not None and p.get("peak_allocated_bytes")]
@@ -192,7 +231,10 @@ def icicle(nodes: Sequence[dict], measure: str) -> dict[str, Any]:
     height = 30 * (1 + _depth(nodes)) + 50
     return {
         "description": f"icicle: {measure}",
-        "width": WIDTH, "height": height, "padding": 4, "autosize": "none",
+        "height": height, "padding": 4, "autosize": "none",
+        # the card's width, followed when the window resizes
+        "signals": [{"name": "width", "init": f"max(containerSize()[0] - 8, 200) || {WIDTH}",
+                     "on": [{"events": "window:resize", "update": f"max(containerSize()[0] - 8, 200) || {WIDTH}"}]}],
         "data": [{
             "name": "tree", "values": values,
             "transform": [
@@ -206,16 +248,20 @@ def icicle(nodes: Sequence[dict], measure: str) -> dict[str, Any]:
                     "range": ["#bab0ac", "#9ecae9", "#4c78a8", "#f58518", "#d0d0d0"]}],
         "marks": [
             {"type": "rect", "from": {"data": "tree"}, "encode": {
-                "enter": {"x": {"field": "x0"}, "y": {"field": "y0"}, "x2": {"field": "x1"}, "y2": {"field": "y1"},
-                          "fill": {"scale": "colour", "field": "level"}, "stroke": {"value": "white"},
+                "enter": {"fill": {"scale": "colour", "field": "level"}, "stroke": {"value": "white"},
                           "tooltip": {"signal": "{'name': datum.name, 'level': datum.level, 'time': datum.time, "
                                                 "'share of all': datum.share}"}},
-                "hover": {"fillOpacity": {"value": 0.7}}, "update": {"fillOpacity": {"value": 1}}}},
+                "update": {"x": {"field": "x0"}, "y": {"field": "y0"}, "x2": {"field": "x1"}, "y2": {"field": "y1"},
+                           "fillOpacity": {"value": 1}},
+                "hover": {"fillOpacity": {"value": 0.7}}}},
+            # a label that fits its box is whole; a longer one is cut with an ellipsis (the box's tooltip has it
+            # all); none in a box under 24 px
             {"type": "text", "from": {"data": "tree"}, "interactive": False, "encode": {
-                "enter": {"x": {"signal": "datum.x0 + 3"}, "y": {"signal": "(datum.y0 + datum.y1) / 2"},
-                          "baseline": {"value": "middle"}, "fontSize": {"value": 10}, "fill": {"value": "#111"},
-                          "text": {"field": "name"}, "limit": {"signal": "max(datum.x1 - datum.x0 - 6, 0)"},
-                          "opacity": {"signal": "datum.x1 - datum.x0 > 24 ? 1 : 0"}}}},
+                "enter": {"baseline": {"value": "middle"}, "fontSize": {"value": 10}, "fill": {"value": "#111"},
+                          "text": {"field": "name"}, "ellipsis": {"value": "…"}},
+                "update": {"x": {"signal": "datum.x0 + 3"}, "y": {"signal": "(datum.y0 + datum.y1) / 2"},
+                           "limit": {"signal": "max(datum.x1 - datum.x0 - 6, 0)"},
+                           "opacity": {"signal": "datum.x1 - datum.x0 > 24 ? 1 : 0"}}}},
         ],
         "legends": [{"fill": "colour", "title": "level", "orient": "bottom", "direction": "horizontal"}],
     }
@@ -246,12 +292,14 @@ def grouped_bars(rows: Sequence[dict], category: str, series: str, value_ns: str
     alt = _alt()
     data = [{"category": r[category], "series": r[series], "ms": ms(r[value_ns]), "time": format_ns(r[value_ns])}
             for r in rows]
+    pick, opacity = _legend_pick("series")
     chart = alt.Chart(alt.Data(values=data)).mark_bar().encode(
         y=alt.Y("category:N", sort=None, title=None),
         yOffset=alt.YOffset("series:N"),
         x=alt.X("ms:Q", title=title),
         color=alt.Color("series:N", title=None, scale=alt.Scale(range=["#9ecae9", "#4c78a8"])),
-        tooltip=[alt.Tooltip("category:N"), alt.Tooltip("series:N"), alt.Tooltip("time:N")])
+        opacity=opacity,
+        tooltip=[alt.Tooltip("category:N"), alt.Tooltip("series:N"), alt.Tooltip("time:N")]).add_params(pick)
     categories = len({r["category"] for r in data})
     return _spec(chart.properties(height=max(80, 36 * categories)))
 
@@ -297,12 +345,14 @@ def roofline(rows: Sequence[dict], roofs: dict[str, tuple[float, float]], gbps: 
         x=x_axis, y=y_axis, detail="roof:N", order="order:Q",
         strokeDash=alt.StrokeDash("roof:N", title="roof (dtype)"),
         tooltip=[alt.Tooltip("label:N", title="roof")])
-    dots = alt.Chart(alt.Data(values=points)).mark_circle(opacity=0.75, stroke="#333", strokeWidth=0.5).encode(
+    pick = alt.selection_point(name="pick", fields=["family"], bind="legend")
+    dots = alt.Chart(alt.Data(values=points)).mark_circle(stroke="#333", strokeWidth=0.5).encode(
         x=x_axis, y=y_axis,
         size=alt.Size("ms:Q", title=f"{time_title} (ms)", scale=alt.Scale(range=[20, 900])),
         color=alt.Color("family:N", title="family", scale=alt.Scale(scheme="tableau10")),
+        opacity=alt.condition(pick, alt.value(0.75), alt.value(FADED)),
         tooltip=[alt.Tooltip("name:N"), alt.Tooltip("shapes:N"), alt.Tooltip("dtype:N"), alt.Tooltip("calls:Q"),
                  alt.Tooltip("time:N", title=time_title), alt.Tooltip("achieved:N"),
                  alt.Tooltip("flop_per_byte:N", title="FLOP/byte"), alt.Tooltip("pct_of_roof:N"),
-                 alt.Tooltip("bound:N")])
+                 alt.Tooltip("bound:N")]).add_params(pick, _zoom(["x", "y"]))
     return _spec(alt.layer(roof, dots).resolve_scale(strokeDash="independent").properties(height=420))

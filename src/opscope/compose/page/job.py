@@ -3,7 +3,7 @@ each rank's delay and step time per step, then one rank's own sections."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,10 +20,12 @@ if TYPE_CHECKING:
 
 
 def job_view_page(report: Report, rank_steps: pa.Table, first: tuple[str, Trace] | None, run: dict | None = None,
-                  progress: Callable[[str], None] | None = None, peaks: Path | None = None) -> Page:
+                  progress: Callable[[str], None] | None = None, peaks: Path | None = None,
+                  timeline_steps: Sequence[int] | None = None) -> Page:
     """A whole job (``opscope job``'s report and its rank x step table): the job overview, the ranks, a heat map of
     each rank's delay and step time per step, the slowest rank per step, why the stragglers are slow, the
-    collectives; then the sections of one rank's trace (``first``; ``peaks``: a peaks file for its roofline)."""
+    collectives; then the sections of one rank's trace (``first``; ``peaks``: a peaks file for its roofline;
+    ``timeline_steps``: the steps its timeline draws)."""
     sections = [PageSection("job", "Job", _job_blocks(report, rank_steps), intro="opscope job")]
     names: list[str] = []
     notes = [*report.notes]
@@ -31,7 +33,7 @@ def job_view_page(report: Report, rank_steps: pa.Table, first: tuple[str, Trace]
         notes.insert(0, report.headline)
     if first is not None:
         name, trace = first
-        sections += trace_sections(trace, run, progress, peaks)
+        sections += trace_sections(trace, run, progress, peaks, timeline_steps)
         names.append(name)
         notes.append(f"the sections after Job are about {name} (the lowest rank)")
     return Page(title=f"opscope report: {report.title or 'job'}", sources=names, sections=sections, notes=notes,

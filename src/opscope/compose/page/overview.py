@@ -22,11 +22,15 @@ def overview(ctx: AdviceContext) -> PageSection:
 
     summary = summary_report(trace, top=0, run=run)  # the top lists are the Ops and kernels section's tables
     fields = part(summary, "overview")
-    blocks: list[Block | None] = [FieldsBlock("overview", list(fields.fields) if fields else [])]
+    blocks: list[Block | None] = []
     steps = steps_report(trace, None, run, analysis=ctx.gpu)
     section = next((s for s in steps.sections if not s.terminal), None) or steps.sections[0]
     table = section.arrow
-    if table is None or table.num_rows == 0:
+    has_steps = table is not None and table.num_rows > 0
+    if has_steps:
+        blocks.append(_critical_path(ctx))  # each step's breakdown first: the page's headline
+    blocks.append(FieldsBlock("overview", list(fields.fields) if fields else []))
+    if table is None or not has_steps:
         blocks.append(ProseBlock("no_steps", f"No step chart: the trace has {NO_STEPS}, so there is no per-step "
                                               "time (figures below are over the whole trace).", tone="empty"))
     else:
@@ -45,7 +49,6 @@ def overview(ctx: AdviceContext) -> PageSection:
             blocks.append(ProseBlock("no_step_busy", "No device busy/idle per step: no device work in the steps.",
                                      tone="empty"))
         blocks.append(section_table(section, "steps", "Steps", limit=TABLE_ROWS))
-        blocks.append(_critical_path(ctx))
     blocks += tables(summary, ("by_kind", "not_mapped"))
     return PageSection("overview", "Overview", [b for b in blocks if b is not None],
                        intro="opscope summary and opscope steps")
@@ -68,8 +71,10 @@ def _critical_path(ctx: AdviceContext) -> Block:
     if not rows:
         return ProseBlock("no_critical_path", "No critical path: the trace has no host events to follow.",
                           tone="empty")
-    return ChartBlock("critical_path", "What set each step's length: its critical path",
+    return ChartBlock("critical_path", "Each step, by what set its length (its critical path)",
                       charts.critical_path(rows),
-                      caption="the chain of work and waits that set each step's length (opscope critical-path), by "
-                              "category, stacked to the step's length; unexplained: waits the trace does not show "
-                              "the cause of")
+                      caption="one bar per step: the chain of work and waits that set the step's length (opscope "
+                              "critical-path), by category (device compute, copies, communication, input pipeline, "
+                              "host work, sync waits), stacked to the step's length; unexplained: waits the trace "
+                              "does not show the cause of. Click a category in the legend to pick it out; wheel "
+                              "and drag zoom and pan the time axis")

@@ -8,7 +8,7 @@ drawing an empty chart. Each section is one module with one function ``AdviceCon
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +19,7 @@ from opscope.compose.page.memory import memory
 from opscope.compose.page.ops import ops_and_kernels
 from opscope.compose.page.overview import overview
 from opscope.compose.page.roofline import roofline
+from opscope.compose.page.timeline import chosen_steps, timeline
 from opscope.render.html.page import PageSection
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class SectionSpec:
 #: The sections in reading order.
 SECTIONS = (
     SectionSpec("overview", overview),
+    SectionSpec("timeline", timeline),
     SectionSpec("gpu", gpu),
     SectionSpec("ops", ops_and_kernels),
     SectionSpec("roofline", roofline),
@@ -46,23 +48,27 @@ SECTIONS = (
 
 #: The order the sections are built in: the ones whose analyses leave the most behind (the GPU analysis, kept for
 #: the rest of the command) after those that need most while they run (ops, advice), so that the two never peak at
-#: once (BENCHMARKS.md, "Owned memory").
-BUILD_ORDER = ("ops", "roofline", "advice", "memory", "overview", "gpu")
+#: once (BENCHMARKS.md, "Owned memory"); the timeline holds only a few steps' events.
+BUILD_ORDER = ("ops", "roofline", "advice", "memory", "overview", "gpu", "timeline")
 
 
 def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[str], None] | None = None,
-                   peaks: Path | None = None) -> list[PageSection]:
+                   peaks: Path | None = None, timeline_steps: Sequence[int] | None = None) -> list[PageSection]:
     """Every section of one trace's report, in reading order; ``peaks``: a peaks file for the roofline (as
-    ``opscope roofline --peaks FILE``), else the table's peaks for the device the trace names.
+    ``opscope roofline --peaks FILE``), else the table's peaks for the device the trace names;
+    ``timeline_steps``: the steps the timeline draws (checked before any section is built), else the median and
+    the slowest step.
 
     One context for every section: the GPU analysis, step table and the like are computed once and the advice
     rules reuse them. The sections are built one after the other, in :data:`BUILD_ORDER`: on two threads a 1 GB
     trace's report took the same time and more memory, each thread holding its analysis' working columns at once."""
     from opscope.advise.context import AdviceContext
 
+    if timeline_steps is not None:
+        chosen_steps(trace, timeline_steps)  # a step the trace does not have is said before minutes of analysis
     ctx = AdviceContext(trace, run=run)
     specs = {s.id: s for s in SECTIONS}
-    options: dict[str, dict] = {"roofline": {"peaks": peaks}}
+    options: dict[str, dict] = {"roofline": {"peaks": peaks}, "timeline": {"steps": timeline_steps}}
     built = {}
     for name in BUILD_ORDER:
         if progress is not None:

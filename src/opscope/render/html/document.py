@@ -1,9 +1,10 @@
-"""A :class:`Page` as one self-contained HTML file: the template, the styles, the table script and the Vega
-bundle all inline, nothing fetched when it is opened (a Content-Security-Policy forbids any request).
+"""A :class:`Page` as one self-contained HTML file: the template, the styles, the table script, the Vega
+bundle and, where the page has a timeline, the timeline library (flame-chart-js, vendored in ``assets/`` with its
+license) all inline, nothing fetched when it is opened (a Content-Security-Policy forbids any request).
 
-Escaping: jinja2 autoescapes every string in the page; chart specs travel as JSON inside
-``<script type="application/json">`` with ``<``, ``>`` and ``&`` written as ``\\u003c``... so that no trace text
-(an op named ``</script>``) can end the element early.
+Escaping: jinja2 autoescapes every string in the page; chart specs and timeline data travel as JSON inside
+``<script type="application/json">`` with ``<``, ``>``, ``&``, U+2028 and U+2029 written as ``\\u003c``... so that
+no trace text (an op named ``</script>``) can end the element early.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from opscope.errors import UsageError
-from opscope.render.html.page import ChartBlock, Page
+from opscope.render.html.page import ChartBlock, Page, TimelineBlock
 from opscope.render.html.tables import table_view
 from opscope.version import __version__
 
@@ -27,14 +28,17 @@ def render_page(page: Page) -> str:
     """The page as HTML text."""
     template = _environment().get_template("report.html.j2")
     charts = {b.key: _script_json(b.spec) for s in page.sections for b in s.blocks if isinstance(b, ChartBlock)}
-    return template.render(page=page, charts=charts, table=table_view, css=_asset("report.css"),
-                           script=_asset("report.js"), vega=vega_bundle(), version=__version__,
+    timelines = {b.key: _script_json(b.data) for s in page.sections for b in s.blocks if isinstance(b, TimelineBlock)}
+    return template.render(page=page, charts=charts, timelines=timelines, table=table_view, css=_asset("report.css"),
+                           script=_asset("report.js"), vega=vega_bundle(),
+                           timeline_library=timeline_bundle() if timelines else "", version=__version__,
                            generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def _script_json(spec: dict[str, Any]) -> str:
     text = json.dumps(spec, separators=(",", ":"), allow_nan=False, default=str)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 @cache
@@ -49,6 +53,14 @@ def _environment():
 
 def _asset(name: str) -> str:
     return resources.files(_ASSETS).joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+
+
+def timeline_bundle() -> str:
+    """flame-chart-js's minified release (``assets/flame-chart-js.min.js``, MIT: ``flame-chart-js.LICENSE.txt``)."""
+    text = _asset("flame-chart-js.min.js")
+    if "</script" in text.lower():  # it is inlined in a <script> element
+        raise RuntimeError("the timeline library holds '</script' and cannot be inlined")
+    return text
 
 
 def vega_bundle() -> str:

@@ -38,6 +38,18 @@ class ChartBlock:
 
 
 @dataclass(frozen=True)
+class TimelineBlock:
+    """Threads and streams of a few steps, drawn on a zoomable canvas: ``data`` is the compose layer's compact
+    arrays (:func:`opscope.compose.page.timeline.timeline_data`), JSON-ready."""
+
+    key: str
+    title: str
+    data: dict[str, Any]
+    caption: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class FieldsBlock:
     key: str
     items: list[tuple[str, str]]
@@ -66,7 +78,7 @@ class FindingBlock:
     evidence: TableBlock | None
 
 
-Block: TypeAlias = "TableBlock | ChartBlock | FieldsBlock | ProseBlock | FindingBlock"
+Block: TypeAlias = "TableBlock | ChartBlock | TimelineBlock | FieldsBlock | ProseBlock | FindingBlock"
 
 
 @dataclass(frozen=True)
