@@ -105,3 +105,14 @@ def test_filters_and_the_by_op_conflict():
     assert set(table["name"].to_pylist()) == {"gemm"} and table.num_rows == 2
     with pytest.raises(UsageError, match="--details and --by-op"):
         kernels_report(trace, EventFilter(), True, "total_ns", "short", None, details=True)
+
+
+def test_values_out_of_range_are_empty_and_the_rest_stays():
+    text = ('{"grid": [1, 1, 1], "block": [99999999999999999999999, 1, 1], "registers per thread": 40, '
+            '"shared memory": 1e400, "warps per SM": 123456789012345678901234567890123456789, '
+            '"est. achieved occupancy %": 50}')
+    trace = make_trace([row("kernel", "k", 0, 1, device=0, stream=7)], args=[text])
+    (r,) = kernel_launch_table(trace).to_pylist()
+    assert (r["grid"], r["block"], r["registers_per_thread"], r["shared_memory_bytes"], r["occupancy_pct"]) == \
+        ([1, 1, 1], None, 40, None, 50.0)
+    assert r["warps_per_sm"] is None or r["warps_per_sm"] > 1e37

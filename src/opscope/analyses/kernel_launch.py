@@ -14,8 +14,9 @@ resources and occupancy.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import pyarrow as pa
@@ -26,6 +27,7 @@ from opscope.analyses.filters import EventFilter
 from opscope.analyses.kernels import DEVICE_WORK, NAME_FORMS, names_shown
 from opscope.analyses.ops import sort_table
 from opscope.errors import UsageError
+from opscope.model.buffers import true_positions
 from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 
@@ -45,22 +47,31 @@ FIELDS = {
 TENSOR_CORE_KEY = re.compile(r"tensor[ _-]?cores?", re.IGNORECASE)
 
 
-class _Launch(msgspec.Struct, gc=False):
-    """The keys read from a kernel's args; the others are passed over, not built."""
+#: The values a column holds: integers that fit (with room) in int64, finite floats.
+_Int = Annotated[int, msgspec.Meta(ge=-(1 << 62), le=1 << 62)]
+_Float = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]
 
-    grid: Any = None
-    block: Any = None
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared: Any = msgspec.field(default=None, name="shared memory")
-    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
-    theoretical: Any = msgspec.field(default=None, name="theoretical occupancy %")
-    blocks: Any = msgspec.field(default=None, name="blocks per SM")
-    warps: Any = msgspec.field(default=None, name="warps per SM")
+
+class _Launch(msgspec.Struct, gc=False):
+    """The keys read from a kernel's args, typed: a batch is decoded and checked in one call (the other keys are
+    passed over, not built); args with a value out of type or range are read one by one (:func:`_one`)."""
+
+    grid: tuple[_Int, _Int, _Int] | None = None
+    block: tuple[_Int, _Int, _Int] | None = None
+    registers: _Int | None = msgspec.field(default=None, name="registers per thread")
+    shared: _Int | None = msgspec.field(default=None, name="shared memory")
+    occupancy: _Float | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    theoretical: _Float | None = msgspec.field(default=None, name="theoretical occupancy %")
+    blocks: _Float | None = msgspec.field(default=None, name="blocks per SM")
+    warps: _Float | None = msgspec.field(default=None, name="warps per SM")
 
 
 _decode_batch = msgspec.json.Decoder(list[_Launch | None]).decode
 _decode_one = msgspec.json.Decoder(_Launch | None).decode
 _BATCH = 50_000
+_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError)
+_INTS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared")
+_FLOATS = ("occupancy", "theoretical", "blocks", "warps")
 
 
 @memoized(keep=True)
@@ -99,10 +110,10 @@ def kernel_launch_table(trace: Trace, filt: EventFilter | None = None, sort: str
         "pct": shares_pct(total, pc.sum(total).as_py() or 0),
         "registers_per_thread": grouped["registers_max"],
         "shared_memory_bytes": grouped["shared_max"],
-        "occupancy_pct": _rounded(grouped["occupancy_mean"]),
-        "theoretical_occupancy_pct": _rounded(grouped["theoretical_mean"]),
-        "blocks_per_sm": _rounded(grouped["blocks_mean"], 3),
-        "warps_per_sm": _rounded(grouped["warps_mean"], 3),
+        "occupancy_pct": pc.round(grouped["occupancy_mean"], 2),
+        "theoretical_occupancy_pct": pc.round(grouped["theoretical_mean"], 2),
+        "blocks_per_sm": pc.round(grouped["blocks_mean"], 3),
+        "warps_per_sm": pc.round(grouped["warps_mean"], 3),
         "tensor_cores": grouped["tensor_cores_max"],
         "registers_varies": pc.not_equal(grouped["registers_min"], grouped["registers_max"]),
         "shared_memory_varies": pc.not_equal(grouped["shared_min"], grouped["shared_max"]),
@@ -121,65 +132,75 @@ def _launches(trace: Trace, event_ids: pa.ChunkedArray) -> dict[str, pa.Array]:
     """The launch fields of these events, one value per event (null where absent or not of the field's type)."""
     n = len(event_ids)
     args = trace.args
-    texts: list[str | None] = [None] * n
+    found: pa.Array | pa.ChunkedArray = pa.nulls(n, pa.string())
     if n and args.num_rows:
         where = pc.index_in(event_ids, value_set=args["event_id"])
         found = pc.take(args["args"], pc.fill_null(where, 0))
         found = pc.if_else(pc.is_valid(where), found, pa.scalar(None, found.type))
-        texts = found.to_pylist()
+    texts = found.to_pylist()
     values: list[_Launch | None] = []
     for start in range(0, n, _BATCH):
         values.extend(_decoded(texts[start:start + _BATCH]))
-    columns: dict[str, list] = {k: [] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                                                "registers", "shared", "occupancy", "theoretical", "blocks",
-                                                "warps")}
-    for v in values:
-        grid = _three(v.grid) if v is not None else None
-        block = _three(v.block) if v is not None else None
-        for axis, i in (("x", 0), ("y", 1), ("z", 2)):
-            columns[f"grid_{axis}"].append(grid[i] if grid else None)
-            columns[f"block_{axis}"].append(block[i] if block else None)
-        columns["registers"].append(_int(v.registers) if v is not None else None)
-        columns["shared"].append(_int(v.shared) if v is not None else None)
-        for key, attr in (("occupancy", "occupancy"), ("theoretical", "theoretical"), ("blocks", "blocks"),
-                          ("warps", "warps")):
-            columns[key].append(_float(getattr(v, attr)) if v is not None else None)
-    out: dict[str, pa.Array] = {k: pa.array(v, pa.int64()) for k, v in columns.items()
-                                if k not in ("occupancy", "theoretical", "blocks", "warps")}
-    out.update({k: pa.array(columns[k], pa.float64()) for k in ("occupancy", "theoretical", "blocks", "warps")})
-    out["tensor_cores"] = pa.array(_tensor_cores(texts), pa.string())
+    grids = [v.grid if v is not None else None for v in values]
+    blocks = [v.block if v is not None else None for v in values]
+    columns: dict[str, list] = {}
+    for axis, i in (("x", 0), ("y", 1), ("z", 2)):
+        columns[f"grid_{axis}"] = [g[i] if g is not None else None for g in grids]
+        columns[f"block_{axis}"] = [b[i] if b is not None else None for b in blocks]
+    for key in ("registers", "shared") + _FLOATS:
+        columns[key] = [getattr(v, key) if v is not None else None for v in values]
+    out: dict[str, pa.Array] = {k: pa.array(columns[k], pa.int64()) for k in _INTS}
+    out.update({k: pa.array(columns[k], pa.float64()) for k in _FLOATS})
+    out["tensor_cores"] = _tensor_cores(found)
     return out
 
 
 def _decoded(texts: list[str | None]) -> list[_Launch | None]:
+    """Each text's launch fields: the batch in one call; where some value is not of its field's type, text by text,
+    keeping the fields that are."""
     try:
         return _decode_batch("[" + ",".join(t or "null" for t in texts) + "]")
-    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
-        out: list[_Launch | None] = []
-        for t in texts:
-            try:
-                out.append(_decode_one(t) if t else None)
-            except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
-                out.append(None)
-        return out
+    except _ERRORS:
+        return [_one(t) for t in texts]
 
 
-def _tensor_cores(texts: list[str | None]) -> list[str | None]:
+def _one(text: str | None) -> _Launch | None:
+    if not text:
+        return None
+    try:
+        return _decode_one(text)
+    except _ERRORS:
+        pass
+    try:  # the standard library reads what msgspec refuses (1e400, integers past 64 bits): each value checked
+        loose = json.loads(text)
+    except _ERRORS:
+        return None
+    if not isinstance(loose, dict):
+        return None
+    get = loose.get
+    return _Launch(grid=_three(get("grid")), block=_three(get("block")), registers=_int(get("registers per thread")),
+                   shared=_int(get("shared memory")), occupancy=_float(get("est. achieved occupancy %")),
+                   theoretical=_float(get("theoretical occupancy %")), blocks=_float(get("blocks per SM")),
+                   warps=_float(get("warps per SM")))
+
+
+def _tensor_cores(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The value of an args key naming Tensor Cores, as text; only the texts that mention them are parsed."""
     out: list[str | None] = [None] * len(texts)
-    for i, t in enumerate(texts):
-        if not t or not TENSOR_CORE_KEY.search(t):
-            continue
+    if not len(texts):
+        return pa.array(out, pa.string())
+    hits = pc.fill_null(pc.match_substring_regex(texts, TENSOR_CORE_KEY.pattern, ignore_case=True), False)
+    for i in true_positions(hits).to_pylist():
         try:
-            value = msgspec.json.decode(t)
-        except (msgspec.DecodeError, ValueError, RecursionError):
+            value = msgspec.json.decode(texts[i].as_py())
+        except _ERRORS:
             continue
         if isinstance(value, dict):
             for k, v in value.items():
                 if isinstance(k, str) and TENSOR_CORE_KEY.search(k) and v is not None:
                     out[i] = str(v).lower() if isinstance(v, bool) else str(v)
                     break
-    return out
+    return pa.array(out, pa.string())
 
 
 def _three(value: Any) -> tuple[int, int, int] | None:
@@ -199,18 +220,17 @@ def _int(value: Any) -> int | None:
 def _float(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
-    return value if value == value and abs(value) != float("inf") else None
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond any float
+        return None
+    return value if value == value and abs(value) <= 1e300 else None
 
 
 def _dims(grouped: pa.Table, prefix: str) -> pa.Array:
     """The three dimensions of each row as a list (null where the trace has none)."""
     xs, ys, zs = (grouped[f"{prefix}_{a}"].to_pylist() for a in "xyz")
     return pa.array([[x, y, z] if x is not None else None for x, y, z in zip(xs, ys, zs)], pa.list_(pa.int64()))
-
-
-def _rounded(values: pa.ChunkedArray | pa.Array, digits: int = 2) -> pa.Array:
-    return pc.round(values, digits)
 
 
 def _text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
