@@ -99,7 +99,7 @@ def _export_job(spec: Path, writer: "ExportRenderer", cut: "Cut", output: Path, 
         say(line)
     if not run.summaries or run.view is None:
         raise UsageError(f"{spec}: no rank could be read")
-    def opener(path: Path) -> Callable[[], Trace]:
+    def opener(path: Path) -> "Callable[[], Trace]":
         return lambda: open_quietly(path, no_cache)
 
     ranks = [(rank, opener(Path(s.path))) for rank, s in sorted(run.summaries.items())]

@@ -81,18 +81,20 @@ def _first_ns(trace: Trace) -> int | None:
 
 def memory_processes(memory: pa.Table, tracks: Layout) -> dict[tuple[int | None, int | None], str]:
     """Each memory device's process in the layout: the process that holds the device's work (a GPU's memory under
-    that GPU). The CPU, and a device without work in the layout, have none."""
+    that GPU). The memory records number devices as the program saw them and the device work as the profiler did
+    (CUDA_VISIBLE_DEVICES=2 makes cuda:0 GPU 2): a trace with one device's work and one device's memory has them
+    on the same device; otherwise the numbers must agree. The CPU, and a device not found, have none."""
     if memory.num_rows == 0:
         return {}
     by_device: dict[int, str] = {}
     for pid, device in sorted(tracks.device_of.items(), key=lambda kv: (kv[1], _pid_order(tracks, kv[0]))):
         by_device.setdefault(device, pid)
     devices = memory.group_by(["device_type", "device_id"], use_threads=False).aggregate([])
-    out = {}
-    for t, i in zip(devices["device_type"].to_pylist(), devices["device_id"].to_pylist()):
-        if t is not None and t != CPU_DEVICE_TYPE and i is not None and i in by_device:
-            out[(t, i)] = by_device[i]
-    return out
+    used = [(t, i) for t, i in zip(devices["device_type"].to_pylist(), devices["device_id"].to_pylist())
+            if t is not None and t != CPU_DEVICE_TYPE and i is not None]
+    if len(used) == 1 and len(by_device) == 1:
+        return {used[0]: next(iter(by_device.values()))}
+    return {(t, i): by_device[i] for t, i in used if i in by_device}
 
 
 def _pid_order(tracks: Layout, pid: str) -> int:
