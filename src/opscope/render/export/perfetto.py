@@ -35,6 +35,13 @@ INSTALL = "pip install 'opscope[view]'"
 _INTERNED_VALUES = ("kind", "shapes")
 
 
+def _enums() -> tuple[int, int, int]:
+    """The protobuf enum values the hot path sets, read once from the package's classes."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    return (pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_INSTANT)
+
+
 def require() -> None:
     """A one-line UsageError when the ``perfetto`` package is not installed."""
     try:
@@ -114,6 +121,8 @@ class _Writer:
     def __init__(self, out: _Out) -> None:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+        self.needs_state, self.slice_begin, self.instant = _enums()
+
         self.pb = pb
         self.out = out
         self.next_uuid = 1
@@ -162,27 +171,31 @@ class _Writer:
     def begin(self, ts: int, uuid: int, name: str, cat: str | None, annotations: dict[str, Any] | None = None,
               flows: list[int] | None = None, ends: list[int] | None = None, instant: bool = False) -> None:
         p = self.out.packet(ts)
-        p.sequence_flags |= p.SEQ_NEEDS_INCREMENTAL_STATE
+        p.sequence_flags |= self.needs_state
         e = p.track_event
-        e.type = e.TYPE_INSTANT if instant else e.TYPE_SLICE_BEGIN
+        e.type = self.instant if instant else self.slice_begin
         e.track_uuid = uuid
-        e.name_iid = self.iid(p, "event_names", name)
+        iids = self.iids
+        e.name_iid = iids["event_names"].get(name) or self.iid(p, "event_names", name)
         if cat:
-            e.category_iids.append(self.iid(p, "event_categories", cat))
+            e.category_iids.append(iids["event_categories"].get(cat) or self.iid(p, "event_categories", cat))
         if flows:
             e.flow_ids.extend(flows)
         if ends:
             e.terminating_flow_ids.extend(ends)
         if annotations:
+            keys, values = iids["debug_annotation_names"], iids["debug_annotation_string_values"]
+            add = e.debug_annotations.add
             for k, v in annotations.items():
-                a = e.debug_annotations.add()
-                a.name_iid = self.iid(p, "debug_annotation_names", k)
+                a = add()
+                a.name_iid = keys.get(k) or self.iid(p, "debug_annotation_names", k)
                 if isinstance(v, bool):
                     a.bool_value = v
                 elif isinstance(v, int):
                     a.int_value = v
                 elif k in _INTERNED_VALUES:
-                    a.string_value_iid = self.iid(p, "debug_annotation_string_values", str(v))
+                    text = str(v)
+                    a.string_value_iid = values.get(text) or self.iid(p, "debug_annotation_string_values", text)
                 else:
                     a.string_value = str(v)
 
@@ -295,7 +308,7 @@ def _events(plan: Plan, w: _Writer, lanes: dict[tuple[str, str], _Lanes]) -> Non
     for start in range(0, len(rows), BATCH_PACKETS):
         chunk = rows.slice(start, BATCH_PACKETS)
         part = events.take(chunk)
-        cols = {c: part[c].to_pylist() for c in _COLUMNS}
+        cols = {c: _pylist(part[c]) for c in _COLUMNS}
         ids = chunk.to_pylist()
         for i, row in enumerate(ids):
             kind = cols["kind"][i]
@@ -313,6 +326,20 @@ def _events(plan: Plan, w: _Writer, lanes: dict[tuple[str, str], _Lanes]) -> Non
             uuid = lane.place(ts, ts + dur)
             w.begin(ts, uuid, cols["name"][i] or "", category(kind, cols["cat"][i]), ann,
                     flows=starts.get(row), ends=ends.get(row))
+
+
+def _pylist(column: Any) -> list:
+    """A column's values; a dictionary column's texts made once per distinct value, not once per row."""
+    import pyarrow as pa
+
+    out: list = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            values = chunk.dictionary.to_pylist()
+            out.extend(None if i is None else values[i] for i in chunk.indices.to_pylist())
+        else:
+            out.extend(chunk.to_pylist())
+    return out
 
 
 def _counters(plan: Plan, w: _Writer) -> None:
