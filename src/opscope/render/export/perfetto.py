@@ -127,11 +127,17 @@ class _Writer:
         self.out = out
         self.next_uuid = 1
         self.next_flow = 1
+        self.top_tracks = 0
         self.opscope = self.steps = self.findings = 0
         self.process_uuid: dict[str, int] = {}
         # the interned strings of the sequence, by the InternedData field that defines them
         self.iids: dict[str, dict[str, int]] = {"event_names": {}, "event_categories": {},
                                                 "debug_annotation_names": {}, "debug_annotation_string_values": {}}
+
+    def order(self) -> int:
+        """The next place among the top tracks of a job (its ranks one after the other)."""
+        self.top_tracks += 1
+        return self.top_tracks
 
     def iid(self, packet: Any, table: str, text: str) -> int:
         """The id of ``text`` in the sequence's ``table``, defined in ``packet`` when it is new."""
@@ -269,7 +275,7 @@ def _tracks(plan: Plan, w: _Writer, rank: int | None) -> dict[tuple[str, str], _
     lay = plan.layout
     prefix = f"rank {rank} " if rank is not None else ""
     lanes: dict[tuple[str, str], _Lanes] = {}
-    w.opscope = w.track(f"{prefix}opscope", rank=-1 if rank is None else 2 * rank * (1 << 21))
+    w.opscope = w.track(f"{prefix}opscope", rank=-1 if rank is None else w.order())
     w.steps = w.track(f"{prefix}steps", parent=w.opscope, rank=0)
     w.findings = w.track(f"{prefix}opscope findings", parent=w.opscope, rank=1)
     process_uuid: dict[str, int] = {}
@@ -279,7 +285,7 @@ def _tracks(plan: Plan, w: _Writer, rank: int | None) -> dict[tuple[str, str], _
             name = f"{name} ({lay.process_label[p]})"
         n = lay.pid[p]
         host_pid = n if rank is None and not lay.is_device(p) and 0 < n <= _INT32 else None
-        order = lay.process_sort[p] if rank is None else (2 * rank + 1) * (1 << 21) + lay.process_sort[p]
+        order = lay.process_sort[p] if rank is None else w.order()  # a job: rank by rank, in each the layout's order
         process_uuid[p] = w.track(prefix + name, pid=host_pid, rank=order)
     for (p, t), n in sorted(lay.tid.items(), key=lambda kv: (lay.process_sort[kv[0][0]], lay.thread_sort[kv[0]])):
         pid = lay.pid[p]
