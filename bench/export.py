@@ -2,9 +2,14 @@
 export), to Chrome JSON and to Perfetto, against ``orjson.loads`` of the same JSON (decompressed in the same child),
 plus a read-back check: the Chrome export read by opscope gives the same kernel and op tables as the source.
 
-Each case runs ``--repeat`` times as its own process (median wall time, largest peak RSS).
+Each case runs ``--repeat`` times as its own process (median wall time, largest peak RSS). ``--old CHECKOUT`` runs
+every export case a second time with that checkout's ``src`` on ``PYTHONPATH``, the two alternating round by
+round, and gives both output sizes; ``--cached`` times the export from a warm cache (the read left out: on the
+1 GB trace it is most of a cold run); ``--to perfetto`` keeps one format.
 
     python bench/export.py --repeat 3
+    python bench/export.py --old /tmp/old-checkout --to perfetto --cached --repeat 3
+    python bench/export.py --old /tmp/old-checkout --to perfetto --cached --repeat 1 --trace BIG --no-readback
 """
 
 from __future__ import annotations
@@ -28,28 +33,49 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--trace", type=Path, default=SAMPLE)
+    ap.add_argument("--old", type=Path, help="another checkout: its export beside this one's, alternating")
+    ap.add_argument("--to", choices=["chrome", "perfetto"], help="only this format")
+    ap.add_argument("--cached", action="store_true", help="from a warm cache (each checkout its own)")
+    ap.add_argument("--no-readback", action="store_true", help="skip the Chrome read-back check")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="opscope-export-bench-"))
-    env = {**os.environ, "OPSCOPE_CACHE_DIR": str(tmp / "cache")}
-    outs = {"chrome": tmp / "out.json", "chrome .gz": tmp / "out.json.gz", "perfetto": tmp / "out.pftrace"}
-    cases = {"orjson.loads (decompress + parse)": [sys.executable, "-c", ORJSON, str(args.trace)]}
-    for name, out in outs.items():
-        cases[f"opscope export --to {name.split()[0]} ({out.name})"] = [
-            sys.executable, "-m", "opscope.cli", "export", str(args.trace), "--to", name.split()[0], "-o", str(out),
-            "--force", "--no-cache"]
-    results = {}
-    for name, cmd in cases.items():
-        runs = [run(cmd, env) for _ in range(args.repeat)]
-        results[name] = (statistics.median(r[0] for r in runs), max(r[1] for r in runs))
-    base = results["orjson.loads (decompress + parse)"][0]
-    print(f"trace: {args.trace.name} ({args.trace.stat().st_size / 1e6:.1f} MB gzip), median of {args.repeat}\n")
-    print("| case | wall s | x orjson | peak RSS MiB | output MB |")
+    checkouts = {"this": ROOT / "src"}
+    if args.old is not None:
+        checkouts["old"] = args.old.resolve() / "src"
+    envs = {who: {**os.environ, "OPSCOPE_CACHE_DIR": str(tmp / f"cache-{who}"), "PYTHONPATH": str(src)}
+            for who, src in checkouts.items()}
+    outs = {"chrome": "out.json", "chrome .gz": "out.json.gz", "perfetto": "out.pftrace"}
+    outs = {k: v for k, v in outs.items() if args.to is None or k.split()[0] == args.to}
+    cases: dict[str, tuple[list[str], dict[str, str], Path | None]] = {}
+    if not args.cached:
+        cases["orjson.loads (decompress + parse)"] = ([sys.executable, "-c", ORJSON, str(args.trace)],
+                                                      envs["this"], None)
+    for who, env in envs.items():
+        if args.cached:  # fill the cache once, untimed
+            run([sys.executable, "-m", "opscope.cli", "summary", str(args.trace)], env)
+        for name, file in outs.items():
+            out = tmp / f"{who}-{file}"
+            label = f"opscope export --to {name.split()[0]} ({file})" + (f" [{who}]" if args.old else "")
+            cases[label] = ([sys.executable, "-m", "opscope.cli", "export", str(args.trace), "--to", name.split()[0],
+                             "-o", str(out), "--force"] + ([] if args.cached else ["--no-cache"]), env, out)
+    runs: dict[str, list[tuple[float, int]]] = {name: [] for name in cases}
+    for _ in range(args.repeat):  # round by round: a busy machine slows every case alike
+        for name, (cmd, env, _out) in cases.items():
+            runs[name].append(run(cmd, env))
+    results = {name: (statistics.median(r[0] for r in rs), max(r[1] for r in rs)) for name, rs in runs.items()}
+    base = next(iter(results.values()))[0]
+    how = "from a warm cache" if args.cached else "no cache"
+    print(f"trace: {args.trace.name} ({args.trace.stat().st_size / 1e6:.1f} MB gzip), {how}, median of "
+          f"{args.repeat}\n")
+    print("| case | wall s | x first | peak RSS MiB | output MB |")
     print("|---|---:|---:|---:|---:|")
-    for (name, (wall, rss)), out in zip(results.items(), [None, *outs.values()]):
-        size = f"{out.stat().st_size / 1e6:.1f}" if out is not None else "-"
+    for name, (wall, rss) in results.items():
+        out = cases[name][2]
+        size = f"{out.stat().st_size / 1e6:.2f}" if out is not None else "-"
         print(f"| {name} | {wall:.2f} | {wall / base:.2f} | {rss} | {size} |")
-    print()
-    print(readback(args.trace, outs["chrome .gz"]))
+    if "chrome .gz" in outs and not args.no_readback:
+        print()
+        print(readback(args.trace, tmp / "this-out.json.gz"))
 
 
 def readback(source: Path, exported: Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from support.cli import assert_one_line_error, run_cli
@@ -97,6 +98,63 @@ def test_perfetto(tmp_path):
     assert sum(got["instants"].values()) == pc.sum(pc.equal(e["kind"], "marker")).as_py()
 
 
+@pytest.mark.parametrize("relative", [H100, MI300])
+def test_perfetto_tracks_interned_names_and_counts(tmp_path, relative):
+    pytest.importorskip("perfetto")
+    source = shared_trace(relative)
+    out = tmp_path / "out.pftrace"
+    assert export(source, out, fmt="perfetto").returncode == 0
+    got = perfetto_slices(out)  # resolves every interned id, and checks the sequence flags they need
+    names = got["names"]
+    assert not [n for n in names.values() if "(none)" in n]
+    trace = open_trace(source, use_cache=False)
+    e = trace.events
+    # every event of the trace is written once: a slice, or an instant for a marker
+    marks = {n for n, v in got["slices"].items() if any(s[0] in ("steps", "opscope findings")
+                                                        or s[0].startswith("opscope findings (overlap") for s in v)}
+    written = sum(len(v) for n, v in got["slices"].items() if n not in marks) + sum(got["instants"].values())
+    assert written == e.num_rows
+    # each interned name is defined once and stands for an event's own name (the slices carry no text name)
+    event_names = set(e["name"].to_pylist())
+    assert got["interned"]["event_names"] == len(event_names | marks)
+    assert set(got["slices"]) - marks | set(got["instants"]) == event_names
+    kinds_of: dict[str, set] = {}
+    for n, k in zip(e["name"].to_pylist(), e["kind"].to_pylist()):
+        kinds_of.setdefault(n, set()).add(k)
+    for name, given in got["annotations"].items():
+        if name not in marks:
+            assert {a["kind"] for a in given} <= kinds_of[name]
+    kinds = {n: min(k) for n, k in kinds_of.items()}
+    # device streams named with their device, their memory under the device's process
+    device_work = e.filter(pc.is_in(e["kind"], pa.array(["kernel", "memcpy", "memset"])))
+    streams = {f"GPU {d} stream {s}" for d, s in zip(device_work["device"].to_pylist(),
+                                                     device_work["stream"].to_pylist())}
+    stream_tracks = {names[s[5]] for n, v in got["slices"].items() for s in v
+                     if kinds.get(n) in ("kernel", "memcpy", "memset")}
+    assert {t.split(" (overlap")[0] for t in stream_tracks} == streams
+    # one GPU's work (GPU 0 on the H100, GPU 2 on the MI300) and one device's memory (cuda:0, hip:0): the same GPU
+    (device,) = set(device_work["device"].to_pylist())
+    memory = [n for n in got["counters"] if n.startswith(("memory cuda:0", "memory hip:0"))]
+    assert len(memory) == 2 and trace.memory.num_rows
+    uuid_of = {n: u for u, n in names.items()}
+    for name in memory:
+        assert names[got["parents"][uuid_of[name]]].endswith(f"(GPU {device})")
+    for name in ("memory cpu allocated (bytes)", "memory cpu reserved (bytes)"):
+        assert "(CPU)" in names[got["parents"][uuid_of[name]]]
+
+
+def test_perfetto_file_is_smaller_than_with_names_written_out(tmp_path):
+    """Interning: each distinct name is written once however many events carry it."""
+    pytest.importorskip("perfetto")
+    name = "void a_kernel_with_a_long_name<float, 128, at::native::SomeFunctor<float>>(int, float*)"
+    events = [x(name, 10 * i, 5, cat="kernel", pid=0, tid=7, device=0, stream=7) for i in range(500)]
+    path = write_trace(tmp_path / "t.json", events)
+    out = tmp_path / "o.pftrace"
+    assert export(path, out, fmt="perfetto").returncode == 0
+    assert out.read_bytes().count(name.encode()) == 1
+    assert len(perfetto_slices(out)["slices"][name]) == 500
+
+
 def test_cuts_through_the_cli(tmp_path):
     events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::a", 10, 50), x("aten::b", 20, 2),
               x("ProfilerStep#2", 100, 100, cat="user_annotation"), x("aten::c", 110, 50)]
@@ -166,3 +224,43 @@ def test_hostile_names_are_data(tmp_path, fmt):
         assert sorted(totals(open_trace(out, use_cache=False))[0]) == sorted(("cpu_op", n) for n in HOSTILE)
     else:
         assert sorted(perfetto_slices(out)["slices"]) == sorted(HOSTILE)
+
+
+# --- a job: every rank in one Perfetto file, on one clock ----------------------------------------------------
+
+JOB_BASE = "hta/nccl_parser_config/nccl_data.json.gz"
+
+
+def test_a_job_exports_to_one_perfetto_file_on_the_reference_clock(tmp_path, cache):
+    pytest.importorskip("perfetto")
+    from collections import defaultdict
+
+    from support.export import root_name
+    from support.jobgen import make_job
+
+    offsets = [0, 5_000_000, -3_000_000, 12_345_678]
+    truth = make_job(shared_trace(JOB_BASE), tmp_path / "ranks", 4, offsets_ns=offsets)
+    out = tmp_path / "job.pftrace"
+    res = run_cli("export", str(tmp_path / "ranks"), "--to", "perfetto", "-o", str(out), cache=cache)
+    assert res.returncode == 0, res.stderr
+    assert "4 ranks on rank 0's clock" in res.stderr
+    got = perfetto_slices(out)
+    assert not [n for n in got["names"].values() if "(none)" in n]
+    # each collective ends at the same instant on every rank (jobgen made them so, then moved each rank's clock)
+    ends: dict[str, list[int]] = defaultdict(list)
+    for name, slices in got["slices"].items():
+        if name.startswith("ncclKernel"):
+            for s in slices:
+                ends[root_name(got, s[5])].append(s[1] + s[2])
+    assert sorted(ends) == [f"rank {r} python3.10 (GPU 0)" for r in range(4)]
+    ranks = [sorted(ends[f"rank {r} python3.10 (GPU 0)"]) for r in range(4)]
+    assert len(ranks[0]) == truth.collectives_per_rank
+    for r in range(1, 4):
+        assert max(abs(a - b) for a, b in zip(ranks[0], ranks[r])) <= 1
+    # every rank's events are there once
+    total = sum(open_trace(f, use_cache=False).events.num_rows for f in truth.files)
+    marks = {n for n, v in got["slices"].items() if any("steps" in s[0] or "opscope findings" in s[0] for s in v)}
+    assert sum(len(v) for n, v in got["slices"].items() if n not in marks) + sum(got["instants"].values()) == total
+    # Chrome JSON holds one trace
+    chrome = run_cli("export", str(tmp_path / "ranks"), "--to", "chrome", "-o", str(tmp_path / "j.json"), cache=cache)
+    assert_one_line_error(chrome, tmp_path / "ranks", "--to perfetto")

@@ -34,8 +34,9 @@ FORMULA_START = tuple("=+-@\t\r")
 
 #: The table commands, each run on every corpus file (diff against a good trace, both ways round).
 COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("summary", "{file}"), ("ops", "{file}"), ("ops", "{file}", "--gpu"), ("kernels", "{file}"), ("steps", "{file}"),
-    ("gpu", "{file}"), ("gpu", "{file}", "--idle"), ("memory", "{file}"), ("memory", "{file}", "--timeline", "50"),
+    ("summary", "{file}"), ("ops", "{file}"), ("ops", "{file}", "--gpu"), ("kernels", "{file}"),
+    ("kernels", "{file}", "--details"), ("steps", "{file}"), ("gpu", "{file}"), ("gpu", "{file}", "--idle"),
+    ("memory", "{file}"), ("memory", "{file}", "--timeline", "50"),
     ("scope", "{file}"), ("code", "{file}"), ("advise", "{file}"), ("critical-path", "{file}"),
     ("whatif", "{file}", "-c", "sync=0", "-c", "idle:host_wait=0"), ("roofline", "{file}"),
     ("query", "{file}", "SELECT kind, count(*) AS n, sum(dur_ns) AS total FROM events GROUP BY kind ORDER BY kind"),

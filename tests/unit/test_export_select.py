@@ -106,3 +106,38 @@ def test_perfetto_missing_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "perfetto.protos.perfetto.trace.perfetto_trace_pb2", None)
     with pytest.raises(UsageError, match=r"pip install 'opscope\[view\]'"):
         require()
+
+
+def test_every_track_is_named_after_its_process_thread_or_device_stream():
+    from support import make_trace, row
+
+    trace = make_trace([row("cpu_op", "a", 0, 5, pid="12", tid="34"), row("marker", "m", 1, 0, pid=None, tid=None),
+                        row("kernel", "k", 2, 3, pid="0", tid="7", device=0, stream=7)],
+                       metadata={"process_names": {"12": "python3"}, "thread_names": {}})
+    lay = plan(trace, Cut()).layout
+    assert lay.process_name == {"12": "python3", "": "process without an id", "0": "GPU 0"}
+    assert lay.track_name == {("12", "34"): "thread 34", ("", ""): "thread without an id",
+                              ("0", "7"): "GPU 0 stream 7"}
+    assert lay.thread_name[("0", "7")] == "stream 7"  # the Chrome JSON's thread name, under its process "GPU 0"
+
+
+def test_memory_goes_under_its_device_s_process():
+    from opscope.compose.export import memory_processes
+
+    trace = open_trace_of_gpu_work()
+    lay = plan(trace, Cut()).layout
+    memory = pa.table({"device_type": [1, 1, 0], "device_id": [0, 0, -1]})
+    assert memory_processes(memory, lay) == {(1, 0): "0"}
+    # the program's cuda:0 on the profiler's GPU 2 (CUDA_VISIBLE_DEVICES): one device each, the same one
+    lay.device_of = {"2": 2}
+    assert memory_processes(memory, lay) == {(1, 0): "2"}
+    two = pa.table({"device_type": [1, 1], "device_id": [0, 1]})
+    assert memory_processes(two, lay) == {}  # two devices' memory, numbers that do not agree: none guessed
+    lay.device_of = {"0": 0, "1": 1}
+    assert memory_processes(two, lay) == {(1, 0): "0", (1, 1): "1"}
+
+
+def open_trace_of_gpu_work():
+    from support import make_trace, row
+
+    return make_trace([row("kernel", "k", 2, 3, pid="0", tid="7", device=0, stream=7)])

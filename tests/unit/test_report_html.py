@@ -133,6 +133,27 @@ def test_page_escapes_trace_text_and_matches_the_kernels_report(tmp_path):
     assert "default-src 'none'" in page
 
 
+def test_the_kernel_launch_table_shows_kernels_details_when_the_trace_records_launches(tmp_path):
+    from opscope.analyses.filters import EventFilter
+    from opscope.analyses.reports import kernel_launch_report
+    from opscope.compose.page import trace_page
+    from opscope.render.html import HtmlRenderer
+
+    plain = open_trace(write_trace(tmp_path / "plain.json", small_gpu_trace()))
+    assert 'id="table-kernel_launch"' not in HtmlRenderer().text(trace_page(plain, "plain.json"))
+    launch = {"grid": [40, 2, 1], "block": [128, 1, 1], "registers per thread": 88, "shared memory": 33792,
+              "est. achieved occupancy %": 4, "blocks per SM": 0.606061, "warps per SM": 2.424242}
+    events = [dict(e, args={**e["args"], **launch}) if e.get("cat") == "kernel" else e for e in small_gpu_trace()]
+    trace = open_trace(write_trace(tmp_path / "t.json", events))
+    page = HtmlRenderer().text(trace_page(trace, "t.json"))
+    expected = kernel_launch_report(trace, EventFilter(kinds=("kernel", "comm")), "total_ns", "short",
+                                    None).sections[0].arrow.to_pylist()
+    columns, rows = table_values(page, "table-kernel_launch")
+    assert columns[:5] == ["name", "kind", "grid", "block", "calls"]
+    at = columns.index("registers_per_thread")
+    assert [(r[0], r[4], r[at]) for r in rows] == [(e["name"], str(e["calls"]), "88") for e in expected]
+
+
 def test_sections_say_why_they_are_empty(tmp_path):
     from opscope.compose.page import trace_page
 

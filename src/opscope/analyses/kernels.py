@@ -57,7 +57,7 @@ def shown_names(trace: Trace, column: pa.Array | pa.ChunkedArray, *, encoded: bo
     return map_distinct(column, lambda v: forms.get(v) or short_name(v), encoded=encoded)
 
 
-def _names_shown(trace: Trace, column: pa.ChunkedArray, names: str) -> pa.Array | pa.ChunkedArray:
+def names_shown(trace: Trace, column: pa.ChunkedArray, names: str) -> pa.Array | pa.ChunkedArray:
     """The names in the form asked for, as a dictionary array (see NAME_FORMS)."""
     if names == "raw":
         return column
@@ -77,7 +77,7 @@ def _kernel_table(trace: Trace, filt: EventFilter | None, by_op: bool, sort: str
     # names and kinds grouped on dictionary codes (one code per distinct string), made text once per group: a
     # kernel name runs to hundreds of characters, and a copy of each row's would cost more than the grouping
     table = pa.table({
-        "name": _names_shown(trace, rows["name"], names),
+        "name": names_shown(trace, rows["name"], names),
         "kind": rows["kind"],
         "dur_ns": rows["dur_ns"],
         "stream": rows["stream"],  # ints: their distinct values per group are formatted after grouping

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from opscope.analyses.arrays import share_pct
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.steps import NO_STEPS, step_marker
+from opscope.errors import UsageError
 from opscope.model.memo import memoized
 from opscope.model.trace import Trace
 from opscope.report import Column, Report, Section, single
@@ -172,13 +173,52 @@ def gpu_ops_report(trace: Trace, by: list[str], filt: EventFilter, sort: str, ki
 
 
 def kernels_report(trace: Trace, filt: EventFilter, by_op: bool, sort: str, names: Names,
-                   limit: int | None) -> Report:
-    """Per device kernel (and memcpy/memset): calls, times, share of device time, streams."""
+                   limit: int | None, details: bool = False) -> Report:
+    """Per device kernel (and memcpy/memset): calls, times, share of device time, streams; with ``details``, per
+    kernel and launch configuration (grid, block) with the resources the profiler recorded."""
     from opscope.analyses.kernels import kernel_table
 
+    if details:
+        if by_op:
+            raise UsageError("--details and --by-op: pick one (launch details are per kernel and launch "
+                             "configuration, not per launching op)")
+        return kernel_launch_report(trace, filt, sort, names, limit)
     table = kernel_table(trace, filt, by_op=by_op, sort=sort, names=names)
     legend = None if table.num_rows else "no device kernels in this trace (a CPU-only profile?)"
     return single(table, "Device kernels", limit, legend=legend)
+
+
+#: What the launch-detail columns mean (the legend of ``kernels --details``).
+LAUNCH_LEGEND = (
+    "one row per kernel and launch configuration (grid, block: the three dimensions as the profiler wrote them); "
+    "registers_per_thread and shared_memory_bytes (per block, static and dynamic together as Kineto writes them): "
+    "the largest of the row's launches (*_varies: its launches differ); occupancy_pct: the profiler's estimate of "
+    "achieved occupancy (Kineto computes it from the launch and the device's limits; it is not measured), "
+    "theoretical_occupancy_pct: older Kineto's theoretical occupancy, blocks_per_sm and warps_per_sm: the grid "
+    "spread over the device's SMs (means over the row's launches); tensor_cores: the trace's own Tensor Core arg, "
+    "as written; a field the trace does not record is empty")
+
+
+def kernel_launch_report(trace: Trace, filt: EventFilter, sort: str, names: Names, limit: int | None) -> Report:
+    """``opscope kernels --details``: per (kernel, grid, block), time and the launch's recorded resources, with a
+    note saying which fields the trace records."""
+    from opscope.analyses.kernel_launch import kernel_launch_table, recorded
+
+    table = kernel_launch_table(trace, filt, sort=sort, names=names)
+    if not table.num_rows:
+        return single(table, "Kernel launch details", limit,
+                      legend="no device kernels in this trace (a CPU-only profile?)")
+    have, lacks = recorded(table)
+    if have:
+        note = f"the trace records {', '.join(have)}"
+        if lacks:
+            note += f"; not {', '.join(lacks)} (those columns are empty)"
+    else:
+        note = "the trace records no launch details for these kernels (every launch column is empty)"
+    columns = {c: Column(hide_if_zero=True) for c in ("theoretical_occupancy_pct", "tensor_cores",
+                                                      "registers_varies", "shared_memory_varies")}
+    columns["shared_memory_bytes"] = Column(unit="bytes")
+    return single(table, "Kernel launch details", limit, legend=LAUNCH_LEGEND, notes=[note], columns=columns)
 
 
 def steps_report(trace: Trace, limit: int | None, run: dict | None = None, analysis=None) -> Report:

@@ -112,12 +112,17 @@ def ops(trace: Trace,
 
 def kernels(trace: Trace,
             by_op: Annotated[bool, Field(description="Split each kernel by the operator that launched it.")] = False,
-            full_names: FullNames = False, sort: Sort = None, match: Match = None, exclude: Exclude = None,
+            full_names: FullNames = False,
+            details: Annotated[bool, Field(description="Per kernel and launch configuration (grid, block): "
+                                                       "registers, shared memory, the profiler's estimated "
+                                                       "occupancy, blocks and warps per SM, as the trace records "
+                                                       "them.")] = False,
+            sort: Sort = None, match: Match = None, exclude: Exclude = None,
             steps: Steps = None, limit: Limit = None) -> CallToolResult:
     """Device kernels, copies and fills (opscope kernels): calls, total/avg/min/max time, share of device time and
-    streams per kernel."""
-    return run_command("kernels", [trace], by_op=by_op, full_names=full_names, sort=sort, match=match,
-                       exclude=exclude, steps=steps, limit=limit)
+    streams per kernel; with details, per launch configuration with its recorded resources."""
+    return run_command("kernels", [trace], by_op=by_op, full_names=full_names, details=details, sort=sort,
+                       match=match, exclude=exclude, steps=steps, limit=limit)
 
 
 def gpu(trace: Trace,

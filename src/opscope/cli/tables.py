@@ -94,6 +94,10 @@ def kernels(
     = False,
     full_names: Annotated[bool, typer.Option("--full-names", help="Name each kernel by its whole demangled "
                                                                   "name instead of its short form.")] = False,
+    details: Annotated[bool, typer.Option("--details", help="Per kernel and launch configuration (grid, block): "
+                                                            "registers per thread, shared memory, the profiler's "
+                                                            "estimated occupancy, blocks and warps per SM, Tensor "
+                                                            "Core use, as the trace records them.")] = False,
     sort: Annotated[str, typer.Option(help="Column to sort by (prefix - for ascending).")] = "total_ns",
     match: MatchOpt = None,
     exclude: ExcludeOpt = None,
@@ -107,13 +111,21 @@ def kernels(
     One row per kernel, named short (no return type, template arguments or parameters; C++ names demangled)
     unless two kernels would then read the same: those keep their template arguments (or their whole name).
     --full-names gives the whole demangled names. --match/--exclude search the names as the trace has them.
+
+    --details: one row per kernel and launch configuration (one name can launch with several grids and blocks)
+    with the launch details the profiler wrote in each kernel's args: grid, block, registers per thread, shared
+    memory per block (static + dynamic), the profiler's estimate of achieved occupancy (computed by Kineto, not
+    measured), blocks and warps per SM, Tensor Core use where the trace has it. A field the trace lacks is empty;
+    a note says which fields it records (ROCm traces: grid and block only).
     """
     from opscope.analyses.reports import kernels_report
 
     filt = event_filter(None, match, exclude, steps)
     names: Literal["short", "full"] = "full" if full_names else "short"
-    job = per_rank(trace, kernels_report, no_cache, filt=filt, by_op=by_op, sort=sort, names=names, limit=limit)
-    show(job if job is not None else kernels_report(load(trace, no_cache), filt, by_op, sort, names, limit), format)
+    job = per_rank(trace, kernels_report, no_cache, filt=filt, by_op=by_op, sort=sort, names=names, limit=limit,
+                   details=details)
+    show(job if job is not None else kernels_report(load(trace, no_cache), filt, by_op, sort, names, limit,
+                                                    details), format)
 
 
 @app.command()

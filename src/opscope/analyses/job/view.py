@@ -28,6 +28,8 @@ class JobView:
     aligned: bool
     stragglers: list[int]
     notes: list[str] = field(default_factory=list)
+    #: the rank whose clock the others are put on (None: no rank could be aligned)
+    clock_reference: int | None = None
 
 
 def job_view(summaries: Mapping[int, RankSummary], align: bool = True) -> JobView:
@@ -55,7 +57,7 @@ def job_view(summaries: Mapping[int, RankSummary], align: bool = True) -> JobVie
         rank_steps=per_step, slowest=rank_view.slowest_per_step(per_step),
         why=rank_view.why(summaries, stragglers, compared), clocks=clocks.table, instances=timing.instances,
         collectives=timing.summary, compared=compared, delay_from=delay_from, aligned=aligned,
-        stragglers=stragglers, notes=notes)
+        stragglers=stragglers, notes=notes, clock_reference=clocks.reference if aligned else None)
 
 
 def _peak(summary: RankSummary, lookup) -> float | None:

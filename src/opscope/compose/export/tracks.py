@@ -16,6 +16,9 @@ from opscope.render.export.plan import Layout
 _INT = re.compile(r"-?\d{1,15}")
 #: Sort index of device processes: after every host process.
 DEVICE_SORT_BASE = 1 << 20
+#: The names of a process and a thread the trace gives no id (some formats have none).
+NO_PROCESS = "process without an id"
+NO_THREAD = "thread without an id"
 
 
 def layout(trace: Trace, rows: pa.Array, extra_pids: list[str]) -> Layout:
@@ -44,7 +47,7 @@ def layout(trace: Trace, rows: pa.Array, extra_pids: list[str]) -> Layout:
             out.process_name[p] = name or f"GPU {out.device_of[p]}"
         else:
             out.process_sort[p] = i
-            out.process_name[p] = name or (f"process {p}" if p else "process (none)")
+            out.process_name[p] = name or (f"process {p}" if p else NO_PROCESS)
         if isinstance(labels, dict) and labels.get(p):
             out.process_label[p] = str(labels[p])
     by_pid: dict[str, list[dict]] = {}
@@ -59,14 +62,22 @@ def layout(trace: Trace, rows: pa.Array, extra_pids: list[str]) -> Layout:
             out.tid[key] = numbers[key[1]]
             out.thread_sort[key] = i
             given = thread_names.get(f"{p}/{key[1]}") if isinstance(thread_names, dict) else None
-            if given:
+            if given and str(given).strip():
                 out.thread_name[key] = str(given).strip()
             elif t["gpu_max"] and t["stream_min"] is not None:
                 out.thread_name[key] = f"stream {t['stream_min']}"
             else:
-                out.thread_name[key] = f"thread {key[1]}" if key[1] else "thread (none)"
+                out.thread_name[key] = f"thread {key[1]}" if key[1] else NO_THREAD
+            out.track_name[key] = _track_name(out, p, out.thread_name[key])
     out.opscope_pid = max(list(out.pid.values()) + [0]) + 1
     return out
+
+
+def _track_name(out: Layout, pid: str, thread: str) -> str:
+    """A thread's name as a track shows it alone: a device's stream with its device ("GPU 0 stream 7")."""
+    if pid in out.device_of and not thread.startswith("GPU "):
+        return f"GPU {out.device_of[pid]} {thread}"
+    return thread
 
 
 def _numbered(ids: list[str]) -> dict[str, int]:

@@ -37,8 +37,23 @@ def ops_and_kernels(ctx: AdviceContext) -> PageSection:
     if table is not None and table.num_rows:
         blocks.append(section_table(kernels.sections[0], "kernels", "Device kernels, copies and memsets",
                                     searchable=True))
+        blocks.append(_launch_details(trace))
     else:
         blocks.append(ProseBlock("no_kernels", "No kernel table: no device kernels in this trace (a CPU-only "
                                                "profile).", tone="empty"))
     return PageSection("ops", "Ops and kernels", [b for b in blocks if b is not None],
-                       intro="opscope ops --by name,shapes and opscope kernels")
+                       intro="opscope ops --by name,shapes, opscope kernels and opscope kernels --details")
+
+
+def _launch_details(trace) -> Block | None:
+    """``opscope kernels --details`` (the launch fields the profiler recorded per kernel and grid/block), when the
+    trace records any."""
+    from opscope.analyses.kernel_launch import recorded
+    from opscope.analyses.reports import kernel_launch_report
+
+    report = kernel_launch_report(trace, EventFilter(kinds=("kernel", "comm")), "total_ns", "short", TABLE_ROWS)
+    table = report.sections[0].arrow
+    if table is None or not recorded(table)[0]:
+        return None
+    return section_table(report.sections[0], "kernel_launch", "Kernel launch details (per grid and block)",
+                         searchable=True)

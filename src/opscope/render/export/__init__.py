@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import BinaryIO, ClassVar
 
 from opscope.render.base import FileRenderer
-from opscope.render.export.plan import Plan
+from opscope.render.export.plan import JobPlan, Plan
 
 
-class ExportRenderer(FileRenderer[Plan]):
+class ExportRenderer(FileRenderer[Plan | JobPlan]):
     """A timeline file of an export plan: the formats ``opscope export --to`` offers; gzip-compressed when ``gzip``
     (a name ending in .gz) and the format allows it."""
 
@@ -33,9 +33,11 @@ class ChromeRenderer(ExportRenderer):
     binary = False
     gzip_ok = True
 
-    def render(self, plan: Plan, out: BinaryIO) -> None:
+    def render(self, plan: Plan | JobPlan, out: BinaryIO) -> None:
         from opscope.render.export.chrome import write
 
+        if not isinstance(plan, Plan):
+            raise TypeError("Chrome JSON holds one trace: a job exports to Perfetto")
         write(plan, out, self.gzip)
 
 
@@ -51,7 +53,7 @@ class PerfettoRenderer(ExportRenderer):
 
         require()
 
-    def render(self, plan: Plan, out: BinaryIO) -> None:
+    def render(self, plan: Plan | JobPlan, out: BinaryIO) -> None:
         from opscope.render.export.perfetto import write
 
         write(plan, out)
