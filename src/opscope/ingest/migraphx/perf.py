@@ -25,6 +25,7 @@ from typing import Any
 from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, ms_to_ns, parse_instruction
 from opscope.ingest.migraphx.operands import records
+from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 from opscope.model.builder import TraceBuilder
 from opscope.model.trace import Trace
@@ -187,7 +188,7 @@ def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dic
     stream = 0
     recs = records(ins for ins, _, _, _ in items)
     for k, (ins, ms, name, extra) in enumerate(items):
-        dur = ms_to_ns(ms) if math.isfinite(ms) and ms >= 0 else 0
+        dur = (ms_to_ns(ms) or 0) if math.isfinite(ms) and ms >= 0 else 0
         if ins.op == "gpu::set_stream":
             s = ins.attributes().get("stream", "")
             stream = int(s) if s.isdigit() else stream
@@ -259,7 +260,7 @@ def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
                                            "percent": t.pct if math.isfinite(t.pct) else None, "line": t.line}))
     end = add_timeline(b, items, keep_args)[-1]
     total_ms = rep.totals.get("total", [None])[0]
-    span = max(end, ms_to_ns(total_ms) if total_ms is not None and math.isfinite(total_ms) else 0)
+    span = max(end, (ms_to_ns(total_ms) or 0) if total_ms is not None and math.isfinite(total_ms) else 0)
     b.add_steps({"step": [0], "name": ["migraphx perf (one averaged run)"], "pid": [PID], "tid": [TID],
                  "ts_ns": [0], "dur_ns": [span]})
     b.metadata["tool"] = "migraphx-driver perf"
@@ -286,7 +287,8 @@ def _checks(fig: dict[str, Any]) -> list[str]:
     """The report's own arithmetic (6 significant digits printed: 0.1% slack); a file edited or cut short fails it."""
     out = []
     total = fig.get("total_instructions_time_ms")
-    if total is not None and not math.isclose(fig["sum_instructions_ms"], total, rel_tol=1e-3, abs_tol=1e-9):
+    summed = fig["sum_instructions_ms"]
+    if total is not None and summed is not None and not math.isclose(summed, total, rel_tol=1e-3, abs_tol=1e-9):
         out.append(f"the instruction lines add up to {fig['sum_instructions_ms']:g} ms, not the Total instructions "
                    f"time of {total:g} ms")
     rate, computed = fig.get("rate_per_s"), fig.get("rate_computed_per_s")
@@ -300,7 +302,7 @@ def _figures(rep: PerfReport) -> dict[str, Any]:
     out: dict[str, Any] = {"version": rep.version, "command": rep.command, "instructions": len(rep.instructions)}
     tot = rep.totals
     if "batch" in tot:
-        out["batch_size"] = int(tot["batch"][0])
+        out["batch_size"] = int64(tot["batch"][0])
     if "rate" in tot:
         out["rate_per_s"] = tot["rate"][0]
     if "total" in tot:
@@ -315,8 +317,11 @@ def _figures(rep: PerfReport) -> dict[str, Any]:
         out["overhead_time_ms"], out["overhead_calculated_ms"] = tot["overhead"]
     if "overhead_pct" in tot:
         out["overhead_pct"], out["overhead_calculated_pct"] = tot["overhead_pct"]
-    out["sum_instructions_ms"] = float(f"{math.fsum(t.ms for t in rep.instructions if math.isfinite(t.ms)):.12g}")
+    try:
+        out["sum_instructions_ms"] = float(f"{math.fsum(t.ms for t in rep.instructions if math.isfinite(t.ms)):.12g}")
+    except OverflowError:  # finite times whose sum is not (1e308ms twice)
+        out["sum_instructions_ms"] = None
     if "total" in tot and tot["total"][0] > 0:
-        out["rate_computed_per_s"] = 1000.0 / tot["total"][0] * out.get("batch_size", 1)
+        out["rate_computed_per_s"] = 1000.0 / tot["total"][0] * (out.get("batch_size") or 1)
     out["summary"] = rep.summary
     return out
