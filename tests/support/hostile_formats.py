@@ -34,7 +34,7 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("roofline", "{file}"), ("gpu", "{file}", "--idle"),
 )
 FORMATS = ("table", "json")
-__all__ = ["COMMANDS", "FORMATS", "FULL_COMMANDS", "GENERATORS", "build", "budget_ratio", "content_size", "run"]
+__all__ = ["COMMANDS", "FORMATS", "FULL_COMMANDS", "GENERATORS", "budget_ratio", "build", "content_size", "run"]
 #: Memory a file may cost above the child's start-up: this much plus ``PER_CONTENT_BYTE`` x its decompressed content.
 FIXED_MIB = 200
 PER_CONTENT_BYTE = 4
@@ -440,11 +440,6 @@ def build(root: Path, scale: str = "ci", seed: int = 1) -> dict[str, list[Path]]
         sub.mkdir(exist_ok=True)
         corpus[kind] = make(sub, scale, random.Random(f"{seed}:{kind}"))
     return corpus
-
-
-def full_command_files(corpus: dict[str, list[Path]]) -> set[Path]:
-    """The files every table command runs on: each format's mixed edge file (analyses over edge values)."""
-    return {f for fs in corpus.values() for f in fs if "-edges-mixed" in f.name}
 
 
 

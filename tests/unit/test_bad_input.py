@@ -33,6 +33,7 @@ from opscope.ingest import open_trace
 
 BAD_TIME = "events with missing, negative, non-numeric or out-of-range (beyond 73 years) ts/dur (dropped)"
 NONFINITE = "events with NaN/Infinity values (read as null)"
+NUMBERS = "numbers the model cannot hold: "
 UTF8 = "events with invalid UTF-8 (replaced with U+FFFD)"
 CONTROL = "events with raw control characters in strings (escaped)"
 QUOTES = "events with unescaped quotes in their name (re-escaped)"
@@ -132,7 +133,8 @@ def test_events_with_bad_times_are_dropped_and_counted(tmp_path):
     assert names(trace) == [f"aten::op{i}" for i in range(10)]
     assert trace.events["ts_ns"].to_pylist() == [(100 + 20 * i) * US for i in range(10)]
     assert trace.events["dur_ns"].to_pylist() == [10 * US] * 10
-    assert warnings_of(trace) == {BAD_TIME: len(bad) + 1, NONFINITE: 1}
+    assert warnings_of(trace) == {BAD_TIME: len(bad) + 1, NONFINITE: 1, NUMBERS + (
+        "2 beyond the int64 range (left out); 3 text or other values where a number goes (left out)"): 5}
 
 
 def test_bad_times_in_other_phases_are_counted(tmp_path):
@@ -151,7 +153,9 @@ def test_bad_times_in_other_phases_are_counted(tmp_path):
     assert trace.flows.select(["id", "phase", "ts_ns"]).to_pylist() == [
         {"id": "1", "phase": "f", "ts_ns": 105 * US}]
     assert trace.memory.num_rows == 0 and trace.counters.num_rows == 0
-    assert warnings_of(trace) == {BAD_TIME: 5}  # flow, memory, counter, B/E pair, instant
+    assert warnings_of(trace) == {  # flow, memory, counter, B/E pair, instant
+        BAD_TIME: 5, NUMBERS + "1 beyond the int64 range (left out); 2 text or other values where a number goes "
+                               "(left out)": 3}
 
 
 def test_numeric_text_times_are_read(tmp_path):

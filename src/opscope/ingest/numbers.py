@@ -83,9 +83,10 @@ def _fit(value: int, saturate: bool) -> int | None:
     return None
 
 
-def int64(v: Any, scale: int = 1, *, saturate: bool = False) -> int | None:
+def int64(v: Any, scale: int = 1, *, saturate: bool = False, whole: bool = False) -> int | None:
     """``v`` (an int, a float, numeric text or bytes, a Decimal) times ``scale`` as an int64, or None; ``None`` in
-    gives None without counting (an absent value is not a changed one)."""
+    gives None without counting (an absent value is not a changed one). With ``whole`` a value with a fraction is
+    not a number (an id, a count), rather than rounded."""
     c = v.__class__
     if c is int:
         return _fit(v * scale, saturate)
@@ -95,17 +96,21 @@ def int64(v: Any, scale: int = 1, *, saturate: bool = False) -> int | None:
             return None
         f = v * scale
         if -_FLOAT_LIMIT < f < _FLOAT_LIMIT:
+            if whole and f != int(f):
+                _count("not_number")
+                return None
             return round(f)
         return _fit(INT64_MAX + 1 if f > 0 else INT64_MIN - 1, saturate)
     if v is None:
         return None
     if c is str or c is bytes or c is Decimal:
-        return text_int64(v, scale, saturate=saturate)
+        return text_int64(v, scale, saturate=saturate, whole=whole)
     _count("not_number")
     return None
 
 
-def text_int64(text: str | bytes | Decimal, scale: int = 1, *, saturate: bool = False) -> int | None:
+def text_int64(text: str | bytes | Decimal, scale: int = 1, *, saturate: bool = False,
+               whole: bool = False) -> int | None:
     """Numeric text (``"1712195495519689.047"``, ``" 1e-06 "``, quoted or not, ``0x1f``) times ``scale``, exactly
     (no float in between), as an int64, or None."""
     if isinstance(text, Decimal):
@@ -114,6 +119,8 @@ def text_int64(text: str | bytes | Decimal, scale: int = 1, *, saturate: bool = 
         if isinstance(text, bytes):
             text = text.decode("ascii", "replace")
         t = text.strip().strip('"').strip()
+        if not t:
+            return None
         if len(t) > 2 and t[:2].lower() == "0x":
             try:
                 return _fit(int(t, 16) * scale, saturate)
@@ -133,7 +140,12 @@ def text_int64(text: str | bytes | Decimal, scale: int = 1, *, saturate: bool = 
         return None
     if value.adjusted() > 30:  # far beyond int64 whatever the scale: no huge integral value is made
         return _fit(INT64_MAX + 1 if value > 0 else INT64_MIN - 1, saturate)
-    return _fit(int((value * scale).to_integral_value()), saturate)
+    value *= scale
+    integral = value.to_integral_value()
+    if whole and value != integral:
+        _count("not_number")
+        return None
+    return _fit(int(integral), saturate)
 
 
 def add(a: int | None, b: int | None) -> int | None:

@@ -18,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from opscope.errors import TraceError
+from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 
 #: csv's own limit is 128 KiB per field; templated kernel names stay far below this, hostile ones are cut by it.
@@ -165,28 +166,7 @@ def key(column: str) -> str:
 
 def as_int(text: str) -> int | None:
     """An integer field within int64; None when empty, not an integer or out of range (``0x...`` hex counts)."""
-    t = text.strip()
-    if not t or len(t) > 40:
-        return None
-    value: int | None = None
-    try:
-        value = int(t)
-    except ValueError:
-        if t[:2].lower() == "0x":
-            try:
-                value = int(t, 16)
-            except ValueError:
-                return None
-        else:
-            try:
-                d = Decimal(t)
-            except InvalidOperation:
-                return None
-            if d.is_finite() and d == d.to_integral_value() and abs(d) < _INT64_LIMIT:
-                value = int(d)
-    if value is None or not -_INT64_LIMIT < value < _INT64_LIMIT:
-        return None
-    return value
+    return int64(text, whole=True)
 
 
 def as_float(text: str) -> float | None:

@@ -32,6 +32,7 @@ from opscope.errors import TraceError
 from opscope.ingest.chrome import json_scan
 from opscope.ingest.chrome.json_stream import EventArrayStream
 from opscope.ingest.chrome.salvage import SalvageStats
+from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference, int_array, safe_str
@@ -429,13 +430,10 @@ def _alloc_columns(recs: list) -> dict[str, pa.Array]:
 
 def _address(v: Any) -> int | None:
     if v.__class__ is int:
-        return v if v < (1 << 63) else None
+        return int64(v)
     if isinstance(v, str):
-        try:
-            n = int(v, 16) if v[:2].lower() == "0x" else int(v)
-        except ValueError:
-            return None
-        return n if 0 <= n < (1 << 63) else None
+        n = int64(v, whole=True)
+        return n if n is None or n >= 0 else None
     return None
 
 
