@@ -64,7 +64,7 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
     format that is Chrome JSON underneath (ONNX Runtime's profile) passes its own ``builder`` (which then sees
     every batch of rows) and the kinds of its own ``categories``.
     """
-    source = ByteSource(path, prefetch=True)
+    source = ByteSource(path, prefetch=True, text=True)
     blocks = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,20 +83,33 @@ class PerfReport:
     untimed: int = 0  # @return lines (perf prints no time for them)
 
 
-def read_text(path: Path) -> str:
-    """The whole file as text (gzip decompressed; bytes that are not UTF-8 replaced)."""
-    source = ByteSource(path)
-    data = b"".join(source.blocks())
-    if b"\0" in data[:65536]:
-        raise TraceError(path, "holds binary data, not MIGraphX text output")
-    return data.decode("utf-8", "replace")
+def iter_lines(path: Path, source: ByteSource | None = None) -> Iterator[str]:
+    """The file's lines (gzip decompressed; bytes that are not UTF-8 replaced), one at a time; the read stops at a run
+    of NUL bytes (``source.corrupt_reason`` says so), and a NUL byte in the first 64 KiB is binary data, not text."""
+    source = source or ByteSource(path, text=True)
+    pending: list[bytes] = []
+    given = 0
+    for block in source.blocks():
+        if given < 65536 and b"\0" in block[:65536 - given]:
+            raise TraceError(path, "holds binary data, not MIGraphX text output")
+        given += len(block)
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            pending.append(block[start:end])
+            yield b"".join(pending).decode("utf-8", "replace")
+            pending = []
+            start = end + 1
+        if start < len(block):
+            pending.append(block[start:])
+    if pending:
+        yield b"".join(pending).decode("utf-8", "replace")
 
 
-def parse(text: str) -> PerfReport:
-    """The perf report in ``text`` (the lines before it, header and compiled program, are skipped)."""
+def parse(text: str | Iterable[str]) -> PerfReport:
+    """The perf report in ``text`` or its lines (the lines before it, header and compiled program, are skipped)."""
     rep = PerfReport()
     in_timed = in_summary = False
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(text.splitlines() if isinstance(text, str) else text, 1):
         line = raw.strip()
         if not line:
             continue
@@ -150,16 +164,20 @@ def parse(text: str) -> PerfReport:
 
 
 def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
-    text = read_text(path)
-    rep = parse(text)
+    source = ByteSource(path, text=True)
+    rep = parse(iter_lines(path, source))
     if not rep.instructions:
         if rep.broken:
             raise TraceError(path, f"MIGraphX perf text whose instruction timings do not read (line {rep.broken[0]})")
         raise TraceError(path, "MIGraphX output without a performance report (no timed instruction lines)",
                          "give the output of migraphx-driver perf")
     if progress is not None:
-        progress(len(text), len(text))
-    return build(path, rep, keep_args)
+        progress(source.size, source.size)
+    trace = build(path, rep, keep_args)
+    if source.truncated:
+        trace.warn(f"file is truncated ({source.corrupt_reason or 'compressed stream ends early'}); the complete "
+                   "lines were read")
+    return trace
 
 
 def _device_kind(op: str) -> str | None:

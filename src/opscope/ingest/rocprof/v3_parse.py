@@ -683,7 +683,7 @@ def _json_values(values: pa.Array) -> pa.Array:
 
 def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
     """Read ``path`` (rocprofv3 JSON, plain or gzip) into a Trace, not yet completed."""
-    source = ByteSource(path, block_size=_CHUNK)
+    source = ByteSource(path, block_size=_CHUNK, text=True)
     blocks: Iterator[bytes] = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
