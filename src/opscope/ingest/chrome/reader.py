@@ -18,6 +18,7 @@ from opscope.errors import TraceError
 from opscope.ingest.chrome.columns import EventColumns, set_exact_times
 from opscope.ingest.chrome.json_stream import MAX_EPILOGUE, EventArrayStream, NotAnEventArray
 from opscope.ingest.chrome.native import TAKE_ROWS, Accepted, NativeBatch, scanner
+from opscope.ingest.chrome.salvage import MAX_DEPTH
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference
@@ -88,6 +89,10 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
         if columns.process_names or columns.thread_names or columns.process_labels:
             raise TraceError(path, 'holds no trace events, only metadata ("ph": "M") events',
                              "was the profiler stopped before any step ran?")
+        deep = stream.report.salvage.dropped_too_deep
+        if deep:
+            raise TraceError(path, f"holds no readable trace events: {deep} nested more than {MAX_DEPTH} levels deep "
+                                   "(beyond the JSON nesting opscope reads, as hostile input)")
         raise TraceError(path, "holds no trace events", "was the profiler stopped before any step ran?")
     return trace
 
@@ -219,7 +224,8 @@ def _add_stream_warnings(trace: Trace, report, source: ByteSource) -> None:
         (s.repaired_quotes, "events with unescaped quotes in their name (re-escaped)"),
         (s.repaired_nonfinite, "events with NaN/Infinity values (read as null)"),
         (s.dropped_malformed, "malformed events that could not be repaired (dropped)"),
-        (s.dropped_too_deep, "events nested deeper than the limit (dropped as hostile)"),
+        (s.dropped_too_deep, f"events nested more than {MAX_DEPTH} levels deep (beyond the JSON nesting opscope "
+                             "reads: dropped as hostile)"),
         (s.dropped_not_object, "array items that are not event objects (dropped)"),
     ):
         if count:

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from opscope.errors import TraceError
 from opscope.ingest.chrome import json_scan
 from opscope.ingest.chrome.json_stream import EventArrayStream
-from opscope.ingest.chrome.salvage import SalvageStats
+from opscope.ingest.chrome.salvage import MAX_DEPTH, SalvageStats
 from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
@@ -825,7 +825,8 @@ def _warnings(builder: TraceBuilder, sink: _Sink, s: SalvageStats, truncated: bo
         (s.repaired_control, "records with raw control characters in strings (escaped)"),
         (s.repaired_nonfinite, "records with NaN/Infinity values (read as null)"),
         (s.dropped_malformed, "malformed records or records of the wrong types (dropped)"),
-        (s.dropped_too_deep, "records nested deeper than the limit (dropped as hostile)"),
+        (s.dropped_too_deep, f"records nested more than {MAX_DEPTH} levels deep (beyond the JSON nesting opscope "
+                             "reads: dropped as hostile)"),
         (s.dropped_not_object, "record list items that are not objects (dropped)"),
     ):
         if count:
