@@ -33,7 +33,6 @@ from opscope.ingest import open_trace
 
 BAD_TIME = "events with missing, negative, non-numeric or out-of-range (beyond 73 years) ts/dur (dropped)"
 NONFINITE = "events with NaN/Infinity values (read as null)"
-NUMBERS = "numbers the model cannot hold: "
 UTF8 = "events with invalid UTF-8 (replaced with U+FFFD)"
 CONTROL = "events with raw control characters in strings (escaped)"
 QUOTES = "events with unescaped quotes in their name (re-escaped)"
@@ -133,8 +132,7 @@ def test_events_with_bad_times_are_dropped_and_counted(tmp_path):
     assert names(trace) == [f"aten::op{i}" for i in range(10)]
     assert trace.events["ts_ns"].to_pylist() == [(100 + 20 * i) * US for i in range(10)]
     assert trace.events["dur_ns"].to_pylist() == [10 * US] * 10
-    assert warnings_of(trace) == {BAD_TIME: len(bad) + 1, NONFINITE: 1, NUMBERS + (
-        "2 beyond the int64 range (left out); 3 text or other values where a number goes (left out)"): 5}
+    assert warnings_of(trace) == {BAD_TIME: len(bad) + 1, NONFINITE: 1}
 
 
 def test_bad_times_in_other_phases_are_counted(tmp_path):
@@ -153,9 +151,7 @@ def test_bad_times_in_other_phases_are_counted(tmp_path):
     assert trace.flows.select(["id", "phase", "ts_ns"]).to_pylist() == [
         {"id": "1", "phase": "f", "ts_ns": 105 * US}]
     assert trace.memory.num_rows == 0 and trace.counters.num_rows == 0
-    assert warnings_of(trace) == {  # flow, memory, counter, B/E pair, instant
-        BAD_TIME: 5, NUMBERS + "1 beyond the int64 range (left out); 2 text or other values where a number goes "
-                               "(left out)": 3}
+    assert warnings_of(trace) == {BAD_TIME: 5}  # flow, memory, counter, B/E pair, instant
 
 
 def test_numeric_text_times_are_read(tmp_path):
@@ -209,7 +205,7 @@ def test_nan_string_is_not_touched(tmp_path):
 
 def test_absurdly_deep_document_is_rejected(tmp_path):
     depth = 100_000
-    assert_trace_error(write(tmp_path / "deep-doc.json", "[" * depth + "]" * depth), "no trace events")
+    assert_trace_error(write(tmp_path / "deep-doc.json", "[" * depth + "]" * depth), "no readable trace events", "nested more than 512 levels")
     assert_trace_error(write(tmp_path / "deep-open.json", "[" * depth), "truncated")
     assert_trace_error(write(tmp_path / "deep-obj.json", '{"a": ' * depth + "1" + "}" * depth), "not a trace")
     # Deep nesting in a header key before the events: the events array is still found.

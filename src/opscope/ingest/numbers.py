@@ -10,8 +10,10 @@ turns them into int64 through here, so that one rule holds for every format:
 - a fraction is rounded half to even, as Python's ``round`` and Decimal's default do.
 
 What was refused or saturated is counted in the :class:`Tally` of the read in progress (:func:`counting`, which
-``ingest.open_trace`` holds around every reader) and said as one warning line. The Chrome reader's C scanner applies
-the same rule (null beyond int64); the rows it leaves without a time are counted by the builder.
+``ingest.open_trace`` holds around every reader) and said as one warning line. The Chrome JSON reader (and the
+readers built on it: ONNX Runtime, rocprof v1) converts through here on its Python path, but its C scanner applies
+the same rule without it, so it reads :func:`uncounted`: its own per-field warnings (times dropped, ids not
+integers, NaN/Infinity) say the same on both paths.
 """
 
 from __future__ import annotations
@@ -63,6 +65,17 @@ def counting() -> Iterator[Tally]:
     token = _TALLY.set(tally)
     try:
         yield tally
+    finally:
+        _TALLY.reset(token)
+
+
+@contextlib.contextmanager
+def uncounted() -> Iterator[None]:
+    """Convert without counting inside the block: for a reader whose C path converts the same values without this
+    module (the Chrome scanner), so that both paths give one set of warnings (its own, per field)."""
+    token = _TALLY.set(None)
+    try:
+        yield
     finally:
         _TALLY.reset(token)
 

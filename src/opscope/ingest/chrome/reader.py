@@ -19,6 +19,7 @@ from opscope.ingest.chrome.columns import EventColumns, set_exact_times
 from opscope.ingest.chrome.json_stream import MAX_EPILOGUE, EventArrayStream, NotAnEventArray
 from opscope.ingest.chrome.native import TAKE_ROWS, Accepted, NativeBatch, scanner
 from opscope.ingest.chrome.salvage import MAX_DEPTH
+from opscope.ingest.numbers import uncounted
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference
@@ -74,7 +75,7 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
                               decode_items=_items_decoder(native))
     columns = EventColumns(builder if builder is not None else TraceBuilder(str(path), FORMAT), keep_args=keep_args,
                            categories=categories)
-    with fast_type_inference():
+    with fast_type_inference(), uncounted():  # the C path converts without ingest.numbers: its warnings say it
         trace = _read_events(path, source, stream, columns, native)
     _add_stream_warnings(trace, stream.report, source)
     if trace.events.num_rows == 0 and trace.counters.num_rows == 0 and trace.memory.num_rows == 0:

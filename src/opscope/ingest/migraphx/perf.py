@@ -25,7 +25,7 @@ from typing import Any
 
 from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, ms_to_ns, parse_instruction
-from opscope.ingest.migraphx.operands import records
+from opscope.ingest.migraphx.operands import record
 from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 from opscope.model.builder import TraceBuilder
@@ -190,22 +190,42 @@ def _device_kind(op: str) -> str | None:
     return None
 
 
+#: Instructions whose rows are handed to the builder at once.
+_BATCH = 20_000
+
+
 def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dict]], keep_args: bool) -> list[int]:
     """Add ``(instruction, ms, op name, extra args)`` end to end from 0: a host op each, with its operands' and output's
     shapes, dtypes and strides (:mod:`.operands`), and a device row (same span, same correlation id) for those that run
     device work. Returns each item's start and, last, the end (ns); a time that is not a number (``-nan``: never ran)
     lasts 0 ns."""
-    host: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation",
-                                             "shapes", "dtypes", "strides", "concrete_inputs")}
-    dev: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device",
-                                            "stream", "correlation")}
+    host: dict[str, list] = {}
+    dev: dict[str, list] = {}
     host_args: list[str] = []
     dev_args: list[str] = []
+
+    def flush() -> None:  # the rows so far to the builder: the Python lists of one batch at a time, not of the file
+        nonlocal host, dev, host_args, dev_args
+        if host.get("kind"):
+            b.add_events(host, host_args if keep_args else None)
+        if dev.get("kind"):
+            b.add_events(dev, dev_args if keep_args else None)
+            devices_seen.append(True)
+        host = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation", "shapes",
+                                "dtypes", "strides", "concrete_inputs")}
+        dev = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
+                               "correlation")}
+        host_args, dev_args = [], []
+
+    devices_seen: list[bool] = []
+    flush()
     starts: list[int] = []
     ts = 0
     stream = 0
-    recs = records(ins for ins, _, _, _ in items)
+    defined: dict = {}  # each instruction's output shapes by name, as operands.records keeps them
     for k, (ins, ms, name, extra) in enumerate(items):
+        if k and k % _BATCH == 0:
+            flush()
         dur = (ms_to_ns(ms) or 0) if math.isfinite(ms) and ms >= 0 else 0
         if ins.op == "gpu::set_stream":
             s = ins.attributes().get("stream", "")
@@ -219,7 +239,11 @@ def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dic
         host["pid"].append(PID)
         host["tid"].append(TID)
         host["correlation"].append(corr)
-        rec = recs[k]
+        rec = record(ins, defined)
+        if ins.shapes:
+            defined[ins.name] = ins.shapes
+        else:
+            defined.pop(ins.name, None)
         for column, value in zip(("shapes", "dtypes", "strides", "concrete_inputs"), rec or (None,) * 4):
             host[column].append(value)
         host_args.append(json.dumps({**ins.to_args(), **extra}))
@@ -240,12 +264,10 @@ def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dic
         starts.append(ts)
         ts += dur
     starts.append(ts)
-    b.add_events(host, host_args if keep_args else None)
-    if dev["kind"]:
-        b.add_events(dev, dev_args if keep_args else None)
+    flush()
     b.metadata["process_names"] = {PID: "MIGraphX (synthetic timeline)"}
     b.metadata["thread_names"] = {f"{PID}/{TID}": "program order"}
-    if dev["kind"]:
+    if devices_seen:
         b.metadata["process_names"]["gpu0"] = "GPU 0"
         b.metadata["device_properties"] = [{"id": 0, "name": "MIGraphX GPU target (device not named in the file)"}]
     return starts
