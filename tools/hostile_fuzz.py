@@ -85,7 +85,7 @@ def main() -> int:
           f"{ok} results, {clean} clean one-line errors, {len(runs) - ok - clean} with a problem; "
           f"{sum(bool(r.hung) for r in results)} files killed for time; {bad} files with a problem")
     print(f"slowest run: {worst['seconds']:.2f} s ({' '.join(worst['args'][:1])} [{worst['fmt']}] on "
-          f"{Path(worst['args'][-1]).name if worst['args'][0] != 'diff' else worst['args'][1:3]})")
+          f"{Path(worst['args'][1]).name if worst['args'][0] != 'diff' else worst['args'][1:3]})")
     print(f"largest memory over start-up: {(over.peak_kb - over.startup_kb) / 1024:.0f} MiB on "
           f"{over.file.name} ({_size(over.file) / 2**20:.2f} MiB on disk; start-up "
           f"{over.startup_kb / 1024:.0f} MiB)")
