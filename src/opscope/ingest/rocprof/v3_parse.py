@@ -592,7 +592,7 @@ class _Sink:
                 signed.append(size)
             elif op.endswith("_FREE"):
                 size = size or (self._alloc_sizes.pop(addr, None) if addr is not None else None)
-                signed.append(-size if size else None)
+                signed.append(int64(-size) if size else None)  # -(-2^63) leaves int64
             else:
                 signed.append(None)
         n = len(signed)
