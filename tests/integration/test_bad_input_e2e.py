@@ -33,7 +33,7 @@ from support.cli import assert_one_line_error, run_cli, run_cli_many
 from opscope.errors import TraceError
 from opscope.ingest import open_trace
 
-TOO_DEEP = "events nested deeper than the limit (dropped as hostile)"
+TOO_DEEP = "events nested more than 512 levels deep (beyond the JSON nesting opscope reads: dropped as hostile)"
 
 
 # -- the command-line runs ---------------------------------------------------------------------------

@@ -7,8 +7,12 @@ clean error line naming the file, with no traceback, no control byte on stdout, 
 valid JSON (``support.hostile_corpus.problems``); no run may take 60 s; and the memory each file costs above the
 process's start-up stays within a fixed amount plus a few times the file's content size.
 
-The corpus here is CI-sized (a few minutes on two cores); ``python tools/hostile_fuzz.py --scale full`` runs the
-issue's full sizes.
+The second corpus (``support.hostile_formats``) does the same for every reader: each format's numeric fields at
+their edges (fast and slow paths), NUL and junk tails after a valid head, pathological sizes and gzip bombs, special
+files; its memory budget is 200 MiB plus 4x the decompressed content.
+
+The corpora here are CI-sized (a few minutes on two cores); ``python tools/hostile_fuzz.py --scale full`` (and
+``--corpus readers``) runs the full sizes.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import gzip
 from pathlib import Path
 
 import pytest
-from support import hostile_corpus
+from support import hostile_corpus, hostile_formats
 from support.hostile_run import run_corpus
 
 pytestmark = pytest.mark.slow
@@ -67,4 +71,36 @@ def test_memory_on_each_hostile_file_stays_within_a_few_times_its_content(corpus
         if r.peak_kb - r.startup_kb > budget_kb:
             over[r.file.name] = (f"{(r.peak_kb - r.startup_kb) >> 10} MiB above start-up, "
                                  f"budget {budget_kb >> 10} MiB")
+    assert not over, over
+
+
+@pytest.fixture(scope="module")
+def reader_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile-readers")
+    corpus = hostile_formats.build(root, "ci", seed=1)
+    good = root / "good.json"
+    good.write_bytes(hostile_corpus.good_document())
+    return corpus, hostile_formats.run(corpus, good, hostile_formats.CI_FORMATS, root / "cache", command_cpu_s=60,
+                                       file_timeout=300)
+
+
+def test_every_reader_on_its_hostile_files_ends_in_a_result_or_one_clean_error(reader_results):
+    corpus, results = reader_results
+    found = {str(r.file.name): r.problems() for r in results if r.problems()}
+    assert not found, found
+    assert {r.file for r in results} == {f for fs in corpus.values() for f in fs}
+    full = hostile_formats.full_command_files(corpus)
+    for r in results:
+        commands = hostile_formats.FULL_COMMANDS if r.file in full else hostile_formats.COMMANDS
+        assert len(r.runs) == len(commands) * len(hostile_formats.CI_FORMATS), r.file.name  # none stopped early
+    runs = [run for r in results for run in r.runs]
+    assert max(run["seconds"] for run in runs) < 60
+    assert any(run["rc"] == 0 for run in runs) and any(run["rc"] == 2 for run in runs)
+
+
+def test_memory_on_each_reader_hostile_file_stays_within_200_mib_and_4x_its_content(reader_results):
+    _, results = reader_results
+    over = {r.file.name: f"{(r.peak_kb - r.startup_kb) >> 10} MiB above start-up, "
+                         f"{hostile_formats.budget_ratio(r):.2f} of its budget"
+            for r in results if hostile_formats.budget_ratio(r) > 1}
     assert not over, over

@@ -284,6 +284,11 @@ def build(root: Path, scale: str = "ci") -> dict[str, list[Path]]:
     return corpus
 
 
+def good_document() -> bytes:
+    """The good trace that diff compares each hostile file with."""
+    return _doc(base_events())
+
+
 def good_trace(root: Path) -> Path:
     return root / "x[bold][" / "good.json"
 

@@ -205,7 +205,8 @@ def test_nan_string_is_not_touched(tmp_path):
 
 def test_absurdly_deep_document_is_rejected(tmp_path):
     depth = 100_000
-    assert_trace_error(write(tmp_path / "deep-doc.json", "[" * depth + "]" * depth), "no trace events")
+    assert_trace_error(write(tmp_path / "deep-doc.json", "[" * depth + "]" * depth), "no readable trace events",
+                       "nested more than 512 levels")
     assert_trace_error(write(tmp_path / "deep-open.json", "[" * depth), "truncated")
     assert_trace_error(write(tmp_path / "deep-obj.json", '{"a": ' * depth + "1" + "}" * depth), "not a trace")
     # Deep nesting in a header key before the events: the events array is still found.

@@ -165,7 +165,8 @@ def test_one_event_larger_than_many_chunks_is_read_whole(tmp_path):
 def test_deep_args_on_the_fast_path_are_dropped_not_a_recursion_error(tmp_path):
     trace = read(hostile.deep_args(tmp_path / "t.json", depth=100_000))
     assert trace.events.num_rows == 3
-    assert warnings_of(trace) == {"events nested deeper than the limit (dropped as hostile)": 1}
+    assert warnings_of(trace) == {
+        "events nested more than 512 levels deep (beyond the JSON nesting opscope reads: dropped as hostile)": 1}
 
 
 def test_device_work_whose_pid_or_tid_is_beyond_int64_has_no_device_or_stream(tmp_path):

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from opscope.errors import TraceError
+from opscope.ingest import numbers
 from opscope.ingest.registry import READERS, Progress, Reader, UnknownReaderError, pick_reader, read_head, reader_named
 from opscope.ingest.source import check_readable, read_settings
 from opscope.model.derive import complete
@@ -59,7 +60,7 @@ def open_trace(
             return cached
     reader = pick_reader(path)
     try:
-        trace = reader.read(path, progress=progress, keep_args=use_cache)
+        trace = _read(reader, path, progress=progress, keep_args=use_cache)
     except TraceError:
         raise
     except MemoryError:
@@ -143,5 +144,14 @@ def _args_again(path: Path, cache_dir: Path | None, variant: str):
 
 def _args_of(path: Path):
     """The args table, read again from the file (same events, same order: the model is deterministic)."""
-    reader = pick_reader(path)
-    return complete(reader.read(path, keep_args=True)).args
+    return complete(_read(pick_reader(path), path, keep_args=True)).args
+
+
+def _read(reader: Reader, path: Path, **options) -> Trace:
+    """``reader.read``, with the numbers it could not hold (:mod:`.numbers`) said in one warning line."""
+    with numbers.counting() as tally:
+        trace = reader.read(path, **options)
+    line = tally.warning()
+    if line is not None:
+        trace.warn(line, tally.total())
+    return trace

@@ -113,8 +113,8 @@ def read_head(path: Path) -> bytes:
 def pick_reader(path: Path) -> Reader:
     """The reader for ``path``, by content (not by file name); a TraceError when none reads it."""
     head = read_head(path)
-    if not head.strip():
-        raise TraceError(path, "holds no data (only whitespace or an empty gzip stream)")
+    if not head.strip(b" \t\r\n\x0b\x0c\x00"):
+        raise TraceError(path, "holds no data (only whitespace, NUL bytes or an empty gzip stream)")
     for reader in READERS:
         if reader.sniff(path, head):
             return reader

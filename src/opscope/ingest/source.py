@@ -35,6 +35,11 @@ PREFETCH_BLOCKS = 4
 INFLATE_RATIO_ENV = "OPSCOPE_MAX_INFLATE_RATIO"
 DEFAULT_INFLATE_RATIO = 100
 INFLATE_FLOOR = 64 << 20
+#: A run of NUL bytes this long cannot be in a text format (JSON, CSV, MIGraphX text): it is what a writer that
+#: crashed leaves after what it wrote (a preallocated or zero-filled file), or a gzip bomb of zeros. A text source
+#: (``text=True``) stops at the first such run: nothing after it is read, inflated or allocated for.
+NUL_RUN = 4096
+_NULS = bytes(NUL_RUN)
 
 
 def read_settings() -> str:
@@ -92,8 +97,9 @@ class ByteSource:
     ``bytes_in`` how many compressed bytes were consumed (for progress bars).
     """
 
-    def __init__(self, path: Path, block_size: int = 2 << 20, prefetch: bool = False) -> None:
+    def __init__(self, path: Path, block_size: int = 2 << 20, prefetch: bool = False, text: bool = False) -> None:
         self.path = path
+        self.text = text
         self.block_size = block_size
         # Inflate on a thread ahead of the reader: zlib and ISA-L release the GIL, so on two cores decompression
         # runs beside the parsing instead of before it. Only for whole-file reads (a sniff reads one block).
@@ -108,8 +114,30 @@ class ByteSource:
     def blocks(self) -> Generator[bytes, None, None]:
         if self.compressed:
             inflate = self._fast_gzip_blocks() if _fast_zlib is not None else self._gzip_blocks()
+            if self.text:
+                inflate = self._until_nul_run(inflate)
             return ahead(inflate, PREFETCH_BLOCKS, "opscope-inflate") if self.prefetch else inflate
-        return self._plain_blocks()
+        return self._until_nul_run(self._plain_blocks()) if self.text else self._plain_blocks()
+
+    def _until_nul_run(self, blocks: Generator[bytes, None, None]) -> Generator[bytes, None, None]:
+        """``blocks`` up to the first run of :data:`NUL_RUN` NUL bytes (one split by a block boundary is found in the
+        next block when it goes on): a text format's content has ended there."""
+        given = 0
+        try:
+            for block in blocks:
+                at = block.find(_NULS)
+                if at < 0:
+                    given += len(block)
+                    yield block
+                    continue
+                if at:
+                    yield block[:at]
+                self.truncated = True
+                self.corrupt_reason = (f"a run of NUL bytes from byte {given + at:,} of the content, as a writer that "
+                                       "never finished leaves; nothing after it was read")
+                return
+        finally:
+            blocks.close()
 
     def _plain_blocks(self) -> Generator[bytes, None, None]:
         with open(self.path, "rb") as fh:

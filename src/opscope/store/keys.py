@@ -14,6 +14,7 @@ from opscope.paths import cache_root
 
 __all__ = ["CACHE_FORMAT", "Source", "cache_key", "cache_root", "source_of"]
 
+# 17: every reader's numbers through ingest.numbers (refused or saturated, counted); text sources stop at a NUL tail;
 # 16: meta.json records the trace the entry was built from (Source), checked before the entry is served;
 # 15: the xplane reader writes XLA ops' HLO records (shapes, dtypes, output_shapes, concrete_inputs) and one op per
 #     execution;
@@ -25,7 +26,8 @@ __all__ = ["CACHE_FORMAT", "Source", "cache_key", "cache_root", "source_of"]
 # 10: copy_args.parquet (the args of memcpy/memset events, apart: the copies' sizes without every event's args);
 # 9: ONNX Runtime profiles read by their own reader (before: every event kind other)
 #: Bump when the model's tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 16  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
+#: 17: readers stop at a NUL run and count numbers beyond int64
+CACHE_FORMAT = 17  # 8: self time of partly overlapping events counted once; 7: sums.json, ctime and inode in the key
 _PROBE = 1 << 20
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import msgspec
@@ -21,6 +20,7 @@ import pyarrow.compute as pc
 from opscope.categories import CATEGORY_KINDS
 from opscope.ingest.chrome import tensorflow
 from opscope.ingest.chrome.native import NativeBatch
+from opscope.ingest.numbers import int64, text_int64
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, as_int, id_array, int_array, safe_str, str_array
 from opscope.model.ranges import arange
@@ -68,31 +68,14 @@ MAX_NAME_BYTES = 64 << 10
 
 
 def text_to_ns(text: str | bytes) -> int | None:
-    """Microseconds written as text (``"1712195495519689.047"``, ``"1e-06"``) -> exact integer ns."""
-    if isinstance(text, bytes):
-        text = text.decode("ascii", "replace")
-    text = text.strip().strip('"')
-    try:
-        value = Decimal(text) * 1000
-    except (InvalidOperation, ValueError):
-        return None
-    if not value.is_finite():
-        return None
-    return int(value.to_integral_value())
+    """Microseconds written as text (``"1712195495519689.047"``, ``"1e-06"``) -> exact integer ns, or None."""
+    return text_int64(text, 1000)
 
 
 def to_ns(v: Any) -> int | None:
-    """A ts/dur value in microseconds (int, float or numeric text) -> integer ns, or None."""
-    c = v.__class__
-    if c is int:
-        return v * 1000
-    if c is float:
-        if v != v or v in (float("inf"), float("-inf")):
-            return None
-        return round(v * 1000)
-    if c is str:
-        return text_to_ns(v)
-    return None
+    """A ts/dur value in microseconds (int, float or numeric text) -> integer ns, or None (not a number, not
+    finite, beyond int64: :mod:`opscope.ingest.numbers` counts it)."""
+    return int64(v, 1000)
 
 
 def _to_ns_checked(v: Any) -> int | None:

@@ -75,6 +75,9 @@ class KeyScan:
             self._pos, self._depth = pos, depth
 
 
+_OPENINGS = re.compile(rb"[{\[]+")
+
+
 def value_end(buf: bytes, start: int) -> int | None:
     """End of the JSON value (object, array or string) starting at ``buf[start]``; None if it runs past ``buf``.
 
@@ -101,7 +104,12 @@ def value_end(buf: bytes, start: int) -> int | None:
                 return None
             pos = s.end()
             continue
-        depth += 1 if ch in (0x7B, 0x5B) else -1
+        if ch in (0x7B, 0x5B):
+            # a run of openings at once: 5,000,000 '[' cost one match, not one per bracket
+            pos = _OPENINGS.match(buf, i).end()  # type: ignore[union-attr]
+            depth += pos - i
+            continue
+        depth -= 1
         pos = i + 1
         if depth == 0:
             return pos

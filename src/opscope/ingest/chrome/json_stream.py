@@ -256,7 +256,9 @@ class EventArrayStream:
                 if self._eof:
                     self.report.truncated = True
                     return
-                want = len(buf) - pos + self._chunk_size  # one object larger than a chunk
+                # one object larger than a chunk (or one that never closes: 5,000,000 '['): read on, doubling what is
+                # asked for, so that the salvage's rescans of the region add up to a linear cost
+                want = 2 * (len(buf) - pos) + self._chunk_size
                 continue
             if self._eof and consumed >= len(region):
                 self.report.truncated = True

@@ -18,6 +18,8 @@ from opscope.errors import TraceError
 from opscope.ingest.chrome.columns import EventColumns, set_exact_times
 from opscope.ingest.chrome.json_stream import MAX_EPILOGUE, EventArrayStream, NotAnEventArray
 from opscope.ingest.chrome.native import TAKE_ROWS, Accepted, NativeBatch, scanner
+from opscope.ingest.chrome.salvage import MAX_DEPTH
+from opscope.ingest.numbers import uncounted
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference
@@ -64,7 +66,7 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
     format that is Chrome JSON underneath (ONNX Runtime's profile) passes its own ``builder`` (which then sees
     every batch of rows) and the kinds of its own ``categories``.
     """
-    source = ByteSource(path, prefetch=True)
+    source = ByteSource(path, prefetch=True, text=True)
     blocks = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
@@ -73,7 +75,7 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
                               decode_items=_items_decoder(native))
     columns = EventColumns(builder if builder is not None else TraceBuilder(str(path), FORMAT), keep_args=keep_args,
                            categories=categories)
-    with fast_type_inference():
+    with fast_type_inference(), uncounted():  # the C path converts without ingest.numbers: its warnings say it
         trace = _read_events(path, source, stream, columns, native)
     _add_stream_warnings(trace, stream.report, source)
     if trace.events.num_rows == 0 and trace.counters.num_rows == 0 and trace.memory.num_rows == 0:
@@ -88,6 +90,10 @@ def read(path: Path, progress=None, keep_args: bool = True, *, builder: TraceBui
         if columns.process_names or columns.thread_names or columns.process_labels:
             raise TraceError(path, 'holds no trace events, only metadata ("ph": "M") events',
                              "was the profiler stopped before any step ran?")
+        deep = stream.report.salvage.dropped_too_deep
+        if deep:
+            raise TraceError(path, f"holds no readable trace events: {deep} nested more than {MAX_DEPTH} levels deep "
+                                   "(beyond the JSON nesting opscope reads, as hostile input)")
         raise TraceError(path, "holds no trace events", "was the profiler stopped before any step ran?")
     return trace
 
@@ -219,7 +225,8 @@ def _add_stream_warnings(trace: Trace, report, source: ByteSource) -> None:
         (s.repaired_quotes, "events with unescaped quotes in their name (re-escaped)"),
         (s.repaired_nonfinite, "events with NaN/Infinity values (read as null)"),
         (s.dropped_malformed, "malformed events that could not be repaired (dropped)"),
-        (s.dropped_too_deep, "events nested deeper than the limit (dropped as hostile)"),
+        (s.dropped_too_deep, f"events nested more than {MAX_DEPTH} levels deep (beyond the JSON nesting opscope "
+                             "reads: dropped as hostile)"),
         (s.dropped_not_object, "array items that are not event objects (dropped)"),
     ):
         if count:

@@ -21,7 +21,8 @@ MAX_DEPTH = 512
 
 # A JSON string (escapes respected, raw control characters tolerated) or one structural bracket. The
 # possessive quantifiers keep the match linear and its memory constant on a long string.
-_TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[{}\[\]]', re.DOTALL)
+#: A string, a run of opening brackets (taken at once: 5,000,000 '[' are one token) or one closing bracket.
+_TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[{\[]++|[}\]]', re.DOTALL)
 # A JSON string, or a number no float can hold: NaN / Infinity (Python's json.dumps writes them) and
 # exponents such as 1e400 (the decoder refuses them as out of range).
 _STRING_OR_NONFINITE = re.compile(
@@ -182,7 +183,7 @@ def recover_events(
                 if c == b"[":
                     stats.dropped_not_object += 1
                 obj_start = m.start()
-            depth += 1
+            depth += len(tok)
             if depth > MAX_DEPTH:
                 too_deep = True
         else:  # closing bracket

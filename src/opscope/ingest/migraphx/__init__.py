@@ -23,7 +23,12 @@ _DOCUMENT_LINE = re.compile(rb"^(?:#{1,6} \S|```|~~~|\|[^\n]*\|\s*$|\.\. [\w-]+:
 
 
 def _text_head(head: bytes) -> bytes | None:
-    """The head as MIGraphX text may be: not JSON, not binary, not a document that quotes MIGraphX output."""
+    """The head as MIGraphX text may be: not JSON, not binary, not a document that quotes MIGraphX output. A run of
+    NUL bytes (a writer that never finished) ends the text: the reader stops there too."""
+    from opscope.ingest.source import NUL_RUN
+
+    cut = head.find(bytes(NUL_RUN))
+    head = head if cut < 0 else head[:cut]
     text = head.lstrip(b" \t\r\n\xef\xbb\xbf")
     if not text or text[:1] in (b"{", b"[") or b"\0" in head or _DOCUMENT_LINE.search(head):
         return None

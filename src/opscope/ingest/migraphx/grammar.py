@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from opscope.ingest.numbers import int64
+
 #: A number as C++ iostreams print a double (``1.2e-05``, ``nan``, ``-nan``, ``inf``).
 NUMBER = r"[-+]?(?:nan|inf|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _SHAPE = re.compile(r"(\w+_type)\s*,\s*\{([^{}]*)\}\s*,\s*\{([^{}]*)\}")
@@ -231,5 +233,6 @@ def _split_top(text: str, sep: str) -> list[str]:
     return parts
 
 
-def ms_to_ns(ms: float) -> int:
-    return round(ms * 1e6)
+def ms_to_ns(ms: float) -> int | None:
+    """Milliseconds as integer ns; None (counted by :mod:`opscope.ingest.numbers`) when not finite or beyond int64."""
+    return int64(ms, 1_000_000)

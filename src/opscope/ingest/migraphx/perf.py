@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, ms_to_ns, parse_instruction
-from opscope.ingest.migraphx.operands import records
+from opscope.ingest.migraphx.operands import record
+from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 from opscope.model.builder import TraceBuilder
 from opscope.model.trace import Trace
@@ -81,20 +83,33 @@ class PerfReport:
     untimed: int = 0  # @return lines (perf prints no time for them)
 
 
-def read_text(path: Path) -> str:
-    """The whole file as text (gzip decompressed; bytes that are not UTF-8 replaced)."""
-    source = ByteSource(path)
-    data = b"".join(source.blocks())
-    if b"\0" in data[:65536]:
-        raise TraceError(path, "holds binary data, not MIGraphX text output")
-    return data.decode("utf-8", "replace")
+def iter_lines(path: Path, source: ByteSource | None = None) -> Iterator[str]:
+    """The file's lines (gzip decompressed; bytes that are not UTF-8 replaced), one at a time; the read stops at a run
+    of NUL bytes (``source.corrupt_reason`` says so), and a NUL byte in the first 64 KiB is binary data, not text."""
+    source = source or ByteSource(path, text=True)
+    pending: list[bytes] = []
+    given = 0
+    for block in source.blocks():
+        if given < 65536 and b"\0" in block[:65536 - given]:
+            raise TraceError(path, "holds binary data, not MIGraphX text output")
+        given += len(block)
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            pending.append(block[start:end])
+            yield b"".join(pending).decode("utf-8", "replace")
+            pending = []
+            start = end + 1
+        if start < len(block):
+            pending.append(block[start:])
+    if pending:
+        yield b"".join(pending).decode("utf-8", "replace")
 
 
-def parse(text: str) -> PerfReport:
-    """The perf report in ``text`` (the lines before it, header and compiled program, are skipped)."""
+def parse(text: str | Iterable[str]) -> PerfReport:
+    """The perf report in ``text`` or its lines (the lines before it, header and compiled program, are skipped)."""
     rep = PerfReport()
     in_timed = in_summary = False
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(text.splitlines() if isinstance(text, str) else text, 1):
         line = raw.strip()
         if not line:
             continue
@@ -149,16 +164,20 @@ def parse(text: str) -> PerfReport:
 
 
 def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
-    text = read_text(path)
-    rep = parse(text)
+    source = ByteSource(path, text=True)
+    rep = parse(iter_lines(path, source))
     if not rep.instructions:
         if rep.broken:
             raise TraceError(path, f"MIGraphX perf text whose instruction timings do not read (line {rep.broken[0]})")
         raise TraceError(path, "MIGraphX output without a performance report (no timed instruction lines)",
                          "give the output of migraphx-driver perf")
     if progress is not None:
-        progress(len(text), len(text))
-    return build(path, rep, keep_args)
+        progress(source.size, source.size)
+    trace = build(path, rep, keep_args)
+    if source.truncated:
+        trace.warn(f"file is truncated ({source.corrupt_reason or 'compressed stream ends early'}); the complete "
+                   "lines were read")
+    return trace
 
 
 def _device_kind(op: str) -> str | None:
@@ -171,23 +190,43 @@ def _device_kind(op: str) -> str | None:
     return None
 
 
+#: Instructions whose rows are handed to the builder at once.
+_BATCH = 20_000
+
+
 def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dict]], keep_args: bool) -> list[int]:
     """Add ``(instruction, ms, op name, extra args)`` end to end from 0: a host op each, with its operands' and output's
     shapes, dtypes and strides (:mod:`.operands`), and a device row (same span, same correlation id) for those that run
     device work. Returns each item's start and, last, the end (ns); a time that is not a number (``-nan``: never ran)
     lasts 0 ns."""
-    host: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation",
-                                             "shapes", "dtypes", "strides", "concrete_inputs")}
-    dev: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device",
-                                            "stream", "correlation")}
+    host: dict[str, list] = {}
+    dev: dict[str, list] = {}
     host_args: list[str] = []
     dev_args: list[str] = []
+
+    def flush() -> None:  # the rows so far to the builder: the Python lists of one batch at a time, not of the file
+        nonlocal host, dev, host_args, dev_args
+        if host.get("kind"):
+            b.add_events(host, host_args if keep_args else None)
+        if dev.get("kind"):
+            b.add_events(dev, dev_args if keep_args else None)
+            devices_seen.append(True)
+        host = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation", "shapes",
+                                "dtypes", "strides", "concrete_inputs")}
+        dev = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
+                               "correlation")}
+        host_args, dev_args = [], []
+
+    devices_seen: list[bool] = []
+    flush()
     starts: list[int] = []
     ts = 0
     stream = 0
-    recs = records(ins for ins, _, _, _ in items)
+    defined: dict = {}  # each instruction's output shapes by name, as operands.records keeps them
     for k, (ins, ms, name, extra) in enumerate(items):
-        dur = ms_to_ns(ms) if math.isfinite(ms) and ms >= 0 else 0
+        if k and k % _BATCH == 0:
+            flush()
+        dur = (ms_to_ns(ms) or 0) if math.isfinite(ms) and ms >= 0 else 0
         if ins.op == "gpu::set_stream":
             s = ins.attributes().get("stream", "")
             stream = int(s) if s.isdigit() else stream
@@ -200,7 +239,11 @@ def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dic
         host["pid"].append(PID)
         host["tid"].append(TID)
         host["correlation"].append(corr)
-        rec = recs[k]
+        rec = record(ins, defined)
+        if ins.shapes:
+            defined[ins.name] = ins.shapes
+        else:
+            defined.pop(ins.name, None)
         for column, value in zip(("shapes", "dtypes", "strides", "concrete_inputs"), rec or (None,) * 4):
             host[column].append(value)
         host_args.append(json.dumps({**ins.to_args(), **extra}))
@@ -221,12 +264,10 @@ def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dic
         starts.append(ts)
         ts += dur
     starts.append(ts)
-    b.add_events(host, host_args if keep_args else None)
-    if dev["kind"]:
-        b.add_events(dev, dev_args if keep_args else None)
+    flush()
     b.metadata["process_names"] = {PID: "MIGraphX (synthetic timeline)"}
     b.metadata["thread_names"] = {f"{PID}/{TID}": "program order"}
-    if dev["kind"]:
+    if devices_seen:
         b.metadata["process_names"]["gpu0"] = "GPU 0"
         b.metadata["device_properties"] = [{"id": 0, "name": "MIGraphX GPU target (device not named in the file)"}]
     return starts
@@ -259,7 +300,7 @@ def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
                                            "percent": t.pct if math.isfinite(t.pct) else None, "line": t.line}))
     end = add_timeline(b, items, keep_args)[-1]
     total_ms = rep.totals.get("total", [None])[0]
-    span = max(end, ms_to_ns(total_ms) if total_ms is not None and math.isfinite(total_ms) else 0)
+    span = max(end, (ms_to_ns(total_ms) or 0) if total_ms is not None and math.isfinite(total_ms) else 0)
     b.add_steps({"step": [0], "name": ["migraphx perf (one averaged run)"], "pid": [PID], "tid": [TID],
                  "ts_ns": [0], "dur_ns": [span]})
     b.metadata["tool"] = "migraphx-driver perf"
@@ -286,7 +327,8 @@ def _checks(fig: dict[str, Any]) -> list[str]:
     """The report's own arithmetic (6 significant digits printed: 0.1% slack); a file edited or cut short fails it."""
     out = []
     total = fig.get("total_instructions_time_ms")
-    if total is not None and not math.isclose(fig["sum_instructions_ms"], total, rel_tol=1e-3, abs_tol=1e-9):
+    summed = fig["sum_instructions_ms"]
+    if total is not None and summed is not None and not math.isclose(summed, total, rel_tol=1e-3, abs_tol=1e-9):
         out.append(f"the instruction lines add up to {fig['sum_instructions_ms']:g} ms, not the Total instructions "
                    f"time of {total:g} ms")
     rate, computed = fig.get("rate_per_s"), fig.get("rate_computed_per_s")
@@ -300,7 +342,7 @@ def _figures(rep: PerfReport) -> dict[str, Any]:
     out: dict[str, Any] = {"version": rep.version, "command": rep.command, "instructions": len(rep.instructions)}
     tot = rep.totals
     if "batch" in tot:
-        out["batch_size"] = int(tot["batch"][0])
+        out["batch_size"] = int64(tot["batch"][0])
     if "rate" in tot:
         out["rate_per_s"] = tot["rate"][0]
     if "total" in tot:
@@ -315,8 +357,11 @@ def _figures(rep: PerfReport) -> dict[str, Any]:
         out["overhead_time_ms"], out["overhead_calculated_ms"] = tot["overhead"]
     if "overhead_pct" in tot:
         out["overhead_pct"], out["overhead_calculated_pct"] = tot["overhead_pct"]
-    out["sum_instructions_ms"] = float(f"{math.fsum(t.ms for t in rep.instructions if math.isfinite(t.ms)):.12g}")
+    try:
+        out["sum_instructions_ms"] = float(f"{math.fsum(t.ms for t in rep.instructions if math.isfinite(t.ms)):.12g}")
+    except OverflowError:  # finite times whose sum is not (1e308ms twice)
+        out["sum_instructions_ms"] = None
     if "total" in tot and tot["total"][0] > 0:
-        out["rate_computed_per_s"] = 1000.0 / tot["total"][0] * out.get("batch_size", 1)
+        out["rate_computed_per_s"] = 1000.0 / tot["total"][0] * (out.get("batch_size") or 1)
     out["summary"] = rep.summary
     return out

@@ -50,9 +50,10 @@ class _Record:
         self.stats: list[list[float | None]] = []
 
 
-def iter_lines(path: Path) -> Iterator[str]:
-    """The file's lines (gzip decompressed), one at a time: a level-3 dump holds every value of every tensor."""
-    source = ByteSource(path)
+def iter_lines(path: Path, source: ByteSource | None = None) -> Iterator[str]:
+    """The file's lines (gzip decompressed), one at a time: a level-3 dump holds every value of every tensor. The read
+    stops at a run of NUL bytes (``source.corrupt_reason`` says so)."""
+    source = source or ByteSource(path, text=True)
     pending: list[bytes] = []
     for block in source.blocks():
         if b"\0" in block:
@@ -239,7 +240,8 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
     from opscope.ingest.migraphx.perf import PID, SUBMODULE_WARNING, TID, add_timeline, submodule_count
     from opscope.model.builder import TraceBuilder
 
-    records = list(parse_records(iter_lines(path), keep_values=False))
+    source = ByteSource(path, text=True)
+    records = list(parse_records(iter_lines(path, source), keep_values=False))
     timed = [(r.ins, r.times, r.line) for r in records if r.ins is not None and r.times is not None]
     if not timed:
         raise TraceError(path, "MIGRAPHX_TRACE_EVAL dump without timed instructions ('Run instruction:' followed by "
@@ -258,6 +260,9 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
                  "ts_ns": [starts[k] for k in runs[:-1]],
                  "dur_ns": [starts[e] - starts[s] for s, e in itertools.pairwise(runs)]})
     b.metadata["tool"] = "MIGRAPHX_TRACE_EVAL"
+    if source.truncated:
+        b.warn(f"file is truncated ({source.corrupt_reason or 'compressed stream ends early'}); the complete lines "
+               "were read")
     b.warn("MIGRAPHX_TRACE_EVAL dumps have no timestamps: instructions are laid end to end in execution order, "
            "each lasting its time once the context finished (the printing between them is left out)", len(timed))
     if len(records) > len(timed):

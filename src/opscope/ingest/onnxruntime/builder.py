@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.ingest.numbers import int64
 from opscope.ingest.onnxruntime import FENCE_SUFFIXES, FORMAT, KERNEL_SUFFIX, STEP_EVENT, TOOL
 from opscope.model.builder import Batch, TraceBuilder, Values
 from opscope.model.trace import Trace
@@ -316,13 +317,6 @@ def _stream(v: Any) -> int | None:
     """ORT's stream: CUPTI's stream id as decimal text, roctracer's stream as a hex pointer."""
     if isinstance(v, bool):
         return None
-    if isinstance(v, int):
-        return v if -(1 << 63) < v < (1 << 63) else None
-    if isinstance(v, str):
-        s = v.strip()
-        try:
-            n = int(s, 16) if s.lower().startswith("0x") else int(s)
-        except ValueError:
-            return None
-        return n if -(1 << 63) < n < (1 << 63) else None
+    if isinstance(v, (int, str)):
+        return int64(v, whole=True)
     return None

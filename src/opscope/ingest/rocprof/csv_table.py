@@ -18,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from opscope.errors import TraceError
+from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 
 #: csv's own limit is 128 KiB per field; templated kernel names stay far below this, hostile ones are cut by it.
@@ -35,6 +36,7 @@ class CsvTable:
     merged_names: int = 0
     dropped_short: int = 0
     truncated: bool = False
+    truncated_reason: str = ""
     cut_last_row: bool = False
     no_final_newline: bool = False
     problems: list[tuple[str, int]] = field(default_factory=list)
@@ -49,7 +51,8 @@ class CsvTable:
         if self.cut_last_row:
             warn("the file ends inside its last row (truncated?): that row dropped")
         if self.truncated:
-            warn("file is truncated (compressed stream ends early); the complete rows were read")
+            warn(f"file is truncated ({self.truncated_reason or 'compressed stream ends early'}); the complete rows "
+                 "were read")
         elif self.no_final_newline:
             warn("the file does not end with a line end: its last row may be cut")
 
@@ -70,7 +73,7 @@ class TableStream:
     """
 
     def __init__(self, path: Path, text_column: int | None) -> None:
-        self.source = ByteSource(path)
+        self.source = ByteSource(path, text=True)
         self._lines = _lines(self.source.blocks(), self)
         self.ends_with_newline = True
         self.text_column = text_column
@@ -115,6 +118,7 @@ class TableStream:
         except csv.Error as exc:
             raise TraceError(table.path, f"is not readable as CSV ({exc})") from None
         table.truncated = self.source.truncated
+        table.truncated_reason = self.source.corrupt_reason
         table.no_final_newline = not self.ends_with_newline
         if pending is not None:
             if table.truncated or table.no_final_newline:
@@ -165,28 +169,7 @@ def key(column: str) -> str:
 
 def as_int(text: str) -> int | None:
     """An integer field within int64; None when empty, not an integer or out of range (``0x...`` hex counts)."""
-    t = text.strip()
-    if not t or len(t) > 40:
-        return None
-    value: int | None = None
-    try:
-        value = int(t)
-    except ValueError:
-        if t[:2].lower() == "0x":
-            try:
-                value = int(t, 16)
-            except ValueError:
-                return None
-        else:
-            try:
-                d = Decimal(t)
-            except InvalidOperation:
-                return None
-            if d.is_finite() and d == d.to_integral_value() and abs(d) < _INT64_LIMIT:
-                value = int(d)
-    if value is None or not -_INT64_LIMIT < value < _INT64_LIMIT:
-        return None
-    return value
+    return int64(text, whole=True)
 
 
 def as_float(text: str) -> float | None:
@@ -236,7 +219,7 @@ class ArrowTableStream:
             raise TraceError(path, "holds no CSV header")
         self.table = CsvTable(path, [h.strip() for h in header], [])
         self.text_column = text_column
-        self.source = ByteSource(path)
+        self.source = ByteSource(path, text=True)
         self._file = _BlockFile(self.source.blocks())
         self._odd: list[str] = []
 
@@ -270,6 +253,7 @@ class ArrowTableStream:
                 return
             raise TraceError(table.path, f"is not readable as CSV ({str(exc).splitlines()[0]})") from None
         table.truncated = self.source.truncated
+        table.truncated_reason = self.source.corrupt_reason
         table.no_final_newline = self._file.last not in (b"\n", b"")
         repaired = self._repair(width)
         if repaired:

@@ -158,12 +158,9 @@ def map_trace(trace: Trace) -> Trace:
 
 
 def _int(v: Any) -> int | None:
-    if v is None:
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
+    from opscope.ingest.numbers import int64
+
+    return int64(v, whole=True)
 
 
 def _arg_fields(trace: Trace, events, keys: tuple[str, ...]) -> dict[str, list]:

@@ -31,7 +31,8 @@ import pyarrow.compute as pc
 from opscope.errors import TraceError
 from opscope.ingest.chrome import json_scan
 from opscope.ingest.chrome.json_stream import EventArrayStream
-from opscope.ingest.chrome.salvage import SalvageStats
+from opscope.ingest.chrome.salvage import MAX_DEPTH, SalvageStats
+from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource
 from opscope.model import Trace
 from opscope.model.builder import TraceBuilder, fast_type_inference, int_array, safe_str
@@ -429,13 +430,10 @@ def _alloc_columns(recs: list) -> dict[str, pa.Array]:
 
 def _address(v: Any) -> int | None:
     if v.__class__ is int:
-        return v if v < (1 << 63) else None
+        return int64(v)
     if isinstance(v, str):
-        try:
-            n = int(v, 16) if v[:2].lower() == "0x" else int(v)
-        except ValueError:
-            return None
-        return n if 0 <= n < (1 << 63) else None
+        n = int64(v, whole=True)
+        return n if n is None or n >= 0 else None
     return None
 
 
@@ -594,7 +592,7 @@ class _Sink:
                 signed.append(size)
             elif op.endswith("_FREE"):
                 size = size or (self._alloc_sizes.pop(addr, None) if addr is not None else None)
-                signed.append(-size if size else None)
+                signed.append(int64(-size) if size else None)  # -(-2^63) leaves int64
             else:
                 signed.append(None)
         n = len(signed)
@@ -685,7 +683,7 @@ def _json_values(values: pa.Array) -> pa.Array:
 
 def read(path: Path, progress=None, keep_args: bool = True) -> Trace:
     """Read ``path`` (rocprofv3 JSON, plain or gzip) into a Trace, not yet completed."""
-    source = ByteSource(path, block_size=_CHUNK)
+    source = ByteSource(path, block_size=_CHUNK, text=True)
     blocks: Iterator[bytes] = source.blocks()
     if progress is not None:
         blocks = _reporting(blocks, source, progress)
@@ -827,7 +825,8 @@ def _warnings(builder: TraceBuilder, sink: _Sink, s: SalvageStats, truncated: bo
         (s.repaired_control, "records with raw control characters in strings (escaped)"),
         (s.repaired_nonfinite, "records with NaN/Infinity values (read as null)"),
         (s.dropped_malformed, "malformed records or records of the wrong types (dropped)"),
-        (s.dropped_too_deep, "records nested deeper than the limit (dropped as hostile)"),
+        (s.dropped_too_deep, f"records nested more than {MAX_DEPTH} levels deep (beyond the JSON nesting opscope "
+                             "reads: dropped as hostile)"),
         (s.dropped_not_object, "record list items that are not objects (dropped)"),
     ):
         if count:

@@ -37,6 +37,7 @@ import pyarrow as pa
 from opscope.errors import TraceError
 from opscope.ingest.chrome.tensorflow import RUNTIME as TF_RUNTIME
 from opscope.ingest.chrome.tensorflow import TOOL as TENSORFLOW
+from opscope.ingest.numbers import int64, int64_array
 from opscope.ingest.source import ByteSource, check_readable, is_gzip
 from opscope.ingest.xplane import varint
 from opscope.ingest.xplane.hlo import HLO_PROTO_STAT, HloModules
@@ -654,12 +655,13 @@ class _Reader:
         rows = self.rows
         if not rows.ts:
             return
-        text, ints = pa.string(), pa.int64()
+        text = pa.string()
+        # a line's timestamp_ns and an event's offset, each within int64, may sum beyond it: refused, counted
         columns = {"kind": pa.array(rows.kind, text).dictionary_encode(),
-                   "name": pa.array(rows.name, text).dictionary_encode(), "ts_ns": pa.array(rows.ts, ints),
-                   "dur_ns": pa.array(rows.dur, ints), "pid": pa.array(rows.pid, text).dictionary_encode(),
-                   "tid": pa.array(rows.tid, text).dictionary_encode(), "device": pa.array(rows.device, ints),
-                   "stream": pa.array(rows.stream, ints), "correlation": pa.array(rows.corr, ints),
+                   "name": pa.array(rows.name, text).dictionary_encode(), "ts_ns": int64_array(rows.ts),
+                   "dur_ns": int64_array(rows.dur), "pid": pa.array(rows.pid, text).dictionary_encode(),
+                   "tid": pa.array(rows.tid, text).dictionary_encode(), "device": int64_array(rows.device),
+                   "stream": int64_array(rows.stream), "correlation": int64_array(rows.corr),
                    "shapes": pa.array(rows.shapes, text), "dtypes": pa.array(rows.dtypes, text),
                    "concrete_inputs": pa.array(rows.concrete, text), "output_shapes": pa.array(rows.outputs, text)}
         self.builder.add_events(columns, rows.args if self.keep_args else None)
@@ -773,7 +775,7 @@ def _stats(stats, stat_names: dict[int, str], keep: frozenset[str] | None = None
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and -(1 << 63) <= value < 1 << 63 else None
+    return int64(value) if isinstance(value, int) else None
 
 
 def _kernel_details(text: Any) -> dict[str, Any]:
