@@ -90,6 +90,9 @@ def test_gpu_idle_gap_between_steps_names_no_step_and_no_share():
     assert (gap["step"], gap["idle_ns"], gap["in_step_ns"], gap["step_pct"]) == (1, 2_800_000, 900_000, 90.0)
     shares = [e["step_pct"] for e in f.evidence if e["what"].startswith("idle:")]
     assert sum(shares) == pytest.approx(100 * 2800 / 3000, abs=0.02) and max(shares) <= 100
+    # the finding's saving is per step of the window (3000 us / 2 steps = 1500 us a step), never over 100% of it:
+    # a share of the mean step (1000 us) made it 140%
+    assert f.saving_pct == pytest.approx(100 * f.saving_ns / 1_500_000, abs=0.01) and f.saving_pct <= 100
     g = advise(make_trace(steps + [_kernel(0, 1000), _kernel(1500, 1500)]), only=["gpu-idle"]).findings[0]
     gap = next(e for e in g.evidence if e["what"] == "gap")
     assert (gap["step"], gap["at_ns"], gap["idle_ns"], gap["in_step_ns"], gap["step_pct"]) == \

@@ -110,7 +110,10 @@ class AdviceContext:
         return round(total_ns / self.steps)
 
     def pct(self, per_step_ns: int | float | None) -> float | None:
-        return share_pct(per_step_ns, self.step_ns)
+        """A per-step figure as a share of the window's time per step: the mean step where the steps tile the
+        window, more where time passes between them (a saving found there is of the window, never over 100% of
+        it)."""
+        return share_pct(per_step_ns, max(self.step_ns, self.window_ns / self.steps if self.has_steps else 0))
 
     # --- analyses: each computed once per trace (the memo), whichever rule or context asks first ------------
 

@@ -15,7 +15,8 @@ class Finding:
     """One problem found in a trace, with the numbers behind it.
 
     ``saving_ns`` is the time saved *per step* (per trace window when the trace has no steps) if ``remedy`` is
-    applied, ``saving_pct`` the same as a share of the step time; both are None when the rule cannot put a number on
+    applied, ``saving_pct`` the same as a share of the window's time per step (the mean step where the steps tile
+    the window); both are None when the rule cannot put a number on
     it (the finding then ranks after every one that has one). ``saving_method`` says how the figure was obtained:
     ``simulated`` (the trace's dependency graph replayed with ``change``, a ``opscope whatif`` change that gives the
     same saving), ``measured`` (a re-run with the remedy, advise --measure) or ``estimated`` (from the rule's own
