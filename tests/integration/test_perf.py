@@ -215,7 +215,7 @@ def test_input_dim_sets_the_exact_shape(tmp_path, cache):
                   "--format", "csv", cache=cache)
     assert res.returncode == 0, res.stderr
     assert expected_from_profile(profile)["input_shape"] == {"float": [3, 3, 8, 8]}
-    assert res.stdout.splitlines()[0] == "section,index,name,op,provider,count,value,unit,pct"
+    assert res.stdout.splitlines()[0] == "section,index,name,op,provider,count,value,unit,pct,median,p10,p90"
 
 
 # --- errors -------------------------------------------------------------------------------------------

@@ -180,8 +180,10 @@ def diff(base: Annotated[str, Field(description="The baseline: a trace file or a
          by: Annotated[Literal["name", "name,shapes", "api"] | None, Field(
              description="Match ops by name (default), name and input shapes, or Python API (across "
                          "frameworks).")] = None,
-         table: Annotated[Literal["rows", "ops", "classes", "kernel-choice", "critical-path", "roofline"] | None, Field(
-             description="rows: ops and kernels matched by name (default); ops: device time by op; classes: device "
+         table: Annotated[Literal["rows", "headline", "ops", "classes", "kernel-choice", "critical-path",
+                                  "roofline"] | None, Field(
+             description="rows: ops and kernels matched by name (default); headline: the step time and its parts "
+                         "with their 95% intervals; ops: device time by op; classes: device "
                          "time by kernel class; kernel-choice: the same op and shapes on other kernels; "
                          "critical-path: each side's mean critical path per step; roofline: each side against its "
                          "device's roof.")] = None,

@@ -61,18 +61,7 @@ def report(
     if not output.name.lower().endswith((".html", ".htm")):
         raise UsageError(f"{output}: give the report a .html name (-o report.html)")
     check_target(output, force)  # before minutes of analysis, not after
-    if peaks is not None:
-        from opscope.analyses.peaks import read_peaks_file
-
-        if len(traces) == 2 and not ranks:
-            raise UsageError("--peaks is for one trace's report (its roofline) or a job's; a comparison (BASE NEW) "
-                             "draws no roofline")
-
-        read_peaks_file(peaks)  # a bad peaks file is refused before the analysis too
-    steps = _steps(timeline_steps)
-    if steps is not None and len(traces) == 2 and not ranks:
-        raise UsageError("--timeline-steps is for one trace's report or a job's; a comparison (BASE NEW) draws no "
-                         "timeline")
+    steps = _checked_options(len(traces) == 2 and not ranks, peaks, timeline_steps)
     if len(traces) >= 3 or (len(traces) == 2 and ranks) or (len(traces) == 1 and is_job_spec(traces[0])):
         page = _whole_job_page(traces, no_cache, peaks, steps)
     else:
@@ -82,6 +71,23 @@ def report(
     say(f"wrote {output} ({size / 1e6:.2f} MB); open it in a browser (it needs no network)")
     if size > SIZE_GOAL:
         say(f"the report is over {SIZE_GOAL / 1e6:.0f} MB: some mail and bug trackers refuse files that big")
+
+
+def _checked_options(comparison: bool, peaks: Path | None, timeline_steps: str | None) -> list[int] | None:
+    """--peaks and --timeline-steps refused before the analysis where they do not apply or do not read; the
+    timeline's steps."""
+    if peaks is not None:
+        from opscope.analyses.peaks import read_peaks_file
+
+        if comparison:
+            raise UsageError("--peaks is for one trace's report (its roofline) or a job's; a comparison (BASE NEW) "
+                             "draws no roofline")
+        read_peaks_file(peaks)  # a bad peaks file is refused before the analysis too
+    steps = _steps(timeline_steps)
+    if steps is not None and comparison:
+        raise UsageError("--timeline-steps is for one trace's report or a job's; a comparison (BASE NEW) draws no "
+                         "timeline")
+    return steps
 
 
 def _steps(text: str | None) -> list[int] | None:

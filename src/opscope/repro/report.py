@@ -9,10 +9,11 @@ from typing import Any
 import pyarrow as pa
 
 from opscope.report import Column, Report, Section
+from opscope.units import format_ns
 
 _CASES = pa.schema([("id", pa.int64()), ("op", pa.string()), ("inputs", pa.string()), ("calls", pa.int64()),
                     ("share_pct", pa.float64()), ("trace_ns", pa.int64()), ("replay_ns", pa.int64()),
-                    ("replay_p10_ns", pa.int64()), ("replay_p90_ns", pa.int64()), ("runs", pa.int64()),
+                    ("replay_p10_p90", pa.string()), ("runs", pa.int64()),
                     ("ratio", pa.float64()), ("profiled_ratio", pa.float64()), ("check", pa.string()),
                     ("best_variant", pa.string()), ("status", pa.string())])
 _VARIANTS = pa.schema([("id", pa.int64()), ("variant", pa.string()), ("replay_ns", pa.int64()),
@@ -27,19 +28,20 @@ _NESTED = ("leaf_ops", "input_dims", "input_strides", "input_types", "concrete_i
 LEGEND = ("trace_ns: the trace's time per call, the median over the case's calls (device time of what the op "
           "launched on a GPU trace, the op's duration on a CPU trace: profiler overhead included); replay_ns: "
           "median per call here over the timed runs (warm-up first; a run is a block of calls with the device "
-          "synchronised, torch.utils.benchmark; the baseline's runs alone and beside each variant), replay_p10_ns "
-          "and replay_p90_ns their 10th and 90th percentiles, runs how many; ratio = replay_ns / trace_ns "
-          "(another machine, or another device with --device, gives another ratio); profiled_ratio: the same with "
-          "the replay timed under torch.profiler recording shapes, memory and FLOPs, as opscope record does "
-          "(median of 5 calls): like for like when the profiler's own cost is a large part of small ops. check: "
-          "same when the replay ran the ops (CPU) or kernels (GPU) the trace recorded under the op, differs when "
-          "not (cases.json lists both). Variants: each timed in 3 rounds alternating with the baseline (at least 5 "
-          "runs a side); speedup = the baseline's median over (the baseline's median + the Hodges-Lehmann median "
-          "difference variant - baseline), speedup_ci its 95% interval (Mann-Whitney), verdict faster or slower "
-          "when the whole interval is on one side of no change, no difference when it holds it, too few runs to "
-          "tell under 5 runs a side. best_variant: the variant with the largest speed-up among those found faster "
-          "whose outputs stayed within the dtype's tolerance (relative to the output's magnitude), with its "
-          "speed-up and interval.")
+          "synchronised, torch.utils.benchmark; the baseline's runs alone and beside each variant), "
+          "replay_p10_p90 their 10th and 90th percentiles (replay_p10_ns and replay_p90_ns in cases.json), runs "
+          "how many; ratio = replay_ns / trace_ns (another machine, or another device with --device, gives "
+          "another ratio); profiled_ratio: the same with the replay timed under torch.profiler recording "
+          "shapes, memory and FLOPs, as opscope record does (median of 5 calls): like for like when the "
+          "profiler's own cost is a large part of small ops. check: same when the replay ran the ops (CPU) or "
+          "kernels (GPU) the trace recorded under the op, differs when not (cases.json lists both). Variants: "
+          "each timed in 3 rounds alternating with the baseline (at least 5 runs a side); speedup = the "
+          "baseline's median over (the baseline's median + the Hodges-Lehmann median difference variant - "
+          "baseline), speedup_ci its 95% interval (Mann-Whitney), verdict faster or slower when the whole "
+          "interval is on one side of no change, no difference when it holds it, too few runs to tell under 5 "
+          "runs a side. best_variant: the variant with the largest speed-up among those found faster whose "
+          "outputs stayed within the dtype's tolerance (relative to the output's magnitude), with its speed-up "
+          "and interval.")
 
 
 def repro_report(directory: Path, document: dict[str, Any], ran: bool, limit: int = 0) -> Report:
@@ -86,8 +88,7 @@ def _case_row(e: dict[str, Any]) -> dict[str, Any]:
         "share_pct": round(100 * share, 2) if isinstance(share, int | float) else None,
         "trace_ns": _int(e.get("trace_ns")),
         "replay_ns": _int(e.get("replay_ns")),
-        "replay_p10_ns": _int(e.get("replay_p10_ns")),
-        "replay_p90_ns": _int(e.get("replay_p90_ns")),
+        "replay_p10_p90": _spread(e.get("replay_p10_ns"), e.get("replay_p90_ns")),
         "runs": _int(e.get("runs")),
         "ratio": round(e["ratio"], 3) if isinstance(e.get("ratio"), int | float) else None,
         "profiled_ratio": round(e["profiled_ratio"], 3) if isinstance(e.get("profiled_ratio"), int | float) else None,
@@ -95,6 +96,12 @@ def _case_row(e: dict[str, Any]) -> dict[str, Any]:
         "best_variant": _best(e),
         "status": str(e.get("status", "")),
     }
+
+
+def _spread(p10: Any, p90: Any) -> str | None:
+    """The runs' 10th to 90th percentile as one cell (one column, so that the table fits a terminal)."""
+    low, high = _int(p10), _int(p90)
+    return f"{format_ns(low)}-{format_ns(high)}" if low is not None and high is not None else None
 
 
 def _inputs(e: dict[str, Any]) -> str:
