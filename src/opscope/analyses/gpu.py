@@ -383,6 +383,28 @@ def gpu_launch_notes(trace: Trace, analysis: GpuAnalysis | None = None) -> list[
 # The merged intervals every table of the analysis shares, once per trace.
 
 @memoized()
+def _part_intervals(trace: Trace) -> dict[str, dict[int, tuple[pa.Array, pa.Array]]]:
+    """Per part (compute, comm, memset, memcpy, and busy = any work) and device, the union of that part's work as
+    disjoint (starts, ends) in time order: what :meth:`GpuAnalysis.parts_per_span` measures spans against, made once
+    per trace."""
+    t = shared_work(trace).table
+    cat = pc.cast(combined(t["cat"]), pa.int64())
+    device, start, end = combined(t["device"]), combined(t["start"]), combined(t["end"])
+    masks = {"compute": pc.equal(cat, COMPUTE), "comm": pc.equal(cat, COMM), "memset": pc.equal(cat, MEMSET),
+             "memcpy": pc.greater_equal(cat, MEMCPY), "busy": None}
+    out: dict[str, dict[int, tuple[pa.Array, pa.Array]]] = {}
+    for part, mask in masks.items():
+        d, s, e = (device, start, end) if mask is None else (device.filter(mask), start.filter(mask), end.filter(mask))
+        merged = merged_intervals(d, s, e)  # per device (in device order), in time order
+        group = combined(merged["group"])
+        out[part] = {}
+        for dev in pc.unique(group).to_pylist():
+            mine = pc.equal(group, dev)
+            out[part][dev] = (combined(pc.filter(merged["start"], mine)), combined(pc.filter(merged["end"], mine)))
+    return out
+
+
+@memoized()
 def _stream_busy(trace: Trace) -> pa.Table:
     t = shared_work(trace).table
     m = merged_intervals(combined(t["sid"]), combined(t["start"]), combined(t["end"]),
@@ -498,22 +520,9 @@ class GpuAnalysis:
     def parts_per_span(self, spans: list[tuple[int, int]]) -> dict[str, dict[int, list[int]]]:
         """:meth:`parts_within` span by span: per part and device, how long that part's work covers each span, in
         the spans' order."""
-        t = self.work.table
-        cat = pc.cast(combined(t["cat"]), pa.int64())
-        device, start, end = combined(t["device"]), combined(t["start"]), combined(t["end"])
-        masks = {"compute": pc.equal(cat, COMPUTE), "comm": pc.equal(cat, COMM), "memset": pc.equal(cat, MEMSET),
-                 "memcpy": pc.greater_equal(cat, MEMCPY), "busy": None}
-        out: dict[str, dict[int, list[int]]] = {}
-        for part, mask in masks.items():
-            d, s, e = (device, start, end) if mask is None else (device.filter(mask), start.filter(mask),
-                                                                  end.filter(mask))
-            merged = merged_intervals(d, s, e)  # per device (in device order), in time order
-            group = combined(merged["group"])
-            out[part] = {}
-            for dev in pc.unique(group).to_pylist():
-                mine = pc.equal(group, dev)
-                out[part][dev] = covered_within(pc.filter(merged["start"], mine), pc.filter(merged["end"], mine),
-                                                spans)
+        out: dict[str, dict[int, list[int]]] = {
+            part: {dev: covered_within(starts, ends, spans) for dev, (starts, ends) in per_device.items()}
+            for part, per_device in _part_intervals(self.trace).items()}
         out["unseen_busy"] = {dev: covered_within([u.start], [u.end], spans) for dev, u in self.work.unseen.items()}
         return out
 
