@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import zlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +277,18 @@ def _inflate_until_error(decomp, raw: bytes) -> bytes:
     return b"".join(out)
 
 
+def decoded_lines(blocks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a text read block by block (a line may span blocks; bytes that are not UTF-8 replaced), one at a
+    time, without their newline."""
+    pending: list[bytes] = []
+    for block in blocks:
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            pending.append(block[start:end])
+            yield b"".join(pending).decode("utf-8", "replace")
+            pending = []
+            start = end + 1
+        if start < len(block):
+            pending.append(block[start:])
+    if pending:
+        yield b"".join(pending).decode("utf-8", "replace")

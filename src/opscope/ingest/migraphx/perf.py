@@ -27,7 +27,7 @@ from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, ms_to_ns, parse_instruction
 from opscope.ingest.migraphx.operands import record
 from opscope.ingest.numbers import int64
-from opscope.ingest.source import ByteSource
+from opscope.ingest.source import ByteSource, decoded_lines
 from opscope.model.builder import TraceBuilder
 from opscope.model.trace import Trace
 
@@ -87,22 +87,16 @@ def iter_lines(path: Path, source: ByteSource | None = None) -> Iterator[str]:
     """The file's lines (gzip decompressed; bytes that are not UTF-8 replaced), one at a time; the read stops at a run
     of NUL bytes (``source.corrupt_reason`` says so), and a NUL byte in the first 64 KiB is binary data, not text."""
     source = source or ByteSource(path, text=True)
-    pending: list[bytes] = []
-    given = 0
-    for block in source.blocks():
-        if given < 65536 and b"\0" in block[:65536 - given]:
-            raise TraceError(path, "holds binary data, not MIGraphX text output")
-        given += len(block)
-        start = 0
-        while (end := block.find(b"\n", start)) >= 0:
-            pending.append(block[start:end])
-            yield b"".join(pending).decode("utf-8", "replace")
-            pending = []
-            start = end + 1
-        if start < len(block):
-            pending.append(block[start:])
-    if pending:
-        yield b"".join(pending).decode("utf-8", "replace")
+
+    def checked() -> Iterator[bytes]:
+        given = 0
+        for block in source.blocks():
+            if given < 65536 and b"\0" in block[:65536 - given]:
+                raise TraceError(path, "holds binary data, not MIGraphX text output")
+            given += len(block)
+            yield block
+
+    yield from decoded_lines(checked())
 
 
 def parse(text: str | Iterable[str]) -> PerfReport:

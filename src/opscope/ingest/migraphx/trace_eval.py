@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from opscope.errors import TraceError
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, Shape, parse_instruction
-from opscope.ingest.source import ByteSource
+from opscope.ingest.source import ByteSource, decoded_lines
 
 if TYPE_CHECKING:
     from opscope.model.trace import Trace
@@ -54,20 +54,14 @@ def iter_lines(path: Path, source: ByteSource | None = None) -> Iterator[str]:
     """The file's lines (gzip decompressed), one at a time: a level-3 dump holds every value of every tensor. The read
     stops at a run of NUL bytes (``source.corrupt_reason`` says so)."""
     source = source or ByteSource(path, text=True)
-    pending: list[bytes] = []
-    for block in source.blocks():
-        if b"\0" in block:
-            raise TraceError(path, "holds binary data, not MIGraphX text output")
-        start = 0
-        while (end := block.find(b"\n", start)) >= 0:
-            pending.append(block[start:end])
-            yield b"".join(pending).decode("utf-8", "replace")
-            pending = []
-            start = end + 1
-        if start < len(block):
-            pending.append(block[start:])
-    if pending:
-        yield b"".join(pending).decode("utf-8", "replace")
+
+    def checked() -> Iterator[bytes]:
+        for block in source.blocks():
+            if b"\0" in block:
+                raise TraceError(path, "holds binary data, not MIGraphX text output")
+            yield block
+
+    yield from decoded_lines(checked())
 
 
 def parse_records(lines: Iterable[str], keep_values: bool = True) -> Iterator[_Record]:

@@ -31,7 +31,7 @@ import re
 from collections import deque
 from typing import Any
 
-from opscope.ingest.xplane.schema import add_message, protobuf
+from opscope.ingest.xplane.schema import add_message, message_classes, protobuf
 
 #: The stat of a ``/host:metadata`` event metadata that holds a program's HloProto.
 HLO_PROTO_STAT = "Hlo Proto"
@@ -104,12 +104,9 @@ def _file() -> Any:
 @functools.cache
 def classes() -> dict[str, type]:
     """The message classes by short name (``HloProto``, ``HloModuleProto``, ``HloInstructionProto``, ...)."""
-    descriptor_pool, message_factory = protobuf("descriptor_pool"), protobuf("message_factory")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(_file())
-    names = ("HloProto", "HloModuleProto", "HloComputationProto", "HloInstructionProto", "ShapeProto", "Window",
-             "WindowDimension", "ConvolutionDimensionNumbers", "DotDimensionNumbers")
-    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"xla.{n}")) for n in names}
+    return message_classes(_file(), "xla", (
+        "HloProto", "HloModuleProto", "HloComputationProto", "HloInstructionProto", "ShapeProto", "Window",
+        "WindowDimension", "ConvolutionDimensionNumbers", "DotDimensionNumbers"))
 
 
 #: An op's record: (shapes, dtypes, concrete_inputs, output_shapes) text, each None where absent.

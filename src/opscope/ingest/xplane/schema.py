@@ -103,10 +103,15 @@ def _file() -> Any:
 @functools.cache
 def classes() -> dict[str, type]:
     """The message classes by short name (``XSpace``, ``XPlane``, ``XLine``, ..., ``LazySpace``, ``LazyPlane``)."""
+    return message_classes(_file(), "tensorflow.profiler", (
+        "XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "LazySpace", "LazyPlane",
+        "PlaneHead"))
+
+
+def message_classes(file: Any, package: str, names: tuple[str, ...]) -> dict[str, type]:
+    """The classes of the messages ``names`` of a private descriptor ``file`` (its own pool: never the process's
+    default one), by short name."""
     descriptor_pool, message_factory = protobuf("descriptor_pool"), protobuf("message_factory")
     pool = descriptor_pool.DescriptorPool()
-    pool.Add(_file())
-    names = ("XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "LazySpace",
-             "LazyPlane", "PlaneHead")
-    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.profiler.{n}"))
-            for n in names}
+    pool.Add(file)
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{n}")) for n in names}
