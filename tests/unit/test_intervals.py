@@ -68,3 +68,29 @@ def test_covered_within_arrays_and_lists_agree_with_brute_force(seed):
     padded_s = pa.array([-5] + starts, pa.int64()).slice(1)
     padded_e = pa.array([-1] + ends, pa.int64()).slice(1)
     assert covered_within(padded_s, padded_e, spans) == brute
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_covered_spans_agrees_with_brute_force_in_any_query_order(seed):
+    # the C loop searches from the last query's answer: queries in time order, reversed and shuffled, spans that
+    # touch, queries before the first and after the last interval, on boundaries
+    from opscope.analyses.intervals import covered_spans
+
+    rng = random.Random(50 + seed)
+    points = sorted(rng.sample(range(2000), 2 * rng.randint(1, 200)))
+    starts, ends = points[0::2], points[1::2]
+    ends[0] = starts[1] if len(starts) > 1 else ends[0]  # two intervals that touch
+    queries = [tuple(sorted(rng.sample(range(-50, 2050), 2))) for _ in range(300)]
+    queries += [(s, e) for s, e in zip(starts, ends)] + [(-10, -5), (3000, 3100), (ends[-1], ends[-1] + 7)]
+    for order in ("time", "reversed", "shuffled"):
+        if order == "time":
+            queries.sort()
+        elif order == "reversed":
+            queries.reverse()
+        else:
+            rng.shuffle(queries)
+        brute = [sum(max(0, min(hi, e) - max(lo, s)) for s, e in zip(starts, ends)) for lo, hi in queries]
+        got = covered_spans(pa.array(starts, pa.int64()), pa.array(ends, pa.int64()),
+                            pa.array([lo for lo, _ in queries], pa.int64()),
+                            pa.array([hi for _, hi in queries], pa.int64()))
+        assert got.to_pylist() == brute, order
