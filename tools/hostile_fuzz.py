@@ -6,8 +6,8 @@
 One child process per file runs every command in turn (tests/support/hostile_driver.py) with a time limit per
 command and per file; what each run did is checked by ``support.hostile_corpus.problems`` (traceback, exit code,
 error lines, control bytes on stdout, CSV validity and formula cells, JSON validity). Prints one line per file with a
-problem, then the totals, the slowest run and the largest peak RSS over the start-up amount, relative to the file's
-size. ``--scale full`` uses the issue's sizes (2 million names, a 50 MB name, a 2 GiB gzip bomb...): tens of minutes.
+problem, then the totals, the slowest run and the largest peak owned (anonymous) memory over the start-up amount,
+relative to the file's size. ``--scale full`` uses the issue's sizes (2 million names, a 50 MB name, a 2 GiB gzip bomb...): tens of minutes.
 ``--corpus readers`` runs the second corpus (tests/support/hostile_formats.py: every reader's numeric edges, NUL and
 junk tails, sizes and gzip bombs) with its own command set; ``--seed`` picks its variant (the held-out check uses a
 seed not used while fixing). "largest memory" is also given as a ratio to the budget the test allows (200 MiB + 4x
@@ -38,7 +38,7 @@ def main() -> int:
     parser.add_argument("--formats", help="default: table,csv,json (kineto), table,json (readers)")
     parser.add_argument("--only", help="comma-separated classes: " + ",".join(hostile_corpus.GENERATORS)
                         + " (kineto); " + ",".join(hostile_formats.GENERATORS) + " (readers)")
-    parser.add_argument("--per-file", action="store_true", help="a line per file: size, slowest run, peak RSS")
+    parser.add_argument("--per-file", action="store_true", help="a line per file: size, slowest run, peak owned memory")
     parser.add_argument("--command-cpu-s", type=int, default=60,
                         help="CPU seconds a command may use before it counts as unbounded work")
     parser.add_argument("--file-timeout", type=float, default=900)

@@ -4,7 +4,9 @@
 one process per file pays the imports once; each command runs through ``opscope.cli.main`` with its own argv and
 captured stdout/stderr, so an exception escaping ``main`` is exactly a traceback the user would see. A line
 ``{"start": ...}`` goes to RESULTS before each run and the run's verdict after it, so the parent that kills a hung
-child knows which command hung. The process's peak RSS after each run is in its verdict (``peak_kb``).
+child knows which command hung. The process's peak owned memory so far is in each verdict (``peak_kb``): its
+anonymous memory (``RssAnon``), sampled every 2 ms by a thread (the pages of a mapped cache file are the kernel's
+page cache, not the command's: RSS would count them).
 
 Each command's work is bounded in CPU seconds (``ITIMER_PROF``: every thread's CPU time, not the wall clock, so a
 busy machine does not trip it); a command that waits without working is caught by the parent's wall-clock limit.
@@ -18,6 +20,7 @@ import json
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -36,10 +39,27 @@ def _alarm(signum, frame):
     raise _CommandTimeoutError
 
 
-def _peak_kb() -> int:
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so it could be the forking test process's peak
-    with open("/proc/self/status") as fh:
-        return int(re.search(r"VmHWM:\s*(\d+)", fh.read()).group(1))  # type: ignore[union-attr]
+class _OwnedPeak:
+    """The largest ``RssAnon`` seen (kB), sampled every 2 ms on a daemon thread (a spike shorter than that can be
+    missed)."""
+
+    def __init__(self) -> None:
+        self.peak = self.now()
+        threading.Thread(target=self._sample, name="owned-peak", daemon=True).start()
+
+    @staticmethod
+    def now() -> int:
+        with open("/proc/self/status") as fh:
+            return int(re.search(r"RssAnon:\s*(\d+)", fh.read()).group(1))  # type: ignore[union-attr]
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, self.now())
+            time.sleep(0.002)
+
+    def kb(self) -> int:
+        self.peak = max(self.peak, self.now())
+        return self.peak
 
 
 def run_one(args: list[str], fmt: str, file: str, cpu_seconds: int) -> Run:
@@ -70,8 +90,9 @@ def main_driver() -> None:
     file, good, commands_json, formats, results, cpu_seconds = sys.argv[1:7]
     commands = json.loads(commands_json)
     signal.signal(signal.SIGPROF, _alarm)
+    owned = _OwnedPeak()
     with open(results, "a", encoding="utf-8") as log:
-        log.write(json.dumps({"startup_kb": _peak_kb()}) + "\n")
+        log.write(json.dumps({"startup_kb": owned.kb()}) + "\n")
         log.flush()
         for command in commands:
             args = [a.replace("{file}", file).replace("{good}", good) for a in command]
@@ -80,7 +101,7 @@ def main_driver() -> None:
                 log.flush()
                 run = run_one(args, fmt, file, int(cpu_seconds))
                 log.write(json.dumps({"args": run.args, "fmt": fmt, "rc": run.rc, "seconds": round(run.seconds, 3),
-                                      "peak_kb": _peak_kb(), "problems": run.problems,
+                                      "peak_kb": owned.kb(), "problems": run.problems,
                                       "stderr": run.stderr[-500:]}) + "\n")
                 log.flush()
 

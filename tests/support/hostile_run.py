@@ -3,8 +3,9 @@
 :func:`support.timing.limit`).
 
 The child is :mod:`support.hostile_driver`; its verdicts come back through a JSON-lines file, so a child killed
-for overrunning its budget still tells which command it was running. Peak RSS is the child's own high-water mark
-after each run (VmHWM); the start-up amount is what the child held after its imports.
+for overrunning its budget still tells which command it was running. The peak is the child's owned memory (its
+``RssAnon``, sampled: :class:`support.hostile_driver._OwnedPeak`) up to each run's end; the start-up amount is what
+the child owned after its imports.
 """
 
 from __future__ import annotations

@@ -378,3 +378,54 @@ def test_operand_records():
     assert recs[16][:2] == ([[[2], [3]], [2]], ["TensorList", "float32"])
     assert recs[18][0] == [[1, 3, 8, 8], [4, 3, 3, 3], [1, 4, 6, 6], [1, 4, 6, 6]]
     assert recs[18][2][2] == [0, 1, 0, 0]
+
+
+# perf --detailed: the Summary's groups carry the shapes (op<shape>); the instruction lines name the op alone
+DETAILED = """\
+Running performance report ...
+@0 = gpu::gemm(x,y) -> float_type, {2, 2}, {2, 1}: 0.25ms, 50%
+@1 = gpu::gemm(@0,y) -> float_type, {2, 2}, {2, 1}: 0.125ms, 25%
+@2 = gpu::relu(@1) -> float_type, {2, 2}, {2, 1}: 0.125ms, 25%
+
+Summary:
+gpu::gemm<float_type, {2, 2}, {2, 1}>: 0.375ms / 2 = 0.1875ms, 75%
+
+Total time: 0.5ms
+Total instructions time: 0.5ms
+"""
+
+
+def test_perf_detailed_groups_name_the_ops_and_leave_the_kernels_their_op(tmp_path):
+    # the groups are known only once the Summary is read, after every instruction's rows were handed on
+    path = tmp_path / "detailed.txt"
+    path.write_text(DETAILED)
+    ev = open_trace(path, use_cache=False).events
+    rows = sorted(zip(ev["kind"].to_pylist(), ev["name"].to_pylist(), ev["ts_ns"].to_pylist()), key=lambda r: r[2])
+    ops = [name for kind, name, _ in rows if kind == "cpu_op"]
+    kernels = [name for kind, name, _ in rows if kind == "kernel"]
+    assert ops == ["gpu::gemm<float_type, {2, 2}, {2, 1}>"] * 2 + ["gpu::relu"]
+    assert kernels == ["gpu::gemm", "gpu::gemm", "gpu::relu"]
+    warnings = {w["problem"]: w["count"] for w in open_trace(path, use_cache=False).metadata["warnings"]}
+    assert warnings["instructions whose Summary group could not be told (named by their op)"] == 1
+
+
+def test_an_instruction_with_more_operands_than_kept_is_said_and_has_no_shapes(tmp_path, monkeypatch):
+    from opscope.ingest.migraphx import grammar
+
+    monkeypatch.setattr(grammar, "MAX_INPUTS", 3)
+    ins = parse_instruction("@5 = gpu::concat(a, b, c, d, e) -> float_type, {10}, {1}")
+    assert ins is not None and ins.inputs == ["a", "b", "c"] and ins.inputs_left_out == 2
+    kept = parse_instruction("@6 = gpu::concat(a,b,c) -> float_type, {6}, {1}")
+    assert kept is not None and kept.inputs == ["a", "b", "c"] and kept.inputs_left_out == 0
+    path = tmp_path / "wide.txt"
+    path.write_text("Running performance report ...\n"
+                    "a = @param:a -> float_type, {2}, {1}: 0.001ms, 1%\n"
+                    "@1 = gpu::concat(a,a,a,a,a) -> float_type, {10}, {1}: 1ms, 98%\n"
+                    "@2 = gpu::relu(a) -> float_type, {2}, {1}: 0.01ms, 1%\n")
+    trace = open_trace(path, use_cache=False)
+    ops = trace.events.filter(pa.compute.equal(trace.events["kind"], "cpu_op"))
+    shapes = dict(zip(ops["name"].to_pylist(), ops["shapes"].to_pylist()))
+    assert shapes["gpu::concat"] is None and shapes["gpu::relu"] == "[[2],[2]]"
+    warnings = {w["problem"]: w["count"] for w in trace.metadata["warnings"]}
+    assert warnings["instructions with more than 3 operands: the rest are left out of their args, and they have no "
+                    "shapes"] == 1

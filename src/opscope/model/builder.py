@@ -96,6 +96,22 @@ class TraceBuilder:
             self._args.append(pa.RecordBatch.from_arrays([ids, text], schema=ARGS))
         return given
 
+    def rename_events(self, names: dict[str, str], kind: str) -> None:
+        """Give the events of ``kind`` added so far whose name is a key of ``names`` its value instead: names a
+        reader learns only at its file's end (MIGraphX perf's Summary), its rows already handed on."""
+        if not names:
+            return
+        old, new = pa.array(list(names), pa.string()), pa.array(list(names.values()), pa.string())
+        for k, batch in enumerate(self._events):
+            name = batch["name"].cast(pa.string())
+            at = pc.index_in(name, value_set=old)
+            hit = pc.and_(pc.is_valid(at), pc.fill_null(pc.equal(batch["kind"].cast(pa.string()), kind), False))
+            if not pc.any(hit).as_py():
+                continue
+            renamed = pc.if_else(hit, pc.take(new, at), name).dictionary_encode()
+            self._events[k] = batch.set_column(batch.schema.get_field_index("name"), batch.schema.field("name"),
+                                               renamed.cast(batch.schema.field("name").type))
+
     def add_flows(self, columns: Batch) -> None:
         """Append flow endpoints (``id``, ``cat``, ``phase`` s/t/f, ``ts_ns``, ``pid``, ``tid``)."""
         self._add_timed("flows", columns, FLOWS)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from opscope.ingest.numbers import int64
 
@@ -20,6 +21,10 @@ _SHAPE = re.compile(r"(\w+_type)\s*,\s*\{([^{}]*)\}\s*,\s*\{([^{}]*)\}")
 _DYNAMIC = re.compile(r"^dynamic\s*,\s*(\w+_type)")
 _MODULE_OF = re.compile(r"^(.+):@\d+$")
 _OPEN = {"[": "]", "(": ")", "{": "}"}
+_BRACKET = re.compile(r"[\[\](){}]")
+#: Operands kept per instruction: no program has more, and a hostile line of millions would cost ~60 bytes of
+#: memory per input byte; the rest are counted (``Instruction.inputs_left_out``).
+MAX_INPUTS = 65_536
 
 #: MIGraphX element types -> the dtype names opscope's numerics dumps use (torch's), so dumps compare.
 DTYPES = {
@@ -31,7 +36,7 @@ DTYPES = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Shape:
     """One output shape: MIGraphX type name, lens and strides (None where dynamic)."""
 
@@ -70,8 +75,9 @@ class Instruction:
     inputs: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
     shape: str = ""
-    shapes: list[Shape] = field(default_factory=list)
+    shapes: tuple[Shape, ...] = ()  #: shared between instructions that print the same shape
     tail: str = ""  # target_id / debug symbols after the shape
+    inputs_left_out: int = 0  #: inputs beyond :data:`MAX_INPUTS`, not kept
     _attributes: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -110,20 +116,19 @@ class Instruction:
         return ",".join(s.type for s in self.shapes)
 
     def to_args(self) -> dict:
+        """The instruction as printed, in parts (its parsed shapes are the model's columns: not repeated here)."""
         args: dict = {"instruction": self.name, "op": self.op}
         if self.module:
             args["module"] = self.module
         if self.attrs:
             args["attrs"] = self.attrs
         args["inputs"] = self.inputs
+        if self.inputs_left_out:
+            args["inputs_left_out"] = self.inputs_left_out
         if self.modules:
             args["module_inputs"] = self.modules
         if self.shape:
             args["shape"] = self.shape
-        if self.shapes:
-            args["type"] = [s.type for s in self.shapes] if len(self.shapes) > 1 else self.shapes[0].type
-            args["lens"] = [s.lens for s in self.shapes] if len(self.shapes) > 1 else self.shapes[0].lens
-            args["strides"] = [s.strides for s in self.shapes] if len(self.shapes) > 1 else self.shapes[0].strides
         if self.tail:
             args["extra"] = self.tail
         return args
@@ -160,7 +165,7 @@ def parse_instruction(text: str) -> Instruction | None:
         j = _close(rest, i)
         if j < 0:
             return None
-        ins.inputs = [s.strip() for s in rest[i + 1:j].split(",") if s.strip()]
+        ins.inputs, ins.inputs_left_out = _inputs(rest, i + 1, j)
         i = j + 1
     after = rest[i:].lstrip()
     if after.startswith(","):  # module inputs: ", [then_mod, else_mod]"
@@ -177,10 +182,32 @@ def parse_instruction(text: str) -> Instruction | None:
             if cut >= 0:
                 shape, ins.tail = shape[:cut].strip(), (shape[cut:].strip(", ") + " " + ins.tail).strip()
         ins.shape = shape
-        ins.shapes = parse_shapes(shape)
+        ins.shapes = _shapes(shape)
     elif after:
         ins.tail = after
     return ins
+
+
+def _inputs(text: str, start: int, end: int) -> tuple[list[str], int]:
+    """The comma-separated names in ``text[start:end]``, the first :data:`MAX_INPUTS` of them, and how many more."""
+    parts = text.count(",", start, end) + 1
+    if parts <= MAX_INPUTS:
+        return [s.strip() for s in text[start:end].split(",") if s.strip()], 0
+    cut = start
+    for _ in range(MAX_INPUTS):
+        cut = text.index(",", cut, end) + 1
+    return [s.strip() for s in text[start:cut - 1].split(",") if s.strip()], parts - MAX_INPUTS
+
+
+def _shapes(text: str) -> tuple[Shape, ...]:
+    """:func:`parse_shapes`; a short text parsed once per distinct text (a program prints a few shapes many
+    times, and the instructions that print one share it)."""
+    return _shapes_once(text) if len(text) <= 512 else tuple(parse_shapes(text))
+
+
+@lru_cache(maxsize=4096)
+def _shapes_once(text: str) -> tuple[Shape, ...]:
+    return tuple(parse_shapes(text))
 
 
 def parse_shapes(text: str) -> list[Shape]:
@@ -202,14 +229,14 @@ def _ints(text: str) -> list[int] | None:
 def _close(text: str, start: int) -> int:
     """Index of the bracket closing the one at ``start`` (nesting all three kinds); -1 when unclosed."""
     stack = []
-    for k in range(start, len(text)):
-        c = text[k]
+    for found in _BRACKET.finditer(text, start):  # only the brackets: a long operand list is one step
+        c = found.group()
         if c in _OPEN:
             stack.append(_OPEN[c])
         elif stack and c == stack[-1]:
             stack.pop()
             if not stack:
-                return k
+                return found.start()
     return -1
 
 

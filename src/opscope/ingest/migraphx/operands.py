@@ -20,13 +20,14 @@ operand is the output, not an input: it is left out of the inputs (the output en
 convolutions (``gpu::convolution``, ``gpu::quant_convolution``, ``gpu::convolution_backwards``, ...) take
 ``(x, w, workspace, y)``: the workspace (scratch, not data) is left out too.
 
-An instruction with an operand that is not defined earlier, or with a dynamic shape, has no record (None).
+An instruction with an operand that is not defined earlier, with a dynamic shape, or with more operands than the
+parser keeps (:data:`~opscope.ingest.migraphx.grammar.MAX_INPUTS`), has no record (None).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from opscope.ingest.migraphx.grammar import Instruction, Shape
 
@@ -52,7 +53,7 @@ def _ints(text: str) -> list[int] | None:
     return values if 0 < len(values) <= 16 else None
 
 
-def _output_operand(ins: Instruction, operands: list[list[Shape]]) -> int | None:
+def _output_operand(ins: Instruction, operands: list[Sequence[Shape]]) -> int | None:
     """Which operand is the buffer the instruction writes its output into (see the module), None when none is."""
     n = len(operands)
     if ins.op == "gpu::code_object":
@@ -71,18 +72,18 @@ def _output_operand(ins: Instruction, operands: list[list[Shape]]) -> int | None
     return n - 1 if same else None
 
 
-def _entry(shapes: list[Shape]) -> tuple[object, str, object]:
+def _entry(shapes: Sequence[Shape]) -> tuple[object, str, object]:
     """(lens, dtype, strides) of one operand or output: a tensor, or a TensorList for a tuple."""
     if len(shapes) == 1:
         return shapes[0].lens, shapes[0].dtype, shapes[0].strides
     return [s.lens for s in shapes], "TensorList", [s.strides for s in shapes]
 
 
-def record(ins: Instruction, defined: dict[str, list[Shape]]) -> Record | None:
+def record(ins: Instruction, defined: dict[str, Sequence[Shape]]) -> Record | None:
     """The record of ``ins`` (see the module), its operands looked up in ``defined`` (name -> output shapes)."""
-    if not ins.shapes:
+    if not ins.shapes or ins.inputs_left_out:
         return None
-    operands: list[list[Shape]] = []
+    operands: list[Sequence[Shape]] = []
     for name in ins.inputs:
         shapes = defined.get(name)
         if not shapes:
@@ -104,14 +105,23 @@ def record(ins: Instruction, defined: dict[str, list[Shape]]) -> Record | None:
             json.dumps([e[2] for e in entries], separators=(",", ":")), json.dumps(concrete) if concrete else None)
 
 
-def records(instructions: Iterable[Instruction]) -> list[Record | None]:
-    """The record of each instruction, in order; an instruction's name defines its output from there on."""
-    defined: dict[str, list[Shape]] = {}
-    out = []
-    for ins in instructions:
-        out.append(record(ins, defined))
+class Listing:
+    """The output shapes a listing has defined so far, by instruction name: each instruction read in order gets its
+    record, and its name defines its output from there on."""
+
+    def __init__(self) -> None:
+        self.defined: dict[str, Sequence[Shape]] = {}
+
+    def record(self, ins: Instruction) -> Record | None:
+        rec = record(ins, self.defined)
         if ins.shapes:
-            defined[ins.name] = ins.shapes
+            self.defined[ins.name] = ins.shapes
         else:
-            defined.pop(ins.name, None)
-    return out
+            self.defined.pop(ins.name, None)
+        return rec
+
+
+def records(instructions: Iterable[Instruction]) -> list[Record | None]:
+    """The record of each instruction, in order (:class:`Listing`)."""
+    listing = Listing()
+    return [listing.record(ins) for ins in instructions]

@@ -18,14 +18,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opscope.errors import TraceError
+from opscope.ingest.migraphx import grammar
 from opscope.ingest.migraphx.grammar import NUMBER, Instruction, ms_to_ns, parse_instruction
-from opscope.ingest.migraphx.operands import record
+from opscope.ingest.migraphx.operands import Listing
 from opscope.ingest.numbers import int64
 from opscope.ingest.source import ByteSource, decoded_lines
 from opscope.model.builder import TraceBuilder
@@ -71,9 +74,11 @@ class TimedInstruction:
 
 @dataclass
 class PerfReport:
-    """What the text holds, parsed; times in ms as printed."""
+    """What the text holds but its instructions (handed on one at a time: :func:`parse`), parsed; times in ms as
+    printed."""
 
-    instructions: list[TimedInstruction] = field(default_factory=list)
+    count: int = 0  #: the timed instructions
+    times_ms: array = field(default_factory=lambda: array("d"))  #: each timed instruction's time, in order
     summary: list[dict[str, Any]] = field(default_factory=list)
     totals: dict[str, list[float]] = field(default_factory=dict)
     version: str | None = None
@@ -99,8 +104,9 @@ def iter_lines(path: Path, source: ByteSource | None = None) -> Iterator[str]:
     yield from decoded_lines(checked())
 
 
-def parse(text: str | Iterable[str]) -> PerfReport:
-    """The perf report in ``text`` or its lines (the lines before it, header and compiled program, are skipped)."""
+def parse(text: str | Iterable[str], sink: Callable[[TimedInstruction], None]) -> PerfReport:
+    """The perf report in ``text`` or its lines (the lines before it, header and compiled program, are skipped), each
+    timed instruction handed to ``sink`` as it is read (a long report is never held whole)."""
     rep = PerfReport()
     in_timed = in_summary = False
     for number, raw in enumerate(text.splitlines() if isinstance(text, str) else text, 1):
@@ -119,7 +125,7 @@ def parse(text: str | Iterable[str]) -> PerfReport:
             in_summary, in_timed = True, False
             continue
         total_key = next((k for k, prefix in _TOTAL_PREFIX.items() if line.startswith(prefix)), None)
-        if total_key is not None and (in_summary or rep.summary or rep.instructions):
+        if total_key is not None and (in_summary or rep.summary or rep.count):
             in_summary = in_timed = False
             m = _TOTALS[total_key].match(line)
             if m:
@@ -149,7 +155,9 @@ def parse(text: str | Iterable[str]) -> PerfReport:
         ins = parse_instruction(m["ins"]) if m else None
         if m and ins is not None:
             in_timed = True
-            rep.instructions.append(TimedInstruction(ins, float(m["ms"]), float(m["pct"]), number))
+            rep.count += 1
+            rep.times_ms.append(float(m["ms"]))
+            sink(TimedInstruction(ins, rep.times_ms[-1], float(m["pct"]), number))
         elif _TIMED_LOOSE.match(line) or (in_timed and " = " in line and "@return" not in line):
             rep.broken.append(number)
         elif in_timed and "@return" in line:
@@ -159,15 +167,29 @@ def parse(text: str | Iterable[str]) -> PerfReport:
 
 def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
     source = ByteSource(path, text=True)
-    rep = parse(iter_lines(path, source))
-    if not rep.instructions:
+    b = TraceBuilder(str(path), "migraphx_perf")
+    timeline = Timeline(b, keep_args)
+    groups: Counter[str] = Counter()  # the instructions' own groups (perf --detailed's are named at the end)
+    submodules = 0
+
+    def add(t: TimedInstruction) -> None:
+        nonlocal submodules
+        group = t.ins.group
+        groups[group] += 1
+        submodules += bool(t.ins.module and t.ins.module != "main")
+        ok = math.isfinite(t.ms) and t.ms >= 0
+        timeline.add(t.ins, t.ms, group, {"time_ms": t.ms if ok else None,
+                                          "percent": t.pct if math.isfinite(t.pct) else None, "line": t.line})
+
+    rep = parse(iter_lines(path, source), add)
+    if not rep.count:
         if rep.broken:
             raise TraceError(path, f"MIGraphX perf text whose instruction timings do not read (line {rep.broken[0]})")
         raise TraceError(path, "MIGraphX output without a performance report (no timed instruction lines)",
                          "give the output of migraphx-driver perf")
     if progress is not None:
         progress(source.size, source.size)
-    trace = build(path, rep, keep_args)
+    trace = build(b, rep, timeline.finish(), groups, submodules)
     if source.truncated:
         trace.warn(f"file is truncated ({source.corrupt_reason or 'compressed stream ends early'}); the complete "
                    "lines were read")
@@ -188,118 +210,115 @@ def _device_kind(op: str) -> str | None:
 _BATCH = 20_000
 
 
-def add_timeline(b: TraceBuilder, items: list[tuple[Instruction, float, str, dict]], keep_args: bool) -> list[int]:
-    """Add ``(instruction, ms, op name, extra args)`` end to end from 0: a host op each, with its operands' and output's
-    shapes, dtypes and strides (:mod:`.operands`), and a device row (same span, same correlation id) for those that run
-    device work. Returns each item's start and, last, the end (ns); a time that is not a number (``-nan``: never ran)
-    lasts 0 ns."""
-    host: dict[str, list] = {}
-    dev: dict[str, list] = {}
-    host_args: list[str] = []
-    dev_args: list[str] = []
+class Timeline:
+    """Instructions laid end to end from 0, one after the other as they are read (:meth:`add`), as the builder's
+    rows: a host op each, with its operands' and output's shapes, dtypes and strides (:mod:`.operands`), and a
+    device row (same span, same correlation id) for those that run device work. Rows are handed to the builder
+    :data:`_BATCH` at a time; :meth:`finish` hands the last and names the processes."""
 
-    def flush() -> None:  # the rows so far to the builder: the Python lists of one batch at a time, not of the file
-        nonlocal host, dev, host_args, dev_args
-        if host.get("kind"):
-            b.add_events(host, host_args if keep_args else None)
-        if dev.get("kind"):
-            b.add_events(dev, dev_args if keep_args else None)
-            devices_seen.append(True)
-        host = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation", "shapes",
-                                "dtypes", "strides", "concrete_inputs")}
-        dev = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
-                               "correlation")}
-        host_args, dev_args = [], []
+    def __init__(self, b: TraceBuilder, keep_args: bool) -> None:
+        self.b, self.keep_args = b, keep_args
+        self.end = 0  #: where the next instruction starts (ns)
+        self.count = 0
+        self.stream = 0
+        self.listing = Listing()
+        self.devices_seen = False
+        self.inputs_cut = 0  # instructions with more operands than the parser keeps
+        self._new_batch()
 
-    devices_seen: list[bool] = []
-    flush()
-    starts: list[int] = []
-    ts = 0
-    stream = 0
-    defined: dict = {}  # each instruction's output shapes by name, as operands.records keeps them
-    for k, (ins, ms, name, extra) in enumerate(items):
-        if k and k % _BATCH == 0:
-            flush()
+    def _new_batch(self) -> None:
+        self.host: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid",
+                                                       "correlation", "shapes", "dtypes", "strides",
+                                                       "concrete_inputs")}
+        self.dev: dict[str, list] = {k: [] for k in ("kind", "name", "cat", "ts_ns", "dur_ns", "pid", "tid", "device",
+                                                      "stream", "correlation")}
+        self.host_args: list[str] = []
+        self.dev_args: list[str] = []
+
+    def _flush(self) -> None:  # the rows so far to the builder: the Python lists of one batch at a time
+        if self.host["kind"]:
+            self.b.add_events(self.host, self.host_args if self.keep_args else None)
+        if self.dev["kind"]:
+            self.b.add_events(self.dev, self.dev_args if self.keep_args else None)
+            self.devices_seen = True
+        self._new_batch()
+
+    def add(self, ins: Instruction, ms: float, name: str, extra: dict) -> int:
+        """Add one instruction lasting ``ms`` (a time that is not a number, ``-nan``: never ran, lasts 0 ns) as the op
+        ``name`` with ``extra`` args; returns its start (ns)."""
+        if self.count and self.count % _BATCH == 0:
+            self._flush()
+        self.count += 1
+        ts = self.end
         dur = (ms_to_ns(ms) or 0) if math.isfinite(ms) and ms >= 0 else 0
         if ins.op == "gpu::set_stream":
             s = ins.attributes().get("stream", "")
-            stream = int(s) if s.isdigit() else stream
-        corr = k + 1
-        host["kind"].append("cpu_op")
-        host["name"].append(name)
-        host["cat"].append("migraphx")
-        host["ts_ns"].append(ts)
-        host["dur_ns"].append(dur)
-        host["pid"].append(PID)
-        host["tid"].append(TID)
-        host["correlation"].append(corr)
-        rec = record(ins, defined)
-        if ins.shapes:
-            defined[ins.name] = ins.shapes
-        else:
-            defined.pop(ins.name, None)
-        for column, value in zip(("shapes", "dtypes", "strides", "concrete_inputs"), rec or (None,) * 4):
+            self.stream = int(s) if s.isdigit() else self.stream
+        corr = self.count
+        self.inputs_cut += bool(ins.inputs_left_out)
+        host = self.host
+        for column, value in (("kind", "cpu_op"), ("name", name), ("cat", "migraphx"), ("ts_ns", ts),
+                              ("dur_ns", dur), ("pid", PID), ("tid", TID), ("correlation", corr)):
             host[column].append(value)
-        host_args.append(json.dumps({**ins.to_args(), **extra}))
+        rec = self.listing.record(ins)
+        for column, text in zip(("shapes", "dtypes", "strides", "concrete_inputs"), rec or (None,) * 4):
+            host[column].append(text)
+        if self.keep_args:
+            self.host_args.append(json.dumps({**ins.to_args(), **extra}, separators=(",", ":")))
         kind = _device_kind(ins.op)
         if kind is not None:
             symbol = ins.attributes().get("symbol_name") if ins.op == "gpu::code_object" else None
-            dev["kind"].append(kind)
-            dev["name"].append(symbol or ins.op)
-            dev["cat"].append(kind)
-            dev["ts_ns"].append(ts)
-            dev["dur_ns"].append(dur)
-            dev["pid"].append("gpu0")
-            dev["tid"].append(f"stream {stream}")
-            dev["device"].append(0)
-            dev["stream"].append(stream)
-            dev["correlation"].append(corr)
-            dev_args.append(json.dumps({"instruction": ins.name, "op": ins.op, "group": name}))
-        starts.append(ts)
-        ts += dur
-    starts.append(ts)
-    flush()
-    b.metadata["process_names"] = {PID: "MIGraphX (synthetic timeline)"}
-    b.metadata["thread_names"] = {f"{PID}/{TID}": "program order"}
-    if devices_seen:
-        b.metadata["process_names"]["gpu0"] = "GPU 0"
-        b.metadata["device_properties"] = [{"id": 0, "name": "MIGraphX GPU target (device not named in the file)"}]
-    return starts
+            for column, value in (("kind", kind), ("name", symbol or ins.op), ("cat", kind), ("ts_ns", ts),
+                                  ("dur_ns", dur), ("pid", "gpu0"), ("tid", f"stream {self.stream}"), ("device", 0),
+                                  ("stream", self.stream), ("correlation", corr)):
+                self.dev[column].append(value)
+            if self.keep_args:
+                self.dev_args.append(json.dumps({"instruction": ins.name, "op": ins.op, "group": name},
+                                                separators=(",", ":")))
+        self.end = ts + dur
+        return ts
 
-
-def submodule_count(instructions: list[Instruction]) -> int:
-    return sum(1 for ins in instructions if ins.module and ins.module != "main")
+    def finish(self) -> int:
+        """Hand the last rows to the builder and name the processes; returns the end (ns)."""
+        self._flush()
+        b = self.b
+        b.metadata["process_names"] = {PID: "MIGraphX (synthetic timeline)"}
+        b.metadata["thread_names"] = {f"{PID}/{TID}": "program order"}
+        if self.devices_seen:
+            b.metadata["process_names"]["gpu0"] = "GPU 0"
+            b.metadata["device_properties"] = [{"id": 0, "name": "MIGraphX GPU target (device not named in the file)"}]
+        if self.inputs_cut:
+            b.warn(f"instructions with more than {grammar.MAX_INPUTS:,} operands: the rest are left out of their "
+                   "args, and they have no shapes", self.inputs_cut)
+        return self.end
 
 
 SUBMODULE_WARNING = ("submodule instructions are laid after their parent; their time is also inside their parent's "
                      "(if/loop), as in MIGraphX's own total")
 
 
-def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
-    b = TraceBuilder(str(path), "migraphx_perf")
-    groups = {row["group"] for row in rep.summary}
-    ungrouped = untimed = 0
-    items = []
-    for t in rep.instructions:
-        group = t.ins.group
-        if groups and group not in groups:
-            base = next((g for g in groups if g.startswith(group + "<")), None)  # perf --detailed groups
+def build(b: TraceBuilder, rep: PerfReport, end: int, groups: Counter[str], submodules: int) -> Trace:
+    """The trace of a report whose instructions are in ``b`` (op names their own ``groups``, each with its count),
+    laid out up to ``end``: ops named by their Summary group, the step, the report's figures, the warnings."""
+    summary = {row["group"] for row in rep.summary}
+    renamed: dict[str, str] = {}
+    ungrouped = 0
+    for group, count in groups.items():
+        if summary and group not in summary:
+            base = next((g for g in summary if g.startswith(group + "<")), None)  # perf --detailed groups
             if base is None:
-                ungrouped += 1
+                ungrouped += count
             else:
-                group = base
-        ok = math.isfinite(t.ms) and t.ms >= 0
-        untimed += not ok
-        items.append((t.ins, t.ms, group, {"time_ms": t.ms if ok else None,
-                                           "percent": t.pct if math.isfinite(t.pct) else None, "line": t.line}))
-    end = add_timeline(b, items, keep_args)[-1]
+                renamed[group] = base
+    b.rename_events(renamed, kind="cpu_op")
+    untimed = sum(1 for ms in rep.times_ms if not (math.isfinite(ms) and ms >= 0))
     total_ms = rep.totals.get("total", [None])[0]
     span = max(end, (ms_to_ns(total_ms) or 0) if total_ms is not None and math.isfinite(total_ms) else 0)
     b.add_steps({"step": [0], "name": ["migraphx perf (one averaged run)"], "pid": [PID], "tid": [TID],
                  "ts_ns": [0], "dur_ns": [span]})
     b.metadata["tool"] = "migraphx-driver perf"
     b.metadata["migraphx"] = _figures(rep)
-    b.warn(_SYNTHETIC, len(rep.instructions))
+    b.warn(_SYNTHETIC, rep.count)
     if untimed:
         b.warn("instructions without a time (nan: not run during the timed runs), given 0 ns", untimed)
     if rep.broken:
@@ -309,9 +328,8 @@ def build(path: Path, rep: PerfReport, keep_args: bool) -> Trace:
                len(rep.bad_totals))
     if ungrouped:
         b.warn("instructions whose Summary group could not be told (named by their op)", ungrouped)
-    n_sub = submodule_count([t.ins for t in rep.instructions])
-    if n_sub:
-        b.warn(SUBMODULE_WARNING, n_sub)
+    if submodules:
+        b.warn(SUBMODULE_WARNING, submodules)
     for problem in _checks(b.metadata["migraphx"]):
         b.warn(problem)
     return b.finish()
@@ -333,7 +351,7 @@ def _checks(fig: dict[str, Any]) -> list[str]:
 
 def _figures(rep: PerfReport) -> dict[str, Any]:
     """The report's own figures (ms as printed), plus the sums opscope checks them against."""
-    out: dict[str, Any] = {"version": rep.version, "command": rep.command, "instructions": len(rep.instructions)}
+    out: dict[str, Any] = {"version": rep.version, "command": rep.command, "instructions": rep.count}
     tot = rep.totals
     if "batch" in tot:
         out["batch_size"] = int64(tot["batch"][0])
@@ -352,7 +370,7 @@ def _figures(rep: PerfReport) -> dict[str, Any]:
     if "overhead_pct" in tot:
         out["overhead_pct"], out["overhead_calculated_pct"] = tot["overhead_pct"]
     try:
-        out["sum_instructions_ms"] = float(f"{math.fsum(t.ms for t in rep.instructions if math.isfinite(t.ms)):.12g}")
+        out["sum_instructions_ms"] = float(f"{math.fsum(ms for ms in rep.times_ms if math.isfinite(ms)):.12g}")
     except OverflowError:  # finite times whose sum is not (1e308ms twice)
         out["sum_instructions_ms"] = None
     if "total" in tot and tot["total"][0] > 0:

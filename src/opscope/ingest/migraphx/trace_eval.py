@@ -231,37 +231,44 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
     (``t2``), laid end to end in execution order (the dump has no timestamps: a warning says so), with a device row
     for GPU work as in the perf reader; a run starts again where the first instruction comes again (a step each).
     """
-    from opscope.ingest.migraphx.perf import PID, SUBMODULE_WARNING, TID, add_timeline, submodule_count
+    from opscope.ingest.migraphx.perf import PID, SUBMODULE_WARNING, TID, Timeline
     from opscope.model.builder import TraceBuilder
 
     source = ByteSource(path, text=True)
-    records = list(parse_records(iter_lines(path, source), keep_values=False))
-    timed = [(r.ins, r.times, r.line) for r in records if r.ins is not None and r.times is not None]
-    if not timed:
+    b = TraceBuilder(str(path), "migraphx_trace_eval")
+    timeline = Timeline(b, keep_args)
+    first: str | None = None
+    runs: list[int] = []  # where each run starts (ns): where the first instruction comes again
+    records = submodules = 0
+    for rec in parse_records(iter_lines(path, source), keep_values=False):
+        records += 1
+        if rec.ins is None or rec.times is None:
+            continue
+        ins = rec.ins
+        first = ins.name if first is None else first
+        submodules += bool(ins.module and ins.module != "main")
+        start = timeline.add(ins, rec.times[1], ins.group,
+                             {"time_ms": rec.times[0], "time_finished_ms": rec.times[1], "line": rec.line})
+        if ins.name == first:
+            runs.append(start)
+    if not timeline.count:
         raise TraceError(path, "MIGRAPHX_TRACE_EVAL dump without timed instructions ('Run instruction:' followed by "
                                "'Time:')")
     if progress is not None:
         size = path.stat().st_size
         progress(size, size)
-    b = TraceBuilder(str(path), "migraphx_trace_eval")
-    items = [(ins, t[1], ins.group, {"time_ms": t[0], "time_finished_ms": t[1], "line": line})
-             for ins, t, line in timed]
-    starts = add_timeline(b, items, keep_args)
-    first = timed[0][0].name
-    runs = [k for k, (ins, _, _) in enumerate(timed) if ins.name == first] + [len(timed)]
-    b.add_steps({"step": list(range(len(runs) - 1)), "name": [f"run {k}" for k in range(len(runs) - 1)],
-                 "pid": [PID] * (len(runs) - 1), "tid": [TID] * (len(runs) - 1),
-                 "ts_ns": [starts[k] for k in runs[:-1]],
-                 "dur_ns": [starts[e] - starts[s] for s, e in itertools.pairwise(runs)]})
+    bounds = [*runs, timeline.finish()]
+    b.add_steps({"step": list(range(len(runs))), "name": [f"run {k}" for k in range(len(runs))],
+                 "pid": [PID] * len(runs), "tid": [TID] * len(runs), "ts_ns": runs,
+                 "dur_ns": [end - start for start, end in itertools.pairwise(bounds)]})
     b.metadata["tool"] = "MIGRAPHX_TRACE_EVAL"
     if source.truncated:
         b.warn(f"file is truncated ({source.corrupt_reason or 'compressed stream ends early'}); the complete lines "
                "were read")
     b.warn("MIGRAPHX_TRACE_EVAL dumps have no timestamps: instructions are laid end to end in execution order, "
-           "each lasting its time once the context finished (the printing between them is left out)", len(timed))
-    if len(records) > len(timed):
-        b.warn("instructions without a readable 'Time:' line (left out)", len(records) - len(timed))
-    n_sub = submodule_count([ins for ins, _, _ in timed])
-    if n_sub:
-        b.warn(SUBMODULE_WARNING, n_sub)
+           "each lasting its time once the context finished (the printing between them is left out)", timeline.count)
+    if records > timeline.count:
+        b.warn("instructions without a readable 'Time:' line (left out)", records - timeline.count)
+    if submodules:
+        b.warn(SUBMODULE_WARNING, submodules)
     return b.finish()

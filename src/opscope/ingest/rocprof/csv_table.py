@@ -227,7 +227,7 @@ class ArrowTableStream:
         self._odd.append(row.text)
         return "skip"
 
-    def batches(self, block_size: int = 16 << 20):
+    def batches(self, block_size: int = 4 << 20):
         """Lists of string arrays (one per header column), a block of rows at a time."""
         import io as _io
 
