@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import pyarrow as pa
 import pytest
 from support.gpu import US, analyze, idle_by_cause, kernel, launch, rows_by_stream, step, two_streams
 from support.hta_compat import kernel_type_breakdown, temporal_breakdown
@@ -267,3 +268,30 @@ def test_memcpy_of_unknown_direction_counts_as_other(tmp_path):
     row = rows_by_stream(analyze(tmp_path, events))[(0, None)]
     assert (row["memcpy_ns"], row["memcpy_other_ns"], row["memcpy_dtoh_ns"], row["memcpy_htod_ns"]) == (
         25 * US, 20 * US, 5 * US, 0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("launches_known", [True, False])
+def test_idle_levels_in_c_agree_with_the_definition(seed, launches_known):
+    # the sweep's causes per boundary: every cover overlapping the others at random, touching ends included
+    import random
+
+    from opscope.analyses import idle
+    from opscope.analyses.intervals import sweep
+
+    rng = random.Random(seed)
+    parts = []
+    for code in range(6):
+        starts = sorted(rng.randrange(0, 400) for _ in range(rng.randint(1, 40)))
+        ends = [s + rng.choice([0, 1, 5, 30, 120]) for s in starts]
+        parts.append(pa.table({"code": pa.array([code] * len(starts), pa.int8()), "start": pa.array(starts, pa.int64()),
+                               "end": pa.array(ends, pa.int64())}))
+    points = sweep(pa.concat_tables(parts))
+    code, delta = points["code"].combine_chunks(), points["delta"].combine_chunks()
+    covers = dict.fromkeys(range(6))
+    got = idle._levels_in_c(code, delta, launches_known)
+    assert got is not None
+    want = idle._levels(code, delta, covers, launches_known)
+    assert got[0].to_pylist() == want[0].to_pylist()
+    assert got[1].to_pylist() == want[1].to_pylist()
+    assert len(set(want[0].to_pylist())) > 2  # several causes met

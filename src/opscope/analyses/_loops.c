@@ -490,6 +490,49 @@ done:
     return result;
 }
 
+/* idle_levels(code, delta, conditions, host_wait_code, gap_code, cause_out, keep_out) -> None
+ * The causes of idle.py's _swept in one pass over the boundaries in sweep order: each code's level is its deltas
+ * summed up to and with the row; a row's cause is the index of the first code of ``conditions`` (bytes) whose level
+ * is above 0, else, where host_wait_code >= 0 and that code's level is 0, len(conditions), else len(conditions) + 1
+ * (int64, cause_out); keep_out (uint8) is 1 where gap_code's level is above 0. Codes are 0..255. */
+static PyObject *idle_levels(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"code", 1, 0, 0}, {"delta", 8, 0, 0}, {"conditions", 1, 0, 0}};
+    static const ViewSpec out_spec[] = {{"cause_out", 8, 1, 0}, {"keep_out", 1, 1, 0}};
+    View v[5];
+    PyObject *result = NULL;
+    v[3].held = v[4].held = 0;
+    if (views_of_args(args, "idle_levels", spec, 3, 7, v)) goto done;
+    long host_wait = PyLong_AsLong(PyTuple_GET_ITEM(args, 3)), gap = PyLong_AsLong(PyTuple_GET_ITEM(args, 4));
+    if (PyErr_Occurred()) goto done;
+    for (int i = 0; i < 2; i++)
+        if (view(PyTuple_GET_ITEM(args, 5 + i), &v[3 + i], 1, out_spec[i].itemsize, out_spec[i].name)) goto done;
+    Py_ssize_t n = v[0].b.len, k = v[2].b.len;
+    if (v[1].b.len / 8 != n || v[3].b.len / 8 != n || v[4].b.len != n || gap < 0 || gap > 255 || host_wait > 255) {
+        PyErr_SetString(PyExc_ValueError, "idle_levels: arrays of different lengths or codes out of range");
+        goto done;
+    }
+    const uint8_t *code = v[0].b.buf, *conditions = v[2].b.buf;
+    const int64_t *delta = v[1].b.buf;
+    int64_t *cause = v[3].b.buf;
+    uint8_t *keep = v[4].b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t level[256] = {0};
+    for (Py_ssize_t r = 0; r < n; r++) {
+        level[code[r]] += delta[r];
+        int64_t c = 0;
+        while (c < k && level[conditions[c]] <= 0) c++;
+        if (c == k && !(host_wait >= 0 && level[host_wait] <= 0)) c = k + 1;
+        cause[r] = c;
+        keep[r] = level[gap] > 0;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    release_views(v, 5);
+    return result;
+}
+
 /* The last i with s[i] <= t (-1: none) in the ascending s[0..n), searched from ``hint`` outward by doubling steps,
  * then by halving: O(log d) for an answer d places from the hint, so queries in time order cost a few steps each. */
 static Py_ssize_t last_at_or_before(const int64_t *s, Py_ssize_t n, int64_t t, Py_ssize_t hint) {
@@ -850,6 +893,9 @@ static PyMethodDef methods[] = {
     {"overlap_ns", overlap_ns, METH_VARARGS,
      "overlap_ns(a_start, a_end, b_start, b_end) -> int or None\n\nHow long two lists of disjoint spans in time "
      "order overlap (int64 buffers); None where a list is not disjoint and in order."},
+    {"idle_levels", idle_levels, METH_VARARGS,
+     "idle_levels(code, delta, conditions, host_wait_code, gap_code, cause_out, keep_out) -> None\n\nidle._swept's "
+     "causes and gap mask in one pass over the sorted boundaries."},
     {"covered_each", covered_each, METH_VARARGS,
      "covered_each(starts, ends, lo, hi, out) -> bool\n\nintervals.covered_within into out (int64 buffers); False "
      "where the intervals are not disjoint and in order."},

@@ -161,18 +161,40 @@ def _swept(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -
             parts.append(pa.table({"code": pa.repeat(pa.scalar(code, pa.int8()), len(s)), "start": s, "end": e}))
     points = sweep(pa.concat_tables(parts))
     code, delta, seg = (combined(points[c]) for c in ("code", "delta", "seg"))
+    cause, in_gap = _levels_in_c(code, delta, launches_known) or _levels(code, delta, covers, launches_known)
+    return pa.table({"cause": cause, "t": combined(points["t"]), "seg": seg}).filter(in_gap)
+
+
+#: The conditions of a stretch's cause, in the order of IDLE_CAUSES (then host wait, then other).
+_CONDITIONS = (_SYNC, _INPUT, _SHORT_LATE, _SHORT_QUEUED)
+
+
+def _levels(code: pa.Array, delta: pa.Array, covers: dict, launches_known: bool) -> tuple[pa.Array, pa.Array]:
+    """Per boundary (in sweep order), the cause of the stretch after it (the index in IDLE_CAUSES of the first
+    condition that holds: a cover open over it, then no launch outstanding) and whether a gap is open over it."""
     n = len(code)
     active = {}
     for c in covers:
         level = pc.cumulative_sum(pc.if_else(pc.equal(code, c), delta, 0))
         active[c] = pc.greater(level, 0)
     host_wait = pc.invert(active[_OUTSTANDING]) if launches_known else pa.repeat(pa.scalar(False), n)
-    # the cause's index in IDLE_CAUSES: the first condition that holds
     cause = pa.repeat(pa.scalar(len(IDLE_CAUSES) - 1, pa.int64()), n)
-    for i, holds in reversed(list(enumerate([active[_SYNC], active[_INPUT], active[_SHORT_LATE],
-                                             active[_SHORT_QUEUED], host_wait]))):
+    for i, holds in reversed(list(enumerate([*(active[c] for c in _CONDITIONS), host_wait]))):
         cause = pc.if_else(holds, i, cause)
-    return pa.table({"cause": cause, "t": combined(points["t"]), "seg": seg}).filter(active[_GAP])
+    return cause, active[_GAP]
+
+
+def _levels_in_c(code: pa.Array, delta: pa.Array, launches_known: bool) -> tuple[pa.Array, pa.Array] | None:
+    """:func:`_levels` in one pass in C (``idle_levels``), where built; else None."""
+    loops = native_loops()
+    n = len(code)
+    if loops is None or code.null_count or delta.null_count:
+        return None
+    cause, keep = bytearray(8 * n), bytearray(n)
+    loops.idle_levels(values_view(code, "b"), values_view(delta, "q"), bytes(_CONDITIONS),
+                      _OUTSTANDING if launches_known else -1, _GAP, cause, keep)
+    return (pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cause)]),
+            pc.cast(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(keep)]), pa.bool_()))
 
 
 def cause_spans(analysis: GpuAnalysis) -> dict[int, dict[str, tuple[pa.Array, pa.Array]]]:
