@@ -27,8 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for `import support`
 
-from opscope.cli import main
-from support.hostile_corpus import Run, problems
+from opscope.runtime import tune_command
+
+tune_command()  # as the command's entry does, before anything imports pyarrow (support.hostile_corpus does)
+
+from opscope.cli import main  # noqa: E402
+from support.hostile_corpus import Run, problems  # noqa: E402
 
 
 class _CommandTimeoutError(Exception):
