@@ -241,6 +241,23 @@ def group_numbers(table: pa.Table, keys: Sequence[str]) -> tuple[pa.Array, Calla
     return number, key_values
 
 
+def value_codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
+    """Per row, the code (int64; -1 for null) of its value among the distinct values, and those values: keys that
+    group and compare as the values do (null a value of its own) without comparing text. Codes number the values in
+    the order Arrow's dictionary holds them (the order they first occur, where the column is not dictionary-encoded
+    already), not in the values' order."""
+    if isinstance(values, pa.ChunkedArray) and pa.types.is_dictionary(values.type):
+        values = values.unify_dictionaries()
+    arr = combined(values)
+    if pa.types.is_dictionary(arr.type) and pc.count_distinct(arr.dictionary, mode="all").as_py() != len(
+            arr.dictionary):
+        arr = arr.dictionary_decode()  # a value twice in the dictionary would get two codes
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr)
+    codes = pc.cast(arr.indices, pa.int64())
+    return pc.fill_null(codes, -1) if codes.null_count else codes, arr.dictionary.to_pylist()
+
+
 def dictionary_codes(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, pa.Array] | None:
     """A dictionary column's one dictionary (each value once) and each row's code into it (the indices; null for a
     null row), for grouping on codes instead of text; None where the column is not such (not a dictionary column,

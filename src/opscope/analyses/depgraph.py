@@ -36,7 +36,7 @@ from typing import overload
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, name_match, rows_where
+from opscope.analyses.arrays import combined, name_match, rows_where, value_codes
 from opscope.analyses.idle import INPUT_PIPELINE
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.analyses.stream_waits import WAIT_RECORD, implied_waits, stream_waits
@@ -683,7 +683,7 @@ def _inputs_for_c(trace: Trace, ev: pa.Table) -> _InputsForC | None:
     device = pc.take(device, pc.sort_indices(pc.take(ev["ts_ns"], device)))  # stable: ties by row
     d_devices = combined(pc.take(ev["device"], device))
     d_lane, device_lanes = _lane_codes(d_devices, pc.take(ev["stream"], device), ":")
-    d_group, group_values = _codes(d_devices)
+    d_group, group_values = value_codes(d_devices)
     kinds = {kind: picked(kind_mask(ev, (kind,)), device) for kind in ("memcpy", "memset", "comm")}
     d_cat = pa.array([_CODE[DEVICE_COMPUTE]] * len(device), pa.int8())
     for kind, category in (("comm", COMMUNICATION), ("memset", COPIES), ("memcpy", COPIES)):
@@ -740,24 +740,13 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
                     threads={name: nodes[first[k]:first[k + 1]] for k, name in enumerate(x.host_lanes)})
 
 
-def _codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
-    """Per row, the code (int64, -1 for null) of its value among the distinct values, and those values."""
-    if isinstance(values, pa.ChunkedArray) and pa.types.is_dictionary(values.type):
-        values = values.unify_dictionaries()
-    arr = combined(values)
-    if not pa.types.is_dictionary(arr.type):
-        arr = pc.dictionary_encode(arr)
-    codes = pc.cast(arr.indices, pa.int64())
-    return pc.fill_null(codes, -1) if codes.null_count else codes, arr.dictionary.to_pylist()
-
-
 def _lane_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, sep: str) -> tuple[pa.Array, list[str]]:
     """Per row, the number of its lane ``f"{a}{sep}{b}"`` (0, 1, ... in the order the lanes first occur), and the
     lanes: the strings made once per distinct pair of values."""
     if not len(a):
         return pa.array([], pa.int64()), []
-    a_codes, a_values = _codes(a)
-    b_codes, b_values = _codes(b)
+    a_codes, a_values = value_codes(a)
+    b_codes, b_values = value_codes(b)
     width = len(b_values) + 1
     # Arrow's dictionary encoding numbers the values in the order they first occur
     pairs = pc.dictionary_encode(pc.add(pc.multiply(pc.add(a_codes, 1), width), pc.add(b_codes, 1)))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, int64_values, name_match, rows_where
+from opscope.analyses.arrays import combined, int64_values, name_match, rows_where, value_codes
 from opscope.analyses.event_args import args_by_id
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.model.buffers import true_positions
@@ -189,8 +189,9 @@ def _ends(ev: pa.Table, rows: pa.Array) -> pa.Array:
 
 
 def _keys(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Values as strings with null a value of its own (a key that groups and compares as Python's None does)."""
-    return pc.fill_null(pc.cast(combined(values), pa.string()), "\x00none")
+    """Values as codes with null a value of its own (:func:`value_codes`: keys that group and compare as Python's
+    values do, cheaper to sort than text)."""
+    return value_codes(values)[0]
 
 
 def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.Array, cap_ns: int,
@@ -203,9 +204,9 @@ def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.
     calls, work, launch = (combined(pc.cast(a, pa.int64())) for a in (calls, work, launch))
     # calls and launches in one order (thread, start, a call before a launch at its instant, launches by end then
     # work): each call's next launch on its thread is the first launch after it there
+    both_rows = pa.concat_arrays([calls, launch])  # one code for a thread whether a call or a launch has it
     both = pa.table({
-        "pid": pa.concat_arrays([_keys(pc.take(ev["pid"], calls)), _keys(pc.take(ev["pid"], launch))]),
-        "tid": pa.concat_arrays([_keys(pc.take(ev["tid"], calls)), _keys(pc.take(ev["tid"], launch))]),
+        "pid": _keys(pc.take(ev["pid"], both_rows)), "tid": _keys(pc.take(ev["tid"], both_rows)),
         "ts": pa.concat_arrays([combined(pc.take(ev["ts_ns"], calls)), combined(pc.take(ev["ts_ns"], launch))]),
         "tag": pa.concat_arrays([pa.array([0] * n_calls, pa.int8()), pa.array([1] * n_launches, pa.int8())]),
         "end": pa.concat_arrays([pa.nulls(n_calls, pa.int64()), _ends(ev, launch)]),
