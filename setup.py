@@ -11,7 +11,7 @@ from setuptools import Extension, setup
 
 FLAGS = ["-O3", "-Wall"]
 THREADS = [] if sys.platform == "win32" else ["-pthread"]
-VIEWS = ["src/opscope/_buffers.h"]  # the buffer views _derive.c and _loops.c share
+VIEWS = ["src/opscope/_buffers.h", "src/opscope/_spans.h"]  # the buffer views and span searches the C parts share
 
 setup(ext_modules=[
     # -pthread: a long chunk is read as two halves on two threads (glibc before 2.34 keeps pthreads apart)

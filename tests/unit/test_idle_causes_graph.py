@@ -138,3 +138,23 @@ def test_whatif_idle_sync_leaves_a_wait_on_unseen_work():
 def test_bad_idle_causes_are_usage_errors(text):
     with pytest.raises(UsageError, match="idle: takes a cause"):
         parse_change(text)
+
+
+@pytest.mark.parametrize("timeline", [host_gap, unseen_gap])
+def test_idle_candidates_in_c_agree_with_the_definition(timeline):
+    # the nodes whose host time or explained lag idle time covers: one C pass against the Arrow definition
+    from opscope.analyses import whatif
+    from opscope.analyses.depgraph import dependency_graph
+    from opscope.analyses.idle import cause_spans
+    from opscope.analyses.replay import replay
+
+    trace = timeline()
+    graph = dependency_graph(trace)
+    spans = cause_spans(gpu_analysis(trace))
+    everywhere = whatif._union_spans([part for by_cause in spans.values() for part in by_cause.values()])
+    bound = replay(graph).bound_by
+    got = whatif._idle_candidates_in_c(graph, bound, everywhere)
+    want = whatif._idle_candidates(graph, bound, everywhere)
+    assert got is not None
+    assert [a.to_pylist() for a in got] == [a.to_pylist() for a in want]
+    assert len(want[0]) and len(want[3])  # host time and a lag inside the idle time, both

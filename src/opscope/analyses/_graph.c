@@ -5,6 +5,7 @@
  * run where this module is not built, with OPSCOPE_NATIVE=0, or where a call declines (returns None or False):
  * times so far apart that a difference could leave int64, more than 2^31 - 1 nodes or rows. */
 #include "../_buffers.h"
+#include "../_spans.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -748,12 +749,143 @@ done:
     return result;
 }
 
+/* idle_candidates(kind, extra, dur, start, end, bound, chain_lag, extra_lag, after_lag, unexplained, unexplained_on,
+ *                 span_start, span_end)
+ *   -> (host, host_lo, host_hi, lagged, lag_lo, lag_hi, lag_wait, lag_bound) or None
+ * whatif._idle_candidates in one pass over the nodes: the host's own time (a host slice, or a wait whose call did not
+ * wait, lasting more than 0 ns) and the explained part of each binding lag (device work's before it started, a
+ * wait's after the work it waited for ended), each kept where the spans (disjoint, in time order) cover more than
+ * 0 ns of it. Bytes of int64 but lag_wait (uint8: a wait's lag) and lag_bound (int8: the replay's bound). None where
+ * the spans are not disjoint and in order (the definition then runs). */
+static PyObject *idle_candidates(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},      {"extra", 4, 0, 0},          {"dur", 8, 0, 0},
+                                    {"start", 8, 0, 0},     {"end", 8, 0, 0},            {"bound", 1, 0, 0},
+                                    {"chain_lag", 8, 0, 0}, {"extra_lag", 8, 0, 0},      {"after_lag", 8, 0, 0},
+                                    {"unexplained", 8, 0, 0}, {"unexplained_on", 1, 0, 0}, {"span_start", 8, 0, 0},
+                                    {"span_end", 8, 0, 0}};
+    enum { N_VIEWS = 13 };
+    View v[N_VIEWS];
+    PyObject *result = NULL, *out[8] = {NULL};
+    uint8_t *what = NULL;
+    int64_t *through = NULL;
+    if (views_of_args(args, "idle_candidates", spec, N_VIEWS, N_VIEWS, v)) goto done;
+    Py_ssize_t n = v[0].b.len, m = v[11].b.len / 8;
+    static const Py_ssize_t size[N_VIEWS] = {1, 4, 8, 8, 8, 1, 8, 8, 8, 8, 1};
+    for (int i = 1; i < 11; i++)
+        if (v[i].b.len / size[i] != n) {
+            PyErr_SetString(PyExc_ValueError, "idle_candidates: node columns of different lengths");
+            goto done;
+        }
+    if (v[12].b.len / 8 != m) {
+        PyErr_SetString(PyExc_ValueError, "idle_candidates: span starts and ends of different lengths");
+        goto done;
+    }
+    const int8_t *kind = v[0].b.buf, *bound = v[5].b.buf, *on = v[10].b.buf;
+    const int32_t *extra = v[1].b.buf;
+    const int64_t *dur = v[2].b.buf, *start = v[3].b.buf, *end = v[4].b.buf, *chain_lag = v[6].b.buf,
+                  *extra_lag = v[7].b.buf, *after_lag = v[8].b.buf, *unexplained = v[9].b.buf,
+                  *ss = v[11].b.buf, *se = v[12].b.buf;
+    what = malloc((size_t)(n ? n : 1));
+    through = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+    if (!what || !through) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int ordered = 1;
+    Py_ssize_t n_host = 0, n_lag = 0;
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t total = 0;
+    for (Py_ssize_t i = 0; i < m && ordered; i++) {
+        if (se[i] < ss[i] || (i && ss[i] < se[i - 1])) ordered = 0;
+        total += (uint64_t)se[i] - (uint64_t)ss[i];
+        through[i] = (int64_t)total;
+    }
+    Py_ssize_t hint_host = 0, hint_lag = 0;
+    for (Py_ssize_t node = 0; node < n && ordered; node++) {
+        what[node] = 0;
+        int8_t k = kind[node], b = bound[node];
+        if (dur[node] > 0 && (k == HOST || (k == WAIT && extra[node] == NONE))) {
+            if (covered_by(ss, se, through, m, start[node], end[node], &hint_host) > 0) {
+                what[node] = 1;
+                n_host++;
+            }
+        }
+        int wait = k == WAIT;
+        if (!((k == DEVICE && (b == B_CHAIN || b == B_EXTRA || b == B_AFTER)) || (wait && b == B_EXTRA))) continue;
+        int64_t value = b == B_EXTRA ? extra_lag[node] : b == B_AFTER ? after_lag[node] : chain_lag[node];
+        int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
+        int64_t unseen = on[node] == edge ? unexplained[node] : 0;
+        int64_t positive = value > 0 ? value : 0;
+        int64_t explained = (int64_t)((uint64_t)value - (uint64_t)(unseen < positive ? unseen : positive));
+        if (explained <= 0) continue;
+        int64_t lo = (int64_t)((uint64_t)(wait ? end[node] : start[node]) - (uint64_t)value);
+        int64_t hi = (int64_t)((uint64_t)lo + (uint64_t)explained);
+        if (covered_by(ss, se, through, m, lo, hi, &hint_lag) > 0) {
+            what[node] |= 2;
+            n_lag++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (!ordered) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    static const Py_ssize_t width[8] = {8, 8, 8, 8, 8, 8, 1, 1};
+    for (int i = 0; i < 8; i++) {
+        out[i] = PyBytes_FromStringAndSize(NULL, (i < 3 ? n_host : n_lag) * width[i]);
+        if (!out[i]) goto done;
+    }
+    int64_t *host = (int64_t *)PyBytes_AS_STRING(out[0]), *host_lo = (int64_t *)PyBytes_AS_STRING(out[1]),
+            *host_hi = (int64_t *)PyBytes_AS_STRING(out[2]), *lagged = (int64_t *)PyBytes_AS_STRING(out[3]),
+            *lag_lo = (int64_t *)PyBytes_AS_STRING(out[4]), *lag_hi = (int64_t *)PyBytes_AS_STRING(out[5]);
+    uint8_t *lag_wait = (uint8_t *)PyBytes_AS_STRING(out[6]);
+    int8_t *lag_bound = (int8_t *)PyBytes_AS_STRING(out[7]);
+    Py_ssize_t h = 0, l = 0;
+    for (Py_ssize_t node = 0; node < n; node++) {
+        if (what[node] & 1) {
+            host[h] = node;
+            host_lo[h] = start[node];
+            host_hi[h++] = end[node];
+        }
+        if (what[node] & 2) {
+            int8_t b = bound[node];
+            int wait = kind[node] == WAIT;
+            int64_t value = b == B_EXTRA ? extra_lag[node] : b == B_AFTER ? after_lag[node] : chain_lag[node];
+            int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
+            int64_t unseen = on[node] == edge ? unexplained[node] : 0;
+            int64_t positive = value > 0 ? value : 0;
+            int64_t explained = (int64_t)((uint64_t)value - (uint64_t)(unseen < positive ? unseen : positive));
+            lagged[l] = node;
+            lag_lo[l] = (int64_t)((uint64_t)(wait ? end[node] : start[node]) - (uint64_t)value);
+            lag_hi[l] = (int64_t)((uint64_t)lag_lo[l] + (uint64_t)explained);
+            lag_wait[l] = (uint8_t)wait;
+            lag_bound[l++] = b;
+        }
+    }
+    result = PyTuple_New(8);
+    if (result)
+        for (int i = 0; i < 8; i++) {
+            PyTuple_SET_ITEM(result, i, out[i]);
+            out[i] = NULL;
+        }
+done:
+    for (int i = 0; i < 8; i++) Py_XDECREF(out[i]);
+    free(what);
+    free(through);
+    release_views(v, N_VIEWS);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS,
      "build(h_row, h_lane, h_ts, h_dur, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_ts, d_dur, d_launch, "
      "w_row, w_group, r_wait, r_waited, x_row, x_src, n_rows, n_lanes, n_groups, origin, cap) -> tuple of "
      "bytearrays, or None\n\ndepgraph._build "
      "from arrays: the node columns in Kahn's order, the host threads' nodes and offsets; None where it declines."},
+    {"idle_candidates", idle_candidates, METH_VARARGS,
+     "idle_candidates(kind, extra, dur, start, end, bound, chain_lag, extra_lag, after_lag, unexplained, "
+     "unexplained_on, span_start, span_end) -> 8 bytes objects or None\n\nwhatif._idle_candidates in one pass."},
     {"replay", replay, METH_VARARGS,
      "replay(kind, dur, chain, chain_lag, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor, "
      "lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start, end and bound written); False "

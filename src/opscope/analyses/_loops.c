@@ -4,6 +4,7 @@
  * lists of disjoint spans (the idle causes as lengths of sets). The Python (Arrow) versions stay the definition and
  * run where this module is not built. */
 #include "../_buffers.h"
+#include "../_spans.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,38 +534,6 @@ done:
     return result;
 }
 
-/* The last i with s[i] <= t (-1: none) in the ascending s[0..n), searched from ``hint`` outward by doubling steps,
- * then by halving: O(log d) for an answer d places from the hint, so queries in time order cost a few steps each. */
-static Py_ssize_t last_at_or_before(const int64_t *s, Py_ssize_t n, int64_t t, Py_ssize_t hint) {
-    if (n == 0) return -1;
-    if (hint < 0) hint = 0;
-    if (hint >= n) hint = n - 1;
-    Py_ssize_t a, b; /* the answer + 1 lies in [a, b] */
-    if (s[hint] <= t) {
-        Py_ssize_t step = 1;
-        a = hint + 1;
-        while (a + step - 1 < n && s[a + step - 1] <= t) {
-            a += step;
-            step *= 2;
-        }
-        b = a + step - 1 < n ? a + step - 1 : n;
-    } else {
-        Py_ssize_t step = 1;
-        b = hint;
-        while (b - step >= 0 && s[b - step] > t) {
-            b -= step;
-            step *= 2;
-        }
-        a = b - step >= 0 ? b - step + 1 : 0;
-    }
-    while (a < b) { /* the first index in [a, b) whose start is after t */
-        Py_ssize_t mid = a + (b - a) / 2;
-        if (s[mid] <= t) a = mid + 1;
-        else b = mid;
-    }
-    return a - 1;
-}
-
 /* covered_each(starts, ends, lo, hi, out) -> bool
  * intervals.covered_within in C: for disjoint [starts[i], ends[i]) in time order, how much of each [lo[j], hi[j])
  * they cover, written to out[j] (int64), by prefix sums and a search per span (from the last one's answer). False where the intervals
@@ -597,16 +566,7 @@ static PyObject *covered_each(PyObject *self, PyObject *args) {
         through[i] = total; /* covered up to the end of interval i */
     }
     Py_ssize_t hint = 0; /* the last search's answer: queries in time order find theirs a few steps on */
-    for (Py_ssize_t j = 0; j < m && ordered; j++) {
-        int64_t before[2];
-        int64_t at[2] = {lo[j], hi[j]};
-        for (int k = 0; k < 2; k++) {
-            Py_ssize_t i = hint = last_at_or_before(s, n, at[k], hint);
-            before[k] = i < 0 ? 0 : through[i] - e[i] + (at[k] < e[i] ? at[k] : e[i]);
-        }
-        int64_t covered = before[1] - before[0];
-        out[j] = hi[j] > lo[j] && covered > 0 ? covered : 0;
-    }
+    for (Py_ssize_t j = 0; j < m && ordered; j++) out[j] = covered_by(s, e, through, n, lo[j], hi[j], &hint);
     Py_END_ALLOW_THREADS
     free(through);
     result = Py_NewRef(ordered ? Py_True : Py_False);

@@ -65,6 +65,7 @@ from opscope.analyses.depgraph import (
     DepGraph,
     dependency_graph,
     frozen_view,
+    native_graph,
 )
 from opscope.analyses.idle import IDLE_CAUSES, cause_spans
 from opscope.analyses.intervals import covered_spans, merged_intervals
@@ -395,44 +396,13 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     spans = cause_spans(gpu_analysis(trace)) if len(graph) else {}
     if not spans:
         return IdleParts(own, lag)
-    kind, extra = _column(graph.kind, pa.int8()), _column(graph.extra, pa.int32())
-    start, end, dur = (_column(v, pa.int64()) for v in (graph.start, graph.end, graph.dur))
-    bound = _column(replay(graph).bound_by, pa.int8())
+    extra = _column(graph.extra, pa.int32())
+    bound = replay(graph).bound_by
     device_of = combined(trace.select(["device"])["device"])
     # only the nodes whose host time or explained lag lies inside some idle time are looked at per cause
     everywhere = _union_spans([part for by_cause in spans.values() for part in by_cause.values()])
-
-    def inside_idle(nodes: pa.Array, lo: pa.Array, hi: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
-        somewhere = pc.greater(covered_spans(*everywhere, lo, hi), 0)
-        return pc.filter(nodes, somewhere), pc.filter(lo, somewhere), pc.filter(hi, somewhere)
-
-    # each node's own time that is the host's
-    host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, HOST), pc.and_(
-        pc.equal(kind, WAIT), pc.equal(extra, NONE)))))
-    host, host_lo, host_hi = inside_idle(host, pc.take(start, host), pc.take(end, host))
-    # each explained lag: device work's binding lag before its start, a wait's after its work ended
-    candidates = true_positions(pc.or_(
-        pc.and_(pc.equal(kind, DEVICE), pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8()))),
-        pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))))
-    c_bound = pc.take(bound, candidates)
-    is_wait = pc.equal(pc.take(kind, candidates), WAIT)
-    value = pc.take(_column(graph.chain_lag, pa.int64()), candidates)
-    value = pc.if_else(pc.equal(c_bound, EXTRA), pc.take(_column(graph.extra_lag, pa.int64()), candidates), value)
-    value = pc.if_else(pc.equal(c_bound, AFTER), pc.take(_column(graph.after_lag, pa.int64()), candidates), value)
-    edge = pc.if_else(pc.equal(c_bound, EXTRA), ON_EXTRA, pc.if_else(pc.equal(c_bound, AFTER), ON_AFTER, ON_CHAIN))
-    unexplained = pc.if_else(pc.equal(pc.cast(edge, pa.int8()),
-                                      pc.take(_column(graph.unexplained_on, pa.int8()), candidates)),
-                             pc.take(_column(graph.unexplained, pa.int64()), candidates), 0)
-    explained = pc.subtract(value, pc.min_element_wise(unexplained, pc.max_element_wise(value, 0)))
-    has_lag = pc.greater(explained, 0)
-    at = pc.if_else(is_wait, pc.take(end, candidates), pc.take(start, candidates))
-    lag_lo = pc.filter(pc.subtract(at, value), has_lag)
-    lag_hi = pc.add(lag_lo, pc.filter(explained, has_lag))
-    lagged = pc.filter(candidates, has_lag)
-    is_wait, lag_bound = pc.filter(is_wait, has_lag), pc.filter(c_bound, has_lag)
-    somewhere = pc.greater(covered_spans(*everywhere, lag_lo, lag_hi), 0)
-    lagged, lag_lo, lag_hi = (pc.filter(a, somewhere) for a in (lagged, lag_lo, lag_hi))
-    is_wait, lag_bound = pc.filter(is_wait, somewhere), pc.filter(lag_bound, somewhere)
+    host, host_lo, host_hi, lagged, lag_lo, lag_hi, is_wait, lag_bound = (
+        _idle_candidates_in_c(graph, bound, everywhere) or _idle_candidates(graph, bound, everywhere))
     # the device the lag lies on: a wait's, the device of the work it waited for
     waited = pc.take(extra, lagged)
     on_node = pc.if_else(is_wait, pc.if_else(pc.equal(waited, NONE), 0, waited), lagged)
@@ -462,6 +432,71 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
         # a node's lag lies on one device: the devices' rows do not repeat a node
         lag[cause] = pa.concat_tables(mine) if mine else NODE_EDGE_NS.empty_table()
     return IdleParts(own, lag)
+
+
+Candidates = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]
+
+
+def _idle_candidates(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple[pa.Array, pa.Array]) -> Candidates:
+    """The parts of the graph some idle time (``everywhere``: disjoint spans in time order) covers by more than 0 ns:
+    each node's own time that is the host's (``host``, ``host_lo``, ``host_hi``), and the explained part of each
+    binding lag (``lagged``, ``lag_lo``, ``lag_hi``, whether a wait's (``is_wait``) and the replay's bound
+    (``lag_bound``)): device work's before its start, a wait's after its work ended."""
+    kind, extra = _column(graph.kind, pa.int8()), _column(graph.extra, pa.int32())
+    start, end, dur = (_column(v, pa.int64()) for v in (graph.start, graph.end, graph.dur))
+    bound = _column(bound_by, pa.int8())
+
+    def inside_idle(nodes: pa.Array, lo: pa.Array, hi: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+        somewhere = pc.greater(covered_spans(*everywhere, lo, hi), 0)
+        return pc.filter(nodes, somewhere), pc.filter(lo, somewhere), pc.filter(hi, somewhere)
+
+    host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, HOST), pc.and_(
+        pc.equal(kind, WAIT), pc.equal(extra, NONE)))))
+    host, host_lo, host_hi = inside_idle(host, pc.take(start, host), pc.take(end, host))
+    candidates = true_positions(pc.or_(
+        pc.and_(pc.equal(kind, DEVICE), pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8()))),
+        pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))))
+    c_bound = pc.take(bound, candidates)
+    is_wait = pc.equal(pc.take(kind, candidates), WAIT)
+    value = pc.take(_column(graph.chain_lag, pa.int64()), candidates)
+    value = pc.if_else(pc.equal(c_bound, EXTRA), pc.take(_column(graph.extra_lag, pa.int64()), candidates), value)
+    value = pc.if_else(pc.equal(c_bound, AFTER), pc.take(_column(graph.after_lag, pa.int64()), candidates), value)
+    edge = pc.if_else(pc.equal(c_bound, EXTRA), ON_EXTRA, pc.if_else(pc.equal(c_bound, AFTER), ON_AFTER, ON_CHAIN))
+    unexplained = pc.if_else(pc.equal(pc.cast(edge, pa.int8()),
+                                      pc.take(_column(graph.unexplained_on, pa.int8()), candidates)),
+                             pc.take(_column(graph.unexplained, pa.int64()), candidates), 0)
+    explained = pc.subtract(value, pc.min_element_wise(unexplained, pc.max_element_wise(value, 0)))
+    has_lag = pc.greater(explained, 0)
+    at = pc.if_else(is_wait, pc.take(end, candidates), pc.take(start, candidates))
+    lag_lo = pc.filter(pc.subtract(at, value), has_lag)
+    lag_hi = pc.add(lag_lo, pc.filter(explained, has_lag))
+    lagged = pc.filter(candidates, has_lag)
+    is_wait, lag_bound = pc.filter(is_wait, has_lag), pc.filter(c_bound, has_lag)
+    somewhere = pc.greater(covered_spans(*everywhere, lag_lo, lag_hi), 0)
+    lagged, lag_lo, lag_hi = (pc.filter(a, somewhere) for a in (lagged, lag_lo, lag_hi))
+    is_wait, lag_bound = pc.filter(is_wait, somewhere), pc.filter(lag_bound, somewhere)
+    return (pc.cast(host, pa.int64()), host_lo, host_hi, pc.cast(lagged, pa.int64()), lag_lo, lag_hi, is_wait,
+            lag_bound)
+
+
+def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple[pa.Array, pa.Array],
+                          ) -> Candidates | None:
+    """:func:`_idle_candidates` in one pass in C (``_graph.idle_candidates``) where built; else None."""
+    native = native_graph()
+    if native is None or any(a.null_count for a in everywhere):
+        return None
+    spans = [values_view(combined(pc.cast(a, pa.int64())), "q") for a in everywhere]
+    out = native.idle_candidates(graph.kind, graph.extra, graph.dur, graph.start, graph.end, bound_by,
+                                 graph.chain_lag, graph.extra_lag, graph.after_lag, graph.unexplained,
+                                 graph.unexplained_on, *spans)
+    if out is None:
+        return None
+    arrays = []
+    for data, type_ in zip(out, (*[pa.int64()] * 6, pa.uint8(), pa.int8())):
+        n = len(data) // (type_.bit_width // 8)
+        arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(data)]))
+    arrays[6] = pc.cast(arrays[6], pa.bool_())
+    return tuple(arrays)
 
 
 def _union_spans(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
