@@ -42,6 +42,7 @@ from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.analyses.stream_waits import WAIT_RECORD, implied_waits, stream_waits
 from opscope.analyses.sync import blocking_calls
 from opscope.model.buffers import c_enabled, values_view
+from opscope.model.lookup import index_in
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -689,7 +690,8 @@ def _inputs_for_c(trace: Trace, ev: pa.Table) -> _InputsForC | None:
     for kind, category in (("comm", COMMUNICATION), ("memset", COPIES), ("memcpy", COPIES)):
         d_cat = pc.if_else(kinds[kind], pa.scalar(_CODE[category], pa.int8()), d_cat)
     links = device_links(trace)
-    launch = pc.take(links["launch_row"], pc.index_in(device, value_set=links["device_row"]))
+    launch = pc.take(links["launch_row"], index_in(pc.cast(device, pa.int64()),
+                                                   pc.cast(links["device_row"], pa.int64())))
     # a waiting call's device: its own stream's device where it names one the work ran on, else any (-1)
     known = pa.array([v for v in group_values if v is not None], pa.int64())
     w_group = pc.take(pa.array([g + 1 for g, v in enumerate(group_values) if v is not None] or [0], pa.int64()),
@@ -707,8 +709,9 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
     if native is None:
         return None
     x = inputs
-    r_wait, r_waited = (pc.index_in(pa.array([pair[k] for pair in waits], pa.int64()), value_set=x.device)
-                        for k in (0, 1))
+    # both ends of every wait looked up in one pass (one table of the device rows)
+    found = index_in(pa.array([pair[k] for k in (0, 1) for pair in waits], pa.int64()), pc.cast(x.device, pa.int64()))
+    r_wait, r_waited = found.slice(0, len(waits)), found.slice(len(waits))
     keep = pc.and_(pc.is_valid(r_wait), pc.is_valid(r_waited))
     r_wait, r_waited = pc.filter(r_wait, keep), pc.filter(r_waited, keep)
     x_row, x_src = (pa.array([pair[k] for pair in handoffs], pa.int64()) for k in (0, 1))
