@@ -27,6 +27,7 @@ from opscope.analyses.arrays import combined
 from opscope.analyses.graph_capture import CaptureMatch, captured_graphs, match_replays
 from opscope.analyses.links import device_links, op_ancestors
 from opscope.ingest.capture_files import CAPTURE_FOLDER, capture_files
+from opscope.model import ranges
 from opscope.model.lookup import index_in
 from opscope.model.schema import EVENTS
 from opscope.model.trace import REPLAYED, ColumnLoader, Trace
@@ -184,7 +185,7 @@ class _Copies:
             "pid": at["pid"], "tid": at["tid"],
             **{name: pa.nulls(n, pa.int64()) for name in ("device", "stream", "correlation", "external_id")},
             **{name: carried[name] for name in _CARRIED[2:]},
-            "event_id": pa.array(range(self.first, self.first + n), pa.int64()),
+            "event_id": ranges.arange(self.first, self.first + n),
             "parent": pa.array(self.parents, pa.int64()),
             "depth": pa.array(self.depths, pa.int32()),
             "self_ns": pa.array([0] * n, pa.int64()),

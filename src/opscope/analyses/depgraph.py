@@ -36,7 +36,7 @@ from typing import overload
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, name_match, rows_where, value_codes
+from opscope.analyses.arrays import arange, combined, name_match, rows_where, value_codes
 from opscope.analyses.idle import INPUT_PIPELINE
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.analyses.stream_waits import WAIT_RECORD, implied_waits, stream_waits
@@ -491,7 +491,7 @@ def _handoffs(ev: pa.Table, origin: int) -> list[tuple[int, int]]:
     if not len(host):
         return []
     table = pa.table({"pid": combined(pc.take(ev["pid"], host)), "tid": combined(pc.take(ev["tid"], host)),
-                      "ts": combined(pc.take(ev["ts_ns"], host)), "position": pa.array(range(len(host)), pa.int64())})
+                      "ts": combined(pc.take(ev["ts_ns"], host)), "position": arange(len(host))})
     threads = table.group_by(["pid", "tid"], use_threads=False).aggregate([("ts", "min"), ("position", "min")])
     late = threads.filter(pc.greater(pc.subtract(threads["ts_min"], origin), LATENCY_CAP_NS))
     if not late.num_rows:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, rows_where, share_pct
+from opscope.analyses.arrays import arange, combined, rows_where, share_pct
 from opscope.analyses.links import device_links, op_ancestors
 from opscope.analyses.names import short_names
 from opscope.analyses.ops import climb_start
@@ -129,9 +129,9 @@ def _first_per_index(index: pa.Array, rows: pa.Array, n: int) -> pa.Array:
     """Per position 0..n-1, the first row paired with it (the pairs in order), else null."""
     if not len(index):
         return pa.nulls(n, pa.int64())
-    pairs = pa.table({"index": index, "order": pa.array(range(len(index)), pa.int64())})
+    pairs = pa.table({"index": index, "order": arange(len(index))})
     first = pairs.group_by("index", use_threads=False).aggregate([("order", "min")])
-    where = pc.index_in(pa.array(range(n), pa.int64()), value_set=first["index"])
+    where = pc.index_in(arange(n), value_set=first["index"])
     return combined(pc.take(pc.take(rows, first["order_min"]), where))
 
 

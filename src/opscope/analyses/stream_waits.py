@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, int64_values, name_match, rows_where, value_codes
+from opscope.analyses.arrays import arange, combined, int64_values, name_match, rows_where, value_codes
 from opscope.analyses.event_args import args_by_id
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.model.buffers import true_positions
@@ -106,7 +106,7 @@ def _launch_queues(trace: Trace, ev: pa.Table) -> _Queues:
     table = pa.table({
         "device_key": _keys(pc.take(ev["device"], rows)), "stream_key": _keys(pc.take(ev["stream"], rows)),
         "at": combined(pc.take(ev["ts_ns"], pc.filter(pc.filter(links["launch_row"], launched), kinds_ok))),
-        "row": rows, "position": pa.array(range(len(rows)), pa.int64()),
+        "row": rows, "position": arange(len(rows)),
     }).sort_by([("device_key", "ascending"), ("stream_key", "ascending"), ("at", "ascending"), ("row", "ascending")])
     n = table.num_rows
     if not n:
@@ -214,7 +214,7 @@ def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.
         "call": pa.concat_arrays([calls, pa.nulls(n_launches, pa.int64())]),
     }).sort_by([("pid", "ascending"), ("tid", "ascending"), ("ts", "ascending"), ("tag", "ascending"),
                 ("end", "ascending"), ("work", "ascending")])
-    position = pa.array(range(both.num_rows), pa.int64())
+    position = arange(both.num_rows)
     next_launch = pc.fill_null_backward(pc.if_else(pc.equal(both["tag"], 1), position, pa.scalar(None, pa.int64())))
     is_call = pc.equal(both["tag"], 0)
     found = pc.and_(is_call, pc.is_valid(next_launch))
@@ -246,7 +246,7 @@ def _before_on_stream(ev: pa.Table, work: pa.Array) -> pa.Array:
     the first)."""
     order = pa.table({"device": _keys(pc.take(ev["device"], work)), "stream": _keys(pc.take(ev["stream"], work)),
                       "ts": combined(pc.take(ev["ts_ns"], work)), "row": work,
-                      "at": pa.array(range(len(work)), pa.int64())})
+                      "at": arange(len(work))})
     order = order.sort_by([("device", "ascending"), ("stream", "ascending"), ("ts", "ascending"),
                            ("row", "ascending")])
     ends = _ends(ev, order["row"].combine_chunks())

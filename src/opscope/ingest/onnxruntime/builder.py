@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from opscope.ingest.numbers import int64
 from opscope.ingest.onnxruntime import FENCE_SUFFIXES, FORMAT, KERNEL_SUFFIX, STEP_EVENT, TOOL
 from opscope.model.builder import Batch, TraceBuilder, Values
+from opscope.model.ranges import arange
 from opscope.model.trace import Trace
 
 #: ORT does not write which device ran a kernel: the one device there is, in the profiles seen.
@@ -290,7 +291,7 @@ def _with_nodes(texts: pa.Array, ops: list[int], heads: list[str]) -> pa.Array:
     joined = pc.if_else(empty, pc.binary_join_element_wise(head, pa.scalar("}"), ""),
                         pc.binary_join_element_wise(head, rest, ","))
     new = pc.if_else(pc.or_(pc.starts_with(old, "{"), pc.equal(pc.binary_length(old), 0)), joined, texts.take(rows))
-    mask = pc.is_in(pa.array(range(len(texts)), pa.int64()), value_set=rows)
+    mask = pc.is_in(arange(0, len(texts)), value_set=rows)
     return pc.replace_with_mask(texts, mask, new)
 
 

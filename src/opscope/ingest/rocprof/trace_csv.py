@@ -204,6 +204,7 @@ class _Reader:
         import pyarrow.compute as pc
 
         from opscope.ingest.rocprof.csv_table import time_ns
+        from opscope.model.ranges import arange
 
         starts = self._column(table, cols, _START)
         ends = self._column(table, cols, _END)
@@ -211,7 +212,7 @@ class _Reader:
         f = self._file
         if starts is None or ends is None:  # a dispatch table without times (checked in read_file)
             f.untimed += n
-            return (pa.array(range(table.base, table.base + n), pa.int64()), pa.array([0] * n, pa.int64()),
+            return (arange(table.base, table.base + n), pa.array([0] * n, pa.int64()),
                     pa.array([True] * n))
         try:  # the usual case: integer ns
             s, e = pc.cast(starts, pa.int64()), pc.cast(ends, pa.int64())
