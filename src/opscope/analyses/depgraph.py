@@ -490,7 +490,8 @@ def _handoffs(ev: pa.Table, origin: int) -> list[tuple[int, int]]:
     host = rows_where(kind_mask(ev, SLICE_KINDS))
     if not len(host):
         return []
-    table = pa.table({"pid": combined(pc.take(ev["pid"], host)), "tid": combined(pc.take(ev["tid"], host)),
+    # threads by the codes of their pid and tid (a null one a value of its own): integers to group and compare
+    table = pa.table({"pid": value_codes(pc.take(ev["pid"], host))[0], "tid": value_codes(pc.take(ev["tid"], host))[0],
                       "ts": combined(pc.take(ev["ts_ns"], host)), "position": arange(len(host))})
     threads = table.group_by(["pid", "tid"], use_threads=False).aggregate([("ts", "min"), ("position", "min")])
     late = threads.filter(pc.greater(pc.subtract(threads["ts_min"], origin), LATENCY_CAP_NS))
@@ -500,8 +501,8 @@ def _handoffs(ev: pa.Table, origin: int) -> list[tuple[int, int]]:
     pairs = []
     for pid, tid, start, _ in sorted(zip(*(late[c].to_pylist() for c in ("pid", "tid", "ts_min", "position_min"))),
                                      key=lambda thread: thread[3]):
-        process = _equal(table["pid"], pid)
-        own = pc.and_(process, _equal(table["tid"], tid))
+        process = pc.equal(table["pid"], pid)
+        own = pc.and_(process, pc.equal(table["tid"], tid))
         first = pc.min(pc.filter(table["position"], pc.and_(own, pc.equal(table["ts"], start)))).as_py()
         before = pc.and_(pc.and_(process, pc.invert(own)), pc.less_equal(ends, start))
         candidates = pa.table({"end": pc.filter(ends, before), "position": pc.filter(table["position"], before)})
@@ -510,14 +511,6 @@ def _handoffs(ev: pa.Table, origin: int) -> list[tuple[int, int]]:
         last = candidates.sort_by([("end", "descending"), ("position", "descending")])["position"][0].as_py()
         pairs.append((host[first].as_py(), host[last].as_py()))
     return pairs
-
-
-def _equal(values: pa.Array, value: object) -> pa.Array:
-    """Where ``values`` equals ``value`` (a null equals None), never null."""
-    if value is None:
-        return pc.is_null(values)
-    return pc.fill_null(pc.equal(values, pa.scalar(value, values.type.value_type if pa.types.is_dictionary(
-        values.type) else values.type)), False)
 
 
 def _tie_handoffs(builder: _Builder, slices_of: dict[int, tuple[int, int]], pairs: list[list[int]]) -> None:
