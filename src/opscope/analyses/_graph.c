@@ -219,27 +219,26 @@ static inline int widen(int64_t ts, int64_t dur, int64_t *lo, int64_t *hi) {
     return 1;
 }
 
-/* build(h_row, h_lane, h_ts, h_dur, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_ts, d_dur, d_launch, w_row,
- *       w_group, n_rows, n_lanes, n_groups, origin, cap) -> tuple of bytearrays, or None
+/* build(h_row, h_lane, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_launch, w_row, w_group, r_wait, r_waited,
+ *       x_row, x_src, ts, dur, n_rows, n_lanes, n_groups, origin, cap) -> tuple of bytearrays, or None
  * depgraph._build from its inputs as arrays. Host events (h_*: the SLICE_KINDS rows in row order; h_lane their
  * thread, numbered in order of first appearance, < len(lane_gap); h_cat the category they take whatever encloses
  * them, or HOST_COMPUTE for an op and -1 for an annotation, which become INPUT inside input-pipeline work, else
  * stay or take the thread's gap category lane_gap[lane]). Device work (d_*: in start order, ties by row; d_lane its
  * stream's lane number < n_lanes; d_group its device's number < n_groups; d_launch the row of its launch call, -1
- * none). The waiting calls (w_row, w_group: the device they wait on, -1 any). int64 but h_cat, lane_gap, d_cat
- * (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane, chain, extra,
+ * none). The waiting calls (w_row, w_group: the device they wait on, -1 any). ts and dur: the events' columns
+ * (n_rows each), read at the rows given (no column gathered per call). int64 but h_cat, lane_gap, d_cat (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane, chain, extra,
  * after int32; the rest int64), the host threads' renumbered nodes (int32) and each thread's first position in
  * them (int64, len(lane_gap) + 1); None where it declines; RuntimeError for a cycle no inferred edge closes. */
 static PyObject *build(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"h_row", 8, 0, 0},   {"h_lane", 8, 0, 0},  {"h_ts", 8, 0, 0},
-                                    {"h_dur", 8, 0, 0},   {"h_cat", 1, 0, 0},   {"lane_gap", 1, 0, 0},
-                                    {"d_row", 8, 0, 0},   {"d_lane", 8, 0, 0},  {"d_group", 8, 0, 0},
-                                    {"d_cat", 1, 0, 0},   {"d_ts", 8, 0, 0},    {"d_dur", 8, 0, 0},
-                                    {"d_launch", 8, 0, 0}, {"w_row", 8, 0, 0},  {"w_group", 8, 0, 0},
-                                    {"r_wait", 8, 0, 0},  {"r_waited", 8, 0, 0}, {"x_row", 8, 0, 0},
-                                    {"x_src", 8, 0, 0}};
-    enum { N_VIEWS = 19 };
+    static const ViewSpec spec[] = {{"h_row", 8, 0, 0},    {"h_lane", 8, 0, 0},   {"h_cat", 1, 0, 0},
+                                    {"lane_gap", 1, 0, 0}, {"d_row", 8, 0, 0},    {"d_lane", 8, 0, 0},
+                                    {"d_group", 8, 0, 0},  {"d_cat", 1, 0, 0},    {"d_launch", 8, 0, 0},
+                                    {"w_row", 8, 0, 0},    {"w_group", 8, 0, 0},  {"r_wait", 8, 0, 0},
+                                    {"r_waited", 8, 0, 0}, {"x_row", 8, 0, 0},    {"x_src", 8, 0, 0},
+                                    {"ts", 8, 0, 0},       {"dur", 8, 0, 0}};
+    enum { N_VIEWS = 17 };
     View v[N_VIEWS];
     PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *threads = NULL, *offsets = NULL;
     int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
@@ -256,12 +255,11 @@ static PyObject *build(PyObject *self, PyObject *args) {
     }
     long long n_rows_ll = number[0], n_lanes_ll = number[1], n_groups_ll = number[2], origin_ll = number[3],
               cap_ll = number[4];
-    Py_ssize_t nh = v[0].b.len / 8, n_host_lanes = v[5].b.len, nd = v[6].b.len / 8, nw = v[13].b.len / 8,
-               nr = v[15].b.len / 8, nx = v[17].b.len / 8;
-    if (v[1].b.len / 8 != nh || v[2].b.len / 8 != nh || v[3].b.len / 8 != nh || v[4].b.len != nh ||
-        v[7].b.len / 8 != nd || v[8].b.len / 8 != nd || v[9].b.len != nd || v[10].b.len / 8 != nd ||
-        v[11].b.len / 8 != nd || v[12].b.len / 8 != nd || v[14].b.len / 8 != nw || v[16].b.len / 8 != nr ||
-        v[18].b.len / 8 != nx) {
+    Py_ssize_t nh = v[0].b.len / 8, n_host_lanes = v[3].b.len, nd = v[4].b.len / 8, nw = v[9].b.len / 8,
+               nr = v[11].b.len / 8, nx = v[13].b.len / 8;
+    if (v[1].b.len / 8 != nh || v[2].b.len != nh || v[5].b.len / 8 != nd || v[6].b.len / 8 != nd ||
+        v[7].b.len != nd || v[8].b.len / 8 != nd || v[10].b.len / 8 != nw || v[12].b.len / 8 != nr ||
+        v[14].b.len / 8 != nx || v[15].b.len / 8 != number[0] || v[16].b.len / 8 != number[0]) {
         PyErr_SetString(PyExc_ValueError, "build: buffers of different lengths");
         goto done;
     }
@@ -269,12 +267,12 @@ static PyObject *build(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "build: negative counts");
         goto done;
     }
-    const int64_t *h_row = v[0].b.buf, *h_lane = v[1].b.buf, *h_ts = v[2].b.buf, *h_dur = v[3].b.buf;
-    const int8_t *h_cat = v[4].b.buf, *lane_gap = v[5].b.buf;
-    const int64_t *d_row = v[6].b.buf, *d_lane = v[7].b.buf, *d_group = v[8].b.buf, *d_ts = v[10].b.buf,
-                  *d_dur = v[11].b.buf, *d_launch = v[12].b.buf, *w_row = v[13].b.buf, *w_group = v[14].b.buf,
-                  *r_wait = v[15].b.buf, *r_waited = v[16].b.buf, *x_row = v[17].b.buf, *x_src = v[18].b.buf;
-    const int8_t *d_cat = v[9].b.buf;
+    const int64_t *h_row = v[0].b.buf, *h_lane = v[1].b.buf, *ts = v[15].b.buf, *dur = v[16].b.buf;
+    const int8_t *h_cat = v[2].b.buf, *lane_gap = v[3].b.buf;
+    const int64_t *d_row = v[4].b.buf, *d_lane = v[5].b.buf, *d_group = v[6].b.buf, *d_launch = v[8].b.buf,
+                  *w_row = v[9].b.buf, *w_group = v[10].b.buf, *r_wait = v[11].b.buf, *r_waited = v[12].b.buf,
+                  *x_row = v[13].b.buf, *x_src = v[14].b.buf;
+    const int8_t *d_cat = v[7].b.buf;
     Py_ssize_t n_rows = (Py_ssize_t)n_rows_ll, n_lanes = (Py_ssize_t)n_lanes_ll, n_groups = (Py_ssize_t)n_groups_ll;
     Py_ssize_t cap = 2 * nh + nd; /* each host event opens at most two slices (at its start, at its end) */
     if (n_rows >= INT32_MAX || cap >= INT32_MAX || n_lanes >= INT32_MAX) {
@@ -289,7 +287,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "build: a host row or lane out of range");
             goto done;
         }
-        fits = widen(h_ts[i], h_dur[i], &lo, &hi);
+        fits = widen(ts[h_row[i]], dur[h_row[i]], &lo, &hi);
     }
     for (Py_ssize_t i = 0; i < nd && fits; i++) {
         if (d_row[i] < 0 || d_row[i] >= n_rows || d_lane[i] < 0 || d_lane[i] >= n_lanes || d_group[i] < 0 ||
@@ -297,7 +295,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "build: a device row, lane, device or launch out of range");
             goto done;
         }
-        fits = widen(d_ts[i], d_dur[i], &lo, &hi);
+        fits = widen(ts[d_row[i]], dur[d_row[i]], &lo, &hi);
     }
     for (Py_ssize_t i = 0; i < nw; i++)
         if (w_row[i] < 0 || w_row[i] >= n_rows || w_group[i] < -1 || w_group[i] >= n_groups) {
@@ -368,7 +366,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         s.gap = lane_gap[k];
         for (Py_ssize_t j = from; j < to; j++) {
             Py_ssize_t i = hord[j];
-            int64_t start = h_ts[i], end = h_ts[i] + (h_dur[i] > 0 ? h_dur[i] : 0);
+            int64_t start = ts[h_row[i]], end = start + (dur[h_row[i]] > 0 ? dur[h_row[i]] : 0);
             if (j == from) s.now = start;
             while (s.depth && s.stack[s.depth - 1].end <= start) {
                 emit(&s, s.stack[s.depth - 1].end);
@@ -399,7 +397,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
     /* --- device work: after the work before it on its stream and after its launch (_tie_to_launch) */
     for (Py_ssize_t k = 0; k < n_lanes; k++) last_on[k] = NONE;
     for (Py_ssize_t i = 0; i < nd; i++) {
-        int64_t start = d_ts[i], end = d_ts[i] + (d_dur[i] > 0 ? d_dur[i] : 0);
+        int64_t start = ts[d_row[i]], end = start + (dur[d_row[i]] > 0 ? dur[d_row[i]] : 0);
         int32_t prev = last_on[d_lane[i]];
         int32_t node = add_node(&g, DEVICE, d_cat[i], (int32_t)d_row[i], (int32_t)d_lane[i], start, end, prev);
         last_on[d_lane[i]] = node;
@@ -879,8 +877,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS,
-     "build(h_row, h_lane, h_ts, h_dur, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_ts, d_dur, d_launch, "
-     "w_row, w_group, r_wait, r_waited, x_row, x_src, n_rows, n_lanes, n_groups, origin, cap) -> tuple of "
+     "build(h_row, h_lane, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_launch, w_row, w_group, r_wait, "
+     "r_waited, x_row, x_src, ts, dur, n_rows, n_lanes, n_groups, origin, cap) -> tuple of "
      "bytearrays, or None\n\ndepgraph._build "
      "from arrays: the node columns in Kahn's order, the host threads' nodes and offsets; None where it declines."},
     {"idle_candidates", idle_candidates, METH_VARARGS,

@@ -714,12 +714,11 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
         return values_view(pc.fill_null(values, fill) if fill is not None else values, "q")
 
     out = native.build(
-        q(x.host), q(x.host_lane), q(pc.take(x.ts_ns, x.host)), q(pc.take(x.dur_ns, x.host)),
-        values_view(x.host_code, "b"), values_view(x.lane_gap, "b"),
+        q(x.host), q(x.host_lane), values_view(x.host_code, "b"), values_view(x.lane_gap, "b"),
         q(x.device), q(pc.add(x.device_lane, len(x.host_lanes))), q(pc.add(x.device_group, 1)),
-        values_view(x.device_category, "b"),
-        q(pc.take(x.ts_ns, x.device)), q(pc.take(x.dur_ns, x.device)), q(x.launch, NONE),
+        values_view(x.device_category, "b"), q(x.launch, NONE),
         q(x.wait_rows), q(x.wait_group, NONE), q(r_wait), q(r_waited), q(x_row), q(x_src),
+        q(x.ts_ns), q(x.dur_ns),  # the columns as they are (mapped from the cache): read at the rows, not gathered
         n_rows, len(x.host_lanes) + len(x.device_lanes), x.groups + 1, origin, LATENCY_CAP_NS)
     if out is None:
         return None
