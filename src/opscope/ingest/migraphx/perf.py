@@ -170,13 +170,10 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
     b = TraceBuilder(str(path), "migraphx_perf")
     timeline = Timeline(b, keep_args)
     groups: Counter[str] = Counter()  # the instructions' own groups (perf --detailed's are named at the end)
-    submodules = 0
 
     def add(t: TimedInstruction) -> None:
-        nonlocal submodules
         group = t.ins.group
         groups[group] += 1
-        submodules += bool(t.ins.module and t.ins.module != "main")
         ok = math.isfinite(t.ms) and t.ms >= 0
         timeline.add(t.ins, t.ms, group, {"time_ms": t.ms if ok else None,
                                           "percent": t.pct if math.isfinite(t.pct) else None, "line": t.line})
@@ -189,7 +186,7 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
                          "give the output of migraphx-driver perf")
     if progress is not None:
         progress(source.size, source.size)
-    trace = build(b, rep, timeline.finish(), groups, submodules)
+    trace = build(b, rep, timeline.finish(), groups, timeline.submodules)
     if source.truncated:
         trace.warn(f"file is truncated ({source.corrupt_reason or 'compressed stream ends early'}); the complete "
                    "lines were read")
@@ -225,6 +222,7 @@ class Timeline:
         self.listing = Listing()
         self.devices_seen = False
         self.inputs_cut = 0  # instructions with more operands than the parser keeps
+        self.submodules = 0  # instructions of a module other than main (an if's or a loop's)
         self._new_batch()
 
     def _new_batch(self) -> None:
@@ -257,6 +255,7 @@ class Timeline:
             self.stream = int(s) if s.isdigit() else self.stream
         corr = self.count
         self.inputs_cut += bool(ins.inputs_left_out)
+        self.submodules += bool(ins.module and ins.module != "main")
         host = self.host
         for column, value in (("kind", "cpu_op"), ("name", name), ("cat", "migraphx"), ("ts_ns", ts),
                               ("dur_ns", dur), ("pid", PID), ("tid", TID), ("correlation", corr)):

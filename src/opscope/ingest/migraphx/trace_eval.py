@@ -239,14 +239,13 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
     timeline = Timeline(b, keep_args)
     first: str | None = None
     runs: list[int] = []  # where each run starts (ns): where the first instruction comes again
-    records = submodules = 0
+    records = 0
     for rec in parse_records(iter_lines(path, source), keep_values=False):
         records += 1
         if rec.ins is None or rec.times is None:
             continue
         ins = rec.ins
         first = ins.name if first is None else first
-        submodules += bool(ins.module and ins.module != "main")
         start = timeline.add(ins, rec.times[1], ins.group,
                              {"time_ms": rec.times[0], "time_finished_ms": rec.times[1], "line": rec.line})
         if ins.name == first:
@@ -269,6 +268,6 @@ def read(path: Path, *, progress=None, keep_args: bool = True) -> Trace:
            "each lasting its time once the context finished (the printing between them is left out)", timeline.count)
     if records > timeline.count:
         b.warn("instructions without a readable 'Time:' line (left out)", records - timeline.count)
-    if submodules:
-        b.warn(SUBMODULE_WARNING, submodules)
+    if timeline.submodules:
+        b.warn(SUBMODULE_WARNING, timeline.submodules)
     return b.finish()
