@@ -383,7 +383,7 @@ def write_plot(sizes: list[dict], dest: Path) -> str:
     wall = base.encode(y=alt.Y("wall s:Q", scale=alt.Scale(type="log"), title="wall s (whole process)")).properties(
         width=320, height=260, title="open time")
     rss_y = alt.Y("peak RSS GB:Q", scale=alt.Scale(type="log"), title="peak RSS (GB)")
-    # the memory bar: peak RSS at most the JSON's size
+    # the memory goal: peak RSS at most the JSON's size
     json_line = alt.Chart(alt.Data(values=[{"JSON GB": s["json_bytes"] / 1e9, "peak RSS GB": s["json_bytes"] / 1e9}
                                            for s in sizes])).mark_line(strokeDash=[4, 4], color="gray").encode(
         x="JSON GB:Q", y="peak RSS GB:Q")

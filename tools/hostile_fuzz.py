@@ -7,7 +7,8 @@ One child process per file runs every command in turn (tests/support/hostile_dri
 command and per file; what each run did is checked by ``support.hostile_corpus.problems`` (traceback, exit code,
 error lines, control bytes on stdout, CSV validity and formula cells, JSON validity). Prints one line per file with a
 problem, then the totals, the slowest run and the largest peak owned (anonymous) memory over the start-up amount,
-relative to the file's size. ``--scale full`` uses the issue's sizes (2 million names, a 50 MB name, a 2 GiB gzip bomb...): tens of minutes.
+relative to the file's size. ``--scale full`` uses the full sizes (2 million names, a 50 MB name, a 2 GiB gzip
+bomb...): tens of minutes.
 ``--corpus readers`` runs the second corpus (tests/support/hostile_formats.py: every reader's numeric edges, NUL and
 junk tails, sizes and gzip bombs) with its own command set; ``--seed`` picks its variant (the held-out check uses a
 seed not used while fixing). "largest memory" is also given as a ratio to the budget the test allows (200 MiB + 4x
