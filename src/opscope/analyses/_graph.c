@@ -747,6 +747,22 @@ done:
     return result;
 }
 
+/* The explained part of node's binding lag (bound by b; a wait's lies after its work ended, device work's before it
+ * started): its span in [*lo, *hi), and its length returned (<= 0: none), as whatif._idle_candidates computes it. */
+static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const int64_t *chain_lag,
+                                    const int64_t *extra_lag, const int64_t *after_lag, const int64_t *unexplained,
+                                    const int8_t *on, const int64_t *start, const int64_t *end, int64_t *lo,
+                                    int64_t *hi) {
+    int64_t value = b == B_EXTRA ? extra_lag[node] : b == B_AFTER ? after_lag[node] : chain_lag[node];
+    int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
+    int64_t unseen = on[node] == edge ? unexplained[node] : 0;
+    int64_t positive = value > 0 ? value : 0;
+    int64_t explained = (int64_t)((uint64_t)value - (uint64_t)(unseen < positive ? unseen : positive));
+    *lo = (int64_t)((uint64_t)(wait ? end[node] : start[node]) - (uint64_t)value);
+    *hi = (int64_t)((uint64_t)*lo + (uint64_t)explained);
+    return explained;
+}
+
 /* idle_candidates(kind, extra, dur, start, end, bound, chain_lag, extra_lag, after_lag, unexplained, unexplained_on,
  *                 span_start, span_end)
  *   -> (host, host_lo, host_hi, lagged, lag_lo, lag_hi, lag_wait, lag_bound) or None
@@ -811,14 +827,9 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         }
         int wait = k == WAIT;
         if (!((k == DEVICE && (b == B_CHAIN || b == B_EXTRA || b == B_AFTER)) || (wait && b == B_EXTRA))) continue;
-        int64_t value = b == B_EXTRA ? extra_lag[node] : b == B_AFTER ? after_lag[node] : chain_lag[node];
-        int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
-        int64_t unseen = on[node] == edge ? unexplained[node] : 0;
-        int64_t positive = value > 0 ? value : 0;
-        int64_t explained = (int64_t)((uint64_t)value - (uint64_t)(unseen < positive ? unseen : positive));
-        if (explained <= 0) continue;
-        int64_t lo = (int64_t)((uint64_t)(wait ? end[node] : start[node]) - (uint64_t)value);
-        int64_t hi = (int64_t)((uint64_t)lo + (uint64_t)explained);
+        int64_t lo, hi;
+        if (explained_lag(node, b, wait, chain_lag, extra_lag, after_lag, unexplained, on, start, end, &lo, &hi) <= 0)
+            continue;
         if (covered_by(ss, se, through, m, lo, hi, &hint_lag) > 0) {
             what[node] |= 2;
             n_lag++;
@@ -849,14 +860,9 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         if (what[node] & 2) {
             int8_t b = bound[node];
             int wait = kind[node] == WAIT;
-            int64_t value = b == B_EXTRA ? extra_lag[node] : b == B_AFTER ? after_lag[node] : chain_lag[node];
-            int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
-            int64_t unseen = on[node] == edge ? unexplained[node] : 0;
-            int64_t positive = value > 0 ? value : 0;
-            int64_t explained = (int64_t)((uint64_t)value - (uint64_t)(unseen < positive ? unseen : positive));
             lagged[l] = node;
-            lag_lo[l] = (int64_t)((uint64_t)(wait ? end[node] : start[node]) - (uint64_t)value);
-            lag_hi[l] = (int64_t)((uint64_t)lag_lo[l] + (uint64_t)explained);
+            explained_lag(node, b, wait, chain_lag, extra_lag, after_lag, unexplained, on, start, end, &lag_lo[l],
+                          &lag_hi[l]);
             lag_wait[l] = (uint8_t)wait;
             lag_bound[l++] = b;
         }

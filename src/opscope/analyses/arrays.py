@@ -246,16 +246,14 @@ def value_codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
     group and compare as the values do (null a value of its own) without comparing text. Codes number the values in
     the order Arrow's dictionary holds them (the order they first occur, where the column is not dictionary-encoded
     already), not in the values' order."""
-    if isinstance(values, pa.ChunkedArray) and pa.types.is_dictionary(values.type):
-        values = values.unify_dictionaries()
-    arr = combined(values)
-    if pa.types.is_dictionary(arr.type) and pc.count_distinct(arr.dictionary, mode="all").as_py() != len(
-            arr.dictionary):
-        arr = arr.dictionary_decode()  # a value twice in the dictionary would get two codes
-    if not pa.types.is_dictionary(arr.type):
-        arr = pc.dictionary_encode(arr)
-    codes = pc.cast(arr.indices, pa.int64())
-    return pc.fill_null(codes, -1) if codes.null_count else codes, arr.dictionary.to_pylist()
+    found = dictionary_codes(values)
+    if found is None:  # not dictionary-encoded, or a value twice in its dictionary (it would get two codes)
+        plain = values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
+        encoded = pc.dictionary_encode(combined(plain))
+        found = encoded.dictionary, encoded.indices
+    dictionary, indices = found
+    codes = pc.cast(indices, pa.int64())
+    return pc.fill_null(codes, -1) if codes.null_count else codes, dictionary.to_pylist()
 
 
 def dictionary_codes(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, pa.Array] | None:
