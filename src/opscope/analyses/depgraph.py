@@ -497,15 +497,18 @@ def _handoffs(ev: pa.Table, origin: int) -> list[tuple[int, int]]:
     late = threads.filter(pc.greater(pc.subtract(threads["ts_min"], origin), LATENCY_CAP_NS))
     if not late.num_rows:
         return []
-    ends = pc.add(table["ts"], pc.max_element_wise(pc.fill_null(combined(pc.take(ev["dur_ns"], host)), 0), 0))
     pairs = []
     for pid, tid, start, _ in sorted(zip(*(late[c].to_pylist() for c in ("pid", "tid", "ts_min", "position_min"))),
                                      key=lambda thread: thread[3]):
         process = pc.equal(table["pid"], pid)
         own = pc.and_(process, pc.equal(table["tid"], tid))
         first = pc.min(pc.filter(table["position"], pc.and_(own, pc.equal(table["ts"], start)))).as_py()
-        before = pc.and_(pc.and_(process, pc.invert(own)), pc.less_equal(ends, start))
-        candidates = pa.table({"end": pc.filter(ends, before), "position": pc.filter(table["position"], before)})
+        # an event that ended by the thread's start began by then: only those rows' ends are computed
+        began = table.filter(pc.and_(pc.and_(process, pc.invert(own)), pc.less_equal(table["ts"], start)))
+        ends = pc.add(began["ts"], pc.max_element_wise(
+            pc.fill_null(combined(pc.take(ev["dur_ns"], pc.take(host, began["position"]))), 0), 0))
+        ended = pc.less_equal(ends, start)
+        candidates = pa.table({"end": pc.filter(ends, ended), "position": pc.filter(began["position"], ended)})
         if not candidates.num_rows:
             continue
         last = candidates.sort_by([("end", "descending"), ("position", "descending")])["position"][0].as_py()
