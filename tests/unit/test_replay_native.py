@@ -53,7 +53,7 @@ def everything(make, monkeypatch, native: bool) -> dict:
     nodes = step_nodes(trace, graph)
     return {
         "graph": plain(graph),
-        "replays": [(list(r.start), list(r.end), list(r.bound_by), list(r.factor)) for r in runs],
+        "replays": [(list(r.start), list(r.end), list(r.bound_by)) for r in runs],
         "step_nodes": (nodes.steps, nodes.measured, list(nodes.first), list(nodes.last)),
         "step_times": step_times(trace, graph).to_pylist(),
         "paths": [(p.step, p.length, p.categories, p.nodes) for p in step_paths(trace)],

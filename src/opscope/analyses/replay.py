@@ -36,7 +36,6 @@ class Replay:
     start: Sequence[int]  #: int64 (read-only memoryviews)
     end: Sequence[int]
     bound_by: Sequence[int]  #: int8: CHAIN, EXTRA, AFTER (the other stream's work it waited for) or ROOT
-    factor: Sequence[float]  #: float64
 
 
 def _floats(values: Sequence[float]) -> memoryview:
@@ -52,7 +51,7 @@ def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: S
     """The graph replayed with each node's duration times ``factor[node]`` (1 where None) and each node's
     unexplained lag times ``lag_factor[node]`` (1 where None)."""
     n = len(graph)
-    factors = _floats(factor) if factor is not None else _floats(array("d", [1.0]) * n)
+    factors = _floats(factor) if factor is not None else None  # None: every factor 1 (no array of n ones)
     lags = _floats(lag_factor) if lag_factor is not None else None
     native = native_graph()
     if native is not None:
@@ -60,13 +59,13 @@ def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: S
         try:
             done = native.replay(graph.kind, graph.dur, graph.chain, graph.chain_lag, graph.extra, graph.extra_lag,
                                  graph.after, graph.after_lag, graph.unexplained, graph.unexplained_on,
-                                 factors if factor is not None else None, lags, start_c, end_c, bound_c)
+                                 factors, lags, start_c, end_c, bound_c)
         except (TypeError, ValueError):  # a graph not made by dependency_graph (lists, other widths)
             done = False
         if done:
             return Replay(start=frozen_view(start_c, "q"), end=frozen_view(end_c, "q"),
-                          bound_by=frozen_view(bound_c, "b"), factor=factors)
-    return _replay(graph, factors, lags)
+                          bound_by=frozen_view(bound_c, "b"))
+    return _replay(graph, factors if factors is not None else _floats(array("d", [1.0]) * n), lags)
 
 
 def _replay(graph: DepGraph, factors: Sequence[float], lag_factor: Sequence[float] | None) -> Replay:
@@ -118,7 +117,7 @@ def _replay(graph: DepGraph, factors: Sequence[float], lag_factor: Sequence[floa
         bound[node] = how
         end[node] = at + own
     return Replay(start=frozen_view(array("q", start), "q"), end=frozen_view(array("q", end), "q"),
-                  bound_by=frozen_view(array("b", bound), "b"), factor=factors)
+                  bound_by=frozen_view(array("b", bound), "b"))
 
 
 # --- steps ---------------------------------------------------------------------------------------------------
