@@ -666,7 +666,7 @@ def _inputs_for_c(trace: Trace, ev: pa.Table) -> _InputsForC | None:
     def picked(mask: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
         return pc.fill_null(combined(pc.take(mask, rows)), False)
 
-    code = pa.array([_INHERITS] * len(host), pa.int8())  # (the order of _host_category's tests, last to first)
+    code = pa.repeat(pa.scalar(_INHERITS, pa.int8()), len(host))  # (the order of _host_category's tests, last to first)
     # a step's mark recorded as an op (older Kineto) is an annotation: it inherits, as in _host_category
     op_not_mark = pc.and_(picked(kind_mask(ev, ("cpu_op",)), host),
                           pc.invert(picked(name_match(ev["name"], STEP_MARK), host)))
@@ -682,7 +682,7 @@ def _inputs_for_c(trace: Trace, ev: pa.Table) -> _InputsForC | None:
     d_lane, device_lanes = _lane_codes(d_devices, pc.take(ev["stream"], device), ":")
     d_group, group_values = value_codes(d_devices)
     kinds = {kind: picked(kind_mask(ev, (kind,)), device) for kind in ("memcpy", "memset", "comm")}
-    d_cat = pa.array([_CODE[DEVICE_COMPUTE]] * len(device), pa.int8())
+    d_cat = pa.repeat(pa.scalar(_CODE[DEVICE_COMPUTE], pa.int8()), len(device))
     for kind, category in (("comm", COMMUNICATION), ("memset", COPIES), ("memcpy", COPIES)):
         d_cat = pc.if_else(kinds[kind], pa.scalar(_CODE[category], pa.int8()), d_cat)
     links = device_links(trace)

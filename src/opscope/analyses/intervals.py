@@ -339,7 +339,7 @@ def covered_spans(starts: pa.Array, ends: pa.Array, lo: pa.Array, hi: pa.Array) 
     definition."""
     m = len(lo)
     if not m or not len(starts):
-        return pa.array([0] * m, pa.int64())
+        return pa.repeat(pa.scalar(0, pa.int64()), m)
     starts, ends, lo, hi = (combined(pc.cast(a, pa.int64())) for a in (starts, ends, lo, hi))
     loops = native_loops()
     if loops is not None and not any(a.null_count for a in (starts, ends, lo, hi)):

@@ -317,7 +317,7 @@ def holders_table(rec: MemoryRecords, sort: str = "bytes") -> pa.Table:
             before = BEFORE_WINDOW if rec.windowed else BEFORE_TRACE
             ops, held, counts = ops + [before], held + [rest], counts + [None]
         parts.append(pa.table({
-            "device": pa.array([label] * len(ops), pa.string()),
+            "device": pa.repeat(pa.scalar(label, pa.string()), len(ops)),
             "op": pa.array(ops, pa.string()),
             "bytes": pa.array(held, pa.int64()),
             "allocations": pa.array(counts, pa.int64()),

@@ -213,7 +213,7 @@ def _captured_groups(trace: Trace, groups: pa.Table, by: Sequence[str], tops: di
     """Rows of :func:`gpu_op_table` for groups only ops a graph capture recorded have: no host calls in this trace
     (the ops ran at capture), the device time of the replayed kernels they launched."""
     n = groups.num_rows
-    zeros = pa.array([0] * n, pa.int64())
+    zeros = pa.repeat(pa.scalar(0, pa.int64()), n)
     rows = {
         **{k: groups[k] for k in by},
         "python_api": _api_column(trace, {"name": groups["name"]}, by, True).get("python_api", pa.nulls(n)),

@@ -208,7 +208,8 @@ def _late_after_calls(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.
     both = pa.table({
         "pid": _keys(pc.take(ev["pid"], both_rows)), "tid": _keys(pc.take(ev["tid"], both_rows)),
         "ts": pa.concat_arrays([combined(pc.take(ev["ts_ns"], calls)), combined(pc.take(ev["ts_ns"], launch))]),
-        "tag": pa.concat_arrays([pa.array([0] * n_calls, pa.int8()), pa.array([1] * n_launches, pa.int8())]),
+        "tag": pa.concat_arrays([pa.repeat(pa.scalar(0, pa.int8()), n_calls),
+                                   pa.repeat(pa.scalar(1, pa.int8()), n_launches)]),
         "end": pa.concat_arrays([pa.nulls(n_calls, pa.int64()), _ends(ev, launch)]),
         "work": pa.concat_arrays([pa.nulls(n_calls, pa.int64()), work]),
         "call": pa.concat_arrays([calls, pa.nulls(n_launches, pa.int64())]),

@@ -185,7 +185,7 @@ def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:
     lag = _column(graph.chain_lag, pa.int64())
     for edge in (ON_EXTRA, ON_AFTER):
         lag = pc.if_else(pc.equal(on, edge), _column(_edge(graph, edge)[0], pa.int64()), lag)
-    typical = pa.array([LATENCY_CAP_NS] * len(graph), pa.int64())
+    typical = pa.repeat(pa.scalar(LATENCY_CAP_NS, pa.int64()), len(graph))
     lane = _column(graph.lane.codes, pa.int32())
     for (code, edge), usual in _typical_lags(graph, chosen).items():
         typical = pc.if_else(pc.and_(pc.equal(lane, code), pc.equal(on, edge)), usual, typical)

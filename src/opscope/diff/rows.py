@@ -97,7 +97,7 @@ def _api_ops(trace: Trace, span: Span, framework: str | None) -> tuple[pa.Array,
     is_op = pc.fill_null(pc.equal(ev["kind"].cast(pa.string()), "cpu_op"), False)
     has_api = pc.and_(combined(is_op), pc.is_valid(keys))
     parent = combined(ev["parent"])
-    inside_api = pa.array([False] * ev.num_rows)
+    inside_api = pa.repeat(pa.scalar(False), ev.num_rows)
     current = parent
     for _ in range(512):  # climb until no row has an ancestor left
         valid = pc.is_valid(current)
