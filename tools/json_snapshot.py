@@ -1,6 +1,7 @@
 """Record every table command's output on every file under a folder, to check a refactor changes nothing.
 
     python tools/json_snapshot.py ../shared/traces OUTDIR [--formats json,table] [--only SUBFOLDER]
+                                  [--commands advise,whatif]
 
 Runs the commands in this process (``opscope.cli.main`` with a patched argv) so a full pass takes minutes,
 not the hour that 3,000 interpreter starts would. Each run writes OUTDIR/<case>.out (stdout), .err (stderr)
@@ -24,6 +25,7 @@ COMMANDS: list[list[str]] = [
     ["memory"], ["memory", "--view", "holders"], ["memory", "--view", "allocations"], ["memory", "--timeline", "8"],
     ["memory", "--view", "counters"],
     ["gpu"], ["gpu", "--idle"], ["gpu", "--launches"], ["advise"],
+    ["critical-path"], ["whatif", "-c", "idle:sync=0"], ["whatif", "-c", "idle:unexplained=0"],
 ]
 DIFF_BASE = "hta/trace_diff/control_group/rank-0.Jul_15_10_52_41.1074.pt.trace.json.gz"
 
@@ -63,14 +65,16 @@ def main() -> None:
     options = dict(zip(sys.argv[3::2], sys.argv[4::2]))
     formats = options.get("--formats", "json").split(",")
     only = options.get("--only", "")
+    picked = [c for c in COMMANDS + [["diff"]] if not options.get("--commands")
+              or c[0] in options["--commands"].split(",")]
     dest.mkdir(parents=True, exist_ok=True)
     os.environ["OPSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="opscope-snap-cache-")
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".tsv", ".md")
                    and p.relative_to(root).as_posix().startswith(only))
     for path in files:
         rel = path.relative_to(root).as_posix()
-        cases = [(c, f) for c in COMMANDS for f in formats]
-        cases += [(["diff", str(root / DIFF_BASE)], f) for f in formats]
+        cases = [(c, f) for c in picked if c[0] != "diff" for f in formats]
+        cases += [(["diff", str(root / DIFF_BASE)], f) for f in formats if ["diff"] in picked]
         for command, fmt in cases:
             argv = [command[0], *([str(path)] if command[0] != "diff" else command[1:] + [str(path)]),
                     *(command[1:] if command[0] != "diff" else []), "--format", fmt]

@@ -42,6 +42,8 @@ BUILTIN_FRAME = re.compile(r"^<")
 FRAMEWORK_FRAME = re.compile(r"(^|[/\\])(torch|contextlib\.py|threading\.py|functools\.py)")
 #: Names kept per gap.
 TOP_NAMES = 3
+#: A host part named by its category, not its event: no name, or a step's mark.
+UNNAMED_OR_MARK = rf"\A\Z|{STEP_MARK}"
 
 
 @dataclass
@@ -204,9 +206,9 @@ class _ThreadEvents:
 def _thread_events(trace: Trace, thread: str) -> _ThreadEvents:
     pid, _, tid = thread.partition("/")
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid"])
-    mine = pc.and_(kind_mask(ev, NAMED_KINDS),
-                   pc.and_(pc.equal(pc.cast(ev["pid"], pa.string()), pid), pc.equal(pc.cast(ev["tid"], pa.string()),
-                                                                                     tid)))
+    # compared once per distinct pid and tid (their dictionaries), not as a string per row
+    mine = pc.and_(kind_mask(ev, NAMED_KINDS), pc.and_(name_match(ev["pid"], rf"\A{re.escape(pid)}\Z"),
+                                                       name_match(ev["tid"], rf"\A{re.escape(tid)}\Z")))
     picked = ev.filter(pc.fill_null(pc.and_(mine, pc.is_valid(ev["ts_ns"])), False)).select(
         ["ts_ns", "dur_ns", "name", "kind"])
     picked = picked.take(pc.sort_indices(picked, [("ts_ns", "ascending"), ("dur_ns", "descending")]))
@@ -261,10 +263,11 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
     graph = dependency_graph(trace)
     parts = idle_parts(trace, graph)
     names = combined(trace.select(["name"])["name"])
+    if not pa.types.is_dictionary(names.type):
+        names = pc.dictionary_encode(names)
     kind = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.kind)])
     rows = pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)])
     codes = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)])
-    gap_names = pa.array([f"({name})" for name in graph.category.names], pa.string())
     out: dict[str, list[tuple[str, int]]] = {}
     for cause in {*parts.own, *parts.lag}:
         own = parts.own.get(cause)
@@ -277,13 +280,19 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
         table = pa.concat_tables(pieces)
         row = pc.take(rows, table["node"])
         has_row = pc.not_equal(row, NONE)
-        name = pc.take(names, pc.if_else(has_row, row, 0)).cast(pa.string())
-        # a gap, or a step mark (whose own time is the program between its ops): its category
-        own_name = pc.and_(pc.and_(has_row, pc.fill_null(pc.not_equal(name, ""), False)),
-                           pc.invert(pc.fill_null(name_match(name, STEP_MARK), False)))
-        named = pc.if_else(own_name, name, pc.take(gap_names, pc.take(codes, table["node"])))
-        by_name = pa.table({"name": named, "ns": table["ns"]}).group_by("name").aggregate([("ns", "sum")])
-        ordered = sorted(zip(by_name["name"].to_pylist(), by_name["ns_sum"].to_pylist()),
-                         key=lambda item: (-item[1], item[0]))
-        out[cause] = [(str(n), ns) for n, ns in ordered[:TOP_NAMES]]
+        name = combined(pc.take(names, pc.if_else(has_row, row, 0)))  # the names' codes: no string per part
+        # a gap, or an event without a name or a step mark (whose own time is the program between its ops): its
+        # category; grouped by the name's code or the category's (negative), the texts read per group
+        own_name = pc.and_(has_row, pc.invert(name_match(name, UNNAMED_OR_MARK, nulls=True)))
+        key = pc.if_else(own_name, pc.cast(name.indices, pa.int64()),
+                         pc.subtract(-1, pc.cast(pc.take(codes, table["node"]), pa.int64())))
+        sums = pa.table({"key": key, "ns": table["ns"]}).group_by("key").aggregate([("ns", "sum")])
+        keys = sums["key"].to_pylist()
+        texts = pc.take(name.dictionary, pa.array([k if k >= 0 else None for k in keys], pa.int64())).to_pylist()
+        totals: dict[str, int] = {}
+        for k, text, ns in zip(keys, texts, sums["ns_sum"].to_pylist()):
+            label = str(text) if k >= 0 else f"({graph.category.names[-1 - k]})"
+            totals[label] = totals.get(label, 0) + ns  # a name that reads like a category's counts with it
+        ordered = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+        out[cause] = ordered[:TOP_NAMES]
     return out
