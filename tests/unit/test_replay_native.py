@@ -56,7 +56,9 @@ def everything(make, monkeypatch, native: bool) -> dict:
         "replays": [(list(r.start), list(r.end), list(r.bound_by)) for r in runs],
         "step_nodes": (nodes.steps, nodes.measured, list(nodes.first), list(nodes.last)),
         "step_times": step_times(trace, graph).to_pylist(),
-        "paths": [(p.step, p.length, p.categories, p.nodes) for p in step_paths(trace)],
+        # the walk in C (where native) gives the same dicts in the same order (the tables' ties follow it)
+        "paths": [(p.step, p.length, list(p.categories.items()), list(p.nodes.items()), list(p.own.items()))
+                  for p in step_paths(trace)],
         "breakdown": breakdown_table(trace).to_pylist(),
         "on_path": on_path_table(trace).to_pylist(),
         "whatif": [(c, whatif_table(trace, [parse_change(c)])[0].to_pylist()) for c in CHANGES],

@@ -881,6 +881,221 @@ done:
     return result;
 }
 
+
+/* The entries of one walked path: per node its time on the path, in the order nodes were first charged, and its own
+ * time, in the order that began (critical_path.StepPath's nodes and own). Grown as the walk goes. */
+typedef struct {
+    int32_t *node, *own_node;
+    int64_t *ns, *own_ns;
+    int32_t *own_of; /* per entry, its place among the own entries (-1: none yet) */
+    Py_ssize_t n, cap, n_own;
+} Charged;
+
+static int charged_grow(Charged *c) {
+    Py_ssize_t cap = c->cap ? 2 * c->cap : 1024;
+    int32_t *node = realloc(c->node, sizeof *node * (size_t)cap), *own_of;
+    if (node) c->node = node;
+    int64_t *ns = realloc(c->ns, sizeof *ns * (size_t)cap);
+    if (ns) c->ns = ns;
+    int32_t *own_node = realloc(c->own_node, sizeof *own_node * (size_t)cap);
+    if (own_node) c->own_node = own_node;
+    int64_t *own_ns = realloc(c->own_ns, sizeof *own_ns * (size_t)cap);
+    if (own_ns) c->own_ns = own_ns;
+    own_of = realloc(c->own_of, sizeof *own_of * (size_t)cap);
+    if (own_of) c->own_of = own_of;
+    if (!node || !ns || !own_node || !own_ns || !own_of) return 1;
+    c->cap = cap;
+    return 0;
+}
+
+typedef struct {
+    int64_t sum[258];
+    int16_t order[258];
+    int n_order;
+    const uint8_t *counts_node; /* per code: 0 where its label is "unexplained" (no node is charged with it) */
+    int32_t *slot;              /* per node: its entry (-1: none), reset once the walk is done */
+    Charged c;
+} Walk;
+
+/* StepPath.add: ns of category code on the path, charged to node (where >= 0), as its own time where own */
+static inline int walk_add(Walk *w, int code, int64_t ns, int32_t node, int own) {
+    if (ns <= 0) return 0;
+    int seen = 0; /* the categories in the order they are first charged (a few: a scan) */
+    for (int k = 0; k < w->n_order; k++)
+        if (w->order[k] == code) {
+            seen = 1;
+            break;
+        }
+    if (!seen) w->order[w->n_order++] = (int16_t)code;
+    w->sum[code] += ns;
+    if (node < 0 || !w->counts_node[code]) return 0;
+    int32_t e = w->slot[node];
+    if (e < 0) {
+        if (w->c.n == w->c.cap && charged_grow(&w->c)) return 1;
+        e = (int32_t)w->c.n++;
+        w->slot[node] = e;
+        w->c.node[e] = node;
+        w->c.ns[e] = 0;
+        w->c.own_of[e] = -1;
+    }
+    w->c.ns[e] += ns;
+    if (own) {
+        int32_t o = w->c.own_of[e];
+        if (o < 0) {
+            o = (int32_t)w->c.n_own++;
+            w->c.own_of[e] = o;
+            w->c.own_node[o] = node;
+            w->c.own_ns[o] = 0;
+        }
+        w->c.own_ns[o] += ns;
+    }
+    return 0;
+}
+
+/* walk_path(kind, chain, extra, after, category, unexplained, unexplained_on, start, end, bound, slot, first, last,
+ *           unexplained_code, launch_code, counts_node)
+ *   -> (category codes, their ns, nodes, their ns, own nodes, their ns) or None
+ * critical_path.step_path in C: the path from first's start to last's end walked back along what bound each start
+ * in the replay (start, end, bound). category int8 codes; unexplained_code and launch_code the codes of those
+ * categories (< 256); counts_node one byte per code. slot: int32 per node, all -1 (written, and left all -1 again).
+ * Nodes int32 and ns int64 as bytes. None where a node's dependency is not an earlier node (the definition then
+ * runs). */
+static PyObject *walk_path(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},        {"chain", 4, 0, 0},          {"extra", 4, 0, 0},
+                                    {"after", 4, 0, 0},       {"category", 1, 0, 0},       {"unexplained", 8, 0, 0},
+                                    {"unexplained_on", 1, 0, 0}, {"start", 8, 0, 0},       {"end", 8, 0, 0},
+                                    {"bound", 1, 0, 0},       {"slot", 4, 1, 0}};
+    enum { N_VIEWS = 11 };
+    View v[N_VIEWS];
+    PyObject *result = NULL, *codes = NULL, *sums = NULL, *out[4] = {NULL};
+    Walk w;
+    memset(&w, 0, sizeof w);
+    Py_ssize_t first, last;
+    int unexplained_code, launch_code;
+    Py_buffer counts = {0};
+    PyObject *rest = NULL;
+    if (views_of_args(args, "walk_path", spec, N_VIEWS, N_VIEWS + 5, v)) goto done;
+    rest = PyTuple_GetSlice(args, N_VIEWS, PyTuple_GET_SIZE(args));
+    if (!rest || !PyArg_ParseTuple(rest, "nniiy*", &first, &last, &unexplained_code, &launch_code, &counts))
+        goto done;
+    Py_ssize_t n = v[0].b.len;
+    static const Py_ssize_t size[N_VIEWS] = {1, 4, 4, 4, 1, 8, 1, 8, 8, 1, 4};
+    for (int i = 1; i < N_VIEWS; i++)
+        if (v[i].b.len / size[i] != n) {
+            PyErr_SetString(PyExc_ValueError, "walk_path: node columns of different lengths");
+            goto done;
+        }
+    if (first < 0 || first >= n || last < 0 || last >= n || unexplained_code < 0 || unexplained_code >= counts.len ||
+        launch_code < 0 || launch_code >= counts.len || counts.len > 256) {
+        PyErr_SetString(PyExc_ValueError, "walk_path: a node or category code out of range");
+        goto done;
+    }
+    const int8_t *kind = v[0].b.buf, *category = v[4].b.buf, *on = v[6].b.buf, *bound = v[9].b.buf;
+    const int32_t *chain = v[1].b.buf, *extra = v[2].b.buf, *after = v[3].b.buf;
+    const int64_t *unexplained = v[5].b.buf, *start = v[7].b.buf, *end = v[8].b.buf;
+    w.slot = v[10].b.buf;
+    w.counts_node = counts.buf;
+    int failed = 0; /* 1: out of memory; 2: not a graph in topological order (declined) */
+    Py_BEGIN_ALLOW_THREADS
+    int64_t floor = start[first], upto = end[last];
+    Py_ssize_t node = last;
+    while (node != NONE && upto > floor && !failed) {
+        int8_t b = bound[node];
+        int32_t prev;
+        if (category[node] < 0 || category[node] >= counts.len) {
+            failed = 2;
+            break;
+        }
+        if (kind[node] == WAIT && b == B_EXTRA) { /* a wait that ended when its work did: back to that work */
+            prev = extra[node];
+            if (prev < 0 || prev >= node) {
+                failed = 2;
+                break;
+            }
+            int64_t prev_end = end[prev] < upto ? end[prev] : upto;
+            prev_end = prev_end > floor ? prev_end : floor;
+            int64_t lag = upto - prev_end, positive = lag > 0 ? lag : 0;
+            int64_t unseen = on[node] == ON_EXTRA ? (unexplained[node] < positive ? unexplained[node] : positive) : 0;
+            if (walk_add(&w, unexplained_code, unseen, -1, 0) ||
+                walk_add(&w, kind[node] == DEVICE ? launch_code : category[node], lag - unseen, (int32_t)node, 0))
+                failed = 1;
+            node = prev;
+            upto = prev_end;
+            continue;
+        }
+        int64_t from = start[node] > floor ? start[node] : floor;
+        if (walk_add(&w, category[node], upto - from, (int32_t)node, 1)) {
+            failed = 1;
+            break;
+        }
+        if (start[node] <= floor) break;
+        prev = b == B_EXTRA ? extra[node] : b == B_AFTER ? after[node] : chain[node];
+        if (prev == NONE) { /* nothing before it in the graph: the time from the interval's start is not explained */
+            if (walk_add(&w, unexplained_code, start[node] - floor, -1, 0)) failed = 1;
+            break;
+        }
+        if (prev < 0 || prev >= node) {
+            failed = 2;
+            break;
+        }
+        int64_t prev_end = end[prev] < start[node] ? end[prev] : start[node];
+        prev_end = prev_end > floor ? prev_end : floor;
+        int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
+        int64_t lag = start[node] - prev_end, positive = lag > 0 ? lag : 0;
+        int64_t unseen = on[node] == edge ? (unexplained[node] < positive ? unexplained[node] : positive) : 0;
+        if (walk_add(&w, unexplained_code, unseen, -1, 0) ||
+            walk_add(&w, kind[node] == DEVICE ? launch_code : category[node], lag - unseen, (int32_t)node, 0)) {
+            failed = 1;
+            break;
+        }
+        node = prev;
+        upto = prev_end;
+    }
+    for (Py_ssize_t e = 0; e < w.c.n; e++) w.slot[w.c.node[e]] = -1;
+    Py_END_ALLOW_THREADS
+    if (failed == 1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (failed == 2) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    codes = PyList_New(w.n_order);
+    sums = PyList_New(w.n_order);
+    if (!codes || !sums) goto done;
+    for (int k = 0; k < w.n_order; k++) {
+        PyObject *code = PyLong_FromLong(w.order[k]), *sum = PyLong_FromLongLong(w.sum[w.order[k]]);
+        if (!code || !sum) {
+            Py_XDECREF(code);
+            Py_XDECREF(sum);
+            goto done;
+        }
+        PyList_SET_ITEM(codes, k, code);
+        PyList_SET_ITEM(sums, k, sum);
+    }
+    out[0] = PyBytes_FromStringAndSize((const char *)w.c.node, (Py_ssize_t)sizeof(int32_t) * w.c.n);
+    out[1] = PyBytes_FromStringAndSize((const char *)w.c.ns, (Py_ssize_t)sizeof(int64_t) * w.c.n);
+    out[2] = PyBytes_FromStringAndSize((const char *)w.c.own_node, (Py_ssize_t)sizeof(int32_t) * w.c.n_own);
+    out[3] = PyBytes_FromStringAndSize((const char *)w.c.own_ns, (Py_ssize_t)sizeof(int64_t) * w.c.n_own);
+    if (!out[0] || !out[1] || !out[2] || !out[3]) goto done;
+    result = PyTuple_Pack(6, codes, sums, out[0], out[1], out[2], out[3]);
+done:
+    Py_XDECREF(rest);
+    Py_XDECREF(codes);
+    Py_XDECREF(sums);
+    for (int i = 0; i < 4; i++) Py_XDECREF(out[i]);
+    if (counts.obj) PyBuffer_Release(&counts);
+    free(w.c.node);
+    free(w.c.ns);
+    free(w.c.own_node);
+    free(w.c.own_ns);
+    free(w.c.own_of);
+    release_views(v, N_VIEWS);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS,
      "build(h_row, h_lane, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_launch, w_row, w_group, r_wait, "
@@ -890,6 +1105,10 @@ static PyMethodDef methods[] = {
     {"idle_candidates", idle_candidates, METH_VARARGS,
      "idle_candidates(kind, extra, dur, start, end, bound, chain_lag, extra_lag, after_lag, unexplained, "
      "unexplained_on, span_start, span_end) -> 8 bytes objects or None\n\nwhatif._idle_candidates in one pass."},
+    {"walk_path", walk_path, METH_VARARGS,
+     "walk_path(kind, chain, extra, after, category, unexplained, unexplained_on, start, end, bound, slot, first, "
+     "last, unexplained_code, launch_code, counts_node) -> (codes, ns, nodes, ns, own nodes, ns) or None\n\n"
+     "critical_path.step_path in C; None where it declines."},
     {"replay", replay, METH_VARARGS,
      "replay(kind, dur, chain, chain_lag, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor, "
      "lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start, end and bound written); False "

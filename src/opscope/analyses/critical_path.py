@@ -11,11 +11,14 @@ up to its length.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import arange, combined, name_match
 from opscope.analyses.depgraph import (
     DEVICE,
     LAUNCH,
@@ -27,6 +30,7 @@ from opscope.analyses.depgraph import (
     WAIT,
     DepGraph,
     dependency_graph,
+    native_graph,
 )
 from opscope.analyses.replay import AFTER, EXTRA, Replay, replay, step_nodes
 from opscope.model.memo import memoized
@@ -128,8 +132,40 @@ def step_paths(trace: Trace, region: str | None = None) -> list[StepPath]:
     graph = dependency_graph(trace)
     run = replay(graph)
     nodes = step_nodes(trace, graph, None if region is None else region_intervals(trace, region))
-    return [step_path(graph, run, step, first, last)
-            for step, first, last in zip(nodes.steps, nodes.first, nodes.last)]
+    walk = _walker(graph, run)
+    return [walk(step, first, last) for step, first, last in zip(nodes.steps, nodes.first, nodes.last)]
+
+
+def _walker(graph: DepGraph, run: Replay) -> Callable[[int | None, int, int], StepPath]:
+    """:func:`step_path` on ``graph`` and ``run``: in C (``_graph.walk_path``) where built, else the definition."""
+    native = native_graph()
+    labels = list(graph.category.names)
+    for name in (UNEXPLAINED, LAUNCH):  # what a lag is charged to, whether or not a node has that category
+        if name not in labels:
+            labels.append(name)
+    if native is None or len(labels) > 256:
+        return lambda step, first, last: step_path(graph, run, step, first, last)
+    counts_node = bytes(label != UNEXPLAINED for label in labels)
+    slot = array("i", [NONE]) * len(graph)  # the C walk's scratch: per node, its entry (all NONE between walks)
+
+    def walk(step: int | None, first: int, last: int) -> StepPath:
+        try:
+            walked = native.walk_path(graph.kind, graph.chain, graph.extra, graph.after, graph.category.codes,
+                                      graph.unexplained, graph.unexplained_on, run.start, run.end, run.bound_by, slot,
+                                      first, last, labels.index(UNEXPLAINED), labels.index(LAUNCH), counts_node)
+        except (TypeError, ValueError):  # a graph not made by dependency_graph (lists, other widths)
+            walked = None
+        if walked is None:
+            return step_path(graph, run, step, first, last)
+        codes, sums, nodes, ns, own_nodes, own_ns = walked
+        path = StepPath(step, run.end[last] - run.start[first])
+        for code, total in zip(codes, sums):  # two codes of one name (none made so) would add up, as in add()
+            path.categories[labels[code]] = path.categories.get(labels[code], 0) + total
+        path.nodes = dict(zip(memoryview(nodes).cast("i"), memoryview(ns).cast("q")))
+        path.own = dict(zip(memoryview(own_nodes).cast("i"), memoryview(own_ns).cast("q")))
+        return path
+
+    return walk
 
 
 def breakdown_table(trace: Trace, region: str | None = None) -> pa.Table:
@@ -148,24 +184,15 @@ def breakdown_table(trace: Trace, region: str | None = None) -> pa.Table:
 def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.Table:
     """Per step (per instance of ``region``), the ``top`` names (host events and device work, by name; gaps as their
     category) with the most time on the critical path (:data:`ON_PATH`): ``path_ns`` with the lags charged to them,
-    ``own_ns`` their own time alone."""
+    ``own_ns`` their own time alone; on a tie, the name first met walking back from the step's end first."""
     graph = dependency_graph(trace)
-    names = trace.select(["name"])["name"]
+    names = combined(trace.select(["name"])["name"])
+    if not pa.types.is_dictionary(names.type):
+        names = pc.dictionary_encode(names)
+    labels = graph.category.names
     rows: dict[str, list] = {f.name: [] for f in ON_PATH}
     for path in step_paths(trace, region):
-        grouped: dict[tuple[str, str], list[int]] = {}
-        node_rows = [graph.row[n] for n in path.nodes]
-        known = [r for r in node_rows if r != NONE]
-        name_of = dict(zip(known, pc.take(names, pa.array(known, pa.int64())).cast(pa.string()).to_pylist())
-                       ) if known else {}
-        for node, ns in path.nodes.items():
-            row = graph.row[node]
-            key = (name_of.get(row) or f"({graph.category[node]})", graph.category[node])
-            entry = grouped.setdefault(key, [0, 0, 0])
-            entry[0] += ns
-            entry[1] += path.own.get(node, 0)
-            entry[2] += 1
-        for (name, category), (ns, own, count) in sorted(grouped.items(), key=lambda item: -item[1][0])[:top]:
+        for (name, category), (ns, own, count, _) in _on_path(graph, names, labels, path)[:top]:
             rows["step"].append(path.step)
             rows["name"].append(name)
             rows["category"].append(category)
@@ -173,3 +200,36 @@ def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.
             rows["own_ns"].append(own)
             rows["pieces"].append(count)
     return pa.table(rows, schema=ON_PATH)
+
+
+def _on_path(graph: DepGraph, names: pa.DictionaryArray, labels: Sequence[str], path: StepPath,
+             ) -> list[tuple[tuple[str, str], list[int]]]:
+    """The path's nodes grouped by (name, category), each with [path ns, own ns, nodes, first place among the
+    path's nodes], most path ns first (then first met): grouped by the names' and categories' codes in Arrow, the
+    texts read per group (two codes of one text, or a name that reads like a gap's, add up)."""
+    if not path.nodes:
+        return []
+    nodes = pa.array(path.nodes.keys(), pa.int64())
+    own_of = pa.array(path.own.keys(), pa.int64())
+    own = pc.fill_null(pc.take(pa.array(path.own.values(), pa.int64()), pc.index_in(nodes, value_set=own_of)), 0)
+    row = pc.take(pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)]), nodes)
+    code = pc.cast(pc.take(pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)]),
+                           nodes), pa.int64())
+    has_row = pc.not_equal(row, NONE)
+    name = pc.take(names, pc.if_else(has_row, row, 0))
+    named = pc.and_(has_row, pc.invert(name_match(name, r"\A\Z", nulls=True)))  # "" or none: the category's
+    key = pc.if_else(named, pc.cast(name.indices, pa.int64()), pc.subtract(-1, code))
+    grouped = pa.table({"key": key, "code": code, "ns": pa.array(path.nodes.values(), pa.int64()), "own": own,
+                        "at": arange(len(nodes))}).group_by(["key", "code"], use_threads=False).aggregate(
+        [("ns", "sum"), ("own", "sum"), ("at", "count"), ("at", "min")])
+    keys = grouped["key"].to_pylist()
+    texts = pc.take(name.dictionary, pa.array([k if k >= 0 else None for k in keys], pa.int64())).to_pylist()
+    out: dict[tuple[str, str], list[int]] = {}
+    for k, text, c, ns, own_ns, count, at in zip(keys, texts, *(grouped[f].to_pylist() for f in (
+            "code", "ns_sum", "own_sum", "at_count", "at_min"))):
+        entry = out.setdefault((str(text) if k >= 0 else f"({labels[c]})", labels[c]), [0, 0, 0, at])
+        entry[0] += ns
+        entry[1] += own_ns
+        entry[2] += count
+        entry[3] = min(entry[3], at)
+    return sorted(out.items(), key=lambda item: (-item[1][0], item[1][3]))
