@@ -7,10 +7,11 @@
 ``open``: each round runs the reference (``gzip`` + ``orjson.loads`` of the trace), then the first open
 (``opscope summary -f json`` into an empty cache directory) of each checkout, their order rotated round by round.
 ``cached``: one cache directory; each command (``kernels``, ``ops``, ``steps``, ``gpu``, ``gpu --idle``, ``memory``,
-``advise``, ``diff`` of the trace and a copy of itself) runs ``--rounds`` times per checkout, alternating, with the
-entries' kept results emptied first, so that it computes its analyses as the first command after the cache write
-does. Prints the median and range of each case's wall seconds. ``--base`` is the ``src`` of another checkout with its
-C parts built (``python setup.py build_ext --inplace`` there); without it only this checkout runs.
+``advise``, ``diff`` of the trace and a copy of itself, ``critical-path``, ``whatif -c sync=0``) runs ``--rounds``
+times per checkout, alternating, with the entries' kept results emptied first, so that it computes its analyses as
+the first command after the cache write does. Prints the median and range of each case's wall seconds. ``--base``
+is the ``src`` of another checkout with its C parts built (``python setup.py build_ext --inplace`` there); without
+it only this checkout runs.
 
 Every process runs with its modules' bytecode compiled beforehand (into a private ``PYTHONPYCACHEPREFIX``), as ``pip
 install`` leaves an installed package, whatever ``PYTHONDONTWRITEBYTECODE`` says here: compiling the sources again on
@@ -33,7 +34,8 @@ HERE = Path(__file__).resolve().parent.parent / "src"
 TRACE = Path("/tmp/opscope-bench/big-1gb.json.gz")
 COMMANDS = {"kernels": ["kernels", "T"], "ops": ["ops", "T"], "steps": ["steps", "T"], "gpu": ["gpu", "T"],
             "gpu --idle": ["gpu", "T", "--idle"], "memory": ["memory", "T"], "advise": ["advise", "T"],
-            "diff": ["diff", "T", "C"]}
+            "diff": ["diff", "T", "C"], "critical-path": ["critical-path", "T"],
+            "whatif": ["whatif", "T", "-c", "sync=0"]}
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
