@@ -7,6 +7,7 @@ traces from ../shared/traces."""
 from __future__ import annotations
 
 import random
+from array import array
 
 import pytest
 from support import make_trace, row
@@ -208,3 +209,29 @@ def test_random_timelines_are_the_same_in_c(seed, monkeypatch):
 def test_real_traces_are_the_same_in_c(relative, monkeypatch):
     path = shared_trace(relative)
     same_both_ways(lambda: open_trace(path), monkeypatch)
+
+
+def test_the_walk_in_c_declines_a_graph_out_of_order_and_leaves_its_scratch_clean(monkeypatch):
+    # two ops on one thread: the second op's slice starts after the first's ends, bound by the node before it
+    monkeypatch.setenv("OPSCOPE_NATIVE", "1")
+    trace = make_trace([row("cpu_op", "aten::add", 0, 10), row("cpu_op", "aten::mul", 20, 10)])
+    graph = depgraph.dependency_graph(trace)
+    run = replay(graph)
+    last = max(range(len(graph)), key=lambda node: run.end[node])
+    first = min(range(len(graph)), key=lambda node: run.start[node])
+    labels = list(graph.category.names)
+    codes = (labels.index(depgraph.UNEXPLAINED), labels.index(depgraph.LAUNCH))
+    counts = bytes(label != depgraph.UNEXPLAINED for label in labels)
+    slot = array("i", [-1]) * len(graph)
+    walked = depgraph._graph.walk_path(graph.kind, graph.chain, graph.extra, graph.after, graph.category.codes,
+                                       graph.unexplained, graph.unexplained_on, run.start, run.end, run.bound_by,
+                                       slot, first, last, *codes, counts)
+    assert walked is not None and list(slot) == [-1] * len(graph)
+    _, sums, *_ = walked
+    assert sum(sums) == run.end[last] - run.start[first]  # the parts tile the interval
+    forward = array("i", graph.chain)
+    forward[last] = last  # its dependency is itself: not a graph in the order the walk needs
+    assert depgraph._graph.walk_path(graph.kind, forward, graph.extra, graph.after, graph.category.codes,
+                                     graph.unexplained, graph.unexplained_on, run.start, run.end, run.bound_by,
+                                     slot, first, last, *codes, counts) is None
+    assert list(slot) == [-1] * len(graph)
