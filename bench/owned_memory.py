@@ -52,6 +52,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("summary", ["summary", "T", "-f", "json"]),
     ("ops", ["ops", "T", "-f", "json"]),
     ("kernels", ["kernels", "T", "-f", "json"]),
+    ("kernels --details", ["kernels", "T", "--details", "-f", "json"]),
     ("steps", ["steps", "T", "-f", "json"]),
     ("gpu", ["gpu", "T", "-f", "json"]),
     ("gpu --idle", ["gpu", "T", "--idle", "-f", "json"]),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 COMMANDS: list[list[str]] = [
     ["summary"], ["ops"], ["ops", "--gpu"], ["ops", "--by", "name,shapes"], ["ops", "--kinds", "cpu_op,runtime"],
-    ["kernels"], ["kernels", "--by-op"], ["steps"],
+    ["kernels"], ["kernels", "--by-op"], ["kernels", "--details"], ["steps"],
     ["query", "select kind, count(*) as n, sum(dur_ns) as d from events group by 1 order by 1"],
     ["scope"], ["code"], ["code", "--flat"],
     ["memory"], ["memory", "--view", "holders"], ["memory", "--view", "allocations"], ["memory", "--timeline", "8"],

@@ -130,6 +130,18 @@ def test_corrupt_side_table_found_on_first_use_is_one_error_and_removes_the_entr
     assert open_trace(path, cache_dir=cache).steps.to_pylist() == expected
 
 
+def test_corrupt_args_read_batch_by_batch_are_one_error_and_remove_the_entry(tmp_path, cache):
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    open_trace(path, cache_dir=cache)
+    entry = entry_of(path, cache)
+    flip_in_data_pages(entry / "args.arrow")
+    cached = open_trace(path, cache_dir=cache)
+    with pytest.raises(TraceError) as info:
+        cached.args_of(pa.array([0, 1], pa.int64()))
+    assert "args.arrow does not match its checksum" in str(info.value) and "\n" not in str(info.value)
+    assert not entry.exists()
+
+
 @pytest.mark.parametrize("failing", ["events", "flows"])
 def test_a_failed_table_write_on_either_thread_keeps_no_entry(tmp_path, monkeypatch, failing):
     # the largest table is written on a second thread: its failure (a full disk) is the write's failure too, and

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from opscope.errors import TraceError
-from opscope.model.memo import attach_results, canonical, kept_results, memoized
+from opscope.model.memo import attach_results, canonical, forget_values, kept_results, memoized
 from opscope.model.trace import Trace
 from opscope.store.results import ResultStore
 
@@ -247,3 +247,28 @@ def test_a_memoized_analysis_keeps_its_name_and_pickles_as_itself():
     assert kernel_table.__name__ == "kernel_table" and "One row per kernel name" in (kernel_table.__doc__ or "")
     assert pickle.loads(pickle.dumps(kernel_table)) is kernel_table  # a task sent to a worker process
     assert not hasattr(_trace(), "results") and not hasattr(Trace, "memo")
+
+
+def test_forgetting_a_module_lets_go_of_its_values_alone():
+    calls: list[str] = []
+
+    @memoized()
+    def here(trace: Trace) -> int:
+        calls.append("here")
+        return trace.num_events
+
+    def other(trace: Trace) -> int:
+        calls.append("elsewhere")
+        return 1
+
+    other.__module__ = "opscope.somewhere_else"  # as if defined there (its key names that module)
+    elsewhere = memoized()(other)
+
+    trace = _trace()
+    here(trace), elsewhere(trace)
+    forget_values(trace, (__name__,))
+    here(trace), elsewhere(trace)
+    assert calls == ["here", "elsewhere", "here"]  # this module's value computed again, the other's kept
+    forget_values(trace, ("opscope.somewhere",))  # a prefix of a module's name is not that module
+    elsewhere(trace)
+    assert calls == ["here", "elsewhere", "here"]

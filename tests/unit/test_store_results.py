@@ -179,6 +179,19 @@ def test_copy_args_hold_only_the_copies_and_give_the_same_sizes(tmp_path, cache)
     assert [c["bytes"] for c in copy_table(trace)] == [c["bytes"] for c in copy_table(parsed)] == [4096]
 
 
+def test_args_of_some_events_read_batch_by_batch_never_load_the_whole_table(tmp_path, cache):
+    path, trace = _cached(tmp_path, cache)
+    kinds = trace.select(["kind"])["kind"].to_pylist()
+    kernels = [row for row, kind in enumerate(kinds) if kind == "kernel"]  # event ids are rows here
+    picked = trace.args_of(pa.array([kernels[1], kernels[0], kernels[0], None], pa.int64()))
+    assert callable(trace.held_args())  # still in the entry: read batch by batch, not kept by the trace
+    parsed = open_trace(path, use_cache=False)
+    whole = parsed.args.filter(pa.compute.is_in(parsed.args["event_id"], value_set=pa.array(kernels[:2])))
+    assert picked.to_pylist() == whole.to_pylist() and picked.num_rows == 2  # the table's order, each row once
+    assert trace.args_of(pa.array([], pa.int64())).num_rows == 0
+    assert trace.args_of(pa.array([10**9], pa.int64())).num_rows == 0  # no such event
+
+
 def test_summary_totals_are_kept_and_read_back_without_reading_the_events(tmp_path, cache, monkeypatch):
     import opscope.analyses.summary as summary_mod
 

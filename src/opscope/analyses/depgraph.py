@@ -77,6 +77,10 @@ STEP_MARK = r"^ProfilerStep#"
 _GAP = ""  # a slice of the thread's gap category (python where the thread has Python events, else untraced)
 HOST, WAIT, DEVICE = 0, 1, 2
 NONE = -1
+#: The modules of the causal model whose values (the graph, its replays, the idle parts) a caller may let go of
+#: once done with them (``model.memo.forget_values``).
+CAUSAL_MODULES = ("opscope.analyses.depgraph", "opscope.analyses.replay", "opscope.analyses.whatif",
+                  "opscope.analyses.critical_path", "opscope.analyses.gap_causes")
 #: the edge that carries a node's unexplained lag
 ON_CHAIN, ON_EXTRA, ON_AFTER = 0, 1, 2
 _DEVICE_CATEGORY = {"kernel": DEVICE_COMPUTE, "memcpy": COPIES, "memset": COPIES, "comm": COMMUNICATION}

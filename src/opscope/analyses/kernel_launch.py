@@ -22,13 +22,14 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import shares_pct
+from opscope.analyses.arrays import combined, shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.kernels import DEVICE_WORK, NAME_FORMS, names_shown
 from opscope.analyses.ops import sort_table
 from opscope.errors import UsageError
 from opscope.model.buffers import true_positions
 from opscope.model.memo import memoized
+from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
 
 #: The args read, by the name of the column that shows them (in the table's order).
@@ -129,18 +130,21 @@ def recorded(table: pa.Table) -> tuple[list[str], list[str]]:
 
 
 def _launches(trace: Trace, event_ids: pa.ChunkedArray) -> dict[str, pa.Array]:
-    """The launch fields of these events, one value per event (null where absent or not of the field's type)."""
-    n = len(event_ids)
-    args = trace.args
-    found: pa.Array | pa.ChunkedArray = pa.nulls(n, pa.string())
-    if n and args.num_rows:
-        where = pc.index_in(event_ids, value_set=args["event_id"])
-        found = pc.take(args["args"], pc.fill_null(where, 0))
-        found = pc.if_else(pc.is_valid(where), found, pa.scalar(None, found.type))
-    texts = found.to_pylist()
-    values: list[_Launch | None] = []
-    for start in range(0, n, _BATCH):
-        values.extend(_decoded(texts[start:start + _BATCH]))
+    """The launch fields of these events, one value per event (null where absent or not of the field's type): only
+    these events' args are read (:meth:`Trace.args_of`), and decoded a batch at a time."""
+    picked = trace.args_of(event_ids) if len(event_ids) else TABLE_SCHEMAS["args"].empty_table()
+    texts = combined(picked["args"]) if picked.num_rows else pa.array([], pa.string())
+    parts = [_columns(_decoded(texts.slice(start, _BATCH).to_pylist())) for start in range(0, len(texts), _BATCH)]
+    fields = {k: pa.concat_arrays([p[k] for p in parts]) if parts else pa.array([], t)
+              for k, t in [*((k, pa.int64()) for k in _INTS), *((k, pa.float64()) for k in _FLOATS)]}
+    fields["tensor_cores"] = _tensor_cores(texts)
+    # each event's first args row (as pc.index_in finds it), null where it has none
+    where = pc.index_in(event_ids, value_set=picked["event_id"])
+    return {k: pc.take(v, where) for k, v in fields.items()}
+
+
+def _columns(values: list[_Launch | None]) -> dict[str, pa.Array]:
+    """The launch fields of a batch of decoded args, one array per field."""
     grids = [v.grid if v is not None else None for v in values]
     blocks = [v.block if v is not None else None for v in values]
     columns: dict[str, list] = {}
@@ -151,7 +155,6 @@ def _launches(trace: Trace, event_ids: pa.ChunkedArray) -> dict[str, pa.Array]:
         columns[key] = [getattr(v, key) if v is not None else None for v in values]
     out: dict[str, pa.Array] = {k: pa.array(columns[k], pa.int64()) for k in _INTS}
     out.update({k: pa.array(columns[k], pa.float64()) for k in _FLOATS})
-    out["tensor_cores"] = _tensor_cores(found)
     return out
 
 

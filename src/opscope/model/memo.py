@@ -74,6 +74,17 @@ def attach_results(trace: Trace, results: KeptResults) -> None:
     _memo_of(trace).results = results
 
 
+def forget_values(trace: Trace, modules: tuple[str, ...]) -> None:
+    """Let go of the values the functions of ``modules`` (module names) computed on ``trace``: a caller done with
+    them, so that later work does not peak on top of them. Asked for again, a value is read from the kept results
+    or computed again."""
+    memo = trace.memo_slot
+    if memo is not None:
+        with memo.lock:
+            prefixes = tuple(f"{module}." for module in modules)  # a key: "module.qualname(arguments)"
+            memo.values = {key: value for key, value in memo.values.items() if not key.startswith(prefixes)}
+
+
 def kept_results(trace: Trace) -> KeptResults | None:
     """The kept results attached to ``trace``; None for a trace not read from the cache."""
     memo = trace.memo_slot

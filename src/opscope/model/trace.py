@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from opscope.model.buffers import true_positions
+from opscope.model.buffers import true_positions, values_view
 from opscope.model.mapped import MappedTable
 from opscope.model.schema import TABLE_SCHEMAS, kind_mask
 from opscope.runtime import working
@@ -204,6 +206,33 @@ class Trace:
                     self.verify()
                     self._copy_args = value
         return value
+
+    def args_of(self, event_ids: pa.Array | pa.ChunkedArray) -> pa.Table:
+        """The rows of ``args`` whose event is one of ``event_ids``, in the table's order. Where the table is still
+        in the cache entry, it is read batch by batch and only those rows are kept: the JSON text of every event
+        (a quarter of the trace's JSON) is never held at once, nor kept by the trace."""
+        if not self._tables:
+            raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
+        held = self._tables["args"]
+        wanted = pc.unique(pc.drop_null(event_ids)).cast(pa.int64())
+        batches = getattr(held, "batches", None) if callable(held) else None
+        if batches is None:
+            table = self.args
+            return table.filter(pc.is_in(table["event_id"], value_set=wanted))
+        wanted = wanted.take(pc.sort_indices(wanted))
+        ids = values_view(wanted, "q")
+        picked = []
+        with working():
+            for batch in batches():
+                found = batch.column("event_id")
+                low, high = pc.min_max(found).values()
+                if low.as_py() is None:
+                    continue
+                # each batch looks for the ids within its own range (the table is in event order: a few of them)
+                first, last = bisect_left(ids, low.as_py()), bisect_right(ids, high.as_py())
+                if first < last:
+                    picked.append(batch.filter(pc.is_in(found, value_set=wanted.slice(first, last - first))))
+        return pa.Table.from_batches(picked) if picked else TABLE_SCHEMAS["args"].empty_table()
 
     def held_args(self) -> Table | Loader:
         """The ``args`` table as held now: the table, or the loader that reads it on first use."""

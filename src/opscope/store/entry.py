@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -130,7 +130,7 @@ def load(path: Path, root: Path | None = None, variant: str = "", source: Source
     for name in (*TABLE_SCHEMAS, *files.DERIVED):
         if name != "events":
             # Read (and checked) on first use: most commands never touch flows, memory or the JSON args.
-            tables[name] = partial(_read_later, files.table_file(entry, name), sums, name in files.IN_PLACE)
+            tables[name] = _LaterTable(files.table_file(entry, name), sums, name in files.IN_PLACE)
     metadata["from_cache"] = str(entry)
     trace = Trace(metadata=metadata, **tables)
     attach_results(trace, ResultStore(entry))  # what analyses keep for the next command on this entry
@@ -172,6 +172,25 @@ def _read_columns(mapped: MappedTable, columns: list[str], names: list[str]) -> 
         return mapped.table.select(names)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise _unreadable(mapped.file, exc) from None
+
+
+class _LaterTable:
+    """A side table of the entry, read (and checked) on first use by calling it. A compressed one (not read in
+    place) can also be read batch by batch: ``batches()`` (:meth:`opscope.model.trace.Trace.args_of` picks rows that
+    way); None for a table read in place."""
+
+    def __init__(self, file: Path, sums: dict, in_place: bool) -> None:
+        self.file, self.sums, self.in_place = file, sums, in_place
+        self.batches: Callable[[], Iterator[pa.RecordBatch]] | None = None if in_place else self._batches
+
+    def __call__(self) -> pa.Table | MappedTable:
+        return _read_later(self.file, self.sums, self.in_place)
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from files.ipc_batches(self.file, self.sums)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise _unreadable(self.file, exc) from None
 
 
 def _read_later(file: Path, sums: dict, in_place: bool) -> pa.Table | MappedTable:

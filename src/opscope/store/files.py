@@ -10,6 +10,7 @@ into memory before they are decompressed.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,17 @@ def read_ipc(file: Path, sums: dict) -> pa.Table:
     if [len(data), crc32(data)] != sums_of(file, sums):
         raise ValueError(f"{file.name} does not match its checksum")
     return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+
+
+def ipc_batches(file: Path, sums: dict) -> Iterator[pa.RecordBatch]:
+    """The record batches of the table in ``file``, decompressed one at a time as they are asked for: the
+    compressed bytes are read and checked as :func:`read_ipc` does, so a table of text need never be held whole."""
+    data = file.read_bytes()
+    if [len(data), crc32(data)] != sums_of(file, sums):
+        raise ValueError(f"{file.name} does not match its checksum")
+    reader = pa.ipc.open_file(pa.py_buffer(data))
+    for i in range(reader.num_record_batches):
+        yield reader.get_batch(i)
 
 
 def write_ipc(table: pa.Table, sink: Any, compression: str | None, metadata: dict[str, str] | None = None,

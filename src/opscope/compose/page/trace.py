@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from opscope.analyses.depgraph import CAUSAL_MODULES
 from opscope.compose.page.advice import advice
 from opscope.compose.page.gpu import gpu
 from opscope.compose.page.memory import memory
@@ -20,7 +21,9 @@ from opscope.compose.page.ops import ops_and_kernels
 from opscope.compose.page.overview import overview
 from opscope.compose.page.roofline import roofline
 from opscope.compose.page.timeline import chosen_steps, timeline
+from opscope.model.memo import forget_values
 from opscope.render.html.page import PageSection
+from opscope.runtime import stage_done
 
 if TYPE_CHECKING:
     from opscope.model.trace import Trace
@@ -74,4 +77,7 @@ def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[st
         if progress is not None:
             progress(name)
         built[name] = specs[name].build(ctx, **options.get(name, {}))
+        if name == "advice":  # the dependency graph and what was read from it: no later section reads them
+            forget_values(trace, CAUSAL_MODULES)
+            stage_done()
     return [built[s.id] for s in SECTIONS]
