@@ -9,10 +9,10 @@ Nothing here happens on import. The ``opscope`` command applies it at its entry 
     import pyarrow, polars  # ...
     loaded = opscope.load("trace.json.gz")
 
-Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 320 MiB against the
-command's 316, gpu 210 / 209, kernels 47 / 46); tuned after pyarrow is imported, Arrow's own allocator is already
+Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 768 MiB against the
+command's 757, gpu 207 / 204, kernels 49 / 47); tuned after pyarrow is imported, Arrow's own allocator is already
 chosen for what Arrow allocates on its own account (Acero, the IPC writer's buffers), which keeps what it frees
-(advise 354 MiB); not tuned, 502 MiB. BENCHMARKS.md, "Owned memory".
+(advise 814 MiB, kernels 53); not tuned, 1,059 MiB. BENCHMARKS.md, "Owned memory".
 
 What :func:`tune` sets, each for what it measured (BENCHMARKS.md, "Owned memory"; peak anonymous memory of the
 first command after the cache write, 1 GB trace):
