@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
+import pyarrow as pa
+import pytest
 from support.advise_memory import fragmented, near
 from support.tracefiles import write_trace, x
 
 from opscope.advise import advise
+from opscope.advise.rules.memory import _fragmented_growth
 from opscope.ingest import open_trace
 
 GiB = 1 << 30
@@ -99,3 +104,26 @@ def test_fragmentation_needs_growth_while_the_cache_had_room(tmp_path):
     row = g.evidence[0]
     assert (row["cache_free_before_bytes"], row["request_bytes"], row["unused_bytes"]) == \
         (GiB, 512 * MiB, 4 * GiB - GiB * 3 // 2)
+
+
+def _fragmented_by_hand(reserved: list, allocated: list):
+    """The definition, record by record: the last growth of reserved memory while the cache held the request."""
+    found = None
+    for i in range(1, len(reserved)):
+        r0, r1, a0, a1 = reserved[i - 1], reserved[i], allocated[i - 1], allocated[i]
+        if None in (r0, r1, a0, a1) or r1 <= r0:
+            continue
+        if 0 < a1 - a0 <= r0 - a0:
+            found = (i, r0 - a0, a1 - a0)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fragmented_growth_is_found_where_the_records_say_so(seed):
+    rng = random.Random(seed)
+    n = rng.randint(0, 30)
+    reserved = [rng.choice([None, *range(0, 100, 10)]) if rng.random() < 0.2 else rng.randrange(0, 100, 10)
+                for _ in range(n)]
+    allocated = [None if rng.random() < 0.1 else rng.randrange(0, 100, 5) for _ in range(n)]
+    got = _fragmented_growth(pa.array(reserved, pa.int64()), pa.array(allocated, pa.int64()))
+    assert got == _fragmented_by_hand(reserved, allocated)

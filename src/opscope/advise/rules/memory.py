@@ -8,11 +8,14 @@ no time saving is claimed, the findings give the bytes at stake.
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
+from opscope.analyses.arrays import combined
 from opscope.analyses.memory import memory_records, peak_table
+from opscope.model.buffers import true_positions
 
 #: Peak memory (allocated or reserved) at or above this share of the device's capacity is "close to capacity".
 CAPACITY_SHARE = 0.90
@@ -37,20 +40,25 @@ def _device_index(label: str) -> int | None:
     return int(index) if kind != "cpu" and index.isdigit() else None
 
 
-def _fragmented_growth(reserved: list, allocated: list) -> tuple[int, int, int] | None:
+def _fragmented_growth(reserved: pa.Array, allocated: pa.Array) -> tuple[int, int, int] | None:
     """The last record at which reserved memory grew although the allocator's cache held at least as many free bytes
     as were requested (reserved minus allocated before it >= the allocation's size): the evidence fragmentation needs.
     ``(row, free bytes before, bytes requested)``; None when reserved never grew so (a reservation made before the
-    trace, constant throughout, shows nothing about fragmentation)."""
-    found = None
-    for i in range(1, len(reserved)):
-        r0, r1, a0, a1 = reserved[i - 1], reserved[i], allocated[i - 1], allocated[i]
-        if None in (r0, r1, a0, a1) or r1 <= r0:
-            continue
-        free_before, request = r0 - a0, a1 - a0
-        if 0 < request <= free_before:
-            found = (i, free_before, request)
-    return found
+    trace, constant throughout, shows nothing about fragmentation). Records with a null on either side are passed
+    over."""
+    n = len(reserved)
+    if n < 2:
+        return None
+    before_r, after_r = reserved.slice(0, n - 1), reserved.slice(1)
+    before_a, after_a = allocated.slice(0, n - 1), allocated.slice(1)
+    free_before, request = pc.subtract(before_r, before_a), pc.subtract(after_a, before_a)
+    grew = pc.and_(pc.greater(after_r, before_r),
+                   pc.and_(pc.greater(request, 0), pc.less_equal(request, free_before)))
+    hits = true_positions(pc.fill_null(grew, False))
+    if not len(hits):
+        return None
+    last = hits[-1].as_py()
+    return last + 1, free_before[last].as_py(), request[last].as_py()
 
 
 def check(ctx: AdviceContext) -> list[Finding]:
@@ -93,7 +101,7 @@ def check(ctx: AdviceContext) -> list[Finding]:
                 evidence_title="memory peaks (at_ns: after the trace start)",
             ))
         t = rec.table.filter(pc.equal(rec.table["device"], label))
-        growth = _fragmented_growth(t["reserved"].to_pylist(), t["allocated"].to_pylist())
+        growth = _fragmented_growth(combined(t["reserved"]), combined(t["allocated"]))
         if growth is None:
             continue
         row, free_before, request = growth
