@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,10 @@ def serve(tmp_path: Path, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list
                 tools = (await client.list_tools()).tools
                 return tools, [await client.call_tool(name, arguments) for name, arguments in calls]
 
-    tools, results = anyio.run(session)
+    # on a thread of its own: a test run before it in the same worker can leave this thread saying an asyncio loop
+    # runs (seen under xdist with some -k selections), and anyio then refuses to start one here
+    with ThreadPoolExecutor(1) as pool:
+        tools, results = pool.submit(anyio.run, session).result()
     return tools, results, errlog.read_text()
 
 

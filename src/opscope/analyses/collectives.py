@@ -139,9 +139,10 @@ def _calls(trace: Trace) -> tuple[pa.Table, list[str], list[int]]:
     comm = comm.sort_by([("ts_ns", "ascending"), ("event_id", "ascending")])
     ids = comm["event_id"].to_pylist()
     names = [str(n) if n is not None else "" for n in comm["name"].cast(pa.string()).to_pylist()]
-    parsed = args_by_id(trace, ids)
+    externals, partners = _cpu_partners(events, comm)
+    parsed = args_by_id(trace, ids + [i for i, _ in partners])  # both in one reading of the args
     kernel_fields = [_fields(parsed.get(i, {})) for i in ids]
-    cpu_fields = _cpu_partner_fields(trace, events, comm)
+    cpu_fields = _cpu_partner_fields(parsed, externals, partners)
     missing = [i for i, (k, c) in enumerate(zip(kernel_fields, cpu_fields)) if not _has_collective(k, c)]
     annotation_fields: dict[int, dict[str, Any]] = _annotation_fields(trace, [ids[i] for i in missing]) \
         if missing else {}
@@ -393,21 +394,27 @@ def _has_collective(*sources: dict[str, Any]) -> bool:
     return any(s.get("collective") is not None for s in sources)
 
 
-def _cpu_partner_fields(trace: Trace, events: pa.Table, comm: pa.Table) -> list[dict[str, Any]]:
-    """Per comm row, the fields of the ``record_param_comms`` / ``c10d::*`` op with the same external id."""
+def _cpu_partners(events: pa.Table, comm: pa.Table) -> tuple[list[int | None], list[tuple[int, int]]]:
+    """Per comm row its external id, and the (event id, external id) of the ``record_param_comms`` / ``c10d::*`` ops
+    that share one with a comm row."""
     externals = comm["external_id"].to_pylist()
     known = pa.array([e for e in externals if e is not None], pa.int64())
     if not len(known):
-        return [{} for _ in externals]
+        return externals, []
     candidates = events.filter(pc.and_(kind_mask(events, ("cpu_op",)),
                                        pc.fill_null(pc.is_in(events["external_id"], value_set=known), False)))
     ids, exts = candidates["event_id"].to_pylist(), candidates["external_id"].to_pylist()
     op_names = candidates["name"].cast(pa.string()).to_pylist()
-    keep = [(i, e) for i, e, n in zip(ids, exts, op_names)
-            if n == "record_param_comms" or (n or "").startswith("c10d::")]
+    return externals, [(i, e) for i, e, n in zip(ids, exts, op_names)
+                       if n == "record_param_comms" or (n or "").startswith("c10d::")]
+
+
+def _cpu_partner_fields(parsed: dict[int, dict[str, Any]], externals: list[int | None],
+                        partners: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Per comm row, the fields of the partner op (:func:`_cpu_partners`) with its external id, from the parsed
+    args."""
     by_external: dict[int, dict[str, Any]] = {}
-    parsed = args_by_id(trace, [i for i, _ in keep])
-    for event_id, external in keep:
+    for event_id, external in partners:
         fields = _fields(parsed.get(event_id, {}))
         if by_external.get(external, {}).get("collective") is None:
             by_external[external] = fields
