@@ -1000,49 +1000,42 @@ static PyObject *walk_path(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     int64_t floor = start[first], upto = end[last];
     Py_ssize_t node = last;
-    while (node != NONE && upto > floor && !failed) {
-        int8_t b = bound[node];
+    while (node != NONE && upto > floor) {
+        int8_t b = bound[node], edge;
         int32_t prev;
+        int64_t limit; /* where the lag before node ends: its start, or a wait's end */
         if (category[node] < 0 || category[node] >= counts.len) {
             failed = 2;
             break;
         }
         if (kind[node] == WAIT && b == B_EXTRA) { /* a wait that ended when its work did: back to that work */
             prev = extra[node];
-            if (prev < 0 || prev >= node) {
-                failed = 2;
+            limit = upto;
+            edge = ON_EXTRA;
+        } else {
+            int64_t from = start[node] > floor ? start[node] : floor;
+            if (walk_add(&w, category[node], upto - from, (int32_t)node, 1)) {
+                failed = 1;
                 break;
             }
-            int64_t prev_end = end[prev] < upto ? end[prev] : upto;
-            prev_end = prev_end > floor ? prev_end : floor;
-            int64_t lag = upto - prev_end, positive = lag > 0 ? lag : 0;
-            int64_t unseen = on[node] == ON_EXTRA ? (unexplained[node] < positive ? unexplained[node] : positive) : 0;
-            if (walk_add(&w, unexplained_code, unseen, -1, 0) ||
-                walk_add(&w, kind[node] == DEVICE ? launch_code : category[node], lag - unseen, (int32_t)node, 0))
-                failed = 1;
-            node = prev;
-            upto = prev_end;
-            continue;
-        }
-        int64_t from = start[node] > floor ? start[node] : floor;
-        if (walk_add(&w, category[node], upto - from, (int32_t)node, 1)) {
-            failed = 1;
-            break;
-        }
-        if (start[node] <= floor) break;
-        prev = b == B_EXTRA ? extra[node] : b == B_AFTER ? after[node] : chain[node];
-        if (prev == NONE) { /* nothing before it in the graph: the time from the interval's start is not explained */
-            if (walk_add(&w, unexplained_code, start[node] - floor, -1, 0)) failed = 1;
-            break;
+            if (start[node] <= floor) break;
+            prev = b == B_EXTRA ? extra[node] : b == B_AFTER ? after[node] : chain[node];
+            if (prev == NONE) { /* nothing before it in the graph: the time from the interval's start is unexplained */
+                if (walk_add(&w, unexplained_code, start[node] - floor, -1, 0)) failed = 1;
+                break;
+            }
+            limit = start[node];
+            edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
         }
         if (prev < 0 || prev >= node) {
             failed = 2;
             break;
         }
-        int64_t prev_end = end[prev] < start[node] ? end[prev] : start[node];
+        /* the lag before node on the edge the path came by (critical_path._lag): its unexplained part as such, the
+         * rest launching and queueing before device work, else the node's own category */
+        int64_t prev_end = end[prev] < limit ? end[prev] : limit;
         prev_end = prev_end > floor ? prev_end : floor;
-        int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
-        int64_t lag = start[node] - prev_end, positive = lag > 0 ? lag : 0;
+        int64_t lag = limit - prev_end, positive = lag > 0 ? lag : 0;
         int64_t unseen = on[node] == edge ? (unexplained[node] < positive ? unexplained[node] : positive) : 0;
         if (walk_add(&w, unexplained_code, unseen, -1, 0) ||
             walk_add(&w, kind[node] == DEVICE ? launch_code : category[node], lag - unseen, (int32_t)node, 0)) {
