@@ -311,6 +311,25 @@ def name_match(names: pa.Array | pa.ChunkedArray, pattern: str, nulls: bool | No
     return pa.chunked_array(chunks, pa.bool_())
 
 
+def name_codes(names: pa.Array | pa.ChunkedArray, unnamed: str) -> tuple[pa.Array, list]:
+    """Per row, the code (int64) of its name among the distinct names (:func:`value_codes`), -1 where it has none to
+    show (null, or matching the regex ``unnamed``); and the names by code. Rows grouped on these codes are named
+    per group, not per row."""
+    codes, values = value_codes(names)
+    return pc.if_else(combined(name_match(names, unnamed, nulls=True)), -1, codes), values
+
+
+def name_or_category(codes: pa.Array, categories: pa.Array) -> pa.Array:
+    """Per row, a key to group on: its name's code (:func:`name_codes`), or where it has none ``-1 - its category's
+    code``; :func:`key_label` reads one back."""
+    return pc.if_else(pc.greater_equal(codes, 0), codes, pc.subtract(-1, pc.cast(categories, pa.int64())))
+
+
+def key_label(key: int, names: list, categories: Sequence[str]) -> str:
+    """The text of a :func:`name_or_category` key: the name, or its category in parentheses."""
+    return str(names[key]) if key >= 0 else f"({categories[-1 - key]})"
+
+
 # --- percentages -----------------------------------------------------------------------------------------
 
 def share_pct(part: int | float | None, whole: int | float | None, digits: int = 2) -> float | None:

@@ -12,13 +12,13 @@ up to its length.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, name_match
+from opscope.analyses.arrays import arange, key_label, name_codes, name_or_category
 from opscope.analyses.depgraph import (
     DEVICE,
     LAUNCH,
@@ -186,13 +186,10 @@ def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.
     category) with the most time on the critical path (:data:`ON_PATH`): ``path_ns`` with the lags charged to them,
     ``own_ns`` their own time alone; on a tie, the name first met walking back from the step's end first."""
     graph = dependency_graph(trace)
-    names = combined(trace.select(["name"])["name"])
-    if not pa.types.is_dictionary(names.type):
-        names = pc.dictionary_encode(names)
-    labels = graph.category.names
+    name_of, names = name_codes(trace.select(["name"])["name"], r"\A\Z")  # "" or none: the category's
     rows: dict[str, list] = {f.name: [] for f in ON_PATH}
     for path in step_paths(trace, region):
-        for (name, category), (ns, own, count, _) in _on_path(graph, names, labels, path)[:top]:
+        for (name, category), (ns, own, count, _) in _on_path(graph, name_of, names, path)[:top]:
             rows["step"].append(path.step)
             rows["name"].append(name)
             rows["category"].append(category)
@@ -202,32 +199,29 @@ def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.
     return pa.table(rows, schema=ON_PATH)
 
 
-def _on_path(graph: DepGraph, names: pa.DictionaryArray, labels: Sequence[str], path: StepPath,
+def _on_path(graph: DepGraph, name_of: pa.Array, names: list, path: StepPath,
              ) -> list[tuple[tuple[str, str], list[int]]]:
     """The path's nodes grouped by (name, category), each with [path ns, own ns, nodes, first place among the
-    path's nodes], most path ns first (then first met): grouped by the names' and categories' codes in Arrow, the
-    texts read per group (two codes of one text, or a name that reads like a gap's, add up)."""
+    path's nodes], most path ns first (then first met): grouped by the names' and categories' codes
+    (:func:`opscope.analyses.arrays.name_codes`) in Arrow, the texts read per group (two codes of one text, or a
+    name that reads like a gap's, add up)."""
     if not path.nodes:
         return []
+    labels = graph.category.names
     nodes = pa.array(path.nodes.keys(), pa.int64())
     own_of = pa.array(path.own.keys(), pa.int64())
     own = pc.fill_null(pc.take(pa.array(path.own.values(), pa.int64()), pc.index_in(nodes, value_set=own_of)), 0)
     row = pc.take(pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)]), nodes)
-    code = pc.cast(pc.take(pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)]),
-                           nodes), pa.int64())
+    code = pc.take(pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)]), nodes)
     has_row = pc.not_equal(row, NONE)
-    name = pc.take(names, pc.if_else(has_row, row, 0))
-    named = pc.and_(has_row, pc.invert(name_match(name, r"\A\Z", nulls=True)))  # "" or none: the category's
-    key = pc.if_else(named, pc.cast(name.indices, pa.int64()), pc.subtract(-1, code))
+    key = name_or_category(pc.if_else(has_row, pc.take(name_of, pc.if_else(has_row, row, 0)), -1), code)
     grouped = pa.table({"key": key, "code": code, "ns": pa.array(path.nodes.values(), pa.int64()), "own": own,
                         "at": arange(len(nodes))}).group_by(["key", "code"], use_threads=False).aggregate(
         [("ns", "sum"), ("own", "sum"), ("at", "count"), ("at", "min")])
-    keys = grouped["key"].to_pylist()
-    texts = pc.take(name.dictionary, pa.array([k if k >= 0 else None for k in keys], pa.int64())).to_pylist()
     out: dict[tuple[str, str], list[int]] = {}
-    for k, text, c, ns, own_ns, count, at in zip(keys, texts, *(grouped[f].to_pylist() for f in (
-            "code", "ns_sum", "own_sum", "at_count", "at_min"))):
-        entry = out.setdefault((str(text) if k >= 0 else f"({labels[c]})", labels[c]), [0, 0, 0, at])
+    for k, c, ns, own_ns, count, at in zip(*(grouped[f].to_pylist() for f in (
+            "key", "code", "ns_sum", "own_sum", "at_count", "at_min"))):
+        entry = out.setdefault((key_label(k, names, labels), labels[c]), [0, 0, 0, at])
         entry[0] += ns
         entry[1] += own_ns
         entry[2] += count

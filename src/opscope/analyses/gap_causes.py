@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, int64_values, name_match
+from opscope.analyses.arrays import combined, int64_values, key_label, name_codes, name_match, name_or_category
 from opscope.analyses.depgraph import DEVICE, NONE, STEP_MARK, DepGraph, dependency_graph
 from opscope.analyses.idle import cause_spans
 from opscope.analyses.intervals import covered_spans, merged_intervals
@@ -262,9 +262,9 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
 
     graph = dependency_graph(trace)
     parts = idle_parts(trace, graph)
-    names = combined(trace.select(["name"])["name"])
-    if not pa.types.is_dictionary(names.type):
-        names = pc.dictionary_encode(names)
+    # a gap, or an event without a name or a step mark (whose own time is the program between its ops): its
+    # category; grouped by the name's code or the category's, the texts read per group
+    name_of, names = name_codes(trace.select(["name"])["name"], UNNAMED_OR_MARK)
     kind = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.kind)])
     rows = pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)])
     codes = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)])
@@ -280,18 +280,12 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
         table = pa.concat_tables(pieces)
         row = pc.take(rows, table["node"])
         has_row = pc.not_equal(row, NONE)
-        name = combined(pc.take(names, pc.if_else(has_row, row, 0)))  # the names' codes: no string per part
-        # a gap, or an event without a name or a step mark (whose own time is the program between its ops): its
-        # category; grouped by the name's code or the category's (negative), the texts read per group
-        own_name = pc.and_(has_row, pc.invert(name_match(name, UNNAMED_OR_MARK, nulls=True)))
-        key = pc.if_else(own_name, pc.cast(name.indices, pa.int64()),
-                         pc.subtract(-1, pc.cast(pc.take(codes, table["node"]), pa.int64())))
+        name = pc.if_else(has_row, pc.take(name_of, pc.if_else(has_row, row, 0)), -1)
+        key = name_or_category(name, pc.take(codes, table["node"]))
         sums = pa.table({"key": key, "ns": table["ns"]}).group_by("key").aggregate([("ns", "sum")])
-        keys = sums["key"].to_pylist()
-        texts = pc.take(name.dictionary, pa.array([k if k >= 0 else None for k in keys], pa.int64())).to_pylist()
         totals: dict[str, int] = {}
-        for k, text, ns in zip(keys, texts, sums["ns_sum"].to_pylist()):
-            label = str(text) if k >= 0 else f"({graph.category.names[-1 - k]})"
+        for k, ns in zip(sums["key"].to_pylist(), sums["ns_sum"].to_pylist()):
+            label = key_label(k, names, graph.category.names)
             totals[label] = totals.get(label, 0) + ns  # a name that reads like a category's counts with it
         ordered = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
         out[cause] = ordered[:TOP_NAMES]
