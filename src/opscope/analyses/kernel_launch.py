@@ -29,7 +29,6 @@ from opscope.analyses.ops import sort_table
 from opscope.errors import UsageError
 from opscope.model.buffers import true_positions
 from opscope.model.memo import memoized
-from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import Trace
 
 #: The args read, by the name of the column that shows them (in the table's order).
@@ -132,7 +131,7 @@ def recorded(table: pa.Table) -> tuple[list[str], list[str]]:
 def _launches(trace: Trace, event_ids: pa.ChunkedArray) -> dict[str, pa.Array]:
     """The launch fields of these events, one value per event (null where absent or not of the field's type): only
     these events' args are read (:meth:`Trace.args_of`), and decoded a batch at a time."""
-    picked = trace.args_of(event_ids) if len(event_ids) else TABLE_SCHEMAS["args"].empty_table()
+    picked = trace.args_of(event_ids)
     texts = combined(picked["args"]) if picked.num_rows else pa.array([], pa.string())
     parts = [_columns(_decoded(texts.slice(start, _BATCH).to_pylist())) for start in range(0, len(texts), _BATCH)]
     fields = {k: pa.concat_arrays([p[k] for p in parts]) if parts else pa.array([], t)

@@ -215,6 +215,8 @@ class Trace:
             raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
         held = self._tables["args"]
         wanted = pc.unique(pc.drop_null(event_ids)).cast(pa.int64())
+        if not len(wanted):  # no event asked about: nothing read
+            return TABLE_SCHEMAS["args"].empty_table()
         batches = getattr(held, "batches", None) if callable(held) else None
         if batches is None:
             table = self.args
