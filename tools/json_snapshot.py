@@ -26,6 +26,7 @@ COMMANDS: list[list[str]] = [
     ["memory", "--view", "counters"],
     ["gpu"], ["gpu", "--idle"], ["gpu", "--launches"], ["advise"],
     ["critical-path"], ["whatif", "-c", "idle:sync=0"], ["whatif", "-c", "idle:unexplained=0"],
+    ["whatif", "-c", "sync=0", "-c", "kernel:.=0.5", "-c", "idle=0.5"],
 ]
 DIFF_BASE = "hta/trace_diff/control_group/rank-0.Jul_15_10_52_41.1074.pt.trace.json.gz"
 

@@ -22,7 +22,7 @@ from opscope.ingest import open_trace
 
 pytestmark = pytest.mark.skipif(depgraph._graph is None, reason="opscope.analyses._graph is not built here")
 
-FIELDS = ("kind", "category", "row", "lane", "dur", "chain", "chain_lag", "extra", "extra_lag", "after",
+FIELDS = ("kind", "category", "row", "lane", "dur", "chain", "chain_lag", "link", "extra", "extra_lag", "after",
           "after_lag", "unexplained", "unexplained_on", "start", "end")
 CHANGES = ("sync=0", "kernel:gemm|conv=0.5", "kernel:.=2", "op:aten::.*=0.7", "op:DataLoader=0", "idle=0",
            "idle=0.5", "launch=0", "copy=2", "comm=0", "loader=0")
@@ -223,15 +223,13 @@ def test_the_walk_in_c_declines_a_graph_out_of_order_and_leaves_its_scratch_clea
     codes = (labels.index(depgraph.UNEXPLAINED), labels.index(depgraph.LAUNCH))
     counts = bytes(label != depgraph.UNEXPLAINED for label in labels)
     slot = array("i", [-1]) * len(graph)
-    walked = depgraph._graph.walk_path(graph.kind, graph.chain, graph.extra, graph.after, graph.category.codes,
-                                       graph.unexplained, graph.unexplained_on, run.start, run.end, run.bound_by,
-                                       slot, first, last, *codes, counts)
+    walked = depgraph._graph.walk_path(graph.kind, graph.chain, graph.category.codes, *graph.links(), run.start,
+                                       run.end, run.bound_by, slot, first, last, *codes, counts)
     assert walked is not None and list(slot) == [-1] * len(graph)
     _, sums, *_ = walked
     assert sum(sums) == run.end[last] - run.start[first]  # the parts tile the interval
     forward = array("i", graph.chain)
     forward[last] = last  # its dependency is itself: not a graph in the order the walk needs
-    assert depgraph._graph.walk_path(graph.kind, forward, graph.extra, graph.after, graph.category.codes,
-                                     graph.unexplained, graph.unexplained_on, run.start, run.end, run.bound_by,
-                                     slot, first, last, *codes, counts) is None
+    assert depgraph._graph.walk_path(graph.kind, forward, graph.category.codes, *graph.links(), run.start,
+                                     run.end, run.bound_by, slot, first, last, *codes, counts) is None
     assert list(slot) == [-1] * len(graph)

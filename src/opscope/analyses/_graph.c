@@ -21,15 +21,79 @@ enum { B_CHAIN = 0, B_EXTRA = 1, B_ROOT = 2, B_AFTER = 3 };
 #define WIDEST ((uint64_t)1 << 62) /* times within this of each other: every difference and lag fits int64 */
 
 /* The node columns, each a bytearray (handed to Python as they are, cut to the nodes made). */
-enum { F_KIND, F_CATEGORY, F_ON, F_ROW, F_LANE, F_CHAIN, F_EXTRA, F_AFTER, F_DUR, F_CHAIN_LAG, F_EXTRA_LAG, F_AFTER_LAG,
-       F_UNEXPLAINED, F_START, F_END, N_FIELDS };
-static const Py_ssize_t FIELD_SIZE[N_FIELDS] = {1, 1, 1, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8};
+enum { F_KIND, F_CATEGORY, F_ROW, F_LANE, F_CHAIN, F_DUR, F_CHAIN_LAG, F_START, F_END, N_FIELDS };
+static const Py_ssize_t FIELD_SIZE[N_FIELDS] = {1, 1, 4, 4, 4, 8, 8, 8, 8};
+
+/* The link columns (depgraph.DepGraph's): `link`, per node its row among the linked nodes (those with an extra or an
+ * after edge, a lag on one, or an unexplained lag) or NONE; then per linked node extra, extra_lag, after, after_lag,
+ * unexplained and unexplained_on. A node without a link has NONE, 0, NONE, 0, 0 and ON_CHAIN. */
+enum { L_LINK, L_EXTRA, L_EXTRA_LAG, L_AFTER, L_AFTER_LAG, L_UNEXPLAINED, L_ON, N_LINKS };
+static const Py_ssize_t LINK_SIZE[N_LINKS] = {4, 4, 8, 4, 8, 8, 1};
+#define LINK_SPECS                                                                                                   \
+    {"link", 4, 0, 0}, {"extra", 4, 0, 0}, {"extra_lag", 8, 0, 0}, {"after", 4, 0, 0}, {"after_lag", 8, 0, 0},      \
+        {"unexplained", 8, 0, 0}, {"unexplained_on", 1, 0, 0}
+
+typedef struct {
+    const int32_t *link, *extra, *after;
+    const int64_t *extra_lag, *after_lag, *unexplained;
+    const int8_t *on;
+    Py_ssize_t m;
+} Links;
+
+typedef struct {
+    int32_t extra, after;
+    int64_t extra_lag, after_lag, unexplained;
+    int8_t on;
+} Link;
+
+/* The link columns from their N_LINKS views (link: n items, the rest m each); 0, or -1 with the error set. */
+static int links_of(const View *v, Py_ssize_t n, Links *l, const char *function) {
+    l->m = v[L_EXTRA].b.len / LINK_SIZE[L_EXTRA];
+    int fits = v[L_LINK].b.len / LINK_SIZE[L_LINK] == n;
+    for (int f = L_EXTRA; f < N_LINKS; f++) fits = fits && v[f].b.len / LINK_SIZE[f] == l->m;
+    if (!fits) {
+        PyErr_Format(PyExc_ValueError, "%s: link columns of different lengths", function);
+        return -1;
+    }
+    l->link = v[L_LINK].b.buf;
+    l->extra = v[L_EXTRA].b.buf;
+    l->extra_lag = v[L_EXTRA_LAG].b.buf;
+    l->after = v[L_AFTER].b.buf;
+    l->after_lag = v[L_AFTER_LAG].b.buf;
+    l->unexplained = v[L_UNEXPLAINED].b.buf;
+    l->on = v[L_ON].b.buf;
+    return 0;
+}
+
+/* A node's link (the defaults where it has none); -1 where its link row is out of range. */
+static inline int link_at(const Links *l, Py_ssize_t node, Link *out) {
+    int32_t k = l->link[node];
+    if (k == NONE) {
+        *out = (Link){NONE, NONE, 0, 0, 0, ON_CHAIN};
+        return 0;
+    }
+    if (k < 0 || k >= l->m) return -1;
+    *out = (Link){l->extra[k], l->after[k], l->extra_lag[k], l->after_lag[k], l->unexplained[k], l->on[k]};
+    return 0;
+}
+
+/* A node's link fields while the graph is built: only device work, the slices a hand-off starts and the waits get
+ * one (a row of their own, made when first written), so the host slices' millions take none. */
+typedef struct {
+    int64_t extra_lag, after_lag, unexplained;
+    int32_t extra, after;
+    int8_t on;
+} Row;
+static const Row NO_LINK = {0, 0, 0, NONE, NONE, ON_CHAIN};
 
 typedef struct {
     Py_ssize_t n;
-    int8_t *kind, *category, *on;
-    int32_t *row, *lane, *chain, *extra, *after;
-    int64_t *dur, *chain_lag, *extra_lag, *after_lag, *unexplained, *start, *end;
+    int8_t *kind, *category;
+    int32_t *row, *lane, *chain;
+    int64_t *dur, *chain_lag, *start, *end;
+    int32_t *link; /* per node its row in rows, or NONE */
+    Row *rows;     /* room for every device node, hand-off and wait: no node else takes one */
+    Py_ssize_t n_rows;
     int64_t origin, cap;
 } Nodes;
 
@@ -38,20 +102,35 @@ static inline int32_t add_node(Nodes *g, int8_t kind, int8_t category, int32_t r
     int32_t node = (int32_t)g->n++;
     g->kind[node] = kind;
     g->category[node] = category;
-    g->on[node] = ON_CHAIN;
     g->row[node] = row;
     g->lane[node] = lane;
     g->chain[node] = chain;
-    g->extra[node] = NONE;
-    g->after[node] = NONE;
     g->dur[node] = end - start;
     g->chain_lag[node] = start - (chain != NONE ? g->end[chain] : g->origin);
-    g->extra_lag[node] = 0;
-    g->after_lag[node] = 0;
-    g->unexplained[node] = 0;
     g->start[node] = start;
     g->end[node] = end;
+    g->link[node] = NONE;
     return node;
+}
+
+/* A node's link fields to read (the defaults where it has none) */
+static inline const Row *peek(const Nodes *g, Py_ssize_t node) {
+    return g->link[node] == NONE ? &NO_LINK : &g->rows[g->link[node]];
+}
+
+/* A node's link fields to write (its row made on the first write) */
+static inline Row *linked(Nodes *g, Py_ssize_t node) {
+    if (g->link[node] == NONE) {
+        g->link[node] = (int32_t)g->n_rows;
+        g->rows[g->n_rows++] = NO_LINK;
+    }
+    return &g->rows[g->link[node]];
+}
+
+/* Whether a node (numbered as built) has a link: an extra or after edge, a lag on one, an unexplained lag. */
+static inline int has_link(const Nodes *g, Py_ssize_t i) {
+    const Row *r = peek(g, i);
+    return r->extra != NONE || r->after != NONE || r->extra_lag || r->after_lag || r->unexplained || r->on != ON_CHAIN;
 }
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -61,13 +140,14 @@ static inline int64_t excess(Nodes *g, int64_t lag) { return lag - g->cap > 0 ? 
  * should the inferred edges close a cycle; the caller sets its lag and the other edges' new lags. */
 static inline void tie_after(Nodes *g, int32_t node, int32_t other, int32_t *saved_node, int64_t *saved,
                              Py_ssize_t *n_saved) {
+    Row *r = linked(g, node);
     saved_node[*n_saved] = node;
     saved[4 * *n_saved] = g->chain_lag[node];
-    saved[4 * *n_saved + 1] = g->extra_lag[node];
-    saved[4 * *n_saved + 2] = g->unexplained[node];
-    saved[4 * *n_saved + 3] = g->on[node];
+    saved[4 * *n_saved + 1] = r->extra_lag;
+    saved[4 * *n_saved + 2] = r->unexplained;
+    saved[4 * *n_saved + 3] = r->on;
     (*n_saved)++;
-    g->after[node] = other;
+    r->after = other;
 }
 
 /* One host thread's sweep (_ThreadSweep): its events in order, a slice wherever one starts or ends, charged to the
@@ -160,19 +240,22 @@ static Py_ssize_t kahn(const Nodes *g, int32_t *order) {
     int32_t *next = NULL;
     Root *roots = NULL;
     if (!waiting || !first) goto out;
-    const int32_t *deps[3] = {g->chain, g->extra, g->after};
-    for (Py_ssize_t v = 0; v < n; v++)
+    for (Py_ssize_t v = 0; v < n; v++) {
+        const int32_t deps[3] = {g->chain[v], peek(g, v)->extra, peek(g, v)->after};
         for (int k = 0; k < 3; k++)
-            if (deps[k][v] != NONE) {
+            if (deps[k] != NONE) {
                 waiting[v]++;
-                first[deps[k][v] + 2]++;
+                first[deps[k] + 2]++;
             }
+    }
     for (Py_ssize_t v = 0; v < n; v++) first[v + 2] += first[v + 1];
     next = malloc(sizeof *next * (size_t)(first[n + 1] + 1));
     if (!next) goto out;
-    for (Py_ssize_t v = 0; v < n; v++) /* each dependency's dependents in node order, as the lists are appended */
+    for (Py_ssize_t v = 0; v < n; v++) { /* each dependency's dependents in node order, as the lists are appended */
+        const int32_t deps[3] = {g->chain[v], peek(g, v)->extra, peek(g, v)->after};
         for (int k = 0; k < 3; k++)
-            if (deps[k][v] != NONE) next[first[deps[k][v] + 1]++] = (int32_t)v;
+            if (deps[k] != NONE) next[first[deps[k] + 1]++] = (int32_t)v;
+    }
     Py_ssize_t n_roots = 0;
     for (Py_ssize_t v = 0; v < n; v++) n_roots += !waiting[v];
     roots = malloc(sizeof *roots * (size_t)(n_roots + 1));
@@ -240,11 +323,12 @@ static PyObject *build(PyObject *self, PyObject *args) {
                                     {"ts", 8, 0, 0},       {"dur", 8, 0, 0}};
     enum { N_VIEWS = 17 };
     View v[N_VIEWS];
-    PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *threads = NULL, *offsets = NULL;
+    PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *links[N_LINKS] = {NULL}, *threads = NULL, *offsets = NULL;
     int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
             *by_group = NULL, *saved_node = NULL;
     int64_t *lane_first = NULL, *gfirst = NULL, *saved = NULL;
     Open *stack = NULL;
+    Nodes g = {0};
     uint64_t *key = NULL;
     uint8_t *seen = NULL;
     if (views_of_args(args, "build", spec, N_VIEWS, N_VIEWS + 5, v)) goto done;
@@ -318,26 +402,25 @@ static PyObject *build(PyObject *self, PyObject *args) {
     }
     for (int f = 0; f < N_FIELDS; f++)
         if (!(field[f] = PyByteArray_FromStringAndSize(NULL, FIELD_SIZE[f] * (cap + 1)))) goto done;
-    Nodes g = {0};
     g.origin = origin_ll;
     g.cap = cap_ll;
     g.kind = (int8_t *)PyByteArray_AS_STRING(field[F_KIND]);
     g.category = (int8_t *)PyByteArray_AS_STRING(field[F_CATEGORY]);
-    g.on = (int8_t *)PyByteArray_AS_STRING(field[F_ON]);
     g.row = (int32_t *)PyByteArray_AS_STRING(field[F_ROW]);
     g.lane = (int32_t *)PyByteArray_AS_STRING(field[F_LANE]);
     g.chain = (int32_t *)PyByteArray_AS_STRING(field[F_CHAIN]);
-    g.extra = (int32_t *)PyByteArray_AS_STRING(field[F_EXTRA]);
-    g.after = (int32_t *)PyByteArray_AS_STRING(field[F_AFTER]);
     g.dur = (int64_t *)PyByteArray_AS_STRING(field[F_DUR]);
     g.chain_lag = (int64_t *)PyByteArray_AS_STRING(field[F_CHAIN_LAG]);
-    g.extra_lag = (int64_t *)PyByteArray_AS_STRING(field[F_EXTRA_LAG]);
-    g.after_lag = (int64_t *)PyByteArray_AS_STRING(field[F_AFTER_LAG]);
-    g.unexplained = (int64_t *)PyByteArray_AS_STRING(field[F_UNEXPLAINED]);
     g.start = (int64_t *)PyByteArray_AS_STRING(field[F_START]);
     g.end = (int64_t *)PyByteArray_AS_STRING(field[F_END]);
+    g.link = malloc(sizeof *g.link * (size_t)(cap + 1));
+    g.rows = malloc(sizeof *g.rows * (size_t)(nd + nx + nw + 1));
+    if (!g.link || !g.rows) {
+        PyErr_NoMemory();
+        goto done;
+    }
 
-    int state = 0; /* 0 fine, 1 out of memory, 2 a cycle */
+    int state = 0; /* 0 fine, 1 out of memory, 2 a cycle, 3 a link column not made (its error set) */
     Py_ssize_t n_host = 0, n_saved = 0;
     Py_BEGIN_ALLOW_THREADS
     slice_first = malloc(sizeof *slice_first * (size_t)(n_rows + 1));
@@ -406,20 +489,21 @@ static PyObject *build(PyObject *self, PyObject *args) {
             int32_t first = slice_first[d_launch[i]], last = slice_last[d_launch[i]];
             anchor = g.kind[last] == WAIT ? g.chain[first] : last;
         }
+        Row *r = linked(&g, node);
         if (anchor == NONE) {
-            g.unexplained[node] = excess(&g, g.chain_lag[node]);
+            r->unexplained = excess(&g, g.chain_lag[node]);
             continue;
         }
         int64_t launch_lag = start - g.end[anchor];
-        g.extra[node] = anchor;
+        r->extra = anchor;
         if (prev == NONE || g.end[anchor] >= g.end[prev]) { /* the launch bound its start */
-            g.extra_lag[node] = launch_lag;
+            r->extra_lag = launch_lag;
             g.chain_lag[node] = prev != NONE ? min64(g.chain_lag[node], g.cap) : 0;
-            g.unexplained[node] = excess(&g, launch_lag);
-            g.on[node] = ON_EXTRA;
+            r->unexplained = excess(&g, launch_lag);
+            r->on = ON_EXTRA;
         } else { /* the queue bound it */
-            g.extra_lag[node] = min64(launch_lag, g.cap);
-            g.unexplained[node] = excess(&g, g.chain_lag[node]);
+            r->extra_lag = min64(launch_lag, g.cap);
+            r->unexplained = excess(&g, g.chain_lag[node]);
         }
     }
     /* the device nodes by end (then number): all of them, and per device (a stable counting sort by device) */
@@ -448,37 +532,40 @@ static PyObject *build(PyObject *self, PyObject *args) {
     /* --- _tie_handoffs: a host thread's first slice after the event on another thread that handed it work */
     for (Py_ssize_t k = 0; k < nx; k++) {
         int32_t node = slice_first[x_row[k]], other = slice_last[x_src[k]];
-        if (node < 0 || other < 0 || g.chain[node] != NONE || g.after[node] != NONE) continue;
+        if (node < 0 || other < 0 || g.chain[node] != NONE || peek(&g, node)->after != NONE) continue;
         tie_after(&g, node, other, saved_node, saved, &n_saved);
-        g.after_lag[node] = g.start[node] - g.end[other];
+        Row *r = linked(&g, node);
+        r->after_lag = g.start[node] - g.end[other];
         g.chain_lag[node] = 0;
-        g.unexplained[node] = excess(&g, g.after_lag[node]);
-        g.on[node] = ON_AFTER;
+        r->unexplained = excess(&g, r->after_lag);
+        r->on = ON_AFTER;
     }
     /* --- _tie_recorded_waits: the waits the trace records and those the wait calls imply (analyses.stream_waits) */
     for (Py_ssize_t k = 0; k < nr; k++) {
         int32_t node = (int32_t)(n_host + r_wait[k]), other = (int32_t)(n_host + r_waited[k]);
-        if (g.after[node] != NONE || g.lane[node] == g.lane[other]) continue;
+        const Row *p = peek(&g, node);
+        if (p->after != NONE || g.lane[node] == g.lane[other]) continue;
         int64_t s = g.start[node], e = g.end[other];
-        int64_t bound = s - (g.on[node] == ON_EXTRA ? g.extra_lag[node] : g.chain_lag[node]);
+        int64_t bound = s - (p->on == ON_EXTRA ? p->extra_lag : g.chain_lag[node]);
         int binding = e >= bound;
         if (e > s) continue;
         tie_after(&g, node, other, saved_node, saved, &n_saved);
+        Row *r = linked(&g, node);
         if (binding) {
-            g.after_lag[node] = s - e;
+            r->after_lag = s - e;
             g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
-            g.extra_lag[node] = min64(g.extra_lag[node], g.cap);
-            g.unexplained[node] = excess(&g, s - e);
-            g.on[node] = ON_AFTER;
+            r->extra_lag = min64(r->extra_lag, g.cap);
+            r->unexplained = excess(&g, s - e);
+            r->on = ON_AFTER;
         } else {
-            g.after_lag[node] = 0;
+            r->after_lag = 0;
         }
     }
     /* --- _tie_across_streams: work that started long after its launch and its stream's work, just after work on
      * another stream of its device ended, waited for that work */
     for (Py_ssize_t i = 0; i < nd; i++) {
         int32_t node = (int32_t)(n_host + i);
-        if (!g.unexplained[node] || g.after[node] != NONE) continue;
+        if (!peek(&g, node)->unexplained || peek(&g, node)->after != NONE) continue;
         const int32_t *mine = by_group + gfirst[d_group[i]];
         int64_t start = g.start[node];
         Py_ssize_t k = after_end(&g, mine, gfirst[d_group[i] + 1] - gfirst[d_group[i]], start) - 1;
@@ -486,10 +573,11 @@ static PyObject *build(PyObject *self, PyObject *args) {
             int32_t other = mine[k];
             if (g.lane[other] != g.lane[node] && g.start[other] < start) {
                 tie_after(&g, node, other, saved_node, saved, &n_saved);
-                g.after_lag[node] = start - g.end[other];
+                Row *r = linked(&g, node);
+                r->after_lag = start - g.end[other];
                 g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
-                g.extra_lag[node] = min64(g.extra_lag[node], g.cap);
-                g.unexplained[node] = 0;
+                r->extra_lag = min64(r->extra_lag, g.cap);
+                r->unexplained = 0;
                 break;
             }
             k--;
@@ -505,18 +593,19 @@ static PyObject *build(PyObject *self, PyObject *args) {
         int64_t call_start = g.start[node], call_end = g.end[node];
         int32_t waited = NONE;
         for (Py_ssize_t k = after_end(&g, candidates, m, call_end) - 1; k >= 0; k--) {
-            int32_t work = candidates[k], launch = g.extra[work];
+            int32_t work = candidates[k], launch = peek(&g, work)->extra;
             if (launch == NONE || g.start[launch] <= call_start || g.end[launch] <= call_start) {
                 waited = work;
                 break;
             }
         }
         if (waited == NONE || g.end[waited] <= call_start) continue; /* nothing to wait for: its time is its own */
-        g.extra[node] = waited;
-        g.extra_lag[node] = call_end - g.end[waited];
+        Row *r = linked(&g, node);
+        r->extra = waited;
+        r->extra_lag = call_end - g.end[waited];
         g.dur[node] = 0;
-        g.unexplained[node] = excess(&g, g.extra_lag[node]);
-        g.on[node] = ON_EXTRA;
+        r->unexplained = excess(&g, r->extra_lag);
+        r->on = ON_EXTRA;
     }
     free(key);
     key = NULL;
@@ -536,12 +625,13 @@ static PyObject *build(PyObject *self, PyObject *args) {
         for (Py_ssize_t k = 0; k < n_saved; k++) {
             int32_t node = saved_node[k];
             if (seen[node]) continue;
-            g.after[node] = NONE;
-            g.after_lag[node] = 0;
+            Row *r = linked(&g, node);
+            r->after = NONE;
+            r->after_lag = 0;
             g.chain_lag[node] = saved[4 * k];
-            g.extra_lag[node] = saved[4 * k + 1];
-            g.unexplained[node] = saved[4 * k + 2];
-            g.on[node] = (int8_t)saved[4 * k + 3];
+            r->extra_lag = saved[4 * k + 1];
+            r->unexplained = saved[4 * k + 2];
+            r->on = (int8_t)saved[4 * k + 3];
         }
         reached = kahn(&g, order);
         if (reached >= 0 && reached < g.n) state = 2;
@@ -558,16 +648,50 @@ static PyObject *build(PyObject *self, PyObject *args) {
         goto computed;
     }
     for (Py_ssize_t i = 0; i < g.n; i++) new[order[i]] = (int32_t)i;
-    int32_t *refs[3] = {g.chain, g.extra, g.after};
-    for (int k = 0; k < 3; k++)
-        for (Py_ssize_t i = 0; i < g.n; i++)
-            if (refs[k][i] != NONE) refs[k][i] = new[refs[k][i]];
-    int8_t *bytes[3] = {g.kind, g.category, g.on};
-    for (int k = 0; k < 3; k++) PERMUTE(int8_t, bytes[k], order, g.n, scratch);
-    int32_t *ints[5] = {g.row, g.lane, g.chain, g.extra, g.after};
-    for (int k = 0; k < 5; k++) PERMUTE(int32_t, ints[k], order, g.n, scratch);
-    int64_t *longs[7] = {g.dur, g.chain_lag, g.extra_lag, g.after_lag, g.unexplained, g.start, g.end};
-    for (int k = 0; k < 7; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
+    /* the link columns, in the new order */
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < g.n; i++) m += has_link(&g, i);
+    Py_BLOCK_THREADS
+    for (int f = 0; f < N_LINKS && state == 0; f++)
+        if (!(links[f] = PyByteArray_FromStringAndSize(NULL, LINK_SIZE[f] * (f == L_LINK ? g.n : m)))) state = 3;
+    Py_UNBLOCK_THREADS
+    if (state) {
+        free(new);
+        free(scratch);
+        goto computed;
+    }
+    int32_t *link = (int32_t *)PyByteArray_AS_STRING(links[L_LINK]),
+            *l_extra = (int32_t *)PyByteArray_AS_STRING(links[L_EXTRA]),
+            *l_after = (int32_t *)PyByteArray_AS_STRING(links[L_AFTER]);
+    int64_t *l_extra_lag = (int64_t *)PyByteArray_AS_STRING(links[L_EXTRA_LAG]),
+            *l_after_lag = (int64_t *)PyByteArray_AS_STRING(links[L_AFTER_LAG]),
+            *l_unexplained = (int64_t *)PyByteArray_AS_STRING(links[L_UNEXPLAINED]);
+    int8_t *l_on = (int8_t *)PyByteArray_AS_STRING(links[L_ON]);
+    for (Py_ssize_t i = 0, k = 0; i < g.n; i++) {
+        int32_t old = order[i];
+        if (!has_link(&g, old)) {
+            link[i] = NONE;
+            continue;
+        }
+        const Row *r = peek(&g, old);
+        link[i] = (int32_t)k;
+        l_extra[k] = r->extra != NONE ? new[r->extra] : NONE;
+        l_after[k] = r->after != NONE ? new[r->after] : NONE;
+        l_extra_lag[k] = r->extra_lag;
+        l_after_lag[k] = r->after_lag;
+        l_unexplained[k] = r->unexplained;
+        l_on[k++] = r->on;
+    }
+    free(g.rows);
+    g.rows = NULL;
+    for (Py_ssize_t i = 0; i < g.n; i++)
+        if (g.chain[i] != NONE) g.chain[i] = new[g.chain[i]];
+    int8_t *bytes[2] = {g.kind, g.category};
+    for (int k = 0; k < 2; k++) PERMUTE(int8_t, bytes[k], order, g.n, scratch);
+    int32_t *ints[3] = {g.row, g.lane, g.chain};
+    for (int k = 0; k < 3; k++) PERMUTE(int32_t, ints[k], order, g.n, scratch);
+    int64_t *longs[4] = {g.dur, g.chain_lag, g.start, g.end};
+    for (int k = 0; k < 4; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
     /* the host threads' nodes, renumbered, in the order they were made (into `order`, no longer needed) */
     for (Py_ssize_t i = 0; i < n_host; i++) order[i] = new[i];
     free(new);
@@ -582,22 +706,28 @@ computed:
         PyErr_SetString(PyExc_RuntimeError, "the dependency graph has a cycle that no inferred edge closes");
         goto done;
     }
+    if (state == 3) goto done; /* a link column's bytearray not made: its error is set */
     for (int f = 0; f < N_FIELDS; f++)
         if (PyByteArray_Resize(field[f], FIELD_SIZE[f] * g.n) < 0) goto done;
     threads = PyByteArray_FromStringAndSize((const char *)order, (Py_ssize_t)sizeof(int32_t) * n_host);
     offsets = PyByteArray_FromStringAndSize((const char *)lane_first, (Py_ssize_t)sizeof(int64_t) * (n_host_lanes + 1));
     if (!threads || !offsets) goto done;
-    result = PyTuple_New(N_FIELDS + 2);
+    result = PyTuple_New(N_FIELDS + N_LINKS + 2);
     if (!result) goto done;
     for (int f = 0; f < N_FIELDS; f++) {
         PyTuple_SET_ITEM(result, f, field[f]);
         field[f] = NULL;
     }
-    PyTuple_SET_ITEM(result, N_FIELDS, threads);
-    PyTuple_SET_ITEM(result, N_FIELDS + 1, offsets);
+    for (int f = 0; f < N_LINKS; f++) {
+        PyTuple_SET_ITEM(result, N_FIELDS + f, links[f]);
+        links[f] = NULL;
+    }
+    PyTuple_SET_ITEM(result, N_FIELDS + N_LINKS, threads);
+    PyTuple_SET_ITEM(result, N_FIELDS + N_LINKS + 1, offsets);
     threads = offsets = NULL;
 done:
     for (int f = 0; f < N_FIELDS; f++) Py_XDECREF(field[f]);
+    for (int f = 0; f < N_LINKS; f++) Py_XDECREF(links[f]);
     Py_XDECREF(threads);
     Py_XDECREF(offsets);
     free(slice_first);
@@ -613,6 +743,8 @@ done:
     free(gfirst);
     free(saved);
     free(saved_node);
+    free(g.link);
+    free(g.rows);
     free(seen);
     release_views(v, N_VIEWS);
     return result;
@@ -633,54 +765,60 @@ static inline int rounded(double x, int64_t *out) {
     return 0;
 }
 
-/* replay(kind, dur, chain, chain_lag, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor,
+/* replay(kind, dur, chain, chain_lag, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor,
  *        lag_factor, start, end, bound) -> bool
  * replay.replay in one pass in the nodes' order: starts and ends (int64, written) and what bound each start (int8,
- * written). kind and unexplained_on int8, chain, extra and after int32, the rest int64; factor and lag_factor
- * float64 per node or None (1). False (nothing to trust in the outputs: the caller's definition runs) where a
- * dependency is not an earlier node, a duration times its factor is not a number or leaves int64, or a time leaves
- * int64. */
+ * written). kind int8, chain int32, dur and chain_lag int64, then the link columns (LINK_SPECS); factor and
+ * lag_factor float64 per node or None (1). False (nothing to trust in the outputs: the caller's definition runs)
+ * where a dependency is not an earlier node, a link row is out of range, a duration times its factor is not a number
+ * or leaves int64, or a time leaves int64. */
 static PyObject *replay(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"kind", 1, 0, 0},        {"dur", 8, 0, 0},        {"chain", 4, 0, 0},
-                                    {"chain_lag", 8, 0, 0},   {"extra", 4, 0, 0},      {"extra_lag", 8, 0, 0},
-                                    {"after", 4, 0, 0},       {"after_lag", 8, 0, 0},  {"unexplained", 8, 0, 0},
-                                    {"unexplained_on", 1, 0, 0}, {"factor", 8, 0, 1},  {"lag_factor", 8, 0, 1},
-                                    {"start", 8, 1, 0},       {"end", 8, 1, 0},        {"bound", 1, 1, 0}};
-    enum { N_VIEWS = 15 };
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},     {"dur", 8, 0, 0},   {"chain", 4, 0, 0},
+                                    {"chain_lag", 8, 0, 0}, LINK_SPECS,         {"factor", 8, 0, 1},
+                                    {"lag_factor", 8, 0, 1}, {"start", 8, 1, 0}, {"end", 8, 1, 0},
+                                    {"bound", 1, 1, 0}};
+    enum { N_VIEWS = 4 + N_LINKS + 5, V_FACTOR = 4 + N_LINKS };
     View v[N_VIEWS];
     PyObject *result = NULL;
+    Links links;
     if (views_of_args(args, "replay", spec, N_VIEWS, N_VIEWS, v)) goto done;
     Py_ssize_t n = v[0].b.len;
-    static const Py_ssize_t size[N_VIEWS] = {1, 8, 4, 8, 4, 8, 4, 8, 8, 1, 8, 8, 8, 8, 1};
+    static const Py_ssize_t size[4] = {1, 8, 4, 8};
     for (int i = 1; i < N_VIEWS; i++)
-        if (v[i].held && v[i].b.len / size[i] != n) {
+        if (v[i].held && (i < 4 || i >= V_FACTOR) && v[i].b.len / (i < 4 ? size[i] : i == N_VIEWS - 1 ? 1 : 8) != n) {
             PyErr_SetString(PyExc_ValueError, "replay: buffers of different lengths");
             goto done;
         }
-    const int8_t *kind = v[0].b.buf, *on = v[9].b.buf;
-    const int64_t *dur = v[1].b.buf, *chain_lag = v[3].b.buf, *extra_lag = v[5].b.buf, *after_lag = v[7].b.buf,
-                  *unexplained = v[8].b.buf;
-    const int32_t *chain = v[2].b.buf, *extra = v[4].b.buf, *after = v[6].b.buf;
-    const double *factor = v[10].held ? v[10].b.buf : NULL, *lag_factor = v[11].held ? v[11].b.buf : NULL;
-    int64_t *start = v[12].b.buf, *end = v[13].b.buf;
-    int8_t *bound = v[14].b.buf;
+    if (links_of(v + 4, n, &links, "replay")) goto done;
+    const int8_t *kind = v[0].b.buf;
+    const int64_t *dur = v[1].b.buf, *chain_lag = v[3].b.buf;
+    const int32_t *chain = v[2].b.buf;
+    const double *factor = v[V_FACTOR].held ? v[V_FACTOR].b.buf : NULL,
+                 *lag_factor = v[V_FACTOR + 1].held ? v[V_FACTOR + 1].b.buf : NULL;
+    int64_t *start = v[V_FACTOR + 2].b.buf, *end = v[V_FACTOR + 3].b.buf;
+    int8_t *bound = v[V_FACTOR + 4].b.buf;
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t node = 0; node < n && !failed; node++) {
-        int32_t c = chain[node], e = extra[node], a = after[node];
+        Link l;
+        if (link_at(&links, node, &l)) {
+            failed = 1;
+            break;
+        }
+        int32_t c = chain[node], e = l.extra, a = l.after;
         if (c < NONE || c >= node || e < NONE || e >= node || a < NONE || a >= node) {
             failed = 1;
             break;
         }
         int64_t cut_chain = 0, cut_extra = 0, cut_after = 0, cut = 0, at, own, via;
-        if (lag_factor && unexplained[node]) {
-            if (rounded((double)unexplained[node] * (1.0 - lag_factor[node]), &cut)) {
+        if (lag_factor && l.unexplained) {
+            if (rounded((double)l.unexplained * (1.0 - lag_factor[node]), &cut)) {
                 failed = 1;
                 break;
             }
-            if (on[node] == ON_CHAIN) cut_chain = cut;
-            else if (on[node] == ON_EXTRA) cut_extra = cut;
+            if (l.on == ON_CHAIN) cut_chain = cut;
+            else if (l.on == ON_EXTRA) cut_extra = cut;
             else cut_after = cut;
         }
         double f = factor ? factor[node] : 1.0;
@@ -702,7 +840,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
             }
             if (e != NONE && f > 0) {
                 int64_t waited;
-                if (add_over(end[e], extra_lag[node], &waited) || cut_extra == INT64_MIN ||
+                if (add_over(end[e], l.extra_lag, &waited) || cut_extra == INT64_MIN ||
                     add_over(waited, -cut_extra, &waited)) {
                     failed = 1;
                     break;
@@ -716,18 +854,18 @@ static PyObject *replay(PyObject *self, PyObject *args) {
             continue;
         }
         if (e != NONE) {
-            if (add_over(end[e], extra_lag[node], &via) || cut_extra == INT64_MIN || add_over(via, -cut_extra, &via)) {
+            if (add_over(end[e], l.extra_lag, &via) || cut_extra == INT64_MIN || add_over(via, -cut_extra, &via)) {
                 failed = 1;
                 break;
             }
             /* a tie goes to the edge that bound the start as measured */
-            if (via > at || (via == at && (how == B_ROOT || on[node] == ON_EXTRA))) {
+            if (via > at || (via == at && (how == B_ROOT || l.on == ON_EXTRA))) {
                 at = via;
                 how = B_EXTRA;
             }
         }
         if (a != NONE) {
-            if (add_over(end[a], after_lag[node], &via) || cut_after == INT64_MIN || add_over(via, -cut_after, &via)) {
+            if (add_over(end[a], l.after_lag, &via) || cut_after == INT64_MIN || add_over(via, -cut_after, &via)) {
                 failed = 1;
                 break;
             }
@@ -749,13 +887,11 @@ done:
 
 /* The explained part of node's binding lag (bound by b; a wait's lies after its work ended, device work's before it
  * started): its span in [*lo, *hi), and its length returned (<= 0: none), as whatif._idle_candidates computes it. */
-static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const int64_t *chain_lag,
-                                    const int64_t *extra_lag, const int64_t *after_lag, const int64_t *unexplained,
-                                    const int8_t *on, const int64_t *start, const int64_t *end, int64_t *lo,
-                                    int64_t *hi) {
-    int64_t value = b == B_EXTRA ? extra_lag[node] : b == B_AFTER ? after_lag[node] : chain_lag[node];
+static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const int64_t *chain_lag, const Link *l,
+                                    const int64_t *start, const int64_t *end, int64_t *lo, int64_t *hi) {
+    int64_t value = b == B_EXTRA ? l->extra_lag : b == B_AFTER ? l->after_lag : chain_lag[node];
     int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
-    int64_t unseen = on[node] == edge ? unexplained[node] : 0;
+    int64_t unseen = l->on == edge ? l->unexplained : 0;
     int64_t positive = value > 0 ? value : 0;
     int64_t explained = (int64_t)((uint64_t)value - (uint64_t)(unseen < positive ? unseen : positive));
     *lo = (int64_t)((uint64_t)(wait ? end[node] : start[node]) - (uint64_t)value);
@@ -763,50 +899,48 @@ static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const i
     return explained;
 }
 
-/* idle_candidates(kind, extra, dur, start, end, bound, chain_lag, extra_lag, after_lag, unexplained, unexplained_on,
- *                 span_start, span_end)
+/* idle_candidates(kind, dur, start, end, bound, chain_lag, link, extra, extra_lag, after, after_lag, unexplained,
+ *                 unexplained_on, span_start, span_end)
  *   -> (host, host_lo, host_hi, lagged, lag_lo, lag_hi, lag_wait, lag_bound) or None
  * whatif._idle_candidates in one pass over the nodes: the host's own time (a host slice, or a wait whose call did not
  * wait, lasting more than 0 ns) and the explained part of each binding lag (device work's before it started, a
  * wait's after the work it waited for ended), each kept where the spans (disjoint, in time order) cover more than
  * 0 ns of it. Bytes of int64 but lag_wait (uint8: a wait's lag) and lag_bound (int8: the replay's bound). None where
- * the spans are not disjoint and in order (the definition then runs). */
+ * the spans are not disjoint and in order or a link row is out of range (the definition then runs). */
 static PyObject *idle_candidates(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"kind", 1, 0, 0},      {"extra", 4, 0, 0},          {"dur", 8, 0, 0},
-                                    {"start", 8, 0, 0},     {"end", 8, 0, 0},            {"bound", 1, 0, 0},
-                                    {"chain_lag", 8, 0, 0}, {"extra_lag", 8, 0, 0},      {"after_lag", 8, 0, 0},
-                                    {"unexplained", 8, 0, 0}, {"unexplained_on", 1, 0, 0}, {"span_start", 8, 0, 0},
-                                    {"span_end", 8, 0, 0}};
-    enum { N_VIEWS = 13 };
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},  {"dur", 8, 0, 0},       {"start", 8, 0, 0},
+                                    {"end", 8, 0, 0},   {"bound", 1, 0, 0},     {"chain_lag", 8, 0, 0},
+                                    LINK_SPECS,         {"span_start", 8, 0, 0}, {"span_end", 8, 0, 0}};
+    enum { N_VIEWS = 6 + N_LINKS + 2, V_SPANS = 6 + N_LINKS };
     View v[N_VIEWS];
     PyObject *result = NULL, *out[8] = {NULL};
     uint8_t *what = NULL;
     int64_t *through = NULL;
+    Links links;
     if (views_of_args(args, "idle_candidates", spec, N_VIEWS, N_VIEWS, v)) goto done;
-    Py_ssize_t n = v[0].b.len, m = v[11].b.len / 8;
-    static const Py_ssize_t size[N_VIEWS] = {1, 4, 8, 8, 8, 1, 8, 8, 8, 8, 1};
-    for (int i = 1; i < 11; i++)
+    Py_ssize_t n = v[0].b.len, m = v[V_SPANS].b.len / 8;
+    static const Py_ssize_t size[6] = {1, 8, 8, 8, 1, 8};
+    for (int i = 1; i < 6; i++)
         if (v[i].b.len / size[i] != n) {
             PyErr_SetString(PyExc_ValueError, "idle_candidates: node columns of different lengths");
             goto done;
         }
-    if (v[12].b.len / 8 != m) {
+    if (links_of(v + 6, n, &links, "idle_candidates")) goto done;
+    if (v[V_SPANS + 1].b.len / 8 != m) {
         PyErr_SetString(PyExc_ValueError, "idle_candidates: span starts and ends of different lengths");
         goto done;
     }
-    const int8_t *kind = v[0].b.buf, *bound = v[5].b.buf, *on = v[10].b.buf;
-    const int32_t *extra = v[1].b.buf;
-    const int64_t *dur = v[2].b.buf, *start = v[3].b.buf, *end = v[4].b.buf, *chain_lag = v[6].b.buf,
-                  *extra_lag = v[7].b.buf, *after_lag = v[8].b.buf, *unexplained = v[9].b.buf,
-                  *ss = v[11].b.buf, *se = v[12].b.buf;
+    const int8_t *kind = v[0].b.buf, *bound = v[4].b.buf;
+    const int64_t *dur = v[1].b.buf, *start = v[2].b.buf, *end = v[3].b.buf, *chain_lag = v[5].b.buf,
+                  *ss = v[V_SPANS].b.buf, *se = v[V_SPANS + 1].b.buf;
     what = malloc((size_t)(n ? n : 1));
     through = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
     if (!what || !through) {
         PyErr_NoMemory();
         goto done;
     }
-    int ordered = 1;
+    int ordered = 1, linked = 1;
     Py_ssize_t n_host = 0, n_lag = 0;
     Py_BEGIN_ALLOW_THREADS
     uint64_t total = 0;
@@ -816,10 +950,15 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         through[i] = (int64_t)total;
     }
     Py_ssize_t hint_host = 0, hint_lag = 0;
-    for (Py_ssize_t node = 0; node < n && ordered; node++) {
+    for (Py_ssize_t node = 0; node < n && ordered && linked; node++) {
         what[node] = 0;
         int8_t k = kind[node], b = bound[node];
-        if (dur[node] > 0 && (k == HOST || (k == WAIT && extra[node] == NONE))) {
+        Link l;
+        if (link_at(&links, node, &l)) {
+            linked = 0;
+            break;
+        }
+        if (dur[node] > 0 && (k == HOST || (k == WAIT && l.extra == NONE))) {
             if (covered_by(ss, se, through, m, start[node], end[node], &hint_host) > 0) {
                 what[node] = 1;
                 n_host++;
@@ -828,15 +967,14 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         int wait = k == WAIT;
         if (!((k == DEVICE && (b == B_CHAIN || b == B_EXTRA || b == B_AFTER)) || (wait && b == B_EXTRA))) continue;
         int64_t lo, hi;
-        if (explained_lag(node, b, wait, chain_lag, extra_lag, after_lag, unexplained, on, start, end, &lo, &hi) <= 0)
-            continue;
+        if (explained_lag(node, b, wait, chain_lag, &l, start, end, &lo, &hi) <= 0) continue;
         if (covered_by(ss, se, through, m, lo, hi, &hint_lag) > 0) {
             what[node] |= 2;
             n_lag++;
         }
     }
     Py_END_ALLOW_THREADS
-    if (!ordered) {
+    if (!ordered || !linked) {
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -850,7 +988,7 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
             *lag_lo = (int64_t *)PyBytes_AS_STRING(out[4]), *lag_hi = (int64_t *)PyBytes_AS_STRING(out[5]);
     uint8_t *lag_wait = (uint8_t *)PyBytes_AS_STRING(out[6]);
     int8_t *lag_bound = (int8_t *)PyBytes_AS_STRING(out[7]);
-    Py_ssize_t h = 0, l = 0;
+    Py_ssize_t h = 0, k = 0;
     for (Py_ssize_t node = 0; node < n; node++) {
         if (what[node] & 1) {
             host[h] = node;
@@ -860,11 +998,12 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         if (what[node] & 2) {
             int8_t b = bound[node];
             int wait = kind[node] == WAIT;
-            lagged[l] = node;
-            explained_lag(node, b, wait, chain_lag, extra_lag, after_lag, unexplained, on, start, end, &lag_lo[l],
-                          &lag_hi[l]);
-            lag_wait[l] = (uint8_t)wait;
-            lag_bound[l++] = b;
+            Link l;
+            if (link_at(&links, node, &l)) continue; /* never: the pass above checked every node's */
+            lagged[k] = node;
+            explained_lag(node, b, wait, chain_lag, &l, start, end, &lag_lo[k], &lag_hi[k]);
+            lag_wait[k] = (uint8_t)wait;
+            lag_bound[k++] = b;
         }
     }
     result = PyTuple_New(8);
@@ -952,21 +1091,19 @@ static inline int walk_add(Walk *w, int code, int64_t ns, int32_t node, int own)
     return 0;
 }
 
-/* walk_path(kind, chain, extra, after, category, unexplained, unexplained_on, start, end, bound, slot, first, last,
- *           unexplained_code, launch_code, counts_node)
+/* walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, start, end,
+ *           bound, slot, first, last, unexplained_code, launch_code, counts_node)
  *   -> (category codes, their ns, nodes, their ns, own nodes, their ns) or None
  * critical_path.step_path in C: the path from first's start to last's end walked back along what bound each start
- * in the replay (start, end, bound). category int8 codes; unexplained_code and launch_code the codes of those
- * categories (< 256); counts_node one byte per code. slot: int32 per node, all -1 (written, and left all -1 again).
- * Nodes int32 and ns int64 as bytes. None where a node's dependency is not an earlier node (the definition then
- * runs). */
+ * in the replay (start, end, bound). category int8 codes; the link columns as LINK_SPECS; unexplained_code and
+ * launch_code the codes of those categories (< 256); counts_node one byte per code. slot: int32 per node, all -1
+ * (written, and left all -1 again). Nodes int32 and ns int64 as bytes. None where a node's dependency is not an
+ * earlier node or its link row is out of range (the definition then runs). */
 static PyObject *walk_path(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"kind", 1, 0, 0},        {"chain", 4, 0, 0},          {"extra", 4, 0, 0},
-                                    {"after", 4, 0, 0},       {"category", 1, 0, 0},       {"unexplained", 8, 0, 0},
-                                    {"unexplained_on", 1, 0, 0}, {"start", 8, 0, 0},       {"end", 8, 0, 0},
-                                    {"bound", 1, 0, 0},       {"slot", 4, 1, 0}};
-    enum { N_VIEWS = 11 };
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},  {"chain", 4, 0, 0}, {"category", 1, 0, 0}, LINK_SPECS,
+                                    {"start", 8, 0, 0}, {"end", 8, 0, 0},   {"bound", 1, 0, 0},    {"slot", 4, 1, 0}};
+    enum { N_VIEWS = 3 + N_LINKS + 4, V_TIMES = 3 + N_LINKS };
     View v[N_VIEWS];
     PyObject *result = NULL, *codes = NULL, *sums = NULL, *out[4] = {NULL};
     Walk w;
@@ -975,26 +1112,30 @@ static PyObject *walk_path(PyObject *self, PyObject *args) {
     int unexplained_code, launch_code;
     Py_buffer counts = {0};
     PyObject *rest = NULL;
+    Links links;
     if (views_of_args(args, "walk_path", spec, N_VIEWS, N_VIEWS + 5, v)) goto done;
     rest = PyTuple_GetSlice(args, N_VIEWS, PyTuple_GET_SIZE(args));
     if (!rest || !PyArg_ParseTuple(rest, "nniiy*", &first, &last, &unexplained_code, &launch_code, &counts))
         goto done;
     Py_ssize_t n = v[0].b.len;
-    static const Py_ssize_t size[N_VIEWS] = {1, 4, 4, 4, 1, 8, 1, 8, 8, 1, 4};
-    for (int i = 1; i < N_VIEWS; i++)
-        if (v[i].b.len / size[i] != n) {
+    static const Py_ssize_t size[N_VIEWS - N_LINKS] = {1, 4, 1, 8, 8, 1, 4};
+    for (int i = 1; i < N_VIEWS; i++) {
+        if (i >= 3 && i < V_TIMES) continue;
+        if (v[i].b.len / size[i < 3 ? i : i - N_LINKS] != n) {
             PyErr_SetString(PyExc_ValueError, "walk_path: node columns of different lengths");
             goto done;
         }
+    }
+    if (links_of(v + 3, n, &links, "walk_path")) goto done;
     if (first < 0 || first >= n || last < 0 || last >= n || unexplained_code < 0 || unexplained_code >= counts.len ||
         launch_code < 0 || launch_code >= counts.len || counts.len > 256) {
         PyErr_SetString(PyExc_ValueError, "walk_path: a node or category code out of range");
         goto done;
     }
-    const int8_t *kind = v[0].b.buf, *category = v[4].b.buf, *on = v[6].b.buf, *bound = v[9].b.buf;
-    const int32_t *chain = v[1].b.buf, *extra = v[2].b.buf, *after = v[3].b.buf;
-    const int64_t *unexplained = v[5].b.buf, *start = v[7].b.buf, *end = v[8].b.buf;
-    w.slot = v[10].b.buf;
+    const int8_t *kind = v[0].b.buf, *category = v[2].b.buf, *bound = v[V_TIMES + 2].b.buf;
+    const int32_t *chain = v[1].b.buf;
+    const int64_t *start = v[V_TIMES].b.buf, *end = v[V_TIMES + 1].b.buf;
+    w.slot = v[V_TIMES + 3].b.buf;
     w.counts_node = counts.buf;
     int failed = 0; /* 1: out of memory; 2: not a graph in topological order (declined) */
     Py_BEGIN_ALLOW_THREADS
@@ -1004,12 +1145,13 @@ static PyObject *walk_path(PyObject *self, PyObject *args) {
         int8_t b = bound[node], edge;
         int32_t prev;
         int64_t limit; /* where the lag before node ends: its start, or a wait's end */
-        if (category[node] < 0 || category[node] >= counts.len) {
+        Link l;
+        if (category[node] < 0 || category[node] >= counts.len || link_at(&links, node, &l)) {
             failed = 2;
             break;
         }
         if (kind[node] == WAIT && b == B_EXTRA) { /* a wait that ended when its work did: back to that work */
-            prev = extra[node];
+            prev = l.extra;
             limit = upto;
             edge = ON_EXTRA;
         } else {
@@ -1019,7 +1161,7 @@ static PyObject *walk_path(PyObject *self, PyObject *args) {
                 break;
             }
             if (start[node] <= floor) break;
-            prev = b == B_EXTRA ? extra[node] : b == B_AFTER ? after[node] : chain[node];
+            prev = b == B_EXTRA ? l.extra : b == B_AFTER ? l.after : chain[node];
             if (prev == NONE) { /* nothing before it in the graph: the time from the interval's start is unexplained */
                 if (walk_add(&w, unexplained_code, start[node] - floor, -1, 0)) failed = 1;
                 break;
@@ -1036,7 +1178,7 @@ static PyObject *walk_path(PyObject *self, PyObject *args) {
         int64_t prev_end = end[prev] < limit ? end[prev] : limit;
         prev_end = prev_end > floor ? prev_end : floor;
         int64_t lag = limit - prev_end, positive = lag > 0 ? lag : 0;
-        int64_t unseen = on[node] == edge ? (unexplained[node] < positive ? unexplained[node] : positive) : 0;
+        int64_t unseen = l.on == edge ? (l.unexplained < positive ? l.unexplained : positive) : 0;
         if (walk_add(&w, unexplained_code, unseen, -1, 0) ||
             walk_add(&w, kind[node] == DEVICE ? launch_code : category[node], lag - unseen, (int32_t)node, 0)) {
             failed = 1;
@@ -1094,18 +1236,20 @@ static PyMethodDef methods[] = {
      "build(h_row, h_lane, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_launch, w_row, w_group, r_wait, "
      "r_waited, x_row, x_src, ts, dur, n_rows, n_lanes, n_groups, origin, cap) -> tuple of "
      "bytearrays, or None\n\ndepgraph._build "
-     "from arrays: the node columns in Kahn's order, the host threads' nodes and offsets; None where it declines."},
-    {"idle_candidates", idle_candidates, METH_VARARGS,
-     "idle_candidates(kind, extra, dur, start, end, bound, chain_lag, extra_lag, after_lag, unexplained, "
-     "unexplained_on, span_start, span_end) -> 8 bytes objects or None\n\nwhatif._idle_candidates in one pass."},
-    {"walk_path", walk_path, METH_VARARGS,
-     "walk_path(kind, chain, extra, after, category, unexplained, unexplained_on, start, end, bound, slot, first, "
-     "last, unexplained_code, launch_code, counts_node) -> (codes, ns, nodes, ns, own nodes, ns) or None\n\n"
-     "critical_path.step_path in C; None where it declines."},
-    {"replay", replay, METH_VARARGS,
-     "replay(kind, dur, chain, chain_lag, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor, "
-     "lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start, end and bound written); False "
+     "from arrays: the node columns in Kahn's order, the link columns, the host threads' nodes and offsets; None "
      "where it declines."},
+    {"idle_candidates", idle_candidates, METH_VARARGS,
+     "idle_candidates(kind, dur, start, end, bound, chain_lag, link, extra, extra_lag, after, after_lag, "
+     "unexplained, unexplained_on, span_start, span_end) -> 8 bytes objects or None\n\nwhatif._idle_candidates "
+     "in one pass."},
+    {"walk_path", walk_path, METH_VARARGS,
+     "walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, start, "
+     "end, bound, slot, first, last, unexplained_code, launch_code, counts_node) -> (codes, ns, nodes, ns, own "
+     "nodes, ns) or None\n\ncritical_path.step_path in C; None where it declines."},
+    {"replay", replay, METH_VARARGS,
+     "replay(kind, dur, chain, chain_lag, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, "
+     "factor, lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start, end and bound written); "
+     "False where it declines."},
     {NULL, NULL, 0, NULL},
 };
 

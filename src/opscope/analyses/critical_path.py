@@ -150,9 +150,9 @@ def _walker(graph: DepGraph, run: Replay) -> Callable[[int | None, int, int], St
 
     def walk(step: int | None, first: int, last: int) -> StepPath:
         try:
-            walked = native.walk_path(graph.kind, graph.chain, graph.extra, graph.after, graph.category.codes,
-                                      graph.unexplained, graph.unexplained_on, run.start, run.end, run.bound_by, slot,
-                                      first, last, labels.index(UNEXPLAINED), labels.index(LAUNCH), counts_node)
+            walked = native.walk_path(graph.kind, graph.chain, graph.category.codes, *graph.links(), run.start,
+                                      run.end, run.bound_by, slot, first, last, labels.index(UNEXPLAINED),
+                                      labels.index(LAUNCH), counts_node)
         except (TypeError, ValueError):  # a graph not made by dependency_graph (lists, other widths)
             walked = None
         if walked is None:

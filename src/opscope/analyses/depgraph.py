@@ -121,6 +121,86 @@ class Labels(Sequence[str]):
         return f"Labels({list(self)!r})"
 
 
+#: The link columns: per node its default (a node without a link has it) and its values' format.
+LINKED = {"extra": (NONE, "i"), "extra_lag": (0, "q"), "after": (NONE, "i"), "after_lag": (0, "q"),
+          "unexplained": (0, "q"), "unexplained_on": (ON_CHAIN, "b")}
+
+
+class Linked(Sequence[int]):
+    """A node column that few nodes set (an extra or after edge and its lag, an unexplained lag: device work and waits,
+    rarely a host slice), kept for the linked nodes only: ``column[node]`` is ``values[link[node]]``, ``default``
+    where ``link[node]`` is ``NONE``. The graph's link columns share one ``link``."""
+
+    __slots__ = ("default", "link", "values")
+
+    def __init__(self, link: Sequence[int], values: Sequence[int], default: int) -> None:
+        self.link = link
+        self.values = values
+        self.default = default
+
+    def __len__(self) -> int:
+        return len(self.link)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        k = self.link[index]
+        return self.default if k == NONE else self.values[k]
+
+    def __iter__(self) -> Iterator[int]:
+        values, default = self.values, self.default
+        return (default if k == NONE else values[k] for k in self.link)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"Linked({list(self)!r})"
+
+    def arrow(self, type_: pa.DataType) -> pa.Array:
+        """The column per node as an Arrow array of ``type_`` (the values' width)."""
+        m = len(self.values)
+        link = pa.Array.from_buffers(pa.int32(), len(self.link), [None, pa.py_buffer(self.link)])
+        values = pa.concat_arrays([pa.Array.from_buffers(type_, m, [None, pa.py_buffer(self.values)]),
+                                   pa.array([self.default], type_)])
+        return pc.take(values, pc.if_else(pc.equal(link, NONE), m, link))
+
+    def with_values(self, values: Sequence[int]) -> Linked:
+        """The same linked nodes with other values."""
+        return Linked(self.link, values, self.default)
+
+
+def linked_columns(columns: dict[str, Sequence[int]]) -> tuple[memoryview, dict[str, Linked]]:
+    """The link columns (:data:`LINKED`) from their values per node: the shared ``link`` (a node is linked where any of
+    them is not its default) and each column over it."""
+    n = len(columns["extra"])
+    plain = [(columns[name], default) for name, (default, _) in LINKED.items()]
+    link = array("i", [NONE]) * n
+    m = 0
+    for node in range(n):
+        if any(values[node] != default for values, default in plain):
+            link[node] = m
+            m += 1
+    rows = [node for node in range(n) if link[node] != NONE]
+    view = frozen_view(link, "i")
+    return view, {name: Linked(view, frozen_view(array(fmt, [columns[name][node] for node in rows]), fmt), default)
+                  for name, (default, fmt) in LINKED.items()}
+
+
+def node_column(values: Sequence[int] | Sequence[float], type_: pa.DataType) -> pa.Array:
+    """A graph's column per node as an Arrow array of ``type_``: a memoryview or an array in place, a link column
+    expanded."""
+    if isinstance(values, Linked):
+        return values.arrow(type_)
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+
+
 def frozen_view(values: bytes | bytearray | array, fmt: str) -> memoryview:
     """A read-only memoryview of ``fmt`` items over a buffer (a graph and its replays are not changed once made)."""
     return memoryview(values).toreadonly().cast("B").cast(fmt)  # type: ignore[call-overload]
@@ -129,8 +209,9 @@ def frozen_view(values: bytes | bytearray | array, fmt: str) -> memoryview:
 @dataclass
 class DepGraph:
     """Nodes in an order where every node comes after the nodes it depends on (sequences indexed by node: read-only
-    memoryviews of int8 ``kind``, ``unexplained_on``; int32 ``row``, ``chain``, ``extra``, ``after``; int64 the rest;
-    :class:`Labels` ``category`` and ``lane``).
+    memoryviews of int8 ``kind``; int32 ``row``, ``chain``, ``link``; int64 the rest; :class:`Labels` ``category``
+    and ``lane``; :class:`Linked` ``extra``, ``extra_lag``, ``after``, ``after_lag``, ``unexplained`` and
+    ``unexplained_on``, kept only for the nodes ``link`` names: most nodes are host slices with none of them).
 
     ``chain``: the node before on the same thread or stream (``NONE``: the first; it starts ``chain_lag`` after the
     trace's start). ``extra``: a device node's launch call, a wait's device node (``NONE``: none), ``extra_lag`` the
@@ -145,13 +226,15 @@ class DepGraph:
     dur: Sequence[int]
     chain: Sequence[int]
     chain_lag: Sequence[int]
-    extra: Sequence[int]
-    extra_lag: Sequence[int]
+    #: per node, its row in the link columns below (``NONE``: it has no extra or after edge, no unexplained lag)
+    link: Sequence[int]
+    extra: Linked
+    extra_lag: Linked
     #: device work on another stream this work waited for (an event wait the trace implies; ``NONE``: none)
-    after: Sequence[int]
-    after_lag: Sequence[int]
-    unexplained: Sequence[int]
-    unexplained_on: Sequence[int]  #: ON_CHAIN, ON_EXTRA or ON_AFTER
+    after: Linked
+    after_lag: Linked
+    unexplained: Linked
+    unexplained_on: Linked  #: ON_CHAIN, ON_EXTRA or ON_AFTER
     start: Sequence[int]
     end: Sequence[int]
     origin: int  #: the trace's first instant (time 0 of the replay)
@@ -160,6 +243,11 @@ class DepGraph:
 
     def __len__(self) -> int:
         return len(self.kind)
+
+    def links(self) -> tuple[Sequence[int], ...]:
+        """The link columns as the C parts take them: ``link``, then the values of extra, extra_lag, after,
+        after_lag, unexplained and unexplained_on."""
+        return (self.link, *(getattr(self, name).values for name in LINKED))
 
 
 @memoized()
@@ -302,15 +390,16 @@ class _Builder:
         code = {name: i for i, name in enumerate(CATEGORIES)}
         lanes: dict[str, int] = {}
         lane_codes = array("i", [lanes.setdefault(self.lane[node], len(lanes)) for node in order])
+        link, linked = linked_columns({
+            "extra": renumber(self.extra), "extra_lag": pick(self.extra_lag, "q"), "after": renumber(self.after),
+            "after_lag": pick(self.after_lag, "q"), "unexplained": pick(self.unexplained, "q"),
+            "unexplained_on": pick(self.unexplained_on, "b")})
         return DepGraph(kind=pick(self.kind, "b"),
                         category=Labels(CATEGORIES, frozen_view(
                             array("b", [code[self.category[node]] for node in order]), "b")),
                         row=pick(self.row, "i"), lane=Labels(list(lanes), frozen_view(lane_codes, "i")),
                         dur=pick(self.dur, "q"), chain=renumber(self.chain), chain_lag=pick(self.chain_lag, "q"),
-                        extra=renumber(self.extra), extra_lag=pick(self.extra_lag, "q"), after=renumber(self.after),
-                        after_lag=pick(self.after_lag, "q"), unexplained=pick(self.unexplained, "q"),
-                        unexplained_on=pick(self.unexplained_on, "b"), start=pick(self.start, "q"),
-                        end=pick(self.end, "q"), origin=self.origin,
+                        link=link, **linked, start=pick(self.start, "q"), end=pick(self.end, "q"), origin=self.origin,
                         threads={lane: frozen_view(array("i", [new[node] for node in nodes]), "i")
                                  for lane, nodes in self.threads.items()})
 
@@ -729,15 +818,15 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
         n_rows, len(x.host_lanes) + len(x.device_lanes), x.groups + 1, origin, LATENCY_CAP_NS)
     if out is None:
         return None
-    (kind, category, unexplained_on, row, lane, chain, extra, after, dur, chain_lag, extra_lag, after_lag,
-     unexplained, start, end, thread_nodes, thread_first) = out
+    kind, category, row, lane, chain, dur, chain_lag, start, end, link, *link_values, thread_nodes, thread_first = out
     view = frozen_view
     nodes, first = view(thread_nodes, "i"), view(thread_first, "q")
+    link = view(link, "i")
+    linked = {name: Linked(link, view(values, fmt), default)
+              for (name, (default, fmt)), values in zip(LINKED.items(), link_values, strict=True)}
     return DepGraph(kind=view(kind, "b"), category=Labels(CATEGORIES, view(category, "b")), row=view(row, "i"),
                     lane=Labels(x.host_lanes + x.device_lanes, view(lane, "i")), dur=view(dur, "q"),
-                    chain=view(chain, "i"), chain_lag=view(chain_lag, "q"), extra=view(extra, "i"),
-                    extra_lag=view(extra_lag, "q"), after=view(after, "i"), after_lag=view(after_lag, "q"),
-                    unexplained=view(unexplained, "q"), unexplained_on=view(unexplained_on, "b"),
+                    chain=view(chain, "i"), chain_lag=view(chain_lag, "q"), link=link, **linked,
                     start=view(start, "q"), end=view(end, "q"), origin=origin,
                     threads={name: nodes[first[k]:first[k + 1]] for k, name in enumerate(x.host_lanes)})
 

@@ -109,8 +109,7 @@ def _work_after(trace: Trace) -> _After:
     table = pa.table({
         "device": pc.take(device_of, pc.take(row, nodes)),
         "start": pc.take(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.start)]), nodes),
-        "wait": pc.negate(pc.take(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.unexplained)]),
-                                  nodes)),
+        "wait": pc.negate(pc.take(graph.unexplained.arrow(pa.int64()), nodes)),
         "node": pc.cast(nodes, pa.int64()),
     })
     table = table.filter(pc.is_valid(table["device"]))
@@ -229,7 +228,7 @@ def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, 
     n = len(graph)
     kind = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(graph.kind)])
     row = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(graph.row)])
-    unexplained = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.unexplained)])
+    unexplained = graph.unexplained.arrow(pa.int64())
     waiting = true_positions(pc.and_(pc.and_(pc.equal(kind, DEVICE), pc.not_equal(row, NONE)),
                                      pc.greater(unexplained, 0)))
     device_of = combined(trace.select(["device"])["device"])

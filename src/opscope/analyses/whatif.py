@@ -63,9 +63,11 @@ from opscope.analyses.depgraph import (
     ON_EXTRA,
     WAIT,
     DepGraph,
+    Linked,
     dependency_graph,
     frozen_view,
     native_graph,
+    node_column,
 )
 from opscope.analyses.idle import IDLE_CAUSES, cause_spans
 from opscope.analyses.intervals import covered_spans, merged_intervals
@@ -150,7 +152,7 @@ def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int 
     earlier one; those for another rank than ``rank`` are left out), as float64 memoryviews, and how many nodes each
     change picked."""
     n = len(graph)
-    duration = lag = _column(array("d", [1.0]) * n, pa.float64())
+    duration = lag = node_column(array("d", [1.0]) * n, pa.float64())
     picked: list[int] = []
     parts: IdleParts | None = None
     for change in changes:
@@ -162,14 +164,14 @@ def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int 
             own, lags = parts.own.get(change.pattern, NODE_NS.empty_table()), parts.lag.get(
                 change.pattern, NODE_EDGE_NS.empty_table())
             # a slice keeps the part of its time outside the cause's idle time
-            share = pc.divide(pc.cast(own["ns"], pa.float64()), pc.cast(pc.take(_column(graph.dur, pa.int64()),
+            share = pc.divide(pc.cast(own["ns"], pa.float64()), pc.cast(pc.take(node_column(graph.dur, pa.int64()),
                                                                                    own["node"]), pa.float64()))
             kept = scatter(n, own["node"], combined(pc.subtract(1.0, pc.multiply(share, 1.0 - change.factor))))
             duration = pc.multiply(duration, pc.fill_null(kept, 1.0))
             nodes = pa.concat_arrays([combined(own["node"]), combined(lags["node"])])
             chosen = pc.is_in(arange(n), value_set=nodes)
         elif change.selector == "idle":
-            chosen = pc.not_equal(_column(graph.unexplained, pa.int64()), 0)
+            chosen = pc.not_equal(node_column(graph.unexplained, pa.int64()), 0)
             lag = pc.multiply(lag, _idle_factor(graph, chosen, change.factor))
         else:
             chosen = _chosen(trace, graph, change)
@@ -181,16 +183,16 @@ def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int 
 def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:
     """Per node, the unexplained-lag factor that scales a chosen node's binding lag's excess over its lane's typical
     lag of that kind by ``factor`` (the replay cuts ``unexplained x (1 - lag factor)``; 1 for the rest)."""
-    on = _column(graph.unexplained_on, pa.int8())
-    lag = _column(graph.chain_lag, pa.int64())
+    on = node_column(graph.unexplained_on, pa.int8())
+    lag = node_column(graph.chain_lag, pa.int64())
     for edge in (ON_EXTRA, ON_AFTER):
-        lag = pc.if_else(pc.equal(on, edge), _column(_edge(graph, edge)[0], pa.int64()), lag)
+        lag = pc.if_else(pc.equal(on, edge), node_column(_edge(graph, edge)[0], pa.int64()), lag)
     typical = pa.repeat(pa.scalar(LATENCY_CAP_NS, pa.int64()), len(graph))
-    lane = _column(graph.lane.codes, pa.int32())
+    lane = node_column(graph.lane.codes, pa.int32())
     for (code, edge), usual in _typical_lags(graph, chosen).items():
         typical = pc.if_else(pc.and_(pc.equal(lane, code), pc.equal(on, edge)), usual, typical)
     excess = pc.cast(pc.subtract(lag, typical), pa.float64())
-    unexplained = pc.cast(pc.max_element_wise(_column(graph.unexplained, pa.int64()), 1), pa.float64())
+    unexplained = pc.cast(pc.max_element_wise(node_column(graph.unexplained, pa.int64()), 1), pa.float64())
     return pc.if_else(chosen, pc.subtract(1.0, pc.divide(pc.multiply(excess, 1.0 - factor), unexplained)), 1.0)
 
 
@@ -204,7 +206,7 @@ def _edge(graph: DepGraph, edge: int) -> tuple[Sequence[int], Sequence[int]]:
 
 
 def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = None,
-              ) -> tuple[Sequence[int], Sequence[int]]:
+              ) -> tuple[Sequence[int], Linked]:
     """The graph's chain and extra lags for a replay with ``changes``: where an ``idle`` change picks device work, the
     edge that did not bind its start (kept at no more than :data:`LATENCY_CAP_NS`) is lowered to its lane's typical
     lag of that kind, so that the work, its wait gone, starts as its lane's work usually starts."""
@@ -212,13 +214,13 @@ def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = Non
     for change in changes:
         if change.selector == "idle" and change.pattern in (None, "unexplained") and change.applies_to(rank) \
                 and change.factor < 1:
-            chosen = pc.and_(pc.not_equal(_column(graph.unexplained, pa.int64()), 0),
-                             pc.equal(_column(graph.kind, pa.int8()), DEVICE))
+            chosen = pc.and_(pc.not_equal(node_column(graph.unexplained, pa.int64()), 0),
+                             pc.equal(node_column(graph.kind, pa.int8()), DEVICE))
     if chosen is None or not pc.any(chosen).as_py():
         return graph.chain_lag, graph.extra_lag
-    on = _column(graph.unexplained_on, pa.int8())
-    lane = _column(graph.lane.codes, pa.int32())
-    chain_lag, extra_lag = _column(graph.chain_lag, pa.int64()), _column(graph.extra_lag, pa.int64())
+    on = node_column(graph.unexplained_on, pa.int8())
+    lane = node_column(graph.lane.codes, pa.int32())
+    chain_lag, extra_lag = node_column(graph.chain_lag, pa.int64()), node_column(graph.extra_lag, pa.int64())
     for (code, edge), usual in _typical_lags(graph, chosen).items():
         # this kind of edge of the chosen work on this lane that another kind of edge bound
         mine = pc.and_(pc.and_(chosen, pc.equal(lane, code)), pc.not_equal(on, edge))
@@ -226,21 +228,23 @@ def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = Non
             extra_lag = pc.if_else(mine, pc.min_element_wise(extra_lag, usual), extra_lag)
         elif edge == ON_CHAIN:
             chain_lag = pc.if_else(mine, pc.min_element_wise(chain_lag, usual), chain_lag)
-    return values_view(chain_lag, "q"), values_view(extra_lag, "q")
+    # a node without a link keeps its extra lag of 0 (a typical lag is no less): the linked nodes' are the column
+    linked = pc.not_equal(node_column(graph.link, pa.int32()), NONE)
+    return values_view(chain_lag, "q"), graph.extra_lag.with_values(values_view(pc.filter(extra_lag, linked), "q"))
 
 
 def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], int]:
     """For each lane of the chosen nodes and each edge kind (ON_CHAIN: the queue's, ON_EXTRA: the launch's or the
     wait's, ON_AFTER: another stream's work waited for), the median lag of the lane's nodes bound by that kind of
     edge with nothing unexplained (no more than :data:`LATENCY_CAP_NS`; none where the lane has no such node)."""
-    on = _column(graph.unexplained_on, pa.int8())
-    lane = _column(graph.lane.codes, pa.int32())
-    unexplained = _column(graph.unexplained, pa.int64())
+    on = node_column(graph.unexplained_on, pa.int8())
+    lane = node_column(graph.lane.codes, pa.int32())
+    unexplained = node_column(graph.unexplained, pa.int64())
     out: dict[tuple[int, int], int] = {}
     for code in pc.unique(pc.filter(lane, chosen)).to_pylist():
         for edge in (ON_CHAIN, ON_EXTRA, ON_AFTER):
             lags, dependencies = _edge(graph, edge)
-            lag, dependency = _column(lags, pa.int64()), _column(dependencies, pa.int32())
+            lag, dependency = node_column(lags, pa.int64()), node_column(dependencies, pa.int32())
             usable = pc.and_(pc.and_(pc.equal(lane, code), pc.equal(on, edge)),
                              pc.and_(pc.equal(unexplained, 0), pc.not_equal(dependency, NONE)))
             sample = pc.filter(lag, pc.and_(usable, pc.greater_equal(lag, 0)))
@@ -250,23 +254,18 @@ def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], in
     return out
 
 
-def _column(values: Sequence[int] | Sequence[float], type_: pa.DataType) -> pa.Array:
-    """A graph's column (a memoryview, an array) as an Arrow array, in place."""
-    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
-
-
 def _chosen(trace: Trace, graph: DepGraph, change: Change) -> pa.Array:
     """Which nodes the change picks (a mask over the nodes)."""
-    kind = _column(graph.kind, pa.int8())
+    kind = node_column(graph.kind, pa.int8())
     device = pc.equal(kind, DEVICE)
     host = pc.invert(device)
 
     def category(name: str) -> pa.Array:
-        return pc.equal(_column(graph.category.codes, pa.int8()), CATEGORIES.index(name))
+        return pc.equal(node_column(graph.category.codes, pa.int8()), CATEGORIES.index(name))
 
     def rows_in(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
         """Per node, whether its event is one the mask over the events marks (a gap: false)."""
-        row = _column(graph.row, pa.int32())
+        row = node_column(graph.row, pa.int32())
         event = pc.if_else(pc.equal(row, NONE), pa.scalar(None, pa.int32()), row)
         return pc.fill_null(pc.take(mask, event), False)
 
@@ -281,7 +280,7 @@ def _chosen(trace: Trace, graph: DepGraph, change: Change) -> pa.Array:
     if change.selector == "loader":
         return pc.and_(host, category(INPUT))
     inside = pa.array(sorted(_inside_matching(trace, change.pattern or "")), pa.int32())
-    picked = pc.is_in(_column(graph.row, pa.int32()), value_set=inside)
+    picked = pc.is_in(node_column(graph.row, pa.int32()), value_set=inside)
     return pc.and_(pc.equal(kind, WAIT) if change.selector == "sync" else host, picked)
 
 
@@ -396,7 +395,7 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     spans = cause_spans(gpu_analysis(trace)) if len(graph) else {}
     if not spans:
         return IdleParts(own, lag)
-    extra = _column(graph.extra, pa.int32())
+    extra = node_column(graph.extra, pa.int32())
     bound = replay(graph).bound_by
     device_of = combined(trace.select(["device"])["device"])
     # only the nodes whose host time or explained lag lies inside some idle time are looked at per cause
@@ -406,7 +405,7 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     # the device the lag lies on: a wait's, the device of the work it waited for
     waited = pc.take(extra, lagged)
     on_node = pc.if_else(is_wait, pc.if_else(pc.equal(waited, NONE), 0, waited), lagged)
-    rows = pc.take(_column(graph.row, pa.int32()), on_node)
+    rows = pc.take(node_column(graph.row, pa.int32()), on_node)
     valid = pc.not_equal(rows, NONE)
     lag_device = pc.if_else(valid, pc.take(device_of, pc.if_else(valid, rows, 0)), pa.scalar(None, device_of.type))
     by_device = {}
@@ -442,9 +441,9 @@ def _idle_candidates(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple
     each node's own time that is the host's (``host``, ``host_lo``, ``host_hi``), and the explained part of each
     binding lag (``lagged``, ``lag_lo``, ``lag_hi``, whether a wait's (``is_wait``) and the replay's bound
     (``lag_bound``)): device work's before its start, a wait's after its work ended."""
-    kind, extra = _column(graph.kind, pa.int8()), _column(graph.extra, pa.int32())
-    start, end, dur = (_column(v, pa.int64()) for v in (graph.start, graph.end, graph.dur))
-    bound = _column(bound_by, pa.int8())
+    kind, extra = node_column(graph.kind, pa.int8()), node_column(graph.extra, pa.int32())
+    start, end, dur = (node_column(v, pa.int64()) for v in (graph.start, graph.end, graph.dur))
+    bound = node_column(bound_by, pa.int8())
 
     def inside_idle(nodes: pa.Array, lo: pa.Array, hi: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
         somewhere = pc.greater(covered_spans(*everywhere, lo, hi), 0)
@@ -458,13 +457,13 @@ def _idle_candidates(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple
         pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))))
     c_bound = pc.take(bound, candidates)
     is_wait = pc.equal(pc.take(kind, candidates), WAIT)
-    value = pc.take(_column(graph.chain_lag, pa.int64()), candidates)
-    value = pc.if_else(pc.equal(c_bound, EXTRA), pc.take(_column(graph.extra_lag, pa.int64()), candidates), value)
-    value = pc.if_else(pc.equal(c_bound, AFTER), pc.take(_column(graph.after_lag, pa.int64()), candidates), value)
+    value = pc.take(node_column(graph.chain_lag, pa.int64()), candidates)
+    value = pc.if_else(pc.equal(c_bound, EXTRA), pc.take(node_column(graph.extra_lag, pa.int64()), candidates), value)
+    value = pc.if_else(pc.equal(c_bound, AFTER), pc.take(node_column(graph.after_lag, pa.int64()), candidates), value)
     edge = pc.if_else(pc.equal(c_bound, EXTRA), ON_EXTRA, pc.if_else(pc.equal(c_bound, AFTER), ON_AFTER, ON_CHAIN))
     unexplained = pc.if_else(pc.equal(pc.cast(edge, pa.int8()),
-                                      pc.take(_column(graph.unexplained_on, pa.int8()), candidates)),
-                             pc.take(_column(graph.unexplained, pa.int64()), candidates), 0)
+                                      pc.take(node_column(graph.unexplained_on, pa.int8()), candidates)),
+                             pc.take(node_column(graph.unexplained, pa.int64()), candidates), 0)
     explained = pc.subtract(value, pc.min_element_wise(unexplained, pc.max_element_wise(value, 0)))
     has_lag = pc.greater(explained, 0)
     at = pc.if_else(is_wait, pc.take(end, candidates), pc.take(start, candidates))
@@ -486,9 +485,8 @@ def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: 
     if native is None or any(a.null_count for a in everywhere):
         return None
     spans = [values_view(combined(pc.cast(a, pa.int64())), "q") for a in everywhere]
-    out = native.idle_candidates(graph.kind, graph.extra, graph.dur, graph.start, graph.end, bound_by,
-                                 graph.chain_lag, graph.extra_lag, graph.after_lag, graph.unexplained,
-                                 graph.unexplained_on, *spans)
+    out = native.idle_candidates(graph.kind, graph.dur, graph.start, graph.end, bound_by, graph.chain_lag,
+                                 *graph.links(), *spans)
     if out is None:
         return None
     arrays = []
@@ -530,9 +528,14 @@ def lags_cut(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> DepGra
             entry[1] += (1.0 - factor) * ns
     if not cut:
         return graph
-    columns = {CHAIN: array("q", graph.chain_lag), EXTRA: array("q", graph.extra_lag),
-               AFTER: array("q", graph.after_lag)}
+    # an extra or after edge's lag is its node's link row's (a node bound by one has that edge: it is linked)
+    columns = {CHAIN: array("q", graph.chain_lag), EXTRA: array("q", graph.extra_lag.values),
+               AFTER: array("q", graph.after_lag.values)}
     for node, (edge, ns) in cut.items():
-        columns[edge][node] -= round(ns)
-    return replace(graph, chain_lag=frozen_view(columns[CHAIN], "q"), extra_lag=frozen_view(columns[EXTRA], "q"),
-                   after_lag=frozen_view(columns[AFTER], "q"))
+        at = node if edge == CHAIN else graph.link[node]
+        if at == NONE:
+            raise RuntimeError(f"node {node} has a lag on an edge it does not have")
+        columns[edge][at] -= round(ns)
+    return replace(graph, chain_lag=frozen_view(columns[CHAIN], "q"),
+                   extra_lag=graph.extra_lag.with_values(frozen_view(columns[EXTRA], "q")),
+                   after_lag=graph.after_lag.with_values(frozen_view(columns[AFTER], "q")))

@@ -31,12 +31,15 @@ from opscope.analyses.depgraph import (
     CATEGORIES,
     COMMUNICATION,
     DEVICE,
+    LINKED,
     NONE,
     ON_CHAIN,
     DepGraph,
     Labels,
     dependency_graph,
     frozen_view,
+    linked_columns,
+    node_column,
 )
 from opscope.analyses.job.clocks import clock_offsets
 from opscope.analyses.job.match import match_instances
@@ -51,8 +54,8 @@ _COMM_CODE = CATEGORIES.index(COMMUNICATION)
 _FIELDS = ("kind", "category", "row", "lane", "dur", "chain", "chain_lag", "extra", "extra_lag", "after",
            "after_lag", "unexplained", "unexplained_on", "start", "end")
 _REFERENCES = ("chain", "extra", "after")
-_FORMATS = {"kind": "b", "category": "b", "unexplained_on": "b", "row": "i", "lane": "i", "chain": "i",
-            "extra": "i", "after": "i"}
+#: the formats of the columns kept per node (the link columns': :data:`LINKED`)
+_FORMATS = {"kind": "b", "category": "b", "row": "i", "lane": "i", "chain": "i"}
 
 
 @dataclass
@@ -134,13 +137,12 @@ def job_graph(traces: Mapping[int, Trace], graphs: Mapping[int, DepGraph] | None
         f"rank {rank} {name}": frozen_view(array("i", [node_of[rank][n] for n in nodes]), "i")
         for rank in ranks for name, nodes in graphs[rank].threads.items()}
     view = {name: frozen_view(array(_FORMATS.get(name, "q"), fields[name]), _FORMATS.get(name, "q"))
-            for name in _FIELDS}
+            for name in _FIELDS if name not in LINKED}
+    link, linked = linked_columns({name: fields[name] for name in LINKED})
     graph = DepGraph(kind=view["kind"], category=Labels(CATEGORIES, view["category"]), row=view["row"],
                      lane=Labels(lanes, view["lane"]), dur=view["dur"], chain=view["chain"],
-                     chain_lag=view["chain_lag"], extra=view["extra"], extra_lag=view["extra_lag"],
-                     after=view["after"], after_lag=view["after_lag"], unexplained=view["unexplained"],
-                     unexplained_on=view["unexplained_on"], start=view["start"], end=view["end"], origin=origin,
-                     threads=threads)
+                     chain_lag=view["chain_lag"], link=link, **linked, start=view["start"], end=view["end"],
+                     origin=origin, threads=threads)
     contradicted = sum(1 for j in joins if not j.dropped for _, lag in j.transfer.values() if lag < 0)
     unjoined = sum(1 for j in joins if j.dropped)
     if contradicted:
@@ -317,7 +319,7 @@ def _needs(graph: DepGraph, joined: Mapping[int, _Join]) -> list[tuple[int, list
     nodes = pa.array(sorted(joined), pa.int32())
     out: dict[int, list[_Join]] = {}
     for name in _REFERENCES:
-        column = pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(getattr(graph, name))])
+        column = node_column(getattr(graph, name), pa.int32())
         for node in true_positions(pc.is_in(column, value_set=nodes)).to_pylist():
             out.setdefault(node, []).append(joined[getattr(graph, name)[node]])
     return sorted(out.items())

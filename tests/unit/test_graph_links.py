@@ -1,0 +1,41 @@
+"""The graph's link columns (extra and after edges, their lags, unexplained lags) are kept only for the nodes that
+set one of them: read per node they give the values the nodes were given, the defaults elsewhere."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from support import make_trace, row
+
+from opscope.analyses.depgraph import LINKED, NONE, ON_AFTER, ON_CHAIN, ON_EXTRA, dependency_graph, linked_columns
+
+
+def test_only_the_nodes_that_set_a_link_column_take_a_row():
+    # five nodes: node 1 has a launch 3 us before it, node 3 only an unexplained lag on another stream's edge
+    columns = {"extra": [NONE, 0, NONE, NONE, NONE], "extra_lag": [0, 3_000, 0, 0, 0],
+               "after": [NONE, NONE, NONE, NONE, NONE], "after_lag": [0, 0, 0, 0, 0],
+               "unexplained": [0, 0, 0, 70_000, 0],
+               "unexplained_on": [ON_CHAIN, ON_EXTRA, ON_CHAIN, ON_AFTER, ON_CHAIN]}
+    link, linked = linked_columns(columns)
+    assert list(link) == [NONE, 0, NONE, 1, NONE]
+    assert list(linked["extra"].values) == [0, NONE] and list(linked["unexplained"].values) == [0, 70_000]
+    for name, values in columns.items():
+        assert list(linked[name]) == values and [linked[name][node] for node in range(5)] == values
+        assert linked[name][1:4] == values[1:4]
+        width = pa.int32() if LINKED[name][1] == "i" else pa.int8() if LINKED[name][1] == "b" else pa.int64()
+        assert linked[name].arrow(width).to_pylist() == values
+
+
+@pytest.mark.parametrize("native", ["1", "0"])  # built in C where it is built, and by the definition
+def test_host_slices_take_no_link_rows(native, monkeypatch):
+    # a thread's two ops and the kernel one of them launched: only the kernel is linked (to its launch)
+    monkeypatch.setenv("OPSCOPE_NATIVE", native)
+    trace = make_trace([row("cpu_op", "aten::add", 0, 10), row("runtime", "cudaLaunchKernel", 2, 3, correlation=7),
+                        row("cpu_op", "aten::mul", 20, 10),
+                        row("kernel", "add_kernel", 8, 4, correlation=7, device=0, stream=7, pid=0, tid=7)])
+    graph = dependency_graph(trace)
+    linked = [node for node in range(len(graph)) if graph.link[node] != NONE]
+    assert [graph.kind[node] for node in linked] == [2]  # DEVICE
+    kernel = linked[0]
+    assert graph.row[graph.extra[kernel]] == 1 and graph.extra_lag[kernel] == 3_000  # 8 us - the call's end at 5
+    assert len(graph.extra.values) == 1
