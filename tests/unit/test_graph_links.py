@@ -24,6 +24,8 @@ def test_only_the_nodes_that_set_a_link_column_take_a_row():
         assert linked[name][1:4] == values[1:4]
         width = pa.int32() if LINKED[name][1] == "i" else pa.int8() if LINKED[name][1] == "b" else pa.int64()
         assert linked[name].arrow(width).to_pylist() == values
+        assert linked[name].arrow(width, pa.array([4, 3, 1], pa.int64())).to_pylist() == [values[4], values[3],
+                                                                                        values[1]]
 
 
 @pytest.mark.parametrize("native", ["1", "0"])  # built in C where it is built, and by the definition

@@ -613,6 +613,10 @@ static PyObject *build(PyObject *self, PyObject *args) {
     dev = NULL;
     free(by_group);
     by_group = NULL;
+    free(slice_first); /* the events' slices: no edge left to tie (Kahn's order needs the room) */
+    slice_first = NULL;
+    free(slice_last);
+    slice_last = NULL;
     /* --- Kahn's order; inferred edges of the nodes a cycle leaves out dropped (their lags as before) */
     Py_ssize_t reached = kahn(&g, order);
     if (reached >= 0 && reached < g.n) {
@@ -636,6 +640,10 @@ static PyObject *build(PyObject *self, PyObject *args) {
         reached = kahn(&g, order);
         if (reached >= 0 && reached < g.n) state = 2;
     }
+    free(saved);
+    saved = NULL;
+    free(saved_node);
+    saved_node = NULL;
     if (reached < 0) state = 1;
     if (state) goto computed;
     /* --- renumbered: new[node] is its place in the order (in last_on's stead: a scratch of n int32) */

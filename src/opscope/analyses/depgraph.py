@@ -163,13 +163,15 @@ class Linked(Sequence[int]):
     def __repr__(self) -> str:
         return f"Linked({list(self)!r})"
 
-    def arrow(self, type_: pa.DataType) -> pa.Array:
-        """The column per node as an Arrow array of ``type_`` (the values' width)."""
+    def arrow(self, type_: pa.DataType, nodes: pa.Array | None = None) -> pa.Array:
+        """The column per node (of ``nodes`` only where given) as an Arrow array of ``type_`` (the values' width)."""
         m = len(self.values)
-        link = pa.Array.from_buffers(pa.int32(), len(self.link), [None, pa.py_buffer(self.link)])
+        # NONE read as uint32 is the largest value: the smaller of it and m picks the default, put after the values
+        link = pa.Array.from_buffers(pa.uint32(), len(self.link), [None, pa.py_buffer(self.link)])
+        rows = pc.min_element_wise(link if nodes is None else pc.take(link, nodes), pa.scalar(m, pa.uint32()))
         values = pa.concat_arrays([pa.Array.from_buffers(type_, m, [None, pa.py_buffer(self.values)]),
                                    pa.array([self.default], type_)])
-        return pc.take(values, pc.if_else(pc.equal(link, NONE), m, link))
+        return pc.take(values, rows)
 
     def with_values(self, values: Sequence[int]) -> Linked:
         """The same linked nodes with other values."""

@@ -395,7 +395,6 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     spans = cause_spans(gpu_analysis(trace)) if len(graph) else {}
     if not spans:
         return IdleParts(own, lag)
-    extra = node_column(graph.extra, pa.int32())
     bound = replay(graph).bound_by
     device_of = combined(trace.select(["device"])["device"])
     # only the nodes whose host time or explained lag lies inside some idle time are looked at per cause
@@ -403,7 +402,7 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     host, host_lo, host_hi, lagged, lag_lo, lag_hi, is_wait, lag_bound = (
         _idle_candidates_in_c(graph, bound, everywhere) or _idle_candidates(graph, bound, everywhere))
     # the device the lag lies on: a wait's, the device of the work it waited for
-    waited = pc.take(extra, lagged)
+    waited = graph.extra.arrow(pa.int32(), lagged)
     on_node = pc.if_else(is_wait, pc.if_else(pc.equal(waited, NONE), 0, waited), lagged)
     rows = pc.take(node_column(graph.row, pa.int32()), on_node)
     valid = pc.not_equal(rows, NONE)
