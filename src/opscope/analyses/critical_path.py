@@ -12,7 +12,7 @@ up to its length.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -42,6 +42,39 @@ ON_PATH = pa.schema([("step", pa.int64()), ("name", pa.string()), ("category", p
                      ("path_ns", pa.int64()), ("own_ns", pa.int64()), ("pieces", pa.int64())])
 
 
+class NodeTimes(Mapping[int, int]):
+    """Per node on a path, its ns, in the order the walk first charged them: kept as two arrays (int32 ``nodes``,
+    int64 ``ns``), as the C walk gives them, instead of a dict of Python ints (a path can hold tens of thousands of
+    nodes, a trace thousands of paths)."""
+
+    __slots__ = ("_index", "nodes", "ns")
+
+    def __init__(self, nodes: memoryview, ns: memoryview) -> None:
+        self.nodes = nodes
+        self.ns = ns
+        self._index: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.nodes)
+
+    def __getitem__(self, node: int) -> int:
+        if self._index is None:  # looked up by node rarely (tests, references): the index made on the first
+            self._index = {n: i for i, n in enumerate(self.nodes)}
+        return self.ns[self._index[node]]
+
+
+def node_times(times: Mapping[int, int]) -> tuple[pa.Array, pa.Array]:
+    """A path's nodes and their ns (:class:`NodeTimes` in place, a dict read) as int64 Arrow arrays, in order."""
+    if isinstance(times, NodeTimes):
+        n = len(times)
+        return (pc.cast(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(times.nodes)]), pa.int64()),
+                pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(times.ns)]))
+    return pa.array(times.keys(), pa.int64()), pa.array(times.values(), pa.int64())
+
+
 @dataclass
 class StepPath:
     """One step's critical path: time per category, and per node on it (node -> its time on the path)."""
@@ -50,15 +83,17 @@ class StepPath:
     length: int
     categories: dict[str, int] = field(default_factory=dict)
     #: per node, its time on the path: its own, and the lag before it charged to it
-    nodes: dict[int, int] = field(default_factory=dict)
+    nodes: Mapping[int, int] = field(default_factory=dict)
     #: per node, its own time on the path alone
-    own: dict[int, int] = field(default_factory=dict)
+    own: Mapping[int, int] = field(default_factory=dict)
 
     def add(self, category: str, ns: int, node: int | None = None, own: bool = False) -> None:
+        """Charge ``ns`` to the category (and the node): the walk's definition, on dicts."""
         if ns <= 0:
             return
         self.categories[category] = self.categories.get(category, 0) + ns
         if node is not None and category != UNEXPLAINED:
+            assert isinstance(self.nodes, dict) and isinstance(self.own, dict)  # the definition's own dicts
             self.nodes[node] = self.nodes.get(node, 0) + ns
             if own:
                 self.own[node] = self.own.get(node, 0) + ns
@@ -161,8 +196,8 @@ def _walker(graph: DepGraph, run: Replay) -> Callable[[int | None, int, int], St
         path = StepPath(step, run.end[last] - run.start[first])
         for code, total in zip(codes, sums):  # two codes of one name (none made so) would add up, as in add()
             path.categories[labels[code]] = path.categories.get(labels[code], 0) + total
-        path.nodes = dict(zip(memoryview(nodes).cast("i"), memoryview(ns).cast("q")))
-        path.own = dict(zip(memoryview(own_nodes).cast("i"), memoryview(own_ns).cast("q")))
+        path.nodes = NodeTimes(memoryview(nodes).cast("i"), memoryview(ns).cast("q"))
+        path.own = NodeTimes(memoryview(own_nodes).cast("i"), memoryview(own_ns).cast("q"))
         return path
 
     return walk
@@ -208,14 +243,14 @@ def _on_path(graph: DepGraph, name_of: pa.Array, names: list, path: StepPath,
     if not path.nodes:
         return []
     labels = graph.category.names
-    nodes = pa.array(path.nodes.keys(), pa.int64())
-    own_of = pa.array(path.own.keys(), pa.int64())
-    own = pc.fill_null(pc.take(pa.array(path.own.values(), pa.int64()), pc.index_in(nodes, value_set=own_of)), 0)
+    nodes, path_ns = node_times(path.nodes)
+    own_of, own_ns = node_times(path.own)
+    own = pc.fill_null(pc.take(own_ns, pc.index_in(nodes, value_set=own_of)), 0)
     row = pc.take(pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)]), nodes)
     code = pc.take(pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)]), nodes)
     has_row = pc.not_equal(row, NONE)
     key = name_or_category(pc.if_else(has_row, pc.take(name_of, pc.if_else(has_row, row, 0)), -1), code)
-    grouped = pa.table({"key": key, "code": code, "ns": pa.array(path.nodes.values(), pa.int64()), "own": own,
+    grouped = pa.table({"key": key, "code": code, "ns": path_ns, "own": own,
                         "at": arange(len(nodes))}).group_by(["key", "code"], use_threads=False).aggregate(
         [("ns", "sum"), ("own", "sum"), ("at", "count"), ("at", "min")])
     out: dict[tuple[str, str], list[int]] = {}
