@@ -29,6 +29,20 @@ def test_index_in_matches_arrow(seed, native, monkeypatch):
         assert got.to_pylist() == [values.index(k) if k in values else None for k in keys]
 
 
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_index_in_of_other_integer_types_matches_arrow(native, monkeypatch):
+    # row positions as true_positions gives them (uint64) against int64 rows, int32 against uint32; a uint64 beyond
+    # int64 (no int64 of it) is Arrow's to look up
+    monkeypatch.setenv("OPSCOPE_NATIVE", native)
+    cases = [(pa.array([3, 0, 9, None], pa.uint64()), pa.array([9, 3, 3], pa.int64())),
+             (pa.array([1, -2, 7], pa.int32()), pa.array([7, 1], pa.uint32())),
+             (pa.array([1 << 63, 5], pa.uint64()), pa.array([5, 1 << 63], pa.uint64()))]
+    for keys, values in cases:
+        assert lookup.index_in(keys, values).to_pylist() == pc.index_in(keys, value_set=values).to_pylist()
+    assert lookup.index_in(*cases[0]).to_pylist() == [1, None, 0, None]  # by hand
+    assert lookup.index_in(*cases[2]).to_pylist() == [1, 0]
+
+
 def test_index_in_of_other_types_is_arrows():
     keys, values = pa.array(["a", "b", None]), pa.array(["b", None, "b"])
     assert lookup.index_in(keys, values).to_pylist() == [None, 0, 1]

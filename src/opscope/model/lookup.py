@@ -17,14 +17,29 @@ except ImportError:  # not built here: Arrow's index_in
 
 def index_in(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Per key, the position (int32) of its first occurrence in ``values``, null where it does not occur; a null key
-    finds the first null value. Exactly ``pc.index_in(keys, value_set=values)`` for int64 columns."""
+    finds the first null value. Exactly ``pc.index_in(keys, value_set=values)`` for integer columns (row positions,
+    uint64 as ``true_positions`` gives them, are looked up as int64)."""
     keys, values = one_array(keys), one_array(values)
-    if (_derive is None or not c_enabled() or keys.type != pa.int64() or values.type != pa.int64()
+    wide_keys, wide_values = _as_int64(keys), _as_int64(values)
+    if (_derive is None or not c_enabled() or wide_keys is None or wide_values is None
             or len(values) >= 1 << 31):
         return pc.index_in(keys, value_set=values)
+    keys, values = wide_keys, wide_values
     out = bytearray(8 * len(keys))
     _derive.index_in(values_view(keys, "q"), _valid(keys), values_view(values, "q"), _valid(values), out)
     return pc.cast(minus_one_as_null(out, len(keys)), pa.int32())
+
+
+def _as_int64(arr: pa.Array) -> pa.Array | None:
+    """An integer array as int64 (None: not integers, or a uint64 beyond int64)."""
+    if arr.type == pa.int64():
+        return arr
+    if not pa.types.is_integer(arr.type):
+        return None
+    try:
+        return pc.cast(arr, pa.int64())
+    except pa.ArrowInvalid:
+        return None
 
 
 def _valid(arr: pa.Array) -> memoryview | None:
