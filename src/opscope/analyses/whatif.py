@@ -147,12 +147,13 @@ def _parsed(text: str, what: str, value: str) -> Change:
 
 
 def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int | None = None,
-            ) -> tuple[memoryview, memoryview, list[int]]:
+            ) -> tuple[memoryview | None, memoryview | None, list[int]]:
     """Per node, its duration factor and its unexplained-lag factor after ``changes`` (a later change multiplies an
-    earlier one; those for another rank than ``rank`` are left out), as float64 memoryviews, and how many nodes each
-    change picked."""
+    earlier one; those for another rank than ``rank`` are left out), as float64 memoryviews (None: no change moved
+    any, every factor 1), and how many nodes each change picked."""
     n = len(graph)
-    duration = lag = node_column(array("d", [1.0]) * n, pa.float64())
+    duration: pa.Array | None = None  # None until a change moves one: no array of n ones
+    lag: pa.Array | None = None
     picked: list[int] = []
     parts: IdleParts | None = None
     for change in changes:
@@ -167,17 +168,20 @@ def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int 
             share = pc.divide(pc.cast(own["ns"], pa.float64()), pc.cast(pc.take(node_column(graph.dur, pa.int64()),
                                                                                    own["node"]), pa.float64()))
             kept = scatter(n, own["node"], combined(pc.subtract(1.0, pc.multiply(share, 1.0 - change.factor))))
-            duration = pc.multiply(duration, pc.fill_null(kept, 1.0))
+            duration = pc.fill_null(kept, 1.0) if duration is None else pc.multiply(duration, pc.fill_null(kept, 1.0))
             nodes = pa.concat_arrays([combined(own["node"]), combined(lags["node"])])
             chosen = pc.is_in(arange(n), value_set=nodes)
         elif change.selector == "idle":
             chosen = pc.not_equal(node_column(graph.unexplained, pa.int64()), 0)
-            lag = pc.multiply(lag, _idle_factor(graph, chosen, change.factor))
+            factor = _idle_factor(graph, chosen, change.factor)
+            lag = factor if lag is None else pc.multiply(lag, factor)
         else:
             chosen = _chosen(trace, graph, change)
-            duration = pc.if_else(chosen, pc.multiply(duration, change.factor), duration)
+            before = pa.repeat(pa.scalar(1.0, pa.float64()), n) if duration is None else duration
+            duration = pc.if_else(chosen, pc.multiply(before, change.factor), before)
         picked.append(pc.sum(chosen).as_py() or 0)
-    return values_view(duration, "d"), values_view(lag, "d"), picked
+    return (None if duration is None else values_view(combined(duration), "d"),
+            None if lag is None else values_view(combined(lag), "d"), picked)
 
 
 def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:

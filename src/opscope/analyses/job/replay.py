@@ -155,10 +155,13 @@ def job_graph(traces: Mapping[int, Trace], graphs: Mapping[int, DepGraph] | None
                     contradicted, unjoined, notes)
 
 
-def job_values(job: JobGraph, per_rank: Mapping[int, Sequence[float]], fill: float = 1.0) -> memoryview:
+def job_values(job: JobGraph, per_rank: Mapping[int, Sequence[float] | None], fill: float = 1.0,
+               ) -> memoryview | None:
     """A per-node float64 column of the job graph from one per rank's own graph (a transfer takes its collective
-    node's value; a join node ``fill``)."""
-    values = {rank: list(per_rank[rank]) for rank in job.ranks}
+    node's value; a join node ``fill``); a rank's None is 1 for each of its nodes, None from every rank None."""
+    if all(per_rank[rank] is None for rank in job.ranks):
+        return None
+    values = {rank: list(per_rank[rank] or [1.0] * len(job.graphs[rank])) for rank in job.ranks}
     out: list[float] = []
     for what, key, first, stop in job.plan:
         if what == "rank":
