@@ -46,6 +46,7 @@ from opscope.model.lookup import index_in
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
+from opscope.runtime import stage_done
 from opscope.threads import side_by_side, usable_cores
 
 try:
@@ -278,6 +279,8 @@ def _build(trace: Trace) -> DepGraph:
         waits_found, (handoffs, inputs) = _recorded_waits(trace, ev), the_rest()
     graph = _build_in_c(inputs, waits_found, handoffs, ev.num_rows, origin) if inputs is not None else None
     if graph is not None:
+        del inputs
+        stage_done()  # the build's scratch and inputs (a third of the graph's size again) back to the system (tuned)
         return graph
     builder = _Builder(origin)
     slices_of, waits = _host_slices(trace, ev, builder)

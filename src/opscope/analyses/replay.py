@@ -192,14 +192,19 @@ def step_nodes(trace: Trace, graph: DepGraph, intervals: pa.Table | None = None)
 def step_times(trace: Trace, graph: DepGraph, changed: Replay | None = None) -> pa.Table:
     """Per step: measured, replayed with no change, and predicted with ``changed`` (the replay itself when None)."""
     nodes = step_nodes(trace, graph)
-    base = replay(graph)
-    after = changed if changed is not None else base
-    return pa.table({
-        "step": pa.array(nodes.steps, pa.int64()),
-        "measured_ns": pa.array(nodes.measured, pa.int64()),
-        "replayed_ns": pa.array([base.end[b] - base.start[a] for a, b in zip(nodes.first, nodes.last)], pa.int64()),
-        "predicted_ns": pa.array([after.end[b] - after.start[a] for a, b in zip(nodes.first, nodes.last)],
-                                 pa.int64()),
-    }, schema=STEP_TIMES)
+    replayed = step_lengths(replay(graph), nodes)
+    return step_table(nodes, replayed, replayed if changed is None else step_lengths(changed, nodes))
+
+
+def step_lengths(run: Replay, nodes: StepNodes) -> list[int]:
+    """Each step's length in a replay: from its first node's start to its last node's end."""
+    return [run.end[b] - run.start[a] for a, b in zip(nodes.first, nodes.last)]
+
+
+def step_table(nodes: StepNodes, replayed: list[int], predicted: list[int]) -> pa.Table:
+    """:data:`STEP_TIMES` from the steps' nodes (their measured lengths) and their replayed and predicted lengths."""
+    return pa.table({"step": pa.array(nodes.steps, pa.int64()), "measured_ns": pa.array(nodes.measured, pa.int64()),
+                     "replayed_ns": pa.array(replayed, pa.int64()), "predicted_ns": pa.array(predicted, pa.int64())},
+                    schema=STEP_TIMES)
 
 

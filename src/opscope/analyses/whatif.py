@@ -71,7 +71,7 @@ from opscope.analyses.depgraph import (
 )
 from opscope.analyses.idle import IDLE_CAUSES, cause_spans
 from opscope.analyses.intervals import covered_spans, merged_intervals
-from opscope.analyses.replay import AFTER, CHAIN, EXTRA, replay, step_times
+from opscope.analyses.replay import AFTER, CHAIN, EXTRA, replay, step_lengths, step_nodes, step_table
 from opscope.errors import UsageError
 from opscope.model.buffers import true_positions, values_view
 from opscope.model.memo import memoized
@@ -177,8 +177,9 @@ def factors(trace: Trace, graph: DepGraph, changes: Sequence[Change], rank: int 
             lag = factor if lag is None else pc.multiply(lag, factor)
         else:
             chosen = _chosen(trace, graph, change)
-            before = pa.repeat(pa.scalar(1.0, pa.float64()), n) if duration is None else duration
-            duration = pc.if_else(chosen, pc.multiply(before, change.factor), before)
+            factor = pa.scalar(float(change.factor), pa.float64())
+            duration = (pc.if_else(chosen, factor, pa.scalar(1.0, pa.float64())) if duration is None
+                        else pc.if_else(chosen, pc.multiply(duration, factor), duration))
         picked.append(pc.sum(chosen).as_py() or 0)
     return (None if duration is None else values_view(combined(duration), "d"),
             None if lag is None else values_view(combined(lag), "d"), picked)
@@ -335,8 +336,11 @@ def whatif_table(trace: Trace, changes: Sequence[Change]) -> tuple[pa.Table, lis
     replay (%); and how many nodes each change picked."""
     graph = dependency_graph(trace)
     rank = trace_rank(trace)
+    nodes = step_nodes(trace, graph)
+    replayed = step_lengths(replay(graph), nodes)  # its replay let go of before the changed one: never two at once
     duration, lag, picked = factors(trace, graph, changes, rank)
-    table = step_times(trace, graph, replay(changed_graph(trace, graph, changes, rank), duration, lag))
+    predicted = step_lengths(replay(changed_graph(trace, graph, changes, rank), duration, lag), nodes)
+    table = step_table(nodes, replayed, predicted)
     table = table.add_column(0, "rank", pa.array([rank] * table.num_rows, pa.int64()))
     return with_change_pct(table), picked
 
