@@ -15,10 +15,12 @@ def test_only_the_nodes_that_set_a_link_column_take_a_row():
     columns = {"extra": [NONE, 0, NONE, NONE, NONE], "extra_lag": [0, 3_000, 0, 0, 0],
                "after": [NONE, NONE, NONE, NONE, NONE], "after_lag": [0, 0, 0, 0, 0],
                "unexplained": [0, 0, 0, 70_000, 0],
-               "unexplained_on": [ON_CHAIN, ON_EXTRA, ON_CHAIN, ON_AFTER, ON_CHAIN]}
+               "unexplained_on": [ON_CHAIN, ON_EXTRA, ON_CHAIN, ON_AFTER, ON_CHAIN],
+               "chain_lag": [0, 0, 0, 0, 2_000]}  # node 4: 2 us after the node before it
     link, linked = linked_columns(columns)
-    assert list(link) == [NONE, 0, NONE, 1, NONE]
-    assert list(linked["extra"].values) == [0, NONE] and list(linked["unexplained"].values) == [0, 70_000]
+    assert list(link) == [NONE, 0, NONE, 1, 2]
+    assert list(linked["extra"].values) == [0, NONE, NONE] and list(linked["unexplained"].values) == [0, 70_000, 0]
+    assert list(linked["chain_lag"].values) == [0, 0, 2_000]
     for name, values in columns.items():
         assert list(linked[name]) == values and [linked[name][node] for node in range(5)] == values
         assert linked[name][1:4] == values[1:4]

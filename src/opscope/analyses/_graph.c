@@ -21,28 +21,29 @@ enum { B_CHAIN = 0, B_EXTRA = 1, B_ROOT = 2, B_AFTER = 3 };
 #define WIDEST ((uint64_t)1 << 62) /* times within this of each other: every difference and lag fits int64 */
 
 /* The node columns, each a bytearray (handed to Python as they are, cut to the nodes made). */
-enum { F_KIND, F_CATEGORY, F_ROW, F_LANE, F_CHAIN, F_DUR, F_CHAIN_LAG, F_START, F_END, N_FIELDS };
-static const Py_ssize_t FIELD_SIZE[N_FIELDS] = {1, 1, 4, 4, 4, 8, 8, 8, 8};
+enum { F_KIND, F_CATEGORY, F_ROW, F_LANE, F_CHAIN, F_DUR, F_START, F_END, N_FIELDS };
+static const Py_ssize_t FIELD_SIZE[N_FIELDS] = {1, 1, 4, 4, 4, 8, 8, 8};
 
 /* The link columns (depgraph.DepGraph's): `link`, per node its row among the linked nodes (those with an extra or an
- * after edge, a lag on one, or an unexplained lag) or NONE; then per linked node extra, extra_lag, after, after_lag,
- * unexplained and unexplained_on. A node without a link has NONE, 0, NONE, 0, 0 and ON_CHAIN. */
-enum { L_LINK, L_EXTRA, L_EXTRA_LAG, L_AFTER, L_AFTER_LAG, L_UNEXPLAINED, L_ON, N_LINKS };
-static const Py_ssize_t LINK_SIZE[N_LINKS] = {4, 4, 8, 4, 8, 8, 1};
+ * after edge, a lag on one, an unexplained lag or a lag after the node before on its lane) or NONE; then per linked
+ * node extra, extra_lag, after, after_lag, unexplained, unexplained_on and chain_lag. A node without a link has NONE,
+ * 0, NONE, 0, 0, ON_CHAIN and 0 (a host slice right after the one before it). */
+enum { L_LINK, L_EXTRA, L_EXTRA_LAG, L_AFTER, L_AFTER_LAG, L_UNEXPLAINED, L_ON, L_CHAIN_LAG, N_LINKS };
+static const Py_ssize_t LINK_SIZE[N_LINKS] = {4, 4, 8, 4, 8, 8, 1, 8};
 #define LINK_SPECS                                                                                                   \
     {"link", 4, 0, 0}, {"extra", 4, 0, 0}, {"extra_lag", 8, 0, 0}, {"after", 4, 0, 0}, {"after_lag", 8, 0, 0},      \
-        {"unexplained", 8, 0, 0}, {"unexplained_on", 1, 0, 0}
+        {"unexplained", 8, 0, 0}, {"unexplained_on", 1, 0, 0}, {"chain_lag", 8, 0, 0}
 
 typedef struct {
     const int32_t *link, *extra, *after;
-    const int64_t *extra_lag, *after_lag, *unexplained;
+    const int64_t *extra_lag, *after_lag, *unexplained, *chain_lag;
     const int8_t *on;
     Py_ssize_t m;
 } Links;
 
 typedef struct {
     int32_t extra, after;
-    int64_t extra_lag, after_lag, unexplained;
+    int64_t extra_lag, after_lag, unexplained, chain_lag;
     int8_t on;
 } Link;
 
@@ -62,6 +63,7 @@ static int links_of(const View *v, Py_ssize_t n, Links *l, const char *function)
     l->after_lag = v[L_AFTER_LAG].b.buf;
     l->unexplained = v[L_UNEXPLAINED].b.buf;
     l->on = v[L_ON].b.buf;
+    l->chain_lag = v[L_CHAIN_LAG].b.buf;
     return 0;
 }
 
@@ -69,11 +71,13 @@ static int links_of(const View *v, Py_ssize_t n, Links *l, const char *function)
 static inline int link_at(const Links *l, Py_ssize_t node, Link *out) {
     int32_t k = l->link[node];
     if (k == NONE) {
-        *out = (Link){NONE, NONE, 0, 0, 0, ON_CHAIN};
+        *out = (Link){.extra = NONE, .after = NONE, .on = ON_CHAIN};
         return 0;
     }
     if (k < 0 || k >= l->m) return -1;
-    *out = (Link){l->extra[k], l->after[k], l->extra_lag[k], l->after_lag[k], l->unexplained[k], l->on[k]};
+    *out = (Link){.extra = l->extra[k], .after = l->after[k], .extra_lag = l->extra_lag[k],
+                  .after_lag = l->after_lag[k], .unexplained = l->unexplained[k], .chain_lag = l->chain_lag[k],
+                  .on = l->on[k]};
     return 0;
 }
 
@@ -127,10 +131,12 @@ static inline Row *linked(Nodes *g, Py_ssize_t node) {
     return &g->rows[g->link[node]];
 }
 
-/* Whether a node (numbered as built) has a link: an extra or after edge, a lag on one, an unexplained lag. */
+/* Whether a node (numbered as built) has a link: an extra or after edge, a lag on one, an unexplained lag, a lag
+ * after the node before it on its lane. */
 static inline int has_link(const Nodes *g, Py_ssize_t i) {
     const Row *r = peek(g, i);
-    return r->extra != NONE || r->after != NONE || r->extra_lag || r->after_lag || r->unexplained || r->on != ON_CHAIN;
+    return r->extra != NONE || r->after != NONE || r->extra_lag || r->after_lag || r->unexplained ||
+           r->on != ON_CHAIN || g->chain_lag[i];
 }
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -410,12 +416,12 @@ static PyObject *build(PyObject *self, PyObject *args) {
     g.lane = (int32_t *)PyByteArray_AS_STRING(field[F_LANE]);
     g.chain = (int32_t *)PyByteArray_AS_STRING(field[F_CHAIN]);
     g.dur = (int64_t *)PyByteArray_AS_STRING(field[F_DUR]);
-    g.chain_lag = (int64_t *)PyByteArray_AS_STRING(field[F_CHAIN_LAG]);
     g.start = (int64_t *)PyByteArray_AS_STRING(field[F_START]);
     g.end = (int64_t *)PyByteArray_AS_STRING(field[F_END]);
+    g.chain_lag = malloc(sizeof *g.chain_lag * (size_t)(cap + 1)); /* handed back per link row */
     g.link = malloc(sizeof *g.link * (size_t)(cap + 1));
     g.rows = malloc(sizeof *g.rows * (size_t)(nd + nx + nw + 1));
-    if (!g.link || !g.rows) {
+    if (!g.chain_lag || !g.link || !g.rows) {
         PyErr_NoMemory();
         goto done;
     }
@@ -675,6 +681,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
             *l_after_lag = (int64_t *)PyByteArray_AS_STRING(links[L_AFTER_LAG]),
             *l_unexplained = (int64_t *)PyByteArray_AS_STRING(links[L_UNEXPLAINED]);
     int8_t *l_on = (int8_t *)PyByteArray_AS_STRING(links[L_ON]);
+    int64_t *l_chain_lag = (int64_t *)PyByteArray_AS_STRING(links[L_CHAIN_LAG]);
     for (Py_ssize_t i = 0, k = 0; i < g.n; i++) {
         int32_t old = order[i];
         if (!has_link(&g, old)) {
@@ -688,6 +695,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         l_extra_lag[k] = r->extra_lag;
         l_after_lag[k] = r->after_lag;
         l_unexplained[k] = r->unexplained;
+        l_chain_lag[k] = g.chain_lag[old];
         l_on[k++] = r->on;
     }
     free(g.rows);
@@ -698,8 +706,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (int k = 0; k < 2; k++) PERMUTE(int8_t, bytes[k], order, g.n, scratch);
     int32_t *ints[3] = {g.row, g.lane, g.chain};
     for (int k = 0; k < 3; k++) PERMUTE(int32_t, ints[k], order, g.n, scratch);
-    int64_t *longs[4] = {g.dur, g.chain_lag, g.start, g.end};
-    for (int k = 0; k < 4; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
+    int64_t *longs[3] = {g.dur, g.start, g.end};
+    for (int k = 0; k < 3; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
     /* the host threads' nodes, renumbered, in the order they were made (into `order`, no longer needed) */
     for (Py_ssize_t i = 0; i < n_host; i++) order[i] = new[i];
     free(new);
@@ -751,6 +759,7 @@ done:
     free(gfirst);
     free(saved);
     free(saved_node);
+    free(g.chain_lag);
     free(g.link);
     free(g.rows);
     free(seen);
@@ -773,34 +782,33 @@ static inline int rounded(double x, int64_t *out) {
     return 0;
 }
 
-/* replay(kind, dur, chain, chain_lag, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, factor,
+/* replay(kind, dur, chain, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, chain_lag, factor,
  *        lag_factor, start, end, bound) -> bool
  * replay.replay in one pass in the nodes' order: starts and ends (int64, written) and what bound each start (int8,
- * written). kind int8, chain int32, dur and chain_lag int64, then the link columns (LINK_SPECS); factor and
+ * written). kind int8, dur int64, chain int32, then the link columns (LINK_SPECS); factor and
  * lag_factor float64 per node or None (1). False (nothing to trust in the outputs: the caller's definition runs)
  * where a dependency is not an earlier node, a link row is out of range, a duration times its factor is not a number
  * or leaves int64, or a time leaves int64. */
 static PyObject *replay(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"kind", 1, 0, 0},     {"dur", 8, 0, 0},   {"chain", 4, 0, 0},
-                                    {"chain_lag", 8, 0, 0}, LINK_SPECS,         {"factor", 8, 0, 1},
-                                    {"lag_factor", 8, 0, 1}, {"start", 8, 1, 0}, {"end", 8, 1, 0},
-                                    {"bound", 1, 1, 0}};
-    enum { N_VIEWS = 4 + N_LINKS + 5, V_FACTOR = 4 + N_LINKS };
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},       {"dur", 8, 0, 0},   {"chain", 4, 0, 0},
+                                    LINK_SPECS,               {"factor", 8, 0, 1}, {"lag_factor", 8, 0, 1},
+                                    {"start", 8, 1, 0},       {"end", 8, 1, 0},   {"bound", 1, 1, 0}};
+    enum { N_VIEWS = 3 + N_LINKS + 5, V_FACTOR = 3 + N_LINKS };
     View v[N_VIEWS];
     PyObject *result = NULL;
     Links links;
     if (views_of_args(args, "replay", spec, N_VIEWS, N_VIEWS, v)) goto done;
     Py_ssize_t n = v[0].b.len;
-    static const Py_ssize_t size[4] = {1, 8, 4, 8};
+    static const Py_ssize_t size[3] = {1, 8, 4};
     for (int i = 1; i < N_VIEWS; i++)
-        if (v[i].held && (i < 4 || i >= V_FACTOR) && v[i].b.len / (i < 4 ? size[i] : i == N_VIEWS - 1 ? 1 : 8) != n) {
+        if (v[i].held && (i < 3 || i >= V_FACTOR) && v[i].b.len / (i < 3 ? size[i] : i == N_VIEWS - 1 ? 1 : 8) != n) {
             PyErr_SetString(PyExc_ValueError, "replay: buffers of different lengths");
             goto done;
         }
-    if (links_of(v + 4, n, &links, "replay")) goto done;
+    if (links_of(v + 3, n, &links, "replay")) goto done;
     const int8_t *kind = v[0].b.buf;
-    const int64_t *dur = v[1].b.buf, *chain_lag = v[3].b.buf;
+    const int64_t *dur = v[1].b.buf;
     const int32_t *chain = v[2].b.buf;
     const double *factor = v[V_FACTOR].held ? v[V_FACTOR].b.buf : NULL,
                  *lag_factor = v[V_FACTOR + 1].held ? v[V_FACTOR + 1].b.buf : NULL;
@@ -830,7 +838,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
             else cut_after = cut;
         }
         double f = factor ? factor[node] : 1.0;
-        if (add_over(c != NONE ? end[c] : 0, chain_lag[node], &at) || add_over(at, -cut_chain, &at) ||
+        if (add_over(c != NONE ? end[c] : 0, l.chain_lag, &at) || add_over(at, -cut_chain, &at) ||
             cut_chain == INT64_MIN || rounded((double)dur[node] * f, &own)) {
             failed = 1;
             break;
@@ -895,9 +903,9 @@ done:
 
 /* The explained part of node's binding lag (bound by b; a wait's lies after its work ended, device work's before it
  * started): its span in [*lo, *hi), and its length returned (<= 0: none), as whatif._idle_candidates computes it. */
-static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const int64_t *chain_lag, const Link *l,
-                                    const int64_t *start, const int64_t *end, int64_t *lo, int64_t *hi) {
-    int64_t value = b == B_EXTRA ? l->extra_lag : b == B_AFTER ? l->after_lag : chain_lag[node];
+static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const Link *l, const int64_t *start,
+                                    const int64_t *end, int64_t *lo, int64_t *hi) {
+    int64_t value = b == B_EXTRA ? l->extra_lag : b == B_AFTER ? l->after_lag : l->chain_lag;
     int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
     int64_t unseen = l->on == edge ? l->unexplained : 0;
     int64_t positive = value > 0 ? value : 0;
@@ -907,8 +915,8 @@ static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const i
     return explained;
 }
 
-/* idle_candidates(kind, dur, start, end, bound, chain_lag, link, extra, extra_lag, after, after_lag, unexplained,
- *                 unexplained_on, span_start, span_end)
+/* idle_candidates(kind, dur, start, end, bound, link, extra, extra_lag, after, after_lag, unexplained,
+ *                 unexplained_on, chain_lag, span_start, span_end)
  *   -> (host, host_lo, host_hi, lagged, lag_lo, lag_hi, lag_wait, lag_bound) or None
  * whatif._idle_candidates in one pass over the nodes: the host's own time (a host slice, or a wait whose call did not
  * wait, lasting more than 0 ns) and the explained part of each binding lag (device work's before it started, a
@@ -917,10 +925,10 @@ static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const i
  * the spans are not disjoint and in order or a link row is out of range (the definition then runs). */
 static PyObject *idle_candidates(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"kind", 1, 0, 0},  {"dur", 8, 0, 0},       {"start", 8, 0, 0},
-                                    {"end", 8, 0, 0},   {"bound", 1, 0, 0},     {"chain_lag", 8, 0, 0},
-                                    LINK_SPECS,         {"span_start", 8, 0, 0}, {"span_end", 8, 0, 0}};
-    enum { N_VIEWS = 6 + N_LINKS + 2, V_SPANS = 6 + N_LINKS };
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},  {"dur", 8, 0, 0},        {"start", 8, 0, 0},
+                                    {"end", 8, 0, 0},   {"bound", 1, 0, 0},      LINK_SPECS,
+                                    {"span_start", 8, 0, 0}, {"span_end", 8, 0, 0}};
+    enum { N_VIEWS = 5 + N_LINKS + 2, V_SPANS = 5 + N_LINKS };
     View v[N_VIEWS];
     PyObject *result = NULL, *out[8] = {NULL};
     uint8_t *what = NULL;
@@ -928,20 +936,20 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
     Links links;
     if (views_of_args(args, "idle_candidates", spec, N_VIEWS, N_VIEWS, v)) goto done;
     Py_ssize_t n = v[0].b.len, m = v[V_SPANS].b.len / 8;
-    static const Py_ssize_t size[6] = {1, 8, 8, 8, 1, 8};
-    for (int i = 1; i < 6; i++)
+    static const Py_ssize_t size[5] = {1, 8, 8, 8, 1};
+    for (int i = 1; i < 5; i++)
         if (v[i].b.len / size[i] != n) {
             PyErr_SetString(PyExc_ValueError, "idle_candidates: node columns of different lengths");
             goto done;
         }
-    if (links_of(v + 6, n, &links, "idle_candidates")) goto done;
+    if (links_of(v + 5, n, &links, "idle_candidates")) goto done;
     if (v[V_SPANS + 1].b.len / 8 != m) {
         PyErr_SetString(PyExc_ValueError, "idle_candidates: span starts and ends of different lengths");
         goto done;
     }
     const int8_t *kind = v[0].b.buf, *bound = v[4].b.buf;
-    const int64_t *dur = v[1].b.buf, *start = v[2].b.buf, *end = v[3].b.buf, *chain_lag = v[5].b.buf,
-                  *ss = v[V_SPANS].b.buf, *se = v[V_SPANS + 1].b.buf;
+    const int64_t *dur = v[1].b.buf, *start = v[2].b.buf, *end = v[3].b.buf, *ss = v[V_SPANS].b.buf,
+                  *se = v[V_SPANS + 1].b.buf;
     what = malloc((size_t)(n ? n : 1));
     through = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
     if (!what || !through) {
@@ -975,7 +983,7 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         int wait = k == WAIT;
         if (!((k == DEVICE && (b == B_CHAIN || b == B_EXTRA || b == B_AFTER)) || (wait && b == B_EXTRA))) continue;
         int64_t lo, hi;
-        if (explained_lag(node, b, wait, chain_lag, &l, start, end, &lo, &hi) <= 0) continue;
+        if (explained_lag(node, b, wait, &l, start, end, &lo, &hi) <= 0) continue;
         if (covered_by(ss, se, through, m, lo, hi, &hint_lag) > 0) {
             what[node] |= 2;
             n_lag++;
@@ -1009,7 +1017,7 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
             Link l;
             if (link_at(&links, node, &l)) continue; /* never: the pass above checked every node's */
             lagged[k] = node;
-            explained_lag(node, b, wait, chain_lag, &l, start, end, &lag_lo[k], &lag_hi[k]);
+            explained_lag(node, b, wait, &l, start, end, &lag_lo[k], &lag_hi[k]);
             lag_wait[k] = (uint8_t)wait;
             lag_bound[k++] = b;
         }
@@ -1099,8 +1107,8 @@ static inline int walk_add(Walk *w, int code, int64_t ns, int32_t node, int own)
     return 0;
 }
 
-/* walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, start, end,
- *           bound, slot, first, last, unexplained_code, launch_code, counts_node)
+/* walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, chain_lag,
+ *           start, end, bound, slot, first, last, unexplained_code, launch_code, counts_node)
  *   -> (category codes, their ns, nodes, their ns, own nodes, their ns) or None
  * critical_path.step_path in C: the path from first's start to last's end walked back along what bound each start
  * in the replay (start, end, bound). category int8 codes; the link columns as LINK_SPECS; unexplained_code and
@@ -1247,15 +1255,16 @@ static PyMethodDef methods[] = {
      "from arrays: the node columns in Kahn's order, the link columns, the host threads' nodes and offsets; None "
      "where it declines."},
     {"idle_candidates", idle_candidates, METH_VARARGS,
-     "idle_candidates(kind, dur, start, end, bound, chain_lag, link, extra, extra_lag, after, after_lag, "
-     "unexplained, unexplained_on, span_start, span_end) -> 8 bytes objects or None\n\nwhatif._idle_candidates "
+     "idle_candidates(kind, dur, start, end, bound, link, extra, extra_lag, after, after_lag, unexplained, "
+     "unexplained_on, chain_lag, span_start, span_end) -> 8 bytes objects or None\n\nwhatif._idle_candidates "
      "in one pass."},
     {"walk_path", walk_path, METH_VARARGS,
-     "walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, start, "
+     "walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, "
+     "chain_lag, start, "
      "end, bound, slot, first, last, unexplained_code, launch_code, counts_node) -> (codes, ns, nodes, ns, own "
      "nodes, ns) or None\n\ncritical_path.step_path in C; None where it declines."},
     {"replay", replay, METH_VARARGS,
-     "replay(kind, dur, chain, chain_lag, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, "
+     "replay(kind, dur, chain, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, chain_lag, "
      "factor, lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start, end and bound written); "
      "False where it declines."},
     {NULL, NULL, 0, NULL},

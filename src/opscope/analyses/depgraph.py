@@ -124,13 +124,14 @@ class Labels(Sequence[str]):
 
 #: The link columns: per node its default (a node without a link has it) and its values' format.
 LINKED = {"extra": (NONE, "i"), "extra_lag": (0, "q"), "after": (NONE, "i"), "after_lag": (0, "q"),
-          "unexplained": (0, "q"), "unexplained_on": (ON_CHAIN, "b")}
+          "unexplained": (0, "q"), "unexplained_on": (ON_CHAIN, "b"), "chain_lag": (0, "q")}
 
 
 class Linked(Sequence[int]):
-    """A node column that few nodes set (an extra or after edge and its lag, an unexplained lag: device work and waits,
-    rarely a host slice), kept for the linked nodes only: ``column[node]`` is ``values[link[node]]``, ``default``
-    where ``link[node]`` is ``NONE``. The graph's link columns share one ``link``."""
+    """A node column that few nodes set (an extra or after edge and its lag, an unexplained lag, a lag after the node
+    before: device work and waits, rarely a host slice), kept for the linked nodes only: ``column[node]`` is
+    ``values[link[node]]``, ``default`` where ``link[node]`` is ``NONE``. The graph's link columns share one
+    ``link``."""
 
     __slots__ = ("default", "link", "values")
 
@@ -213,8 +214,9 @@ def frozen_view(values: bytes | bytearray | array, fmt: str) -> memoryview:
 class DepGraph:
     """Nodes in an order where every node comes after the nodes it depends on (sequences indexed by node: read-only
     memoryviews of int8 ``kind``; int32 ``row``, ``chain``, ``link``; int64 the rest; :class:`Labels` ``category``
-    and ``lane``; :class:`Linked` ``extra``, ``extra_lag``, ``after``, ``after_lag``, ``unexplained`` and
-    ``unexplained_on``, kept only for the nodes ``link`` names: most nodes are host slices with none of them).
+    and ``lane``; :class:`Linked` ``chain_lag``, ``extra``, ``extra_lag``, ``after``, ``after_lag``, ``unexplained``
+    and ``unexplained_on``, kept only for the nodes ``link`` names: most nodes are host slices with none of them, each
+    right after the one before it).
 
     ``chain``: the node before on the same thread or stream (``NONE``: the first; it starts ``chain_lag`` after the
     trace's start). ``extra``: a device node's launch call, a wait's device node (``NONE``: none), ``extra_lag`` the
@@ -228,8 +230,8 @@ class DepGraph:
     lane: Labels
     dur: Sequence[int]
     chain: Sequence[int]
-    chain_lag: Sequence[int]
-    #: per node, its row in the link columns below (``NONE``: it has no extra or after edge, no unexplained lag)
+    chain_lag: Linked
+    #: per node, its row in the link columns (``NONE``: no extra or after edge, no lag on any edge, nothing unexplained)
     link: Sequence[int]
     extra: Linked
     extra_lag: Linked
@@ -249,7 +251,7 @@ class DepGraph:
 
     def links(self) -> tuple[Sequence[int], ...]:
         """The link columns as the C parts take them: ``link``, then the values of extra, extra_lag, after,
-        after_lag, unexplained and unexplained_on."""
+        after_lag, unexplained, unexplained_on and chain_lag."""
         return (self.link, *(getattr(self, name).values for name in LINKED))
 
 
@@ -398,13 +400,13 @@ class _Builder:
         link, linked = linked_columns({
             "extra": renumber(self.extra), "extra_lag": pick(self.extra_lag, "q"), "after": renumber(self.after),
             "after_lag": pick(self.after_lag, "q"), "unexplained": pick(self.unexplained, "q"),
-            "unexplained_on": pick(self.unexplained_on, "b")})
+            "unexplained_on": pick(self.unexplained_on, "b"), "chain_lag": pick(self.chain_lag, "q")})
         return DepGraph(kind=pick(self.kind, "b"),
                         category=Labels(CATEGORIES, frozen_view(
                             array("b", [code[self.category[node]] for node in order]), "b")),
                         row=pick(self.row, "i"), lane=Labels(list(lanes), frozen_view(lane_codes, "i")),
-                        dur=pick(self.dur, "q"), chain=renumber(self.chain), chain_lag=pick(self.chain_lag, "q"),
-                        link=link, **linked, start=pick(self.start, "q"), end=pick(self.end, "q"), origin=self.origin,
+                        dur=pick(self.dur, "q"), chain=renumber(self.chain), link=link, **linked,
+                        start=pick(self.start, "q"), end=pick(self.end, "q"), origin=self.origin,
                         threads={lane: frozen_view(array("i", [new[node] for node in nodes]), "i")
                                  for lane, nodes in self.threads.items()})
 
@@ -823,7 +825,7 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
         n_rows, len(x.host_lanes) + len(x.device_lanes), x.groups + 1, origin, LATENCY_CAP_NS)
     if out is None:
         return None
-    kind, category, row, lane, chain, dur, chain_lag, start, end, link, *link_values, thread_nodes, thread_first = out
+    kind, category, row, lane, chain, dur, start, end, link, *link_values, thread_nodes, thread_first = out
     view = frozen_view
     nodes, first = view(thread_nodes, "i"), view(thread_first, "q")
     link = view(link, "i")
@@ -831,7 +833,7 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
               for (name, (default, fmt)), values in zip(LINKED.items(), link_values, strict=True)}
     return DepGraph(kind=view(kind, "b"), category=Labels(CATEGORIES, view(category, "b")), row=view(row, "i"),
                     lane=Labels(x.host_lanes + x.device_lanes, view(lane, "i")), dur=view(dur, "q"),
-                    chain=view(chain, "i"), chain_lag=view(chain_lag, "q"), link=link, **linked,
+                    chain=view(chain, "i"), link=link, **linked,
                     start=view(start, "q"), end=view(end, "q"), origin=origin,
                     threads={name: nodes[first[k]:first[k + 1]] for k, name in enumerate(x.host_lanes)})
 

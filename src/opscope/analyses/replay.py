@@ -57,8 +57,8 @@ def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: S
     if native is not None:
         start_c, end_c, bound_c = bytearray(8 * n), bytearray(8 * n), bytearray(n)
         try:
-            done = native.replay(graph.kind, graph.dur, graph.chain, graph.chain_lag, *graph.links(), factors, lags,
-                                 start_c, end_c, bound_c)
+            done = native.replay(graph.kind, graph.dur, graph.chain, *graph.links(), factors, lags, start_c, end_c,
+                                 bound_c)
         except (TypeError, ValueError):  # a graph not made by dependency_graph (lists, other widths)
             done = False
         if done:

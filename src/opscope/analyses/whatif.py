@@ -210,8 +210,7 @@ def _edge(graph: DepGraph, edge: int) -> tuple[Sequence[int], Sequence[int]]:
     return graph.chain_lag, graph.chain
 
 
-def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = None,
-              ) -> tuple[Sequence[int], Linked]:
+def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = None) -> tuple[Linked, Linked]:
     """The graph's chain and extra lags for a replay with ``changes``: where an ``idle`` change picks device work, the
     edge that did not bind its start (kept at no more than :data:`LATENCY_CAP_NS`) is lowered to its lane's typical
     lag of that kind, so that the work, its wait gone, starts as its lane's work usually starts."""
@@ -233,9 +232,10 @@ def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = Non
             extra_lag = pc.if_else(mine, pc.min_element_wise(extra_lag, usual), extra_lag)
         elif edge == ON_CHAIN:
             chain_lag = pc.if_else(mine, pc.min_element_wise(chain_lag, usual), chain_lag)
-    # a node without a link keeps its extra lag of 0 (a typical lag is no less): the linked nodes' are the column
+    # a node without a link keeps its lags of 0 (a typical lag is no less): the linked nodes' are the columns
     linked = pc.not_equal(node_column(graph.link, pa.int32()), NONE)
-    return values_view(chain_lag, "q"), graph.extra_lag.with_values(values_view(pc.filter(extra_lag, linked), "q"))
+    return (graph.chain_lag.with_values(values_view(pc.filter(chain_lag, linked), "q")),
+            graph.extra_lag.with_values(values_view(pc.filter(extra_lag, linked), "q")))
 
 
 def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], int]:
@@ -492,8 +492,7 @@ def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: 
     if native is None or any(a.null_count for a in everywhere):
         return None
     spans = [values_view(combined(pc.cast(a, pa.int64())), "q") for a in everywhere]
-    out = native.idle_candidates(graph.kind, graph.dur, graph.start, graph.end, bound_by, graph.chain_lag,
-                                 *graph.links(), *spans)
+    out = native.idle_candidates(graph.kind, graph.dur, graph.start, graph.end, bound_by, *graph.links(), *spans)
     if out is None:
         return None
     arrays = []
@@ -535,14 +534,14 @@ def lags_cut(trace: Trace, graph: DepGraph, changes: Sequence[Change]) -> DepGra
             entry[1] += (1.0 - factor) * ns
     if not cut:
         return graph
-    # an extra or after edge's lag is its node's link row's (a node bound by one has that edge: it is linked)
-    columns = {CHAIN: array("q", graph.chain_lag), EXTRA: array("q", graph.extra_lag.values),
+    # a lag is its node's link row's (a node with a lag to cut has one of more than 0 ns: it is linked)
+    columns = {CHAIN: array("q", graph.chain_lag.values), EXTRA: array("q", graph.extra_lag.values),
                AFTER: array("q", graph.after_lag.values)}
     for node, (edge, ns) in cut.items():
-        at = node if edge == CHAIN else graph.link[node]
+        at = graph.link[node]
         if at == NONE:
-            raise RuntimeError(f"node {node} has a lag on an edge it does not have")
+            raise RuntimeError(f"node {node} has a lag it does not have")
         columns[edge][at] -= round(ns)
-    return replace(graph, chain_lag=frozen_view(columns[CHAIN], "q"),
+    return replace(graph, chain_lag=graph.chain_lag.with_values(frozen_view(columns[CHAIN], "q")),
                    extra_lag=graph.extra_lag.with_values(frozen_view(columns[EXTRA], "q")),
                    after_lag=graph.after_lag.with_values(frozen_view(columns[AFTER], "q")))

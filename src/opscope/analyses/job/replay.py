@@ -140,9 +140,8 @@ def job_graph(traces: Mapping[int, Trace], graphs: Mapping[int, DepGraph] | None
             for name in _FIELDS if name not in LINKED}
     link, linked = linked_columns({name: fields[name] for name in LINKED})
     graph = DepGraph(kind=view["kind"], category=Labels(CATEGORIES, view["category"]), row=view["row"],
-                     lane=Labels(lanes, view["lane"]), dur=view["dur"], chain=view["chain"],
-                     chain_lag=view["chain_lag"], link=link, **linked, start=view["start"], end=view["end"],
-                     origin=origin, threads=threads)
+                     lane=Labels(lanes, view["lane"]), dur=view["dur"], chain=view["chain"], link=link, **linked,
+                     start=view["start"], end=view["end"], origin=origin, threads=threads)
     contradicted = sum(1 for j in joins if not j.dropped for _, lag in j.transfer.values() if lag < 0)
     unjoined = sum(1 for j in joins if j.dropped)
     if contradicted:
