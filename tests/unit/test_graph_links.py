@@ -43,3 +43,19 @@ def test_host_slices_take_no_link_rows(native, monkeypatch):
     kernel = linked[0]
     assert graph.row[graph.extra[kernel]] == 1 and graph.extra_lag[kernel] == 3_000  # 8 us - the call's end at 5
     assert len(graph.extra.values) == 1
+
+
+def test_a_graph_whose_link_columns_are_not_over_its_link_rows_is_replayed_by_the_definition(monkeypatch):
+    # a graph put together by hand with a column over another link array: the C replay is not handed it
+    from dataclasses import replace
+
+    from opscope.analyses.depgraph import Linked
+    from opscope.analyses.replay import replay
+
+    trace = make_trace([row("cpu_op", "aten::add", 0, 10), row("runtime", "cudaLaunchKernel", 2, 3, correlation=7),
+                        row("kernel", "add_kernel", 8, 4, correlation=7, device=0, stream=7, pid=0, tid=7)])
+    graph = dependency_graph(trace)
+    copied = replace(graph, extra_lag=Linked(list(graph.link), graph.extra_lag.values, 0))
+    with pytest.raises(TypeError):
+        copied.links()
+    assert list(replay(copied).end) == list(replay(graph).end)

@@ -251,8 +251,12 @@ class DepGraph:
 
     def links(self) -> tuple[Sequence[int], ...]:
         """The link columns as the C parts take them: ``link``, then the values of extra, extra_lag, after,
-        after_lag, unexplained, unexplained_on and chain_lag."""
-        return (self.link, *(getattr(self, name).values for name in LINKED))
+        after_lag, unexplained, unexplained_on and chain_lag. A TypeError where a column is not a :class:`Linked`
+        over this graph's ``link`` (a graph made by hand: the callers' Python definitions read it per node)."""
+        columns = [getattr(self, name) for name in LINKED]
+        if not all(isinstance(column, Linked) and column.link is self.link for column in columns):
+            raise TypeError("the graph's link columns are not over its link rows")
+        return (self.link, *(column.values for column in columns))
 
 
 @memoized()

@@ -492,7 +492,10 @@ def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: 
     if native is None or any(a.null_count for a in everywhere):
         return None
     spans = [values_view(combined(pc.cast(a, pa.int64())), "q") for a in everywhere]
-    out = native.idle_candidates(graph.kind, graph.dur, graph.start, graph.end, bound_by, *graph.links(), *spans)
+    try:
+        out = native.idle_candidates(graph.kind, graph.dur, graph.start, graph.end, bound_by, *graph.links(), *spans)
+    except (TypeError, ValueError):  # a graph not made by dependency_graph (other columns, other widths)
+        return None
     if out is None:
         return None
     arrays = []
