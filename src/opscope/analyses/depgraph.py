@@ -31,7 +31,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import TypeVar, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,6 +78,7 @@ STEP_MARK = r"^ProfilerStep#"
 _GAP = ""  # a slice of the thread's gap category (python where the thread has Python events, else untraced)
 HOST, WAIT, DEVICE = 0, 1, 2
 NONE = -1
+T = TypeVar("T")
 #: The modules of the causal model whose values (the graph, its replays, the idle parts) a caller may let go of
 #: once done with them (``model.memo.forget_values``).
 CAUSAL_MODULES = ("opscope.analyses.depgraph", "opscope.analyses.replay", "opscope.analyses.whatif",
@@ -87,7 +88,19 @@ ON_CHAIN, ON_EXTRA, ON_AFTER = 0, 1, 2
 _DEVICE_CATEGORY = {"kernel": DEVICE_COMPUTE, "memcpy": COPIES, "memset": COPIES, "comm": COMMUNICATION}
 
 
-class Labels(Sequence[str]):
+class _PerNode(Sequence[T]):
+    """A per-node column kept compactly: equal to any sequence of the same values, shown as its values."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+
+class Labels(_PerNode[str]):
     """Per node, one of a few names (a node's category, its lane): ``labels[node]`` is the name, kept as the names
     once and each node's code (int8 or int32) among them."""
 
@@ -115,19 +128,13 @@ class Labels(Sequence[str]):
         names = self.names
         return (names[code] for code in self.codes)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    def __repr__(self) -> str:
-        return f"Labels({list(self)!r})"
-
 
 #: The link columns: per node its default (a node without a link has it) and its values' format.
 LINKED = {"extra": (NONE, "i"), "extra_lag": (0, "q"), "after": (NONE, "i"), "after_lag": (0, "q"),
           "unexplained": (0, "q"), "unexplained_on": (ON_CHAIN, "b"), "chain_lag": (0, "q")}
 
 
-class Linked(Sequence[int]):
+class Linked(_PerNode[int]):
     """A node column that few nodes set (an extra or after edge and its lag, an unexplained lag, a lag after the node
     before: device work and waits, rarely a host slice), kept for the linked nodes only: ``column[node]`` is
     ``values[link[node]]``, ``default`` where ``link[node]`` is ``NONE``. The graph's link columns share one
@@ -159,12 +166,6 @@ class Linked(Sequence[int]):
         values, default = self.values, self.default
         return (default if k == NONE else values[k] for k in self.link)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    def __repr__(self) -> str:
-        return f"Linked({list(self)!r})"
-
     def arrow(self, type_: pa.DataType, nodes: pa.Array | None = None) -> pa.Array:
         """The column per node (of ``nodes`` only where given) as an Arrow array of ``type_`` (the values' width)."""
         m = len(self.values)
@@ -183,15 +184,11 @@ class Linked(Sequence[int]):
 def linked_columns(columns: dict[str, Sequence[int]]) -> tuple[memoryview, dict[str, Linked]]:
     """The link columns (:data:`LINKED`) from their values per node: the shared ``link`` (a node is linked where any of
     them is not its default) and each column over it."""
-    n = len(columns["extra"])
     plain = [(columns[name], default) for name, (default, _) in LINKED.items()]
-    link = array("i", [NONE]) * n
-    m = 0
-    for node in range(n):
-        if any(values[node] != default for values, default in plain):
-            link[node] = m
-            m += 1
-    rows = [node for node in range(n) if link[node] != NONE]
+    rows = [node for node in range(len(columns["extra"])) if any(values[node] != default for values, default in plain)]
+    link = array("i", [NONE]) * len(columns["extra"])
+    for k, node in enumerate(rows):
+        link[node] = k
     view = frozen_view(link, "i")
     return view, {name: Linked(view, frozen_view(array(fmt, [columns[name][node] for node in rows]), fmt), default)
                   for name, (default, fmt) in LINKED.items()}
