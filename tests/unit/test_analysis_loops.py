@@ -186,6 +186,78 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
     assert {k: v for k, v in got.items() if v} == expected
 
 
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("launches_known", [True, False])
+def test_idle_stretches_c_match_the_sweep_and_brute_force(seed, launches_known, monkeypatch):
+    from opscope.analyses import idle
+
+    rng = random.Random(seed)
+
+    def spans(k: int, disjoint: bool) -> tuple[pa.Array, pa.Array]:
+        out, t = [], rng.randrange(0, 20)
+        for _ in range(k):
+            s = t if disjoint else rng.randrange(0, 300)
+            e = s + rng.randrange(0, 40)
+            out.append((s, e))
+            t = e + rng.randrange(0, 3)  # gaps that touch, or nearly
+        out.sort()
+        return pa.array([s for s, _ in out], pa.int64()), pa.array([e for _, e in out], pa.int64())
+
+    gaps = spans(rng.randint(1, 12), True)
+    covers = {idle._GAP: gaps}
+    for code in (idle._SHORT_LATE, idle._SHORT_QUEUED):  # parts of the gaps (overlapping each other here too)
+        pick = pa.array([rng.random() < 0.4 for _ in range(len(gaps[0]))])
+        covers[code] = (gaps[0].filter(pick), gaps[1].filter(pick))
+    for code in (idle._SYNC, idle._INPUT, idle._OUTSTANDING):  # overlapping host spans
+        covers[code] = spans(rng.randint(0, 10), False)
+    got = idle._stretches_in_c(covers, launches_known)
+    assert (got is None) == (arrays.native_loops() is None)
+    swept = idle._stretches(covers, launches_known)  # the definition
+    if got is not None:
+        assert list(got) == list(swept)  # the causes in the order each first holds
+        for cause in swept:
+            assert [a.to_pylist() for a in got[cause]] == [a.to_pylist() for a in swept[cause]], cause
+    # by hand, nanosecond by nanosecond: each cause's instants inside the gaps, as maximal runs
+    order = [(idle._SYNC, 0), (idle._INPUT, 1), (idle._SHORT_LATE, 2), (idle._SHORT_QUEUED, 3)]
+    plain = {code: list(zip(s.to_pylist(), e.to_pylist())) for code, (s, e) in covers.items()}
+
+    def inside(code: int, t: int) -> bool:
+        return any(a <= t < b for a, b in plain[code])
+
+    expected: dict[str, list[list[int]]] = {}
+    for t in range(400):
+        if not inside(idle._GAP, t):
+            continue
+        cause = next((i for code, i in order if inside(code, t)), None)
+        if cause is None:
+            cause = 4 if launches_known and not inside(idle._OUTSTANDING, t) else 5
+        runs = expected.setdefault(idle.IDLE_CAUSES[cause], [])
+        if runs and runs[-1][1] == t:
+            runs[-1][1] = t + 1
+        else:
+            runs.append([t, t + 1])
+    assert {c: [list(p) for p in zip(*(a.to_pylist() for a in se))] for c, se in swept.items()} == expected
+
+
+def test_idle_stretches_by_hand():
+    loops = arrays.native_loops()
+    if loops is None:
+        pytest.skip("the C loops are not built")
+    none = (buf([]), buf([]))
+    # gaps [0,10) [10,20) [30,40); sync [5,12); nothing outstanding over [35,40)
+    args = (buf([0, 10, 30]), buf([10, 20, 40]), buf([5]), buf([12]), *none, *none, *none, buf([0, 30]), buf([20, 35]))
+    assert loops.idle_stretches(*args, True, None, None, None) == 5
+    cause, start, end = bytearray(5), array("q", [0] * 5), array("q", [0] * 5)
+    assert loops.idle_stretches(*args, True, cause, start, end) == 5
+    # [0,5) other (outstanding), [5,12) sync (across the gaps that touch), [12,20) other, [30,35) other, [35,40) host
+    assert list(cause) == [5, 0, 5, 5, 4]
+    assert list(start) == [0, 5, 12, 30, 35] and list(end) == [5, 12, 20, 35, 40]
+    assert loops.idle_stretches(buf([0, 5]), buf([10, 20]), *[b for _ in range(5) for b in none], False, None, None,
+                                None) is None  # overlapping gaps: not a list the merge reads
+    with pytest.raises(ValueError):
+        loops.idle_stretches(*args, True, bytearray(2), array("q", [0] * 2), array("q", [0] * 2))
+
+
 def test_overlap_ns_by_hand_and_declines():
     loops = arrays.native_loops()
     if loops is None:

@@ -534,6 +534,107 @@ done:
     return result;
 }
 
+/* idle_stretches(gap_s, gap_e, sync_s, sync_e, input_s, input_e, late_s, late_e, queued_s, queued_e, out_s, out_e,
+ *                host_wait, cause_out, start_out, end_out) -> int or None
+ * idle.cause_spans's stretches (idle._swept's, joined where one's end is the next one's start) by one merge of
+ * disjoint lists in time order instead of a sort of every boundary: inside the gaps, a stretch's cause is the index
+ * of the first of the four conditions (sync, input, late, queued) whose list covers it, else 4 (host wait) where
+ * host_wait is true and no outstanding span covers it, else 5. The stretches are maximal (one goes on while its cause
+ * holds) and in time order; written to cause_out (int8), start_out and end_out (int64) when given, else only counted.
+ * Returns how many; None where a list is not disjoint and in order (the caller's sweep then runs). */
+typedef struct {
+    const int64_t *s, *e;
+    Py_ssize_t n, i;
+} SpanList;
+
+static int in_order(const SpanList *l) {
+    for (Py_ssize_t i = 0; i < l->n; i++)
+        if (l->e[i] < l->s[i] || (i && l->s[i] < l->e[i - 1])) return 0;
+    return 1;
+}
+
+static PyObject *idle_stretches(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"gap_s", 8, 0, 0},    {"gap_e", 8, 0, 0},   {"sync_s", 8, 0, 0},
+                                    {"sync_e", 8, 0, 0},   {"input_s", 8, 0, 0}, {"input_e", 8, 0, 0},
+                                    {"late_s", 8, 0, 0},   {"late_e", 8, 0, 0},  {"queued_s", 8, 0, 0},
+                                    {"queued_e", 8, 0, 0}, {"out_s", 8, 0, 0},   {"out_e", 8, 0, 0}};
+    static const ViewSpec out_spec[] = {{"cause_out", 1, 1, 1}, {"start_out", 8, 1, 1}, {"end_out", 8, 1, 1}};
+    View v[15];
+    PyObject *result = NULL;
+    for (int i = 12; i < 15; i++) v[i].held = 0;
+    if (views_of_args(args, "idle_stretches", spec, 12, 16, v)) goto done;
+    int host_wait = PyObject_IsTrue(PyTuple_GET_ITEM(args, 12));
+    if (host_wait < 0) goto done;
+    int writing = PyTuple_GET_ITEM(args, 13) != Py_None;
+    for (int i = 0; writing && i < 3; i++)
+        if (view(PyTuple_GET_ITEM(args, 13 + i), &v[12 + i], 1, out_spec[i].itemsize, out_spec[i].name)) goto done;
+    SpanList l[6];
+    for (int k = 0; k < 6; k++) {
+        l[k].s = v[2 * k].b.buf;
+        l[k].e = v[2 * k + 1].b.buf;
+        l[k].n = v[2 * k].b.len / 8;
+        l[k].i = 0;
+        if (v[2 * k + 1].b.len / 8 != l[k].n) {
+            PyErr_SetString(PyExc_ValueError, "idle_stretches: starts and ends of different lengths");
+            goto done;
+        }
+    }
+    Py_ssize_t room = writing ? v[12].b.len : 0;
+    if (writing && (v[13].b.len / 8 != room || v[14].b.len / 8 != room)) {
+        PyErr_SetString(PyExc_ValueError, "idle_stretches: outputs of different lengths");
+        goto done;
+    }
+    int8_t *cause_out = writing ? v[12].b.buf : NULL;
+    int64_t *start_out = writing ? v[13].b.buf : NULL, *end_out = writing ? v[14].b.buf : NULL;
+    int ordered = 1, overflow = 0;
+    Py_ssize_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int k = 0; k < 6 && ordered; k++) ordered = in_order(&l[k]);
+    int last_cause = -1;
+    int64_t last_end = 0;
+    for (Py_ssize_t g = 0; ordered && !overflow && g < l[0].n; g++) {
+        int64_t t = l[0].s[g], gap_end = l[0].e[g];
+        while (t < gap_end) {
+            int64_t next = gap_end;
+            int cause = -1, outstanding = 0;
+            for (int k = 1; k < 6; k++) {
+                SpanList *x = &l[k];
+                while (x->i < x->n && x->e[x->i] <= t) x->i++;
+                int in = x->i < x->n && x->s[x->i] <= t;
+                int64_t bound = in ? x->e[x->i] : x->i < x->n ? x->s[x->i] : INT64_MAX;
+                if (bound < next) next = bound;
+                if (in && k < 5 && cause < 0) cause = k - 1;
+                if (k == 5) outstanding = in;
+            }
+            if (cause < 0) cause = host_wait && !outstanding ? 4 : 5;
+            if (count && last_cause == cause && last_end == t) {
+                if (writing) end_out[count - 1] = next;
+            } else {
+                if (writing) {
+                    if (count == room) {
+                        overflow = 1;
+                        break;
+                    }
+                    cause_out[count] = (int8_t)cause;
+                    start_out[count] = t;
+                    end_out[count] = next;
+                }
+                count++;
+            }
+            last_cause = cause;
+            last_end = next;
+            t = next;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (overflow) PyErr_SetString(PyExc_ValueError, "idle_stretches: outputs too short");
+    else result = ordered ? PyLong_FromSsize_t(count) : Py_NewRef(Py_None);
+done:
+    release_views(v, 15);
+    return result;
+}
+
 /* covered_each(starts, ends, lo, hi, out) -> bool
  * intervals.covered_within in C: for disjoint [starts[i], ends[i]) in time order, how much of each [lo[j], hi[j])
  * they cover, written to out[j] (int64), by prefix sums and a search per span (from the last one's answer). False where the intervals
@@ -856,6 +957,10 @@ static PyMethodDef methods[] = {
     {"idle_levels", idle_levels, METH_VARARGS,
      "idle_levels(code, delta, conditions, host_wait_code, gap_code, cause_out, keep_out) -> None\n\nidle._swept's "
      "causes and gap mask in one pass over the sorted boundaries."},
+    {"idle_stretches", idle_stretches, METH_VARARGS,
+     "idle_stretches(gap_s, gap_e, sync_s, sync_e, input_s, input_e, late_s, late_e, queued_s, queued_e, out_s, "
+     "out_e, host_wait, cause_out, start_out, end_out) -> int or None\n\nidle.cause_spans's stretches of one "
+     "device, maximal and in time order, by one merge of its covers' unions (outputs None: only counted)."},
     {"covered_each", covered_each, METH_VARARGS,
      "covered_each(starts, ends, lo, hi, out) -> bool\n\nintervals.covered_within into out (int64 buffers); False "
      "where the intervals are not disjoint and in order."},

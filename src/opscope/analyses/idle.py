@@ -214,15 +214,48 @@ def _cause_spans_of(trace: Trace, short_gap_ns: int, analysis: GpuAnalysis,
     for dev, covers, launches_known in _device_covers(analysis):
         if len(covers[_GAP][0]) == 0:
             continue
-        idle = _swept(covers, launches_known)
-        idle = idle.filter(pc.greater(idle["seg"], 0))
-        cause = combined(idle["cause"])
-        mine: dict[str, tuple[pa.Array, pa.Array]] = {}
-        for code in pc.unique(cause).to_pylist():  # in the order each cause first holds
-            stretch = idle.filter(pc.equal(cause, code))
-            mine[IDLE_CAUSES[code]] = _joined(combined(stretch["t"]), combined(pc.add(stretch["t"], stretch["seg"])))
-        out[dev] = mine
+        found = _stretches_in_c(covers, launches_known)
+        out[dev] = found if found is not None else _stretches(covers, launches_known)
     return out
+
+
+def _stretches(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool,
+               ) -> dict[str, tuple[pa.Array, pa.Array]]:
+    """One device's stretches per cause (the definition): the sweep's, those that touch joined."""
+    idle = _swept(covers, launches_known)
+    idle = idle.filter(pc.greater(idle["seg"], 0))
+    cause = combined(idle["cause"])
+    mine: dict[str, tuple[pa.Array, pa.Array]] = {}
+    for code in pc.unique(cause).to_pylist():  # in the order each cause first holds
+        stretch = idle.filter(pc.equal(cause, code))
+        mine[IDLE_CAUSES[code]] = _joined(combined(stretch["t"]), combined(pc.add(stretch["t"], stretch["seg"])))
+    return mine
+
+
+def _stretches_in_c(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool,
+                    ) -> dict[str, tuple[pa.Array, pa.Array]] | None:
+    """:func:`_stretches` by one merge in C of each cover's union (``idle_stretches``: no sort of every boundary, no
+    table of them), where built; else None."""
+    loops = native_loops()
+    if loops is None:
+        return None
+    empty = (pa.array([], pa.int64()), pa.array([], pa.int64()))
+    lists = [_union([covers[code]]) for code in (_GAP, *_CONDITIONS)]
+    lists.append(_union([covers[_OUTSTANDING]]) if launches_known else empty)  # only host_wait reads it
+    views = [values_view(a, "q") for pair in lists for a in pair]
+    count = loops.idle_stretches(*views, launches_known, None, None, None)
+    if count is None:
+        return None
+    cause, start, end = bytearray(count), bytearray(8 * count), bytearray(8 * count)
+    loops.idle_stretches(*views, launches_known, cause, start, end)
+    codes = pa.Array.from_buffers(pa.int8(), count, [None, pa.py_buffer(cause)])
+    starts = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(start)])
+    ends = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(end)])
+    mine: dict[str, tuple[pa.Array, pa.Array]] = {}
+    for code in pc.unique(codes).to_pylist():  # in the order each cause first holds
+        holds = pc.equal(codes, code)
+        mine[IDLE_CAUSES[code]] = (pc.filter(starts, holds), pc.filter(ends, holds))
+    return mine
 
 
 def _joined(starts: pa.Array, ends: pa.Array) -> tuple[pa.Array, pa.Array]:
