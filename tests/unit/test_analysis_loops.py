@@ -258,6 +258,35 @@ def test_idle_stretches_by_hand():
         loops.idle_stretches(*args, True, bytearray(2), array("q", [0] * 2), array("q", [0] * 2))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_first_per_index_c_matches_the_grouping_and_by_hand(seed, monkeypatch):
+    from opscope.analyses import roofline
+
+    rng = random.Random(seed)
+    n = rng.randint(1, 30)
+    pairs = [(rng.randrange(n), rng.randrange(1000)) for _ in range(rng.randint(1, 60))]
+    index, rows = (pa.array([p[k] for p in pairs], pa.int64()) for k in (0, 1))
+    by_hand: list[int | None] = [None] * n
+    for k, row in pairs:
+        if by_hand[k] is None:
+            by_hand[k] = row
+    got = roofline._first_per_index(index, rows, n)
+    assert got.to_pylist() == by_hand
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert roofline._first_per_index_in_c(index, rows, n) is None
+    assert roofline._first_per_index(index, rows, n).equals(got)  # the definition, the same array and type
+
+
+def test_first_per_index_c_declines_an_index_out_of_range():
+    loops = arrays.native_loops()
+    if loops is None:
+        pytest.skip("the C loops are not built")
+    out = array("q", [0] * 2)
+    assert loops.first_per_index(buf([1, 0, 1]), buf([7, 8, 9]), out) is True and list(out) == [8, 7]
+    assert loops.first_per_index(buf([2]), buf([7]), out) is False
+    assert loops.first_per_index(buf([0, 1]), buf([7]), out) is False
+
+
 def test_overlap_ns_by_hand_and_declines():
     loops = arrays.native_loops()
     if loops is None:

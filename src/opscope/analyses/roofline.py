@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, rows_where, share_pct
+from opscope.analyses.arrays import arange, combined, native_loops, rows_where, share_pct
 from opscope.analyses.links import device_links, op_ancestors
 from opscope.analyses.names import short_names
 from opscope.analyses.ops import climb_start
 from opscope.analyses.work import op_work
+from opscope.model.buffers import minus_one_as_null, values_view
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -129,10 +130,26 @@ def _first_per_index(index: pa.Array, rows: pa.Array, n: int) -> pa.Array:
     """Per position 0..n-1, the first row paired with it (the pairs in order), else null."""
     if not len(index):
         return pa.nulls(n, pa.int64())
+    found = _first_per_index_in_c(index, rows, n)
+    if found is not None:
+        return found
     pairs = pa.table({"index": index, "order": arange(len(index))})
     first = pairs.group_by("index", use_threads=False).aggregate([("order", "min")])
     where = pc.index_in(arange(n), value_set=first["index"])
     return combined(pc.take(pc.take(rows, first["order_min"]), where))
+
+
+def _first_per_index_in_c(index: pa.Array, rows: pa.Array, n: int) -> pa.Array | None:
+    """:func:`_first_per_index` in one pass in C (``first_per_index``: no grouping, no hash of 0..n-1), where built
+    and the pairs hold no nulls; else None."""
+    loops = native_loops()
+    index, rows = (combined(pc.cast(a, pa.int64())) for a in (index, rows))
+    if loops is None or index.null_count or rows.null_count:
+        return None
+    out = bytearray(8 * n)
+    if not loops.first_per_index(values_view(index, "q"), values_view(rows, "q"), out):
+        return None
+    return minus_one_as_null(out, n)
 
 
 def _work_of(events: pa.Table, op_rows: pa.Array) -> pa.Table:
