@@ -84,6 +84,29 @@ def test_thread_names_keep_the_programs_frame_around_an_op():
     assert names[0] == ("aten::mm", "cpu_op", 50 * US) and frame == "train.py(40): step"
 
 
+def test_thread_names_read_the_rows_near_the_gap_as_the_whole_thread_gives_them(monkeypatch):
+    from opscope.analyses import gap_causes as module
+
+    # an annotation long before the gap that lasts into it, a frame and an op that start together (the longer
+    # first), another thread's op over the whole gap, events after it
+    trace = make_trace([
+        row("user_annotation", "forward", 0, 500),
+        row("python", "train.py(40): step", 300, 300),
+        row("cpu_op", "aten::mm", 300, 100),
+        row("cpu_op", "aten::add", 300, 100, tid=2),
+        row("cpu_op", "aten::relu", 650, 10),
+    ])
+    assert module._longest_named(trace) == 500 * US
+    # 350-620, clipped: the frame (350-600) outermost, forward (350-500) inside it, the op (350-400) innermost:
+    # the op 50, forward 100 (its frame around it), the frame 100, nothing 20 (fourth: left out)
+    names, frame = thread_names(trace, "1/1", 350 * US, 620 * US)
+    assert names == [("forward", "user_annotation", 100 * US), ("train.py(40): step", "python", 100 * US),
+                     ("aten::mm", "cpu_op", 50 * US)]
+    assert frame == "train.py(40): step"
+    monkeypatch.setattr(module, "_longest_named", lambda trace: None)  # rows not in time order: all of the thread's
+    assert thread_names(trace, "1/1", 350 * US, 620 * US) == (names, frame)
+
+
 def test_the_idle_finding_says_waiting_on_unseen_work_not_sync():
     found = advise(unseen_gap(), only=["gpu-idle"]).findings[0]
     causes = {e["what"]: e["idle_ns"] for e in found.evidence if e["what"].startswith("idle:")}

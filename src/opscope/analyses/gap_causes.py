@@ -144,10 +144,7 @@ def thread_names(trace: Trace, thread: str, start: int, end: int) -> tuple[list[
     :data:`TOP_NAMES`; "(nothing recorded)" for time no named event covers), each instant charged to the innermost
     event open over it that says something (:data:`BUILTIN_FRAME` and step marks passed over); and the innermost
     Python frame outside the framework (:data:`FRAMEWORK_FRAME`) around the first name, None without one."""
-    events = _thread_events(trace, thread)
-    lo = bisect.bisect_left(events.starts, start - events.longest)
-    hi = bisect.bisect_left(events.starts, end)
-    near = events.table.slice(lo, hi - lo)
+    near = _thread_rows(trace, thread, start, end)
     rows = [(max(s, start), min(s + d, end), name, kind) for s, d, name, kind in
             zip(*(near[c].to_pylist() for c in ("ts_ns", "dur_ns", "name", "kind"))) if s + d > start and d > 0]
     rows.sort(key=lambda r: (r[0], -r[1]))
@@ -191,32 +188,50 @@ def _says_something(name: str, kind: str) -> bool:
     return not (kind == "python" and BUILTIN_FRAME.search(name)) and not re.match(STEP_MARK, name)
 
 
-@dataclass(frozen=True)
-class _ThreadEvents:
-    """One thread's named events in start order: (start, dur, name, kind), with their starts to search and the
-    longest duration (the rows that can reach an instant start at most that long before it)."""
-
-    table: pa.Table  #: ts_ns, dur_ns (none or negative: 0), name, kind (strings)
-    starts: Sequence[int]
-    longest: int
-
-
-@memoized()
-def _thread_events(trace: Trace, thread: str) -> _ThreadEvents:
-    pid, _, tid = thread.partition("/")
+def _thread_rows(trace: Trace, thread: str, start: int, end: int) -> pa.Table:
+    """The named events of one thread ("pid/tid") that start before ``end`` and may reach past ``start``, in time
+    order (longest first on ties: the model's order): ts_ns, dur_ns (negative: 0), name and kind ("None" where
+    missing). Read from the rows that start at most the longest named event's duration before ``start`` (a search of
+    the time-ordered rows, no copy of the thread's); where the rows are not in time order (a table made otherwise),
+    the thread's rows are picked from all of them and sorted."""
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid"])
+    longest = _longest_named(trace)
+    if longest is not None:
+        ts = ev["ts_ns"]
+        lo, hi = (pc.sum(pc.less(ts, at)).as_py() or 0 for at in (start - longest, end))  # bisect_left on sorted ts
+        ev = ev.slice(lo, hi - lo)
+    pid, _, tid = thread.partition("/")
     # compared once per distinct pid and tid (their dictionaries), not as a string per row
     mine = pc.and_(kind_mask(ev, NAMED_KINDS), pc.and_(name_match(ev["pid"], rf"\A{re.escape(pid)}\Z"),
                                                        name_match(ev["tid"], rf"\A{re.escape(tid)}\Z")))
     picked = ev.filter(pc.fill_null(pc.and_(mine, pc.is_valid(ev["ts_ns"])), False)).select(
         ["ts_ns", "dur_ns", "name", "kind"])
-    picked = picked.take(pc.sort_indices(picked, [("ts_ns", "ascending"), ("dur_ns", "descending")]))
-    table = pa.table({"ts_ns": combined(picked["ts_ns"]),
-                      "dur_ns": combined(pc.max_element_wise(pc.fill_null(picked["dur_ns"], 0), 0)),
-                      "name": combined(pc.fill_null(picked["name"].cast(pa.string()), "None")),
-                      "kind": combined(pc.fill_null(picked["kind"].cast(pa.string()), "None"))})
-    longest = pc.max(table["dur_ns"]).as_py() if table.num_rows else 0
-    return _ThreadEvents(table, int64_values(table["ts_ns"]), longest or 0)
+    if longest is None:
+        picked = picked.filter(pc.less(picked["ts_ns"], end))
+        picked = picked.take(pc.sort_indices(picked, [("ts_ns", "ascending"), ("dur_ns", "descending")]))
+    return pa.table({"ts_ns": combined(picked["ts_ns"]),
+                     "dur_ns": combined(pc.max_element_wise(pc.fill_null(picked["dur_ns"], 0), 0)),
+                     "name": combined(pc.fill_null(picked["name"].cast(pa.string()), "None")),
+                     "kind": combined(pc.fill_null(picked["kind"].cast(pa.string()), "None"))})
+
+
+@memoized()
+def _longest_named(trace: Trace) -> int | None:
+    """The longest duration of a named event (0 without one; None where the rows are not in time order, longest
+    first on ties, without missing times: the model's order, which :func:`_thread_rows` searches)."""
+    ev = trace.select(["kind", "ts_ns", "dur_ns"])
+    ts, dur = combined(ev["ts_ns"]), combined(ev["dur_ns"])
+    n = len(ts)
+    if ts.null_count or dur.null_count:
+        return None
+    if n > 1:
+        later, earlier = ts.slice(1), ts.slice(0, n - 1)
+        ordered = pc.or_(pc.greater(later, earlier),
+                         pc.and_(pc.equal(later, earlier), pc.less_equal(dur.slice(1), dur.slice(0, n - 1))))
+        if not pc.all(ordered).as_py():
+            return None
+    longest = pc.max(pc.filter(dur, kind_mask(ev, NAMED_KINDS))).as_py()
+    return max(longest or 0, 0)
 
 
 def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, int]]:
