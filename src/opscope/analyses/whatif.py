@@ -515,7 +515,10 @@ def _union_spans(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.A
     if not len(starts):
         return starts, starts
     ends = pa.concat_arrays([combined(part[1]) for part in parts])
-    merged = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), len(starts)), starts, ends)
+    # in start order first (one key), then merged in one pass: the parts' runs are each in order already
+    order = pc.sort_indices(starts)
+    starts, ends = starts.take(order), ends.take(order)
+    merged = merged_intervals(pa.repeat(pa.scalar(0, pa.int64()), len(starts)), starts, ends, presorted=True)
     return combined(merged["start"]), combined(merged["end"])
 
 
