@@ -113,6 +113,34 @@ def test_a_failing_rule_on_either_thread_raises_the_first_failing_rules_error(tm
         advise_module.advise(trace)
 
 
+def test_a_thread_left_without_a_rule_computes_what_a_running_rule_prepares(tmp_path, monkeypatch):
+    from opscope import advise as advise_module
+    from opscope.advise.finding import Rule
+
+    prepared = threading.Event()
+    threads_seen: dict[str, int] = {}
+
+    def waiting_check(ctx):
+        threads_seen["rule"] = threading.get_ident()
+        assert prepared.wait(WAIT_S), "the prepare step did not run beside the rule"
+        return []
+
+    def failing_step(ctx):
+        raise RuntimeError("the rule computes it again and says so")
+
+    def step(ctx):
+        threads_seen["step"] = threading.get_ident()
+        prepared.set()
+
+    monkeypatch.setattr(advise_module, "all_rules", lambda: [
+        Rule(id="slow", title="slow", explain="", check=waiting_check, prepare=(failing_step, step)),
+        Rule(id="quick", title="quick", explain="", check=lambda ctx: [])])
+    monkeypatch.setattr(advise_module, "usable_cores", lambda: 2)
+    trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
+    advice = advise_module.advise(trace)
+    assert advice.findings == [] and threads_seen["step"] != threads_seen["rule"]
+
+
 def test_diff_on_two_threads_gives_what_one_core_gives(pair, monkeypatch):
     from opscope.diff import compare
 

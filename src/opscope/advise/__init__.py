@@ -7,6 +7,7 @@ trace and ranks what they find.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -173,25 +174,39 @@ def referring_to_found(findings: list[Finding]) -> list[Finding]:
 def _checked(rules: list[Rule], ctx: AdviceContext) -> list[tuple[list[Finding], str | None]]:
     """Each rule's findings, or the reason it does not apply, in the rules' order. Two threads take the rules in
     turn: most of a rule's work is Arrow and C that runs without the GIL, and the analyses rules share are computed
-    once (Trace.memo and the context's properties wait for a computation under way). A rule's error is raised as
-    running them in order would: the first failing rule's."""
+    once (Trace.memo and the context's properties wait for a computation under way); once every rule is taken, a
+    thread left without one computes the analyses the rules name in ``prepare``, which the rules still running then
+    read. A rule's error is raised as running them in order would: the first failing rule's."""
     outcomes: list[tuple[list[Finding], str | None] | BaseException | None] = [None] * len(rules)
     claim = threading.Lock()
     cost = {rule_id: i for i, rule_id in enumerate(_COSTLIEST_FIRST)}
-    taken = iter(sorted(range(len(rules)), key=lambda i: cost.get(rules[i].id, len(cost))))
+    order = sorted(range(len(rules)), key=lambda i: cost.get(rules[i].id, len(cost)))
+    taken = iter(order)
+
+    # once every rule is taken, a worker left without one computes what the rules still running will read
+    prepared = iter([step for i in order for step in rules[i].prepare])
 
     def work() -> None:
         while True:
             with claim:
                 i = next(taken, None)
             if i is None:
-                return
+                return prepare()
             try:
                 outcomes[i] = (rules[i].check(ctx), None)
             except NotApplicable as reason:
                 outcomes[i] = ([], str(reason))
             except BaseException as exc:  # raised in the caller, in the rules' order
                 outcomes[i] = exc
+
+    def prepare() -> None:
+        while True:
+            with claim:
+                step = next(prepared, None)
+            if step is None:
+                return
+            with contextlib.suppress(Exception):  # the rule computes it again and says what went wrong
+                step(ctx)
 
     if len(rules) > 1 and usable_cores() > 1:
         side_by_side(work, work, "opscope-advise")

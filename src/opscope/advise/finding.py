@@ -69,6 +69,9 @@ class Rule:
     #: why the rule's savings are its own arithmetic, not simulated on the dependency graph ("": they are, where
     #: its findings give a ``change``)
     not_simulated: str = ""
+    #: analyses the rule reads that wait for nothing else the rule computes (each memoized, so the rule then reads
+    #: its value): a worker with no rule left to run computes them while the rule still runs (advise._checked)
+    prepare: tuple[Callable[[AdviceContext], object], ...] = ()
 
 
 def ranked(findings: list[Finding]) -> list[Finding]:

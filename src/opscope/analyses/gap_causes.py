@@ -83,6 +83,11 @@ def gap_causes(trace: Trace, gaps: list[tuple[int, int, int]]) -> list[GapCause]
     return out
 
 
+def prepare_gap_causes(trace: Trace) -> None:
+    """Compute what :func:`gap_causes` reads besides the gaps (the device work by start, memoized), ahead of it."""
+    _work_after(trace)
+
+
 @dataclass(frozen=True)
 class _After:
     """Device nodes per device, by start: the work that ends a gap."""

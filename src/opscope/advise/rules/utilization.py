@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
 from opscope.analyses.arrays import combined, int64_values, name_match, share_pct
-from opscope.analyses.gap_causes import GapCause, gap_causes, host_by_cause, unseen_by_cause
+from opscope.analyses.gap_causes import GapCause, gap_causes, host_by_cause, prepare_gap_causes, unseen_by_cause
 from opscope.analyses.intervals import clip, is_sorted, union_ns
 from opscope.model.schema import kind_mask
 from opscope.units import format_ns
@@ -258,4 +258,6 @@ are not to be added to this one.""",
     check=check,
     not_simulated=("an upper bound over all of the device's idle time, whatever its cause; the cause-specific "
                    'findings are simulated where they can be'),
+    # the idle time by cause and the work after each gap: neither waits for the graph's idle parts
+    prepare=(lambda ctx: ctx.idle, lambda ctx: prepare_gap_causes(ctx.trace)),
 )
