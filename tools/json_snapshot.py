@@ -24,7 +24,7 @@ COMMANDS: list[list[str]] = [
     ["scope"], ["code"], ["code", "--flat"],
     ["memory"], ["memory", "--view", "holders"], ["memory", "--view", "allocations"], ["memory", "--timeline", "8"],
     ["memory", "--view", "counters"],
-    ["gpu"], ["gpu", "--idle"], ["gpu", "--launches"], ["advise"],
+    ["gpu"], ["gpu", "--idle"], ["gpu", "--launches"], ["roofline"], ["advise"],
     ["critical-path"], ["whatif", "-c", "idle:sync=0"], ["whatif", "-c", "idle:unexplained=0"],
     ["whatif", "-c", "sync=0", "-c", "kernel:.=0.5", "-c", "idle=0.5"],
 ]
