@@ -5,7 +5,8 @@
     python bench/goals.py cached --only advise,diff             # only these commands
 
 ``open``: each round runs the reference (``gzip`` + ``orjson.loads`` of the trace), then the first open
-(``opscope summary -f json`` into an empty cache directory) of each checkout, their order rotated round by round.
+(``opscope summary -f json`` into an empty cache directory) of each checkout, their order rotated round by round;
+besides the medians, the ratio of each round's reference to its own first open (the two ran under the same load).
 ``cached``: one cache directory; each command (``kernels``, ``ops``, ``steps``, ``gpu``, ``gpu --idle``, ``memory``,
 ``advise``, ``diff`` of the trace and a copy of itself, ``critical-path``, ``whatif -c sync=0``) runs ``--rounds``
 times per checkout, alternating, with the entries' kept results emptied first, so that it computes its analyses as
@@ -127,6 +128,12 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}")
     for case, values in times.items():
         print(f"{case:32} {statistics.median(values):6.2f} s ({min(values):.2f}-{max(values):.2f})")
+    if args.what == "open":  # each round's reference over its own first opens: the two saw the same load
+        reference = times["gunzip + orjson.loads"]
+        for label in checkouts:
+            ratios = [r / t for r, t in zip(reference, times[f"first open, {label}"], strict=True)]
+            print(f"{'faster, per round, ' + label:32} {statistics.median(ratios):6.2f} x "
+                  f"({min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":
