@@ -1,13 +1,27 @@
 """The graph's link columns (extra and after edges, their lags, unexplained lags) are kept only for the nodes that
-set one of them: read per node they give the values the nodes were given, the defaults elsewhere."""
+set one of them: read per node they give the values the nodes were given, the defaults elsewhere. Its ends likewise
+(start + dur but for the nodes whose end is another)."""
 
 from __future__ import annotations
+
+from array import array
 
 import pyarrow as pa
 import pytest
 from support import make_trace, row
 
-from opscope.analyses.depgraph import LINKED, NONE, ON_AFTER, ON_CHAIN, ON_EXTRA, dependency_graph, linked_columns
+from opscope.analyses.depgraph import (
+    LINKED,
+    NONE,
+    ON_AFTER,
+    ON_CHAIN,
+    ON_EXTRA,
+    WAIT,
+    Ends,
+    dependency_graph,
+    frozen_view,
+    linked_columns,
+)
 
 
 def test_only_the_nodes_that_set_a_link_column_take_a_row():
@@ -59,3 +73,31 @@ def test_a_graph_whose_link_columns_are_not_over_its_link_rows_is_replayed_by_th
     with pytest.raises(TypeError):
         copied.links()
     assert list(replay(copied).end) == list(replay(graph).end)
+
+
+@pytest.mark.parametrize("as_views", [True, False])
+def test_ends_keep_apart_only_the_nodes_whose_end_is_not_start_plus_dur(as_views):
+    # node 2 is a wait whose own part (0) is not its call (it ended at 50); node 4 ends where its start and dur say
+    start, dur, end = [0, 10, 20, 60, 70], [10, 5, 0, 10, 0], [10, 15, 50, 70, 70]
+
+    def column(values: list[int]):
+        return frozen_view(array("q", values), "q") if as_views else values
+
+    ends = Ends.of(column(start), column(dur), column(end))
+    assert list(ends.nodes) == [2] and list(ends.values) == [50]
+    assert list(ends) == end and ends == end and [ends[i] for i in range(5)] == end and ends[-3] == 50
+    assert ends[1:3] == [15, 50]
+    assert ends.arrow().to_pylist() == end
+    assert ends.arrow(pa.array([4, 2, 0], pa.int64())).to_pylist() == [70, 50, 10]
+
+
+def test_a_wait_keeps_its_call_s_end_apart():
+    # the host waits in cudaStreamSynchronize 20-990 for kernel k (800-980): the wait's own part is 0, its end 990
+    trace = make_trace([row("runtime", "cudaLaunchKernel", 10, 4, correlation=1),
+                        row("runtime", "cudaStreamSynchronize", 20, 970),
+                        row("kernel", "k", 800, 180, correlation=1, pid=0, tid=7, stream=7, device=0)])
+    graph = dependency_graph(trace)
+    wait = next(node for node in range(len(graph)) if graph.kind[node] == WAIT)
+    assert graph.dur[wait] == 0 and graph.end[wait] - graph.start[wait] == 970_000
+    assert list(graph.end.nodes) == [wait]
+    assert all(graph.end[n] == graph.start[n] + graph.dur[n] for n in range(len(graph)) if n != wait)

@@ -904,31 +904,46 @@ done:
 /* The explained part of node's binding lag (bound by b; a wait's lies after its work ended, device work's before it
  * started): its span in [*lo, *hi), and its length returned (<= 0: none), as whatif._idle_candidates computes it. */
 static inline int64_t explained_lag(Py_ssize_t node, int8_t b, int wait, const Link *l, const int64_t *start,
-                                    const int64_t *end, int64_t *lo, int64_t *hi) {
+                                    int64_t node_end, int64_t *lo, int64_t *hi) {
     int64_t value = b == B_EXTRA ? l->extra_lag : b == B_AFTER ? l->after_lag : l->chain_lag;
     int8_t edge = b == B_EXTRA ? ON_EXTRA : b == B_AFTER ? ON_AFTER : ON_CHAIN;
     int64_t unseen = l->on == edge ? l->unexplained : 0;
     int64_t positive = value > 0 ? value : 0;
     int64_t explained = (int64_t)((uint64_t)value - (uint64_t)(unseen < positive ? unseen : positive));
-    *lo = (int64_t)((uint64_t)(wait ? end[node] : start[node]) - (uint64_t)value);
+    *lo = (int64_t)((uint64_t)(wait ? node_end : start[node]) - (uint64_t)value);
     *hi = (int64_t)((uint64_t)*lo + (uint64_t)explained);
     return explained;
 }
 
-/* idle_candidates(kind, dur, start, end, bound, link, extra, extra_lag, after, after_lag, unexplained,
- *                 unexplained_on, chain_lag, span_start, span_end)
+/* A graph's ends (depgraph.Ends): start + dur, but for the nodes listed apart (ascending) with their own; read in
+ * node order, the list's place kept from one node to the next. */
+typedef struct {
+    const int32_t *nodes;
+    const int64_t *values;
+    Py_ssize_t n, at;
+} EndsApart;
+
+static inline int64_t end_of(EndsApart *x, Py_ssize_t node, const int64_t *start, const int64_t *dur) {
+    while (x->at < x->n && x->nodes[x->at] < node) x->at++;
+    if (x->at < x->n && x->nodes[x->at] == node) return x->values[x->at];
+    return (int64_t)((uint64_t)start[node] + (uint64_t)dur[node]);
+}
+
+/* idle_candidates(kind, dur, start, bound, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on,
+ *                 chain_lag, end_nodes, end_values, span_start, span_end)
  *   -> (host, host_lo, host_hi, lagged, lag_lo, lag_hi, lag_wait, lag_bound) or None
  * whatif._idle_candidates in one pass over the nodes: the host's own time (a host slice, or a wait whose call did not
  * wait, lasting more than 0 ns) and the explained part of each binding lag (device work's before it started, a
  * wait's after the work it waited for ended), each kept where the spans (disjoint, in time order) cover more than
- * 0 ns of it. Bytes of int64 but lag_wait (uint8: a wait's lag) and lag_bound (int8: the replay's bound). None where
- * the spans are not disjoint and in order or a link row is out of range (the definition then runs). */
+ * 0 ns of it. A node ends at start + dur but for end_nodes (int32, ascending), which end at end_values. Bytes of
+ * int64 but lag_wait (uint8: a wait's lag) and lag_bound (int8: the replay's bound). None where the spans are not
+ * disjoint and in order, end_nodes not ascending, or a link row is out of range (the definition then runs). */
 static PyObject *idle_candidates(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"kind", 1, 0, 0},  {"dur", 8, 0, 0},        {"start", 8, 0, 0},
-                                    {"end", 8, 0, 0},   {"bound", 1, 0, 0},      LINK_SPECS,
-                                    {"span_start", 8, 0, 0}, {"span_end", 8, 0, 0}};
-    enum { N_VIEWS = 5 + N_LINKS + 2, V_SPANS = 5 + N_LINKS };
+    static const ViewSpec spec[] = {{"kind", 1, 0, 0},       {"dur", 8, 0, 0},       {"start", 8, 0, 0},
+                                    {"bound", 1, 0, 0},      LINK_SPECS,             {"end_nodes", 4, 0, 0},
+                                    {"end_values", 8, 0, 0}, {"span_start", 8, 0, 0}, {"span_end", 8, 0, 0}};
+    enum { V_ENDS = 4 + N_LINKS, V_SPANS = V_ENDS + 2, N_VIEWS = V_SPANS + 2 };
     View v[N_VIEWS];
     PyObject *result = NULL, *out[8] = {NULL};
     uint8_t *what = NULL;
@@ -936,20 +951,20 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
     Links links;
     if (views_of_args(args, "idle_candidates", spec, N_VIEWS, N_VIEWS, v)) goto done;
     Py_ssize_t n = v[0].b.len, m = v[V_SPANS].b.len / 8;
-    static const Py_ssize_t size[5] = {1, 8, 8, 8, 1};
-    for (int i = 1; i < 5; i++)
+    static const Py_ssize_t size[4] = {1, 8, 8, 1};
+    for (int i = 1; i < 4; i++)
         if (v[i].b.len / size[i] != n) {
             PyErr_SetString(PyExc_ValueError, "idle_candidates: node columns of different lengths");
             goto done;
         }
-    if (links_of(v + 5, n, &links, "idle_candidates")) goto done;
-    if (v[V_SPANS + 1].b.len / 8 != m) {
-        PyErr_SetString(PyExc_ValueError, "idle_candidates: span starts and ends of different lengths");
+    if (links_of(v + 4, n, &links, "idle_candidates")) goto done;
+    if (v[V_SPANS + 1].b.len / 8 != m || v[V_ENDS + 1].b.len / 8 != v[V_ENDS].b.len / 4) {
+        PyErr_SetString(PyExc_ValueError, "idle_candidates: starts and ends of different lengths");
         goto done;
     }
-    const int8_t *kind = v[0].b.buf, *bound = v[4].b.buf;
-    const int64_t *dur = v[1].b.buf, *start = v[2].b.buf, *end = v[3].b.buf, *ss = v[V_SPANS].b.buf,
-                  *se = v[V_SPANS + 1].b.buf;
+    const int8_t *kind = v[0].b.buf, *bound = v[3].b.buf;
+    const int64_t *dur = v[1].b.buf, *start = v[2].b.buf, *ss = v[V_SPANS].b.buf, *se = v[V_SPANS + 1].b.buf;
+    EndsApart ends = {v[V_ENDS].b.buf, v[V_ENDS + 1].b.buf, v[V_ENDS].b.len / 4, 0};
     what = malloc((size_t)(n ? n : 1));
     through = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
     if (!what || !through) {
@@ -965,6 +980,8 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         total += (uint64_t)se[i] - (uint64_t)ss[i];
         through[i] = (int64_t)total;
     }
+    for (Py_ssize_t i = 0; i < ends.n && ordered; i++)
+        if (ends.nodes[i] < 0 || ends.nodes[i] >= n || (i && ends.nodes[i] <= ends.nodes[i - 1])) ordered = 0;
     Py_ssize_t hint_host = 0, hint_lag = 0;
     for (Py_ssize_t node = 0; node < n && ordered && linked; node++) {
         what[node] = 0;
@@ -974,8 +991,9 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
             linked = 0;
             break;
         }
+        int64_t node_end = end_of(&ends, node, start, dur);
         if (dur[node] > 0 && (k == HOST || (k == WAIT && l.extra == NONE))) {
-            if (covered_by(ss, se, through, m, start[node], end[node], &hint_host) > 0) {
+            if (covered_by(ss, se, through, m, start[node], node_end, &hint_host) > 0) {
                 what[node] = 1;
                 n_host++;
             }
@@ -983,7 +1001,7 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         int wait = k == WAIT;
         if (!((k == DEVICE && (b == B_CHAIN || b == B_EXTRA || b == B_AFTER)) || (wait && b == B_EXTRA))) continue;
         int64_t lo, hi;
-        if (explained_lag(node, b, wait, &l, start, end, &lo, &hi) <= 0) continue;
+        if (explained_lag(node, b, wait, &l, start, node_end, &lo, &hi) <= 0) continue;
         if (covered_by(ss, se, through, m, lo, hi, &hint_lag) > 0) {
             what[node] |= 2;
             n_lag++;
@@ -1005,11 +1023,14 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
     uint8_t *lag_wait = (uint8_t *)PyBytes_AS_STRING(out[6]);
     int8_t *lag_bound = (int8_t *)PyBytes_AS_STRING(out[7]);
     Py_ssize_t h = 0, k = 0;
+    ends.at = 0;
     for (Py_ssize_t node = 0; node < n; node++) {
+        if (!what[node]) continue;
+        int64_t node_end = end_of(&ends, node, start, dur);
         if (what[node] & 1) {
             host[h] = node;
             host_lo[h] = start[node];
-            host_hi[h++] = end[node];
+            host_hi[h++] = node_end;
         }
         if (what[node] & 2) {
             int8_t b = bound[node];
@@ -1017,7 +1038,7 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
             Link l;
             if (link_at(&links, node, &l)) continue; /* never: the pass above checked every node's */
             lagged[k] = node;
-            explained_lag(node, b, wait, &l, start, end, &lag_lo[k], &lag_hi[k]);
+            explained_lag(node, b, wait, &l, start, node_end, &lag_lo[k], &lag_hi[k]);
             lag_wait[k] = (uint8_t)wait;
             lag_bound[k++] = b;
         }
@@ -1255,9 +1276,9 @@ static PyMethodDef methods[] = {
      "from arrays: the node columns in Kahn's order, the link columns, the host threads' nodes and offsets; None "
      "where it declines."},
     {"idle_candidates", idle_candidates, METH_VARARGS,
-     "idle_candidates(kind, dur, start, end, bound, link, extra, extra_lag, after, after_lag, unexplained, "
-     "unexplained_on, chain_lag, span_start, span_end) -> 8 bytes objects or None\n\nwhatif._idle_candidates "
-     "in one pass."},
+     "idle_candidates(kind, dur, start, bound, link, extra, extra_lag, after, after_lag, unexplained, "
+     "unexplained_on, chain_lag, end_nodes, end_values, span_start, span_end) -> 8 bytes objects or None\n\n"
+     "whatif._idle_candidates in one pass."},
     {"walk_path", walk_path, METH_VARARGS,
      "walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, "
      "chain_lag, start, "

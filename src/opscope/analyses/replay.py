@@ -22,7 +22,17 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.depgraph import NONE, ON_AFTER, ON_CHAIN, ON_EXTRA, WAIT, DepGraph, frozen_view, native_graph
+from opscope.analyses.depgraph import (
+    NONE,
+    ON_AFTER,
+    ON_CHAIN,
+    ON_EXTRA,
+    WAIT,
+    DepGraph,
+    frozen_view,
+    native_graph,
+    node_column,
+)
 from opscope.model.buffers import values_view
 from opscope.model.trace import Trace
 
@@ -160,6 +170,7 @@ def step_nodes(trace: Trace, graph: DepGraph, intervals: pa.Table | None = None)
         return out
     start, end = graph.start, graph.end
     everything: pa.Array | None = None  # every node by start (ties by number), made when a step needs it
+    ends: pa.Array | None = None  # every node's end, the same
     for step, pid, tid, ts, dur in zip(*(steps[c].to_pylist() for c in ("step", "pid", "tid", "ts_ns", "dur_ns"))):
         nodes = graph.threads.get(f"{pid}/{tid}")
         if nodes is not None:  # a thread's slices are in time order: start and end both rise
@@ -167,19 +178,20 @@ def step_nodes(trace: Trace, graph: DepGraph, intervals: pa.Table | None = None)
             b = bisect.bisect_right(nodes, ts + dur, key=end.__getitem__) - 1
             first, last = (nodes[a], nodes[b]) if a <= b < len(nodes) else (NONE, NONE)
         else:
-            if everything is None:
+            if everything is None or ends is None:
                 everything = pc.sort_indices(_int64(start))  # stable
+                ends = node_column(end, pa.int64())
             ordered = values_view(everything, "Q")
             lo = bisect.bisect_left(ordered, ts, key=start.__getitem__)
             hi = bisect.bisect_left(ordered, ts + dur, key=start.__getitem__)
             span = everything.slice(lo, hi - lo)
-            inside = pc.filter(span, pc.less_equal(pc.take(_int64(end), span), ts + dur))
+            inside = pc.filter(span, pc.less_equal(pc.take(ends, span), ts + dur))
             first, last = NONE, NONE
             if len(inside):
-                ends = pc.take(_int64(end), inside)
-                latest = pc.max(ends)
+                inside_ends = pc.take(ends, inside)
+                latest = pc.max(inside_ends)
                 first = inside[0].as_py()
-                last = pc.max(pc.filter(inside, pc.equal(ends, latest))).as_py()
+                last = pc.max(pc.filter(inside, pc.equal(inside_ends, latest))).as_py()
         if first == NONE:
             continue
         out.steps.append(step)

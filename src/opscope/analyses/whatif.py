@@ -63,6 +63,7 @@ from opscope.analyses.depgraph import (
     ON_EXTRA,
     WAIT,
     DepGraph,
+    Ends,
     Linked,
     dependency_graph,
     frozen_view,
@@ -489,11 +490,12 @@ def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: 
                           ) -> Candidates | None:
     """:func:`_idle_candidates` in one pass in C (``_graph.idle_candidates``) where built; else None."""
     native = native_graph()
-    if native is None or any(a.null_count for a in everywhere):
+    if native is None or any(a.null_count for a in everywhere) or not isinstance(graph.end, Ends):
         return None
     spans = [values_view(combined(pc.cast(a, pa.int64())), "q") for a in everywhere]
     try:
-        out = native.idle_candidates(graph.kind, graph.dur, graph.start, graph.end, bound_by, *graph.links(), *spans)
+        out = native.idle_candidates(graph.kind, graph.dur, graph.start, bound_by, *graph.links(), graph.end.nodes,
+                                     graph.end.values, *spans)
     except (TypeError, ValueError):  # a graph not made by dependency_graph (other columns, other widths)
         return None
     if out is None:

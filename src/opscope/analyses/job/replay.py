@@ -35,6 +35,7 @@ from opscope.analyses.depgraph import (
     NONE,
     ON_CHAIN,
     DepGraph,
+    Ends,
     Labels,
     dependency_graph,
     frozen_view,
@@ -141,7 +142,8 @@ def job_graph(traces: Mapping[int, Trace], graphs: Mapping[int, DepGraph] | None
     link, linked = linked_columns({name: fields[name] for name in LINKED})
     graph = DepGraph(kind=view["kind"], category=Labels(CATEGORIES, view["category"]), row=view["row"],
                      lane=Labels(lanes, view["lane"]), dur=view["dur"], chain=view["chain"], link=link, **linked,
-                     start=view["start"], end=view["end"], origin=origin, threads=threads)
+                     start=view["start"], end=Ends.of(view["start"], view["dur"], view["end"]), origin=origin,
+                     threads=threads)
     contradicted = sum(1 for j in joins if not j.dropped for _, lag in j.transfer.values() if lag < 0)
     unjoined = sum(1 for j in joins if j.dropped)
     if contradicted:
