@@ -194,11 +194,11 @@ def _says_something(name: str, kind: str) -> bool:
 
 
 def _thread_rows(trace: Trace, thread: str, start: int, end: int) -> pa.Table:
-    """The named events of one thread ("pid/tid") that start before ``end`` and may reach past ``start``, in time
-    order (longest first on ties: the model's order): ts_ns, dur_ns (negative: 0), name and kind ("None" where
-    missing). Read from the rows that start at most the longest named event's duration before ``start`` (a search of
-    the time-ordered rows, no copy of the thread's); where the rows are not in time order (a table made otherwise),
-    the thread's rows are picked from all of them and sorted."""
+    """The named events of one thread ("pid/tid") that start before ``end`` and last past ``start``, in time order
+    (longest first on ties: the model's order): ts_ns, dur_ns, name and kind ("None" where missing). Read from the
+    rows that start at most the longest named event's duration before ``start`` (a search of the time-ordered rows,
+    no copy of the thread's); where the rows are not in time order (a table made otherwise), the thread's rows are
+    picked from all of them and sorted."""
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid"])
     longest = _longest_named(trace)
     if longest is not None:
@@ -214,8 +214,10 @@ def _thread_rows(trace: Trace, thread: str, start: int, end: int) -> pa.Table:
     if longest is None:
         picked = picked.filter(pc.less(picked["ts_ns"], end))
         picked = picked.take(pc.sort_indices(picked, [("ts_ns", "ascending"), ("dur_ns", "descending")]))
-    return pa.table({"ts_ns": combined(picked["ts_ns"]),
-                     "dur_ns": combined(pc.max_element_wise(pc.fill_null(picked["dur_ns"], 0), 0)),
+    dur = pc.max_element_wise(pc.fill_null(picked["dur_ns"], 0), 0)
+    reach = pc.and_(pc.greater(dur, 0), pc.greater(pc.add(picked["ts_ns"], dur), start))  # the rest ends before
+    picked, dur = picked.filter(reach), pc.filter(dur, reach)
+    return pa.table({"ts_ns": combined(picked["ts_ns"]), "dur_ns": combined(dur),
                      "name": combined(pc.fill_null(picked["name"].cast(pa.string()), "None")),
                      "kind": combined(pc.fill_null(picked["kind"].cast(pa.string()), "None"))})
 
