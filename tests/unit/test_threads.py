@@ -7,6 +7,7 @@ import threading
 
 import pyarrow as pa
 import pytest
+from support import make_trace, row
 from support.tracefiles import small_gpu_trace, write_trace
 
 from opscope import threads
@@ -139,6 +140,21 @@ def test_a_thread_left_without_a_rule_computes_what_a_running_rule_prepares(tmp_
     trace = open_trace(write_trace(tmp_path / "t.json", small_gpu_trace()), use_cache=False)
     advice = advise_module.advise(trace)
     assert advice.findings == [] and threads_seen["step"] != threads_seen["rule"]
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_a_rule_that_does_not_apply_has_nothing_prepared_for_it(cores, monkeypatch):
+    # no device work: gpu-idle does not apply, so neither its idle causes nor the graph it would read are computed
+    from opscope import advise as advise_module
+    from opscope.analyses import depgraph
+
+    built = []
+    build = depgraph._build
+    monkeypatch.setattr(depgraph, "_build", lambda trace: built.append(trace) or build(trace))
+    monkeypatch.setattr(advise_module, "usable_cores", lambda: cores)
+    trace = make_trace([row("cpu_op", "aten::mm", 0, 100), row("cpu_op", "aten::add", 150, 50)])
+    advice = advise_module.advise(trace)
+    assert "gpu-idle" in advice.not_applicable and built == []
 
 
 def test_diff_on_two_threads_gives_what_one_core_gives(pair, monkeypatch):

@@ -184,7 +184,7 @@ def _checked(rules: list[Rule], ctx: AdviceContext) -> list[tuple[list[Finding],
     taken = iter(order)
 
     # once every rule is taken, a worker left without one computes what the rules still running will read
-    prepared = iter([step for i in order for step in rules[i].prepare])
+    prepared = iter([(i, step) for i in order for step in rules[i].prepare])
 
     def work() -> None:
         while True:
@@ -202,9 +202,11 @@ def _checked(rules: list[Rule], ctx: AdviceContext) -> list[tuple[list[Finding],
     def prepare() -> None:
         while True:
             with claim:
-                step = next(prepared, None)
-            if step is None:
+                i, step = next(prepared, (None, None))
+            if i is None or step is None:
                 return
+            if outcomes[i] is not None:  # the rule is done (or found it does not apply): nothing to compute for it
+                continue
             with contextlib.suppress(Exception):  # the rule computes it again and says what went wrong
                 step(ctx)
 

@@ -226,6 +226,12 @@ def host_during(host: HostEvents, start: int, length: int) -> dict:
     return {"host_busy_pct": round(100.0 * covered / length, 2), "host_op": names[best].as_py()}
 
 
+def _work_after_gaps(ctx: AdviceContext) -> None:
+    """What the gap causes read besides the gaps, computed ahead (a trace without device work has no gaps)."""
+    if ctx.gpu is not None:
+        prepare_gap_causes(ctx.trace)
+
+
 RULE = Rule(
     id="gpu-idle",
     title="Low accelerator utilization",
@@ -259,5 +265,5 @@ are not to be added to this one.""",
     not_simulated=("an upper bound over all of the device's idle time, whatever its cause; the cause-specific "
                    'findings are simulated where they can be'),
     # the idle time by cause and the work after each gap: neither waits for the graph's idle parts
-    prepare=(lambda ctx: ctx.idle, lambda ctx: prepare_gap_causes(ctx.trace)),
+    prepare=(lambda ctx: ctx.idle, _work_after_gaps),
 )
