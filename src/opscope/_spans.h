@@ -37,6 +37,13 @@ static inline Py_ssize_t last_at_or_before(const int64_t *s, Py_ssize_t n, int64
     return a - 1;
 }
 
+/* Whether the spans [s[i], e[i]) are disjoint and in time order (none ends before it starts; they may touch). */
+static inline int spans_in_order(const int64_t *s, const int64_t *e, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (e[i] < s[i] || (i && s[i] < e[i - 1])) return 0;
+    return 1;
+}
+
 /* How much of [lo, hi) the disjoint spans [s[i], e[i]) in time order cover, given through[i] (their lengths summed up
  * to and with i); *hint: the last search's answer (see last_at_or_before), updated. */
 static inline int64_t covered_by(const int64_t *s, const int64_t *e, const int64_t *through, Py_ssize_t n, int64_t lo,

@@ -134,12 +134,10 @@ def test_scatter_c_matches_arrow(seed, monkeypatch):
     assert got_odd == arrays.scatter(n, odd, odd_values).to_pylist() == by_hand
 
 
-@pytest.mark.parametrize("seed", range(10))
-@pytest.mark.parametrize("launches_known", [True, False])
-def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, monkeypatch):
+def _idle_covers(rng: random.Random, spacing: int, short_share: float) -> dict[int, tuple[pa.Array, pa.Array]]:
+    """Random covers of idle.py's causes: disjoint gaps (``spacing``: the most between two), each short class a random
+    part of them (``short_share`` of the gaps each), overlapping host spans for sync, input and outstanding work."""
     from opscope.analyses import idle
-
-    rng = random.Random(seed)
 
     def spans(k: int, disjoint: bool) -> tuple[pa.Array, pa.Array]:
         out, t = [], rng.randrange(0, 20)
@@ -147,17 +145,48 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
             s = t if disjoint else rng.randrange(0, 300)
             e = s + rng.randrange(0, 40)
             out.append((s, e))
-            t = e + rng.randrange(0, 30)
+            t = e + rng.randrange(0, spacing)
         out.sort()
         return pa.array([s for s, _ in out], pa.int64()), pa.array([e for _, e in out], pa.int64())
 
     gaps = spans(rng.randint(1, 12), True)
     covers = {idle._GAP: gaps}
-    for code in (idle._SHORT_LATE, idle._SHORT_QUEUED):  # subsets of the gaps, as _gaps makes them
-        pick = pa.array([rng.random() < 0.3 for _ in range(len(gaps[0]))])
+    for code in (idle._SHORT_LATE, idle._SHORT_QUEUED):
+        pick = pa.array([rng.random() < short_share for _ in range(len(gaps[0]))])
         covers[code] = (gaps[0].filter(pick), gaps[1].filter(pick))
-    for code in (idle._SYNC, idle._INPUT, idle._OUTSTANDING):  # overlapping host spans
+    for code in (idle._SYNC, idle._INPUT, idle._OUTSTANDING):
         covers[code] = spans(rng.randint(0, 10), False)
+    return covers
+
+
+def _causes_by_hand(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known: bool) -> list[tuple[int, int]]:
+    """Nanosecond by nanosecond over 0-400: (instant, the index in IDLE_CAUSES of the first cause that holds) for
+    every instant inside a gap."""
+    from opscope.analyses import idle
+
+    order = [(idle._SYNC, 0), (idle._INPUT, 1), (idle._SHORT_LATE, 2), (idle._SHORT_QUEUED, 3)]
+    plain = {code: list(zip(s.to_pylist(), e.to_pylist())) for code, (s, e) in covers.items()}
+
+    def inside(code: int, t: int) -> bool:
+        return any(a <= t < b for a, b in plain[code])
+
+    out = []
+    for t in range(400):
+        if not inside(idle._GAP, t):
+            continue
+        cause = next((i for code, i in order if inside(code, t)), None)
+        if cause is None:
+            cause = 4 if launches_known and not inside(idle._OUTSTANDING, t) else 5
+        out.append((t, cause))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("launches_known", [True, False])
+def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, monkeypatch):
+    from opscope.analyses import idle
+
+    covers = _idle_covers(random.Random(seed), 30, 0.3)  # the short classes apart or not, as _gaps makes them or not
     got = idle._attribute(covers, launches_known)
     # the C overlap path answers where the short classes are apart, as _gaps makes them; else the sweep does
     late, queued = ({(s, e) for s, e in zip(*(a.to_pylist() for a in covers[code])) if e > s}
@@ -169,19 +198,8 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
     swept = idle._attribute(covers, launches_known)  # the sweep (the definition): causes with no time too
     assert got == {k: v for k, v in swept.items() if v}
     # by hand, nanosecond by nanosecond: the first cause that holds inside each gap
-    order = [(idle._SYNC, 0), (idle._INPUT, 1), (idle._SHORT_LATE, 2), (idle._SHORT_QUEUED, 3)]
-    plain = {code: list(zip(s.to_pylist(), e.to_pylist())) for code, (s, e) in covers.items()}
-
-    def inside(code: int, t: int) -> bool:
-        return any(a <= t < b for a, b in plain[code])
-
     expected: dict[int, int] = {}
-    for t in range(400):
-        if not inside(idle._GAP, t):
-            continue
-        cause = next((i for code, i in order if inside(code, t)), None)
-        if cause is None:
-            cause = 4 if launches_known and not inside(idle._OUTSTANDING, t) else 5
+    for _, cause in _causes_by_hand(covers, launches_known):
         expected[cause] = expected.get(cause, 0) + 1
     assert {k: v for k, v in got.items() if v} == expected
 
@@ -191,25 +209,7 @@ def test_idle_attribution_c_matches_arrow_and_brute_force(seed, launches_known, 
 def test_idle_stretches_c_match_the_sweep_and_brute_force(seed, launches_known, monkeypatch):
     from opscope.analyses import idle
 
-    rng = random.Random(seed)
-
-    def spans(k: int, disjoint: bool) -> tuple[pa.Array, pa.Array]:
-        out, t = [], rng.randrange(0, 20)
-        for _ in range(k):
-            s = t if disjoint else rng.randrange(0, 300)
-            e = s + rng.randrange(0, 40)
-            out.append((s, e))
-            t = e + rng.randrange(0, 3)  # gaps that touch, or nearly
-        out.sort()
-        return pa.array([s for s, _ in out], pa.int64()), pa.array([e for _, e in out], pa.int64())
-
-    gaps = spans(rng.randint(1, 12), True)
-    covers = {idle._GAP: gaps}
-    for code in (idle._SHORT_LATE, idle._SHORT_QUEUED):  # parts of the gaps (overlapping each other here too)
-        pick = pa.array([rng.random() < 0.4 for _ in range(len(gaps[0]))])
-        covers[code] = (gaps[0].filter(pick), gaps[1].filter(pick))
-    for code in (idle._SYNC, idle._INPUT, idle._OUTSTANDING):  # overlapping host spans
-        covers[code] = spans(rng.randint(0, 10), False)
+    covers = _idle_covers(random.Random(seed), 3, 0.4)  # gaps that touch, or nearly; short classes that overlap
     got = idle._stretches_in_c(covers, launches_known)
     assert (got is None) == (arrays.native_loops() is None)
     swept = idle._stretches(covers, launches_known)  # the definition
@@ -218,19 +218,8 @@ def test_idle_stretches_c_match_the_sweep_and_brute_force(seed, launches_known, 
         for cause in swept:
             assert [a.to_pylist() for a in got[cause]] == [a.to_pylist() for a in swept[cause]], cause
     # by hand, nanosecond by nanosecond: each cause's instants inside the gaps, as maximal runs
-    order = [(idle._SYNC, 0), (idle._INPUT, 1), (idle._SHORT_LATE, 2), (idle._SHORT_QUEUED, 3)]
-    plain = {code: list(zip(s.to_pylist(), e.to_pylist())) for code, (s, e) in covers.items()}
-
-    def inside(code: int, t: int) -> bool:
-        return any(a <= t < b for a, b in plain[code])
-
     expected: dict[str, list[list[int]]] = {}
-    for t in range(400):
-        if not inside(idle._GAP, t):
-            continue
-        cause = next((i for code, i in order if inside(code, t)), None)
-        if cause is None:
-            cause = 4 if launches_known and not inside(idle._OUTSTANDING, t) else 5
+    for t, cause in _causes_by_hand(covers, launches_known):
         runs = expected.setdefault(idle.IDLE_CAUSES[cause], [])
         if runs and runs[-1][1] == t:
             runs[-1][1] = t + 1

@@ -473,10 +473,7 @@ static PyObject *overlap_ns(PyObject *self, PyObject *args) {
     int ordered = 1;
     uint64_t total = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n && ordered; i++)
-        if (ae[i] < as[i] || (i && as[i] < ae[i - 1])) ordered = 0;
-    for (Py_ssize_t j = 0; j < m && ordered; j++)
-        if (be[j] < bs[j] || (j && bs[j] < be[j - 1])) ordered = 0;
+    ordered = spans_in_order(as, ae, n) && spans_in_order(bs, be, m);
     Py_ssize_t i = 0, j = 0;
     while (ordered && i < n && j < m) {
         int64_t lo = as[i] > bs[j] ? as[i] : bs[j], hi = ae[i] < be[j] ? ae[i] : be[j];
@@ -547,12 +544,6 @@ typedef struct {
     Py_ssize_t n, i;
 } SpanList;
 
-static int in_order(const SpanList *l) {
-    for (Py_ssize_t i = 0; i < l->n; i++)
-        if (l->e[i] < l->s[i] || (i && l->s[i] < l->e[i - 1])) return 0;
-    return 1;
-}
-
 static PyObject *idle_stretches(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"gap_s", 8, 0, 0},    {"gap_e", 8, 0, 0},   {"sync_s", 8, 0, 0},
@@ -590,7 +581,7 @@ static PyObject *idle_stretches(PyObject *self, PyObject *args) {
     int ordered = 1, overflow = 0;
     Py_ssize_t count = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (int k = 0; k < 6 && ordered; k++) ordered = in_order(&l[k]);
+    for (int k = 0; k < 6 && ordered; k++) ordered = spans_in_order(l[k].s, l[k].e, l[k].n);
     int last_cause = -1;
     int64_t last_end = 0;
     for (Py_ssize_t g = 0; ordered && !overflow && g < l[0].n; g++) {

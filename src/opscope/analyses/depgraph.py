@@ -89,9 +89,24 @@ _DEVICE_CATEGORY = {"kernel": DEVICE_COMPUTE, "memcpy": COPIES, "memset": COPIES
 
 
 class _PerNode(Sequence[T]):
-    """A per-node column kept compactly: equal to any sequence of the same values, shown as its values."""
+    """A per-node column kept compactly (``_at`` reads one node): indexed and sliced as a list is, equal to any
+    sequence of the same values, shown as its values."""
 
     __slots__ = ()
+
+    def _at(self, node: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        return self._at(index)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
@@ -113,16 +128,8 @@ class Labels(_PerNode[str]):
     def __len__(self) -> int:
         return len(self.codes)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self.names[code] for code in self.codes[index]]
-        return self.names[self.codes[index]]
+    def _at(self, node: int) -> str:
+        return self.names[self.codes[node]]
 
     def __iter__(self) -> Iterator[str]:
         names = self.names
@@ -150,16 +157,8 @@ class Linked(_PerNode[int]):
     def __len__(self) -> int:
         return len(self.link)
 
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        k = self.link[index]
+    def _at(self, node: int) -> int:
+        k = self.link[node]
         return self.default if k == NONE else self.values[k]
 
     def __iter__(self) -> Iterator[int]:
@@ -211,25 +210,18 @@ class Ends(_PerNode[int]):
     def __len__(self) -> int:
         return len(self.start)
 
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
+    def _at(self, node: int) -> int:
+        if node < 0:
+            node += len(self)
         if self.nodes:
-            k = bisect.bisect_left(self.nodes, index)
-            if k < len(self.nodes) and self.nodes[k] == index:
+            k = bisect.bisect_left(self.nodes, node)
+            if k < len(self.nodes) and self.nodes[k] == node:
                 return self.values[k]
-        return self.start[index] + self.dur[index]
+        return self.start[node] + self.dur[node]
 
     def __iter__(self) -> Iterator[int]:
-        return (self[i] for i in range(len(self)))
+        apart = dict(zip(self.nodes, self.values))
+        return (apart.get(node, s + d) for node, (s, d) in enumerate(zip(self.start, self.dur)))
 
     def arrow(self, nodes: pa.Array | None = None) -> pa.Array:
         """The ends (of ``nodes`` only where given) as an int64 Arrow array."""
@@ -242,7 +234,7 @@ class Ends(_PerNode[int]):
         if not len(self.nodes):
             return ends
         if nodes is None:  # every node: the few ends apart written over a copy of the sums
-            out = bytearray(ends.buffers()[1])[8 * ends.offset:8 * (ends.offset + n)]
+            out = bytearray(memoryview(ends.buffers()[1])[8 * ends.offset:8 * (ends.offset + n)])
             view = memoryview(out).cast("q")
             for node, end in zip(self.nodes, self.values):
                 view[node] = end

@@ -202,8 +202,8 @@ def _thread_rows(trace: Trace, thread: str, start: int, end: int) -> pa.Table:
     ev = trace.select(["kind", "name", "ts_ns", "dur_ns", "pid", "tid"])
     longest = _longest_named(trace)
     if longest is not None:
-        ts = ev["ts_ns"]
-        lo, hi = (pc.sum(pc.less(ts, at)).as_py() or 0 for at in (start - longest, end))  # bisect_left on sorted ts
+        ts = int64_values(ev["ts_ns"])  # in time order, no nulls (_longest_named checked)
+        lo, hi = bisect.bisect_left(ts, start - longest), bisect.bisect_left(ts, end)
         ev = ev.slice(lo, hi - lo)
     pid, _, tid = thread.partition("/")
     # compared once per distinct pid and tid (their dictionaries), not as a string per row
