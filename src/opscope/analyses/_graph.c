@@ -3,7 +3,8 @@
  * stream tied to its launch, the inferred cross-stream waits, the waits tied to the work they waited for, Kahn's
  * order and the renumbering; then the replay's one pass in that order. The Python definitions stay beside them and
  * run where this module is not built, with OPSCOPE_NATIVE=0, or where a call declines (returns None or False):
- * times so far apart that a difference could leave int64, more than 2^31 - 1 nodes or rows. */
+ * times so far apart that a difference could leave int64, more than 2^31 - 1 rows, room for more than (2^31 - 1) / 3
+ * nodes (Kahn's order keeps int32 offsets to three dependents a node). */
 #include "../_buffers.h"
 #include "../_spans.h"
 #include <math.h>
@@ -140,6 +141,8 @@ static inline int has_link(const Nodes *g, Py_ssize_t i) {
 }
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+/* start + dur as int64 sums wrap (depgraph.Ends: a node's end unless kept apart) */
+static inline int64_t wrapped_end(int64_t start, int64_t dur) { return (int64_t)((uint64_t)start + (uint64_t)dur); }
 static inline int64_t excess(Nodes *g, int64_t lag) { return lag - g->cap > 0 ? lag - g->cap : 0; }
 
 /* _Builder.tie_after: an inferred edge after other's end, the node's other edges' lags kept (saved) to take it back
@@ -231,6 +234,17 @@ typedef struct {
     int32_t node;
 } Root;
 
+/* A node whose end is not start + duration, and that end */
+typedef struct {
+    int32_t node;
+    int64_t end;
+} Apart;
+
+static int by_node(const void *a, const void *b) {
+    const Apart *x = a, *y = b;
+    return (x->node > y->node) - (x->node < y->node);
+}
+
 static int by_start(const void *a, const void *b) {
     const Root *x = a, *y = b;
     if (x->start != y->start) return (x->start > y->start) - (x->start < y->start);
@@ -241,8 +255,8 @@ static int by_start(const void *a, const void *b) {
  * out; how many it reached (fewer than n: a cycle). -1: memory. */
 static Py_ssize_t kahn(const Nodes *g, int32_t *order) {
     Py_ssize_t n = g->n, reached = -1;
-    int32_t *waiting = calloc((size_t)n + 1, sizeof *waiting);
-    int64_t *first = calloc((size_t)n + 2, sizeof *first);
+    uint8_t *waiting = calloc((size_t)n + 1, sizeof *waiting); /* at most 3: chain, extra, after */
+    int32_t *first = calloc((size_t)n + 2, sizeof *first); /* int32: at most 3 edges a node, n < INT32_MAX / 3 */
     int32_t *next = NULL;
     Root *roots = NULL;
     if (!waiting || !first) goto out;
@@ -277,7 +291,7 @@ static Py_ssize_t kahn(const Nodes *g, int32_t *order) {
     for (Py_ssize_t i = 0; i < n_roots; i++) order[tail++] = roots[i].node;
     for (Py_ssize_t head = 0; head < tail; head++) {
         int32_t v = order[head];
-        for (int64_t j = first[v]; j < first[v + 1]; j++)
+        for (int32_t j = first[v]; j < first[v + 1]; j++)
             if (!--waiting[next[j]]) order[tail++] = next[j];
     }
     reached = tail;
@@ -317,7 +331,8 @@ static inline int widen(int64_t ts, int64_t dur, int64_t *lo, int64_t *hi) {
  * stream's lane number < n_lanes; d_group its device's number < n_groups; d_launch the row of its launch call, -1
  * none). The waiting calls (w_row, w_group: the device they wait on, -1 any). ts and dur: the events' columns
  * (n_rows each), read at the rows given (no column gathered per call). int64 but h_cat, lane_gap, d_cat (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane, chain, extra,
- * after int32; the rest int64), the host threads' renumbered nodes (int32) and each thread's first position in
+ * after int32; the rest int64) with, in the ends' place, the nodes whose end is not start + duration (int32,
+ * ascending) and their ends (int64), the host threads' renumbered nodes (int32) and each thread's first position in
  * them (int64, len(lane_gap) + 1); None where it declines; RuntimeError for a cycle no inferred edge closes. */
 static PyObject *build(PyObject *self, PyObject *args) {
     (void)self;
@@ -329,7 +344,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
                                     {"ts", 8, 0, 0},       {"dur", 8, 0, 0}};
     enum { N_VIEWS = 17 };
     View v[N_VIEWS];
-    PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *links[N_LINKS] = {NULL}, *threads = NULL, *offsets = NULL;
+    PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *links[N_LINKS] = {NULL}, *apart[2] = {NULL},
+             *threads = NULL, *offsets = NULL;
     int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
             *by_group = NULL, *saved_node = NULL;
     int64_t *lane_first = NULL, *gfirst = NULL, *saved = NULL;
@@ -337,6 +353,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
     Nodes g = {0};
     uint64_t *key = NULL;
     uint8_t *seen = NULL;
+    Apart *apart_at = NULL;
+    Py_ssize_t n_apart = 0;
     if (views_of_args(args, "build", spec, N_VIEWS, N_VIEWS + 5, v)) goto done;
     long long number[5]; /* n_rows, n_lanes, n_groups, origin, cap */
     for (int i = 0; i < 5; i++) {
@@ -365,7 +383,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
     const int8_t *d_cat = v[7].b.buf;
     Py_ssize_t n_rows = (Py_ssize_t)n_rows_ll, n_lanes = (Py_ssize_t)n_lanes_ll, n_groups = (Py_ssize_t)n_groups_ll;
     Py_ssize_t cap = 2 * nh + nd; /* each host event opens at most two slices (at its start, at its end) */
-    if (n_rows >= INT32_MAX || cap >= INT32_MAX || n_lanes >= INT32_MAX) {
+    if (n_rows >= INT32_MAX || cap >= INT32_MAX / 3 || n_lanes >= INT32_MAX) { /* Kahn's int32 offsets: 3 a node */
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -613,6 +631,20 @@ static PyObject *build(PyObject *self, PyObject *args) {
         r->unexplained = excess(&g, r->extra_lag);
         r->on = ON_EXTRA;
     }
+    /* the ends kept apart (not start + duration: the waits), by their nodes as built; the ends' column goes (Kahn's
+     * order and the renumbering read no end): the build's peak */
+    for (Py_ssize_t i = 0; i < g.n; i++) n_apart += g.end[i] != wrapped_end(g.start[i], g.dur[i]);
+    apart_at = malloc(sizeof *apart_at * (size_t)(n_apart + 1));
+    if (!apart_at) {
+        state = 1;
+        goto computed;
+    }
+    for (Py_ssize_t i = 0, k = 0; i < g.n; i++)
+        if (g.end[i] != wrapped_end(g.start[i], g.dur[i])) apart_at[k++] = (Apart){(int32_t)i, g.end[i]};
+    Py_BLOCK_THREADS
+    Py_CLEAR(field[F_END]);
+    Py_UNBLOCK_THREADS
+    g.end = NULL;
     free(key);
     key = NULL;
     free(dev);
@@ -652,26 +684,25 @@ static PyObject *build(PyObject *self, PyObject *args) {
     saved_node = NULL;
     if (reached < 0) state = 1;
     if (state) goto computed;
-    /* --- renumbered: new[node] is its place in the order (in last_on's stead: a scratch of n int32) */
+    /* --- renumbered: new[node] is its place in the order */
     int32_t *new = malloc(sizeof *new * (size_t)(g.n + 1));
-    int64_t *scratch = malloc(sizeof *scratch * (size_t)(g.n + 1));
-    if (!new || !scratch) {
-        free(new);
-        free(scratch);
+    if (!new) {
         state = 1;
         goto computed;
     }
     for (Py_ssize_t i = 0; i < g.n; i++) new[order[i]] = (int32_t)i;
-    /* the link columns, in the new order */
+    /* the link columns and the ends kept apart, in the new order */
     Py_ssize_t m = 0;
     for (Py_ssize_t i = 0; i < g.n; i++) m += has_link(&g, i);
     Py_BLOCK_THREADS
     for (int f = 0; f < N_LINKS && state == 0; f++)
         if (!(links[f] = PyByteArray_FromStringAndSize(NULL, LINK_SIZE[f] * (f == L_LINK ? g.n : m)))) state = 3;
+    if (state == 0 && (!(apart[0] = PyByteArray_FromStringAndSize(NULL, sizeof(int32_t) * n_apart)) ||
+                       !(apart[1] = PyByteArray_FromStringAndSize(NULL, sizeof(int64_t) * n_apart))))
+        state = 3;
     Py_UNBLOCK_THREADS
     if (state) {
         free(new);
-        free(scratch);
         goto computed;
     }
     int32_t *link = (int32_t *)PyByteArray_AS_STRING(links[L_LINK]),
@@ -698,16 +729,35 @@ static PyObject *build(PyObject *self, PyObject *args) {
         l_chain_lag[k] = g.chain_lag[old];
         l_on[k++] = r->on;
     }
+    for (Py_ssize_t k = 0; k < n_apart; k++) apart_at[k].node = new[apart_at[k].node];
+    qsort(apart_at, (size_t)n_apart, sizeof *apart_at, by_node);
+    int32_t *apart_node = (int32_t *)PyByteArray_AS_STRING(apart[0]);
+    int64_t *apart_end = (int64_t *)PyByteArray_AS_STRING(apart[1]);
+    for (Py_ssize_t k = 0; k < n_apart; k++) {
+        apart_node[k] = apart_at[k].node;
+        apart_end[k] = apart_at[k].end;
+    }
+    /* what only the build reads goes before the permutation's scratch is taken: the build's peak */
     free(g.rows);
     g.rows = NULL;
+    free(g.chain_lag);
+    g.chain_lag = NULL;
+    free(g.link);
+    g.link = NULL;
+    int64_t *scratch = malloc(sizeof *scratch * (size_t)(g.n + 1));
+    if (!scratch) {
+        free(new);
+        state = 1;
+        goto computed;
+    }
     for (Py_ssize_t i = 0; i < g.n; i++)
         if (g.chain[i] != NONE) g.chain[i] = new[g.chain[i]];
     int8_t *bytes[2] = {g.kind, g.category};
     for (int k = 0; k < 2; k++) PERMUTE(int8_t, bytes[k], order, g.n, scratch);
     int32_t *ints[3] = {g.row, g.lane, g.chain};
     for (int k = 0; k < 3; k++) PERMUTE(int32_t, ints[k], order, g.n, scratch);
-    int64_t *longs[3] = {g.dur, g.start, g.end};
-    for (int k = 0; k < 3; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
+    int64_t *longs[2] = {g.dur, g.start};
+    for (int k = 0; k < 2; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
     /* the host threads' nodes, renumbered, in the order they were made (into `order`, no longer needed) */
     for (Py_ssize_t i = 0; i < n_host; i++) order[i] = new[i];
     free(new);
@@ -724,26 +774,32 @@ computed:
     }
     if (state == 3) goto done; /* a link column's bytearray not made: its error is set */
     for (int f = 0; f < N_FIELDS; f++)
-        if (PyByteArray_Resize(field[f], FIELD_SIZE[f] * g.n) < 0) goto done;
+        if (f != F_END && PyByteArray_Resize(field[f], FIELD_SIZE[f] * g.n) < 0) goto done;
     threads = PyByteArray_FromStringAndSize((const char *)order, (Py_ssize_t)sizeof(int32_t) * n_host);
     offsets = PyByteArray_FromStringAndSize((const char *)lane_first, (Py_ssize_t)sizeof(int64_t) * (n_host_lanes + 1));
     if (!threads || !offsets) goto done;
-    result = PyTuple_New(N_FIELDS + N_LINKS + 2);
+    /* F_END is the last field: in its place the ends kept apart (their nodes, their ends) */
+    result = PyTuple_New(N_FIELDS + 1 + N_LINKS + 2);
     if (!result) goto done;
-    for (int f = 0; f < N_FIELDS; f++) {
+    for (int f = 0; f < F_END; f++) {
         PyTuple_SET_ITEM(result, f, field[f]);
         field[f] = NULL;
     }
+    for (int k = 0; k < 2; k++) {
+        PyTuple_SET_ITEM(result, F_END + k, apart[k]);
+        apart[k] = NULL;
+    }
     for (int f = 0; f < N_LINKS; f++) {
-        PyTuple_SET_ITEM(result, N_FIELDS + f, links[f]);
+        PyTuple_SET_ITEM(result, N_FIELDS + 1 + f, links[f]);
         links[f] = NULL;
     }
-    PyTuple_SET_ITEM(result, N_FIELDS + N_LINKS, threads);
-    PyTuple_SET_ITEM(result, N_FIELDS + N_LINKS + 1, offsets);
+    PyTuple_SET_ITEM(result, N_FIELDS + 1 + N_LINKS, threads);
+    PyTuple_SET_ITEM(result, N_FIELDS + 1 + N_LINKS + 1, offsets);
     threads = offsets = NULL;
 done:
     for (int f = 0; f < N_FIELDS; f++) Py_XDECREF(field[f]);
     for (int f = 0; f < N_LINKS; f++) Py_XDECREF(links[f]);
+    for (int k = 0; k < 2; k++) Py_XDECREF(apart[k]);
     Py_XDECREF(threads);
     Py_XDECREF(offsets);
     free(slice_first);
@@ -763,6 +819,7 @@ done:
     free(g.link);
     free(g.rows);
     free(seen);
+    free(apart_at);
     release_views(v, N_VIEWS);
     return result;
 }

@@ -895,9 +895,10 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
         n_rows, len(x.host_lanes) + len(x.device_lanes), x.groups + 1, origin, LATENCY_CAP_NS)
     if out is None:
         return None
-    kind, category, row, lane, chain, dur, start, end, link, *link_values, thread_nodes, thread_first = out
+    # in the ends' place, the nodes whose end is not start + duration and their ends (Ends without a column of ends)
+    kind, category, row, lane, chain, dur, start, end_nodes, end_values, link, *link_values, threads, firsts = out
     view = frozen_view
-    nodes, first = view(thread_nodes, "i"), view(thread_first, "q")
+    nodes, first = view(threads, "i"), view(firsts, "q")
     link = view(link, "i")
     linked = {name: Linked(link, view(values, fmt), default)
               for (name, (default, fmt)), values in zip(LINKED.items(), link_values, strict=True)}
@@ -905,7 +906,7 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
     return DepGraph(kind=view(kind, "b"), category=Labels(CATEGORIES, view(category, "b")), row=view(row, "i"),
                     lane=Labels(x.host_lanes + x.device_lanes, view(lane, "i")), dur=dur,
                     chain=view(chain, "i"), link=link, **linked,
-                    start=start, end=Ends.of(start, dur, view(end, "q")), origin=origin,
+                    start=start, end=Ends(start, dur, view(end_nodes, "i"), view(end_values, "q")), origin=origin,
                     threads={name: nodes[first[k]:first[k + 1]] for k, name in enumerate(x.host_lanes)})
 
 
