@@ -955,6 +955,270 @@ done:
     return result;
 }
 
+/* implied_waits(calls, call_thread, work, launch, launch_thread, device, stream, lane, ts, dur, n_threads, n_lanes,
+ *               cap) -> bytes or None
+ * stream_waits.implied_waits's search in one call, on its inputs: the wait calls' rows and their threads; the launched
+ * device work's rows in the links' order, their launch calls' rows and threads, and the work's device, stream and
+ * lane (its (device, stream) pair); the events' ts and dur (no nulls; a negative dur as 0); the cap. Threads and lanes
+ * are numbered 0 .. n - 1, devices and streams by any code (a null a code of its own); int64 throughout. Returns the
+ * pairs (waiting, waited) as int64 bytes, in the definition's order; None where a time lies beyond 2^61 ns of 0 (the
+ * definition runs). */
+typedef struct {
+    int64_t a, b, c, d; /* the sort key, in order; a: a group's number, 0 .. n_groups - 1 */
+    Py_ssize_t i;       /* the work's index */
+} Keyed;
+
+static inline int keyed_before(const Keyed *p, const Keyed *q) {
+    if (p->a != q->a) return p->a < q->a;
+    if (p->b != q->b) return p->b < q->b;
+    if (p->c != q->c) return p->c < q->c;
+    return p->d < q->d;
+}
+
+/* Sorts by (a, b, c, d): a counting sort by the group a (stable), then a merge of the runs left, which the rows'
+ * time order makes few and long (a group's work comes in nearly the order of its starts). 0, or -1: memory. */
+static int sort_keyed(Keyed *x, Py_ssize_t n, Py_ssize_t n_groups) {
+    Keyed *other = malloc(sizeof *other * (size_t)(n + 1));
+    Py_ssize_t *at = calloc((size_t)n_groups + 1, sizeof *at), *runs = malloc(sizeof *runs * (size_t)(n + 2));
+    int failed = !other || !at || !runs;
+    if (!failed) {
+        for (Py_ssize_t k = 0; k < n; k++) at[x[k].a + 1]++;
+        for (Py_ssize_t g = 0; g < n_groups; g++) at[g + 1] += at[g];
+        for (Py_ssize_t k = 0; k < n; k++) other[at[x[k].a]++] = x[k];
+        Keyed *from = other, *to = x;
+        Py_ssize_t n_runs = 0;
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (k == 0 || keyed_before(&from[k], &from[k - 1])) runs[n_runs++] = k;
+        runs[n_runs] = n;
+        while (n_runs > 1) { /* each pass merges the runs two by two */
+            Py_ssize_t kept = 0;
+            for (Py_ssize_t r = 0; r < n_runs; r += 2) {
+                Py_ssize_t lo = runs[r], mid = runs[r + 1], hi = r + 2 <= n_runs ? runs[r + 2] : mid;
+                Py_ssize_t i = lo, j = mid, k = lo;
+                while (i < mid && j < hi) to[k++] = keyed_before(&from[j], &from[i]) ? from[j++] : from[i++];
+                while (i < mid) to[k++] = from[i++];
+                while (j < hi) to[k++] = from[j++];
+                runs[kept++] = lo;
+            }
+            runs[kept] = n;
+            n_runs = kept;
+            Keyed *swap = from;
+            from = to;
+            to = swap;
+        }
+        if (from != x) memcpy(x, from, sizeof *x * (size_t)n);
+    }
+    free(other);
+    free(at);
+    free(runs);
+    return failed ? -1 : 0;
+}
+
+typedef struct {
+    int64_t called, end, work, held, start;
+    Py_ssize_t i;
+} Late;
+
+static int by_call(const void *x, const void *y) {
+    const Late *p = x, *q = y;
+    if (p->called != q->called) return (p->called > q->called) - (p->called < q->called);
+    if (p->end != q->end) return (p->end > q->end) - (p->end < q->end);
+    return (p->work > q->work) - (p->work < q->work);
+}
+
+#define FAR_OUT ((int64_t)1 << 61)
+
+static PyObject *implied_waits(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"calls", 8, 0, 0},  {"call_thread", 8, 0, 0}, {"work", 8, 0, 0},
+                                    {"launch", 8, 0, 0}, {"launch_thread", 8, 0, 0}, {"device", 8, 0, 0},
+                                    {"stream", 8, 0, 0}, {"lane", 8, 0, 0},          {"ts", 8, 0, 0},
+                                    {"dur", 8, 0, 0}};
+    View v[10];
+    PyObject *result = NULL;
+    Keyed *launches = NULL; /* the launches by thread; then the work by lane and start; then the queues */
+    Late *late = NULL;
+    int64_t *last_call = NULL, *before = NULL, *reach = NULL, *reach_row = NULL, *at = NULL, *pairs = NULL;
+    Py_ssize_t *group_lo = NULL, *group_by_seen = NULL, *seen = NULL;
+    if (views_of_args(args, "implied_waits", spec, 10, 13, v)) goto done;
+    long long number[3]; /* n_threads, n_lanes, cap */
+    for (int k = 0; k < 3; k++) {
+        number[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(args, 10 + k));
+        if (number[k] == -1 && PyErr_Occurred()) goto done;
+    }
+    long long n_threads = number[0], n_lanes = number[1], cap = number[2];
+    Py_ssize_t n_calls = v[0].b.len / 8, n = v[2].b.len / 8, n_rows = v[8].b.len / 8;
+    if (v[1].b.len / 8 != n_calls || v[3].b.len / 8 != n || v[4].b.len / 8 != n || v[5].b.len / 8 != n ||
+        v[6].b.len / 8 != n || v[7].b.len / 8 != n || v[9].b.len / 8 != n_rows) {
+        PyErr_SetString(PyExc_ValueError, "implied_waits: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *calls = v[0].b.buf, *call_thread = v[1].b.buf, *work = v[2].b.buf, *launch = v[3].b.buf,
+                  *launch_thread = v[4].b.buf, *device = v[5].b.buf, *stream = v[6].b.buf, *lane = v[7].b.buf,
+                  *ts = v[8].b.buf, *dur = v[9].b.buf;
+    for (Py_ssize_t k = 0; k < n_calls; k++)
+        if (calls[k] < 0 || calls[k] >= n_rows || call_thread[k] < 0 || call_thread[k] >= n_threads) {
+            PyErr_SetString(PyExc_ValueError, "implied_waits: a call's row or thread out of range");
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (work[i] < 0 || work[i] >= n_rows || launch[i] < 0 || launch[i] >= n_rows || launch_thread[i] < 0 ||
+            launch_thread[i] >= n_threads || lane[i] < 0 || lane[i] >= n_lanes) {
+            PyErr_SetString(PyExc_ValueError, "implied_waits: a work's row, launch, thread or lane out of range");
+            goto done;
+        }
+    /* every time read within FAR_OUT of 0, and the cap too: every end, difference and comparison fits int64 */
+    int near = cap > -FAR_OUT && cap < FAR_OUT;
+    for (Py_ssize_t k = 0; k < n_calls && near; k++) near = ts[calls[k]] > -FAR_OUT && ts[calls[k]] < FAR_OUT;
+    for (Py_ssize_t i = 0; i < n && near; i++) {
+        int64_t rows[2] = {work[i], launch[i]};
+        for (int r = 0; r < 2; r++)
+            near = near && ts[rows[r]] > -FAR_OUT && ts[rows[r]] < FAR_OUT && dur[rows[r]] < FAR_OUT;
+    }
+    if (!near) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    launches = malloc(sizeof *launches * (size_t)(n + 1));
+    last_call = malloc(sizeof *last_call * (size_t)(n + 1));
+    before = malloc(sizeof *before * (size_t)(n + 1));
+    reach = malloc(sizeof *reach * (size_t)(n + 1));
+    reach_row = malloc(sizeof *reach_row * (size_t)(n + 1));
+    at = malloc(sizeof *at * (size_t)(n + 1));
+    late = malloc(sizeof *late * (size_t)(n + 1));
+    group_lo = malloc(sizeof *group_lo * (size_t)(n + 2));
+    seen = malloc(sizeof *seen * (size_t)(n + 1));
+    group_by_seen = malloc(sizeof *group_by_seen * (size_t)(n + 1));
+    pairs = malloc(sizeof *pairs * 2 * (size_t)(n + 1));
+    if (!launches || !last_call || !before || !reach || !reach_row || !at || !late ||
+        !group_lo || !seen || !group_by_seen || !pairs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n_pairs = 0;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+#define END_OF(row) (ts[row] + (dur[row] > 0 ? dur[row] : 0))
+    /* each call's next launch on its thread: the first by (start, end, work) starting at or after the call */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        launches[i] = (Keyed){launch_thread[i], ts[launch[i]], END_OF(launch[i]), work[i], i};
+        last_call[i] = -1;
+    }
+    if ((failed = sort_keyed(launches, n, n_threads))) goto computed;
+    for (Py_ssize_t k = 0; k < n_calls; k++) {
+        int64_t thread = call_thread[k], start = ts[calls[k]];
+        Py_ssize_t lo = 0, hi = n;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (launches[mid].a < thread || (launches[mid].a == thread && launches[mid].b < start)) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < n && launches[lo].a == thread) { /* a work's last call: the latest row */
+            Py_ssize_t i = launches[lo].i;
+            if (calls[k] > last_call[i]) last_call[i] = calls[k];
+        }
+    }
+    /* the end of the work before each one on its stream (by start, then row); -1 marks none */
+    Keyed *on_stream = launches;
+    for (Py_ssize_t i = 0; i < n; i++) on_stream[i] = (Keyed){lane[i], ts[work[i]], work[i], 0, i};
+    if ((failed = sort_keyed(on_stream, n, n_lanes))) goto computed;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int same = k > 0 && on_stream[k].a == on_stream[k - 1].a;
+        before[on_stream[k].i] = same ? END_OF(on_stream[k - 1].c) : INT64_MIN;
+    }
+    /* the late ones: started more than cap after both their launch ended and the work before them ended */
+    Py_ssize_t n_late = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (last_call[i] < 0) continue;
+        int64_t launch_end = END_OF(launch[i]), held = before[i] > launch_end ? before[i] : launch_end;
+        int64_t start = ts[work[i]];
+        if (start - held > cap) late[n_late++] = (Late){ts[last_call[i]], launch_end, work[i], held, start, i};
+    }
+    qsort(late, (size_t)n_late, sizeof *late, by_call);
+    /* the queues: per (device, stream) by launch start, then row, with the running maximum of the ends */
+    Keyed *queue = launches;
+    for (Py_ssize_t i = 0; i < n; i++) queue[i] = (Keyed){lane[i], ts[launch[i]], work[i], 0, i};
+    if ((failed = sort_keyed(queue, n, n_lanes))) goto computed;
+    Py_ssize_t n_groups = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int opens = k == 0 || queue[k].a != queue[k - 1].a;
+        if (opens) {
+            group_lo[n_groups] = k;
+            seen[n_groups++] = queue[k].i;
+        } else if (queue[k].i < seen[n_groups - 1]) {
+            seen[n_groups - 1] = queue[k].i; /* the streams in the order they first occur among the links */
+        }
+        int64_t end = END_OF(queue[k].c);
+        at[k] = queue[k].b;
+        if (opens || end > reach[k - 1]) {
+            reach[k] = end;
+            reach_row[k] = queue[k].c;
+        } else {
+            reach[k] = reach[k - 1];
+            reach_row[k] = reach_row[k - 1];
+        }
+    }
+    group_lo[n_groups] = n;
+    for (Py_ssize_t g = 0; g < n_groups; g++) group_by_seen[g] = g;
+    for (Py_ssize_t g = 1; g < n_groups; g++) { /* few streams: an insertion sort by first occurrence */
+        Py_ssize_t x = group_by_seen[g], h = g;
+        while (h > 0 && seen[group_by_seen[h - 1]] > seen[x]) {
+            group_by_seen[h] = group_by_seen[h - 1];
+            h--;
+        }
+        group_by_seen[h] = x;
+    }
+    /* each late one waited for whichever other stream's work of its device, launched before its call, ended last
+     * no later than its start and after what held it (the first stream to occur wins a tie) */
+    for (Py_ssize_t k = 0; k < n_late; k++) {
+        Py_ssize_t i = late[k].i;
+        int64_t best = -1, best_end = late[k].held;
+        for (Py_ssize_t h = 0; h < n_groups; h++) {
+            Py_ssize_t g = group_by_seen[h], lo = group_lo[g], hi = group_lo[g + 1], first = queue[lo].i;
+            if (device[first] != device[i] || stream[first] == stream[i]) continue;
+            Py_ssize_t a = lo, b = hi; /* launched before the call */
+            while (a < b) {
+                Py_ssize_t mid = a + (b - a) / 2;
+                if (at[mid] < late[k].called) a = mid + 1;
+                else b = mid;
+            }
+            Py_ssize_t c = lo, d = a; /* the last whose reach is at most the start */
+            while (c < d) {
+                Py_ssize_t mid = c + (d - c) / 2;
+                if (reach[mid] <= late[k].start) c = mid + 1;
+                else d = mid;
+            }
+            if (c - 1 >= lo && reach[c - 1] > best_end) {
+                best = reach_row[c - 1];
+                best_end = reach[c - 1];
+            }
+        }
+        if (best >= 0) {
+            pairs[2 * n_pairs] = late[k].work;
+            pairs[2 * n_pairs++ + 1] = best;
+        }
+    }
+#undef END_OF
+computed:
+    Py_END_ALLOW_THREADS
+    if (failed) PyErr_NoMemory();
+    else result = PyBytes_FromStringAndSize((const char *)pairs, (Py_ssize_t)sizeof *pairs * 2 * n_pairs);
+done:
+    free(launches);
+    free(last_call);
+    free(before);
+    free(reach);
+    free(reach_row);
+    free(at);
+    free(late);
+    free(group_lo);
+    free(seen);
+    free(group_by_seen);
+    free(pairs);
+    release_views(v, 10);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member=None, "
@@ -992,6 +1256,10 @@ static PyMethodDef methods[] = {
     {"covered_each", covered_each, METH_VARARGS,
      "covered_each(starts, ends, lo, hi, out) -> bool\n\nintervals.covered_within into out (int64 buffers); False "
      "where the intervals are not disjoint and in order."},
+    {"implied_waits", implied_waits, METH_VARARGS,
+     "implied_waits(calls, call_thread, work, launch, launch_thread, device, stream, lane, ts, dur, n_threads, n_lanes, "
+     "cap) -> bytes or None"
+     "\n\nstream_waits.implied_waits's pairs (waiting, waited) as int64 bytes; None where a time is too far out."},
     {"merge_intervals", merge_intervals, METH_VARARGS,
      "merge_intervals(group, start, end, by_change) -> (group, start, end, first) as int64 bytes, or None\n\n"
      "intervals.merged_intervals in one pass; None where a group's starts go back or a span ends before it starts."},

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, int64_values, name_match, rows_where, value_codes
+from opscope.analyses.arrays import arange, combined, int64_values, name_match, native_loops, rows_where, value_codes
 from opscope.analyses.event_args import args_by_id
 from opscope.analyses.links import LINKED_KINDS, device_links
-from opscope.model.buffers import true_positions
+from opscope.model.buffers import true_positions, values_view
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -158,6 +158,9 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
     work, launch = pc.filter(links["device_row"], launched), pc.filter(links["launch_row"], launched)
     if not len(work):
         return []
+    found = _implied_in_c(ev, calls, work, launch, cap_ns)
+    if found is not None:
+        return found
     late = _late_after_calls(ev, calls, work, launch, cap_ns)
     if not late:
         return []
@@ -180,6 +183,39 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
             pairs.append([waiting, best])
     return pairs
 
+
+
+def _implied_in_c(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.Array, cap_ns: int,
+                  ) -> list[list[int]] | None:
+    """:func:`implied_waits`'s pairs from its calls, work and launches by one C call (``_loops.implied_waits``: no
+    table sorted or grouped, no column of ends); None where the C loops are not built, a start is missing or a time
+    lies too far out (the definition runs)."""
+    loops = native_loops()
+    if loops is None or ev["ts_ns"].null_count:
+        return None
+    calls, work, launch = (combined(pc.cast(a, pa.int64())) for a in (calls, work, launch))
+    both = pa.concat_arrays([calls, launch])
+    thread, n_threads = _numbered(ev["pid"], ev["tid"], both)
+    device, stream = _keys(pc.take(ev["device"], work)), _keys(pc.take(ev["stream"], work))
+    lane, n_lanes = _numbered(device, stream, None)
+    dur = ev["dur_ns"] if not ev["dur_ns"].null_count else pc.fill_null(ev["dur_ns"], 0)
+    views = (values_view(a, "q") for a in (calls, thread.slice(0, len(calls)), work, launch, thread.slice(len(calls)),
+                                           device, stream, lane, ev["ts_ns"], dur))
+    out = loops.implied_waits(*views, n_threads, n_lanes, cap_ns)
+    if out is None:
+        return None
+    pairs = memoryview(out).cast("q")
+    return [[pairs[k], pairs[k + 1]] for k in range(0, len(pairs), 2)]
+
+
+def _numbered(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, rows: pa.Array | None,
+              ) -> tuple[pa.Array, int]:
+    """Per row (of ``rows`` where given), the number of its (a, b) pair of values, 0 .. n - 1 (a null a value of its
+    own), and n."""
+    a_codes, _ = value_codes(a if rows is None else pc.take(a, rows))
+    b_codes, b_values = value_codes(b if rows is None else pc.take(b, rows))
+    pairs = pc.dictionary_encode(pc.add(pc.multiply(pc.add(a_codes, 1), len(b_values) + 1), pc.add(b_codes, 1)))
+    return combined(pc.cast(pairs.indices, pa.int64())), len(pairs.dictionary)
 
 
 def _ends(ev: pa.Table, rows: pa.Array) -> pa.Array:
