@@ -76,8 +76,10 @@ def test_the_c_search_declines_times_beyond_its_range():
 
 def _random_trace(seed: int):
     """Threads that launch work on a few streams of two devices and call cudaStreamWaitEvent between launches, with
-    ties (equal starts, equal ends), work that starts long after its launch, and work that starts at once."""
+    ties (equal starts, equal ends), work that starts long after its launch, and work that starts at once; every
+    third timeline spreads its work over 40 streams."""
     rng = random.Random(seed)
+    streams = [7, 8, 9, 9] if seed % 3 else list(range(40))
     rows, correlation, launched = [], 0, []
     for thread in range(rng.randint(1, 3)):
         pid, tid = rng.choice([(1, thread), (2, thread), ("p", f"t{thread}")])
@@ -97,7 +99,7 @@ def _random_trace(seed: int):
         kind = "memcpy" if call == "cudaMemcpyAsync" else rng.choice(["kernel", "kernel", "memset"])
         start = ready + rng.choice([0, 0, 1, 3, 30, 60, 120])
         rows.append(row(kind, rng.choice(["k", "gemm"]), start, rng.choice([0, 1, 5, 20, 40]),
-                        correlation=correlation, device=rng.choice([0, 0, 1]), stream=rng.choice([7, 8, 9, 9])))
+                        correlation=correlation, device=rng.choice([0, 0, 1]), stream=rng.choice(streams)))
     return make_trace(rows)
 
 

@@ -975,6 +975,10 @@ static inline int keyed_before(const Keyed *p, const Keyed *q) {
     return p->d < q->d;
 }
 
+static int by_keyed(const void *x, const void *y) {
+    return keyed_before(y, x) - keyed_before(x, y);
+}
+
 /* Sorts by (a, b, c, d): a counting sort by the group a (stable), then a merge of the runs left, which the rows'
  * time order makes few and long (a group's work comes in nearly the order of its starts). 0, or -1: memory. */
 static int sort_keyed(Keyed *x, Py_ssize_t n, Py_ssize_t n_groups) {
@@ -1039,7 +1043,8 @@ static PyObject *implied_waits(PyObject *self, PyObject *args) {
     Keyed *launches = NULL; /* the launches by thread; then the work by lane and start; then the queues */
     Late *late = NULL;
     int64_t *last_call = NULL, *before = NULL, *reach = NULL, *reach_row = NULL, *at = NULL, *pairs = NULL;
-    Py_ssize_t *group_lo = NULL, *group_by_seen = NULL, *seen = NULL;
+    Py_ssize_t *group_lo = NULL, *seen = NULL;
+    Keyed *lanes = NULL; /* per lane: its device, its first occurrence, its number (by device, then occurrence) */
     if (views_of_args(args, "implied_waits", spec, 10, 13, v)) goto done;
     long long number[3]; /* n_threads, n_lanes, cap */
     for (int k = 0; k < 3; k++) {
@@ -1088,10 +1093,10 @@ static PyObject *implied_waits(PyObject *self, PyObject *args) {
     late = malloc(sizeof *late * (size_t)(n + 1));
     group_lo = malloc(sizeof *group_lo * (size_t)(n + 2));
     seen = malloc(sizeof *seen * (size_t)(n + 1));
-    group_by_seen = malloc(sizeof *group_by_seen * (size_t)(n + 1));
+    lanes = malloc(sizeof *lanes * (size_t)(n + 1));
     pairs = malloc(sizeof *pairs * 2 * (size_t)(n + 1));
     if (!launches || !last_call || !before || !reach || !reach_row || !at || !late ||
-        !group_lo || !seen || !group_by_seen || !pairs) {
+        !group_lo || !seen || !lanes || !pairs) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1159,23 +1164,21 @@ static PyObject *implied_waits(PyObject *self, PyObject *args) {
         }
     }
     group_lo[n_groups] = n;
-    for (Py_ssize_t g = 0; g < n_groups; g++) group_by_seen[g] = g;
-    for (Py_ssize_t g = 1; g < n_groups; g++) { /* few streams: an insertion sort by first occurrence */
-        Py_ssize_t x = group_by_seen[g], h = g;
-        while (h > 0 && seen[group_by_seen[h - 1]] > seen[x]) {
-            group_by_seen[h] = group_by_seen[h - 1];
-            h--;
-        }
-        group_by_seen[h] = x;
-    }
+    for (Py_ssize_t g = 0; g < n_groups; g++) lanes[g] = (Keyed){device[queue[group_lo[g]].i], seen[g], g, 0, 0};
+    qsort(lanes, (size_t)n_groups, sizeof *lanes, by_keyed);
     /* each late one waited for whichever other stream's work of its device, launched before its call, ended last
      * no later than its start and after what held it (the first stream to occur wins a tie) */
     for (Py_ssize_t k = 0; k < n_late; k++) {
-        Py_ssize_t i = late[k].i;
+        Py_ssize_t i = late[k].i, h = 0, top = n_groups;
         int64_t best = -1, best_end = late[k].held;
-        for (Py_ssize_t h = 0; h < n_groups; h++) {
-            Py_ssize_t g = group_by_seen[h], lo = group_lo[g], hi = group_lo[g + 1], first = queue[lo].i;
-            if (device[first] != device[i] || stream[first] == stream[i]) continue;
+        while (h < top) { /* its device's lanes */
+            Py_ssize_t mid = h + (top - h) / 2;
+            if (lanes[mid].a < device[i]) h = mid + 1;
+            else top = mid;
+        }
+        for (; h < n_groups && lanes[h].a == device[i]; h++) {
+            Py_ssize_t g = (Py_ssize_t)lanes[h].c, lo = group_lo[g], hi = group_lo[g + 1];
+            if (stream[queue[lo].i] == stream[i]) continue;
             Py_ssize_t a = lo, b = hi; /* launched before the call */
             while (a < b) {
                 Py_ssize_t mid = a + (b - a) / 2;
@@ -1213,7 +1216,7 @@ done:
     free(late);
     free(group_lo);
     free(seen);
-    free(group_by_seen);
+    free(lanes);
     free(pairs);
     release_views(v, 10);
     return result;

@@ -9,25 +9,25 @@ Nothing here happens on import. The ``opscope`` command applies it at its entry 
     import pyarrow, polars  # ...
     loaded = opscope.load("trace.json.gz")
 
-Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 768 MiB against the
-command's 757, gpu 207 / 204, kernels 49 / 47); tuned after pyarrow is imported, Arrow's own allocator is already
+Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 618 MiB against the
+command's 607, gpu 207 / 204, kernels 48 / 46); tuned after pyarrow is imported, Arrow's own allocator is already
 chosen for what Arrow allocates on its own account (Acero, the IPC writer's buffers), which keeps what it frees
-(advise 814 MiB, kernels 53); not tuned, 1,059 MiB. BENCHMARKS.md, "Owned memory".
+(advise 651 MiB, kernels 54); not tuned, 850 MiB. BENCHMARKS.md, "Owned memory".
 
 What :func:`tune` sets, each for what it measured (BENCHMARKS.md, "Owned memory"; peak anonymous memory of the
 first command after the cache write, 1 GB trace):
 
 - Arrow allocates from the C library's allocator (glibc's malloc), not its default (mimalloc, which keeps the pages
-  it frees): advise 335 against 445 MiB, diff 348 / 439, gpu 210 / 246 MiB; slower by about as much as the noise
-  (gpu 0.80 against 0.63 s, advise 1.93 / 1.74 s in the same run). Before pyarrow is imported it is the environment
+  it frees): advise 614 against 798 MiB, diff 406 / 473, gpu 207 / 249 MiB; the same CPU on diff and gpu, on advise
+  between the same and 1.4 s more from run to run. Before pyarrow is imported it is the environment
   setting Arrow reads once (``ARROW_DEFAULT_MEMORY_POOL``), which also covers the allocations Arrow makes on its own
   account (Acero's group-by); after, pyarrow's default pool.
 - The C library's heap is trimmed (``malloc_trim``) where a stage of opscope's work has freed what it used
   (:func:`stage_done`: a trace read, its events sorted, nested) and, while an analysis runs (:func:`working`), when
   the process's anonymous memory has grown by :data:`TRIM_GROWTH_BYTES` since the last trim: the analyses free
   column-sized buffers between the results they keep, and glibc keeps those pages under the live ones. First open
-  852 against 1087 MiB; advise 333 / 425, diff 348 / 442, gpu 209 / 228 MiB; it costs CPU time (advise 2.38 against
-  2.00 s, diff 2.21 / 1.74 s), within the commands' goals. A thread watches the heap only while an analysis runs: a
+  860 against 1077 MiB; advise 614 / 823, diff 406 / 459, gpu 207 / 224 MiB; it costs CPU time (advise 5.4 against
+  4.1 s: the pages it gives back are faulted in again). A thread watches the heap only while an analysis runs: a
   process that holds a loaded trace and does nothing uses no CPU.
 
 :func:`tune_command` adds what only the command process may decide for itself: numpy left out when the command
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 #: A trim while an analysis runs once the process's anonymous memory has grown by this much since the last one:
 #: bigger lets more freed memory stay resident, smaller trims (and faults pages back in) more often. 32 MiB: a 1 GB
-#: trace's advise peaked at 430-446 MiB in three runs where 64 MiB gave 447-473 and 16 MiB 420-447 (and 0.1 s
-#: more); BENCHMARKS.md, "Owned memory".
+#: trace's advise peaked at 611 MiB (5 runs) where 64 MiB gave 634 and 128 MiB 666, its CPU within the spread;
+#: BENCHMARKS.md, "Owned memory".
 TRIM_GROWTH_BYTES = 32 << 20
 #: How often the heap is looked at while an analysis runs.
 WATCH_PERIOD_S = 0.01
