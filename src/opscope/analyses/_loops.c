@@ -955,16 +955,9 @@ done:
     return result;
 }
 
-/* implied_waits(calls, call_thread, work, launch, launch_thread, device, stream, lane, ts, dur, n_threads, n_lanes,
- *               cap) -> bytes or None
- * stream_waits.implied_waits's search in one call, on its inputs: the wait calls' rows and their threads; the launched
- * device work's rows in the links' order, their launch calls' rows and threads, and the work's device, stream and
- * lane (its (device, stream) pair); the events' ts and dur (no nulls; a negative dur as 0); the cap. Threads and lanes
- * are numbered 0 .. n - 1, devices and streams by any code (a null a code of its own); int64 throughout. Returns the
- * pairs (waiting, waited) as int64 bytes, in the definition's order; None where a time lies beyond 2^61 ns of 0 (the
- * definition runs). */
+/* A row of implied_waits' sorts: its key and the work it stands for */
 typedef struct {
-    int64_t a, b, c, d; /* the sort key, in order; a: a group's number, 0 .. n_groups - 1 */
+    int64_t a, b, c, d; /* the sort key, in order (for sort_keyed, a is a group number: 0 .. n_groups - 1) */
     Py_ssize_t i;       /* the work's index */
 } Keyed;
 
@@ -1032,6 +1025,14 @@ static int by_call(const void *x, const void *y) {
 
 #define FAR_OUT ((int64_t)1 << 61)
 
+/* implied_waits(calls, call_thread, work, launch, launch_thread, device, stream, lane, ts, dur, n_threads, n_lanes,
+ *               cap) -> bytes or None
+ * stream_waits.implied_waits's search in one call, on its inputs: the wait calls' rows and their threads; the launched
+ * device work's rows in the links' order, their launch calls' rows and threads, and the work's device, stream and
+ * lane (its (device, stream) pair); the events' ts and dur (no nulls; a negative dur as 0); the cap. Threads and lanes
+ * are numbered 0 .. n - 1, devices and streams by any code (a null a code of its own); int64 throughout. Returns the
+ * pairs (waiting, waited) as int64 bytes, in the definition's order; None where a time lies beyond 2^61 ns of 0 (the
+ * definition runs). */
 static PyObject *implied_waits(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"calls", 8, 0, 0},  {"call_thread", 8, 0, 0}, {"work", 8, 0, 0},
@@ -1052,6 +1053,10 @@ static PyObject *implied_waits(PyObject *self, PyObject *args) {
         if (number[k] == -1 && PyErr_Occurred()) goto done;
     }
     long long n_threads = number[0], n_lanes = number[1], cap = number[2];
+    if (n_threads < 0 || n_lanes < 0) {
+        PyErr_SetString(PyExc_ValueError, "implied_waits: negative counts");
+        goto done;
+    }
     Py_ssize_t n_calls = v[0].b.len / 8, n = v[2].b.len / 8, n_rows = v[8].b.len / 8;
     if (v[1].b.len / 8 != n_calls || v[3].b.len / 8 != n || v[4].b.len / 8 != n || v[5].b.len / 8 != n ||
         v[6].b.len / 8 != n || v[7].b.len / 8 != n || v[9].b.len / 8 != n_rows) {

@@ -184,7 +184,6 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
     return pairs
 
 
-
 def _implied_in_c(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.Array, cap_ns: int,
                   ) -> list[list[int]] | None:
     """:func:`implied_waits`'s pairs from its calls, work and launches by one C call (``_loops.implied_waits``: no
