@@ -9,7 +9,7 @@ import pytest
 from support import make_trace, row
 from support.shared import shared_trace
 
-from opscope.analyses import arrays
+from opscope.analyses import arrays, stream_waits
 from opscope.analyses.stream_waits import implied_waits
 from opscope.ingest import open_trace
 
@@ -17,11 +17,16 @@ needs_c = pytest.mark.skipif(arrays.native_loops() is None, reason="opscope's C 
 
 
 def _both_ways(trace, cap_ns, monkeypatch):
-    """implied_waits by the C search and by the definition (not memoized: each computes)."""
+    """implied_waits by the C search (each late work trying each stream; then by the sweep per device) and by the
+    definition (not memoized: each computes)."""
     monkeypatch.setenv("OPSCOPE_NATIVE", "1")
-    in_c = implied_waits.fn(trace, cap_ns)
+    tried = implied_waits.fn(trace, cap_ns)
+    monkeypatch.setattr(stream_waits, "_TRIES_A_ROW", 0)
+    swept = implied_waits.fn(trace, cap_ns)
     monkeypatch.setenv("OPSCOPE_NATIVE", "0")
-    return in_c, implied_waits.fn(trace, cap_ns)
+    defined = implied_waits.fn(trace, cap_ns)
+    assert swept == tried
+    return tried, defined
 
 
 def _names(trace, pairs):
@@ -59,19 +64,53 @@ def test_the_c_search_declines_times_beyond_its_range():
     # (the model drops events past 73 years, 2^61 ns: the C search never meets such times through a trace)
     from array import array
 
-    def search(offset: int):
+    def search(offset: int, budget: int):
         # rows: 0 the wait call, 1 the launch, 2 its work, 3 the other stream's work, 4 its launch
-        ts = array("q", [6, 8, 41, 5, 3])
-        ts = array("q", [t * 1000 + offset for t in ts])
+        ts = array("q", [t * 1000 + offset for t in (6, 8, 41, 5, 3)])
         dur = array("q", [1000, 2000, 5000, 35000, 2000])
+
         def q(*values: int) -> array:
             return array("q", values)
 
-        return arrays.native_loops().implied_waits(q(0), q(0), q(2, 3), q(1, 4), q(0, 0), q(0, 0), q(7, 8), q(0, 1),
-                                                   ts, dur, 1, 2, 10_000)
+        return arrays.native_loops().implied_waits(q(0), q(0), q(2, 3), q(1, 4), q(0, 0), q(0, 0), q(0, 1), ts, dur,
+                                                   1, 2, 10_000, budget)
 
-    assert array("q", search(0)).tolist() == [2, 3]  # 2 started 31 us after its launch ended, 1 after 3 ended
-    assert search(2 ** 61) is None
+    for budget in (0, 100):  # the sweep per device, the tries per stream
+        assert array("q", search(0, budget)).tolist() == [2, 3]  # 2 started 31 us after its launch ended, 1 after 3
+        assert search(2 ** 61, budget) is None
+
+
+@needs_c
+@pytest.mark.parametrize("seed", range(20))
+def test_the_sweep_per_device_finds_what_trying_each_stream_finds(seed):
+    # up to 300 streams over three devices, many late works: the two C searches on the same inputs
+    from array import array
+
+    rng = random.Random(seed)
+    n, n_streams = rng.randint(50, 2000), rng.randint(1, 300)
+    device_of = [rng.randint(0, 2) for _ in range(n_streams)]
+    ts, dur, calls, work, launch, device, stream = [], [], [], [], [], [], []
+    for j in range(n):
+        calls.append(len(ts))
+        ts.append(10 * j + rng.randint(0, 3))
+        dur.append(1)
+        launch.append(len(ts))
+        ts.append(10 * j + 2)
+        dur.append(rng.randint(0, 2))
+        work.append(len(ts))
+        ts.append(10 * j + 3 + rng.choice([0, 10, 500, 200_000, 300_000]))
+        dur.append(rng.choice([0, 5, 100_000, 250_000]))
+        stream.append(rng.randrange(n_streams))
+        device.append(device_of[stream[-1]])
+    number = {s: k for k, s in enumerate(sorted(set(stream)))}
+
+    def q(values) -> array:
+        return array("q", values)
+
+    args = (q(calls), q([0] * n), q(work), q(launch), q([0] * n), q(device), q(number[s] for s in stream), q(ts),
+            q(dur), 1, len(number), 50)
+    swept, tried = (arrays.native_loops().implied_waits(*args, budget) for budget in (0, 10 ** 15))
+    assert swept == tried and len(tried) > 0
 
 
 def _random_trace(seed: int):

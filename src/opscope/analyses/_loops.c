@@ -1023,49 +1023,197 @@ static int by_call(const void *x, const void *y) {
     return (p->work > q->work) - (p->work < q->work);
 }
 
+
+/* implied_waits' answer for the late work of one device where trying each of its other streams per late work would
+ * cost more than the budget (many streams and many wait calls): a sweep over the device's launches in start order
+ * puts each launched work's running end (reach) into a tree over those ends' values, and a late work's answer is the
+ * largest end at most its start among the other streams' work launched before its call; the first stream to occur
+ * wins a tie. Each leaf (one end value) keeps the two first-occurring streams that reached it and their rows; each
+ * node two of the streams below it, so that "a stream other than this one below" is read per node. */
+typedef struct {
+    int64_t at;
+    Py_ssize_t k; /* a position in the queues */
+} Launched;
+
+typedef struct {
+    int64_t row;
+    int32_t lane, seen;
+} Reached;
+
+static int by_launch(const void *x, const void *y) {
+    const Launched *p = x, *q = y;
+    if (p->at != q->at) return (p->at > q->at) - (p->at < q->at);
+    return (p->k > q->k) - (p->k < q->k);
+}
+
+static int by_value(const void *x, const void *y) {
+    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
+    return (p > q) - (p < q);
+}
+
+static inline int other_below(const int32_t *two, Py_ssize_t node, int64_t own) {
+    return (two[2 * node] >= 0 && two[2 * node] != own) || (two[2 * node + 1] >= 0 && two[2 * node + 1] != own);
+}
+
+/* the last leaf at or before `last` with a stream other than `own` (-1: none) */
+static Py_ssize_t rightmost_other(const int32_t *two, Py_ssize_t node, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t last,
+                                  int64_t own) {
+    if (lo > last || !other_below(two, node, own)) return -1;
+    if (lo == hi) return lo;
+    Py_ssize_t mid = lo + (hi - lo) / 2, found = rightmost_other(two, 2 * node + 1, mid + 1, hi, last, own);
+    return found >= 0 ? found : rightmost_other(two, 2 * node, lo, mid, last, own);
+}
+
+/* two distinct streams of the union of a node's children's */
+static inline void merge_two(int32_t *two, Py_ssize_t node) {
+    int32_t got[2] = {-1, -1};
+    int n = 0;
+    for (int c = 0; c < 2 && n < 2; c++)
+        for (int e = 0; e < 2 && n < 2; e++) {
+            int32_t lane = two[2 * (2 * node + c) + e];
+            if (lane >= 0 && (n == 0 || got[0] != lane)) got[n++] = lane;
+        }
+    two[2 * node] = got[0];
+    two[2 * node + 1] = got[1];
+}
+
+/* the asks: the device's late work as (index in `late`), in the order of their calls; waited[that index] set */
+static int device_sweep(const Keyed *queue, const int64_t *at, const int64_t *reach, const int64_t *reach_row,
+                        const Py_ssize_t *group_lo, const Py_ssize_t *seen, const Keyed *lanes, Py_ssize_t hs,
+                        Py_ssize_t he, const Keyed *asks, Py_ssize_t n_asks, const Late *late, const int64_t *lane,
+                        int64_t *waited) {
+    Py_ssize_t n_points = 0;
+    for (Py_ssize_t h = hs; h < he; h++) n_points += group_lo[lanes[h].c + 1] - group_lo[lanes[h].c];
+    Launched *points = malloc(sizeof *points * (size_t)(n_points + 1));
+    int64_t *values = malloc(sizeof *values * (size_t)(n_points + 1));
+    Reached *leaf = NULL;
+    int32_t *two = NULL;
+    int failed = !points || !values;
+    if (failed) goto out;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t h = hs; h < he; h++)
+        for (Py_ssize_t k = group_lo[lanes[h].c]; k < group_lo[lanes[h].c + 1]; k++) {
+            points[m] = (Launched){at[k], k};
+            values[m++] = reach[k];
+        }
+    qsort(points, (size_t)n_points, sizeof *points, by_launch);
+    qsort(values, (size_t)n_points, sizeof *values, by_value);
+    Py_ssize_t n_values = 0;
+    for (Py_ssize_t k = 0; k < n_points; k++)
+        if (k == 0 || values[k] != values[n_values - 1]) values[n_values++] = values[k];
+    Py_ssize_t width = 1;
+    while (width < n_values) width <<= 1;
+    leaf = malloc(sizeof *leaf * 2 * (size_t)(n_values + 1));
+    two = malloc(sizeof *two * 4 * (size_t)width);
+    if ((failed = !leaf || !two)) goto out;
+    for (Py_ssize_t k = 0; k < 2 * n_values; k++) leaf[k] = (Reached){-1, -1, 0};
+    for (Py_ssize_t k = 0; k < 4 * width; k++) two[k] = -1;
+    Py_ssize_t next = 0;
+    for (Py_ssize_t a = 0; a < n_asks; a++) {
+        const Late *x = &late[asks[a].c];
+        for (; next < n_points && points[next].at < x->called; next++) { /* launched before the call */
+            Py_ssize_t k = points[next].k, lo = 0, hi = n_values;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (values[mid] < reach[k]) lo = mid + 1;
+                else hi = mid;
+            }
+            Reached *e = &leaf[2 * lo], add = {reach_row[k], (int32_t)queue[k].a, (int32_t)seen[queue[k].a]};
+            if (e[0].lane == add.lane || e[1].lane == add.lane) continue; /* the same end and row again */
+            if (e[0].lane < 0 || add.seen < e[0].seen) {
+                e[1] = e[0];
+                e[0] = add;
+            } else if (e[1].lane < 0 || add.seen < e[1].seen) {
+                e[1] = add;
+            }
+            Py_ssize_t node = width + lo;
+            two[2 * node] = e[0].lane;
+            two[2 * node + 1] = e[1].lane;
+            for (node /= 2; node >= 1; node /= 2) merge_two(two, node);
+        }
+        Py_ssize_t lo = 0, hi = n_values; /* the last end value at most the start */
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (values[mid] <= x->start) lo = mid + 1;
+            else hi = mid;
+        }
+        int64_t own = lane[x->i];
+        Py_ssize_t found = lo > 0 ? rightmost_other(two, 1, 0, width - 1, lo - 1, own) : -1;
+        if (found < 0 || values[found] <= x->held) continue;
+        const Reached *e = &leaf[2 * found];
+        waited[asks[a].c] = e[0].lane != own ? e[0].row : e[1].row;
+    }
+out:
+    free(points);
+    free(values);
+    free(leaf);
+    free(two);
+    return failed ? -1 : 0;
+}
+
+/* the first of the lanes (by device, then first occurrence) on `dev`, or with `past`, the first after them */
+static Py_ssize_t lanes_of(const Keyed *lanes, Py_ssize_t n_groups, int64_t dev, int past) {
+    Py_ssize_t lo = 0, hi = n_groups;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (lanes[mid].a < dev || (past && lanes[mid].a == dev)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* the late work by device, then call order: (device, index in late) as a and c; NULL: memory */
+static Keyed *late_by_device(const Late *late, Py_ssize_t n_late, const int64_t *device) {
+    Keyed *asks = malloc(sizeof *asks * (size_t)(n_late + 1));
+    if (!asks) return NULL;
+    for (Py_ssize_t k = 0; k < n_late; k++) asks[k] = (Keyed){device[late[k].i], k, k, 0, k};
+    qsort(asks, (size_t)n_late, sizeof *asks, by_keyed);
+    return asks;
+}
+
 #define FAR_OUT ((int64_t)1 << 61)
 
-/* implied_waits(calls, call_thread, work, launch, launch_thread, device, stream, lane, ts, dur, n_threads, n_lanes,
- *               cap) -> bytes or None
+/* implied_waits(calls, call_thread, work, launch, launch_thread, device, lane, ts, dur, n_threads, n_lanes, cap,
+ *               budget) -> bytes or None
  * stream_waits.implied_waits's search in one call, on its inputs: the wait calls' rows and their threads; the launched
- * device work's rows in the links' order, their launch calls' rows and threads, and the work's device, stream and
- * lane (its (device, stream) pair); the events' ts and dur (no nulls; a negative dur as 0); the cap. Threads and lanes
- * are numbered 0 .. n - 1, devices and streams by any code (a null a code of its own); int64 throughout. Returns the
- * pairs (waiting, waited) as int64 bytes, in the definition's order; None where a time lies beyond 2^61 ns of 0 (the
- * definition runs). */
+ * device work's rows in the links' order, their launch calls' rows and threads, and the work's device and lane (its
+ * (device, stream) pair); the events' ts and dur (no nulls; a negative dur as 0); the cap. Threads and lanes are
+ * numbered 0 .. n - 1, devices by any code (a null a code of its own); int64 throughout. Returns the
+ * pairs (waiting, waited) as int64 bytes, in the definition's order; None where a time lies beyond 2^61 ns of 0 or
+ * there are 2^31 works (the definition runs). Budget: the most tries of one stream for one late work in all before
+ * the late work is answered by a sweep per device instead (device_sweep: n log n, whatever the streams). */
 static PyObject *implied_waits(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"calls", 8, 0, 0},  {"call_thread", 8, 0, 0}, {"work", 8, 0, 0},
                                     {"launch", 8, 0, 0}, {"launch_thread", 8, 0, 0}, {"device", 8, 0, 0},
-                                    {"stream", 8, 0, 0}, {"lane", 8, 0, 0},          {"ts", 8, 0, 0},
-                                    {"dur", 8, 0, 0}};
-    View v[10];
+                                    {"lane", 8, 0, 0},   {"ts", 8, 0, 0},            {"dur", 8, 0, 0}};
+    View v[9];
     PyObject *result = NULL;
     Keyed *launches = NULL; /* the launches by thread; then the work by lane and start; then the queues */
     Late *late = NULL;
     int64_t *last_call = NULL, *before = NULL, *reach = NULL, *reach_row = NULL, *at = NULL, *pairs = NULL;
     Py_ssize_t *group_lo = NULL, *seen = NULL;
     Keyed *lanes = NULL; /* per lane: its device, its first occurrence, its number (by device, then occurrence) */
-    if (views_of_args(args, "implied_waits", spec, 10, 13, v)) goto done;
-    long long number[3]; /* n_threads, n_lanes, cap */
-    for (int k = 0; k < 3; k++) {
-        number[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(args, 10 + k));
+    if (views_of_args(args, "implied_waits", spec, 9, 13, v)) goto done;
+    long long number[4]; /* n_threads, n_lanes, cap, budget */
+    for (int k = 0; k < 4; k++) {
+        number[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(args, 9 + k));
         if (number[k] == -1 && PyErr_Occurred()) goto done;
     }
-    long long n_threads = number[0], n_lanes = number[1], cap = number[2];
+    long long n_threads = number[0], n_lanes = number[1], cap = number[2], budget = number[3];
     if (n_threads < 0 || n_lanes < 0) {
         PyErr_SetString(PyExc_ValueError, "implied_waits: negative counts");
         goto done;
     }
-    Py_ssize_t n_calls = v[0].b.len / 8, n = v[2].b.len / 8, n_rows = v[8].b.len / 8;
+    Py_ssize_t n_calls = v[0].b.len / 8, n = v[2].b.len / 8, n_rows = v[7].b.len / 8;
     if (v[1].b.len / 8 != n_calls || v[3].b.len / 8 != n || v[4].b.len / 8 != n || v[5].b.len / 8 != n ||
-        v[6].b.len / 8 != n || v[7].b.len / 8 != n || v[9].b.len / 8 != n_rows) {
+        v[6].b.len / 8 != n || v[8].b.len / 8 != n_rows) {
         PyErr_SetString(PyExc_ValueError, "implied_waits: buffers of different lengths");
         goto done;
     }
     const int64_t *calls = v[0].b.buf, *call_thread = v[1].b.buf, *work = v[2].b.buf, *launch = v[3].b.buf,
-                  *launch_thread = v[4].b.buf, *device = v[5].b.buf, *stream = v[6].b.buf, *lane = v[7].b.buf,
-                  *ts = v[8].b.buf, *dur = v[9].b.buf;
+                  *launch_thread = v[4].b.buf, *device = v[5].b.buf, *lane = v[6].b.buf, *ts = v[7].b.buf,
+                  *dur = v[8].b.buf;
     for (Py_ssize_t k = 0; k < n_calls; k++)
         if (calls[k] < 0 || calls[k] >= n_rows || call_thread[k] < 0 || call_thread[k] >= n_threads) {
             PyErr_SetString(PyExc_ValueError, "implied_waits: a call's row or thread out of range");
@@ -1078,7 +1226,7 @@ static PyObject *implied_waits(PyObject *self, PyObject *args) {
             goto done;
         }
     /* every time read within FAR_OUT of 0, and the cap too: every end, difference and comparison fits int64 */
-    int near = cap > -FAR_OUT && cap < FAR_OUT;
+    int near = cap > -FAR_OUT && cap < FAR_OUT && n < INT32_MAX;
     for (Py_ssize_t k = 0; k < n_calls && near; k++) near = ts[calls[k]] > -FAR_OUT && ts[calls[k]] < FAR_OUT;
     for (Py_ssize_t i = 0; i < n && near; i++) {
         int64_t rows[2] = {work[i], launch[i]};
@@ -1172,44 +1320,70 @@ static PyObject *implied_waits(PyObject *self, PyObject *args) {
     for (Py_ssize_t g = 0; g < n_groups; g++) lanes[g] = (Keyed){device[queue[group_lo[g]].i], seen[g], g, 0, 0};
     qsort(lanes, (size_t)n_groups, sizeof *lanes, by_keyed);
     /* each late one waited for whichever other stream's work of its device, launched before its call, ended last
-     * no later than its start and after what held it (the first stream to occur wins a tie) */
+     * no later than its start and after what held it (the first stream to occur wins a tie): each of its device's
+     * other streams tried in turn, or where that would cost more than the budget, a sweep per device */
+    if (n_groups != n_lanes) { /* (every lane a work's: numbered 0 .. n - 1 in order, a group's number its lane's) */
+        failed = 2;
+        goto computed;
+    }
+    int64_t *waited = before; /* per late work (in call order): the row it waited for, -1 none */
+    Py_ssize_t tries = 0;
     for (Py_ssize_t k = 0; k < n_late; k++) {
-        Py_ssize_t i = late[k].i, h = 0, top = n_groups;
-        int64_t best = -1, best_end = late[k].held;
-        while (h < top) { /* its device's lanes */
-            Py_ssize_t mid = h + (top - h) / 2;
-            if (lanes[mid].a < device[i]) h = mid + 1;
-            else top = mid;
+        Py_ssize_t i = late[k].i;
+        waited[k] = -1;
+        tries += lanes_of(lanes, n_groups, device[i], 1) - lanes_of(lanes, n_groups, device[i], 0);
+    }
+    if (tries > budget) {
+        Keyed *asks = late_by_device(late, n_late, device);
+        if ((failed = !asks)) goto computed;
+        for (Py_ssize_t hs = 0, q = 0; hs < n_groups && !failed;) {
+            Py_ssize_t he = hs, qs;
+            while (he < n_groups && lanes[he].a == lanes[hs].a) he++;
+            while (q < n_late && asks[q].a < lanes[hs].a) q++;
+            for (qs = q; q < n_late && asks[q].a == lanes[hs].a; q++) continue;
+            if (q > qs)
+                failed = device_sweep(queue, at, reach, reach_row, group_lo, seen, lanes, hs, he, asks + qs, q - qs,
+                                      late, lane, waited) != 0;
+            hs = he;
         }
-        for (; h < n_groups && lanes[h].a == device[i]; h++) {
-            Py_ssize_t g = (Py_ssize_t)lanes[h].c, lo = group_lo[g], hi = group_lo[g + 1];
-            if (stream[queue[lo].i] == stream[i]) continue;
-            Py_ssize_t a = lo, b = hi; /* launched before the call */
-            while (a < b) {
-                Py_ssize_t mid = a + (b - a) / 2;
-                if (at[mid] < late[k].called) a = mid + 1;
-                else b = mid;
+        free(asks);
+        if (failed) goto computed;
+    } else {
+        for (Py_ssize_t k = 0; k < n_late; k++) {
+            Py_ssize_t i = late[k].i;
+            int64_t best_end = late[k].held;
+            for (Py_ssize_t h = lanes_of(lanes, n_groups, device[i], 0); h < n_groups && lanes[h].a == device[i]; h++) {
+                Py_ssize_t g = (Py_ssize_t)lanes[h].c, lo = group_lo[g], hi = group_lo[g + 1];
+                if (g == lane[i]) continue;
+                Py_ssize_t a = lo, b = hi; /* launched before the call */
+                while (a < b) {
+                    Py_ssize_t mid = a + (b - a) / 2;
+                    if (at[mid] < late[k].called) a = mid + 1;
+                    else b = mid;
+                }
+                Py_ssize_t c = lo, d = a; /* the last whose reach is at most the start */
+                while (c < d) {
+                    Py_ssize_t mid = c + (d - c) / 2;
+                    if (reach[mid] <= late[k].start) c = mid + 1;
+                    else d = mid;
+                }
+                if (c - 1 >= lo && reach[c - 1] > best_end) {
+                    waited[k] = reach_row[c - 1];
+                    best_end = reach[c - 1];
+                }
             }
-            Py_ssize_t c = lo, d = a; /* the last whose reach is at most the start */
-            while (c < d) {
-                Py_ssize_t mid = c + (d - c) / 2;
-                if (reach[mid] <= late[k].start) c = mid + 1;
-                else d = mid;
-            }
-            if (c - 1 >= lo && reach[c - 1] > best_end) {
-                best = reach_row[c - 1];
-                best_end = reach[c - 1];
-            }
-        }
-        if (best >= 0) {
-            pairs[2 * n_pairs] = late[k].work;
-            pairs[2 * n_pairs++ + 1] = best;
         }
     }
+    for (Py_ssize_t k = 0; k < n_late; k++)
+        if (waited[k] >= 0) {
+            pairs[2 * n_pairs] = late[k].work;
+            pairs[2 * n_pairs++ + 1] = waited[k];
+        }
 #undef END_OF
 computed:
     Py_END_ALLOW_THREADS
-    if (failed) PyErr_NoMemory();
+    if (failed == 2) PyErr_SetString(PyExc_ValueError, "implied_waits: a lane number without work");
+    else if (failed) PyErr_NoMemory();
     else result = PyBytes_FromStringAndSize((const char *)pairs, (Py_ssize_t)sizeof *pairs * 2 * n_pairs);
 done:
     free(launches);
@@ -1223,7 +1397,7 @@ done:
     free(seen);
     free(lanes);
     free(pairs);
-    release_views(v, 10);
+    release_views(v, 9);
     return result;
 }
 
@@ -1265,8 +1439,8 @@ static PyMethodDef methods[] = {
      "covered_each(starts, ends, lo, hi, out) -> bool\n\nintervals.covered_within into out (int64 buffers); False "
      "where the intervals are not disjoint and in order."},
     {"implied_waits", implied_waits, METH_VARARGS,
-     "implied_waits(calls, call_thread, work, launch, launch_thread, device, stream, lane, ts, dur, n_threads, n_lanes, "
-     "cap) -> bytes or None"
+     "implied_waits(calls, call_thread, work, launch, launch_thread, device, lane, ts, dur, n_threads, n_lanes, cap, "
+     "budget) -> bytes or None"
      "\n\nstream_waits.implied_waits's pairs (waiting, waited) as int64 bytes; None where a time is too far out."},
     {"merge_intervals", merge_intervals, METH_VARARGS,
      "merge_intervals(group, start, end, by_change) -> (group, start, end, first) as int64 bytes, or None\n\n"

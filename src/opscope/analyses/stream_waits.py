@@ -35,6 +35,9 @@ from opscope.model.trace import Trace
 WAIT_RECORD = r"^Stream Wait Event$"
 #: The host call that makes a stream wait for an event.
 WAIT_CALL = r"^(cuda|hip)StreamWaitEvent"
+#: The C search tries each other stream of a late work's device in turn while that costs at most this many tries per
+#: call and work; beyond (thousands of streams and of wait calls), a sweep per device answers in n log n.
+_TRIES_A_ROW = 64
 
 
 def stream_waits(trace: Trace) -> list[tuple[int, int]]:
@@ -199,8 +202,9 @@ def _implied_in_c(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.Arra
     lane, n_lanes = _numbered(device, stream, None)
     dur = ev["dur_ns"] if not ev["dur_ns"].null_count else pc.fill_null(ev["dur_ns"], 0)
     views = (values_view(a, "q") for a in (calls, thread.slice(0, len(calls)), work, launch, thread.slice(len(calls)),
-                                           device, stream, lane, ev["ts_ns"], dur))
-    out = loops.implied_waits(*views, n_threads, n_lanes, cap_ns)
+                                           device, lane, ev["ts_ns"], dur))
+    budget = _TRIES_A_ROW * (len(calls) + len(work))
+    out = loops.implied_waits(*views, n_threads, n_lanes, cap_ns, budget)
     if out is None:
         return None
     pairs = memoryview(out).cast("q")
