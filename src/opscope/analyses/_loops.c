@@ -1112,12 +1112,7 @@ static int device_sweep(const Keyed *queue, const int64_t *at, const int64_t *re
     for (Py_ssize_t a = 0; a < n_asks; a++) {
         const Late *x = &late[asks[a].c];
         for (; next < n_points && points[next].at < x->called; next++) { /* launched before the call */
-            Py_ssize_t k = points[next].k, lo = 0, hi = n_values;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (values[mid] < reach[k]) lo = mid + 1;
-                else hi = mid;
-            }
+            Py_ssize_t k = points[next].k, lo = last_at_or_before(values, n_values, reach[k], 0); /* its value */
             Reached *e = &leaf[2 * lo], add = {reach_row[k], (int32_t)queue[k].a, (int32_t)seen[queue[k].a]};
             if (e[0].lane == add.lane || e[1].lane == add.lane) continue; /* the same end and row again */
             if (e[0].lane < 0 || add.seen < e[0].seen) {
@@ -1131,14 +1126,9 @@ static int device_sweep(const Keyed *queue, const int64_t *at, const int64_t *re
             two[2 * node + 1] = e[1].lane;
             for (node /= 2; node >= 1; node /= 2) merge_two(two, node);
         }
-        Py_ssize_t lo = 0, hi = n_values; /* the last end value at most the start */
-        while (lo < hi) {
-            Py_ssize_t mid = lo + (hi - lo) / 2;
-            if (values[mid] <= x->start) lo = mid + 1;
-            else hi = mid;
-        }
+        Py_ssize_t last = last_at_or_before(values, n_values, x->start, 0); /* the last end value at most the start */
         int64_t own = lane[x->i];
-        Py_ssize_t found = lo > 0 ? rightmost_other(two, 1, 0, width - 1, lo - 1, own) : -1;
+        Py_ssize_t found = last >= 0 ? rightmost_other(two, 1, 0, width - 1, last, own) : -1;
         if (found < 0 || values[found] <= x->held) continue;
         const Reached *e = &leaf[2 * found];
         waited[asks[a].c] = e[0].lane != own ? e[0].row : e[1].row;
@@ -1355,21 +1345,13 @@ static PyObject *implied_waits(PyObject *self, PyObject *args) {
             for (Py_ssize_t h = lanes_of(lanes, n_groups, device[i], 0); h < n_groups && lanes[h].a == device[i]; h++) {
                 Py_ssize_t g = (Py_ssize_t)lanes[h].c, lo = group_lo[g], hi = group_lo[g + 1];
                 if (g == lane[i]) continue;
-                Py_ssize_t a = lo, b = hi; /* launched before the call */
-                while (a < b) {
-                    Py_ssize_t mid = a + (b - a) / 2;
-                    if (at[mid] < late[k].called) a = mid + 1;
-                    else b = mid;
-                }
-                Py_ssize_t c = lo, d = a; /* the last whose reach is at most the start */
-                while (c < d) {
-                    Py_ssize_t mid = c + (d - c) / 2;
-                    if (reach[mid] <= late[k].start) c = mid + 1;
-                    else d = mid;
-                }
-                if (c - 1 >= lo && reach[c - 1] > best_end) {
-                    waited[k] = reach_row[c - 1];
-                    best_end = reach[c - 1];
+                /* of the work launched before the call (times within 2^61 ns: called - 1 fits), the last whose
+                 * reach is at most the start */
+                Py_ssize_t before_call = last_at_or_before(at + lo, hi - lo, late[k].called - 1, 0) + 1;
+                Py_ssize_t j = lo + last_at_or_before(reach + lo, before_call, late[k].start, 0);
+                if (j >= lo && reach[j] > best_end) {
+                    waited[k] = reach_row[j];
+                    best_end = reach[j];
                 }
             }
         }
