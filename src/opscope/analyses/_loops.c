@@ -701,6 +701,58 @@ done:
     return result;
 }
 
+/* covered_hits(starts, ends, lo, hi, keys) -> (keys, ns) as int64 bytes, or None
+ * covered_each keeping only the intervals covered by more than 0 ns: their keys (keys[j], int64) and how much, in the
+ * intervals' order, made at their size (every interval's answer is kept only inside the call). None where the
+ * intervals are not disjoint and in order (or the lengths disagree). */
+static PyObject *covered_hits(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"starts", 8, 0, 0}, {"ends", 8, 0, 0}, {"lo", 8, 0, 0}, {"hi", 8, 0, 0},
+                                    {"keys", 8, 0, 0}};
+    View v[5];
+    PyObject *result = NULL, *keys_out = NULL, *ns_out = NULL;
+    int64_t *through = NULL, *each = NULL;
+    if (views_of_args(args, "covered_hits", spec, 5, 5, v)) goto done;
+    Py_ssize_t n = v[0].b.len / 8, m = v[2].b.len / 8;
+    const int64_t *s = v[0].b.buf, *e = v[1].b.buf, *lo = v[2].b.buf, *hi = v[3].b.buf, *keys = v[4].b.buf;
+    if (v[1].b.len / 8 != n || v[3].b.len / 8 != m || v[4].b.len / 8 != m || !spans_in_order(s, e, n)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    through = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    each = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+    if (!through || !each) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t hits = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) through[i] = total += e[i] - s[i];
+    Py_ssize_t hint = 0;
+    for (Py_ssize_t j = 0; j < m; j++) hits += (each[j] = covered_by(s, e, through, n, lo[j], hi[j], &hint)) > 0;
+    Py_END_ALLOW_THREADS
+    keys_out = PyBytes_FromStringAndSize(NULL, hits * 8);
+    ns_out = PyBytes_FromStringAndSize(NULL, hits * 8);
+    if (!keys_out || !ns_out) goto done;
+    int64_t *kept = (int64_t *)PyBytes_AS_STRING(keys_out), *ns = (int64_t *)PyBytes_AS_STRING(ns_out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0, k = 0; j < m; j++)
+        if (each[j] > 0) {
+            kept[k] = keys[j];
+            ns[k++] = each[j];
+        }
+    Py_END_ALLOW_THREADS
+    result = PyTuple_Pack(2, keys_out, ns_out);
+done:
+    Py_XDECREF(keys_out);
+    Py_XDECREF(ns_out);
+    free(through);
+    free(each);
+    release_views(v, 5);
+    return result;
+}
+
 /* stream_levels(device, stream, start, end) -> [(device, over_ns, most), ...] or None
  * GpuAnalysis.concurrency in one merge per device: rows are the merged busy intervals of each stream (grouped by
  * stream, the streams of a device together, in time order within a stream, disjoint); per device the boundaries of
@@ -1420,6 +1472,10 @@ static PyMethodDef methods[] = {
     {"covered_each", covered_each, METH_VARARGS,
      "covered_each(starts, ends, lo, hi, out) -> bool\n\nintervals.covered_within into out (int64 buffers); False "
      "where the intervals are not disjoint and in order."},
+    {"covered_hits", covered_hits, METH_VARARGS,
+     "covered_hits(starts, ends, lo, hi, keys) -> (keys, ns) as int64 bytes, or None\n\nThe keys of the intervals "
+     "[lo, hi) the disjoint spans in time order cover by more than 0 ns, and by how much; None where they are not in "
+     "order."},
     {"implied_waits", implied_waits, METH_VARARGS,
      "implied_waits(calls, call_thread, work, launch, launch_thread, device, lane, ts, dur, n_threads, n_lanes, cap, "
      "budget) -> bytes or None"

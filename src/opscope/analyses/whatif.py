@@ -71,7 +71,7 @@ from opscope.analyses.depgraph import (
     node_column,
 )
 from opscope.analyses.idle import IDLE_CAUSES, cause_spans
-from opscope.analyses.intervals import covered_spans, merged_intervals
+from opscope.analyses.intervals import covered_keys, covered_spans, merged_intervals
 from opscope.analyses.replay import AFTER, CHAIN, EXTRA, replay, step_lengths, step_nodes, step_table
 from opscope.errors import UsageError
 from opscope.model.buffers import true_positions, values_view
@@ -405,12 +405,19 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     if not spans:
         return IdleParts(own, lag)
     bound = replay(graph).bound_by
-    device_of = combined(trace.select(["device"])["device"])
     # only the nodes whose host time or explained lag lies inside some idle time are looked at per cause
     everywhere = _union_spans([part for by_cause in spans.values() for part in by_cause.values()])
     host, host_lo, host_hi, lagged, lag_lo, lag_hi, is_wait, lag_bound = (
         _idle_candidates_in_c(graph, bound, everywhere) or _idle_candidates(graph, bound, everywhere))
+    by_cause_spans = {cause: {d: by_cause[cause] for d, by_cause in spans.items() if cause in by_cause}
+                      for cause in IDLE_CAUSES}
+    for cause, per_device in by_cause_spans.items():
+        if per_device:
+            node, ns = covered_keys(*_union_spans(list(per_device.values())), host_lo, host_hi, host)
+            own[cause] = pa.table({"node": node, "ns": ns}, schema=NODE_NS)
+    del host, host_lo, host_hi  # millions of host slices on a long trace: not held through the lags' part
     # the device the lag lies on: a wait's, the device of the work it waited for
+    device_of = combined(trace.select(["device"])["device"])
     waited = graph.extra.arrow(pa.int32(), lagged)
     on_node = pc.if_else(is_wait, pc.if_else(pc.equal(waited, NONE), 0, waited), lagged)
     rows = pc.take(node_column(graph.row, pa.int32()), on_node)
@@ -421,14 +428,9 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
         on_device = pc.fill_null(pc.equal(lag_device, d), False) if d is not None else pc.is_null(lag_device)
         by_device[d] = (pc.filter(lagged, on_device), pc.filter(lag_lo, on_device), pc.filter(lag_hi, on_device),
                         pc.filter(lag_bound, on_device))
-    for cause in IDLE_CAUSES:
-        per_device = {d: by_cause[cause] for d, by_cause in spans.items() if cause in by_cause}
+    for cause, per_device in by_cause_spans.items():
         if not per_device:
             continue
-        covered = covered_spans(*_union_spans(list(per_device.values())), host_lo, host_hi)
-        hit = pc.greater(covered, 0)
-        own[cause] = pa.table({"node": pc.cast(pc.filter(host, hit), pa.int64()), "ns": pc.filter(covered, hit)},
-                              schema=NODE_NS)
         mine = []
         for d, (s, e) in per_device.items():
             nodes, lo, hi, edges = by_device[d]
