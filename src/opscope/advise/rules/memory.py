@@ -100,7 +100,8 @@ def check(ctx: AdviceContext) -> list[Finding]:
                            "reserved_pct": _pct(reserved, total), "step": step, "at_ns": at}],
                 evidence_title="memory peaks (at_ns: after the trace start)",
             ))
-        t = rec.table.filter(pc.equal(rec.table["device"], label))
+        # only the columns read here: a copy of every column of a device's records is tens of MiB on a long trace
+        t = rec.table.select(["reserved", "allocated", "step", "ts_ns"]).filter(pc.equal(rec.table["device"], label))
         growth = _fragmented_growth(combined(t["reserved"]), combined(t["allocated"]))
         if growth is None:
             continue
