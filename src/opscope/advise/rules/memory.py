@@ -160,4 +160,5 @@ the bytes at stake instead. Host memory is not checked (its capacity is not in t
 host records is not applicable.""",
     check=check,
     not_simulated='memory holds no time to replay',
+    releases=("opscope.analyses.memory",),  # the records: tens of MiB on a long trace, read by no other rule
 )
