@@ -73,6 +73,46 @@ report()
     assert got["env"] is None and got["pool"] == "system"
 
 
+THP = """
+import subprocess, sys
+def said(text):  # /proc/PID/status says THP_enabled (Linux 5.0 on)
+    found = [line.split()[1] for line in text.splitlines() if line.startswith("THP_enabled:")]
+    return int(found[0]) if found else None
+initial = said(open("/proc/self/status").read())
+def huge_pages():  # this process's and a child's
+    own = said(open("/proc/self/status").read())
+    import opscope.runtime
+    with opscope.runtime.starting_programs():
+        child = subprocess.run([sys.executable, "-c", "print(open('/proc/self/status').read())"],
+                               capture_output=True, text=True).stdout
+    return {"initial": initial, "own": own, "child": said(child), "after": said(open("/proc/self/status").read())}
+"""
+
+
+def _says_huge_pages() -> bool:
+    return sys.platform == "linux" and "THP_enabled:" in Path("/proc/self/status").read_text()
+
+
+@pytest.mark.skipif(not _says_huge_pages(), reason="the kernel does not say a process's huge-page setting")
+@pytest.mark.parametrize("when", ["after", "before", "off"])
+def test_huge_pages_are_turned_off_only_when_tuned_after_pyarrow_and_come_back_for_programs_started(when):
+    # Arrow's own pool (mimalloc, chosen as pyarrow loaded) asks for huge pages: only a process tuned after pyarrow
+    # loaded uses that pool, and there tune() turns them off; a program opscope starts gets the setting as it was
+    got = _python(REPORT + THP + f"""
+when = {when!r}
+if when == "before":
+    import opscope.runtime
+    opscope.runtime.tune()
+import pyarrow
+if when != "before":
+    import opscope.runtime
+    opscope.runtime.tune()
+report(**huge_pages())
+""", env={"OPSCOPE_TUNING_OFF": "hugepages"} if when == "off" else None)
+    assert got["child"] == got["initial"]  # a program opscope starts: as this process was before tune()
+    assert got["own"] == got["after"] == (0 if when == "after" else got["initial"])
+
+
 def test_a_chosen_allocator_is_kept_and_passed_on():
     got = _python(REPORT + """
 import opscope.runtime

@@ -27,7 +27,7 @@ from opscope.capture.outdir import claim_output_dir, remove_staging_dirs
 from opscope.capture.runner import ENV, REPORT_FD, write_json_atomic
 from opscope.capture.session import RecordOptions
 from opscope.errors import UsageError
-from opscope.runtime import child_environment
+from opscope.runtime import child_environment, starting_programs
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 
@@ -140,8 +140,9 @@ def run_child(interpreter: str, config: dict[str, Any], extra_env: dict[str, str
     previous = {sig: signal.signal(sig, forward) for sig in forwarded}
     try:
         try:
-            child.append(subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, cwd=cwd,
-                                          pass_fds=(pipe[1],) if pipe is not None else ()))
+            with starting_programs():
+                child.append(subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, cwd=cwd,
+                                              pass_fds=(pipe[1],) if pipe is not None else ()))
         except OSError as exc:
             raise UsageError(f"cannot start {interpreter}: {exc.strerror}") from None
         finally:

@@ -18,7 +18,7 @@ from typing import Any
 
 from opscope.repro.variants import choose
 from opscope.repro.writer import NOT_RUN, SCRIPT_NAME, save_cases
-from opscope.runtime import child_environment
+from opscope.runtime import child_environment, starting_programs
 
 #: The result fields a script reports that cases.json keeps.
 RESULT_FIELDS = ("status", "device", "replay_ns", "runs", "calls_per_run", "times_ns", "ratio", "profiled_ns",
@@ -82,8 +82,9 @@ def run_script(script: Path, device: str | None, budget: float, variants: list[s
         command += ["--threads", str(int(threads))]
     try:
         try:
-            done = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout,
-                                  errors="replace", env=child_environment())
+            with starting_programs():
+                done = subprocess.run(command, cwd=script.parent, capture_output=True, text=True, timeout=timeout,
+                                      errors="replace", env=child_environment())
         except subprocess.TimeoutExpired:
             return {"status": f"hung: no result after {timeout:.0f} s (killed; --timeout sets the limit)"}
         result = _read_result(Path(out))

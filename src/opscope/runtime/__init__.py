@@ -29,6 +29,10 @@ first command after the cache write, 1 GB trace):
   860 against 1077 MiB; advise 614 / 823, diff 406 / 459, gpu 207 / 224 MiB; it costs CPU time (advise 5.4 against
   4.1 s: the pages it gives back are faulted in again). A thread watches the heap only while an analysis runs: a
   process that holds a loaded trace and does nothing uses no CPU.
+- Tuned after pyarrow is imported, transparent huge pages are turned off for the process (``prctl``), where they
+  were on: Arrow's own pool asks for them, and the little Acero allocates there holds 2 MiB pages (library use of
+  the 1 GB trace: ``kernels`` 49 against 54 MiB, the command's 46-49). A program opscope starts gets them back
+  (:func:`starting_programs`).
 
 :func:`tune_command` adds what only the command process may decide for itself: numpy left out when the command
 does not need it, and typer's option values converted without pydantic (:mod:`opscope.runtime.typer_values`).
@@ -61,15 +65,23 @@ TRIM_GROWTH_BYTES = 32 << 20
 #: How often the heap is looked at while an analysis runs.
 WATCH_PERIOD_S = 0.01
 
+#: prctl's options that turn a process's transparent huge pages off and read whether they are (Linux): a setting the
+#: programs it starts inherit
+_PR_SET_THP_DISABLE = 41
+_PR_GET_THP_DISABLE = 42
+
 _tuned = False
 _pool_set_here = False
+_huge_pages_off_here = False
+_starting = 0  #: programs being started (:func:`starting_programs`)
 _lock = threading.Lock()
 
 
 def switched_off(name: str) -> bool:
     """Whether ``$OPSCOPE_TUNING_OFF`` (names, comma-separated) turns one of :func:`tune`'s settings off:
     ``sysalloc`` (Arrow on the C library's allocator), ``trims`` (the trims where a stage ends), ``trimmer`` (the
-    trims while an analysis runs). For measuring what each is worth (``bench/owned_memory.py --variant``)."""
+    trims while an analysis runs), ``hugepages`` (transparent huge pages off where tuned after pyarrow loaded). For
+    measuring what each is worth (``bench/owned_memory.py --variant``)."""
     return name in os.environ.get("OPSCOPE_TUNING_OFF", "").split(",")
 
 
@@ -95,6 +107,8 @@ def tune() -> None:
             import pyarrow as pa
 
             pa.set_memory_pool(pa.system_memory_pool())
+            if not switched_off("hugepages"):
+                _huge_pages_off()
         else:
             os.environ[ARROW_POOL_ENV] = "system"
             _pool_set_here = True
@@ -113,6 +127,41 @@ def tune_command(*, numpy: bool = True) -> None:
     from opscope.runtime.typer_values import install
 
     install()
+
+
+def _huge_pages_off() -> None:
+    """Transparent huge pages off for this process, where they were on: Arrow's own pool (mimalloc, already chosen
+    when pyarrow loaded first) asks the kernel for huge pages, and the few hundred KB that Acero allocates there then
+    hold 2 MiB pages each (1 GB trace, library use tuned after pyarrow: ``kernels`` 54 against 49 MiB, ``gpu`` 214 /
+    206; BENCHMARKS.md, "Owned memory"). The programs opscope starts get them back (:func:`starting_programs`)."""
+    global _huge_pages_off_here
+    prctl = getattr(_libc(), "prctl", None)
+    if prctl is None or prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0) != 0:  # not Linux's, or already off: left as it is
+        return
+    _huge_pages_off_here = _set_huge_pages_off(True)
+
+
+def _set_huge_pages_off(off: bool) -> bool:
+    libc = _libc()
+    return libc is not None and libc.prctl(_PR_SET_THP_DISABLE, int(off), 0, 0, 0) == 0
+
+
+@contextlib.contextmanager
+def starting_programs() -> Iterator[None]:
+    """Around starting (or running) a program: this process's huge-page setting as it was before :func:`tune`, so
+    that the program inherits that, not opscope's choice (with :func:`child_environment` for its environment)."""
+    global _starting
+    with _lock:
+        _starting += 1
+        if _starting == 1 and _huge_pages_off_here:
+            _set_huge_pages_off(False)
+    try:
+        yield
+    finally:
+        with _lock:
+            _starting -= 1
+            if _starting == 0 and _huge_pages_off_here:
+                _set_huge_pages_off(True)
 
 
 def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
