@@ -9,10 +9,9 @@ Nothing here happens on import. The ``opscope`` command applies it at its entry 
     import pyarrow, polars  # ...
     loaded = opscope.load("trace.json.gz")
 
-Tuned first, library use costs what the command does (1 GB trace, peak anonymous memory: advise 618 MiB against the
-command's 607, gpu 207 / 204, kernels 48 / 46); tuned after pyarrow is imported, Arrow's own allocator is already
-chosen for what Arrow allocates on its own account (Acero, the IPC writer's buffers), which keeps what it frees
-(advise 651 MiB, kernels 54); not tuned, 850 MiB. BENCHMARKS.md, "Owned memory".
+Tuned first or after pyarrow is imported, library use costs what the command does within 7% (1 GB trace, peak
+anonymous memory: advise 540 / 575 MiB against the command's 557, gpu 207 / 206 against 201, kernels 48 / 49
+against 46); not tuned, advise 830 MiB. BENCHMARKS.md, "Owned memory".
 
 What :func:`tune` sets, each for what it measured (BENCHMARKS.md, "Owned memory"; peak anonymous memory of the
 first command after the cache write, 1 GB trace):
@@ -29,10 +28,11 @@ first command after the cache write, 1 GB trace):
   860 against 1077 MiB; advise 614 / 823, diff 406 / 459, gpu 207 / 224 MiB; it costs CPU time (advise 5.4 against
   4.1 s: the pages it gives back are faulted in again). A thread watches the heap only while an analysis runs: a
   process that holds a loaded trace and does nothing uses no CPU.
-- Tuned after pyarrow is imported, transparent huge pages are turned off for the process (``prctl``), where they
-  were on: Arrow's own pool asks for them, and the little Acero allocates there holds 2 MiB pages (library use of
-  the 1 GB trace: ``kernels`` 49 against 54 MiB, the command's 46-49). A program opscope starts gets them back
-  (:func:`starting_programs`).
+- Tuned after pyarrow is imported (Arrow's own allocator then already chosen for what Arrow allocates on its own
+  account: Acero, ``indices_nonzero``), transparent huge pages are turned off for the process (``prctl``), where
+  they were on: that allocator's memory comes in huge pages, and the little Acero allocates there holds 2 MiB pages
+  (library use of the 1 GB trace: ``kernels`` 49 against 54 MiB, ``gpu`` 206 / 214). A program opscope starts gets
+  them back (:func:`starting_programs`).
 
 :func:`tune_command` adds what only the command process may decide for itself: numpy left out when the command
 does not need it, and typer's option values converted without pydantic (:mod:`opscope.runtime.typer_values`).
@@ -130,10 +130,11 @@ def tune_command(*, numpy: bool = True) -> None:
 
 
 def _huge_pages_off() -> None:
-    """Transparent huge pages off for this process, where they were on: Arrow's own pool (mimalloc, already chosen
-    when pyarrow loaded first) asks the kernel for huge pages, and the few hundred KB that Acero allocates there then
-    hold 2 MiB pages each (1 GB trace, library use tuned after pyarrow: ``kernels`` 54 against 49 MiB, ``gpu`` 214 /
-    206; BENCHMARKS.md, "Owned memory"). The programs opscope starts get them back (:func:`starting_programs`)."""
+    """Transparent huge pages off for this process, where they were on: the memory of Arrow's own pool (mimalloc,
+    already chosen when pyarrow loaded first) comes in huge pages, and the few hundred KB that Acero allocates there
+    then hold 2 MiB pages each (1 GB trace, library use tuned after pyarrow: ``kernels`` 49 against 54 MiB, ``gpu``
+    206 / 214; BENCHMARKS.md, "Owned memory"). The programs opscope starts get them back
+    (:func:`starting_programs`)."""
     global _huge_pages_off_here
     prctl = getattr(_libc(), "prctl", None)
     if prctl is None or prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0) != 0:  # not Linux's, or already off: left as it is
