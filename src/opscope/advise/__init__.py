@@ -58,8 +58,8 @@ _BY_ID = {r.id: r for r in RULES}
 #: causes, then the copies with their launches), so that neither thread is left with a long rule at the end; but
 #: the memory rule before the copies: its records (let go once it has run: ``Rule.releases``) are then made while
 #: the dependency graph is not yet built, not beside the graph's idle parts (1 GB trace: advise's peak anonymous
-#: memory 546-550 against 576 MiB; BENCHMARKS.md, "Owned memory"). Results and errors still come out in the rules'
-#: order.
+#: memory 557 against 576 MiB in runs of the same hour; BENCHMARKS.md, "Owned memory"). Results and errors still
+#: come out in the rules' order.
 _COSTLIEST_FIRST = ("gpu-idle", "memory", "memcpy", "dominant-op", "roofline", "communication", "launch-bound",
                     "host-sync")
 if len(_BY_ID) != len(RULES):

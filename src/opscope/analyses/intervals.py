@@ -366,4 +366,3 @@ def covered_keys(starts: pa.Array, ends: pa.Array, lo: pa.Array, hi: pa.Array, k
     covered = covered_spans(starts, ends, lo, hi)
     hit = pc.greater(covered, 0)
     return pc.cast(pc.filter(keys, hit), pa.int64()), pc.filter(covered, hit)
-
