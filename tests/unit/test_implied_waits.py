@@ -18,15 +18,28 @@ needs_c = pytest.mark.skipif(arrays.native_loops() is None, reason="opscope's C 
 
 def _both_ways(trace, cap_ns, monkeypatch):
     """implied_waits by the C search (each late work trying each stream; then by the sweep per device) and by the
-    definition (not memoized: each computes)."""
+    definition (each stream tried, in Python; not memoized: each computes); the Python sweep checked against the
+    definition on the way."""
     monkeypatch.setenv("OPSCOPE_NATIVE", "1")
+    monkeypatch.setattr(stream_waits, "_TRIES_A_ROW", 10 ** 9)
     tried = implied_waits.fn(trace, cap_ns)
     monkeypatch.setattr(stream_waits, "_TRIES_A_ROW", 0)
     swept = implied_waits.fn(trace, cap_ns)
     monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    swept_here = implied_waits.fn(trace, cap_ns)
+    monkeypatch.setattr(stream_waits, "_TRIES_A_ROW", 10 ** 9)
     defined = implied_waits.fn(trace, cap_ns)
-    assert swept == tried
+    assert swept == tried and swept_here == defined
     return tried, defined
+
+
+def _in_python(trace, cap_ns, monkeypatch):
+    """implied_waits without the C search: by the sweep per device, and by trying each stream (the definition)."""
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    monkeypatch.setattr(stream_waits, "_TRIES_A_ROW", 0)
+    swept = implied_waits.fn(trace, cap_ns)
+    monkeypatch.setattr(stream_waits, "_TRIES_A_ROW", 10 ** 9)
+    return swept, implied_waits.fn(trace, cap_ns)
 
 
 def _names(trace, pairs):
@@ -149,6 +162,35 @@ def test_random_timelines_give_the_same_waits_in_c(seed, monkeypatch):
     for cap_ns in (0, 2_000, 50_000):
         in_c, defined = _both_ways(trace, cap_ns, monkeypatch)
         assert in_c == defined
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_python_sweep_finds_what_trying_each_stream_finds(seed, monkeypatch):
+    # without the C search (no compiler, OPSCOPE_NATIVE=0) thousands of streams and of wait calls would cost their
+    # product: past the budget a sweep per device answers, the same pairs as the definition
+    trace = _random_trace(seed)
+    for cap_ns in (0, 2_000, 50_000):
+        swept, defined = _in_python(trace, cap_ns, monkeypatch)
+        assert swept == defined
+
+
+def test_the_python_sweep_on_many_streams_finds_what_trying_each_stream_finds(monkeypatch):
+    # 600 launches on up to 250 streams of two devices, a wait call before each: ties in ends and starts, work held
+    # long after its launch; the sweep's tree is many levels deep
+    rng = random.Random(7)
+    rows, t = [], 0
+    for k in range(600):
+        rows.append(row("runtime", "cudaStreamWaitEvent", t, 1, correlation=10_000 + k, pid=1, tid=1))
+        rows.append(row("runtime", "cudaLaunchKernel", t + 1, 1, correlation=k, pid=1, tid=1))
+        start = t + 2 + rng.choice([0, 0, 5, 60, 400])
+        rows.append(row("kernel", "k", start, rng.choice([1, 5, 50, 300]), correlation=k,
+                        device=rng.choice([0, 1]), stream=rng.randrange(250)))
+        t += rng.choice([1, 2, 3])
+    trace = make_trace(rows)
+    for cap_ns in (0, 20_000):
+        swept, defined = _in_python(trace, cap_ns, monkeypatch)
+        assert swept == defined
+    assert defined  # the case finds waits
 
 
 def test_random_timelines_find_waits():

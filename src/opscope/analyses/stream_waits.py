@@ -169,7 +169,18 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
         return []
     queues = _launch_queues(trace, ev)
     waiting_rows = pa.array([row for row, _, _ in late], pa.int64())
-    facts = zip(*(pc.take(ev[c], waiting_rows).to_pylist() for c in ("ts_ns", "device", "stream")))
+    facts = list(zip(*(pc.take(ev[c], waiting_rows).to_pylist() for c in ("ts_ns", "device", "stream"))))
+    per_device: dict[int | None, int] = {}
+    for dev, _ in queues.slices:
+        per_device[dev] = per_device.get(dev, 0) + 1
+    tries = sum(per_device.get(device, 0) for _, device, _ in facts)
+    if tries > _TRIES_A_ROW * (len(calls) + len(work)):  # thousands of streams and of wait calls: not their product
+        return _waits_by_sweep(late, facts, queues)
+    return _waits_by_tries(late, facts, queues)
+
+
+def _waits_by_tries(late: list[tuple[int, int, int]], facts: list[tuple], queues: _Queues) -> list[list[int]]:
+    """:func:`implied_waits`'s pairs, trying each other stream of each late work's device (the definition)."""
     pairs = []
     for (waiting, called_at, held_by), (start, device, stream) in zip(late, facts):
         best, best_end = None, held_by
@@ -185,6 +196,75 @@ def implied_waits(trace: Trace, cap_ns: int) -> list[list[int]]:
         if best is not None:
             pairs.append([waiting, best])
     return pairs
+
+
+def _waits_by_sweep(late: list[tuple[int, int, int]], facts: list[tuple], queues: _Queues) -> list[list[int]]:
+    """:func:`_waits_by_tries`'s pairs by one sweep per device, in n log n whatever the streams (as the C search's
+    sweep): the late works by call, the device's launches before each call put in a tree over their running ends'
+    values. Along a stream those values grow, so the largest at most a work's start among a stream's launches
+    before its call is the one the tries find on that stream; the tree answers the largest over the other streams.
+    Each leaf (a value) keeps its two first-seen streams (a tie goes to the stream seen first, as the tries' order
+    gives it) with the row that reached it, each node two streams present below it."""
+    seen = {key: i for i, key in enumerate(queues.slices)}  # the streams in the tries' order
+    asks: dict[int | None, list[int]] = {}
+    for i, (_, device, _) in enumerate(facts):
+        asks.setdefault(device, []).append(i)  # the late works are in call order already
+    found: dict[int, int] = {}
+    for device, mine in asks.items():
+        lanes = [(key, lo, hi) for key, (lo, hi) in queues.slices.items() if key[0] == device]
+        points = sorted((queues.launched_at[k], k, seen[key]) for key, lo, hi in lanes for k in range(lo, hi))
+        values = sorted({queues.reach[k] for _, k, _ in points})
+        width = 1
+        while width < len(values):
+            width *= 2
+        leaf: list[list[tuple[int, int]]] = [[] for _ in values]  # (seen, row), the first-seen two
+        two: list[tuple[int, ...]] = [()] * (2 * width)  # per tree node: up to two distinct streams below it
+        streams = [key[1] for key in queues.slices]
+        at = 0
+        for i in mine:
+            _, called_at, held_by = late[i]
+            start, _, own = facts[i]
+            while at < len(points) and points[at][0] < called_at:  # launched before the call
+                _, k, lane = points[at]
+                at += 1
+                v = bisect.bisect_left(values, queues.reach[k])
+                entries = leaf[v]
+                if any(lane == other for other, _ in entries):
+                    continue  # the same value and row of that stream again
+                entries.append((lane, queues.reach_row[k]))
+                entries.sort()
+                del entries[2:]
+                node = width + v
+                two[node] = tuple(lane for lane, _ in entries)
+                node //= 2
+                while node:
+                    two[node] = tuple(dict.fromkeys(two[2 * node] + two[2 * node + 1]))[:2]
+                    node //= 2
+            last = bisect.bisect_right(values, start) - 1
+            own_lane = seen.get((device, own))
+            v = _rightmost_other(two, width, last, own_lane) if last >= 0 else -1
+            if v < 0 or values[v] <= held_by:
+                continue
+            found[i] = next(row for lane, row in leaf[v] if streams[lane] != own)
+    return [[late[i][0], found[i]] for i in sorted(found)]
+
+
+def _rightmost_other(two: list[tuple[int, ...]], width: int, last: int, own_lane: int | None) -> int:
+    """The rightmost leaf at or before ``last`` holding a stream other than the late work's own (-1: none)."""
+
+    def other_below(node: int) -> bool:
+        return any(lane != own_lane for lane in two[node])
+
+    def search(node: int, lo: int, hi: int) -> int:
+        if lo > last or not other_below(node):
+            return -1
+        if node >= width:
+            return lo
+        mid = (lo + hi) // 2
+        right = search(2 * node + 1, mid + 1, hi)
+        return right if right >= 0 else search(2 * node, lo, mid)
+
+    return search(1, 0, width - 1)
 
 
 def _implied_in_c(ev: pa.Table, calls: pa.Array, work: pa.Array, launch: pa.Array, cap_ns: int,
