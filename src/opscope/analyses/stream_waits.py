@@ -219,7 +219,6 @@ def _waits_by_sweep(late: list[tuple[int, int, int]], facts: list[tuple], queues
             width *= 2
         leaf: list[list[tuple[int, int]]] = [[] for _ in values]  # (seen, row), the first-seen two
         two: list[tuple[int, ...]] = [()] * (2 * width)  # per tree node: up to two distinct streams below it
-        streams = [key[1] for key in queues.slices]
         at = 0
         for i in mine:
             _, called_at, held_by = late[i]
@@ -245,7 +244,7 @@ def _waits_by_sweep(late: list[tuple[int, int, int]], facts: list[tuple], queues
             v = _rightmost_other(two, width, last, own_lane) if last >= 0 else -1
             if v < 0 or values[v] <= held_by:
                 continue
-            found[i] = next(row for lane, row in leaf[v] if streams[lane] != own)
+            found[i] = next(row for lane, row in leaf[v] if lane != own_lane)
     return [[late[i][0], found[i]] for i in sorted(found)]
 
 
