@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -69,25 +70,29 @@ def main() -> None:
     picked = [c for c in COMMANDS + [["diff"]] if not options.get("--commands")
               or c[0] in options["--commands"].split(",")]
     dest.mkdir(parents=True, exist_ok=True)
-    os.environ["OPSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="opscope-snap-cache-")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".tsv", ".md")
-                   and p.relative_to(root).as_posix().startswith(only))
-    for path in files:
-        rel = path.relative_to(root).as_posix()
-        cases = [(c, f) for c in picked if c[0] != "diff" for f in formats]
-        cases += [(["diff", str(root / DIFF_BASE)], f) for f in formats if ["diff"] in picked]
-        for command, fmt in cases:
-            argv = [command[0], *([str(path)] if command[0] != "diff" else command[1:] + [str(path)]),
-                    *(command[1:] if command[0] != "diff" else []), "--format", fmt]
-            if command[0] == "query":  # the SQL is a positional after the trace
-                argv = ["query", str(path), command[1], "--format", fmt]
-            stdout, stderr, code = run(argv)
-            key = (rel + "__" + "_".join(command[:1] + [a.replace("/", "-")[:40] for a in command[1:]]) + "." + fmt)
-            key = key.replace("/", "__").replace(" ", "_")
-            (dest / f"{key}.out").write_text(stdout.replace(str(root), "<ROOT>"))
-            (dest / f"{key}.err").write_text(stderr.replace(str(root), "<ROOT>"))
-            (dest / f"{key}.rc").write_text(str(code))
-        print(rel, flush=True)
+    cache = tempfile.mkdtemp(prefix="opscope-snap-cache-")  # the entries of every file: hundreds of MB
+    os.environ["OPSCOPE_CACHE_DIR"] = cache
+    try:
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".tsv", ".md")
+                       and p.relative_to(root).as_posix().startswith(only))
+        for path in files:
+            rel = path.relative_to(root).as_posix()
+            cases = [(c, f) for c in picked if c[0] != "diff" for f in formats]
+            cases += [(["diff", str(root / DIFF_BASE)], f) for f in formats if ["diff"] in picked]
+            for command, fmt in cases:
+                argv = [command[0], *([str(path)] if command[0] != "diff" else command[1:] + [str(path)]),
+                        *(command[1:] if command[0] != "diff" else []), "--format", fmt]
+                if command[0] == "query":  # the SQL is a positional after the trace
+                    argv = ["query", str(path), command[1], "--format", fmt]
+                stdout, stderr, code = run(argv)
+                key = (rel + "__" + "_".join(command[:1] + [a.replace("/", "-")[:40] for a in command[1:]]) + "." + fmt)
+                key = key.replace("/", "__").replace(" ", "_")
+                (dest / f"{key}.out").write_text(stdout.replace(str(root), "<ROOT>"))
+                (dest / f"{key}.err").write_text(stderr.replace(str(root), "<ROOT>"))
+                (dest / f"{key}.rc").write_text(str(code))
+            print(rel, flush=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":
