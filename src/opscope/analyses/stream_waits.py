@@ -35,8 +35,9 @@ from opscope.model.trace import Trace
 WAIT_RECORD = r"^Stream Wait Event$"
 #: The host call that makes a stream wait for an event.
 WAIT_CALL = r"^(cuda|hip)StreamWaitEvent"
-#: The C search tries each other stream of a late work's device in turn while that costs at most this many tries per
-#: call and work; beyond (thousands of streams and of wait calls), a sweep per device answers in n log n.
+#: The search (in C, or in Python without it) tries each other stream of a late work's device in turn while that
+#: costs at most this many tries per call and work; beyond (thousands of streams and of wait calls), a sweep per
+#: device answers in n log n.
 _TRIES_A_ROW = 64
 
 
