@@ -117,10 +117,11 @@ class CorrelatedLaunches:
     where: pa.Array  #: per device event, the position in ``keyed_runtime`` of the first call with its id (null: none)
 
 
-@memoized()
 def correlated_launches(trace: Trace) -> CorrelatedLaunches:
-    """:class:`CorrelatedLaunches` of the trace, once per trace: the device links and the GPU analysis's launch times
-    both look the device events' correlation ids up among the runtime calls."""
+    """:class:`CorrelatedLaunches` of the trace: the device links and the GPU analysis's launch times both look the
+    device events' correlation ids up among the runtime calls. Not memoized: each of those two is made once per
+    trace, and this value held until the command ends (20 MiB on a 1 GB trace, under every later analysis) costs
+    more than making it twice (~0.1 s of CPU)."""
     return _correlated_launches(trace.select(["kind", "correlation"]))
 
 

@@ -194,7 +194,7 @@ def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:
     for edge in (ON_EXTRA, ON_AFTER):
         lag = pc.if_else(pc.equal(on, edge), node_column(_edge(graph, edge)[0], pa.int64()), lag)
     typical = pa.repeat(pa.scalar(LATENCY_CAP_NS, pa.int64()), len(graph))
-    lane = node_column(graph.lane.codes, pa.int32())
+    lane = graph.lane.arrow()
     for (code, edge), usual in _typical_lags(graph, chosen).items():
         typical = pc.if_else(pc.and_(pc.equal(lane, code), pc.equal(on, edge)), usual, typical)
     excess = pc.cast(pc.subtract(lag, typical), pa.float64())
@@ -224,7 +224,7 @@ def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = Non
     if chosen is None or not pc.any(chosen).as_py():
         return graph.chain_lag, graph.extra_lag
     on = node_column(graph.unexplained_on, pa.int8())
-    lane = node_column(graph.lane.codes, pa.int32())
+    lane = graph.lane.arrow()
     chain_lag, extra_lag = node_column(graph.chain_lag, pa.int64()), node_column(graph.extra_lag, pa.int64())
     for (code, edge), usual in _typical_lags(graph, chosen).items():
         # this kind of edge of the chosen work on this lane that another kind of edge bound
@@ -244,7 +244,7 @@ def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], in
     wait's, ON_AFTER: another stream's work waited for), the median lag of the lane's nodes bound by that kind of
     edge with nothing unexplained (no more than :data:`LATENCY_CAP_NS`; none where the lane has no such node)."""
     on = node_column(graph.unexplained_on, pa.int8())
-    lane = node_column(graph.lane.codes, pa.int32())
+    lane = graph.lane.arrow()
     unexplained = node_column(graph.unexplained, pa.int64())
     out: dict[tuple[int, int], int] = {}
     for code in pc.unique(pc.filter(lane, chosen)).to_pylist():
