@@ -21,7 +21,8 @@ enum { B_CHAIN = 0, B_EXTRA = 1, B_ROOT = 2, B_AFTER = 3 };
 #define NONE (-1)
 #define WIDEST ((uint64_t)1 << 62) /* times within this of each other: every difference and lag fits int64 */
 
-/* The node columns, each a bytearray (handed to Python as they are, cut to the nodes made). */
+/* The node columns, each a bytearray (handed to Python as they are, cut to the nodes made). F_END is no column: a
+ * node's end is start + dur while the graph is built (built_end), and in its place go the ends kept apart. */
 enum { F_KIND, F_CATEGORY, F_ROW, F_LANE, F_CHAIN, F_DUR, F_START, F_END, N_FIELDS };
 static const Py_ssize_t FIELD_SIZE[N_FIELDS] = {1, 1, 4, 4, 4, 8, 8, 8};
 
@@ -83,24 +84,32 @@ static inline int link_at(const Links *l, Py_ssize_t node, Link *out) {
 }
 
 /* A node's link fields while the graph is built: only device work, the slices a hand-off starts and the waits get
- * one (a row of their own, made when first written), so the host slices' millions take none. */
+ * one (a row of their own, made when first written), so the host slices' millions take none. chain_lag is the
+ * node's own column (Nodes.chain_lag) until the edges are tied, then its row's (rows_take_chain_lags). */
 typedef struct {
-    int64_t extra_lag, after_lag, unexplained;
+    int64_t extra_lag, after_lag, unexplained, chain_lag;
     int32_t extra, after;
     int8_t on;
 } Row;
-static const Row NO_LINK = {0, 0, 0, NONE, NONE, ON_CHAIN};
+static const Row NO_LINK = {0, 0, 0, 0, NONE, NONE, ON_CHAIN};
 
 typedef struct {
     Py_ssize_t n;
     int8_t *kind, *category;
     int32_t *row, *lane, *chain;
-    int64_t *dur, *chain_lag, *start, *end;
+    int64_t *dur, *chain_lag, *start; /* chain_lag: NULL once the rows hold it */
     int32_t *link; /* per node its row in rows, or NONE */
-    Row *rows;     /* room for every device node, hand-off and wait: no node else takes one */
+    Row *rows;     /* room for every device node, hand-off and wait (and, once the edges are tied, a few more) */
     Py_ssize_t n_rows;
     int64_t origin, cap;
 } Nodes;
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+/* start + dur as int64 sums wrap (depgraph.Ends: a node's end unless kept apart) */
+static inline int64_t wrapped_end(int64_t start, int64_t dur) { return (int64_t)((uint64_t)start + (uint64_t)dur); }
+/* A node's end while the graph is built: no column of ends (the build's peak); the waits' durations, which their
+ * ends are not, become 0 only once every edge is tied */
+static inline int64_t built_end(const Nodes *g, Py_ssize_t node) { return wrapped_end(g->start[node], g->dur[node]); }
 
 static inline int32_t add_node(Nodes *g, int8_t kind, int8_t category, int32_t row, int32_t lane, int64_t start,
                                int64_t end, int32_t chain) {
@@ -111,9 +120,8 @@ static inline int32_t add_node(Nodes *g, int8_t kind, int8_t category, int32_t r
     g->lane[node] = lane;
     g->chain[node] = chain;
     g->dur[node] = end - start;
-    g->chain_lag[node] = start - (chain != NONE ? g->end[chain] : g->origin);
+    g->chain_lag[node] = start - (chain != NONE ? built_end(g, chain) : g->origin);
     g->start[node] = start;
-    g->end[node] = end;
     g->link[node] = NONE;
     return node;
 }
@@ -137,12 +145,26 @@ static inline Row *linked(Nodes *g, Py_ssize_t node) {
 static inline int has_link(const Nodes *g, Py_ssize_t i) {
     const Row *r = peek(g, i);
     return r->extra != NONE || r->after != NONE || r->extra_lag || r->after_lag || r->unexplained ||
-           r->on != ON_CHAIN || g->chain_lag[i];
+           r->on != ON_CHAIN || (g->chain_lag ? g->chain_lag[i] : r->chain_lag);
 }
 
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-/* start + dur as int64 sums wrap (depgraph.Ends: a node's end unless kept apart) */
-static inline int64_t wrapped_end(int64_t start, int64_t dur) { return (int64_t)((uint64_t)start + (uint64_t)dur); }
+/* Each linked node's chain lag into its row, and a row for each other node whose chain lag is not 0 (a thread's
+ * first slice), so that the column of chain lags can go before Kahn's order and the renumbering (the build's peak).
+ * -1: memory. */
+static int rows_take_chain_lags(Nodes *g) {
+    Py_ssize_t more = 0;
+    for (Py_ssize_t i = 0; i < g->n; i++) more += g->link[i] == NONE && g->chain_lag[i];
+    if (more) {
+        Row *rows = realloc(g->rows, sizeof *rows * (size_t)(g->n_rows + more + 1));
+        if (!rows) return -1;
+        g->rows = rows;
+    }
+    for (Py_ssize_t i = 0; i < g->n; i++)
+        if (g->link[i] != NONE || g->chain_lag[i]) linked(g, i)->chain_lag = g->chain_lag[i];
+    free(g->chain_lag);
+    g->chain_lag = NULL;
+    return 0;
+}
 static inline int64_t excess(Nodes *g, int64_t lag) { return lag - g->cap > 0 ? lag - g->cap : 0; }
 
 /* _Builder.tie_after: an inferred edge after other's end, the node's other edges' lags kept (saved) to take it back
@@ -223,7 +245,7 @@ static inline Py_ssize_t after_end(const Nodes *g, const int32_t *nodes, Py_ssiz
     Py_ssize_t lo = 0, hi = m;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (g->end[nodes[mid]] <= t) lo = mid + 1;
+        if (built_end(g, nodes[mid]) <= t) lo = mid + 1;
         else hi = mid;
     }
     return lo;
@@ -330,13 +352,14 @@ static inline int widen(int64_t ts, int64_t dur, int64_t *lo, int64_t *hi) {
  * stay or take the thread's gap category lane_gap[lane]). Device work (d_*: in start order, ties by row; d_lane its
  * stream's lane number < n_lanes; d_group its device's number < n_groups; d_launch the row of its launch call, -1
  * none). The waiting calls (w_row, w_group: the device they wait on, -1 any). ts and dur: the events' columns
- * (n_rows each), read at the rows given (no column gathered per call). int64 but h_cat, lane_gap, d_cat (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane, chain, extra,
+ * (n_rows each), read at the rows given (no column gathered per call). int64 but h_row, h_lane (int32) and h_cat,
+ * lane_gap, d_cat (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane, chain, extra,
  * after int32; the rest int64) with, in the ends' place, the nodes whose end is not start + duration (int32,
  * ascending) and their ends (int64), the host threads' renumbered nodes (int32) and each thread's first position in
  * them (int64, len(lane_gap) + 1); None where it declines; RuntimeError for a cycle no inferred edge closes. */
 static PyObject *build(PyObject *self, PyObject *args) {
     (void)self;
-    static const ViewSpec spec[] = {{"h_row", 8, 0, 0},    {"h_lane", 8, 0, 0},   {"h_cat", 1, 0, 0},
+    static const ViewSpec spec[] = {{"h_row", 4, 0, 0},    {"h_lane", 4, 0, 0},   {"h_cat", 1, 0, 0},
                                     {"lane_gap", 1, 0, 0}, {"d_row", 8, 0, 0},    {"d_lane", 8, 0, 0},
                                     {"d_group", 8, 0, 0},  {"d_cat", 1, 0, 0},    {"d_launch", 8, 0, 0},
                                     {"w_row", 8, 0, 0},    {"w_group", 8, 0, 0},  {"r_wait", 8, 0, 0},
@@ -363,9 +386,9 @@ static PyObject *build(PyObject *self, PyObject *args) {
     }
     long long n_rows_ll = number[0], n_lanes_ll = number[1], n_groups_ll = number[2], origin_ll = number[3],
               cap_ll = number[4];
-    Py_ssize_t nh = v[0].b.len / 8, n_host_lanes = v[3].b.len, nd = v[4].b.len / 8, nw = v[9].b.len / 8,
+    Py_ssize_t nh = v[0].b.len / 4, n_host_lanes = v[3].b.len, nd = v[4].b.len / 8, nw = v[9].b.len / 8,
                nr = v[11].b.len / 8, nx = v[13].b.len / 8;
-    if (v[1].b.len / 8 != nh || v[2].b.len != nh || v[5].b.len / 8 != nd || v[6].b.len / 8 != nd ||
+    if (v[1].b.len / 4 != nh || v[2].b.len != nh || v[5].b.len / 8 != nd || v[6].b.len / 8 != nd ||
         v[7].b.len != nd || v[8].b.len / 8 != nd || v[10].b.len / 8 != nw || v[12].b.len / 8 != nr ||
         v[14].b.len / 8 != nx || v[15].b.len / 8 != number[0] || v[16].b.len / 8 != number[0]) {
         PyErr_SetString(PyExc_ValueError, "build: buffers of different lengths");
@@ -375,7 +398,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "build: negative counts");
         goto done;
     }
-    const int64_t *h_row = v[0].b.buf, *h_lane = v[1].b.buf, *ts = v[15].b.buf, *dur = v[16].b.buf;
+    const int32_t *h_row = v[0].b.buf, *h_lane = v[1].b.buf; /* int32: a million host events, 8 MiB each less */
+    const int64_t *ts = v[15].b.buf, *dur = v[16].b.buf;
     const int8_t *h_cat = v[2].b.buf, *lane_gap = v[3].b.buf;
     const int64_t *d_row = v[4].b.buf, *d_lane = v[5].b.buf, *d_group = v[6].b.buf, *d_launch = v[8].b.buf,
                   *w_row = v[9].b.buf, *w_group = v[10].b.buf, *r_wait = v[11].b.buf, *r_waited = v[12].b.buf,
@@ -424,7 +448,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    for (int f = 0; f < N_FIELDS; f++)
+    for (int f = 0; f < F_END; f++)
         if (!(field[f] = PyByteArray_FromStringAndSize(NULL, FIELD_SIZE[f] * (cap + 1)))) goto done;
     g.origin = origin_ll;
     g.cap = cap_ll;
@@ -435,7 +459,6 @@ static PyObject *build(PyObject *self, PyObject *args) {
     g.chain = (int32_t *)PyByteArray_AS_STRING(field[F_CHAIN]);
     g.dur = (int64_t *)PyByteArray_AS_STRING(field[F_DUR]);
     g.start = (int64_t *)PyByteArray_AS_STRING(field[F_START]);
-    g.end = (int64_t *)PyByteArray_AS_STRING(field[F_END]);
     g.chain_lag = malloc(sizeof *g.chain_lag * (size_t)(cap + 1)); /* handed back per link row */
     g.link = malloc(sizeof *g.link * (size_t)(cap + 1));
     g.rows = malloc(sizeof *g.rows * (size_t)(nd + nx + nw + 1));
@@ -487,7 +510,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
                     category = C_INPUT;
             }
             if (category == C_GAP) category = s.gap;
-            s.stack[s.depth].row = (int32_t)h_row[i];
+            s.stack[s.depth].row = h_row[i];
             s.stack[s.depth].end = end;
             s.stack[s.depth++].category = category;
         }
@@ -518,9 +541,9 @@ static PyObject *build(PyObject *self, PyObject *args) {
             r->unexplained = excess(&g, g.chain_lag[node]);
             continue;
         }
-        int64_t launch_lag = start - g.end[anchor];
+        int64_t launch_lag = start - built_end(&g, anchor);
         r->extra = anchor;
-        if (prev == NONE || g.end[anchor] >= g.end[prev]) { /* the launch bound its start */
+        if (prev == NONE || built_end(&g, anchor) >= built_end(&g, prev)) { /* the launch bound its start */
             r->extra_lag = launch_lag;
             g.chain_lag[node] = prev != NONE ? min64(g.chain_lag[node], g.cap) : 0;
             r->unexplained = excess(&g, launch_lag);
@@ -544,7 +567,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < nd; i++) {
         dev[i] = (int32_t)(n_host + i);
-        key[n_host + i] = (uint64_t)g.end[n_host + i] - (uint64_t)lo;
+        key[n_host + i] = (uint64_t)built_end(&g, n_host + i) - (uint64_t)lo;
     }
     if (radix_order(key, dev, nd)) {
         state = 1;
@@ -559,7 +582,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         if (node < 0 || other < 0 || g.chain[node] != NONE || peek(&g, node)->after != NONE) continue;
         tie_after(&g, node, other, saved_node, saved, &n_saved);
         Row *r = linked(&g, node);
-        r->after_lag = g.start[node] - g.end[other];
+        r->after_lag = g.start[node] - built_end(&g, other);
         g.chain_lag[node] = 0;
         r->unexplained = excess(&g, r->after_lag);
         r->on = ON_AFTER;
@@ -569,7 +592,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         int32_t node = (int32_t)(n_host + r_wait[k]), other = (int32_t)(n_host + r_waited[k]);
         const Row *p = peek(&g, node);
         if (p->after != NONE || g.lane[node] == g.lane[other]) continue;
-        int64_t s = g.start[node], e = g.end[other];
+        int64_t s = g.start[node], e = built_end(&g, other);
         int64_t bound = s - (p->on == ON_EXTRA ? p->extra_lag : g.chain_lag[node]);
         int binding = e >= bound;
         if (e > s) continue;
@@ -593,12 +616,12 @@ static PyObject *build(PyObject *self, PyObject *args) {
         const int32_t *mine = by_group + gfirst[d_group[i]];
         int64_t start = g.start[node];
         Py_ssize_t k = after_end(&g, mine, gfirst[d_group[i] + 1] - gfirst[d_group[i]], start) - 1;
-        while (k >= 0 && g.end[mine[k]] >= start - g.cap) {
+        while (k >= 0 && built_end(&g, mine[k]) >= start - g.cap) {
             int32_t other = mine[k];
             if (g.lane[other] != g.lane[node] && g.start[other] < start) {
                 tie_after(&g, node, other, saved_node, saved, &n_saved);
                 Row *r = linked(&g, node);
-                r->after_lag = start - g.end[other];
+                r->after_lag = start - built_end(&g, other);
                 g.chain_lag[node] = min64(g.chain_lag[node], g.cap);
                 r->extra_lag = min64(r->extra_lag, g.cap);
                 r->unexplained = 0;
@@ -608,43 +631,41 @@ static PyObject *build(PyObject *self, PyObject *args) {
         }
     }
     /* --- _tie_waits: each waiting call to the work that ended last before it returned among the work launched
-     * before it began */
+     * before it began; its own time becomes 0 once every wait is tied (until then every end is start + dur), its
+     * end kept apart */
+    apart_at = malloc(sizeof *apart_at * (size_t)(nw + 1));
+    if (!apart_at) {
+        state = 1;
+        goto computed;
+    }
     for (Py_ssize_t w = 0; w < nw && nd; w++) {
         int32_t node = slice_last[w_row[w]];
         if (node < 0) continue;
         const int32_t *candidates = w_group[w] >= 0 ? by_group + gfirst[w_group[w]] : dev;
         Py_ssize_t m = w_group[w] >= 0 ? gfirst[w_group[w] + 1] - gfirst[w_group[w]] : nd;
-        int64_t call_start = g.start[node], call_end = g.end[node];
+        int64_t call_start = g.start[node], call_end = built_end(&g, node);
         int32_t waited = NONE;
         for (Py_ssize_t k = after_end(&g, candidates, m, call_end) - 1; k >= 0; k--) {
             int32_t work = candidates[k], launch = peek(&g, work)->extra;
-            if (launch == NONE || g.start[launch] <= call_start || g.end[launch] <= call_start) {
+            if (launch == NONE || g.start[launch] <= call_start || built_end(&g, launch) <= call_start) {
                 waited = work;
                 break;
             }
         }
-        if (waited == NONE || g.end[waited] <= call_start) continue; /* nothing to wait for: its time is its own */
+        if (waited == NONE || built_end(&g, waited) <= call_start) continue; /* nothing to wait for: its own time */
         Row *r = linked(&g, node);
         r->extra = waited;
-        r->extra_lag = call_end - g.end[waited];
-        g.dur[node] = 0;
+        r->extra_lag = call_end - built_end(&g, waited);
+        if (g.dur[node]) apart_at[n_apart++] = (Apart){node, call_end};
         r->unexplained = excess(&g, r->extra_lag);
         r->on = ON_EXTRA;
     }
-    /* the ends kept apart (not start + duration: the waits), by their nodes as built; the ends' column goes (Kahn's
-     * order and the renumbering read no end): the build's peak */
-    for (Py_ssize_t i = 0; i < g.n; i++) n_apart += g.end[i] != wrapped_end(g.start[i], g.dur[i]);
-    apart_at = malloc(sizeof *apart_at * (size_t)(n_apart + 1));
-    if (!apart_at) {
+    for (Py_ssize_t k = 0; k < n_apart; k++) g.dur[apart_at[k].node] = 0;
+    /* the chain lags into the rows: Kahn's order and the renumbering read no column of them (the build's peak) */
+    if (rows_take_chain_lags(&g)) {
         state = 1;
         goto computed;
     }
-    for (Py_ssize_t i = 0, k = 0; i < g.n; i++)
-        if (g.end[i] != wrapped_end(g.start[i], g.dur[i])) apart_at[k++] = (Apart){(int32_t)i, g.end[i]};
-    Py_BLOCK_THREADS
-    Py_CLEAR(field[F_END]);
-    Py_UNBLOCK_THREADS
-    g.end = NULL;
     free(key);
     key = NULL;
     free(dev);
@@ -670,7 +691,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
             Row *r = linked(&g, node);
             r->after = NONE;
             r->after_lag = 0;
-            g.chain_lag[node] = saved[4 * k];
+            r->chain_lag = saved[4 * k];
             r->extra_lag = saved[4 * k + 1];
             r->unexplained = saved[4 * k + 2];
             r->on = (int8_t)saved[4 * k + 3];
@@ -726,7 +747,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
         l_extra_lag[k] = r->extra_lag;
         l_after_lag[k] = r->after_lag;
         l_unexplained[k] = r->unexplained;
-        l_chain_lag[k] = g.chain_lag[old];
+        l_chain_lag[k] = r->chain_lag;
         l_on[k++] = r->on;
     }
     for (Py_ssize_t k = 0; k < n_apart; k++) apart_at[k].node = new[apart_at[k].node];
@@ -740,8 +761,6 @@ static PyObject *build(PyObject *self, PyObject *args) {
     /* what only the build reads goes before the permutation's scratch is taken: the build's peak */
     free(g.rows);
     g.rows = NULL;
-    free(g.chain_lag);
-    g.chain_lag = NULL;
     free(g.link);
     g.link = NULL;
     int64_t *scratch = malloc(sizeof *scratch * (size_t)(g.n + 1));

@@ -841,7 +841,9 @@ def _inputs_for_c(trace: Trace, ev: pa.Table) -> _InputsForC | None:
     native = native_graph()
     if native is None or not ev.num_rows or ev["ts_ns"].null_count or ev["dur_ns"].null_count:
         return None
-    host = rows_where(kind_mask(ev, SLICE_KINDS))
+    if ev.num_rows >= 2**31 - 1:  # the C build numbers rows and nodes in int32: the definition runs
+        return None
+    host = pc.cast(true_positions(combined(kind_mask(ev, SLICE_KINDS))), pa.int32())  # int32: as the C build reads it
     wait_rows, wait_devices = _waiting_rows(trace, ev)
     h_lane, host_lanes = _lane_codes(pc.take(ev["pid"], host), pc.take(ev["tid"], host), "/")
     python_threads = _python_threads(ev)
@@ -901,7 +903,8 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
         return values_view(pc.fill_null(values, fill) if fill is not None else values, "q")
 
     out = native.build(
-        q(x.host), q(x.host_lane), values_view(x.host_code, "b"), values_view(x.lane_gap, "b"),
+        values_view(x.host, "i"), values_view(x.host_lane, "i"), values_view(x.host_code, "b"),
+        values_view(x.lane_gap, "b"),
         q(x.device), q(pc.add(x.device_lane, len(x.host_lanes))), q(pc.add(x.device_group, 1)),
         values_view(x.device_category, "b"), q(x.launch, NONE),
         q(x.wait_rows), q(x.wait_group, NONE), q(r_wait), q(r_waited), q(x_row), q(x_src),
@@ -925,10 +928,10 @@ def _build_in_c(inputs: _InputsForC, waits: list[tuple[int, int]], handoffs: lis
 
 
 def _lane_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, sep: str) -> tuple[pa.Array, list[str]]:
-    """Per row, the number of its lane ``f"{a}{sep}{b}"`` (0, 1, ... in the order the lanes first occur), and the
-    lanes: the strings made once per distinct pair of values."""
+    """Per row, the number (int32) of its lane ``f"{a}{sep}{b}"`` (0, 1, ... in the order the lanes first occur), and
+    the lanes: the strings made once per distinct pair of values."""
     if not len(a):
-        return pa.array([], pa.int64()), []
+        return pa.array([], pa.int32()), []
     a_codes, a_values = value_codes(a)
     b_codes, b_values = value_codes(b)
     width = len(b_values) + 1
@@ -940,4 +943,4 @@ def _lane_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, se
         i, j = divmod(key, width)
         name = f"{a_values[i - 1] if i else None}{sep}{b_values[j - 1] if j else None}"
         number.append(lanes.setdefault(name, len(lanes)))
-    return pc.take(pa.array(number, pa.int64()), pairs.indices), list(lanes)
+    return combined(pc.take(pa.array(number, pa.int32()), pairs.indices)), list(lanes)
