@@ -85,6 +85,12 @@ def native_loops():
     return _loops
 
 
+def like(value: int, values: pa.Array | pa.ChunkedArray) -> pa.Scalar:
+    """``value`` as a scalar of ``values``' type, to compare a narrow column with: against a Python int, Arrow first
+    widens the whole column to int64 (a 4 M-node graph's int8 kinds: a 33 MiB copy for a 0.5 MiB mask)."""
+    return pa.scalar(value, values.type)
+
+
 def rows_where(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The positions (int64) of the true values of a boolean mask."""
     return pc.cast(true_positions(combined(mask)), pa.int64())

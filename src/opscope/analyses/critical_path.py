@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, key_label, name_codes, name_or_category
+from opscope.analyses.arrays import arange, key_label, like, name_codes, name_or_category
 from opscope.analyses.depgraph import (
     DEVICE,
     LAUNCH,
@@ -248,7 +248,7 @@ def _on_path(graph: DepGraph, name_of: pa.Array, names: list, path: StepPath,
     own = pc.fill_null(pc.take(own_ns, pc.index_in(nodes, value_set=own_of)), 0)
     row = pc.take(pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)]), nodes)
     code = pc.take(pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)]), nodes)
-    has_row = pc.not_equal(row, NONE)
+    has_row = pc.not_equal(row, like(NONE, row))
     key = name_or_category(pc.if_else(has_row, pc.take(name_of, pc.if_else(has_row, row, 0)), -1), code)
     grouped = pa.table({"key": key, "code": code, "ns": path_ns, "own": own,
                         "at": arange(len(nodes))}).group_by(["key", "code"], use_threads=False).aggregate(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, int64_values, key_label, name_codes, name_match, name_or_category
+from opscope.analyses.arrays import combined, int64_values, key_label, like, name_codes, name_match, name_or_category
 from opscope.analyses.depgraph import DEVICE, NONE, STEP_MARK, DepGraph, dependency_graph
 from opscope.analyses.idle import cause_spans
 from opscope.analyses.intervals import covered_spans, merged_intervals
@@ -109,7 +109,7 @@ def _work_after(trace: Trace) -> _After:
     n = len(graph)
     kind = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(graph.kind)])
     row = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(graph.row)])
-    nodes = true_positions(pc.and_(pc.equal(kind, DEVICE), pc.not_equal(row, NONE)))
+    nodes = true_positions(pc.and_(pc.equal(kind, like(DEVICE, kind)), pc.not_equal(row, like(NONE, row))))
     device_of = combined(trace.select(["device"])["device"])
     table = pa.table({
         "device": pc.take(device_of, pc.take(row, nodes)),
@@ -251,7 +251,7 @@ def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, 
     kind = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(graph.kind)])
     row = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(graph.row)])
     unexplained = graph.unexplained.arrow(pa.int64())
-    waiting = true_positions(pc.and_(pc.and_(pc.equal(kind, DEVICE), pc.not_equal(row, NONE)),
+    waiting = true_positions(pc.and_(pc.and_(pc.equal(kind, like(DEVICE, kind)), pc.not_equal(row, like(NONE, row))),
                                      pc.greater(unexplained, 0)))
     device_of = combined(trace.select(["device"])["device"])
     start = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.start)])
@@ -295,12 +295,13 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
         lag = parts.lag.get(cause)
         pieces = [own.select(["node", "ns"])] if own is not None else []
         if lag is not None:  # a wait's return (device work's lags are the device's, not the host's)
-            pieces.append(lag.filter(pc.not_equal(pc.take(kind, lag["node"]), DEVICE)).select(["node", "ns"]))
+            lag_kind = pc.take(kind, lag["node"])
+            pieces.append(lag.filter(pc.not_equal(lag_kind, like(DEVICE, lag_kind))).select(["node", "ns"]))
         if not pieces:
             continue
         table = pa.concat_tables(pieces)
         row = pc.take(rows, table["node"])
-        has_row = pc.not_equal(row, NONE)
+        has_row = pc.not_equal(row, like(NONE, row))
         name = pc.if_else(has_row, pc.take(name_of, pc.if_else(has_row, row, 0)), -1)
         key = name_or_category(name, pc.take(codes, table["node"]))
         sums = pa.table({"key": key, "ns": table["ns"]}).group_by("key").aggregate([("ns", "sum")])

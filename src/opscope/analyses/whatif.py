@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, name_match, scatter
+from opscope.analyses.arrays import arange, combined, like, name_match, scatter
 from opscope.analyses.depgraph import (
     CATEGORIES,
     COMMUNICATION,
@@ -192,11 +192,11 @@ def _idle_factor(graph: DepGraph, chosen: pa.Array, factor: float) -> pa.Array:
     on = node_column(graph.unexplained_on, pa.int8())
     lag = node_column(graph.chain_lag, pa.int64())
     for edge in (ON_EXTRA, ON_AFTER):
-        lag = pc.if_else(pc.equal(on, edge), node_column(_edge(graph, edge)[0], pa.int64()), lag)
+        lag = pc.if_else(pc.equal(on, like(edge, on)), node_column(_edge(graph, edge)[0], pa.int64()), lag)
     typical = pa.repeat(pa.scalar(LATENCY_CAP_NS, pa.int64()), len(graph))
     lane = graph.lane.arrow()
     for (code, edge), usual in _typical_lags(graph, chosen).items():
-        typical = pc.if_else(pc.and_(pc.equal(lane, code), pc.equal(on, edge)), usual, typical)
+        typical = pc.if_else(pc.and_(pc.equal(lane, like(code, lane)), pc.equal(on, like(edge, on))), usual, typical)
     excess = pc.cast(pc.subtract(lag, typical), pa.float64())
     unexplained = pc.cast(pc.max_element_wise(node_column(graph.unexplained, pa.int64()), 1), pa.float64())
     return pc.if_else(chosen, pc.subtract(1.0, pc.divide(pc.multiply(excess, 1.0 - factor), unexplained)), 1.0)
@@ -228,7 +228,7 @@ def idle_lags(graph: DepGraph, changes: Sequence[Change], rank: int | None = Non
     chain_lag, extra_lag = node_column(graph.chain_lag, pa.int64()), node_column(graph.extra_lag, pa.int64())
     for (code, edge), usual in _typical_lags(graph, chosen).items():
         # this kind of edge of the chosen work on this lane that another kind of edge bound
-        mine = pc.and_(pc.and_(chosen, pc.equal(lane, code)), pc.not_equal(on, edge))
+        mine = pc.and_(pc.and_(chosen, pc.equal(lane, like(code, lane))), pc.not_equal(on, like(edge, on)))
         if edge == ON_EXTRA:
             extra_lag = pc.if_else(mine, pc.min_element_wise(extra_lag, usual), extra_lag)
         elif edge == ON_CHAIN:
@@ -251,8 +251,8 @@ def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], in
         for edge in (ON_CHAIN, ON_EXTRA, ON_AFTER):
             lags, dependencies = _edge(graph, edge)
             lag, dependency = node_column(lags, pa.int64()), node_column(dependencies, pa.int32())
-            usable = pc.and_(pc.and_(pc.equal(lane, code), pc.equal(on, edge)),
-                             pc.and_(pc.equal(unexplained, 0), pc.not_equal(dependency, NONE)))
+            usable = pc.and_(pc.and_(pc.equal(lane, like(code, lane)), pc.equal(on, like(edge, on))),
+                             pc.and_(pc.equal(unexplained, 0), pc.not_equal(dependency, like(NONE, dependency))))
             sample = pc.filter(lag, pc.and_(usable, pc.greater_equal(lag, 0)))
             if len(sample):
                 median = pc.quantile(sample, q=0.5, interpolation="lower")[0].as_py()
@@ -263,16 +263,17 @@ def _typical_lags(graph: DepGraph, chosen: pa.Array) -> dict[tuple[int, int], in
 def _chosen(trace: Trace, graph: DepGraph, change: Change) -> pa.Array:
     """Which nodes the change picks (a mask over the nodes)."""
     kind = node_column(graph.kind, pa.int8())
-    device = pc.equal(kind, DEVICE)
+    device = pc.equal(kind, like(DEVICE, kind))
     host = pc.invert(device)
 
     def category(name: str) -> pa.Array:
-        return pc.equal(node_column(graph.category.codes, pa.int8()), CATEGORIES.index(name))
+        codes = node_column(graph.category.codes, pa.int8())
+        return pc.equal(codes, like(CATEGORIES.index(name), codes))
 
     def rows_in(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
         """Per node, whether its event is one the mask over the events marks (a gap: false)."""
         row = node_column(graph.row, pa.int32())
-        event = pc.if_else(pc.equal(row, NONE), pa.scalar(None, pa.int32()), row)
+        event = pc.if_else(pc.equal(row, like(NONE, row)), pa.scalar(None, pa.int32()), row)
         return pc.fill_null(pc.take(mask, event), False)
 
     if change.selector == "kernel":
@@ -280,14 +281,14 @@ def _chosen(trace: Trace, graph: DepGraph, change: Change) -> pa.Array:
     if change.selector in ("copy", "comm"):
         return pc.and_(device, category(COPIES if change.selector == "copy" else COMMUNICATION))
     if change.selector == "sync" and change.pattern is None:
-        return pc.equal(kind, WAIT)
+        return pc.equal(kind, like(WAIT, kind))
     if change.selector == "launch":
         return pc.and_(host, category(LAUNCH))
     if change.selector == "loader":
         return pc.and_(host, category(INPUT))
     inside = pa.array(sorted(_inside_matching(trace, change.pattern or "")), pa.int32())
     picked = pc.is_in(node_column(graph.row, pa.int32()), value_set=inside)
-    return pc.and_(pc.equal(kind, WAIT) if change.selector == "sync" else host, picked)
+    return pc.and_(pc.equal(kind, like(WAIT, kind)) if change.selector == "sync" else host, picked)
 
 
 def _inside_matching(trace: Trace, pattern: str) -> set[int]:
@@ -459,12 +460,13 @@ def _idle_candidates(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple
         somewhere = pc.greater(covered_spans(*everywhere, lo, hi), 0)
         return pc.filter(nodes, somewhere), pc.filter(lo, somewhere), pc.filter(hi, somewhere)
 
-    host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, HOST), pc.and_(
-        pc.equal(kind, WAIT), pc.equal(extra, NONE)))))
+    host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, like(HOST, kind)), pc.and_(
+        pc.equal(kind, like(WAIT, kind)), pc.equal(extra, like(NONE, extra))))))
     host, host_lo, host_hi = inside_idle(host, pc.take(start, host), pc.take(end, host))
     candidates = true_positions(pc.or_(
-        pc.and_(pc.equal(kind, DEVICE), pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8()))),
-        pc.and_(pc.equal(kind, WAIT), pc.equal(bound, EXTRA))))
+        pc.and_(pc.equal(kind, like(DEVICE, kind)),
+                pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8()))),
+        pc.and_(pc.equal(kind, like(WAIT, kind)), pc.equal(bound, like(EXTRA, bound)))))
     c_bound = pc.take(bound, candidates)
     is_wait = pc.equal(pc.take(kind, candidates), WAIT)
     value = pc.take(node_column(graph.chain_lag, pa.int64()), candidates)

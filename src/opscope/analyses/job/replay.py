@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.analyses.arrays import like
 from opscope.analyses.collectives import NON_BLOCKING, collective_calls_and_rows
 from opscope.analyses.depgraph import (
     CATEGORIES,
@@ -251,7 +252,8 @@ def _comm_nodes(graph: DepGraph) -> dict[int, int]:
     """Event row -> node of the graph's collective work."""
     kind = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.kind)])
     category = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)])
-    nodes = true_positions(pc.and_(pc.equal(kind, DEVICE), pc.equal(category, _COMM_CODE))).to_pylist()
+    nodes = true_positions(pc.and_(pc.equal(kind, like(DEVICE, kind)),
+                                   pc.equal(category, like(_COMM_CODE, category)))).to_pylist()
     return {graph.row[n]: n for n in nodes}
 
 
