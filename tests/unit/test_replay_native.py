@@ -36,6 +36,18 @@ def plain(graph: DepGraph) -> dict:
     return out
 
 
+def assert_threads_follow_chains(graph: DepGraph) -> None:
+    """Each host thread's nodes (``graph.threads``, found from the lanes) are its lane's host nodes, each chained to
+    the one before it from the thread's first, and every host node is in its thread: what the build's chains say,
+    independently of how the threads' lists are made."""
+    host = [n for n in range(len(graph)) if graph.kind[n] != depgraph.DEVICE]
+    for lane, nodes in graph.threads.items():
+        nodes = list(nodes)
+        assert all(graph.lane[n] == lane and graph.kind[n] != depgraph.DEVICE for n in nodes)
+        assert [graph.chain[n] for n in nodes] == [depgraph.NONE, *nodes[:-1]][:len(nodes)]
+    assert sorted(n for nodes in graph.threads.values() for n in nodes) == host
+
+
 def everything(make, monkeypatch, native: bool) -> dict:
     """What the graph's users see of a fresh trace, built and replayed in C or by the definitions."""
     monkeypatch.setenv("OPSCOPE_NATIVE", "1" if native else "0")
@@ -47,6 +59,9 @@ def everything(make, monkeypatch, native: bool) -> dict:
                                       depgraph.thread_handoffs(trace), trace.num_events,
                                       graph.origin) if inputs is not None else None
     assert (built_in_c is not None) == native  # the C part ran where asked (and only there)
+    for built in (graph, built_in_c):
+        if built is not None:
+            assert_threads_follow_chains(built)
     rng = random.Random(len(graph))
     factor = [rng.choice([0.0, 0.5, 1.0, 1.5, 3.0]) for _ in range(len(graph))]
     lag = [rng.choice([-0.5, 0.0, 0.25, 1.0]) for _ in range(len(graph))]  # < 0: cuts beyond the excess

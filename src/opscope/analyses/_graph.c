@@ -353,10 +353,10 @@ static inline int widen(int64_t ts, int64_t dur, int64_t *lo, int64_t *hi) {
  * stream's lane number < n_lanes; d_group its device's number < n_groups; d_launch the row of its launch call, -1
  * none). The waiting calls (w_row, w_group: the device they wait on, -1 any). ts and dur: the events' columns
  * (n_rows each), read at the rows given (no column gathered per call). int64 but h_row, h_lane (int32) and h_cat,
- * lane_gap, d_cat (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane, chain, extra,
- * after int32; the rest int64) with, in the ends' place, the nodes whose end is not start + duration (int32,
- * ascending) and their ends (int64), the host threads' renumbered nodes (int32) and each thread's first position in
- * them (int64, len(lane_gap) + 1); None where it declines; RuntimeError for a cycle no inferred edge closes. */
+ * lane_gap, d_cat (int8). Returns the node columns in Kahn's order (kind, category, unexplained_on int8; row, lane,
+ * chain, extra, after int32; the rest int64) with, in the ends' place, the nodes whose end is not start + duration
+ * (int32, ascending) and their ends (int64); None where it declines; RuntimeError for a cycle no inferred edge
+ * closes. (A thread's nodes are its lane's, in node order: depgraph.ThreadNodes finds them.) */
 static PyObject *build(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"h_row", 4, 0, 0},    {"h_lane", 4, 0, 0},   {"h_cat", 1, 0, 0},
@@ -367,8 +367,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
                                     {"ts", 8, 0, 0},       {"dur", 8, 0, 0}};
     enum { N_VIEWS = 17 };
     View v[N_VIEWS];
-    PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *links[N_LINKS] = {NULL}, *apart[2] = {NULL},
-             *threads = NULL, *offsets = NULL;
+    PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *links[N_LINKS] = {NULL}, *apart[2] = {NULL};
     int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
             *by_group = NULL, *saved_node = NULL;
     int64_t *lane_first = NULL, *gfirst = NULL, *saved = NULL;
@@ -777,8 +776,6 @@ static PyObject *build(PyObject *self, PyObject *args) {
     for (int k = 0; k < 3; k++) PERMUTE(int32_t, ints[k], order, g.n, scratch);
     int64_t *longs[2] = {g.dur, g.start};
     for (int k = 0; k < 2; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
-    /* the host threads' nodes, renumbered, in the order they were made (into `order`, no longer needed) */
-    for (Py_ssize_t i = 0; i < n_host; i++) order[i] = new[i];
     free(new);
     free(scratch);
 computed:
@@ -794,11 +791,8 @@ computed:
     if (state == 3) goto done; /* a link column's bytearray not made: its error is set */
     for (int f = 0; f < N_FIELDS; f++)
         if (f != F_END && PyByteArray_Resize(field[f], FIELD_SIZE[f] * g.n) < 0) goto done;
-    threads = PyByteArray_FromStringAndSize((const char *)order, (Py_ssize_t)sizeof(int32_t) * n_host);
-    offsets = PyByteArray_FromStringAndSize((const char *)lane_first, (Py_ssize_t)sizeof(int64_t) * (n_host_lanes + 1));
-    if (!threads || !offsets) goto done;
     /* F_END is the last field: in its place the ends kept apart (their nodes, their ends) */
-    result = PyTuple_New(N_FIELDS + 1 + N_LINKS + 2);
+    result = PyTuple_New(N_FIELDS + 1 + N_LINKS);
     if (!result) goto done;
     for (int f = 0; f < F_END; f++) {
         PyTuple_SET_ITEM(result, f, field[f]);
@@ -812,15 +806,10 @@ computed:
         PyTuple_SET_ITEM(result, N_FIELDS + 1 + f, links[f]);
         links[f] = NULL;
     }
-    PyTuple_SET_ITEM(result, N_FIELDS + 1 + N_LINKS, threads);
-    PyTuple_SET_ITEM(result, N_FIELDS + 1 + N_LINKS + 1, offsets);
-    threads = offsets = NULL;
 done:
     for (int f = 0; f < N_FIELDS; f++) Py_XDECREF(field[f]);
     for (int f = 0; f < N_LINKS; f++) Py_XDECREF(links[f]);
     for (int k = 0; k < 2; k++) Py_XDECREF(apart[k]);
-    Py_XDECREF(threads);
-    Py_XDECREF(offsets);
     free(slice_first);
     free(slice_last);
     free(lane_first);
@@ -1349,8 +1338,7 @@ static PyMethodDef methods[] = {
      "build(h_row, h_lane, h_cat, lane_gap, d_row, d_lane, d_group, d_cat, d_launch, w_row, w_group, r_wait, "
      "r_waited, x_row, x_src, ts, dur, n_rows, n_lanes, n_groups, origin, cap) -> tuple of "
      "bytearrays, or None\n\ndepgraph._build "
-     "from arrays: the node columns in Kahn's order, the link columns, the host threads' nodes and offsets; None "
-     "where it declines."},
+     "from arrays: the node columns in Kahn's order and the link columns; None where it declines."},
     {"idle_candidates", idle_candidates, METH_VARARGS,
      "idle_candidates(kind, dur, start, bound, link, extra, extra_lag, after, after_lag, unexplained, "
      "unexplained_on, chain_lag, end_nodes, end_values, span_start, span_end) -> 8 bytes objects or None\n\n"
