@@ -16,7 +16,7 @@ from support.shared import shared_trace
 from opscope.analyses import depgraph
 from opscope.analyses.critical_path import breakdown_table, on_path_table, step_paths
 from opscope.analyses.depgraph import DepGraph
-from opscope.analyses.replay import replay, step_nodes, step_times
+from opscope.analyses.replay import bounds, replay, step_nodes, step_times
 from opscope.analyses.whatif import parse_change, whatif_table
 from opscope.ingest import open_trace
 
@@ -66,6 +66,7 @@ def everything(make, monkeypatch, native: bool) -> dict:
     factor = [rng.choice([0.0, 0.5, 1.0, 1.5, 3.0]) for _ in range(len(graph))]
     lag = [rng.choice([-0.5, 0.0, 0.25, 1.0]) for _ in range(len(graph))]  # < 0: cuts beyond the excess
     runs = [replay(graph), replay(graph, factor), replay(graph, None, lag), replay(graph, factor, lag)]
+    assert list(bounds(graph)) == list(runs[0].bound_by)  # made without the starts (in C), the same bounds
     nodes = step_nodes(trace, graph)
     return {
         "graph": plain(graph),

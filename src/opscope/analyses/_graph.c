@@ -849,8 +849,8 @@ static inline int rounded(double x, int64_t *out) {
 
 /* replay(kind, dur, chain, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, chain_lag, factor,
  *        lag_factor, start, end, bound) -> bool
- * replay.replay in one pass in the nodes' order: starts and ends (int64, written) and what bound each start (int8,
- * written). kind int8, dur int64, chain int32, then the link columns (LINK_SPECS); factor and
+ * replay.replay in one pass in the nodes' order: starts and ends (int64, written; start None: no starts asked for) and
+ * what bound each start (int8, written). kind int8, dur int64, chain int32, then the link columns (LINK_SPECS); factor and
  * lag_factor float64 per node or None (1). False (nothing to trust in the outputs: the caller's definition runs)
  * where a dependency is not an earlier node, a link row is out of range, a duration times its factor is not a number
  * or leaves int64, or a time leaves int64. */
@@ -858,7 +858,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"kind", 1, 0, 0},       {"dur", 8, 0, 0},   {"chain", 4, 0, 0},
                                     LINK_SPECS,               {"factor", 8, 0, 1}, {"lag_factor", 8, 0, 1},
-                                    {"start", 8, 1, 0},       {"end", 8, 1, 0},   {"bound", 1, 1, 0}};
+                                    {"start", 8, 1, 1},       {"end", 8, 1, 0},   {"bound", 1, 1, 0}};
     enum { N_VIEWS = 3 + N_LINKS + 5, V_FACTOR = 3 + N_LINKS };
     View v[N_VIEWS];
     PyObject *result = NULL;
@@ -877,7 +877,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
     const int32_t *chain = v[2].b.buf;
     const double *factor = v[V_FACTOR].held ? v[V_FACTOR].b.buf : NULL,
                  *lag_factor = v[V_FACTOR + 1].held ? v[V_FACTOR + 1].b.buf : NULL;
-    int64_t *start = v[V_FACTOR + 2].b.buf, *end = v[V_FACTOR + 3].b.buf;
+    int64_t *start = v[V_FACTOR + 2].held ? v[V_FACTOR + 2].b.buf : NULL, *end = v[V_FACTOR + 3].b.buf;
     int8_t *bound = v[V_FACTOR + 4].b.buf;
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -912,7 +912,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
         if (kind[node] == WAIT) {
             /* a wait ends when its work has ended (plus its lag), or after its own part when that is later;
              * factor 0 removes the wait */
-            start[node] = at;
+            if (start) start[node] = at;
             bound[node] = how;
             int64_t finish;
             if (add_over(at, own, &finish)) {
@@ -955,7 +955,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
                 how = B_AFTER;
             }
         }
-        start[node] = at;
+        if (start) start[node] = at;
         bound[node] = how;
         if (add_over(at, own, &end[node])) failed = 1;
     }
@@ -1350,7 +1350,8 @@ static PyMethodDef methods[] = {
      "nodes, ns) or None\n\ncritical_path.step_path in C; None where it declines."},
     {"replay", replay, METH_VARARGS,
      "replay(kind, dur, chain, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, chain_lag, "
-     "factor, lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start, end and bound written); "
+     "factor, lag_factor, start, end, bound) -> bool\n\nreplay.replay in one pass (start (or None), end and bound "
+     "written); "
      "False where it declines."},
     {NULL, NULL, 0, NULL},
 };

@@ -77,6 +77,22 @@ def replay(graph: DepGraph, factor: Sequence[float] | None = None, lag_factor: S
     return _replay(graph, factors if factors is not None else _floats(array("d", [1.0]) * n), lags)
 
 
+def bounds(graph: DepGraph) -> Sequence[int]:
+    """What bound each node's start in the graph replayed with no change (:attr:`Replay.bound_by`), in C without a
+    column of starts (34 MiB less while it runs on a 1 GB trace's 4.26 M nodes)."""
+    native = native_graph()
+    if native is not None:
+        n = len(graph)
+        end_c, bound_c = bytearray(8 * n), bytearray(n)
+        try:
+            done = native.replay(graph.kind, graph.dur, graph.chain, *graph.links(), None, None, None, end_c, bound_c)
+        except (TypeError, ValueError):  # a graph not made by dependency_graph (lists, other widths)
+            done = False
+        if done:
+            return frozen_view(bound_c, "b")
+    return replay(graph).bound_by
+
+
 def _replay(graph: DepGraph, factors: Sequence[float], lag_factor: Sequence[float] | None) -> Replay:
     """:func:`replay`'s definition."""
     n = len(graph)

@@ -72,7 +72,7 @@ from opscope.analyses.depgraph import (
 )
 from opscope.analyses.idle import IDLE_CAUSES, cause_spans
 from opscope.analyses.intervals import covered_keys, covered_spans, merged_intervals
-from opscope.analyses.replay import AFTER, CHAIN, EXTRA, replay, step_lengths, step_nodes, step_table
+from opscope.analyses.replay import AFTER, CHAIN, EXTRA, bounds, replay, step_lengths, step_nodes, step_table
 from opscope.errors import UsageError
 from opscope.model.buffers import true_positions, values_view
 from opscope.model.memo import memoized
@@ -405,7 +405,7 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     spans = cause_spans(gpu_analysis(trace)) if len(graph) else {}
     if not spans:
         return IdleParts(own, lag)
-    bound = replay(graph).bound_by
+    bound = bounds(graph)
     # only the nodes whose host time or explained lag lies inside some idle time are looked at per cause
     everywhere = _union_spans([part for by_cause in spans.values() for part in by_cause.values()])
     host, host_lo, host_hi, lagged, lag_lo, lag_hi, is_wait, lag_bound = (
