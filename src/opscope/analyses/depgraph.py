@@ -216,7 +216,7 @@ class ThreadNodes(Mapping[str, Sequence[int]]):
             else:
                 codes = self._lane.arrow()
                 found = values_view(pc.cast(true_positions(pc.equal(codes, pa.scalar(code, codes.type))),
-                                            pa.int32()), "i")
+                                            pa.int32()), "i").toreadonly()
             self._found[thread] = found
         return found
 
