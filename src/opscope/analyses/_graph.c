@@ -851,9 +851,9 @@ static inline int rounded(double x, int64_t *out) {
  *        lag_factor, start, end, bound) -> bool
  * replay.replay in one pass in the nodes' order: starts and ends (int64, written; start None: no starts asked for)
  * and what bound each start (int8, written). kind int8, dur int64, chain int32, then the link columns (LINK_SPECS);
- * factor and lag_factor float64 per node or None (1). False (nothing to trust in the outputs: the caller's definition runs)
- * where a dependency is not an earlier node, a link row is out of range, a duration times its factor is not a number
- * or leaves int64, or a time leaves int64. */
+ * factor and lag_factor float64 per node or None (1). False (nothing to trust in the outputs: the caller's
+ * definition runs) where a dependency is not an earlier node, a link row is out of range, a duration times its factor
+ * is not a number or leaves int64, or a time leaves int64. */
 static PyObject *replay(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"kind", 1, 0, 0},       {"dur", 8, 0, 0},   {"chain", 4, 0, 0},
