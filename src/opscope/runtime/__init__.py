@@ -10,8 +10,8 @@ Nothing here happens on import. The ``opscope`` command applies it at its entry 
     loaded = opscope.load("trace.json.gz")
 
 Tuned first or after pyarrow is imported, library use costs what the command does within 7% (1 GB trace, peak
-anonymous memory: advise 540 / 575 MiB against the command's 557, gpu 207 / 206 against 201, kernels 48 / 49
-against 46); not tuned, advise 830 MiB. BENCHMARKS.md, "Owned memory".
+anonymous memory: advise 512 / 533 MiB against the command's 504, gpu 202 / 200 against 201, kernels 49 / 49
+against 47); not tuned, advise 758 MiB. BENCHMARKS.md, "Owned memory".
 
 What :func:`tune` sets, each for what it measured (BENCHMARKS.md, "Owned memory"; peak anonymous memory of the
 first command after the cache write, 1 GB trace):
