@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -70,9 +69,9 @@ def main() -> None:
     picked = [c for c in COMMANDS + [["diff"]] if not options.get("--commands")
               or c[0] in options["--commands"].split(",")]
     dest.mkdir(parents=True, exist_ok=True)
-    cache = tempfile.mkdtemp(prefix="opscope-snap-cache-")  # the entries of every file: hundreds of MB
-    os.environ["OPSCOPE_CACHE_DIR"] = cache
-    try:
+    # the entries of every file (hundreds of MB) in a directory removed at the end
+    with tempfile.TemporaryDirectory(prefix="opscope-snap-cache-", ignore_cleanup_errors=True) as cache:
+        os.environ["OPSCOPE_CACHE_DIR"] = cache
         files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".tsv", ".md")
                        and p.relative_to(root).as_posix().startswith(only))
         for path in files:
@@ -91,8 +90,6 @@ def main() -> None:
                 (dest / f"{key}.err").write_text(stderr.replace(str(root), "<ROOT>"))
                 (dest / f"{key}.rc").write_text(str(code))
             print(rel, flush=True)
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -359,7 +359,7 @@ def load(path: str | Path, *, frames: str = "polars", index: int = 0, cache: boo
 
     ``frames`` picks the data-frame library: ``polars`` (the ``opscope[polars]`` extra), ``pandas``
     or ``arrow``. ``opscope.runtime.tune()`` first (once, before pyarrow is imported) gives the process the
-    memory settings the ``opscope`` command uses (on a 1 GB trace, advise's peak 540 MiB against 830); nothing is
+    memory settings the ``opscope`` command uses (on a 1 GB trace, advise's peak 512 MiB against 758); nothing is
     tuned otherwise.
     """
     import json

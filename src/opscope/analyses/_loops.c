@@ -660,10 +660,26 @@ done:
     return result;
 }
 
+/* How much of each [lo[j], hi[j]) (m of them) the disjoint spans [s[i], e[i]) in time order cover, into out[j], by
+ * prefix sums and a search per interval (from the last one's answer: intervals in time order find theirs a few steps
+ * on). 0 where the spans are not disjoint and in order (out not written), -1 out of memory, else 1. Takes no GIL. */
+static int cover_each(const int64_t *s, const int64_t *e, Py_ssize_t n, const int64_t *lo, const int64_t *hi,
+                      Py_ssize_t m, int64_t *out) {
+    if (!spans_in_order(s, e, n)) return 0;
+    int64_t *through = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (!through) return -1;
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) through[i] = total += e[i] - s[i]; /* covered up to the end of span i */
+    Py_ssize_t hint = 0;
+    for (Py_ssize_t j = 0; j < m; j++) out[j] = covered_by(s, e, through, n, lo[j], hi[j], &hint);
+    free(through);
+    return 1;
+}
+
 /* covered_each(starts, ends, lo, hi, out) -> bool
- * intervals.covered_within in C: for disjoint [starts[i], ends[i]) in time order, how much of each [lo[j], hi[j])
- * they cover, written to out[j] (int64), by prefix sums and a search per span (from the last one's answer). False where the intervals
- * are not disjoint and in order (or the lengths disagree): nothing is written, the caller's definition runs. */
+ * intervals.covered_within in C (cover_each): for disjoint [starts[i], ends[i]) in time order, how much of each
+ * [lo[j], hi[j]) they cover, written to out[j] (int64). False where the intervals are not disjoint and in order (or
+ * the lengths disagree): nothing is written, the caller's definition runs. */
 static PyObject *covered_each(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"starts", 8, 0, 0}, {"ends", 8, 0, 0}, {"lo", 8, 0, 0}, {"hi", 8, 0, 0},
@@ -676,26 +692,12 @@ static PyObject *covered_each(PyObject *self, PyObject *args) {
         result = Py_NewRef(Py_False);
         goto done;
     }
-    const int64_t *s = v[0].b.buf, *e = v[1].b.buf, *lo = v[2].b.buf, *hi = v[3].b.buf;
-    int64_t *out = v[4].b.buf;
-    int ordered = 1;
-    int64_t *through = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (!through) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    int answered;
     Py_BEGIN_ALLOW_THREADS
-    int64_t total = 0;
-    for (Py_ssize_t i = 0; i < n && ordered; i++) {
-        if (e[i] < s[i] || (i && s[i] < e[i - 1])) ordered = 0;
-        total += e[i] - s[i];
-        through[i] = total; /* covered up to the end of interval i */
-    }
-    Py_ssize_t hint = 0; /* the last search's answer: queries in time order find theirs a few steps on */
-    for (Py_ssize_t j = 0; j < m && ordered; j++) out[j] = covered_by(s, e, through, n, lo[j], hi[j], &hint);
+    answered = cover_each(v[0].b.buf, v[1].b.buf, n, v[2].b.buf, v[3].b.buf, m, v[4].b.buf);
     Py_END_ALLOW_THREADS
-    free(through);
-    result = Py_NewRef(ordered ? Py_True : Py_False);
+    if (answered < 0) PyErr_NoMemory();
+    else result = Py_NewRef(answered ? Py_True : Py_False);
 done:
     release_views(v, 5);
     return result;
@@ -711,27 +713,30 @@ static PyObject *covered_hits(PyObject *self, PyObject *args) {
                                     {"keys", 8, 0, 0}};
     View v[5];
     PyObject *result = NULL, *keys_out = NULL, *ns_out = NULL;
-    int64_t *through = NULL, *each = NULL;
+    int64_t *each = NULL;
     if (views_of_args(args, "covered_hits", spec, 5, 5, v)) goto done;
     Py_ssize_t n = v[0].b.len / 8, m = v[2].b.len / 8;
-    const int64_t *s = v[0].b.buf, *e = v[1].b.buf, *lo = v[2].b.buf, *hi = v[3].b.buf, *keys = v[4].b.buf;
-    if (v[1].b.len / 8 != n || v[3].b.len / 8 != m || v[4].b.len / 8 != m || !spans_in_order(s, e, n)) {
+    const int64_t *keys = v[4].b.buf;
+    if (v[1].b.len / 8 != n || v[3].b.len / 8 != m || v[4].b.len / 8 != m) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    through = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     each = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
-    if (!through || !each) {
+    if (!each) {
         PyErr_NoMemory();
         goto done;
     }
     Py_ssize_t hits = 0;
+    int covered;
     Py_BEGIN_ALLOW_THREADS
-    int64_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) through[i] = total += e[i] - s[i];
-    Py_ssize_t hint = 0;
-    for (Py_ssize_t j = 0; j < m; j++) hits += (each[j] = covered_by(s, e, through, n, lo[j], hi[j], &hint)) > 0;
+    covered = cover_each(v[0].b.buf, v[1].b.buf, n, v[2].b.buf, v[3].b.buf, m, each);
+    for (Py_ssize_t j = 0; covered > 0 && j < m; j++) hits += each[j] > 0;
     Py_END_ALLOW_THREADS
+    if (covered <= 0) {
+        if (covered < 0) PyErr_NoMemory();
+        else result = Py_NewRef(Py_None);
+        goto done;
+    }
     keys_out = PyBytes_FromStringAndSize(NULL, hits * 8);
     ns_out = PyBytes_FromStringAndSize(NULL, hits * 8);
     if (!keys_out || !ns_out) goto done;
@@ -747,7 +752,6 @@ static PyObject *covered_hits(PyObject *self, PyObject *args) {
 done:
     Py_XDECREF(keys_out);
     Py_XDECREF(ns_out);
-    free(through);
     free(each);
     release_views(v, 5);
     return result;
