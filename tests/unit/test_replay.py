@@ -128,3 +128,24 @@ def test_the_critical_path_of_each_instance_of_a_region():
            for r in on_path_table(trace, region="^fwd$").to_pylist()}
     assert top[(1, "aten::mm")] == (20 * US, 20 * US) and top[(2, "aten::add")] == (10 * US, 10 * US)
     assert breakdown_table(trace, region="^nothing$").num_rows == 0
+
+
+def test_the_names_on_each_steps_path_are_counted_per_step():
+    # step 1 (0-100): aten::mm twice (10-30, 40-50), aten::add 60-70, the rest the step's own time in four pieces;
+    # step 2 (100-150): aten::add 110-140, the step's own time in two pieces
+    trace = make_trace([
+        row("user_annotation", "ProfilerStep#1", 0, 100),
+        row("cpu_op", "aten::mm", 10, 20),
+        row("cpu_op", "aten::mm", 40, 10),
+        row("cpu_op", "aten::add", 60, 10),
+        row("user_annotation", "ProfilerStep#2", 100, 50),
+        row("cpu_op", "aten::add", 110, 30),
+    ])
+    from opscope.analyses.critical_path import on_path_table
+
+    rows = [(r["step"], r["name"], r["path_ns"] // US, r["own_ns"] // US, r["pieces"])
+            for r in on_path_table(trace).to_pylist()]
+    assert rows == [(1, "ProfilerStep#1", 60, 60, 4), (1, "aten::mm", 30, 30, 2), (1, "aten::add", 10, 10, 1),
+                    (2, "aten::add", 30, 30, 1), (2, "ProfilerStep#2", 20, 20, 2)]
+    assert [(r["step"], r["name"]) for r in on_path_table(trace, top=1).to_pylist()] == [
+        (1, "ProfilerStep#1"), (2, "aten::add")]

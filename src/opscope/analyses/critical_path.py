@@ -222,9 +222,10 @@ def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.
     ``own_ns`` their own time alone; on a tie, the name first met walking back from the step's end first."""
     graph = dependency_graph(trace)
     name_of, names = name_codes(trace.select(["name"])["name"], r"\A\Z")  # "" or none: the category's
+    paths = step_paths(trace, region)
     rows: dict[str, list] = {f.name: [] for f in ON_PATH}
-    for path in step_paths(trace, region):
-        for (name, category), (ns, own, count, _) in _on_path(graph, name_of, names, path)[:top]:
+    for path, named in zip(paths, _on_path(graph, name_of, names, paths)):
+        for (name, category), (ns, own, count, _) in named[:top]:
             rows["step"].append(path.step)
             rows["name"].append(name)
             rows["category"].append(category)
@@ -234,31 +235,53 @@ def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.
     return pa.table(rows, schema=ON_PATH)
 
 
-def _on_path(graph: DepGraph, name_of: pa.Array, names: list, path: StepPath,
-             ) -> list[tuple[tuple[str, str], list[int]]]:
-    """The path's nodes grouped by (name, category), each with [path ns, own ns, nodes, first place among the
-    path's nodes], most path ns first (then first met): grouped by the names' and categories' codes
-    (:func:`opscope.analyses.arrays.name_codes`) in Arrow, the texts read per group (two codes of one text, or a
-    name that reads like a gap's, add up)."""
-    if not path.nodes:
-        return []
+def _on_path(graph: DepGraph, name_of: pa.Array, names: list, paths: list[StepPath],
+             ) -> list[list[tuple[tuple[str, str], list[int]]]]:
+    """Per path, its nodes grouped by (name, category), each with [path ns, own ns, nodes, first place among the
+    path's nodes], most path ns first (then first met): every path's nodes grouped at once by path and by the names'
+    and categories' codes (:func:`opscope.analyses.arrays.name_codes`) in Arrow (a trace can hold thousands of steps),
+    the texts read per group (two codes of one text, or a name that reads like a gap's, add up)."""
     labels = graph.category.names
-    nodes, path_ns = node_times(path.nodes)
-    own_of, own_ns = node_times(path.own)
-    own = pc.fill_null(pc.take(own_ns, pc.index_in(nodes, value_set=own_of)), 0)
+    parts = [(i, *node_times(path.nodes), *node_times(path.own)) for i, path in enumerate(paths) if path.nodes]
+    out: list[dict[tuple[str, str], list[int]]] = [{} for _ in paths]
+    if not parts:
+        return [[] for _ in paths]
+    # a node is on a path once, so (path, node) keys its own time; a path's places start at its offset
+    offsets = array("q", [0])
+    for _, nodes, *_ in parts:
+        offsets.append(offsets[-1] + len(nodes))
+    path = _repeat_each(parts, 1)
+    nodes = pa.concat_arrays([p[1] for p in parts])
+    own_at = pc.index_in(_path_node(path, nodes, len(graph)), value_set=_path_node(
+        _repeat_each(parts, 3), pa.concat_arrays([p[3] for p in parts]), len(graph)))
+    own = pc.fill_null(pc.take(pa.concat_arrays([p[4] for p in parts]), own_at), 0)
     row = pc.take(pa.Array.from_buffers(pa.int32(), len(graph), [None, pa.py_buffer(graph.row)]), nodes)
     code = pc.take(pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.category.codes)]), nodes)
     has_row = pc.not_equal(row, like(NONE, row))
     key = name_or_category(pc.if_else(has_row, pc.take(name_of, pc.if_else(has_row, row, 0)), -1), code)
-    grouped = pa.table({"key": key, "code": code, "ns": path_ns, "own": own,
-                        "at": arange(len(nodes))}).group_by(["key", "code"], use_threads=False).aggregate(
-        [("ns", "sum"), ("own", "sum"), ("at", "count"), ("at", "min")])
-    out: dict[tuple[str, str], list[int]] = {}
-    for k, c, ns, own_ns, count, at in zip(*(grouped[f].to_pylist() for f in (
-            "key", "code", "ns_sum", "own_sum", "at_count", "at_min"))):
-        entry = out.setdefault((key_label(k, names, labels), labels[c]), [0, 0, 0, at])
+    grouped = pa.table({"path": path, "key": key, "code": code, "ns": pa.concat_arrays([p[2] for p in parts]),
+                        "own": own, "at": arange(offsets[-1])}).group_by(
+        ["path", "key", "code"], use_threads=False).aggregate([("ns", "sum"), ("own", "sum"), ("at", "count"),
+                                                               ("at", "min")])
+    start = {i: offsets[n] for n, (i, *_) in enumerate(parts)}
+    for i, k, c, ns, own_ns, count, at in zip(*(grouped[f].to_pylist() for f in (
+            "path", "key", "code", "ns_sum", "own_sum", "at_count", "at_min"))):
+        entry = out[i].setdefault((key_label(k, names, labels), labels[c]), [0, 0, 0, at - start[i]])
         entry[0] += ns
         entry[1] += own_ns
         entry[2] += count
-        entry[3] = min(entry[3], at)
-    return sorted(out.items(), key=lambda item: (-item[1][0], item[1][3]))
+        entry[3] = min(entry[3], at - start[i])
+    return [sorted(named.items(), key=lambda item: (-item[1][0], item[1][3])) for named in out]
+
+
+def _path_node(path: pa.Array, nodes: pa.Array, n_nodes: int) -> pa.Array:
+    """One int64 key per (path index, node)."""
+    return pc.add(pc.multiply(pc.cast(path, pa.int64()), n_nodes), nodes)
+
+
+def _repeat_each(parts: list[tuple], column: int) -> pa.Array:
+    """Each part's path index, once per element of its array at ``column``."""
+    which = array("i")
+    for part in parts:
+        which.extend(array("i", [part[0]]) * len(part[column]))
+    return pa.Array.from_buffers(pa.int32(), len(which), [None, pa.py_buffer(which)])
