@@ -186,15 +186,15 @@ def opscope(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Completed
 @pytest.mark.slow
 def test_bert_h100_reproduced_on_the_cpu_through_the_cli(tmp_path):
     path = shared_trace("tracelens/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz")
-    p = opscope("repro", str(path), "--top", "10", "--device", "cpu", "--variants", "none", "--budget", "0.02",
+    p = opscope("repro", str(path), "--top", "6", "--device", "cpu", "--variants", "none", "--budget", "0.02",
                 "-o", str(tmp_path / "bert"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     document = json.loads((tmp_path / "bert" / "cases.json").read_text())
     assert document["schema"] == "opscope.repro/1" and document["trace_device"] == "cuda"
     cases = document["cases"]
-    assert len(cases) == 10
+    assert len(cases) == 6
     ok = [c for c in cases if c["status"] == "ok"]
-    assert len(ok) >= 8, [(c["op"], c["status"]) for c in cases]
+    assert len(ok) >= 5, [(c["op"], c["status"]) for c in cases]
     for c in cases:
         assert c["trace_device"] == "cuda"
         if c["status"] == "ok":
@@ -311,7 +311,7 @@ def own_depthwise_backward(entry: dict) -> tuple[float, float]:
 
 @pytest.mark.slow
 def test_the_demo_depthwise_backward_runs_channels_last_with_equal_outputs(tmp_path, demo_trace):
-    p = opscope("repro", str(demo_trace), "--op", "convolution_backward", "--top", "20", "--variants",
+    p = opscope("repro", str(demo_trace), "--op", "convolution_backward", "--top", "6", "--variants",
                 "channels_last", "--budget", "0.05", "--format", "json", "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     cases = json.loads(p.stdout)
