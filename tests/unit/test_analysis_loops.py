@@ -247,35 +247,6 @@ def test_idle_stretches_by_hand():
         loops.idle_stretches(*args, True, bytearray(2), array("q", [0] * 2), array("q", [0] * 2))
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_first_per_index_c_matches_the_grouping_and_by_hand(seed, monkeypatch):
-    from opscope.analyses import roofline
-
-    rng = random.Random(seed)
-    n = rng.randint(1, 30)
-    pairs = [(rng.randrange(n), rng.randrange(1000)) for _ in range(rng.randint(1, 60))]
-    index, rows = (pa.array([p[k] for p in pairs], pa.int64()) for k in (0, 1))
-    by_hand: list[int | None] = [None] * n
-    for k, row in pairs:
-        if by_hand[k] is None:
-            by_hand[k] = row
-    got = roofline._first_per_index(index, rows, n)
-    assert got.to_pylist() == by_hand
-    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
-    assert roofline._first_per_index_in_c(index, rows, n) is None
-    assert roofline._first_per_index(index, rows, n).equals(got)  # the definition, the same array and type
-
-
-def test_first_per_index_c_declines_an_index_out_of_range():
-    loops = arrays.native_loops()
-    if loops is None:
-        pytest.skip("the C loops are not built")
-    out = array("q", [0] * 2)
-    assert loops.first_per_index(buf([1, 0, 1]), buf([7, 8, 9]), out) is True and list(out) == [8, 7]
-    assert loops.first_per_index(buf([2]), buf([7]), out) is False
-    assert loops.first_per_index(buf([0, 1]), buf([7]), out) is False
-
-
 def test_overlap_ns_by_hand_and_declines():
     loops = arrays.native_loops()
     if loops is None:
@@ -478,6 +449,36 @@ def test_climb_c_matches_arrow(seed, monkeypatch):
         notes = [r for r in chain if kind[r] == "user_annotation" and not name[r].startswith("ProfilerStep#")]
         assert (got[0][q], got[1][q], got[2][q]) == (ops[0] if ops else None, ops[-1] if ops else None,
                                                      notes[0] if notes else None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_ops_above_launches_and_the_first_marked_rows(seed, monkeypatch):
+    """What the roofline climbs: every op at or above some launch (:func:`links.ops_above`) against each launch's own
+    :func:`links.op_ancestors`; and the innermost row of two marks above each launch (``climb_marks``), in C and in
+    Arrow, against the walk by hand."""
+    from opscope.analyses import links
+
+    rng = random.Random(seed)
+    n = rng.randint(1, 400)
+    parent = [None if i == 0 or rng.random() < 0.2 else rng.randrange(0, i) for i in range(n)]
+    kind = [rng.choice(["cpu_op", "user_annotation", "runtime"]) for _ in range(n)]
+    events = pa.table({"kind": pa.array(kind).dictionary_encode(), "parent": pa.array(parent, pa.int64())})
+    launch = pa.array([rng.choice([None, rng.randrange(0, n)]) for _ in range(150)], pa.int64())
+    is_op = pa.array([k == "cpu_op" for k in kind])
+    _, pairs = links.op_ancestors(events, launch, ("cpu_op",))
+    assert sorted(links.ops_above(events["parent"], is_op, launch).to_pylist()) == sorted(set(pairs.to_pylist()))
+    picked = pa.array([rng.random() < 0.3 for _ in range(n)])
+    got = [a.to_pylist() for a in links.climb_marks(events["parent"], picked, is_op, launch)]
+    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+    assert got == [a.to_pylist() for a in links.climb_marks(events["parent"], picked, is_op, launch)]
+    for q, start in enumerate(launch.to_pylist()):
+        chain, c = [], start
+        while c is not None:
+            chain.append(c)
+            c = parent[c]
+        first = [r for r in chain if picked[r].as_py()]
+        ops = [r for r in chain if kind[r] == "cpu_op"]
+        assert (got[0][q], got[2][q]) == (first[0] if first else None, ops[0] if ops else None)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -157,3 +157,18 @@ def test_median_is_statistics_median():
         median(pa.array([], pa.int64()))
     with pytest.raises(TypeError):
         median(pa.array([1, None, 3], pa.int64()))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_distinct_and_marks_by_hand(seed):
+    from opscope.analyses.arrays import distinct, marks
+
+    rng = random.Random(seed)
+    values = [rng.choice([None, rng.randrange(0, 50), rng.randrange(0, 5000)]) for _ in range(rng.randint(0, 3000))]
+    found = distinct(pa.array(values, pa.int64())).to_pylist()
+    assert sorted(found) == sorted({v for v in values if v is not None})
+    n = 6000
+    at = sorted({v for v in values if v is not None})
+    flags = marks(n, pa.array(at, pa.int64()))
+    assert flags.type == pa.bool_() and len(flags) == n
+    assert [i for i, f in enumerate(flags.to_pylist()) if f] == at

@@ -626,40 +626,6 @@ done:
     return result;
 }
 
-/* first_per_index(index, rows, out) -> bool
- * roofline._first_per_index in one pass: out[k] (int64, n of them) is the first rows[i] whose index[i] is k, -1 where
- * none is. False where an index is outside 0..n-1 (or the lengths disagree): the caller's definition runs. */
-static PyObject *first_per_index(PyObject *self, PyObject *args) {
-    (void)self;
-    static const ViewSpec spec[] = {{"index", 8, 0, 0}, {"rows", 8, 0, 0}, {"out", 8, 1, 0}};
-    View v[3];
-    PyObject *result = NULL;
-    if (views_of_args(args, "first_per_index", spec, 3, 3, v)) goto done;
-    Py_ssize_t m = v[0].b.len / 8, n = v[2].b.len / 8;
-    if (v[1].b.len / 8 != m) {
-        result = Py_NewRef(Py_False);
-        goto done;
-    }
-    const int64_t *index = v[0].b.buf, *rows = v[1].b.buf;
-    int64_t *out = v[2].b.buf;
-    int inside = 1;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++) out[k] = -1;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        int64_t k = index[i];
-        if (k < 0 || k >= n) {
-            inside = 0;
-            break;
-        }
-        if (out[k] < 0) out[k] = rows[i];
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(inside ? Py_True : Py_False);
-done:
-    release_views(v, 3);
-    return result;
-}
-
 /* How much of each [lo[j], hi[j]) (m of them) the disjoint spans [s[i], e[i]) in time order cover, into out[j], by
  * prefix sums and a search per interval (from the last one's answer: intervals in time order find theirs a few steps
  * on). 0 where the spans are not disjoint and in order (out not written), -1 out of memory, else 1. Takes no GIL. */
@@ -1470,9 +1436,6 @@ static PyMethodDef methods[] = {
      "idle_stretches(gap_s, gap_e, sync_s, sync_e, input_s, input_e, late_s, late_e, queued_s, queued_e, out_s, "
      "out_e, host_wait, cause_out, start_out, end_out) -> int or None\n\nidle.cause_spans's stretches of one "
      "device, maximal and in time order, by one merge of its covers' unions (outputs None: only counted)."},
-    {"first_per_index", first_per_index, METH_VARARGS,
-     "first_per_index(index, rows, out) -> bool\n\nroofline._first_per_index into out (int64, -1: none); False where "
-     "an index is out of range."},
     {"covered_each", covered_each, METH_VARARGS,
      "covered_each(starts, ends, lo, hi, out) -> bool\n\nintervals.covered_within into out (int64 buffers); False "
      "where the intervals are not disjoint and in order."},

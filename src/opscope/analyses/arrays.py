@@ -69,6 +69,24 @@ def arange(n: int) -> pa.Array:
     return ranges.arange(0, n)
 
 
+def distinct(values: pa.Array) -> pa.Array:
+    """The distinct values, in no set order, nulls left out: Acero's grouping, which holds little beyond its groups
+    (pc.unique's hash table of 350 K distinct int64 among 385 K peaks 60 MiB; this, 2), where the order of first
+    appearance is not needed."""
+    if not len(values):
+        return values
+    return pc.drop_null(combined(pa.table({"v": values}).group_by("v", use_threads=False).aggregate([])["v"]))
+
+
+def marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A bool array of length ``n``, true at ``positions`` (int64, none null, each in 0..n-1): set in place, where
+    ``pc.is_in(arange(n), positions)`` would hash all ``n``."""
+    flags = bytearray(n)
+    for position in values_view(pc.cast(positions, pa.int64()), "q"):
+        flags[position] = 1
+    return pc.cast(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), pa.bool_())
+
+
 def scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:
     """An array of length ``n`` holding ``values`` at ``positions`` (unique) and null elsewhere."""
     if len(positions) == 0:

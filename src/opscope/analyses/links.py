@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, name_match, native_loops, rows_where, scatter
+from opscope.analyses.arrays import arange, combined, distinct, name_match, native_loops, rows_where, scatter
 from opscope.model.buffers import minus_one_as_null, values_view
 from opscope.model.lookup import index_in
 from opscope.model.memo import memoized
@@ -249,43 +249,62 @@ def _fifo(events: pa.Table, devices: pa.Array, launches: pa.Array) -> tuple[pa.A
 def climb(events: pa.Table, launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Innermost ``cpu_op``, outermost ``cpu_op`` and innermost annotation (not ``ProfilerStep#``) at or above
     each launch row (rows; null where none); ops and annotations a graph capture recorded count as such."""
-    parents = combined(events["parent"])
-    is_op = combined(kind_mask(events, LAUNCHING_OP_KINDS))
     is_annotation = pc.and_(combined(kind_mask(events, ANNOTATION_KINDS)),
                             pc.invert(combined(name_match(events["name"], _STEP_ANNOTATION))))
-    found = _climb_in_c(parents, is_op, is_annotation, launch)
+    return climb_marks(events["parent"], combined(kind_mask(events, LAUNCHING_OP_KINDS)), is_annotation, launch)
+
+
+def climb_marks(parents: pa.Array | pa.ChunkedArray, first: pa.Array, second: pa.Array,
+                launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Walking up the parents from each launch row (itself first): the innermost and the outermost row marked in
+    ``first`` (bool per event), and the innermost marked in ``second`` (rows; null where none)."""
+    parents = combined(parents)
+    found = _climb_in_c(parents, first, second, launch)
     if found is not None:
         return found
     null = pa.nulls(len(launch), pa.int64())
-    op, top, annotation = null, null, null
-    current = launch  # a runtime call is neither op nor annotation; an op that is its own launch (TF) is the op
+    inner, outer, inner_second = null, null, null
+    current = launch
     for _ in range(_MAX_CLIMB):
         if current.null_count == len(current):
             break
-        here_op = pc.fill_null(pc.take(is_op, current), False)
-        op = pc.if_else(pc.and_(here_op, pc.is_null(op)), current, op)
-        top = pc.if_else(here_op, current, top)
-        here_annotation = pc.fill_null(pc.take(is_annotation, current), False)
-        annotation = pc.if_else(pc.and_(here_annotation, pc.is_null(annotation)), current, annotation)
+        here = pc.fill_null(pc.take(first, current), False)
+        inner = pc.if_else(pc.and_(here, pc.is_null(inner)), current, inner)
+        outer = pc.if_else(here, current, outer)
+        here_second = pc.fill_null(pc.take(second, current), False)
+        inner_second = pc.if_else(pc.and_(here_second, pc.is_null(inner_second)), current, inner_second)
         current = pc.take(parents, current)
-    return op, top, annotation
+    return inner, outer, inner_second
 
 
-def _climb_in_c(parents: pa.Array, is_op: pa.Array, is_annotation: pa.Array,
+def _climb_in_c(parents: pa.Array, first: pa.Array, second: pa.Array,
                 launch: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array] | None:
-    """:func:`climb` by ``_loops.climb`` (one walk per launch, no column per step), or None where the C loops are not
-    built (the definition above then runs)."""
+    """:func:`climb_marks` by ``_loops.climb`` (one walk per launch, no column per step), or None where the C loops
+    are not built (the definition above then runs)."""
     loops = native_loops()
     if loops is None or len(launch) == 0:
         return None
     rows = [pc.fill_null(pc.cast(combined(a), pa.int64()), -1) for a in (parents, launch)]
-    marks = [pc.cast(pc.fill_null(combined(a), False), pa.uint8()) for a in (is_op, is_annotation)]
+    marks = [pc.cast(pc.fill_null(combined(a), False), pa.uint8()) for a in (first, second)]
     m = len(launch)
     out = [bytearray(8 * m) for _ in range(3)]
     loops.climb(values_view(rows[0], "q"), values_view(marks[0], "B"), values_view(marks[1], "B"),
                 values_view(rows[1], "q"), *out, _MAX_CLIMB)
-    op, top, annotation = (minus_one_as_null(b, m) for b in out)
-    return op, top, annotation
+    return tuple(minus_one_as_null(b, m) for b in out)
+
+
+def ops_above(parents: pa.Array | pa.ChunkedArray, is_op: pa.Array, launch: pa.Array) -> pa.Array:
+    """Every distinct row marked in ``is_op`` at or above some launch row (what :func:`op_ancestors` pairs with
+    them), in no set order: walked up level by level, each level holding only its distinct rows."""
+    parents = combined(parents)
+    current = distinct(launch)
+    found = []
+    for _ in range(_MAX_CLIMB):
+        if not len(current):
+            break
+        found.append(pc.filter(current, pc.fill_null(pc.take(is_op, current), False)))
+        current = distinct(pc.take(parents, current))
+    return distinct(pa.concat_arrays(found)) if found else pa.array([], pa.int64())
 
 
 def op_ancestors(events: pa.Table, launch: pa.Array, kinds=("cpu_op",)) -> tuple[pa.Array, pa.Array]:

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, native_loops, rows_where, share_pct
-from opscope.analyses.links import device_links, op_ancestors
+from opscope.analyses.arrays import combined, distinct, marks, rows_where, share_pct
+from opscope.analyses.links import climb_marks, device_links, op_ancestors, ops_above
 from opscope.analyses.names import short_names
 from opscope.analyses.ops import climb_start
 from opscope.analyses.work import op_work
-from opscope.model.buffers import minus_one_as_null, values_view
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
 from opscope.model.trace import Trace
@@ -81,13 +80,11 @@ def attribution(trace: Trace) -> Attribution:
     device = combined(pc.fill_null(pc.take(kind_mask(events, DEVICE_KINDS), links["device_row"]), False))
     device_rows = combined(pc.filter(links["device_row"], device))
     start = pc.filter(climb_start(trace, links), device)
-    index, op_rows = op_ancestors(events, start, OP_KINDS)  # innermost first per event
-    work = _work_of(events, op_rows)
-    modelled = pc.is_in(op_rows, value_set=work["row"])
-    n = len(device_rows)
-    return Attribution(device_rows, combined(pc.take(events["dur_ns"], device_rows)),
-                       _first_per_index(pc.filter(index, modelled), pc.filter(op_rows, modelled), n),
-                       _first_per_index(index, op_rows, n), work)
+    is_op = combined(kind_mask(events, OP_KINDS))
+    work = _work_of(events, ops_above(events["parent"], is_op, start))
+    modelled = marks(events.num_rows, work["row"])
+    modelled_op, _, innermost = climb_marks(events["parent"], modelled, is_op, start)
+    return Attribution(device_rows, combined(pc.take(events["dur_ns"], device_rows)), modelled_op, innermost, work)
 
 
 def _host_attribution(events: pa.Table) -> Attribution:
@@ -126,36 +123,10 @@ def _op_parent(events: pa.Table) -> pa.Array:
     return pc.if_else(pc.fill_null(pc.take(is_op, parent), False), parent, pa.scalar(None, parent.type))
 
 
-def _first_per_index(index: pa.Array, rows: pa.Array, n: int) -> pa.Array:
-    """Per position 0..n-1, the first row paired with it (the pairs in order), else null."""
-    if not len(index):
-        return pa.nulls(n, pa.int64())
-    found = _first_per_index_in_c(index, rows, n)
-    if found is not None:
-        return found
-    pairs = pa.table({"index": index, "order": arange(len(index))})
-    first = pairs.group_by("index", use_threads=False).aggregate([("order", "min")])
-    where = pc.index_in(arange(n), value_set=first["index"])
-    return combined(pc.take(pc.take(rows, first["order_min"]), where))
-
-
-def _first_per_index_in_c(index: pa.Array, rows: pa.Array, n: int) -> pa.Array | None:
-    """:func:`_first_per_index` in one pass in C (``first_per_index``: no grouping, no hash of 0..n-1), where built
-    and the pairs hold no nulls; else None."""
-    loops = native_loops()
-    index, rows = (combined(pc.cast(a, pa.int64())) for a in (index, rows))
-    if loops is None or index.null_count or rows.null_count:
-        return None
-    out = bytearray(8 * n)
-    if not loops.first_per_index(values_view(index, "q"), values_view(rows, "q"), out):
-        return None
-    return minus_one_as_null(out, n)
-
-
 def _work_of(events: pa.Table, op_rows: pa.Array) -> pa.Table:
     """The work of each op row that has a model (:data:`_WORK`), the model asked once per distinct (name, shapes,
     dtypes, inputs, output shapes, strides)."""
-    rows = pc.unique(op_rows)
+    rows = distinct(op_rows)
     if not len(rows):
         return _WORK.empty_table()
     keys = ("name", "shapes", "dtypes", "concrete_inputs", "output_shapes", "strides")
