@@ -312,7 +312,7 @@ def own_depthwise_backward(entry: dict) -> tuple[float, float]:
 @pytest.mark.slow
 def test_the_demo_depthwise_backward_runs_channels_last_with_equal_outputs(tmp_path, demo_trace):
     p = opscope("repro", str(demo_trace), "--op", "convolution_backward", "--top", "6", "--variants",
-                "channels_last", "--budget", "0.05", "--format", "json", "-o", str(tmp_path / "out"), cwd=tmp_path)
+                "channels_last", "--budget", "0.2", "--format", "json", "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     cases = json.loads(p.stdout)
     assert cases and all(c["op"] == "aten::convolution_backward" for c in cases)
