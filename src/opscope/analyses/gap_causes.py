@@ -114,7 +114,7 @@ def _work_after(trace: Trace) -> _After:
     table = pa.table({
         "device": pc.take(device_of, pc.take(row, nodes)),
         "start": pc.take(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.start)]), nodes),
-        "wait": pc.negate(pc.take(graph.unexplained.arrow(pa.int64()), nodes)),
+        "wait": pc.negate(graph.unexplained.arrow(pa.int64(), nodes)),  # at the nodes only: not a column per node
         "node": pc.cast(nodes, pa.int64()),
     })
     table = table.filter(pc.is_valid(table["device"]))
@@ -250,13 +250,13 @@ def unseen_by_cause(trace: Trace, analysis: GpuAnalysis) -> dict[int, dict[str, 
     n = len(graph)
     kind = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(graph.kind)])
     row = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(graph.row)])
-    unexplained = graph.unexplained.arrow(pa.int64())
-    waiting = true_positions(pc.and_(pc.and_(pc.equal(kind, like(DEVICE, kind)), pc.not_equal(row, like(NONE, row))),
-                                     pc.greater(unexplained, 0)))
+    work = true_positions(pc.and_(pc.equal(kind, like(DEVICE, kind)), pc.not_equal(row, like(NONE, row))))
+    unexplained = graph.unexplained.arrow(pa.int64(), work)  # at the device work only: not a column per node
+    waiting, unexplained = (pc.filter(a, pc.greater(unexplained, 0)) for a in (work, unexplained))
     device_of = combined(trace.select(["device"])["device"])
     start = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(graph.start)])
     waits = pa.table({"device": pc.take(device_of, pc.take(row, waiting)), "hi": pc.take(start, waiting),
-                      "lo": pc.subtract(pc.take(start, waiting), pc.take(unexplained, waiting))})
+                      "lo": pc.subtract(pc.take(start, waiting), unexplained)})
     out: dict[int, dict[str, int]] = {}
     for device, by_cause in spans.items():
         mine = waits.filter(pc.fill_null(pc.equal(waits["device"], device), False)) if device is not None else \
