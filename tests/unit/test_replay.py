@@ -130,7 +130,7 @@ def test_the_critical_path_of_each_instance_of_a_region():
     assert breakdown_table(trace, region="^nothing$").num_rows == 0
 
 
-def test_the_names_on_each_steps_path_are_counted_per_step():
+def test_the_names_on_each_steps_path_are_counted_per_step(monkeypatch):
     # step 1 (0-100): aten::mm twice (10-30, 40-50), aten::add 60-70, the rest the step's own time in four pieces;
     # step 2 (100-150): aten::add 110-140, the step's own time in two pieces
     trace = make_trace([
@@ -141,6 +141,7 @@ def test_the_names_on_each_steps_path_are_counted_per_step():
         row("user_annotation", "ProfilerStep#2", 100, 50),
         row("cpu_op", "aten::add", 110, 30),
     ])
+    from opscope.analyses import critical_path
     from opscope.analyses.critical_path import on_path_table
 
     rows = [(r["step"], r["name"], r["path_ns"] // US, r["own_ns"] // US, r["pieces"])
@@ -149,3 +150,7 @@ def test_the_names_on_each_steps_path_are_counted_per_step():
                     (2, "aten::add", 30, 30, 1), (2, "ProfilerStep#2", 20, 20, 2)]
     assert [(r["step"], r["name"]) for r in on_path_table(trace, top=1).to_pylist()] == [
         (1, "ProfilerStep#1"), (2, "aten::add")]
+    # grouped a path at a time (a batch smaller than each path), the same rows
+    monkeypatch.setattr(critical_path, "BATCH_NODES", 1)
+    assert [(r["step"], r["name"], r["path_ns"] // US, r["own_ns"] // US, r["pieces"])
+            for r in on_path_table(trace).to_pylist()] == rows

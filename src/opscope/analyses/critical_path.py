@@ -222,25 +222,45 @@ def on_path_table(trace: Trace, top: int = 10, region: str | None = None) -> pa.
     ``own_ns`` their own time alone; on a tie, the name first met walking back from the step's end first."""
     graph = dependency_graph(trace)
     name_of, names = name_codes(trace.select(["name"])["name"], r"\A\Z")  # "" or none: the category's
-    paths = step_paths(trace, region)
     rows: dict[str, list] = {f.name: [] for f in ON_PATH}
-    for path, named in zip(paths, _on_path(graph, name_of, names, paths)):
-        for (name, category), (ns, own, count, _) in named[:top]:
-            rows["step"].append(path.step)
-            rows["name"].append(name)
-            rows["category"].append(category)
-            rows["path_ns"].append(ns)
-            rows["own_ns"].append(own)
-            rows["pieces"].append(count)
+    for paths in _batches(step_paths(trace, region)):
+        for path, named in zip(paths, _on_path(graph, name_of, names, paths)):
+            for (name, category), (ns, own, count, _) in named[:top]:
+                rows["step"].append(path.step)
+                rows["name"].append(name)
+                rows["category"].append(category)
+                rows["path_ns"].append(ns)
+                rows["own_ns"].append(own)
+                rows["pieces"].append(count)
     return pa.table(rows, schema=ON_PATH)
+
+
+#: Nodes grouped at once by :func:`_on_path`: many short paths share a pass, a long one has its own (a pass holds
+#: ~70 bytes per node: the 1 GB trace's 95 paths of 12 K nodes at once held 108 MiB more).
+BATCH_NODES = 1 << 16
+
+
+def _batches(paths: list[StepPath]) -> Iterator[list[StepPath]]:
+    """The paths in order, in runs of at most :data:`BATCH_NODES` nodes (or one longer path)."""
+    batch: list[StepPath] = []
+    held = 0
+    for path in paths:
+        if batch and held + len(path.nodes) > BATCH_NODES:
+            yield batch
+            batch, held = [], 0
+        batch.append(path)
+        held += len(path.nodes)
+    if batch:
+        yield batch
 
 
 def _on_path(graph: DepGraph, name_of: pa.Array, names: list, paths: list[StepPath],
              ) -> list[list[tuple[tuple[str, str], list[int]]]]:
     """Per path, its nodes grouped by (name, category), each with [path ns, own ns, nodes, first place among the
     path's nodes], most path ns first (then first met): every path's nodes grouped at once by path and by the names'
-    and categories' codes (:func:`opscope.analyses.arrays.name_codes`) in Arrow (a trace can hold thousands of steps),
-    the texts read per group (two codes of one text, or a name that reads like a gap's, add up)."""
+    and categories' codes (:func:`opscope.analyses.arrays.name_codes`) in Arrow (a trace can hold thousands of steps:
+    one pass per :func:`_batches` run), the texts read per group (two codes of one text, or a name that reads like a
+    gap's, add up)."""
     labels = graph.category.names
     parts = [(i, *node_times(path.nodes), *node_times(path.own)) for i, path in enumerate(paths) if path.nodes]
     out: list[dict[tuple[str, str], list[int]]] = [{} for _ in paths]
