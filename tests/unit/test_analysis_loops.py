@@ -452,36 +452,6 @@ def test_climb_c_matches_arrow(seed, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_ops_above_launches_and_the_first_marked_rows(seed, monkeypatch):
-    """What the roofline climbs: every op at or above some launch (:func:`links.ops_above`) against each launch's own
-    :func:`links.op_ancestors`; and the innermost row of two marks above each launch (``climb_marks``), in C and in
-    Arrow, against the walk by hand."""
-    from opscope.analyses import links
-
-    rng = random.Random(seed)
-    n = rng.randint(1, 400)
-    parent = [None if i == 0 or rng.random() < 0.2 else rng.randrange(0, i) for i in range(n)]
-    kind = [rng.choice(["cpu_op", "user_annotation", "runtime"]) for _ in range(n)]
-    events = pa.table({"kind": pa.array(kind).dictionary_encode(), "parent": pa.array(parent, pa.int64())})
-    launch = pa.array([rng.choice([None, rng.randrange(0, n)]) for _ in range(150)], pa.int64())
-    is_op = pa.array([k == "cpu_op" for k in kind])
-    _, pairs = links.op_ancestors(events, launch, ("cpu_op",))
-    assert sorted(links.ops_above(events["parent"], is_op, launch).to_pylist()) == sorted(set(pairs.to_pylist()))
-    picked = pa.array([rng.random() < 0.3 for _ in range(n)])
-    got = [a.to_pylist() for a in links.climb_marks(events["parent"], picked, is_op, launch)]
-    monkeypatch.setenv("OPSCOPE_NATIVE", "0")
-    assert got == [a.to_pylist() for a in links.climb_marks(events["parent"], picked, is_op, launch)]
-    for q, start in enumerate(launch.to_pylist()):
-        chain, c = [], start
-        while c is not None:
-            chain.append(c)
-            c = parent[c]
-        first = [r for r in chain if picked[r].as_py()]
-        ops = [r for r in chain if kind[r] == "cpu_op"]
-        assert (got[0][q], got[2][q]) == (first[0] if first else None, ops[0] if ops else None)
-
-
-@pytest.mark.parametrize("seed", range(6))
 def test_thread_keys_c_matches_arrow(seed, monkeypatch):
     """Thread keys from dictionary columns of several chunks with nulls, and values missing from the vocabulary:
     the one-pass C keys against Arrow's."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
+import pytest
 from support import make_trace, row
 from support.links import US, _described
 from support.tracefiles import small_gpu_trace, write_trace, x
@@ -114,3 +117,34 @@ def test_ops_gpu_counts_a_kernel_once_per_op_when_ops_of_a_name_nest():
     assert (rows["aten::to"]["kernels"], rows["aten::to"]["gpu_ns"]) == (2, 40 * US)
     assert rows["aten::to"]["top_kernels"] == "Memcpy HtoD (Pageable -> Device) (75%), copy_kernel (25%)"
     assert (rows["aten::_to_copy"]["kernels"], rows["aten::_to_copy"]["gpu_ns"]) == (2, 40 * US)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_ops_above_launches_and_the_first_marked_rows(seed, monkeypatch):
+    """What the roofline climbs: every op at or above some launch (:func:`links.ops_above`) against each launch's
+    own :func:`links.op_ancestors`; and the innermost row of two marks above each launch (``climb_marks``), in C
+    (where built) and in Arrow, against the walk by hand."""
+    from opscope.analyses import arrays, links
+
+    rng = random.Random(seed)
+    n = rng.randint(1, 400)
+    parent = [None if i == 0 or rng.random() < 0.2 else rng.randrange(0, i) for i in range(n)]
+    kind = [rng.choice(["cpu_op", "user_annotation", "runtime"]) for _ in range(n)]
+    events = pa.table({"kind": pa.array(kind).dictionary_encode(), "parent": pa.array(parent, pa.int64())})
+    launch = pa.array([rng.choice([None, rng.randrange(0, n)]) for _ in range(150)], pa.int64())
+    is_op = pa.array([k == "cpu_op" for k in kind])
+    _, pairs = links.op_ancestors(events, launch, ("cpu_op",))
+    assert sorted(links.ops_above(events["parent"], is_op, launch).to_pylist()) == sorted(set(pairs.to_pylist()))
+    picked = pa.array([rng.random() < 0.3 for _ in range(n)])
+    got = [a.to_pylist() for a in links.climb_marks(events["parent"], picked, is_op, launch)]
+    if arrays.native_loops() is not None:  # the C walk was taken: the Arrow walk too gives the same
+        monkeypatch.setenv("OPSCOPE_NATIVE", "0")
+        assert got == [a.to_pylist() for a in links.climb_marks(events["parent"], picked, is_op, launch)]
+    for q, start in enumerate(launch.to_pylist()):
+        chain, c = [], start
+        while c is not None:
+            chain.append(c)
+            c = parent[c]
+        first = [r for r in chain if picked[r].as_py()]
+        ops = [r for r in chain if kind[r] == "cpu_op"]
+        assert (got[0][q], got[2][q]) == (first[0] if first else None, ops[0] if ops else None)
