@@ -172,3 +172,20 @@ def test_distinct_and_marks_by_hand(seed):
     flags = marks(n, pa.array(at, pa.int64()))
     assert flags.type == pa.bool_() and len(flags) == n
     assert [i for i, f in enumerate(flags.to_pylist()) if f] == at
+
+
+def test_name_flags_asks_once_per_distinct_name():
+    from opscope.analyses.arrays import name_flags
+
+    asked: list[str] = []
+
+    def pick(name: str) -> bool:
+        asked.append(name)
+        return name.startswith("my")
+
+    values = ["my.py(1): f", "torch/x.py(2): g", None, "my.py(1): f", "", "torch/x.py(2): g"] * 50
+    column = pa.chunked_array([pa.array(values[:150]).dictionary_encode(), pa.array(values[150:]).dictionary_encode()])
+    got = name_flags(column.unify_dictionaries(), pick)
+    assert got.to_pylist() == [v is not None and v.startswith("my") for v in values]
+    assert sorted(asked) == ["", "my.py(1): f", "torch/x.py(2): g"]  # once each, never a null
+    assert name_flags(pa.array(values), pick, nulls=None).to_pylist()[2] is None

@@ -316,16 +316,24 @@ def name_match(names: pa.Array | pa.ChunkedArray, pattern: str, nulls: bool | No
     """Python regex search (lookaheads allowed) in each value of a (dictionary) string column, run once per
     distinct value. A null value gives ``nulls`` (False by default; None keeps it null)."""
     search = re.compile(pattern).search
+    return name_flags(names, lambda name: search(name) is not None, nulls)
+
+
+def name_flags(names: pa.Array | pa.ChunkedArray, pick: Callable[[str], bool],
+               nulls: bool | None = False) -> pa.ChunkedArray:
+    """``pick(value)`` for each value of a (dictionary) string column, asked once per distinct value: no Python
+    string per row (a trace's millions of Python frames hold a few thousand names). A null value gives ``nulls``
+    (False by default; None keeps it null)."""
 
     def hit(distinct: pa.Array) -> pa.Array:
-        return pa.array([nulls if v is None else search(v) is not None for v in distinct.to_pylist()], pa.bool_())
+        return pa.array([nulls if v is None else bool(pick(v)) for v in distinct.to_pylist()], pa.bool_())
 
     chunks = []
     seen: tuple[int, ...] = ()
     hits = pa.array([], pa.bool_())
     for chunk in (names.chunks if isinstance(names, pa.ChunkedArray) else [names]):
         if not pa.types.is_dictionary(chunk.type):
-            chunk = pc.dictionary_encode(chunk)  # the regex runs once per distinct value here too
+            chunk = pc.dictionary_encode(chunk)  # the test runs once per distinct value here too
         # after unify_dictionaries every chunk holds the same dictionary: read it once, not once per chunk
         key = buffers_key(chunk.dictionary)
         if key != seen:

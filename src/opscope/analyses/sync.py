@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, local_index, name_match, rows_where, thread_keys, vocabulary
+from opscope.analyses.arrays import combined, local_index, name_flags, name_match, rows_where, thread_keys, vocabulary
 from opscope.analyses.idle import SYNC_CALLS
 from opscope.analyses.intervals import innermost_enclosing
 from opscope.analyses.links import op_ancestors
@@ -146,8 +146,8 @@ def _python_frames(trace: Trace, where: list[tuple[int | None, str | None, str |
     pid = pa.array([where[i][1] for i in known], pa.string())
     tid = pa.array([where[i][2] for i in known], pa.string())
     pid_vocab, tid_vocab = vocabulary(py["pid"], pid), vocabulary(py["tid"], tid)
-    names = combined(py["name"]).cast(pa.string())
-    user = pa.array([not _INTERNAL_FRAME.search(n or "") for n in names.to_pylist()], pa.bool_())
+    # asked once per distinct frame name (a trace recorded with stacks holds millions of frames, a few thousand names)
+    user = combined(name_flags(py["name"], lambda name: not _INTERNAL_FRAME.search(name), nulls=True))
     spans = pa.table({"thread": thread_keys(py["pid"], py["tid"], pid_vocab, tid_vocab), "ts": py["ts_ns"],
                       "end": pc.add(py["ts_ns"], py["dur_ns"]),
                       "parent": pc.take(local_index(layer), pc.cast(combined(py["parent"]), pa.int64()))})
@@ -156,7 +156,7 @@ def _python_frames(trace: Trace, where: list[tuple[int | None, str | None, str |
     mine = innermost_enclosing(spans.append_column("accept", user), queries)
     any_frame = innermost_enclosing(spans, queries)
     chosen = pc.coalesce(mine, any_frame)
-    for i, name in zip(known, pc.take(names, chosen).to_pylist()):
+    for i, name in zip(known, pc.take(combined(py["name"]), chosen).cast(pa.string()).to_pylist()):
         out[i] = name
     return out
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext, HostCores
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import combined, name_match, share_pct
+from opscope.analyses.arrays import combined, name_flags, name_match, share_pct
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import merged_intervals, union_by_group, union_ns
 from opscope.model.schema import kind_mask
@@ -146,12 +146,12 @@ def loader_frames(ctx: AdviceContext, spans: pa.Table, wanted: Callable[[str], b
     py = ev.filter(kind_mask(ev, ("python",)))
     if py.num_rows == 0:
         return []
-    names = py["name"].cast(pa.string())
     pick = wanted or is_user_frame
-    user = {n for n in pc.unique(names).to_pylist() if n and pick(n)}
-    if not user:
+    # asked once per distinct frame name (millions of frames, a few thousand names); the frames as text only for the
+    # user's own
+    py = py.filter(name_flags(py["name"], lambda name: bool(name) and pick(name)))
+    if py.num_rows == 0:
         return []
-    py = py.filter(pc.is_in(names, pa.array(sorted(user), pa.string())))
     # the loader's merged spans per thread, to place each frame's start
     by_thread: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for pid, tid, s, d in zip(spans["pid"].to_pylist(), spans["tid"].to_pylist(), spans["ts_ns"].to_pylist(),
