@@ -8,6 +8,7 @@ from opscope's reader. No timing is asserted (a shared machine): measured ratios
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import statistics
@@ -312,7 +313,7 @@ def own_depthwise_backward(entry: dict) -> tuple[float, float]:
 @pytest.mark.slow
 def test_the_demo_depthwise_backward_runs_channels_last_with_equal_outputs(tmp_path, demo_trace):
     p = opscope("repro", str(demo_trace), "--op", "convolution_backward", "--top", "6", "--variants",
-                "channels_last", "--budget", "0.2", "--format", "json", "-o", str(tmp_path / "out"), cwd=tmp_path)
+                "channels_last", "--budget", "0.05", "--format", "json", "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     cases = json.loads(p.stdout)
     assert cases and all(c["op"] == "aten::convolution_backward" for c in cases)
@@ -323,15 +324,23 @@ def test_the_demo_depthwise_backward_runs_channels_last_with_equal_outputs(tmp_p
         assert c["status"] == "ok" and c["check"] == "same", c["status"]
         assert cl["status"] == "ok" and cl["speedup"] > 0 and cl["replay_ns"] > 0
         assert "model.to(memory_format=torch.channels_last)" in cl["change"]
-        # about 2x faster here: far enough apart for the interval to say so
-        assert cl["verdict"] == "faster" and cl["speedup_low"] > 1, cl
+        # the verdict is what its interval says (usually "faster" here, about 2-4x; no test asserts a timing: a CI
+        # machine's neighbours can stretch a few runs of 0.3 ms to 40)
+        low, mid, high = cl["speedup_low"], cl["speedup"], cl["speedup_high"]
+        if low is None:  # under 5 runs of a side: no interval
+            assert cl["verdict"] == "too few runs to tell" and high is None, cl
+        else:
+            high = math.inf if high is None else high  # the interval's fast end leaves no positive time: unbounded
+            assert low <= mid <= high, cl
+            assert cl["verdict"] == ("faster" if low > 1 else "slower" if high < 1 else "no difference") or \
+                (cl["verdict"] == "faster" and low == 1) or (cl["verdict"] == "slower" and high == 1), cl  # rounded
         assert c["replay_p10_ns"] <= c["replay_ns"] <= c["replay_p90_ns"] and c["runs"] == len(c["times_ns"])
         worst, biggest = own_depthwise_backward(c)
         # reduction order differs between the layouts: the weight gradient sums N*H*W products, so an fp32
         # difference of ~1e-6 of the gradient's size is expected, not a changed result
         assert cl["max_abs_err"] <= 1e-5 * biggest, (c["input_dims"], cl)
-        print(f"depthwise backward {c['input_dims'][:3]}: channels_last {cl['speedup']}x, max_abs_err "
-              f"{cl['max_abs_err']:.3g} (flagged within tolerance: {cl['within_tolerance']}); "
+        print(f"depthwise backward {c['input_dims'][:3]}: channels_last {cl['speedup']}x ({cl['verdict']}), "
+              f"max_abs_err {cl['max_abs_err']:.3g} (flagged within tolerance: {cl['within_tolerance']}); "
               f"own check: {worst:.3g} of gradients up to {biggest:.3g}")
     # every depthwise case's channels_last outputs are within the fp32 tolerance, which the harness takes relative to
     # the output's magnitude (max|a-b| <= 1e-5 + 1e-5 * max|b|): the weight gradient sums N*H*W products in another
