@@ -333,7 +333,7 @@ def name_flags(names: pa.Array | pa.ChunkedArray, pick: Callable[[str], bool],
     hits = pa.array([], pa.bool_())
     for chunk in (names.chunks if isinstance(names, pa.ChunkedArray) else [names]):
         if not pa.types.is_dictionary(chunk.type):
-            chunk = pc.dictionary_encode(chunk)  # the test runs once per distinct value here too
+            chunk = pc.dictionary_encode(chunk)  # ``pick`` runs once per distinct value here too
         # after unify_dictionaries every chunk holds the same dictionary: read it once, not once per chunk
         key = buffers_key(chunk.dictionary)
         if key != seen:
