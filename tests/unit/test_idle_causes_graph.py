@@ -3,6 +3,7 @@ did in a gap, the part of it spent waiting on work the trace does not show, and 
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from support import make_trace, row
 
@@ -181,3 +182,33 @@ def test_idle_candidates_in_c_agree_with_the_definition(timeline):
     assert got is not None
     assert [a.to_pylist() for a in got] == [a.to_pylist() for a in want]
     assert len(want[0]) and len(want[3])  # host time and a lag inside the idle time, both
+
+
+@pytest.mark.parametrize("timeline", [host_gap, unseen_gap])
+def test_host_covered_reads_each_nodes_span_from_the_graph(timeline, monkeypatch):
+    # per host node, its span [start, end) against each cause's spans summed by hand, in C and by the definition
+    from opscope.analyses import depgraph, whatif
+    from opscope.analyses.depgraph import dependency_graph
+    from opscope.analyses.idle import cause_spans
+    from opscope.analyses.replay import replay
+
+    trace = timeline()
+    graph = dependency_graph(trace)
+    spans = cause_spans(gpu_analysis(trace))
+    everywhere = whatif._union_spans([part for by_cause in spans.values() for part in by_cause.values()])
+    host = whatif._idle_candidates(graph, replay(graph).bound_by, everywhere)[0]
+    assert host.type == pa.int32() and len(host)
+    checked = 0
+    for cause in {c for by_cause in spans.values() for c in by_cause}:
+        starts, ends = whatif._union_spans([by_cause[cause] for by_cause in spans.values() if cause in by_cause])
+        pairs = list(zip(starts.to_pylist(), ends.to_pylist()))
+        want = [(node, ns) for node in host.to_pylist()
+                if (ns := sum(max(0, min(e, graph.end[node]) - max(s, graph.start[node])) for s, e in pairs)) > 0]
+        got = whatif._host_covered(graph, host, (starts, ends))
+        monkeypatch.setattr(depgraph, "_graph", None)  # the definition (covered_keys)
+        by_definition = whatif._host_covered(graph, host, (starts, ends))
+        monkeypatch.undo()
+        assert list(zip(*(a.to_pylist() for a in got))) == want
+        assert list(zip(*(a.to_pylist() for a in by_definition))) == want
+        checked += len(want)
+    assert checked

@@ -996,13 +996,14 @@ static inline int64_t end_of(EndsApart *x, Py_ssize_t node, const int64_t *start
 
 /* idle_candidates(kind, dur, start, bound, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on,
  *                 chain_lag, end_nodes, end_values, span_start, span_end)
- *   -> (host, host_lo, host_hi, lagged, lag_lo, lag_hi, lag_wait, lag_bound) or None
+ *   -> (host, lagged, lag_lo, lag_hi, lag_wait, lag_bound) or None
  * whatif._idle_candidates in one pass over the nodes: the host's own time (a host slice, or a wait whose call did not
  * wait, lasting more than 0 ns) and the explained part of each binding lag (device work's before it started, a
  * wait's after the work it waited for ended), each kept where the spans (disjoint, in time order) cover more than
  * 0 ns of it. A node ends at start + dur but for end_nodes (int32, ascending), which end at end_values. Bytes of
- * int64 but lag_wait (uint8: a wait's lag) and lag_bound (int8: the replay's bound). None where the spans are not
- * disjoint and in order, end_nodes not ascending, or a link row is out of range (the definition then runs). */
+ * int64 but host (int32: the nodes only, their spans read again from the graph by covered_nodes), lag_wait (uint8: a
+ * wait's lag) and lag_bound (int8: the replay's bound). None where the spans are not disjoint and in order, end_nodes
+ * not ascending, or a link row is out of range (the definition then runs). */
 static PyObject *idle_candidates(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"kind", 1, 0, 0},       {"dur", 8, 0, 0},       {"start", 8, 0, 0},
@@ -1010,7 +1011,7 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
                                     {"end_values", 8, 0, 0}, {"span_start", 8, 0, 0}, {"span_end", 8, 0, 0}};
     enum { V_ENDS = 4 + N_LINKS, V_SPANS = V_ENDS + 2, N_VIEWS = V_SPANS + 2 };
     View v[N_VIEWS];
-    PyObject *result = NULL, *out[8] = {NULL};
+    PyObject *result = NULL, *out[6] = {NULL};
     uint8_t *what = NULL;
     int64_t *through = NULL;
     Links links;
@@ -1077,26 +1078,22 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    static const Py_ssize_t width[8] = {8, 8, 8, 8, 8, 8, 1, 1};
-    for (int i = 0; i < 8; i++) {
-        out[i] = PyBytes_FromStringAndSize(NULL, (i < 3 ? n_host : n_lag) * width[i]);
+    static const Py_ssize_t width[6] = {4, 8, 8, 8, 1, 1};
+    for (int i = 0; i < 6; i++) {
+        out[i] = PyBytes_FromStringAndSize(NULL, (i < 1 ? n_host : n_lag) * width[i]);
         if (!out[i]) goto done;
     }
-    int64_t *host = (int64_t *)PyBytes_AS_STRING(out[0]), *host_lo = (int64_t *)PyBytes_AS_STRING(out[1]),
-            *host_hi = (int64_t *)PyBytes_AS_STRING(out[2]), *lagged = (int64_t *)PyBytes_AS_STRING(out[3]),
-            *lag_lo = (int64_t *)PyBytes_AS_STRING(out[4]), *lag_hi = (int64_t *)PyBytes_AS_STRING(out[5]);
-    uint8_t *lag_wait = (uint8_t *)PyBytes_AS_STRING(out[6]);
-    int8_t *lag_bound = (int8_t *)PyBytes_AS_STRING(out[7]);
+    int32_t *host = (int32_t *)PyBytes_AS_STRING(out[0]);
+    int64_t *lagged = (int64_t *)PyBytes_AS_STRING(out[1]), *lag_lo = (int64_t *)PyBytes_AS_STRING(out[2]),
+            *lag_hi = (int64_t *)PyBytes_AS_STRING(out[3]);
+    uint8_t *lag_wait = (uint8_t *)PyBytes_AS_STRING(out[4]);
+    int8_t *lag_bound = (int8_t *)PyBytes_AS_STRING(out[5]);
     Py_ssize_t h = 0, k = 0;
     ends.at = 0;
     for (Py_ssize_t node = 0; node < n; node++) {
         if (!what[node]) continue;
         int64_t node_end = end_of(&ends, node, start, dur);
-        if (what[node] & 1) {
-            host[h] = node;
-            host_lo[h] = start[node];
-            host_hi[h++] = node_end;
-        }
+        if (what[node] & 1) host[h++] = (int32_t)node;
         if (what[node] & 2) {
             int8_t b = bound[node];
             int wait = kind[node] == WAIT;
@@ -1108,17 +1105,101 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
             lag_bound[k++] = b;
         }
     }
-    result = PyTuple_New(8);
+    result = PyTuple_New(6);
     if (result)
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < 6; i++) {
             PyTuple_SET_ITEM(result, i, out[i]);
             out[i] = NULL;
         }
 done:
-    for (int i = 0; i < 8; i++) Py_XDECREF(out[i]);
+    for (int i = 0; i < 6; i++) Py_XDECREF(out[i]);
     free(what);
     free(through);
     release_views(v, N_VIEWS);
+    return result;
+}
+
+/* covered_nodes(nodes, dur, start, end_nodes, end_values, span_start, span_end) -> (nodes, ns) as int64 bytes, or None
+ * Of the nodes (int32, ascending), those whose span [start, end) the spans (disjoint, in time order) cover by more
+ * than 0 ns, and by how much, in the nodes' order: intervals.covered_keys with each node's span read from the graph
+ * (a node ends at start + dur but for end_nodes, as in idle_candidates), not from columns of every node's. The hits
+ * are gathered in buffers grown as they come. None where the spans are not disjoint and in order, or the nodes or
+ * end_nodes are not ascending within the graph (the definition then runs). */
+static PyObject *covered_nodes(PyObject *self, PyObject *args) {
+    (void)self;
+    static const ViewSpec spec[] = {{"nodes", 4, 0, 0},      {"dur", 8, 0, 0},        {"start", 8, 0, 0},
+                                    {"end_nodes", 4, 0, 0},  {"end_values", 8, 0, 0}, {"span_start", 8, 0, 0},
+                                    {"span_end", 8, 0, 0}};
+    View v[7];
+    PyObject *result = NULL, *nodes_out = NULL, *ns_out = NULL;
+    int64_t *through = NULL, *hit_node = NULL, *hit_ns = NULL;
+    if (views_of_args(args, "covered_nodes", spec, 7, 7, v)) goto done;
+    Py_ssize_t m = v[0].b.len / 4, n = v[1].b.len / 8, k = v[5].b.len / 8;
+    if (v[2].b.len / 8 != n || v[4].b.len / 8 != v[3].b.len / 4 || v[6].b.len / 8 != k) {
+        PyErr_SetString(PyExc_ValueError, "covered_nodes: columns of different lengths");
+        goto done;
+    }
+    const int32_t *nodes = v[0].b.buf;
+    const int64_t *dur = v[1].b.buf, *start = v[2].b.buf, *ss = v[5].b.buf, *se = v[6].b.buf;
+    EndsApart ends = {v[3].b.buf, v[4].b.buf, v[3].b.len / 4, 0};
+    through = malloc((size_t)(k ? k : 1) * sizeof(int64_t));
+    if (!through) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int ordered = 1, no_memory = 0;
+    Py_ssize_t hits = 0, cap = 0;
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t total = 0;
+    for (Py_ssize_t i = 0; i < k && ordered; i++) {
+        if (se[i] < ss[i] || (i && ss[i] < se[i - 1])) ordered = 0;
+        total += (uint64_t)se[i] - (uint64_t)ss[i];
+        through[i] = (int64_t)total;
+    }
+    for (Py_ssize_t i = 0; i < ends.n && ordered; i++)
+        if (ends.nodes[i] < 0 || ends.nodes[i] >= n || (i && ends.nodes[i] <= ends.nodes[i - 1])) ordered = 0;
+    Py_ssize_t hint = 0;
+    for (Py_ssize_t j = 0; j < m && ordered && !no_memory; j++) {
+        int32_t node = nodes[j];
+        if (node < 0 || node >= n || (j && node <= nodes[j - 1])) {
+            ordered = 0;
+            break;
+        }
+        int64_t ns = covered_by(ss, se, through, k, start[node], end_of(&ends, node, start, dur), &hint);
+        if (ns <= 0) continue;
+        if (hits == cap) {
+            cap = cap ? 2 * cap : 4096;
+            int64_t *grown_node = realloc(hit_node, (size_t)cap * sizeof(int64_t));
+            if (grown_node) hit_node = grown_node;
+            int64_t *grown_ns = realloc(hit_ns, (size_t)cap * sizeof(int64_t));
+            if (grown_ns) hit_ns = grown_ns;
+            if (!grown_node || !grown_ns) {
+                no_memory = 1;
+                break;
+            }
+        }
+        hit_node[hits] = node;
+        hit_ns[hits++] = ns;
+    }
+    Py_END_ALLOW_THREADS
+    if (no_memory) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!ordered) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    nodes_out = PyBytes_FromStringAndSize((const char *)hit_node, hits * 8);
+    ns_out = PyBytes_FromStringAndSize((const char *)hit_ns, hits * 8);
+    if (nodes_out && ns_out) result = PyTuple_Pack(2, nodes_out, ns_out);
+done:
+    Py_XDECREF(nodes_out);
+    Py_XDECREF(ns_out);
+    free(through);
+    free(hit_node);
+    free(hit_ns);
+    release_views(v, 7);
     return result;
 }
 
@@ -1341,8 +1422,11 @@ static PyMethodDef methods[] = {
      "from arrays: the node columns in Kahn's order and the link columns; None where it declines."},
     {"idle_candidates", idle_candidates, METH_VARARGS,
      "idle_candidates(kind, dur, start, bound, link, extra, extra_lag, after, after_lag, unexplained, "
-     "unexplained_on, chain_lag, end_nodes, end_values, span_start, span_end) -> 8 bytes objects or None\n\n"
+     "unexplained_on, chain_lag, end_nodes, end_values, span_start, span_end) -> 6 bytes objects or None\n\n"
      "whatif._idle_candidates in one pass."},
+    {"covered_nodes", covered_nodes, METH_VARARGS,
+     "covered_nodes(nodes, dur, start, end_nodes, end_values, span_start, span_end) -> (nodes, ns) as int64 bytes, "
+     "or None\n\nThe nodes whose span the disjoint spans in time order cover by more than 0 ns, and by how much."},
     {"walk_path", walk_path, METH_VARARGS,
      "walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, "
      "chain_lag, start, "

@@ -408,15 +408,15 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     bound = bounds(graph)
     # only the nodes whose host time or explained lag lies inside some idle time are looked at per cause
     everywhere = _union_spans([part for by_cause in spans.values() for part in by_cause.values()])
-    host, host_lo, host_hi, lagged, lag_lo, lag_hi, is_wait, lag_bound = (
+    host, lagged, lag_lo, lag_hi, is_wait, lag_bound = (
         _idle_candidates_in_c(graph, bound, everywhere) or _idle_candidates(graph, bound, everywhere))
     by_cause_spans = {cause: {d: by_cause[cause] for d, by_cause in spans.items() if cause in by_cause}
                       for cause in IDLE_CAUSES}
     for cause, per_device in by_cause_spans.items():
         if per_device:
-            node, ns = covered_keys(*_union_spans(list(per_device.values())), host_lo, host_hi, host)
+            node, ns = _host_covered(graph, host, _union_spans(list(per_device.values())))
             own[cause] = pa.table({"node": node, "ns": ns}, schema=NODE_NS)
-    del host, host_lo, host_hi  # millions of host slices on a long trace: not held through the lags' part
+    del host  # millions of host slices on a long trace: not held through the lags' part
     # the device the lag lies on: a wait's, the device of the work it waited for
     device_of = combined(trace.select(["device"])["device"])
     waited = graph.extra.arrow(pa.int32(), lagged)
@@ -444,14 +444,15 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     return IdleParts(own, lag)
 
 
-Candidates = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]
+Candidates = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]
 
 
 def _idle_candidates(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple[pa.Array, pa.Array]) -> Candidates:
     """The parts of the graph some idle time (``everywhere``: disjoint spans in time order) covers by more than 0 ns:
-    each node's own time that is the host's (``host``, ``host_lo``, ``host_hi``), and the explained part of each
-    binding lag (``lagged``, ``lag_lo``, ``lag_hi``, whether a wait's (``is_wait``) and the replay's bound
-    (``lag_bound``)): device work's before its start, a wait's after its work ended."""
+    the nodes whose own time is the host's (``host``, int32, ascending: their spans are read again from the graph by
+    :func:`_host_covered`), and the explained part of each binding lag (``lagged``, ``lag_lo``, ``lag_hi``, whether a
+    wait's (``is_wait``) and the replay's bound (``lag_bound``)): device work's before its start, a wait's after its
+    work ended."""
     kind, extra = node_column(graph.kind, pa.int8()), node_column(graph.extra, pa.int32())
     start, end, dur = (node_column(v, pa.int64()) for v in (graph.start, graph.end, graph.dur))
     bound = node_column(bound_by, pa.int8())
@@ -462,7 +463,7 @@ def _idle_candidates(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple
 
     host = true_positions(pc.and_(pc.greater(dur, 0), pc.or_(pc.equal(kind, like(HOST, kind)), pc.and_(
         pc.equal(kind, like(WAIT, kind)), pc.equal(extra, like(NONE, extra))))))
-    host, host_lo, host_hi = inside_idle(host, pc.take(start, host), pc.take(end, host))
+    host = inside_idle(host, pc.take(start, host), pc.take(end, host))[0]
     candidates = true_positions(pc.or_(
         pc.and_(pc.equal(kind, like(DEVICE, kind)),
                 pc.is_in(bound, value_set=pa.array([CHAIN, EXTRA, AFTER], pa.int8()))),
@@ -486,8 +487,7 @@ def _idle_candidates(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple
     somewhere = pc.greater(covered_spans(*everywhere, lag_lo, lag_hi), 0)
     lagged, lag_lo, lag_hi = (pc.filter(a, somewhere) for a in (lagged, lag_lo, lag_hi))
     is_wait, lag_bound = pc.filter(is_wait, somewhere), pc.filter(lag_bound, somewhere)
-    return (pc.cast(host, pa.int64()), host_lo, host_hi, pc.cast(lagged, pa.int64()), lag_lo, lag_hi, is_wait,
-            lag_bound)
+    return pc.cast(host, pa.int32()), pc.cast(lagged, pa.int64()), lag_lo, lag_hi, is_wait, lag_bound
 
 
 def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: tuple[pa.Array, pa.Array],
@@ -505,11 +505,32 @@ def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: 
     if out is None:
         return None
     arrays = []
-    for data, type_ in zip(out, (*[pa.int64()] * 6, pa.uint8(), pa.int8())):
+    for data, type_ in zip(out, (pa.int32(), *[pa.int64()] * 3, pa.uint8(), pa.int8()), strict=True):
         n = len(data) // (type_.bit_width // 8)
         arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(data)]))
-    arrays[6] = pc.cast(arrays[6], pa.bool_())
+    arrays[4] = pc.cast(arrays[4], pa.bool_())
     return tuple(arrays)
+
+
+def _host_covered(graph: DepGraph, host: pa.Array, spans: tuple[pa.Array, pa.Array]) -> tuple[pa.Array, pa.Array]:
+    """The ``host`` nodes (int32, ascending) whose own time the disjoint, time-ordered ``spans`` cover by more than
+    0 ns, and by how much (int64 both): in C (``_graph.covered_nodes``) where built, reading each node's span from
+    the graph instead of columns of every candidate's (millions of host slices on a long trace), else by
+    :func:`~opscope.analyses.intervals.covered_keys`."""
+    native = native_graph()
+    starts, ends = (combined(pc.cast(a, pa.int64())) for a in spans)
+    if native is not None and isinstance(graph.end, Ends) and not starts.null_count and not ends.null_count:
+        try:
+            out = native.covered_nodes(values_view(host, "i"), graph.dur, graph.start, graph.end.nodes,
+                                       graph.end.values, values_view(starts, "q"), values_view(ends, "q"))
+        except (TypeError, ValueError):  # a graph not made by dependency_graph (other columns, other widths)
+            out = None
+        if out is not None:
+            n = len(out[0]) // 8
+            node, ns = (pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(b)]) for b in out)
+            return node, ns
+    start, end = (node_column(v, pa.int64()) for v in (graph.start, graph.end))
+    return covered_keys(starts, ends, pc.take(start, host), pc.take(end, host), host)
 
 
 def _union_spans(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
