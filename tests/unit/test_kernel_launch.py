@@ -116,3 +116,14 @@ def test_values_out_of_range_are_empty_and_the_rest_stays():
     assert (r["grid"], r["block"], r["registers_per_thread"], r["shared_memory_bytes"], r["occupancy_pct"]) == \
         ([1, 1, 1], None, 40, None, 50.0)
     assert r["warps_per_sm"] is None or r["warps_per_sm"] > 1e37
+
+
+def test_a_text_that_would_split_the_batch_leaves_the_others_in_place():
+    # the texts are decoded as one JSON array: a text holding "},{" would read as two launches and move every
+    # later kernel's values by one; an empty text is no launch
+    trace = make_trace([row("kernel", n, ts, 1, device=0, stream=7) for n, ts in (("a", 0), ("b", 10), ("c", 20),
+                                                                                 ("d", 30))],
+                       args=['{"grid": [1, 1, 1]},{"grid": [9, 9, 9]}', json.dumps({"grid": [2, 1, 1]}), "",
+                             json.dumps({"grid": [4, 1, 1]})])
+    rows = {r["name"]: r["grid"] for r in kernel_launch_table(trace, names="raw").to_pylist()}
+    assert rows == {"a": None, "b": [2, 1, 1], "c": None, "d": [4, 1, 1]}

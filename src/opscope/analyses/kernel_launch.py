@@ -130,15 +130,20 @@ def recorded(table: pa.Table) -> tuple[list[str], list[str]]:
 
 def _launches(trace: Trace, event_ids: pa.ChunkedArray) -> dict[str, pa.Array]:
     """The launch fields of these events, one value per event (null where absent or not of the field's type): only
-    these events' args are read (:meth:`Trace.args_of`), and decoded a batch at a time."""
-    picked = trace.args_of(event_ids)
-    texts = combined(picked["args"]) if picked.num_rows else pa.array([], pa.string())
-    parts = [_columns(_decoded(texts.slice(start, _BATCH).to_pylist())) for start in range(0, len(texts), _BATCH)]
-    fields = {k: pa.concat_arrays([p[k] for p in parts]) if parts else pa.array([], t)
-              for k, t in [*((k, pa.int64()) for k in _INTS), *((k, pa.float64()) for k in _FLOATS)]}
-    fields["tensor_cores"] = _tensor_cores(texts)
+    these events' args are read (:meth:`Trace.args_batches_of`), decoded a batch at a time as they are read, so that
+    only the fields are kept, never the texts."""
+    ids: list[pa.Array] = []
+    parts: list[dict[str, pa.Array]] = []
+    for batch in trace.args_batches_of(event_ids):
+        for start in range(0, batch.num_rows, _BATCH):
+            piece = batch.slice(start, _BATCH)
+            texts = piece.column("args")
+            parts.append({**_columns(_decoded(texts)), "tensor_cores": _tensor_cores(texts)})
+            ids.append(piece.column("event_id"))
+    types = {**dict.fromkeys(_INTS, pa.int64()), **dict.fromkeys(_FLOATS, pa.float64()), "tensor_cores": pa.string()}
+    fields = {k: pa.concat_arrays([p[k] for p in parts]) if parts else pa.array([], t) for k, t in types.items()}
     # each event's first args row (as pc.index_in finds it), null where it has none
-    where = pc.index_in(event_ids, value_set=picked["event_id"])
+    where = pc.index_in(event_ids, value_set=pa.concat_arrays(ids) if ids else pa.array([], pa.int64()))
     return {k: pc.take(v, where) for k, v in fields.items()}
 
 
@@ -157,13 +162,23 @@ def _columns(values: list[_Launch | None]) -> dict[str, pa.Array]:
     return out
 
 
-def _decoded(texts: list[str | None]) -> list[_Launch | None]:
-    """Each text's launch fields: the batch in one call; where some value is not of its field's type, text by text,
-    keeping the fields that are."""
+def _decoded(texts: pa.Array) -> list[_Launch | None]:
+    """Each text's launch fields: the batch in one call, from one JSON array that Arrow joins (no Python string per
+    text: their objects, freed between results, would keep their heap pages); where some value is not of its
+    field's type, text by text, keeping the fields that are."""
+    if not len(texts):
+        return []
+    texts = texts.cast(pa.large_string())
+    items = pc.if_else(pc.fill_null(pc.greater(pc.binary_length(texts), 0), False), texts, "null")
+    joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, len(items)], pa.int64()), items),
+                            pa.scalar(",", pa.large_string()))[0]
     try:
-        return _decode_batch("[" + ",".join(t or "null" for t in texts) + "]")
+        decoded = _decode_batch(b"".join((b"[", joined.as_buffer(), b"]")))
+        if len(decoded) == len(texts):  # a text holding "},{" would be two: each is then read on its own
+            return decoded
     except _ERRORS:
-        return [_one(t) for t in texts]
+        pass
+    return [_one(t) for t in texts.to_pylist()]
 
 
 def _one(text: str | None) -> _Launch | None:

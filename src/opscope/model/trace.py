@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeAlias
 
 import pyarrow as pa
@@ -211,19 +211,25 @@ class Trace:
         """The rows of ``args`` whose event is one of ``event_ids``, in the table's order. Where the table is still
         in the cache entry, it is read batch by batch and only those rows are kept: the JSON text of every event
         (a quarter of the trace's JSON) is never held at once, nor kept by the trace."""
+        picked = list(self.args_batches_of(event_ids))
+        return pa.Table.from_batches(picked) if picked else TABLE_SCHEMAS["args"].empty_table()
+
+    def args_batches_of(self, event_ids: pa.Array | pa.ChunkedArray) -> Iterator[pa.RecordBatch]:
+        """:meth:`args_of`'s rows a batch at a time, for a caller that reads each batch's texts and keeps what it
+        made of them, not the texts (a 1 GB trace's kernels have 106 MiB of args)."""
         if not self._tables:
             raise RuntimeError("this trace has handed its tables over (Trace.hand_over)")
         held = self._tables["args"]
         wanted = pc.unique(pc.drop_null(event_ids)).cast(pa.int64())
         if not len(wanted):  # no event asked about: nothing read
-            return TABLE_SCHEMAS["args"].empty_table()
+            return
         batches = getattr(held, "batches", None) if callable(held) else None
         if batches is None:
             table = self.args
-            return table.filter(pc.is_in(table["event_id"], value_set=wanted))
+            yield from table.filter(pc.is_in(table["event_id"], value_set=wanted)).to_batches()
+            return
         wanted = wanted.take(pc.sort_indices(wanted))
         ids = values_view(wanted, "q")
-        picked = []
         with working():
             for batch in batches():
                 found = batch.column("event_id")
@@ -233,8 +239,7 @@ class Trace:
                 # each batch looks for the ids within its own range (the table is in event order: a few of them)
                 first, last = bisect_left(ids, low.as_py()), bisect_right(ids, high.as_py())
                 if first < last:
-                    picked.append(batch.filter(pc.is_in(found, value_set=wanted.slice(first, last - first))))
-        return pa.Table.from_batches(picked) if picked else TABLE_SCHEMAS["args"].empty_table()
+                    yield batch.filter(pc.is_in(found, value_set=wanted.slice(first, last - first)))
 
     def held_args(self) -> Table | Loader:
         """The ``args`` table as held now: the table, or the loader that reads it on first use."""
