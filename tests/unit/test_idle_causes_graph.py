@@ -212,3 +212,15 @@ def test_host_covered_reads_each_nodes_span_from_the_graph(timeline, monkeypatch
         assert list(zip(*(a.to_pylist() for a in by_definition))) == want
         checked += len(want)
     assert checked
+
+
+def test_host_time_per_cause_is_named_by_event_or_category():
+    from opscope.analyses.gap_causes import host_by_cause
+
+    # host_wait (0-10, 100-700, 900-1000): the step mark's own time (0-10, 900-1000) is the program between its ops,
+    # the thread's Python time, as is the slice 100-700 (the frame is no slice): 110 + 600; sync (800-900): the
+    # wait's return, its explained part (the latency cap), by its call; the rest (10-20, 700-720): the launch calls
+    # (10-14, 700-710) and the Python time after them (14-20, 710-720)
+    assert host_by_cause(host_gap()) == {
+        "host_wait": [("(python)", 710 * US)], "sync": [("cudaDeviceSynchronize", LATENCY_CAP_NS)],
+        "other": [("(python)", 16 * US), ("cudaLaunchKernel", 14 * US)]}
