@@ -418,12 +418,13 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
             own[cause] = pa.table({"node": node, "ns": ns}, schema=NODE_NS)
     del host  # millions of host slices on a long trace: not held through the lags' part
     # the device the lag lies on: a wait's, the device of the work it waited for
-    device_of = combined(trace.select(["device"])["device"])
+    device_of = trace.select(["device"])["device"]  # read at the lags' rows: not made one array of every row's
     waited = graph.extra.arrow(pa.int32(), lagged)
     on_node = pc.if_else(is_wait, pc.if_else(pc.equal(waited, NONE), 0, waited), lagged)
     rows = pc.take(node_column(graph.row, pa.int32()), on_node)
     valid = pc.not_equal(rows, NONE)
-    lag_device = pc.if_else(valid, pc.take(device_of, pc.if_else(valid, rows, 0)), pa.scalar(None, device_of.type))
+    lag_device = pc.if_else(valid, combined(pc.take(device_of, pc.if_else(valid, rows, 0))),
+                            pa.scalar(None, device_of.type))
     by_device = {}
     for d in spans:
         on_device = pc.fill_null(pc.equal(lag_device, d), False) if d is not None else pc.is_null(lag_device)
