@@ -22,7 +22,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, shares_pct
+from opscope.analyses.arrays import shares_pct
 from opscope.analyses.filters import EventFilter
 from opscope.analyses.kernels import DEVICE_WORK, NAME_FORMS, names_shown
 from opscope.analyses.ops import sort_table
