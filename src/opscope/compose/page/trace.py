@@ -49,12 +49,10 @@ SECTIONS = (
 )
 
 
-#: The order the sections are built in: the advice first, the costliest while it runs, on top of nothing the other
-#: sections keep (their tables, the roofline's attribution: a 1 GB trace's report 547-551 MiB at its peak against
-#: 562-578 with the ops and the roofline first; BENCHMARKS.md, "Owned memory"); then what leaves the most behind
-#: (the GPU analysis, kept for the rest of the command) after what needs most while it runs (ops); the timeline holds
-#: only a few steps' events.
-BUILD_ORDER = ("advice", "ops", "roofline", "memory", "overview", "gpu", "timeline")
+#: The order the sections are built in: the ones whose analyses leave the most behind (the GPU analysis, kept for
+#: the rest of the command) after those that need most while they run (ops, advice), so that the two never peak at
+#: once (BENCHMARKS.md, "Owned memory"); the timeline holds only a few steps' events.
+BUILD_ORDER = ("ops", "roofline", "advice", "memory", "overview", "gpu", "timeline")
 
 
 def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[str], None] | None = None,
