@@ -285,7 +285,7 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
     parts = idle_parts(trace, graph)
     # a gap, or an event without a name or a step mark (whose own time is the program between its ops): its
     # category; grouped by the name's code and the category's, the texts read per group, the names coded at the
-    # rows a cause holds only (a 1 GB trace: 111-118 MiB over the inputs coding and naming every row, 54-62 so)
+    # rows a cause holds only (a 1 GB trace: 111-118 MiB over the inputs coding and naming every row, 47-62 so)
     event_names = trace.select(["name"])["name"]
     unnamed = re.compile(UNNAMED_OR_MARK).search
     kind = pa.Array.from_buffers(pa.int8(), len(graph), [None, pa.py_buffer(graph.kind)])
@@ -303,8 +303,8 @@ def host_by_cause(trace: Trace) -> dict[str, list[tuple[str, int]]]:
             continue
         table = pa.concat_tables(pieces)
         row = pc.take(rows, table["node"])
-        name, names = value_codes(pc.take(event_names, pc.if_else(pc.equal(row, NONE), pa.scalar(None, row.type),
-                                                                  row)))
+        name, names = value_codes(pc.take(event_names, pc.if_else(pc.equal(row, like(NONE, row)),
+                                                                  pa.scalar(None, row.type), row)))
         sums = pa.table({"name": name, "category": pc.take(codes, table["node"]), "ns": table["ns"]}) \
             .group_by(["name", "category"], use_threads=False).aggregate([("ns", "sum")])
         totals: dict[str, int] = {}
