@@ -44,6 +44,18 @@ static inline int spans_in_order(const int64_t *s, const int64_t *e, Py_ssize_t 
     return 1;
 }
 
+/* Whether the spans [s[i], e[i]) are disjoint and in time order (spans_in_order), with through[i] their lengths
+ * summed up to and with i (as covered_by reads them) written as it checks; stops at the first out of order. */
+static inline int spans_through(const int64_t *s, const int64_t *e, Py_ssize_t n, int64_t *through) {
+    uint64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (e[i] < s[i] || (i && s[i] < e[i - 1])) return 0;
+        total += (uint64_t)e[i] - (uint64_t)s[i];
+        through[i] = (int64_t)total;
+    }
+    return 1;
+}
+
 /* How much of [lo, hi) the disjoint spans [s[i], e[i]) in time order cover, given through[i] (their lengths summed up
  * to and with i); *hint: the last search's answer (see last_at_or_before), updated. */
 static inline int64_t covered_by(const int64_t *s, const int64_t *e, const int64_t *through, Py_ssize_t n, int64_t lo,

@@ -988,6 +988,13 @@ typedef struct {
     Py_ssize_t n, at;
 } EndsApart;
 
+/* Whether the nodes kept apart are ascending and within a graph of n nodes (end_of reads them in order). */
+static inline int ends_apart_ordered(const EndsApart *x, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < x->n; i++)
+        if (x->nodes[i] < 0 || x->nodes[i] >= n || (i && x->nodes[i] <= x->nodes[i - 1])) return 0;
+    return 1;
+}
+
 static inline int64_t end_of(EndsApart *x, Py_ssize_t node, const int64_t *start, const int64_t *dur) {
     while (x->at < x->n && x->nodes[x->at] < node) x->at++;
     if (x->at < x->n && x->nodes[x->at] == node) return x->values[x->at];
@@ -1037,17 +1044,10 @@ static PyObject *idle_candidates(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    int ordered = 1, linked = 1;
+    int ordered, linked = 1;
     Py_ssize_t n_host = 0, n_lag = 0;
     Py_BEGIN_ALLOW_THREADS
-    uint64_t total = 0;
-    for (Py_ssize_t i = 0; i < m && ordered; i++) {
-        if (se[i] < ss[i] || (i && ss[i] < se[i - 1])) ordered = 0;
-        total += (uint64_t)se[i] - (uint64_t)ss[i];
-        through[i] = (int64_t)total;
-    }
-    for (Py_ssize_t i = 0; i < ends.n && ordered; i++)
-        if (ends.nodes[i] < 0 || ends.nodes[i] >= n || (i && ends.nodes[i] <= ends.nodes[i - 1])) ordered = 0;
+    ordered = spans_through(ss, se, m, through) && ends_apart_ordered(&ends, n);
     Py_ssize_t hint_host = 0, hint_lag = 0;
     for (Py_ssize_t node = 0; node < n && ordered && linked; node++) {
         what[node] = 0;
@@ -1147,17 +1147,10 @@ static PyObject *covered_nodes(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    int ordered = 1, no_memory = 0;
+    int ordered, no_memory = 0;
     Py_ssize_t hits = 0, cap = 0;
     Py_BEGIN_ALLOW_THREADS
-    uint64_t total = 0;
-    for (Py_ssize_t i = 0; i < k && ordered; i++) {
-        if (se[i] < ss[i] || (i && ss[i] < se[i - 1])) ordered = 0;
-        total += (uint64_t)se[i] - (uint64_t)ss[i];
-        through[i] = (int64_t)total;
-    }
-    for (Py_ssize_t i = 0; i < ends.n && ordered; i++)
-        if (ends.nodes[i] < 0 || ends.nodes[i] >= n || (i && ends.nodes[i] <= ends.nodes[i - 1])) ordered = 0;
+    ordered = spans_through(ss, se, k, through) && ends_apart_ordered(&ends, n);
     Py_ssize_t hint = 0;
     for (Py_ssize_t j = 0; j < m && ordered && !no_memory; j++) {
         int32_t node = nodes[j];

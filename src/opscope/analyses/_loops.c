@@ -631,11 +631,12 @@ done:
  * on). 0 where the spans are not disjoint and in order (out not written), -1 out of memory, else 1. Takes no GIL. */
 static int cover_each(const int64_t *s, const int64_t *e, Py_ssize_t n, const int64_t *lo, const int64_t *hi,
                       Py_ssize_t m, int64_t *out) {
-    if (!spans_in_order(s, e, n)) return 0;
     int64_t *through = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (!through) return -1;
-    int64_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) through[i] = total += e[i] - s[i]; /* covered up to the end of span i */
+    if (!spans_through(s, e, n, through)) {
+        free(through);
+        return 0;
+    }
     Py_ssize_t hint = 0;
     for (Py_ssize_t j = 0; j < m; j++) out[j] = covered_by(s, e, through, n, lo[j], hi[j], &hint);
     free(through);
