@@ -369,7 +369,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
     View v[N_VIEWS];
     PyObject *result = NULL, *field[N_FIELDS] = {NULL}, *links[N_LINKS] = {NULL}, *apart[2] = {NULL};
     int32_t *slice_first = NULL, *slice_last = NULL, *last_on = NULL, *hord = NULL, *order = NULL, *dev = NULL,
-            *by_group = NULL, *saved_node = NULL;
+            *by_group = NULL, *saved_node = NULL, *row_of = NULL;
     int64_t *lane_first = NULL, *gfirst = NULL, *saved = NULL;
     Open *stack = NULL;
     Nodes g = {0};
@@ -704,14 +704,8 @@ static PyObject *build(PyObject *self, PyObject *args) {
     saved_node = NULL;
     if (reached < 0) state = 1;
     if (state) goto computed;
-    /* --- renumbered: new[node] is its place in the order */
-    int32_t *new = malloc(sizeof *new * (size_t)(g.n + 1));
-    if (!new) {
-        state = 1;
-        goto computed;
-    }
-    for (Py_ssize_t i = 0; i < g.n; i++) new[order[i]] = (int32_t)i;
-    /* the link columns and the ends kept apart, in the new order */
+    /* --- renumbered. The link rows in the new order first: g.link is then read no more, and its room takes
+     * new[node], each node's place in the order (no room of its own at the build's peak) */
     Py_ssize_t m = 0;
     for (Py_ssize_t i = 0; i < g.n; i++) m += has_link(&g, i);
     Py_BLOCK_THREADS
@@ -721,34 +715,45 @@ static PyObject *build(PyObject *self, PyObject *args) {
                        !(apart[1] = PyByteArray_FromStringAndSize(NULL, sizeof(int64_t) * n_apart))))
         state = 3;
     Py_UNBLOCK_THREADS
-    if (state) {
-        free(new);
+    if (state) goto computed;
+    row_of = malloc(sizeof *row_of * (size_t)(m + 1)); /* each link row's row in g.rows */
+    if (!row_of) {
+        state = 1;
         goto computed;
     }
-    int32_t *link = (int32_t *)PyByteArray_AS_STRING(links[L_LINK]),
-            *l_extra = (int32_t *)PyByteArray_AS_STRING(links[L_EXTRA]),
-            *l_after = (int32_t *)PyByteArray_AS_STRING(links[L_AFTER]);
-    int64_t *l_extra_lag = (int64_t *)PyByteArray_AS_STRING(links[L_EXTRA_LAG]),
-            *l_after_lag = (int64_t *)PyByteArray_AS_STRING(links[L_AFTER_LAG]),
-            *l_unexplained = (int64_t *)PyByteArray_AS_STRING(links[L_UNEXPLAINED]);
-    int8_t *l_on = (int8_t *)PyByteArray_AS_STRING(links[L_ON]);
-    int64_t *l_chain_lag = (int64_t *)PyByteArray_AS_STRING(links[L_CHAIN_LAG]);
+    int32_t *link = (int32_t *)PyByteArray_AS_STRING(links[L_LINK]);
     for (Py_ssize_t i = 0, k = 0; i < g.n; i++) {
         int32_t old = order[i];
         if (!has_link(&g, old)) {
             link[i] = NONE;
             continue;
         }
-        const Row *r = peek(&g, old);
         link[i] = (int32_t)k;
+        row_of[k++] = g.link[old];
+    }
+    int32_t *new = g.link;
+    g.link = NULL;
+    for (Py_ssize_t i = 0; i < g.n; i++) new[order[i]] = (int32_t)i;
+    /* the link columns and the ends kept apart, in the new order */
+    int32_t *l_extra = (int32_t *)PyByteArray_AS_STRING(links[L_EXTRA]),
+            *l_after = (int32_t *)PyByteArray_AS_STRING(links[L_AFTER]);
+    int64_t *l_extra_lag = (int64_t *)PyByteArray_AS_STRING(links[L_EXTRA_LAG]),
+            *l_after_lag = (int64_t *)PyByteArray_AS_STRING(links[L_AFTER_LAG]),
+            *l_unexplained = (int64_t *)PyByteArray_AS_STRING(links[L_UNEXPLAINED]);
+    int8_t *l_on = (int8_t *)PyByteArray_AS_STRING(links[L_ON]);
+    int64_t *l_chain_lag = (int64_t *)PyByteArray_AS_STRING(links[L_CHAIN_LAG]);
+    for (Py_ssize_t k = 0; k < m; k++) {
+        const Row *r = &g.rows[row_of[k]];
         l_extra[k] = r->extra != NONE ? new[r->extra] : NONE;
         l_after[k] = r->after != NONE ? new[r->after] : NONE;
         l_extra_lag[k] = r->extra_lag;
         l_after_lag[k] = r->after_lag;
         l_unexplained[k] = r->unexplained;
         l_chain_lag[k] = r->chain_lag;
-        l_on[k++] = r->on;
+        l_on[k] = r->on;
     }
+    free(row_of);
+    row_of = NULL;
     for (Py_ssize_t k = 0; k < n_apart; k++) apart_at[k].node = new[apart_at[k].node];
     qsort(apart_at, (size_t)n_apart, sizeof *apart_at, by_node);
     int32_t *apart_node = (int32_t *)PyByteArray_AS_STRING(apart[0]);
@@ -757,26 +762,23 @@ static PyObject *build(PyObject *self, PyObject *args) {
         apart_node[k] = apart_at[k].node;
         apart_end[k] = apart_at[k].end;
     }
-    /* what only the build reads goes before the permutation's scratch is taken: the build's peak */
     free(g.rows);
     g.rows = NULL;
-    free(g.link);
-    g.link = NULL;
+    for (Py_ssize_t i = 0; i < g.n; i++)
+        if (g.chain[i] != NONE) g.chain[i] = new[g.chain[i]];
+    free(new);
+    /* what only the build reads goes before the permutation's scratch is taken */
     int64_t *scratch = malloc(sizeof *scratch * (size_t)(g.n + 1));
     if (!scratch) {
-        free(new);
         state = 1;
         goto computed;
     }
-    for (Py_ssize_t i = 0; i < g.n; i++)
-        if (g.chain[i] != NONE) g.chain[i] = new[g.chain[i]];
     int8_t *bytes[2] = {g.kind, g.category};
     for (int k = 0; k < 2; k++) PERMUTE(int8_t, bytes[k], order, g.n, scratch);
     int32_t *ints[3] = {g.row, g.lane, g.chain};
     for (int k = 0; k < 3; k++) PERMUTE(int32_t, ints[k], order, g.n, scratch);
     int64_t *longs[2] = {g.dur, g.start};
     for (int k = 0; k < 2; k++) PERMUTE(int64_t, longs[k], order, g.n, scratch);
-    free(new);
     free(scratch);
 computed:
     Py_END_ALLOW_THREADS
@@ -828,6 +830,7 @@ done:
     free(g.rows);
     free(seen);
     free(apart_at);
+    free(row_of);
     release_views(v, N_VIEWS);
     return result;
 }
