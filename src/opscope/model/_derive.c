@@ -219,9 +219,9 @@ done:
 }
 
 /* index_in(keys, key_valid, values, value_valid, out) -> None
- * out[i] = the first j with values[j] == keys[i] (a null key matches the first null value), -1 where none: Arrow's
- * index_in on int64 columns with one open-addressing table instead of its memo table. *_valid: bytes (1 valid) or
- * None (all valid). */
+ * out[i] (int32) = the first j with values[j] == keys[i] (a null key matches the first null value), -1 where none:
+ * Arrow's index_in on int64 columns with one open-addressing table of int32 positions instead of its memo table
+ * (fewer than 2**31 - 1 values). *_valid: bytes (1 valid) or None (all valid). */
 static PyObject *index_in(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o_keys, *o_kvalid, *o_values, *o_vvalid, *o_out;
@@ -232,16 +232,20 @@ static PyObject *index_in(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     if (view(o_keys, &keys, 0, 8, "keys") || (o_kvalid != Py_None && view(o_kvalid, &kvalid, 0, 1, "key_valid")) ||
         view(o_values, &values, 0, 8, "values") ||
-        (o_vvalid != Py_None && view(o_vvalid, &vvalid, 0, 1, "value_valid")) || view(o_out, &out, 1, 8, "out"))
+        (o_vvalid != Py_None && view(o_vvalid, &vvalid, 0, 1, "value_valid")) || view(o_out, &out, 1, 4, "out"))
         goto done;
     Py_ssize_t n = keys.b.len / 8, m = values.b.len / 8;
-    if (out.b.len / 8 != n || (kvalid.held && kvalid.b.len != n) || (vvalid.held && vvalid.b.len != m)) {
+    if (out.b.len / 4 != n || (kvalid.held && kvalid.b.len != n) || (vvalid.held && vvalid.b.len != m)) {
         PyErr_SetString(PyExc_ValueError, "index_in: buffers of different lengths");
+        goto done;
+    }
+    if (m >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "index_in: 2**31 - 1 values or more");
         goto done;
     }
     const int64_t *k = keys.b.buf, *v = values.b.buf;
     const uint8_t *kv = kvalid.held ? kvalid.b.buf : NULL, *vv = vvalid.held ? vvalid.b.buf : NULL;
-    int64_t *o = out.b.buf;
+    int32_t *o = out.b.buf;
     /* Dense values (row ids, correlation ids: a range at most a few times their count) index a table directly;
      * others go through an open-addressing hash. Either holds each value's first position. */
     int64_t lo = INT64_MAX, hi = INT64_MIN;
@@ -251,16 +255,16 @@ static PyObject *index_in(PyObject *self, PyObject *args) {
     Py_ssize_t size = 16;
     if (dense) size = (Py_ssize_t)((uint64_t)hi - (uint64_t)lo) + 1;
     else while (size < 2 * m + 2) size *= 2;
-    int64_t *slot = malloc(sizeof *slot * (size_t)size); /* index into values + 1, 0 empty */
+    int32_t *slot = malloc(sizeof *slot * (size_t)size); /* index into values + 1, 0 empty */
     if (!slot) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
     memset(slot, 0, sizeof *slot * (size_t)size);
-    int64_t first_null = -1;
+    int32_t first_null = -1;
     if (dense) {
         for (Py_ssize_t j = 0; j < m; j++) {
-            if (vv && !vv[j]) { if (first_null < 0) first_null = j; continue; }
-            int64_t *at = &slot[(uint64_t)v[j] - (uint64_t)lo];
-            if (!*at) *at = j + 1; /* the first occurrence stays */
+            if (vv && !vv[j]) { if (first_null < 0) first_null = (int32_t)j; continue; }
+            int32_t *at = &slot[(uint64_t)v[j] - (uint64_t)lo];
+            if (!*at) *at = (int32_t)(j + 1); /* the first occurrence stays */
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             if (kv && !kv[i]) { o[i] = first_null; continue; }
@@ -268,11 +272,11 @@ static PyObject *index_in(PyObject *self, PyObject *args) {
         }
     } else {
         for (Py_ssize_t j = 0; j < m; j++) {
-            if (vv && !vv[j]) { if (first_null < 0) first_null = j; continue; }
+            if (vv && !vv[j]) { if (first_null < 0) first_null = (int32_t)j; continue; }
             uint64_t h = (uint64_t)v[j] * 0x9E3779B97F4A7C15ull;
             Py_ssize_t s = (Py_ssize_t)(h >> 17) & (size - 1);
             while (slot[s] && v[slot[s] - 1] != v[j]) s = (s + 1) & (size - 1);
-            if (!slot[s]) slot[s] = j + 1; /* the first occurrence stays */
+            if (!slot[s]) slot[s] = (int32_t)(j + 1); /* the first occurrence stays */
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             if (kv && !kv[i]) { o[i] = first_null; continue; }

@@ -70,7 +70,9 @@ def values_view(values: pa.Array | pa.ChunkedArray, fmt: str) -> memoryview:
     return memoryview(arr.buffers()[1]).cast(fmt)[arr.offset:arr.offset + len(arr)]  # type: ignore[call-overload]
 
 
-def minus_one_as_null(buffer: bytearray | array, n: int) -> pa.Array:
-    """``n`` int64 values a C loop wrote into ``buffer`` (-1: none) as an Arrow array, null where -1."""
-    values = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(buffer)])
-    return pc.if_else(pc.equal(values, -1), pa.scalar(None, pa.int64()), values)
+def minus_one_as_null(buffer: bytearray | array, n: int, value_type: pa.DataType | None = None) -> pa.Array:
+    """``n`` values of ``value_type`` (int64, the default, or int32) a C loop wrote into ``buffer`` (-1: none) as an
+    Arrow array, null where -1."""
+    value_type = value_type or pa.int64()
+    values = pa.Array.from_buffers(value_type, n, [None, pa.py_buffer(buffer)])
+    return pc.if_else(pc.equal(values, -1), pa.scalar(None, value_type), values)

@@ -22,12 +22,12 @@ def index_in(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArra
     keys, values = one_array(keys), one_array(values)
     wide_keys, wide_values = _as_int64(keys), _as_int64(values)
     if (_derive is None or not c_enabled() or wide_keys is None or wide_values is None
-            or len(values) >= 1 << 31):
+            or len(values) >= (1 << 31) - 1):  # positions + 1 in int32
         return pc.index_in(keys, value_set=values)
     keys, values = wide_keys, wide_values
-    out = bytearray(8 * len(keys))
+    out = bytearray(4 * len(keys))
     _derive.index_in(values_view(keys, "q"), _valid(keys), values_view(values, "q"), _valid(values), out)
-    return pc.cast(minus_one_as_null(out, len(keys)), pa.int32())
+    return minus_one_as_null(out, len(keys), pa.int32())
 
 
 def _as_int64(arr: pa.Array) -> pa.Array | None:
