@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from support.tracefiles import write_trace, x
 
 from opscope.advise import advise
 from opscope.advise.context import AdviceContext
+from opscope.advise.rules.launch_bound import _repeated, launched_kernels
 from opscope.ingest import open_trace
 
 
@@ -61,3 +63,28 @@ def test_long_kernels_are_not_launch_bound(tmp_path):
 def test_not_applicable_on_cpu_traces(tmp_path):
     t = open_trace(write_trace(tmp_path / "t.json", [x("aten::mm", 0, 10)]))
     assert "no GPU" in advise(t, only=["launch-bound"]).not_applicable["launch-bound"]
+
+
+def test_repeated_ids_are_those_seen_more_than_once():
+    ids = pa.array([7, 3, 9, 3, None, 7, 7, None, 1], pa.int64())
+    assert sorted(_repeated(ids).to_pylist()) == [3, 7]
+    assert _repeated(pa.array([4, 2, 8], pa.int64())).to_pylist() == []
+    assert _repeated(pa.array([5], pa.int64())).to_pylist() == []
+
+
+def test_kernels_sharing_a_launch_are_left_out_and_a_repeated_call_id_takes_its_longest_call(tmp_path):
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              # one call, two kernels (a library's launch): neither is launched one by one
+              x("cudaLaunchKernel", 10, 20, cat="cuda_runtime", correlation=1),
+              x("lib_a", 40, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1),
+              x("lib_b", 50, 5, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1),
+              # a broken trace: two calls with id 2 (20 and 50 us); the kernel's launch is the longer
+              x("cudaLaunchKernel", 100, 20, cat="cuda_runtime", correlation=2),
+              x("cudaLaunchKernel", 130, 50, cat="cuda_runtime", correlation=2),
+              x("solo", 190, 6, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2),
+              x("cudaLaunchKernel", 200, 30, cat="cuda_runtime", correlation=3),
+              x("next", 240, 7, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=3)]
+    ctx = AdviceContext(open_trace(write_trace(tmp_path / "t.json", events)))
+    assert sorted(launched_kernels(ctx).to_pylist(), key=lambda r: r["name"]) == [
+        {"name": "next", "dur_ns": 7_000, "launch_ns": 30_000},
+        {"name": "solo", "dur_ns": 6_000, "launch_ns": 50_000}]
