@@ -159,19 +159,26 @@ def test_median_is_statistics_median():
         median(pa.array([1, None, 3], pa.int64()))
 
 
+@pytest.mark.parametrize("native", ["1", "0"])
 @pytest.mark.parametrize("seed", range(4))
-def test_distinct_and_marks_by_hand(seed):
-    from opscope.analyses.arrays import distinct, marks
+def test_distinct_positions_and_marks_by_hand(seed, native, monkeypatch):
+    from opscope.analyses.arrays import distinct_positions, marks
 
+    monkeypatch.setenv("OPSCOPE_NATIVE", native)  # the C loop and its Python definition
     rng = random.Random(seed)
     values = [rng.choice([None, rng.randrange(0, 50), rng.randrange(0, 5000)]) for _ in range(rng.randint(0, 3000))]
-    found = distinct(pa.array(values, pa.int64())).to_pylist()
-    assert sorted(found) == sorted({v for v in values if v is not None})
-    n = 6000
-    at = sorted({v for v in values if v is not None})
-    flags = marks(n, pa.array(at, pa.int64()))
+    cut = rng.randint(0, len(values))
+    chunked = pa.chunked_array([pa.array(values[:cut], pa.int64()), pa.array(values[cut:], pa.int64())])
+    found = distinct_positions(chunked, 5000)
+    assert found.type == pa.int64() and found.to_pylist() == sorted({v for v in values if v is not None})
+    n = 6003  # not a whole number of bytes
+    at = [v for v in values if v is not None]
+    flags = marks(n, pa.array(at, pa.int32()))
     assert flags.type == pa.bool_() and len(flags) == n
-    assert [i for i, f in enumerate(flags.to_pylist()) if f] == at
+    assert [i for i, f in enumerate(flags.to_pylist()) if f] == sorted(set(at))
+    for outside in (-1, n):
+        with pytest.raises(ValueError, match="outside"):
+            marks(n, pa.array([0, outside], pa.int64()))
 
 
 def test_name_flags_asks_once_per_distinct_name():

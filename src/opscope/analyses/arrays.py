@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.model import ranges
-from opscope.model.buffers import c_enabled, one_array, true_positions, values_view
+from opscope.model.buffers import c_enabled, one_array, position_marks, true_positions, values_view
 from opscope.model.lookup import index_in
 from opscope.model.schema import buffers_key
 
@@ -69,22 +69,18 @@ def arange(n: int) -> pa.Array:
     return ranges.arange(0, n)
 
 
-def distinct(values: pa.Array) -> pa.Array:
-    """The distinct values, in no set order, nulls left out: Acero's grouping, which holds little beyond its groups
-    (pc.unique's hash table of 350 K distinct int64 among 385 K peaks 60 MiB; this, 2), where the order of first
-    appearance is not needed."""
-    if not len(values):
-        return values
-    return pc.drop_null(combined(pa.table({"v": values}).group_by("v", use_threads=False).aggregate([])["v"]))
-
-
 def marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """A bool array of length ``n``, true at ``positions`` (int64, none null, each in 0..n-1): set in place, where
-    ``pc.is_in(arange(n), positions)`` would hash all ``n``."""
-    flags = bytearray(n)
-    for position in values_view(pc.cast(positions, pa.int64()), "q"):
-        flags[position] = 1
-    return pc.cast(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(flags)]), pa.bool_())
+    """A bool array of length ``n``, true at ``positions`` (integers, nulls skipped, each in 0..n-1)
+    (:func:`opscope.model.buffers.position_marks`)."""
+    return position_marks(n, positions)
+
+
+def distinct_positions(positions: pa.Array | pa.ChunkedArray, n: int) -> pa.Array:
+    """The distinct values of ``positions`` (integers in 0..n-1, nulls left out), ascending, as int64: the positions
+    marked in a bitmap of ``n`` (:func:`marks`) instead of grouped by a hash of every value (the 1 GB benchmark
+    trace's climb from its device work to the ops above it, :func:`~opscope.analyses.links.ops_above`: 28 against
+    125 ms of CPU)."""
+    return pc.cast(true_positions(marks(n, positions)), pa.int64())
 
 
 def scatter(n: int, positions: pa.Array, values: pa.Array) -> pa.Array:

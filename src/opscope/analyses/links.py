@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, distinct, name_match, native_loops, rows_where, scatter
+from opscope.analyses.arrays import arange, combined, distinct_positions, name_match, native_loops, rows_where, scatter
 from opscope.model.buffers import minus_one_as_null, values_view
 from opscope.model.lookup import index_in
 from opscope.model.memo import memoized
@@ -295,16 +295,17 @@ def _climb_in_c(parents: pa.Array, first: pa.Array, second: pa.Array,
 
 def ops_above(parents: pa.Array | pa.ChunkedArray, is_op: pa.Array, launch: pa.Array) -> pa.Array:
     """Every distinct row marked in ``is_op`` at or above some launch row (what :func:`op_ancestors` pairs with
-    them), in no set order: walked up level by level, each level holding only its distinct rows."""
+    them), ascending: walked up level by level, each level holding only its distinct rows."""
     parents = combined(parents)
-    current = distinct(launch)
+    n = len(parents)
+    current = distinct_positions(launch, n)
     found = []
     for _ in range(_MAX_CLIMB):
         if not len(current):
             break
         found.append(pc.filter(current, pc.fill_null(pc.take(is_op, current), False)))
-        current = distinct(pc.take(parents, current))
-    return distinct(pa.concat_arrays(found)) if found else pa.array([], pa.int64())
+        current = distinct_positions(pc.take(parents, current), n)
+    return distinct_positions(pa.chunked_array(found, pa.int64()), n) if found else pa.array([], pa.int64())
 
 
 def op_ancestors(events: pa.Table, launch: pa.Array, kinds=("cpu_op",)) -> tuple[pa.Array, pa.Array]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, distinct, marks, rows_where, share_pct
+from opscope.analyses.arrays import combined, distinct_positions, marks, rows_where, share_pct
 from opscope.analyses.links import climb_marks, device_links, op_ancestors, ops_above
 from opscope.analyses.names import short_names
 from opscope.analyses.ops import climb_start
@@ -126,7 +126,7 @@ def _op_parent(events: pa.Table) -> pa.Array:
 def _work_of(events: pa.Table, op_rows: pa.Array) -> pa.Table:
     """The work of each op row that has a model (:data:`_WORK`), the model asked once per distinct (name, shapes,
     dtypes, inputs, output shapes, strides)."""
-    rows = distinct(op_rows)
+    rows = distinct_positions(op_rows, events.num_rows)
     if not len(rows):
         return _WORK.empty_table()
     keys = ("name", "shapes", "dtypes", "concrete_inputs", "output_shapes", "strides")

@@ -1,6 +1,7 @@
 /* opscope.model._derive: derive.py's loops over every event in C, the same arithmetic without a Python object per
- * event: the nesting stack walk (_nest_sorted), the step of each event (assign_steps) and Arrow's index_in for int64
- * ids (lookup.index_in). The Python versions stay the definition and run where this module is not built. */
+ * event: the nesting stack walk (_nest_sorted), the step of each event (assign_steps), Arrow's index_in for int64
+ * ids (lookup.index_in) and the bitmaps of positions (buffers.true_positions, buffers.position_marks). The Python
+ * versions stay the definition and run where this module is not built. */
 #include "../_buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -454,6 +455,45 @@ done:
     return result;
 }
 
+/* set_bits(positions, valid, n, out) -> int
+ * Sets bit p (LSB first) of out for every valid position p (int64; valid: bytes, 1 valid, or None: all valid):
+ * the bitmap of an Arrow boolean array of n values (out: at least (n + 7) / 8 bytes). The count of positions
+ * outside 0..n - 1 (those set nothing). */
+static PyObject *set_bits(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_positions, *o_valid, *o_out;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOnO", &o_positions, &o_valid, &n, &o_out)) return NULL;
+    View positions, valid, out;
+    positions.held = valid.held = out.held = 0;
+    PyObject *result = NULL;
+    if (view(o_positions, &positions, 0, 8, "positions") ||
+        (o_valid != Py_None && view(o_valid, &valid, 0, 1, "valid")) || view(o_out, &out, 1, 1, "out"))
+        goto done;
+    Py_ssize_t m = positions.b.len / 8;
+    if ((valid.held && valid.b.len != m) || n < 0 || (n + 7) / 8 > out.b.len) {
+        PyErr_SetString(PyExc_ValueError, "set_bits: positions and valid of different lengths, or out too short");
+        goto done;
+    }
+    const int64_t *p = positions.b.buf;
+    const uint8_t *ok = valid.held ? valid.b.buf : NULL;
+    uint8_t *bits = out.b.buf;
+    Py_ssize_t outside = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (ok && !ok[i]) continue;
+        if ((uint64_t)p[i] >= (uint64_t)n) { outside++; continue; } /* a negative position is huge as uint64 */
+        bits[(uint64_t)p[i] >> 3] |= (uint8_t)(1u << ((uint64_t)p[i] & 7));
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(outside);
+done:
+    release(&positions);
+    release(&valid);
+    release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest_layer", nest_layer, METH_VARARGS,
      "nest_layer(mask, pid_codes, tid_codes, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nThe nesting walk "
@@ -476,6 +516,9 @@ static PyMethodDef methods[] = {
      "true_positions(bits, offset, length, out) -> int\n\nThe positions of the set bits among `length` bits of "
      "bits from bit `offset`, ascending, into out (uint64 items): the count of set bits (out holds at most its "
      "length)."},
+    {"set_bits", set_bits, METH_VARARGS,
+     "set_bits(positions, valid, n, out) -> int\n\nSets bit p of out (LSB first) for every valid int64 position p "
+     "(valid: bytes, 1 valid, or None); the count of positions outside 0..n - 1 (they set nothing)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -50,6 +50,28 @@ def true_positions(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.Array.from_buffers(pa.uint64(), count, [None, pa.py_buffer(out)])
 
 
+
+def position_marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A bool array of length ``n``, true at each of ``positions`` (integers, nulls skipped, each in 0..n-1): its
+    bits set in place (``model/_derive.c``), where ``pc.is_in(arange(n), positions)`` would hash all ``n``; a
+    ValueError where a position is outside. Without the C loop, one Python step per position (the definition)."""
+    values = pc.cast(one_array(positions), pa.int64())
+    native = _derive_loops()
+    bits = bytearray((n + 7) // 8)
+    if native is not None:
+        valid = None if not values.null_count else values_view(pc.cast(pc.is_valid(values), pa.uint8()), "B")
+        outside = native.set_bits(values_view(values, "q"), valid, n, bits) if len(values) else 0
+        if outside:
+            raise ValueError(f"position_marks: {outside} position(s) outside 0..{n - 1}")
+    else:
+        for position in values.to_pylist():
+            if position is None:
+                continue
+            if not 0 <= position < n:
+                raise ValueError(f"position_marks: position {position} outside 0..{n - 1}")
+            bits[position >> 3] |= 1 << (position & 7)
+    return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+
 def _derive_loops() -> Any:
     """``model/_derive`` where it is built and the C parts are on, else None."""
     if not c_enabled():
