@@ -143,6 +143,28 @@ def test_the_command_tunes_its_process_at_its_entry(tmp_path):
     assert got["typer"] is True and got["numpy"] is True  # typer's values without pydantic; numpy left out
 
 
+@pytest.mark.parametrize(("code", "status", "said"), [(None, 0, ""), (3, 3, ""), ("no trace", 1, "no trace")])
+def test_the_command_exits_with_its_code_its_exit_functions_run_and_its_output_flushed(tmp_path, code, status, said):
+    # exit_command skips the interpreter's teardown, not what the command wrote or registered
+    mark = tmp_path / "atexit-ran"
+    script = (f"import atexit, pathlib, sys\nfrom opscope import runtime\n"
+              f"atexit.register(lambda: pathlib.Path({str(mark)!r}).write_text('yes'))\n"
+              f"sys.stdout.write('partial line, not flushed')\nruntime.exit_command({code!r})\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=limit(60))
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (status, "partial line, not flushed", said)
+    assert mark.read_text() == "yes"
+
+
+def test_the_command_waits_for_a_thread_still_running_as_the_interpreter_does(tmp_path):
+    script = ("import sys, threading, time\nfrom opscope import runtime\n"
+              "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done', flush=True))).start()\n"
+              "runtime.exit_command(4)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=limit(60))
+    assert (done.returncode, done.stdout) == (4, "thread done\n")
+
+
 def test_a_program_that_calls_main_is_not_tuned(tmp_path):
     trace = write_trace(tmp_path / "t.json", small_gpu_trace())
     got = _python(REPORT + """

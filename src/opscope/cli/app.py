@@ -136,9 +136,21 @@ def _say_not_cached() -> None:
 
 
 def main() -> None:
-    """Run the command line; errors about inputs are one line on stderr and exit code 2."""
-    if is_command_process():
-        runtime.tune_command(numpy=needs_numpy(sys.argv[1:]))  # all of the process's tuning, before pyarrow loads
+    """Run the command line; errors about inputs are one line on stderr and exit code 2. In the command's own process
+    (not a program that calls this among other work), its tuning first and its fast exit last (opscope.runtime)."""
+    if not is_command_process():
+        _run()
+        return
+    runtime.tune_command(numpy=needs_numpy(sys.argv[1:]))  # all of the process's tuning, before pyarrow loads
+    try:
+        _run()
+    except SystemExit as done:
+        runtime.exit_command(done.code)
+    runtime.exit_command(0)
+
+
+def _run() -> None:
+    """The command line's command; an error about its inputs is one line on stderr and exit code 2."""
     try:
         try:
             app_for(sys.argv[1:])()

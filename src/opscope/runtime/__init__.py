@@ -35,7 +35,8 @@ first command after the cache write, 1 GB trace):
   them back (:func:`starting_programs`).
 
 :func:`tune_command` adds what only the command process may decide for itself: numpy left out when the command
-does not need it, and typer's option values converted without pydantic (:mod:`opscope.runtime.typer_values`).
+does not need it, and typer's option values converted without pydantic (:mod:`opscope.runtime.typer_values`); and
+:func:`exit_command` ends that process without the interpreter's teardown.
 :func:`child_environment` gives a program opscope starts the environment without these choices.
 
 Library code never calls the C library's allocator: it marks where its stages end and its analyses run
@@ -50,7 +51,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     import ctypes
@@ -127,6 +128,33 @@ def tune_command(*, numpy: bool = True) -> None:
     from opscope.runtime.typer_values import install
 
     install()
+
+
+def exit_command(code: object) -> NoReturn:
+    """End the command's process with ``code`` (what ``SystemExit(code)`` would give: None 0, an int itself, any
+    other value printed to stderr and 1) once its exit functions (``atexit``) have run and its output is flushed,
+    without the interpreter's teardown: freeing every object the command still holds gives the system nothing it
+    does not take back at exit anyway (advise on the 1 GB trace: 0.08-0.13 s). Where a thread other than daemons
+    still runs, the interpreter's own exit, which waits for it."""
+    import atexit
+
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if any(t.is_alive() for t in others):
+        raise SystemExit(code)
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        sys.stderr.write(f"{code}\n")
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed by the reader (a pipe to head): as the interpreter's exit says it
+            status = status or 120
+    os._exit(status)
 
 
 def _huge_pages_off() -> None:
