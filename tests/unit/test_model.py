@@ -156,13 +156,18 @@ def test_a_chain_of_same_name_ops_folds_into_its_outermost_op(tmp_path):
     assert [e["op_self_ns"] for e in events if e["depth"] == 0] == [90 * US, 100 * US]
 
 
-def test_arange_is_the_rows_numbers():
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_arange_is_the_rows_numbers(native, monkeypatch):
     import pyarrow as pa
 
     from opscope.model.ranges import arange
 
+    monkeypatch.setenv("OPSCOPE_NATIVE", native)  # written in C, and Arrow's definition
     assert arange(0, 0).to_pylist() == [] and arange(4, 2).to_pylist() == []
     assert arange(5, 9).to_pylist() == [5, 6, 7, 8] and arange(0, 3).type == pa.int64()
+    assert arange(-3, 1).to_pylist() == [-3, -2, -1, 0]
+    big = arange(2**40, 2**40 + 100_003)
+    assert (big[0].as_py(), big[100_002].as_py(), big.null_count) == (2**40, 2**40 + 100_002, 0)
 
 
 def _random_op_forest(rng, n: int) -> dict:

@@ -1,7 +1,7 @@
 /* opscope.model._derive: derive.py's loops over every event in C, the same arithmetic without a Python object per
  * event: the nesting stack walk (_nest_sorted), the step of each event (assign_steps), Arrow's index_in for int64
- * ids (lookup.index_in) and the bitmaps of positions (buffers.true_positions, buffers.position_marks). The Python
- * versions stay the definition and run where this module is not built. */
+ * ids (lookup.index_in), the bitmaps of positions (buffers.true_positions, buffers.position_marks) and row numbers
+ * (ranges.arange). The Python versions stay the definition and run where this module is not built. */
 #include "../_buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -494,6 +494,25 @@ done:
     return result;
 }
 
+/* fill_range(out, start) -> None
+ * out (int64 items, written) = start, start + 1, ...: ranges.arange's numbers in one pass. */
+static PyObject *fill_range(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_out;
+    long long start;
+    if (!PyArg_ParseTuple(args, "OL", &o_out, &start)) return NULL;
+    View out;
+    out.held = 0;
+    if (view(o_out, &out, 1, 8, "out")) return NULL;
+    int64_t *o = out.b.buf;
+    Py_ssize_t n = out.b.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) o[i] = (int64_t)start + (int64_t)i;
+    Py_END_ALLOW_THREADS
+    release(&out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"nest_layer", nest_layer, METH_VARARGS,
      "nest_layer(mask, pid_codes, tid_codes, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nThe nesting walk "
@@ -519,6 +538,8 @@ static PyMethodDef methods[] = {
     {"set_bits", set_bits, METH_VARARGS,
      "set_bits(positions, valid, n, out) -> int\n\nSets bit p of out (LSB first) for every valid int64 position p "
      "(valid: bytes, 1 valid, or None); the count of positions outside 0..n - 1 (they set nothing)."},
+    {"fill_range", fill_range, METH_VARARGS,
+     "fill_range(out, start) -> None\n\nout's int64 items = start, start + 1, ... (ranges.arange)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -38,7 +38,7 @@ def true_positions(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
     ``indices_nonzero`` grows its output as it goes and allocates from Arrow's default pool whatever pool it is given,
     which in a process tuned after pyarrow loaded is the allocator that keeps what it frees (opscope.runtime)."""
     values = one_array(mask)
-    native = _derive_loops()
+    native = derive_loops()
     if native is None or len(values) == 0:
         return pc.indices_nonzero(values)  # noqa: TID251  the one call, on an Array
     if values.null_count:
@@ -56,7 +56,7 @@ def position_marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
     bits set in place (``model/_derive.c``), where ``pc.is_in(arange(n), positions)`` would hash all ``n``; a
     ValueError where a position is outside. Without the C loop, one Python step per position (the definition)."""
     values = pc.cast(one_array(positions), pa.int64())
-    native = _derive_loops()
+    native = derive_loops()
     bits = bytearray((n + 7) // 8)
     if native is not None:
         valid = None if not values.null_count else values_view(pc.cast(pc.is_valid(values), pa.uint8()), "B")
@@ -72,7 +72,7 @@ def position_marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
             bits[position >> 3] |= 1 << (position & 7)
     return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
 
-def _derive_loops() -> Any:
+def derive_loops() -> Any:
     """``model/_derive`` where it is built and the C parts are on, else None."""
     if not c_enabled():
         return None
