@@ -270,7 +270,8 @@ static PyObject *merge_intervals(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Runs runs;
     memset(&runs, 0, sizeof runs);
-    int64_t *iv = NULL, *sorted = NULL;
+    int64_t *sorted = NULL;
+    PyObject *cols[4] = {NULL, NULL, NULL, NULL};
     Py_ssize_t *run_of = NULL, *at = NULL;
     KeyedRun *order = NULL;
     if (view(o_group, &group, 0, 8, "group") || view(o_start, &start, 0, 8, "start") || view(o_end, &end, 0, 8, "end"))
@@ -281,14 +282,19 @@ static PyObject *merge_intervals(PyObject *self, PyObject *args) {
         goto done;
     }
     const int64_t *g = group.b.buf, *s = start.b.buf, *e = end.b.buf;
-    /* iv: 4 columns of n (group, start, end, first) */
-    iv = malloc(sizeof *iv * 4 * (size_t)(n + 1));
-    run_of = malloc(sizeof *run_of * (size_t)(n + 1));
-    if (!iv || !run_of) {
+    /* the four columns (group, start, end, first) are written straight into the bytes returned, each made for n
+     * intervals and cut to the count found: no copy of them (only the pages written are touched) */
+    for (int c = 0; c < 4; c++) {
+        cols[c] = PyBytes_FromStringAndSize(NULL, (n ? n : 1) * (Py_ssize_t)sizeof(int64_t));
+        if (!cols[c]) goto done;
+    }
+    if (!by_change) run_of = malloc(sizeof *run_of * (size_t)(n + 1)); /* each interval's group, to order them */
+    if (!by_change && !run_of) {
         PyErr_NoMemory();
         goto done;
     }
-    int64_t *ig = iv, *is = iv + n, *ie = iv + 2 * n, *ifirst = iv + 3 * n;
+    int64_t *ig = (int64_t *)PyBytes_AS_STRING(cols[0]), *is = (int64_t *)PyBytes_AS_STRING(cols[1]),
+            *ie = (int64_t *)PyBytes_AS_STRING(cols[2]), *ifirst = (int64_t *)PyBytes_AS_STRING(cols[3]);
     Py_ssize_t count = 0;
     int state = 0; /* 0 fine, 1 declined, 2 out of memory */
     Py_BEGIN_ALLOW_THREADS
@@ -315,7 +321,7 @@ static PyObject *merge_intervals(PyObject *self, PyObject *args) {
             is[count] = s[i];
             ie[count] = e[i];
             ifirst[count] = i;
-            run_of[count] = k;
+            if (run_of) run_of[count] = k;
             run->open = count++;
             run->end = e[i];
             run->count++;
@@ -349,6 +355,8 @@ static PyObject *merge_intervals(PyObject *self, PyObject *args) {
                 sorted[2 * count + to] = ie[m];
                 sorted[3 * count + to] = ifirst[m];
             }
+            int64_t *into[4] = {ig, is, ie, ifirst};
+            for (int c = 0; c < 4; c++) memcpy(into[c], sorted + c * count, sizeof(int64_t) * (size_t)count);
         }
     }
     Py_END_ALLOW_THREADS
@@ -360,31 +368,13 @@ static PyObject *merge_intervals(PyObject *self, PyObject *args) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    {
-        /* the four columns (of `count` in sorted, else the first `count` of each column of n in iv) into bytes made
-         * here and filled without the GIL (and the temporaries freed so, at done): a million intervals are 32 MB of copies that
-         * the other thread of a two-thread command would otherwise wait for */
-        const int64_t *from = sorted ? sorted : iv;
-        Py_ssize_t stride = sorted ? count : n;
-        char *into[4];
-        result = PyTuple_New(4);
-        for (int c = 0; result && c < 4; c++) {
-            PyObject *b = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
-            if (!b) {
-                Py_CLEAR(result);
-                break;
-            }
-            into[c] = PyBytes_AS_STRING(b);
-            PyTuple_SET_ITEM(result, c, b);
-        }
-        if (!result) goto done;
-        Py_BEGIN_ALLOW_THREADS
-        for (int c = 0; c < 4; c++) memcpy(into[c], from + c * stride, sizeof(int64_t) * (size_t)count);
-        Py_END_ALLOW_THREADS
-    }
+    /* each column cut to the intervals found (a smaller allocation keeps its start: no copy) */
+    for (int c = 0; c < 4; c++)
+        if (_PyBytes_Resize(&cols[c], count * (Py_ssize_t)sizeof(int64_t)) < 0) goto done; /* cols[c] now NULL */
+    result = PyTuple_Pack(4, cols[0], cols[1], cols[2], cols[3]);
 done:
+    for (int c = 0; c < 4; c++) Py_XDECREF(cols[c]);
     Py_BEGIN_ALLOW_THREADS  /* (the temporaries too are freed without the GIL) */
-    free(iv);
     free(sorted);
     free(run_of);
     free(order);
