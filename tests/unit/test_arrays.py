@@ -181,6 +181,18 @@ def test_distinct_positions_and_marks_by_hand(seed, native, monkeypatch):
             marks(n, pa.array([0, outside], pa.int64()))
 
 
+def test_rows_equal_filters_and_keeps_the_table_itself_where_every_row_matches():
+    from opscope.analyses.arrays import rows_equal
+
+    table = pa.table({"device": pa.array([0, 1, None, 1], pa.int64()), "x": [10, 11, 12, 13]})
+    assert rows_equal(table, "device", 1)["x"].to_pylist() == [11, 13]
+    assert rows_equal(table, "device", 0)["x"].to_pylist() == [10]
+    assert rows_equal(table, "device", None).num_rows == 0  # a null row equals nothing
+    one_device = pa.table({"device": pa.array([1, 1], pa.int64()), "x": [1, 2]})
+    assert rows_equal(one_device, "device", 1) is one_device
+    assert rows_equal(one_device.slice(0, 0), "device", 1).num_rows == 0
+
+
 def test_name_flags_asks_once_per_distinct_name():
     from opscope.analyses.arrays import name_flags
 

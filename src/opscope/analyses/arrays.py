@@ -69,6 +69,15 @@ def arange(n: int) -> pa.Array:
     return ranges.arange(0, n)
 
 
+def rows_equal(table: pa.Table, column: str, value: object) -> pa.Table:
+    """The rows of ``table`` whose ``column`` equals ``value`` (a null row never does): the table itself where every
+    row does, as on a trace of one device, instead of a copy of all of it."""
+    mask = pc.fill_null(pc.equal(table[column], value), False)
+    if pc.all(mask).as_py():
+        return table
+    return table.filter(mask)
+
+
 def marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A bool array of length ``n``, true at ``positions`` (integers, nulls skipped, each in 0..n-1)
     (:func:`opscope.model.buffers.position_marks`)."""

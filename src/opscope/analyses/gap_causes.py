@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, int64_values, like, name_match, value_codes
+from opscope.analyses.arrays import combined, int64_values, like, name_match, rows_equal, value_codes
 from opscope.analyses.depgraph import DEVICE, NONE, STEP_MARK, DepGraph, dependency_graph
 from opscope.analyses.idle import cause_spans
 from opscope.analyses.intervals import covered_spans, merged_intervals
@@ -123,7 +123,7 @@ def _work_after(trace: Trace) -> _After:
     starts: dict[int, Sequence[int]] = {}
     by_device: dict[int, Sequence[int]] = {}
     for device in pc.unique(table["device"]).to_pylist():
-        mine = table.filter(pc.equal(table["device"], device))
+        mine = rows_equal(table, "device", device)
         starts[device] = int64_values(mine["start"])
         by_device[device] = int64_values(mine["node"])
     return _After(starts, by_device)

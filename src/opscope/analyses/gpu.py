@@ -34,7 +34,7 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, count_by, native_loops, share_pct
+from opscope.analyses.arrays import combined, count_by, native_loops, rows_equal, share_pct
 from opscope.analyses.intervals import covered_by_group, covered_within, merged_intervals, sweep, union_by_group
 from opscope.analyses.links import LINKED_KINDS, correlated_launches
 from opscope.analyses.steps import step_table, step_window, window_line
@@ -664,7 +664,7 @@ class GpuAnalysis:
                                   .aggregate([])["device"])
         rows = []
         for dev in w.devices:
-            k = kernels.filter(pc.equal(kernels["device"], dev))
+            k = rows_equal(kernels, "device", dev)
             durs = pc.subtract(k["raw_end"], k["raw_start"])
             per_launch = k.filter(pc.is_valid(k["launch"])).select(["correlation", "launch", "raw_start"]) \
                 .group_by(["correlation", "launch"], use_threads=False) \

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, name_match, native_loops, share_pct
+from opscope.analyses.arrays import combined, name_match, native_loops, rows_equal, share_pct
 from opscope.analyses.intervals import merged_intervals, sweep
 from opscope.model.buffers import values_view
 from opscope.model.memo import memoized
@@ -86,9 +86,9 @@ def _device_covers(analysis: GpuAnalysis) -> Iterator[tuple[int, dict[int, tuple
     t = work.table
     pending = analysis.pending
     for dev in work.devices:
-        gap_s, gap_e, short_late, short_queued = _gaps(busy.filter(pc.equal(busy["group"], dev)), w0, w1,
+        gap_s, gap_e, short_late, short_queued = _gaps(rows_equal(busy, "group", dev), w0, w1,
                                                        analysis.short_gap_ns)
-        mine = pending.filter(pc.equal(pending["device"], dev))
+        mine = rows_equal(pending, "device", dev)
         # some work of the device has its launch in the trace (a mask: not a copy of the device's rows)
         launches_known = bool(pc.any(pc.and_(pc.equal(t["device"], dev), pc.is_valid(t["launch"]))).as_py())
         covers = {_GAP: (gap_s, gap_e), _SHORT_LATE: short_late, _SHORT_QUEUED: short_queued, _SYNC: sync,

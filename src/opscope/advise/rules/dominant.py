@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, Rule
 from opscope.advise.remedies import COMPARE_AGAINST, framework
-from opscope.analyses.arrays import combined, name_match
+from opscope.analyses.arrays import combined, name_match, rows_equal
 from opscope.model.buffers import true_positions
 from opscope.model.lookup import index_in
 from opscope.model.schema import kind_mask
@@ -455,7 +455,7 @@ def gpu_items(ctx: AdviceContext) -> tuple[dict[int, Items], list[str]]:
     g = g.append_column("short", shorts).append_column("group", group)
     out: dict[int, Items] = {}
     for device in sorted(pc.unique(g["device"]).to_pylist()):
-        mine = g.filter(pc.equal(g["device"], device))
+        mine = rows_equal(g, "device", device)
         kept = mine.filter(_worth_matching(mine["name"], mine["op"], mine["group"], mine["dur_ns_sum"]))
         # a kernel or op without a name (a hostile trace) is the empty name: every matcher reads text
         items = [Item(r["name"] or "", f"{r['short'] or r['name']} ({r['op']})" if r["op"] else r["short"] or

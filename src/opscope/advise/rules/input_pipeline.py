@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext, HostCores
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import combined, name_flags, name_match, share_pct
+from opscope.analyses.arrays import combined, name_flags, name_match, rows_equal, share_pct
 from opscope.analyses.idle import INPUT_KINDS, INPUT_PIPELINE
 from opscope.analyses.intervals import merged_intervals, union_by_group, union_ns
 from opscope.model.schema import kind_mask
@@ -88,7 +88,7 @@ def idle_while_loading(ctx: AdviceContext, spans: pa.Table) -> dict[int, int]:
     groups, lo, hi = loading["group"].to_pylist(), loading["start"].to_pylist(), loading["end"].to_pylist()
     out: dict[int, int] = {}
     for device in ctx.gpu.devices:
-        mine = busy.filter(pc.equal(busy["group"], device)).sort_by("start")
+        mine = rows_equal(busy, "group", device).sort_by("start")
         covered = _busy_until(mine["start"].to_pylist(), mine["end"].to_pylist())
         for step, s, e in zip(groups, lo, hi):
             out[step] = out.get(step, 0) + (e - s) - (covered(e) - covered(s))
