@@ -193,6 +193,30 @@ def test_rows_equal_filters_and_keeps_the_table_itself_where_every_row_matches()
     assert rows_equal(one_device.slice(0, 0), "device", 1).num_rows == 0
 
 
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("seed", range(3))
+def test_pair_numbers_number_pairs_in_the_order_they_first_occur(seed, native, monkeypatch):
+    from opscope.analyses.arrays import pair_numbers
+
+    monkeypatch.setenv("OPSCOPE_NATIVE", native)  # the C table and Arrow's definition
+    rng = random.Random(seed)
+    n = rng.randint(1, 2000)
+    pids = [rng.choice([None, 7, 8, 1234567]) for _ in range(n)]
+    tids = [rng.choice([None, "a", "b", "c", "main"]) for _ in range(n)]
+    numbers, pairs = pair_numbers(pa.array(pids, pa.int64()), pa.array(tids).dictionary_encode())
+    expected = list(dict.fromkeys(zip(pids, tids)))
+    assert pairs == expected
+    assert numbers.type == pa.int32() and numbers.to_pylist() == [expected.index(p) for p in zip(pids, tids)]
+
+
+def test_pair_numbers_with_too_many_pairs_for_a_table_gives_the_same():
+    from opscope.analyses.arrays import pair_numbers
+
+    a, b = list(range(3000)), [v * 7 % 2999 for v in range(3000)]  # 3000 x 2999 possible pairs: Arrow's encoding
+    numbers, pairs = pair_numbers(pa.array(a + a[:5], pa.int64()), pa.array(b + b[:5], pa.int64()))
+    assert pairs == list(zip(a, b)) and numbers.to_pylist() == list(range(3000)) + [0, 1, 2, 3, 4]
+
+
 def test_name_flags_asks_once_per_distinct_name():
     from opscope.analyses.arrays import name_flags
 

@@ -285,6 +285,32 @@ def value_codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
     return pc.fill_null(codes, -1) if codes.null_count else codes, dictionary.to_pylist()
 
 
+def pair_numbers(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list[tuple]]:
+    """Per row, the number (int32) of its pair of values ``(a, b)``, 0, 1, ... in the order the pairs first occur (a
+    null a value of its own), and the distinct pairs in that order: in one pass over the values' codes in C
+    (``_loops.pair_numbers``) where the pairs' table is small (threads: pids by tids; streams: devices by streams),
+    else by Arrow's dictionary encoding of one int64 key per row (the definition)."""
+    a_codes, a_values = value_codes(a)
+    b_codes, b_values = value_codes(b)
+    n = len(a_codes)
+    loops = native_loops()
+    if loops is not None and n:
+        numbers = pa.allocate_buffer(4 * n)  # every item is written
+        found = loops.pair_numbers(values_view(a_codes, "q"), values_view(b_codes, "q"), len(a_values),
+                                   len(b_values), numbers)
+        if found is not None:
+            codes = memoryview(found).cast("q")
+            pairs = [(a_values[codes[k]] if codes[k] >= 0 else None, b_values[codes[k + 1]] if codes[k + 1] >= 0
+                      else None) for k in range(0, len(codes), 2)]
+            return pa.Array.from_buffers(pa.int32(), n, [None, numbers]), pairs
+    width = len(b_values) + 1
+    # Arrow's dictionary encoding numbers the values in the order they first occur
+    encoded = pc.dictionary_encode(pc.add(pc.multiply(pc.add(a_codes, 1), width), pc.add(b_codes, 1)))
+    keys = [divmod(key, width) for key in encoded.dictionary.to_pylist()]
+    pairs = [(a_values[i - 1] if i else None, b_values[j - 1] if j else None) for i, j in keys]
+    return combined(pc.cast(encoded.indices, pa.int32())), pairs
+
+
 def dictionary_codes(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, pa.Array] | None:
     """A dictionary column's one dictionary (each value once) and each row's code into it (the indices; null for a
     null row), for grouping on codes instead of text; None where the column is not such (not a dictionary column,

@@ -36,7 +36,7 @@ from typing import TypeVar, overload
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, name_match, rows_where, value_codes
+from opscope.analyses.arrays import arange, combined, name_match, pair_numbers, rows_where, value_codes
 from opscope.analyses.idle import INPUT_PIPELINE
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.analyses.stream_waits import WAIT_RECORD, implied_waits, stream_waits
@@ -963,15 +963,9 @@ def _lane_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, se
     the lanes: the strings made once per distinct pair of values."""
     if not len(a):
         return pa.array([], pa.int32()), []
-    a_codes, a_values = value_codes(a)
-    b_codes, b_values = value_codes(b)
-    width = len(b_values) + 1
-    # Arrow's dictionary encoding numbers the values in the order they first occur
-    pairs = pc.dictionary_encode(pc.add(pc.multiply(pc.add(a_codes, 1), width), pc.add(b_codes, 1)))
+    numbers, pairs = pair_numbers(a, b)
     lanes: dict[str, int] = {}
-    number = []
-    for key in pairs.dictionary.to_pylist():
-        i, j = divmod(key, width)
-        name = f"{a_values[i - 1] if i else None}{sep}{b_values[j - 1] if j else None}"
-        number.append(lanes.setdefault(name, len(lanes)))
-    return combined(pc.take(pa.array(number, pa.int32()), pairs.indices)), list(lanes)
+    number = [lanes.setdefault(f"{x}{sep}{y}", len(lanes)) for x, y in pairs]
+    if number == list(range(len(number))):  # each pair its own lane (two values that print alike: not)
+        return numbers, list(lanes)
+    return combined(pc.take(pa.array(number, pa.int32()), numbers)), list(lanes)

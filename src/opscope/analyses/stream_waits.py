@@ -23,7 +23,16 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, int64_values, name_match, native_loops, rows_where, value_codes
+from opscope.analyses.arrays import (
+    arange,
+    combined,
+    int64_values,
+    name_match,
+    native_loops,
+    pair_numbers,
+    rows_where,
+    value_codes,
+)
 from opscope.analyses.event_args import args_by_id
 from opscope.analyses.links import LINKED_KINDS, device_links
 from opscope.model.buffers import true_positions, values_view
@@ -295,10 +304,8 @@ def _numbered(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, rows
               ) -> tuple[pa.Array, int]:
     """Per row (of ``rows`` where given), the number of its (a, b) pair of values, 0 .. n - 1 (a null a value of its
     own), and n."""
-    a_codes, _ = value_codes(a if rows is None else pc.take(a, rows))
-    b_codes, b_values = value_codes(b if rows is None else pc.take(b, rows))
-    pairs = pc.dictionary_encode(pc.add(pc.multiply(pc.add(a_codes, 1), len(b_values) + 1), pc.add(b_codes, 1)))
-    return combined(pc.cast(pairs.indices, pa.int64())), len(pairs.dictionary)
+    numbers, pairs = pair_numbers(a if rows is None else pc.take(a, rows), b if rows is None else pc.take(b, rows))
+    return pc.cast(numbers, pa.int64()), len(pairs)
 
 
 def _ends(ev: pa.Table, rows: pa.Array) -> pa.Array:
