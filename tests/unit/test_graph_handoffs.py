@@ -117,3 +117,27 @@ def test_the_hip_forms_of_the_blocking_calls_are_syncs():
     ev = pa.table({"kind": ["runtime"] * len(names), "name": names, "correlation": pa.array([None] * len(names),
                                                                                             pa.int64())})
     assert [names[i] for i in blocking_calls(ev).to_pylist()] == names[:5]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_handoffs_read_in_time_order_are_the_definitions(seed, monkeypatch):
+    # rows in time order take the short way (a thread's first row is its earliest, the rows begun by a time a prefix);
+    # the definition groups every thread: both on the same random events (late threads, ties, null tids)
+    import random
+
+    from opscope.analyses import depgraph
+
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(rng.randint(1, 400)):
+        pid, tid = rng.choice([1, 2]), rng.choice([1, 2, 3, None])
+        at = rng.randrange(0, 1000) * 1000 + (rng.randrange(0, 3) * 200_000 if tid == 3 else 0)
+        rows.append({"kind": rng.choice(["cpu_op", "runtime", "user_annotation", "kernel"]), "ts_ns": at,
+                     "dur_ns": rng.choice([None, 0, 500, rng.randrange(0, 50_000)]), "pid": pid, "tid": tid})
+    rows.sort(key=lambda r: r["ts_ns"])
+    ev = pa.Table.from_pylist(rows, schema=pa.schema([("kind", pa.string()), ("ts_ns", pa.int64()),
+                                                      ("dur_ns", pa.int64()), ("pid", pa.int64()),
+                                                      ("tid", pa.int64())]))
+    fast = depgraph._handoffs(ev, 0)
+    monkeypatch.setattr(depgraph, "is_sorted", lambda values: False)
+    assert fast == depgraph._handoffs(ev, 0)
