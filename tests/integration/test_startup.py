@@ -26,10 +26,15 @@ COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-def
 HEAVY = ("pyarrow", "numpy", "duckdb", "pydantic", "rich", "msgspec", "jinja2", "torch", "opscope.model",
          "opscope.ingest", "opscope.analyses", "opscope.render", "opscope.advise", "opscope.diff", "opscope.query")
 
-#: runs the CLI's main once per argv in this process, then prints the names of the modules loaded
+#: runs the CLI's main once per argv in this process, then prints the names of the modules loaded (the command's own
+#: process ends at the end of main without the interpreter's teardown: here its exit is raised, to go on)
 RUN_MAIN = """\
 import json, sys
+from opscope import runtime
 from opscope.cli import main
+def exit_raised(code):
+    raise SystemExit(code)
+runtime.exit_command = exit_raised
 results = []
 for argv in json.loads(sys.argv[1]):
     sys.argv = ["opscope", *argv]
