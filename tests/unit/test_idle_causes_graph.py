@@ -198,20 +198,22 @@ def test_host_covered_reads_each_nodes_span_from_the_graph(timeline, monkeypatch
     everywhere = whatif._union_spans([part for by_cause in spans.values() for part in by_cause.values()])
     host = whatif._idle_candidates(graph, replay(graph).bound_by, everywhere)[0]
     assert host.type == pa.int32() and len(host)
+    sets = {cause: whatif._union_spans([by_cause[cause] for by_cause in spans.values() if cause in by_cause])
+            for cause in sorted({c for by_cause in spans.values() for c in by_cause})}
+    sets["none at all"] = (pa.array([], pa.int64()), pa.array([], pa.int64()))
+    got = whatif._host_covered(graph, host, sets)  # every set in one pass
+    monkeypatch.setattr(depgraph, "_graph", None)  # the definition (covered_keys, set by set)
+    by_definition = whatif._host_covered(graph, host, sets)
+    monkeypatch.undo()
     checked = 0
-    for cause in {c for by_cause in spans.values() for c in by_cause}:
-        starts, ends = whatif._union_spans([by_cause[cause] for by_cause in spans.values() if cause in by_cause])
+    for cause, (starts, ends) in sets.items():
         pairs = list(zip(starts.to_pylist(), ends.to_pylist()))
         want = [(node, ns) for node in host.to_pylist()
                 if (ns := sum(max(0, min(e, graph.end[node]) - max(s, graph.start[node])) for s, e in pairs)) > 0]
-        got = whatif._host_covered(graph, host, (starts, ends))
-        monkeypatch.setattr(depgraph, "_graph", None)  # the definition (covered_keys)
-        by_definition = whatif._host_covered(graph, host, (starts, ends))
-        monkeypatch.undo()
-        assert list(zip(*(a.to_pylist() for a in got))) == want
-        assert list(zip(*(a.to_pylist() for a in by_definition))) == want
+        assert list(zip(*(a.to_pylist() for a in got[cause]))) == want
+        assert list(zip(*(a.to_pylist() for a in by_definition[cause]))) == want
         checked += len(want)
-    assert checked
+    assert checked and len(sets) > 2
 
 
 def test_host_time_per_cause_is_named_by_event_or_category():

@@ -1122,80 +1122,90 @@ done:
     return result;
 }
 
-/* covered_nodes(nodes, dur, start, end_nodes, end_values, span_start, span_end) -> (nodes, ns) as int64 bytes, or None
- * Of the nodes (int32, ascending), those whose span [start, end) the spans (disjoint, in time order) cover by more
- * than 0 ns, and by how much, in the nodes' order: intervals.covered_keys with each node's span read from the graph
- * (a node ends at start + dur but for end_nodes, as in idle_candidates), not from columns of every node's. The hits
- * are gathered in buffers grown as they come. None where the spans are not disjoint and in order, or the nodes or
- * end_nodes are not ascending within the graph (the definition then runs). */
+/* covered_nodes(nodes, dur, start, end_nodes, end_values, span_start, span_end, cuts)
+ *   -> ((nodes, ns), ...) as int64 bytes, one pair per set of spans, or None
+ * Of the nodes (int32, ascending), per set of spans (set j: span_start/span_end[cuts[j]:cuts[j + 1]], each set disjoint
+ * and in time order; cuts int64), those whose span [start, end) the set covers by more than 0 ns, and by how much, in
+ * the nodes' order: intervals.covered_keys per set with each node's span read from the graph (a node ends at
+ * start + dur but for end_nodes, as in idle_candidates), once for every set. Each set's hits are written into bytes
+ * made for every node and cut to the hits (only the pages written are touched). None where a set is not disjoint
+ * and in order, or the nodes or end_nodes are not ascending within the graph (the definition then runs). */
 static PyObject *covered_nodes(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"nodes", 4, 0, 0},      {"dur", 8, 0, 0},        {"start", 8, 0, 0},
                                     {"end_nodes", 4, 0, 0},  {"end_values", 8, 0, 0}, {"span_start", 8, 0, 0},
-                                    {"span_end", 8, 0, 0}};
-    View v[7];
-    PyObject *result = NULL, *nodes_out = NULL, *ns_out = NULL;
-    int64_t *through = NULL, *hit_node = NULL, *hit_ns = NULL;
-    if (views_of_args(args, "covered_nodes", spec, 7, 7, v)) goto done;
-    Py_ssize_t m = v[0].b.len / 4, n = v[1].b.len / 8, k = v[5].b.len / 8;
-    if (v[2].b.len / 8 != n || v[4].b.len / 8 != v[3].b.len / 4 || v[6].b.len / 8 != k) {
-        PyErr_SetString(PyExc_ValueError, "covered_nodes: columns of different lengths");
+                                    {"span_end", 8, 0, 0},   {"cuts", 8, 0, 0}};
+    View v[8];
+    PyObject *result = NULL, **out = NULL;
+    int64_t *through = NULL, **col = NULL;
+    Py_ssize_t *hint = NULL, *hits = NULL, n_out = 0;
+    if (views_of_args(args, "covered_nodes", spec, 8, 8, v)) goto done;
+    Py_ssize_t m = v[0].b.len / 4, n = v[1].b.len / 8, k = v[5].b.len / 8, sets = v[7].b.len / 8 - 1;
+    const int64_t *cuts = v[7].b.buf;
+    int fine = sets >= 0 && v[2].b.len / 8 == n && v[4].b.len / 8 == v[3].b.len / 4 && v[6].b.len / 8 == k;
+    for (Py_ssize_t j = 0; fine && j < sets; j++) fine = cuts[0] == 0 && cuts[j] <= cuts[j + 1] && cuts[j + 1] <= k;
+    if (!fine) {
+        PyErr_SetString(PyExc_ValueError, "covered_nodes: columns of different lengths, or cuts out of the spans");
         goto done;
+    }
+    through = malloc((size_t)(k ? k : 1) * sizeof(int64_t));
+    hint = calloc((size_t)(sets ? sets : 1), sizeof *hint);
+    hits = calloc((size_t)(sets ? sets : 1), sizeof *hits);
+    out = calloc((size_t)(2 * sets + 1), sizeof *out); /* per set: nodes, ns */
+    col = calloc((size_t)(2 * sets + 1), sizeof *col);
+    if (!through || !hint || !hits || !out || !col) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    n_out = 2 * sets;
+    for (Py_ssize_t c = 0; c < n_out; c++) {
+        if (!(out[c] = PyBytes_FromStringAndSize(NULL, (m ? m : 1) * (Py_ssize_t)sizeof(int64_t)))) goto done;
+        col[c] = (int64_t *)PyBytes_AS_STRING(out[c]);
     }
     const int32_t *nodes = v[0].b.buf;
     const int64_t *dur = v[1].b.buf, *start = v[2].b.buf, *ss = v[5].b.buf, *se = v[6].b.buf;
     EndsApart ends = {v[3].b.buf, v[4].b.buf, v[3].b.len / 4, 0};
-    through = malloc((size_t)(k ? k : 1) * sizeof(int64_t));
-    if (!through) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int ordered, no_memory = 0;
-    Py_ssize_t hits = 0, cap = 0;
+    int ordered;
     Py_BEGIN_ALLOW_THREADS
-    ordered = spans_through(ss, se, k, through) && ends_apart_ordered(&ends, n);
-    Py_ssize_t hint = 0;
-    for (Py_ssize_t j = 0; j < m && ordered && !no_memory; j++) {
-        int32_t node = nodes[j];
-        if (node < 0 || node >= n || (j && node <= nodes[j - 1])) {
+    ordered = ends_apart_ordered(&ends, n);
+    for (Py_ssize_t j = 0; ordered && j < sets; j++)
+        ordered = spans_through(ss + cuts[j], se + cuts[j], cuts[j + 1] - cuts[j], through + cuts[j]);
+    for (Py_ssize_t i = 0; i < m && ordered; i++) {
+        int32_t node = nodes[i];
+        if (node < 0 || node >= n || (i && node <= nodes[i - 1])) {
             ordered = 0;
             break;
         }
-        int64_t ns = covered_by(ss, se, through, k, start[node], end_of(&ends, node, start, dur), &hint);
-        if (ns <= 0) continue;
-        if (hits == cap) {
-            cap = cap ? 2 * cap : 4096;
-            int64_t *grown_node = realloc(hit_node, (size_t)cap * sizeof(int64_t));
-            if (grown_node) hit_node = grown_node;
-            int64_t *grown_ns = realloc(hit_ns, (size_t)cap * sizeof(int64_t));
-            if (grown_ns) hit_ns = grown_ns;
-            if (!grown_node || !grown_ns) {
-                no_memory = 1;
-                break;
-            }
+        int64_t lo = start[node], hi = end_of(&ends, node, start, dur);
+        for (Py_ssize_t j = 0; j < sets; j++) {
+            Py_ssize_t at = cuts[j], count = cuts[j + 1] - at;
+            int64_t ns = covered_by(ss + at, se + at, through + at, count, lo, hi, &hint[j]);
+            if (ns <= 0) continue;
+            col[2 * j][hits[j]] = node;
+            col[2 * j + 1][hits[j]++] = ns;
         }
-        hit_node[hits] = node;
-        hit_ns[hits++] = ns;
     }
     Py_END_ALLOW_THREADS
-    if (no_memory) {
-        PyErr_NoMemory();
-        goto done;
-    }
     if (!ordered) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    nodes_out = PyBytes_FromStringAndSize((const char *)hit_node, hits * 8);
-    ns_out = PyBytes_FromStringAndSize((const char *)hit_ns, hits * 8);
-    if (nodes_out && ns_out) result = PyTuple_Pack(2, nodes_out, ns_out);
+    for (Py_ssize_t c = 0; c < n_out; c++)
+        if (_PyBytes_Resize(&out[c], hits[c / 2] * (Py_ssize_t)sizeof(int64_t)) < 0) goto done; /* out[c] now NULL */
+    result = PyTuple_New(sets);
+    for (Py_ssize_t j = 0; result && j < sets; j++) {
+        PyObject *pair = PyTuple_Pack(2, out[2 * j], out[2 * j + 1]);
+        if (!pair) Py_CLEAR(result);
+        else PyTuple_SET_ITEM(result, j, pair);
+    }
 done:
-    Py_XDECREF(nodes_out);
-    Py_XDECREF(ns_out);
+    for (Py_ssize_t c = 0; c < n_out; c++) Py_XDECREF(out[c]);
+    free(out);
+    free(col);
     free(through);
-    free(hit_node);
-    free(hit_ns);
-    release_views(v, 7);
+    free(hint);
+    free(hits);
+    release_views(v, 8);
     return result;
 }
 
@@ -1421,8 +1431,9 @@ static PyMethodDef methods[] = {
      "unexplained_on, chain_lag, end_nodes, end_values, span_start, span_end) -> 6 bytes objects or None\n\n"
      "whatif._idle_candidates in one pass."},
     {"covered_nodes", covered_nodes, METH_VARARGS,
-     "covered_nodes(nodes, dur, start, end_nodes, end_values, span_start, span_end) -> (nodes, ns) as int64 bytes, "
-     "or None\n\nThe nodes whose span the disjoint spans in time order cover by more than 0 ns, and by how much."},
+     "covered_nodes(nodes, dur, start, end_nodes, end_values, span_start, span_end, cuts) -> ((nodes, ns), ...) as "
+     "int64 bytes per set of spans, or None\n\nPer set of disjoint time-ordered spans (span_*[cuts[j]:cuts[j + 1]]), "
+     "the nodes it covers and by how much (whatif._host_covered)."},
     {"walk_path", walk_path, METH_VARARGS,
      "walk_path(kind, chain, category, link, extra, extra_lag, after, after_lag, unexplained, unexplained_on, "
      "chain_lag, start, "

@@ -412,11 +412,11 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
         _idle_candidates_in_c(graph, bound, everywhere) or _idle_candidates(graph, bound, everywhere))
     by_cause_spans = {cause: {d: by_cause[cause] for d, by_cause in spans.items() if cause in by_cause}
                       for cause in IDLE_CAUSES}
-    for cause, per_device in by_cause_spans.items():
-        if per_device:
-            node, ns = _host_covered(graph, host, _union_spans(list(per_device.values())))
-            own[cause] = pa.table({"node": node, "ns": ns}, schema=NODE_NS)
-    del host  # millions of host slices on a long trace: not held through the lags' part
+    covered = _host_covered(graph, host, {cause: _union_spans(list(per_device.values()))
+                                          for cause, per_device in by_cause_spans.items() if per_device})
+    for cause, (node, ns) in covered.items():
+        own[cause] = pa.table({"node": node, "ns": ns}, schema=NODE_NS)
+    del host, covered  # millions of host slices on a long trace: not held through the lags' part
     # the device the lag lies on: a wait's, the device of the work it waited for
     device_of = trace.select(["device"])["device"]  # read at the lags' rows: not made one array of every row's
     waited = graph.extra.arrow(pa.int32(), lagged)
@@ -513,25 +513,31 @@ def _idle_candidates_in_c(graph: DepGraph, bound_by: Sequence[int], everywhere: 
     return tuple(arrays)
 
 
-def _host_covered(graph: DepGraph, host: pa.Array, spans: tuple[pa.Array, pa.Array]) -> tuple[pa.Array, pa.Array]:
-    """The ``host`` nodes (int32, ascending) whose own time the disjoint, time-ordered ``spans`` cover by more than
-    0 ns, and by how much (int64 both): in C (``_graph.covered_nodes``) where built, reading each node's span from
-    the graph instead of columns of every candidate's (millions of host slices on a long trace), else by
-    :func:`~opscope.analyses.intervals.covered_keys`."""
+def _host_covered(graph: DepGraph, host: pa.Array, spans: dict[str, tuple[pa.Array, pa.Array]],
+                  ) -> dict[str, tuple[pa.Array, pa.Array]]:
+    """Per set of disjoint, time-ordered ``spans`` (by cause), the ``host`` nodes (int32, ascending) whose own time it
+    covers by more than 0 ns, and by how much (int64 both): in C (``_graph.covered_nodes``) where built, one pass
+    over the nodes for every set, each node's span read from the graph instead of columns of every candidate's
+    (millions of host slices on a long trace); else per set by :func:`~opscope.analyses.intervals.covered_keys`."""
     native = native_graph()
-    starts, ends = (combined(pc.cast(a, pa.int64())) for a in spans)
-    if native is not None and isinstance(graph.end, Ends) and not starts.null_count and not ends.null_count:
+    sets = {cause: tuple(combined(pc.cast(a, pa.int64())) for a in pair) for cause, pair in spans.items()}
+    if native is not None and isinstance(graph.end, Ends) and not any(a.null_count for p in sets.values() for a in p):
+        cuts = array("q", [0])
+        for starts, _ in sets.values():
+            cuts.append(cuts[-1] + len(starts))
+        starts, ends = (pa.concat_arrays([p[k] for p in sets.values()]) if sets else pa.array([], pa.int64())
+                        for k in (0, 1))
         try:
             out = native.covered_nodes(values_view(host, "i"), graph.dur, graph.start, graph.end.nodes,
-                                       graph.end.values, values_view(starts, "q"), values_view(ends, "q"))
+                                       graph.end.values, values_view(starts, "q"), values_view(ends, "q"), cuts)
         except (TypeError, ValueError):  # a graph not made by dependency_graph (other columns, other widths)
             out = None
         if out is not None:
-            n = len(out[0]) // 8
-            node, ns = (pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(b)]) for b in out)
-            return node, ns
+            return {cause: tuple(pa.Array.from_buffers(pa.int64(), len(b) // 8, [None, pa.py_buffer(b)])
+                                 for b in pair) for cause, pair in zip(sets, out)}
     start, end = (node_column(v, pa.int64()) for v in (graph.start, graph.end))
-    return covered_keys(starts, ends, pc.take(start, host), pc.take(end, host), host)
+    host_start, host_end = pc.take(start, host), pc.take(end, host)
+    return {cause: covered_keys(starts, ends, host_start, host_end, host) for cause, (starts, ends) in sets.items()}
 
 
 def _union_spans(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
