@@ -251,11 +251,13 @@ def _stretches_in_c(covers: dict[int, tuple[pa.Array, pa.Array]], launches_known
     codes = pa.Array.from_buffers(pa.int8(), count, [None, pa.py_buffer(cause)])
     starts = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(start)])
     ends = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(end)])
-    mine: dict[str, tuple[pa.Array, pa.Array]] = {}
-    for code in pc.unique(codes).to_pylist():  # in the order each cause first holds
-        holds = pc.equal(codes, code)
-        mine[IDLE_CAUSES[code]] = (pc.filter(starts, holds), pc.filter(ends, holds))
-    return mine
+    # the stretches by cause in one stable sort (each cause's in time order), each cause a slice of it
+    order = pc.sort_indices(codes)
+    starts, ends = starts.take(order), ends.take(order)
+    counts = dict(zip(*(pc.value_counts(codes).flatten()[k].to_pylist() for k in (0, 1))))
+    at = {code: sum(counts[c] for c in counts if c < code) for code in counts}
+    return {IDLE_CAUSES[code]: (starts.slice(at[code], counts[code]), ends.slice(at[code], counts[code]))
+            for code in pc.unique(codes).to_pylist()}  # in the order each cause first holds
 
 
 def _joined(starts: pa.Array, ends: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -310,15 +312,22 @@ def _attribute_by_measure(covers: dict[int, tuple[pa.Array, pa.Array]], launches
 
 
 def _nonempty(spans: tuple[pa.Array, pa.Array]) -> tuple[pa.Array, pa.Array]:
-    """The spans of positive length, as int64 arrays without nulls."""
+    """The spans of positive length, as int64 arrays without nulls (the arrays themselves where every span has)."""
     s, e = (pc.cast(combined(a), pa.int64()) for a in spans)
     keep = pc.greater(e, s)
+    if pc.all(keep).as_py():
+        return s, e
     return pc.filter(s, keep), pc.filter(e, keep)
 
 
 def _union(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
-    """The union of the spans of every part as disjoint spans in time order."""
+    """The union of the spans of every part as disjoint spans in time order (one part's spans as they are where they
+    are that already, apart from each other: the device's gaps, its short gaps)."""
     kept = [_nonempty(p) for p in parts]
+    if len(kept) == 1:
+        s, e = kept[0]
+        if len(s) < 2 or pc.all(pc.greater(s.slice(1), e.slice(0, len(e) - 1))).as_py():
+            return s, e
     s = pa.concat_arrays([k[0] for k in kept])
     e = pa.concat_arrays([k[1] for k in kept])
     if len(s) == 0:
