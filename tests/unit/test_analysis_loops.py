@@ -425,7 +425,8 @@ def test_union_and_bounds_over_a_mask_match_arrow(seed, monkeypatch):
 @pytest.mark.parametrize("seed", range(8))
 def test_climb_c_matches_arrow(seed, monkeypatch):
     """The innermost op, the outermost op and the innermost annotation above each launch: the C walk against the
-    Arrow walk (one column per step) on random forests, with launches that are ops, annotations or nothing."""
+    Arrow walk (one column per step) on random forests, with launches that are ops, annotations or nothing; the
+    parents' nulls read from their validity bitmap, also where the column is a slice of a longer one."""
     from opscope.analyses import links
 
     rng = random.Random(seed)
@@ -433,8 +434,10 @@ def test_climb_c_matches_arrow(seed, monkeypatch):
     parent = [None if i == 0 or rng.random() < 0.2 else rng.randrange(0, i) for i in range(n)]
     kind = [rng.choice(["cpu_op", "user_annotation", "runtime", "python"]) for _ in range(n)]
     name = [rng.choice(["aten::mm", "ProfilerStep#3", "block", "cudaLaunchKernel"]) for _ in range(n)]
+    skip = seed % 3 * 5  # the parents a slice from bit 5 or 10 of a longer column's bitmap
+    parents = pa.array([0] * skip + parent, pa.int64()).slice(skip)
     events = pa.table({"kind": pa.array(kind).dictionary_encode(), "name": pa.array(name).dictionary_encode(),
-                       "parent": pa.array(parent, pa.int64())})
+                       "parent": parents})
     launch = pa.array([rng.choice([None, rng.randrange(0, n)]) for _ in range(200)], pa.int64())
     got = [a.to_pylist() for a in links.climb(events, launch)]
     monkeypatch.setenv("OPSCOPE_NATIVE", "0")

@@ -891,24 +891,33 @@ done:
     return result;
 }
 
-/* climb(parent, is_op, is_annotation, launch, op, top, annotation, max_steps) -> None
+/* climb(parent, is_op, is_annotation, launch, op, top, annotation, max_steps, parent_valid, valid_offset) -> None
  * links.climb in one walk per launch up its parents (at most max_steps rows, the launch included): the first row
  * marked is_op (op), the last one (top) and the first marked is_annotation (annotation); -1 where none. parent and
- * launch are int64 rows (-1: none), the marks uint8 per row; a row out of range ends the walk. */
+ * launch are int64 rows (-1: none), the marks uint8 per row; a row out of range ends the walk. parent_valid: the
+ * parents' validity bitmap (Arrow's, its bits from bit valid_offset; a null parent ends the walk), or None: the
+ * column as it is, without a copy made of it with its nulls as -1. */
 static PyObject *climb(PyObject *self, PyObject *args) {
     (void)self;
     static const ViewSpec spec[] = {{"parent", 8, 0, 0}, {"is_op", 1, 0, 0}, {"is_annotation", 1, 0, 0},
                                     {"launch", 8, 0, 0}, {"op", 8, 1, 0}, {"top", 8, 1, 0}, {"annotation", 8, 1, 0}};
-    View v[7];
+    View v[8]; /* the seven above, then parent_valid */
     PyObject *result = NULL;
-    if (views_of_args(args, "climb", spec, 7, 8, v)) goto done;
+    v[7].held = 0;
+    if (views_of_args(args, "climb", spec, 7, 10, v)) goto done;
     Py_ssize_t max_steps = PyLong_AsSsize_t(PyTuple_GET_ITEM(args, 7));
     if (max_steps == -1 && PyErr_Occurred()) goto done;
+    Py_ssize_t valid_offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(args, 9));
+    if (valid_offset == -1 && PyErr_Occurred()) goto done;
+    PyObject *o_valid = PyTuple_GET_ITEM(args, 8);
+    if (o_valid != Py_None && view(o_valid, &v[7], 0, 1, "parent_valid")) goto done;
     Py_ssize_t n = v[0].b.len / 8, m = v[3].b.len / 8;
-    if (v[1].b.len != n || v[2].b.len != n || v[4].b.len / 8 != m || v[5].b.len / 8 != m || v[6].b.len / 8 != m) {
+    if (v[1].b.len != n || v[2].b.len != n || v[4].b.len / 8 != m || v[5].b.len / 8 != m || v[6].b.len / 8 != m ||
+        valid_offset < 0 || (v[7].held && (valid_offset + n + 7) / 8 > v[7].b.len)) {
         PyErr_SetString(PyExc_ValueError, "climb: buffers of different lengths");
         goto done;
     }
+    const uint8_t *valid = v[7].held ? v[7].b.buf : NULL;
     const int64_t *up = v[0].b.buf, *from = v[3].b.buf;
     const uint8_t *op_mark = v[1].b.buf, *note_mark = v[2].b.buf;
     int64_t *op = v[4].b.buf, *top = v[5].b.buf, *note = v[6].b.buf;
@@ -921,7 +930,7 @@ static PyObject *climb(PyObject *self, PyObject *args) {
                 found_top = c;
             }
             if (note_mark[c] && found_note < 0) found_note = c;
-            c = up[c];
+            c = !valid || valid[(valid_offset + c) >> 3] >> ((valid_offset + c) & 7) & 1 ? up[c] : -1;
         }
         op[q] = found_op;
         top[q] = found_top;
@@ -930,7 +939,7 @@ static PyObject *climb(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    release_views(v, 7);
+    release_views(v, 8);
     return result;
 }
 
@@ -1473,8 +1482,9 @@ static PyMethodDef methods[] = {
      "thread_keys(p_index, p_valid, p_map, t_index, t_valid, t_map, out) -> None\n\narrays.thread_keys for one "
      "chunk of dictionary columns (int32 indices, uint8 validity or None, int64 maps; int64 out)."},
     {"climb", climb, METH_VARARGS,
-     "climb(parent, is_op, is_annotation, launch, op, top, annotation, max_steps) -> None\n\nlinks.climb in one "
-     "walk per launch up its parents (int64 rows, -1 none; uint8 marks)."},
+     "climb(parent, is_op, is_annotation, launch, op, top, annotation, max_steps, parent_valid, valid_offset) -> "
+     "None\n\nlinks.climb in one walk per launch up its parents (int64 rows, -1 none; uint8 marks; the parents' "
+     "validity bitmap or None)."},
     {"lifetimes", lifetimes, METH_VARARGS,
      "lifetimes(device, addr, nbytes, end) -> (reallocated, orphan_frees)\n\nmemory._lifetimes in one pass in "
      "time order (int64 buffers; end filled with the row ending each allocation, -1 where none)."},

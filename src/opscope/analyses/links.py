@@ -284,12 +284,15 @@ def _climb_in_c(parents: pa.Array, first: pa.Array, second: pa.Array,
     loops = native_loops()
     if loops is None or len(launch) == 0:
         return None
-    rows = [pc.fill_null(pc.cast(combined(a), pa.int64()), -1) for a in (parents, launch)]
+    # the parents as they are, their nulls read from the validity bitmap (not a copy of the column with -1 for null)
+    up = pc.cast(combined(parents), pa.int64())
+    valid = up.buffers()[0] if up.null_count else None
+    start = pc.fill_null(pc.cast(combined(launch), pa.int64()), -1)
     marks = [pc.cast(pc.fill_null(combined(a), False), pa.uint8()) for a in (first, second)]
     m = len(launch)
     out = [bytearray(8 * m) for _ in range(3)]
-    loops.climb(values_view(rows[0], "q"), values_view(marks[0], "B"), values_view(marks[1], "B"),
-                values_view(rows[1], "q"), *out, _MAX_CLIMB)
+    loops.climb(values_view(up, "q"), values_view(marks[0], "B"), values_view(marks[1], "B"),
+                values_view(start, "q"), *out, _MAX_CLIMB, valid, up.offset)
     return tuple(minus_one_as_null(b, m) for b in out)
 
 
