@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import arange, combined, native_loops, scatter, share_pct, thread_keys, vocabulary
-from opscope.analyses.intervals import innermost_enclosing, is_sorted
+from opscope.analyses.intervals import innermost_enclosing, is_sorted, span_bounds
 from opscope.errors import UsageError
 from opscope.model.buffers import minus_one_as_null, true_positions, values_view
 from opscope.model.derive import OP_LAYER
@@ -140,9 +140,8 @@ def _memory_records(trace: Trace, steps: list[int] | None, devices: list[str] | 
 
 def _events_end(trace: Trace) -> int | None:
     spans = trace.select(["ts_ns", "dur_ns"])
-    if spans.num_rows == 0:
-        return None
-    return pc.max(pc.add(spans["ts_ns"], spans["dur_ns"])).as_py()
+    bounds = span_bounds(spans["ts_ns"], spans["dur_ns"])  # in one pass, no column of ends
+    return bounds[1] if bounds else None
 
 
 def _count(mask) -> int:

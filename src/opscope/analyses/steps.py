@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.intervals import union_by_group
+from opscope.analyses.intervals import span_bounds, union_by_group
 from opscope.analyses.kernels import DEVICE_WORK
 from opscope.model.memo import memoized
 from opscope.model.schema import kind_mask
@@ -44,9 +44,8 @@ def step_window(trace: Trace) -> tuple[int, int]:
     if steps.num_rows:
         return (pc.min(steps["ts_ns"]).as_py(), pc.max(pc.add(steps["ts_ns"], steps["dur_ns"])).as_py())
     events = trace.select(["ts_ns", "dur_ns"])
-    if events.num_rows == 0:
-        return (0, 0)
-    return (pc.min(events["ts_ns"]).as_py(), pc.max(pc.add(events["ts_ns"], events["dur_ns"])).as_py())
+    bounds = span_bounds(events["ts_ns"], events["dur_ns"])  # in one pass, no column of ends
+    return bounds if bounds else (0, 0)
 
 
 #: What a trace without steps lacks, for the messages that say so.

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow.compute as pc
-
 from opscope.analyses.filters import parse_steps
+from opscope.analyses.intervals import span_bounds
 from opscope.analyses.steps import mean_step_ns, step_table
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
@@ -55,11 +54,10 @@ def spans(base: Trace, new: Trace, labels: tuple[str, str], steps: str | None = 
 
 def _whole(trace: Trace) -> Span:
     ev = trace.select(["ts_ns", "dur_ns"])
-    if ev.num_rows == 0:
+    bounds = span_bounds(ev["ts_ns"], ev["dur_ns"])  # in one pass, no column of ends
+    if bounds is None:
         return Span(None, 1, 0)
-    start = pc.min(ev["ts_ns"]).as_py()
-    end = pc.max(pc.add(ev["ts_ns"], ev["dur_ns"])).as_py()
-    return Span(None, 1, end - start)
+    return Span(None, 1, bounds[1] - bounds[0])
 
 
 def _stepped(trace: Trace, chosen: list[int] | None, label: str) -> Span:
