@@ -1406,9 +1406,9 @@ done:
 }
 
 /* pair_numbers(a, b, width_a, width_b, out) -> pairs as int64 bytes (a0, b0, a1, b1, ...), or None
- * Per row, the number (int32, into out) of its pair of codes (a[i], b[i]; each -1 for null or 0..width - 1) in the
- * order the pairs first occur, and the distinct pairs in that order: arrays.pair_numbers by a table over every
- * possible pair. None where that table would be larger than a few times the rows, or a code is out of its range
+ * Per row, the number (int32, into out) of its pair of int32 codes (a[i], b[i]; each -1 for null or 0..width - 1)
+ * in the order the pairs first occur, and the distinct pairs in that order: arrays.pair_numbers by a table over
+ * every possible pair. None where that table would be larger than a few times the rows, or a code is out of its range
  * (the Arrow definition then runs). */
 static PyObject *pair_numbers(PyObject *self, PyObject *args) {
     (void)self;
@@ -1420,9 +1420,9 @@ static PyObject *pair_numbers(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     int32_t *slot = NULL;
     int64_t *pairs = NULL;
-    if (view(o_a, &a, 0, 8, "a") || view(o_b, &b, 0, 8, "b") || view(o_out, &out, 1, 4, "out")) goto done;
-    Py_ssize_t n = a.b.len / 8;
-    if (b.b.len / 8 != n || out.b.len / 4 != n || width_a < 0 || width_b < 0) {
+    if (view(o_a, &a, 0, 4, "a") || view(o_b, &b, 0, 4, "b") || view(o_out, &out, 1, 4, "out")) goto done;
+    Py_ssize_t n = a.b.len / 4;
+    if (b.b.len / 4 != n || out.b.len / 4 != n || width_a < 0 || width_b < 0) {
         PyErr_SetString(PyExc_ValueError, "pair_numbers: buffers of different lengths");
         goto done;
     }
@@ -1439,7 +1439,7 @@ static PyObject *pair_numbers(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    const int64_t *x = a.b.buf, *y = b.b.buf;
+    const int32_t *x = a.b.buf, *y = b.b.buf;
     int32_t *o = out.b.buf;
     Py_ssize_t found = 0;
     int ok = 1;
@@ -1447,7 +1447,7 @@ static PyObject *pair_numbers(PyObject *self, PyObject *args) {
     memset(slot, 0, sizeof *slot * (size_t)(wa * wb));
     for (Py_ssize_t i = 0; i < n; i++) {
         if (x[i] < -1 || x[i] >= width_a || y[i] < -1 || y[i] >= width_b || found >= INT32_MAX - 1) { ok = 0; break; }
-        int32_t *at = &slot[(x[i] + 1) * wb + (y[i] + 1)];
+        int32_t *at = &slot[((Py_ssize_t)x[i] + 1) * wb + (y[i] + 1)];
         if (!*at) {
             *at = (int32_t)(++found);
             pairs[2 * found - 2] = x[i];
@@ -1470,7 +1470,7 @@ done:
 static PyMethodDef methods[] = {
     {"pair_numbers", pair_numbers, METH_VARARGS,
      "pair_numbers(a, b, width_a, width_b, out) -> int64 pairs bytes or None\n\nPer row the number (int32) of its "
-     "pair of codes in first-occurrence order, and the pairs (arrays.pair_numbers; None: the definition runs)."},
+     "pair of int32 codes in first-occurrence order, and the pairs (arrays.pair_numbers; None: the definition runs)."},
     {"innermost", innermost, METH_VARARGS,
      "innermost(span_thread, span_ts, span_end, span_parent, accept, q_thread, q_ts, out, member=None, "
      "parent_valid=None, end_is_dur=False) -> None\n\nintervals.innermost_enclosing in C (int64 buffers, -1 for "

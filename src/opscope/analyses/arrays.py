@@ -275,13 +275,18 @@ def value_codes(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, list]:
     group and compare as the values do (null a value of its own) without comparing text. Codes number the values in
     the order Arrow's dictionary holds them (the order they first occur, where the column is not dictionary-encoded
     already), not in the values' order."""
+    return _codes(values, pa.int64())
+
+
+def _codes(values: pa.Array | pa.ChunkedArray, type_: pa.DataType) -> tuple[pa.Array, list]:
+    """:func:`value_codes` as ``type_`` (int64, or int32 where the codes go to C as they are)."""
     found = dictionary_codes(values)
     if found is None:  # not dictionary-encoded, or a value twice in its dictionary (it would get two codes)
         plain = values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
         encoded = pc.dictionary_encode(combined(plain))
         found = encoded.dictionary, encoded.indices
     dictionary, indices = found
-    codes = pc.cast(indices, pa.int64())
+    codes = pc.cast(indices, type_)
     return pc.fill_null(codes, -1) if codes.null_count else codes, dictionary.to_pylist()
 
 
@@ -290,13 +295,13 @@ def pair_numbers(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -
     null a value of its own), and the distinct pairs in that order: in one pass over the values' codes in C
     (``_loops.pair_numbers``) where the pairs' table is small (threads: pids by tids; streams: devices by streams),
     else by Arrow's dictionary encoding of one int64 key per row (the definition)."""
-    a_codes, a_values = value_codes(a)
-    b_codes, b_values = value_codes(b)
+    a_codes, a_values = _codes(a, pa.int32())  # (the dictionary's own indices where a column has one)
+    b_codes, b_values = _codes(b, pa.int32())
     n = len(a_codes)
     loops = native_loops()
     if loops is not None and n:
         numbers = pa.allocate_buffer(4 * n)  # every item is written
-        found = loops.pair_numbers(values_view(a_codes, "q"), values_view(b_codes, "q"), len(a_values),
+        found = loops.pair_numbers(values_view(a_codes, "i"), values_view(b_codes, "i"), len(a_values),
                                    len(b_values), numbers)
         if found is not None:
             codes = memoryview(found).cast("q")
@@ -304,6 +309,7 @@ def pair_numbers(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -
                       else None) for k in range(0, len(codes), 2)]
             return pa.Array.from_buffers(pa.int32(), n, [None, numbers]), pairs
     width = len(b_values) + 1
+    a_codes, b_codes = pc.cast(a_codes, pa.int64()), pc.cast(b_codes, pa.int64())
     # Arrow's dictionary encoding numbers the values in the order they first occur
     encoded = pc.dictionary_encode(pc.add(pc.multiply(pc.add(a_codes, 1), width), pc.add(b_codes, 1)))
     keys = [divmod(key, width) for key in encoded.dictionary.to_pylist()]

@@ -82,7 +82,9 @@ def _device_covers(analysis: GpuAnalysis) -> Iterator[tuple[int, dict[int, tuple
     w0, w1 = work.window_start, work.window_end
     sync, data = _host_covers(analysis.trace, w0, w1)
     busy = analysis.device_not_idle
-    busy = busy.filter(pc.greater(busy["end"], busy["start"]))
+    positive = pc.fill_null(pc.greater(busy["end"], busy["start"]), False)
+    if not pc.all(positive).as_py():  # (the merged intervals all are: no copy of them)
+        busy = busy.filter(positive)
     t = work.table
     pending = analysis.pending
     for dev in work.devices:
