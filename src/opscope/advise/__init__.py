@@ -54,10 +54,11 @@ RULES: tuple[Rule, ...] = (
     memory.RULE,
 )
 _BY_ID = {r.id: r for r in RULES}
-#: The order two threads take the rules in: the costliest first (measured on a 1 GB trace: the GPU analysis and idle
-#: causes, then the copies with their launches), so that neither thread is left with a long rule at the end; but
+#: The order two threads take the rules in: the costliest first (measured on a 1 GB trace: the gpu-idle finding, which
+#: builds the dependency graph first while the other thread's rules make the device work it reads next, then the
+#: copies with their launches), so that neither thread is left with a long rule at the end; but
 #: the memory rule before the copies: its records (let go once it has run: ``Rule.releases``) are then made while
-#: the dependency graph is not yet built, not beside the graph's idle parts (1 GB trace: advise's peak anonymous
+#: the dependency graph is being built, not beside the graph's idle parts (1 GB trace: advise's peak anonymous
 #: memory 557 against 576 MiB in runs of the same hour; BENCHMARKS.md, "Owned memory"). Results and errors still
 #: come out in the rules' order.
 _COSTLIEST_FIRST = ("gpu-idle", "memory", "memcpy", "dominant-op", "roofline", "communication", "launch-bound",
