@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import combined, int64_values, name_match, share_pct
+from opscope.analyses.arrays import arange, combined, int64_values, name_match, rows_equal, share_pct
 from opscope.analyses.depgraph import dependency_graph
 from opscope.analyses.gap_causes import GapCause, gap_causes, host_by_cause, prepare_gap_causes, unseen_by_cause
 from opscope.analyses.gpu import has_device_work
@@ -159,8 +159,10 @@ class Gap(NamedTuple):
 def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[Gap]:
     """The ``top`` longest idle gaps of a device inside the window, longest first, each with the step it starts in
     and its part inside that step (:class:`Gap`)."""
-    busy = ctx.gpu.device_not_idle  # unseen busy time is no gap
-    busy = busy.filter(pc.and_(pc.equal(busy["group"], device), pc.greater(busy["end"], busy["start"])))
+    busy = rows_equal(ctx.gpu.device_not_idle, "group", device)  # unseen busy time is no gap
+    positive = pc.fill_null(pc.greater(busy["end"], busy["start"]), False)
+    if not pc.all(positive).as_py():
+        busy = busy.filter(positive)
     w0, w1 = ctx.window
     # Columns, not a Python tuple per busy interval: a long trace has hundreds of thousands of them.
     edges_start = pa.concat_arrays([pa.array([w0], pa.int64()), combined(busy["end"]).cast(pa.int64())])
@@ -168,9 +170,11 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[G
     length = pc.subtract(edges_end, edges_start)
     keep = pc.greater(length, 0)
     starts, lengths = pc.filter(edges_start, keep), pc.filter(length, keep)
-    # longest first; equal lengths in time order (a stable sort of the gaps by length)
-    order = pc.sort_indices(pa.table({"len": lengths, "at": pa.array(range(len(lengths)), pa.int64())}),
-                            [("len", "descending"), ("at", "ascending")])[:top]
+    # longest first; equal lengths in time order (the first ``top`` of the gaps sorted so, not all of them sorted)
+    order = pa.array([], pa.uint64())
+    if len(lengths):
+        order = pc.select_k_unstable(pa.table({"len": lengths, "at": arange(len(lengths))}), top,
+                                     [("len", "descending"), ("at", "ascending")])
     gaps = list(zip(pc.take(starts, order).to_pylist(), pc.take(lengths, order).to_pylist()))
     steps = ctx.trace.steps
     spans = list(zip(steps["step"].to_pylist(), steps["ts_ns"].to_pylist(), steps["dur_ns"].to_pylist()))
