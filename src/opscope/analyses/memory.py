@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import arange, combined, native_loops, scatter, share_pct, thread_keys, vocabulary
+from opscope.analyses.arrays import (
+    arange,
+    combined,
+    native_loops,
+    pair_numbers,
+    scatter,
+    share_pct,
+    thread_keys,
+    vocabulary,
+)
 from opscope.analyses.intervals import innermost_enclosing, is_sorted, span_bounds
 from opscope.errors import UsageError
 from opscope.model.buffers import minus_one_as_null, true_positions, values_view
@@ -149,14 +158,9 @@ def _count(mask) -> int:
 
 
 def _device_labels(device_type, device_id) -> pa.Array:
-    key = pa.table({"t": device_type, "i": device_id})
-    pairs = key.group_by(["t", "i"], use_threads=False).aggregate([])
-    labels = [device_label(t, i) for t, i in zip(pairs["t"].to_pylist(), pairs["i"].to_pylist())]
-    code = pc.add(pc.multiply(pc.fill_null(pc.cast(key["t"], pa.int64()), -1), 1 << 32),
-                  pc.fill_null(pc.cast(key["i"], pa.int64()), -1))
-    pair_code = pc.add(pc.multiply(pc.fill_null(pc.cast(pairs["t"], pa.int64()), -1), 1 << 32),
-                       pc.fill_null(pc.cast(pairs["i"], pa.int64()), -1))
-    return combined(pc.take(pa.array(labels, pa.string()), pc.index_in(code, value_set=pair_code)))
+    """Per record, its device's label: made once per distinct (type, id) pair, the pairs numbered in one pass."""
+    numbers, pairs = pair_numbers(device_type, device_id)
+    return combined(pc.take(pa.array([device_label(t, i) for t, i in pairs], pa.string()), numbers))
 
 
 def _rebuild_missing_totals(device: pa.Array, nbytes: pa.Array, allocated: pa.Array,
