@@ -35,10 +35,10 @@ def launched_kernels(ctx: AdviceContext) -> pa.Table:
     if ctx.has_steps:  # the steps' kernels only: the saving is per step
         is_kernel = pc.and_(is_kernel, pc.is_valid(ev["step"]))
     kernels = ev.select(["name", "dur_ns", "correlation"]).filter(is_kernel)
-    is_call = pc.and_(kind_mask(ev, ("runtime",)), has_corr)
-    calls = ev.select(["name", "dur_ns", "correlation"]).filter(is_call)
-    # a graph launch is one call for the whole graph even when the trace shows one kernel of it
-    calls = calls.filter(pc.invert(name_match(calls["name"], GRAPH_LAUNCH)))
+    # a graph launch is one call for the whole graph even when the trace shows one kernel of it (told apart in the
+    # mask: the calls' names are not copied out with them)
+    is_call = pc.and_(pc.and_(kind_mask(ev, ("runtime",)), has_corr), pc.invert(name_match(ev["name"], GRAPH_LAUNCH)))
+    calls = ev.select(["dur_ns", "correlation"]).filter(is_call)
     if kernels.num_rows == 0 or calls.num_rows == 0:
         return pa.table({"name": pa.array([], pa.string()), "dur_ns": pa.array([], pa.int64()),
                          "launch_ns": pa.array([], pa.int64())})
