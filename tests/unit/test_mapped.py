@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -81,6 +82,41 @@ def test_the_checksum_covers_the_bytes_read(tmp_path, damage):
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"t\.arrow (does not match its checksum|is .* bytes, written as)"):
         MappedTable(path, sums).table  # noqa: B018
+
+
+def _identity(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+@guard
+def test_a_file_still_as_it_was_summed_is_not_read_for_its_checksum(tmp_path, monkeypatch):
+    path = tmp_path / "t.arrow"
+    expected = _write(path)
+    sums, summed_as = _sums(path), _identity(path)
+    read = []
+    monkeypatch.setattr(mapped, "_read_sums", lambda fd: read.append(fd) or sums)
+    assert MappedTable(path, sums, summed_as=summed_as).table.equals(expected) and read == []
+    assert MappedTable(path, sums).table.equals(expected) and len(read) == 1  # nothing said how it was summed
+
+
+@guard
+def test_a_file_written_in_place_since_it_was_summed_is_read_for_its_checksum(tmp_path):
+    # the same size, its mtime set back: the ctime still moved, so the checksum is read and finds the change
+    path = tmp_path / "t.arrow"
+    _write(path)
+    sums, summed_as = _sums(path), _identity(path)
+    st = path.stat()
+    time.sleep(0.05)  # past the file system's clock tick (ctime is kept in ticks of up to 10 ms)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with open(path, "r+b") as fh:
+        fh.write(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = _identity(path)
+    assert now[:3] == summed_as[:3] and now[3] != summed_as[3]  # only the ctime tells
+    with pytest.raises(ValueError, match=r"t\.arrow does not match its checksum"):
+        MappedTable(path, sums, summed_as=summed_as).table  # noqa: B018
 
 
 @guard
@@ -202,3 +238,30 @@ def test_a_trace_from_the_cache_reads_its_event_columns_in_place(tmp_path, monke
     assert mapped.guarded() == all(m.in_place for m in cached._mapped)
     cached.verify()
     assert cached.flows.equals(parsed.flows) and len(cached._mapped) == len(sides)  # (LZ4: read into memory)
+
+
+@guard
+def test_an_entry_as_written_is_not_read_for_its_checksums_and_a_replaced_file_is(tmp_path, monkeypatch):
+    # the writer keeps each in-place table's identity: the next open maps the events without reading them whole;
+    # the same bytes put back as another file (a new inode) are read for their checksum, and pass
+    import shutil
+
+    from support.tracefiles import small_gpu_trace, write_trace
+
+    from opscope.ingest import open_trace
+
+    monkeypatch.setattr(mapped, "MAP_FROM_BYTES", 0)  # the small trace's tables too
+    read: list[int] = []
+    real = mapped._read_sums
+    monkeypatch.setattr(mapped, "_read_sums", lambda fd: read.append(fd) or real(fd))
+    path = write_trace(tmp_path / "t.json", small_gpu_trace())
+    parsed = open_trace(path, cache_dir=tmp_path / "cache")
+    cached = open_trace(path, cache_dir=tmp_path / "cache")
+    assert cached.select(["ts_ns"]).equals(parsed.select(["ts_ns"])) and cached.memory.equals(parsed.memory)
+    assert read == []
+    events = Path(cached.metadata["from_cache"]) / "events.arrow"
+    shutil.copyfile(events, tmp_path / "copy.arrow")
+    os.replace(tmp_path / "copy.arrow", events)
+    again = open_trace(path, cache_dir=tmp_path / "cache")
+    assert again.metadata.get("from_cache") and len(read) == 1
+    assert again.select(["ts_ns"]).equals(parsed.select(["ts_ns"]))

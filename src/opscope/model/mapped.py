@@ -90,10 +90,14 @@ class MappedTable:
     entry and says so). Opening and reading raise what they raise (OSError, ValueError, pyarrow.ArrowException)."""
 
     def __init__(self, file: Path, sums: list[int] | None = None,
-                 error: Callable[[Path, BaseException], Exception] = _failed) -> None:
+                 error: Callable[[Path, BaseException], Exception] = _failed, summed_as: list[int] | None = None,
+                 ) -> None:
         self.file = file
         self.sums = sums
         self.error = error
+        #: [size, inode, mtime ns, ctime ns] the file had when ``sums`` was taken: a mapped file that still has it is
+        #: the file summed, and is not read again for its checksum (store.files.IDENTITIES)
+        self.summed_as = summed_as
         self._table: pa.Table | None = None
         self._metadata: dict[bytes, bytes] = {}
         self._mapping = None  # the guarded map (None: read into memory)
@@ -133,8 +137,11 @@ class MappedTable:
                 data = memoryview(mapping)
                 # read, not through the map: the map's pages are touched only where a column is used (the checksum
                 # over the map made the whole file resident); what is read is what was checked so long as the
-                # file's identity is the same after the check as before it
-                if self.sums is not None and _read_sums(fd) != self.sums:
+                # file's identity is the same after the check as before it. Not read at all where the file is still
+                # the one whose bytes were summed (its identity then: nothing has written it since)
+                st = os.fstat(fd)
+                unchanged = self.summed_as == [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+                if self.sums is not None and not unchanged and _read_sums(fd) != self.sums:
                     raise ValueError(f"{self.file.name} does not match its checksum")
                 if mapping.damaged() or not _same(before, _identity(os.fstat(fd))):
                     raise ValueError(f"{self.file.name} changed while it was checked")

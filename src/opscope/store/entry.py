@@ -111,7 +111,8 @@ def load(path: Path, root: Path | None = None, variant: str = "", source: Source
             raise CorruptEntryError(f"did not belong to this trace ({source.describe(built_from)})")
         events_file = files.table_file(entry, "events")
         # every command reads it: mapped and checked now, so a bad one is rebuilt here
-        mapped = MappedTable(events_file, files.sums_of(events_file, sums), _unreadable)
+        mapped = MappedTable(events_file, files.sums_of(events_file, sums), _unreadable,
+                             files.identity_of(events_file, sums))
         names, rows = mapped.table.schema.names, mapped.metadata.get(b"num_rows", b"")
         if not rows.isdigit():
             raise ValueError(f"{events_file.name} does not say how many rows it holds")
@@ -196,7 +197,7 @@ class _LaterTable:
 def _read_later(file: Path, sums: dict, in_place: bool) -> pa.Table | MappedTable:
     try:
         if in_place:
-            mapped = MappedTable(file, files.sums_of(file, sums), _unreadable)
+            mapped = MappedTable(file, files.sums_of(file, sums), _unreadable, files.identity_of(file, sums))
             mapped.table  # noqa: B018 - mapped and checked now, so that a bad file is an error here
             return mapped  # (the trace keeps it, and verifies it after each analysis)
         return files.read_ipc(file, sums)
@@ -313,7 +314,10 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
         meta = {k: v for k, v in trace.metadata.items() if k not in _NOT_STORED}
         meta[BUILT_FROM] = now.record()
         (tmp / "meta.json").write_text(json.dumps(meta, default=str))
-        sums = {f.name: files.file_sum(f) for f in tmp.iterdir()}
+        sums: dict = {f.name: files.file_sum(f) for f in tmp.iterdir()}
+        # the tables read in place as they are now: renaming the directory below changes none of their identities
+        sums[files.IDENTITIES] = {f.name: files.identity(f.stat()) for f in tmp.iterdir()
+                                  if f.name in {files.table_file(tmp, name).name for name in files.IN_PLACE}}
         (tmp / "sums.json").write_text(json.dumps(sums))
         os.rename(tmp, entry)  # whole or not at all: the entry appears under its name only now
     except OSError as exc:
