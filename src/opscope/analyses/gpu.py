@@ -35,7 +35,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opscope.analyses.arrays import combined, count_by, native_loops, rows_equal, share_pct
-from opscope.analyses.intervals import covered_by_group, covered_within, merged_intervals, sweep, union_by_group
+from opscope.analyses.intervals import (
+    covered_by_group,
+    covered_spans,
+    covered_within,
+    merged_intervals,
+    sweep,
+)
 from opscope.analyses.links import LINKED_KINDS, correlated_launches
 from opscope.analyses.steps import step_table, step_window, window_line
 from opscope.model.buffers import values_view
@@ -564,21 +570,24 @@ class GpuAnalysis:
         (``exposed_ns``), and how much of it overlap could hide at most (``hideable_ns``: the compute not yet under
         a collective bounds it)."""
         t = self.work.table.select(["device", "cat", "start", "end"])
-        t = t.filter(pc.greater(t["end"], t["start"]))
-        cat = t["cat"]
+        positive = pc.greater(t["end"], t["start"])
 
-        def union(table) -> dict[int, int]:
-            return union_by_group(table["start"], pc.subtract(table["end"], table["start"]), table["device"])
+        def merged(code: int) -> pa.Table:  # per device, the union of that category's work as disjoint spans
+            part = t.filter(pc.and_(pc.equal(t["cat"], code), positive))
+            return merged_intervals(combined(part["device"]), combined(part["start"]), combined(part["end"]))
 
-        u_comm = union(t.filter(pc.equal(cat, COMM)))
-        if not u_comm:  # no collectives: nothing to overlap (the compute unions are not needed)
+        comm_spans = merged(COMM)
+        if not comm_spans.num_rows:  # no collectives: nothing to overlap (the compute unions are not needed)
             return []
-        u_compute = union(t.filter(pc.equal(cat, COMPUTE)))
-        u_both = union(t.filter(pc.or_(pc.equal(cat, COMM), pc.equal(cat, COMPUTE))))
+        compute_spans = merged(COMPUTE)
+        u_comm, u_compute = covered_by_group(comm_spans), covered_by_group(compute_spans)
         rows = []
         for device in sorted(u_comm):
             comm, compute = u_comm[device], u_compute.get(device, 0)
-            overlapped = comm + compute - u_both[device]
+            # the collectives' time under compute: each collective span's part that the compute spans cover (the
+            # union of both is not made: the two sets of spans interleave across streams)
+            mine, theirs = (rows_equal(spans, "group", device) for spans in (comm_spans, compute_spans))
+            overlapped = pc.sum(covered_spans(theirs["start"], theirs["end"], mine["start"], mine["end"])).as_py() or 0
             exposed = comm - overlapped
             rows.append({"device": device, "comm_ns": comm, "compute_ns": compute, "overlapped_ns": overlapped,
                          "exposed_ns": exposed, "hideable_ns": max(0, min(exposed, compute - overlapped))})
