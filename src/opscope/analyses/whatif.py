@@ -426,10 +426,11 @@ def _idle_parts(trace: Trace, graph: DepGraph) -> IdleParts:
     lag_device = pc.if_else(valid, combined(pc.take(device_of, pc.if_else(valid, rows, 0))),
                             pa.scalar(None, device_of.type))
     by_device = {}
+    lags = (lagged, lag_lo, lag_hi, lag_bound)
     for d in spans:
         on_device = pc.fill_null(pc.equal(lag_device, d), False) if d is not None else pc.is_null(lag_device)
-        by_device[d] = (pc.filter(lagged, on_device), pc.filter(lag_lo, on_device), pc.filter(lag_hi, on_device),
-                        pc.filter(lag_bound, on_device))
+        # (every lag on the one device of most traces: the arrays as they are, not copies)
+        by_device[d] = lags if pc.all(on_device).as_py() else tuple(pc.filter(a, on_device) for a in lags)
     for cause, per_device in by_cause_spans.items():
         if not per_device:
             continue
