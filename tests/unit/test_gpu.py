@@ -42,6 +42,16 @@ def test_breakdown_per_stream_and_device(tmp_path):
     assert rows[(1, None)]["busy_ns"] == 400 * US and rows[(1, 7)]["busy_pct"] == 20.0
 
 
+def test_the_gpu_analysis_is_made_once_per_trace_and_device_work_is_told_without_it(tmp_path):
+    from opscope.analyses.gpu import gpu_analysis, has_device_work
+
+    trace = open_trace(write_trace(tmp_path / "t.json", two_streams()), use_cache=False)
+    assert gpu_analysis(trace) is gpu_analysis(trace)  # the report's sections and the rules share one
+    assert has_device_work(trace) and gpu_analysis(trace).has_work
+    host_only = open_trace(write_trace(tmp_path / "h.json", [x("aten::mm", 0, 10)]), use_cache=False)
+    assert not has_device_work(host_only) and not gpu_analysis(host_only).has_work
+
+
 def test_launch_statistics(tmp_path):
     a = analyze(tmp_path, two_streams())
     d0 = {r["device"]: r for r in a.launches().to_pylist()}[0]

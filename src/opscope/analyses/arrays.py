@@ -79,8 +79,8 @@ def rows_equal(table: pa.Table, column: str, value: object) -> pa.Table:
 
 
 def marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """A bool array of length ``n``, true at ``positions`` (integers, nulls skipped, each in 0..n-1)
-    (:func:`opscope.model.buffers.position_marks`)."""
+    """A bool array of length ``n``, true at ``positions`` (integers, nulls skipped, each in 0..n-1): see
+    :func:`opscope.model.buffers.position_marks`."""
     return position_marks(n, positions)
 
 

@@ -344,12 +344,12 @@ def _thread_numbers(runtime: pa.Table) -> pa.Array:
 
 # --- analyses ------------------------------------------------------------------------------------------
 
-@memoized()
 def has_device_work(trace: Trace) -> bool:
     """Whether the trace has any device work (what :attr:`GpuAnalysis.has_work` says, without preparing it)."""
     return bool(pc.any(kind_mask(trace.select(["kind"]), DEVICE_WORK)).as_py())
 
 
+@memoized()
 def gpu_analysis(trace: Trace, short_gap_ns: int = 10_000) -> GpuAnalysis:
     """The trace's :class:`GpuAnalysis` with this ``short_gap_ns``, made once per trace: the sections of a report,
     the rules of advise and the parts of a diff share its merged intervals and tables."""

@@ -323,8 +323,8 @@ def _nonempty(spans: tuple[pa.Array, pa.Array]) -> tuple[pa.Array, pa.Array]:
 
 
 def _union(parts: list[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
-    """The union of the spans of every part as disjoint spans in time order (one part's spans as they are where they
-    are that already, apart from each other: the device's gaps, its short gaps)."""
+    """The union of the spans of every part as disjoint spans in time order; a single part whose spans already are
+    (apart from each other and in order: the device's gaps, its short gaps) as it is."""
     kept = [_nonempty(p) for p in parts]
     if len(kept) == 1:
         s, e = kept[0]

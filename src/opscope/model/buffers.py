@@ -50,7 +50,6 @@ def true_positions(mask: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.Array.from_buffers(pa.uint64(), count, [None, pa.py_buffer(out)])
 
 
-
 def position_marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A bool array of length ``n``, true at each of ``positions`` (integers, nulls skipped, each in 0..n-1): its
     bits set in place (``model/_derive.c``), where ``pc.is_in(arange(n), positions)`` would hash all ``n``; a
@@ -71,6 +70,7 @@ def position_marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:
                 raise ValueError(f"position_marks: position {position} outside 0..{n - 1}")
             bits[position >> 3] |= 1 << (position & 7)
     return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+
 
 def derive_loops() -> Any:
     """``model/_derive`` where it is built and the C parts are on, else None."""
