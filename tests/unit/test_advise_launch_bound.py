@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
+import pytest
 from support.tracefiles import write_trace, x
 
 from opscope.advise import advise
@@ -65,11 +68,19 @@ def test_not_applicable_on_cpu_traces(tmp_path):
     assert "no GPU" in advise(t, only=["launch-bound"]).not_applicable["launch-bound"]
 
 
-def test_repeated_ids_are_those_seen_more_than_once():
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_repeated_ids_are_those_seen_more_than_once(native, monkeypatch):
+    monkeypatch.setenv("OPSCOPE_NATIVE", native)  # the bitmaps in C, and the sort
     ids = pa.array([7, 3, 9, 3, None, 7, 7, None, 1], pa.int64())
-    assert sorted(_repeated(ids).to_pylist()) == [3, 7]
+    assert _repeated(ids).to_pylist() == [3, 7]
     assert _repeated(pa.array([4, 2, 8], pa.int64())).to_pylist() == []
     assert _repeated(pa.array([5], pa.int64())).to_pylist() == []
+    assert _repeated(pa.array([None, None], pa.int64())).to_pylist() == []
+    far = pa.array([-(2**62), 2**62, 5, -(2**62)], pa.int64())  # a range far over the count: sorted instead
+    assert _repeated(far).to_pylist() == [-(2**62)]
+    rng = random.Random(3)
+    many = [rng.randrange(-500, 500) for _ in range(3000)]
+    assert _repeated(pa.array(many, pa.int64())).to_pylist() == sorted({v for v in many if many.count(v) > 1})
 
 
 def test_kernels_sharing_a_launch_are_left_out_and_a_repeated_call_id_takes_its_longest_call(tmp_path):

@@ -513,6 +513,71 @@ static PyObject *fill_range(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* repeated_ids(values, valid) -> int64 bytes or None
+ * The valid int64 values that occur more than once, each once, ascending: two bitmaps over the values' range (seen,
+ * seen again), where the range is at most 64 times their count (ids numbered densely: correlation ids); None else
+ * (the caller's sort then runs). valid: bytes (1 valid) or None (all valid). */
+static PyObject *repeated_ids(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_values, *o_valid;
+    if (!PyArg_ParseTuple(args, "OO", &o_values, &o_valid)) return NULL;
+    View values, valid;
+    values.held = valid.held = 0;
+    PyObject *result = NULL;
+    uint8_t *seen = NULL, *again = NULL;
+    if (view(o_values, &values, 0, 8, "values") || (o_valid != Py_None && view(o_valid, &valid, 0, 1, "valid")))
+        goto done;
+    Py_ssize_t n = values.b.len / 8;
+    if (valid.held && valid.b.len != n) {
+        PyErr_SetString(PyExc_ValueError, "repeated_ids: values and valid of different lengths");
+        goto done;
+    }
+    const int64_t *v = values.b.buf;
+    const uint8_t *ok = valid.held ? valid.b.buf : NULL;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!ok || ok[i]) { if (v[i] < lo) lo = v[i]; if (v[i] > hi) hi = v[i]; }
+    if (lo > hi) { /* none valid */
+        result = PyBytes_FromStringAndSize(NULL, 0);
+        goto done;
+    }
+    uint64_t range = (uint64_t)hi - (uint64_t)lo + 1;
+    if (range == 0 || range / 64 > (uint64_t)n + 1024) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    size_t bytes = (size_t)((range + 7) / 8);
+    seen = calloc(bytes, 1);
+    again = calloc(bytes, 1);
+    if (!seen || !again) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ok && !ok[i]) continue;
+        uint64_t at = (uint64_t)v[i] - (uint64_t)lo;
+        uint8_t bit = (uint8_t)(1u << (at & 7));
+        if (!(seen[at >> 3] & bit)) seen[at >> 3] |= bit;
+        else if (!(again[at >> 3] & bit)) { again[at >> 3] |= bit; count++; }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (result) {
+        int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+        Py_ssize_t k = 0;
+        for (uint64_t at = 0; at < range && k < count; at++)
+            if (again[at >> 3] >> (at & 7) & 1) out[k++] = (int64_t)((uint64_t)lo + at);
+    }
+done:
+    free(seen);
+    free(again);
+    release(&values);
+    release(&valid);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest_layer", nest_layer, METH_VARARGS,
      "nest_layer(mask, pid_codes, tid_codes, ts, dur, parent, depth, self_ns, keep_self) -> int\n\nThe nesting walk "
@@ -538,6 +603,9 @@ static PyMethodDef methods[] = {
     {"set_bits", set_bits, METH_VARARGS,
      "set_bits(positions, valid, n, out) -> int\n\nSets bit p of out (LSB first) for every valid int64 position p "
      "(valid: bytes, 1 valid, or None); the count of positions outside 0..n - 1 (they set nothing)."},
+    {"repeated_ids", repeated_ids, METH_VARARGS,
+     "repeated_ids(values, valid) -> int64 bytes or None\n\nThe valid int64 values that occur more than once, each "
+     "once, ascending, by two bitmaps over their range; None where the range is over 64 times their count."},
     {"fill_range", fill_range, METH_VARARGS,
      "fill_range(out, start) -> None\n\nout's int64 items = start, start + 1, ... (ranges.arange)."},
     {NULL, NULL, 0, NULL},
