@@ -69,13 +69,19 @@ def arange(n: int) -> pa.Array:
     return ranges.arange(0, n)
 
 
-def rows_equal(table: pa.Table, column: str, value: object) -> pa.Table:
-    """The rows of ``table`` whose ``column`` equals ``value`` (a null row never does): the table itself where every
-    row does, as on a trace of one device, instead of a copy of all of it."""
-    mask = pc.fill_null(pc.equal(table[column], value), False)
+def kept_rows(table: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """The rows of ``table`` where ``mask`` is true (null: not kept): the table itself where every row is, instead of
+    a copy of all of it."""
+    mask = pc.fill_null(mask, False)
     if pc.all(mask).as_py():
         return table
     return table.filter(mask)
+
+
+def rows_equal(table: pa.Table, column: str, value: object) -> pa.Table:
+    """The rows of ``table`` whose ``column`` equals ``value`` (a null row never does), without a copy where every row
+    does, as on a trace of one device (:func:`kept_rows`)."""
+    return kept_rows(table, pc.equal(table[column], value))
 
 
 def marks(n: int, positions: pa.Array | pa.ChunkedArray) -> pa.Array:

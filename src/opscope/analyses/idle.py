@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opscope.analyses.arrays import combined, name_match, native_loops, rows_equal, share_pct
+from opscope.analyses.arrays import combined, kept_rows, name_match, native_loops, rows_equal, share_pct
 from opscope.analyses.intervals import merged_intervals, sweep
 from opscope.model.buffers import values_view
 from opscope.model.memo import memoized
@@ -82,9 +82,7 @@ def _device_covers(analysis: GpuAnalysis) -> Iterator[tuple[int, dict[int, tuple
     w0, w1 = work.window_start, work.window_end
     sync, data = _host_covers(analysis.trace, w0, w1)
     busy = analysis.device_not_idle
-    positive = pc.fill_null(pc.greater(busy["end"], busy["start"]), False)
-    if not pc.all(positive).as_py():  # (the merged intervals all are: no copy of them)
-        busy = busy.filter(positive)
+    busy = kept_rows(busy, pc.greater(busy["end"], busy["start"]))  # (the merged intervals all are: no copy)
     t = work.table
     pending = analysis.pending
     for dev in work.devices:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from opscope.advise.context import AdviceContext
 from opscope.advise.finding import Finding, NotApplicable, Rule
-from opscope.analyses.arrays import arange, combined, int64_values, name_match, rows_equal, share_pct
+from opscope.analyses.arrays import arange, combined, int64_values, kept_rows, name_match, rows_equal, share_pct
 from opscope.analyses.depgraph import dependency_graph
 from opscope.analyses.gap_causes import GapCause, gap_causes, host_by_cause, prepare_gap_causes, unseen_by_cause
 from opscope.analyses.gpu import has_device_work
@@ -160,9 +160,7 @@ def longest_gaps(ctx: AdviceContext, device: int, top: int = TOP_GAPS) -> list[G
     """The ``top`` longest idle gaps of a device inside the window, longest first, each with the step it starts in
     and its part inside that step (:class:`Gap`)."""
     busy = rows_equal(ctx.gpu.device_not_idle, "group", device)  # unseen busy time is no gap
-    positive = pc.fill_null(pc.greater(busy["end"], busy["start"]), False)
-    if not pc.all(positive).as_py():
-        busy = busy.filter(positive)
+    busy = kept_rows(busy, pc.greater(busy["end"], busy["start"]))
     w0, w1 = ctx.window
     # Columns, not a Python tuple per busy interval: a long trace has hundreds of thousands of them.
     edges_start = pa.concat_arrays([pa.array([w0], pa.int64()), combined(busy["end"]).cast(pa.int64())])
