@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from opscope.errors import TraceError
-from opscope.model.memo import attach_results, canonical, forget_values, kept_results, memoized
+from opscope.model.memo import Releases, attach_results, canonical, forget_values, kept_results, memoized
 from opscope.model.trace import Trace
 from opscope.store.results import ResultStore
 
@@ -272,3 +272,70 @@ def test_forgetting_a_module_lets_go_of_its_values_alone():
     forget_values(trace, ("opscope.somewhere",))  # a prefix of a module's name is not that module
     elsewhere(trace)
     assert calls == ["here", "elsewhere", "here"]
+
+
+def test_a_module_goes_once_every_user_naming_it_is_done():
+    calls: list[str] = []
+
+    def counted(name: str, module: str):
+        def fn(trace: Trace) -> int:
+            calls.append(name)
+            return trace.num_events
+
+        fn.__module__ = module
+        fn.__qualname__ = name
+        return memoized()(fn)
+
+    shared, own = counted("shared", "opscope.shared"), counted("own", "opscope.own")
+    trace = _trace()
+    shared(trace), own(trace)
+    releases = Releases(trace, [("opscope.shared",), ("opscope.shared", "opscope.own"), ()])
+    releases.done(("opscope.shared",))  # one of the two users naming it: still held
+    shared(trace)
+    assert calls == ["shared", "own"]
+    releases.done(())
+    releases.done(("opscope.shared", "opscope.own"))  # the last user of both: both go
+    shared(trace), own(trace)
+    assert calls == ["shared", "own", "shared", "own"]
+
+
+def test_a_value_made_only_for_others_goes_once_each_of_them_is_made():
+    calls: list[str] = []
+
+    def counted(name: str, body, **options):
+        def fn(trace: Trace) -> int:
+            calls.append(name)
+            return body(trace)
+
+        fn.__module__, fn.__qualname__ = "opscope.here", name
+        return memoized(**options)(fn)
+
+    ingredient = counted("ingredient", lambda t: t.num_events, serves=("opscope.here.a", "opscope.here.b"))
+    a = counted("a", lambda t: ingredient(t) + 1)
+    b = counted("b", lambda t: ingredient(t) + 2)
+    trace = _trace()
+    assert a(trace) == trace.num_events + 1
+    ingredient(trace)  # still held: b has not been made
+    assert calls == ["a", "ingredient"]
+    assert b(trace) == trace.num_events + 2 and calls == ["a", "ingredient", "b"]
+    ingredient(trace)  # a and b made: it went, and is made again when asked
+    assert calls == ["a", "ingredient", "b", "ingredient"]
+
+
+def test_every_function_a_memoized_analysis_serves_is_a_memoized_function():
+    import importlib
+    import pkgutil
+
+    import opscope
+    from opscope.model.memo import Memoized
+
+    found = {}
+    for info in pkgutil.walk_packages(opscope.__path__, "opscope."):
+        if info.name.startswith(("opscope.analyses", "opscope.advise", "opscope.diff")):
+            try:
+                module = importlib.import_module(info.name)
+            except ImportError:  # an optional extra's module (not where the extra is missing)
+                continue
+            found.update({f"{info.name}.{k}": v for k, v in vars(module).items() if isinstance(v, Memoized)})
+    served = {name for m in found.values() for name in m.serves}
+    assert served and served <= set(found), sorted(served - set(found))

@@ -193,15 +193,16 @@ def test_stage_done_trims_a_tuned_process_only(monkeypatch):
 
 def test_the_heap_is_trimmed_when_anonymous_memory_grew_by_the_threshold(monkeypatch):
     g = runtime.TRIM_GROWTH_BYTES >> 20
-    sizes = iter([100, 100 + g - 1, 120, 100 + g, 110, 60, 60 + g - 1, 60 + g, 70])  # MiB, one per look
+    # MiB, one per look
+    sizes = iter([100, 100 + g - 1, 100 + g // 2, 100 + g, 100 + g // 4, 60, 60 + g - 1, 60 + g, 70])
     trims = []
     monkeypatch.setattr(runtime, "anonymous_bytes", lambda: next(sizes) << 20)
     monkeypatch.setattr(runtime, "_trim_heaps", lambda: trims.append(1))
     trimmer = runtime.HeapTrimmer()  # floor 100
     trimmer()  # grew g - 1
-    trimmer()  # 120
+    trimmer()  # g / 2 over
     assert trims == []
-    trimmer()  # grew g -> trim, the floor is what is left (110)
+    trimmer()  # grew g -> trim, the floor is what is left (g / 4 over)
     assert trims == [1]
     trimmer()  # 60: the floor follows memory down
     trimmer()  # g - 1 over the floor

@@ -32,7 +32,7 @@ from opscope.advise.rules import (
 )
 from opscope.advise.simulate import simulated
 from opscope.errors import UsageError
-from opscope.model.memo import forget_values, kept_results, memoized
+from opscope.model.memo import Releases, kept_results, memoized
 from opscope.model.trace import Trace
 from opscope.threads import side_by_side, usable_cores
 
@@ -189,6 +189,7 @@ def _checked(rules: list[Rule], ctx: AdviceContext) -> list[tuple[list[Finding],
 
     # once every rule is taken, a worker left without one computes what the rules still running will read
     prepared = iter([(i, step) for i in order for step in rules[i].prepare])
+    releases = Releases(ctx.trace, (r.releases for r in rules))
 
     def work() -> None:
         while True:
@@ -202,8 +203,7 @@ def _checked(rules: list[Rule], ctx: AdviceContext) -> list[tuple[list[Finding],
                 outcomes[i] = ([], str(reason))
             except BaseException as exc:  # raised in the caller, in the rules' order
                 outcomes[i] = exc
-            if rules[i].releases:
-                forget_values(ctx.trace, rules[i].releases)
+            releases.done(rules[i].releases)
 
     def prepare() -> None:
         while True:

@@ -72,8 +72,9 @@ class Rule:
     #: analyses the rule reads that wait for nothing else the rule computes (each memoized, so the rule then reads
     #: its value): a worker with no rule left to run computes them while the rule still runs (advise._checked)
     prepare: tuple[Callable[[AdviceContext], object], ...] = ()
-    #: modules whose analyses no other rule reads: their values are let go once the rule has run, so that the rules
-    #: still running do not peak on top of them (advise._checked; asked for again, they are computed again)
+    #: modules whose analyses the rule reads: their values are let go once every rule naming the module has run, so
+    #: that the rules still running do not peak on top of them (advise._checked; asked for again, they are computed
+    #: again: a rule that reads them and is not named costs time, never a wrong value)
     releases: tuple[str, ...] = ()
 
 

@@ -420,15 +420,17 @@ def _stream_busy(trace: Trace) -> pa.Table:
     t = shared_work(trace).table
     m = merged_intervals(combined(t["sid"]), combined(t["start"]), combined(t["end"]),
                          presorted=True)
+    # (``first`` read here and let go: the merged tables are held for the command)
     return m.append_column("device", pc.take(t["device"], m["first"])) \
-            .append_column("launch", pc.take(t["launch"], m["first"]))
+            .append_column("launch", pc.take(t["launch"], m["first"])).drop_columns(["first"])
 
 
 @memoized()
 def _device_busy(trace: Trace) -> pa.Table:
     sb = _stream_busy(trace)
     if sb.num_rows == 0:
-        return merged_intervals(*(pa.array([], pa.int64()),) * 3).append_column("launch", pa.array([], pa.int64()))
+        return merged_intervals(*(pa.array([], pa.int64()),) * 3).drop_columns(["first"]) \
+            .append_column("launch", pa.array([], pa.int64()))
     return _merged_keeping_launch(sb, "device")
 
 
@@ -452,7 +454,7 @@ def _merged_keeping_launch(intervals: pa.Table, key: str) -> pa.Table:
     intervals = intervals.take(pc.sort_indices(intervals, [(key, "ascending"), ("start", "ascending")]))
     m = merged_intervals(combined(intervals[key]), combined(intervals["start"]), combined(intervals["end"]),
                          presorted=True)
-    return m.append_column("launch", pc.take(intervals["launch"], m["first"]))
+    return m.append_column("launch", pc.take(intervals["launch"], m["first"])).drop_columns(["first"])
 
 
 @memoized()

@@ -116,11 +116,11 @@ class CorrelatedLaunches:
     where: pa.Array  #: per device event, the position in ``keyed_runtime`` of the first call with its id (null: none)
 
 
-@memoized()
+@memoized(serves=("opscope.analyses.links.device_links", "opscope.analyses.gpu.shared_work"))
 def correlated_launches(trace: Trace) -> CorrelatedLaunches:
     """:class:`CorrelatedLaunches` of the trace, once per trace: the device links and the GPU analysis's launch times
-    both look the device events' correlation ids up among the runtime calls. (Held until the command ends: 14 MiB
-    on a 1 GB trace, the runtime calls without an id kept rather than every call and a mask.)"""
+    both look the device events' correlation ids up among the runtime calls. (Held until both are made: 14 MiB on
+    a 1 GB trace, the runtime calls without an id kept rather than every call and a mask.)"""
     return _correlated_launches(trace.select(["kind", "correlation"]))
 
 

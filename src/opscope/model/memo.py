@@ -14,6 +14,11 @@ is computing computes it again (no waiting on itself). A value is kept and hande
 :meth:`Trace.verify` says that the tables it was computed from are what was checked. What is stored must not be
 mutated by its users.
 
+Values go when no one will read them (asked for again, a value is computed again): ``serves`` names the memoized
+functions that alone read a value (it goes once each of them is in the memo); :class:`Releases` lets a module's
+values go once every user naming it (advise's rules, a report's sections) is done; :func:`forget_values` lets a
+caller drop modules' values itself.
+
 ``keep=True``: the value is also kept in the trace's kept results (:func:`attach_results`: the store attaches them
 to a trace it loads from a cache entry), so the next command on the same cached trace reads it instead of computing
 it: only for values that are an Arrow table or a JSON value.
@@ -26,6 +31,7 @@ import enum
 import functools
 import inspect
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
@@ -45,15 +51,17 @@ class KeptResults(Protocol):
 
 
 class _Memo:
-    """One trace's memo: the values, the keys being computed (and by which thread), the kept results."""
+    """One trace's memo: the values, the keys being computed (and by which thread), the kept results, and the keys
+    of the values made only for others (``serves``: the functions they serve)."""
 
-    __slots__ = ("computing", "lock", "results", "values")
+    __slots__ = ("computing", "ingredients", "lock", "results", "values")
 
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.computing: dict[str, tuple[threading.Event, int]] = {}
         self.results: KeptResults | None = None
+        self.ingredients: dict[str, frozenset[str]] = {}
 
 
 _slot_lock = threading.Lock()
@@ -83,6 +91,26 @@ def forget_values(trace: Trace, modules: tuple[str, ...]) -> None:
         with memo.lock:
             prefixes = tuple(f"{module}." for module in modules)  # a key: "module.qualname(arguments)"
             memo.values = {key: value for key, value in memo.values.items() if not key.startswith(prefixes)}
+
+
+class Releases:
+    """The modules each of several users of a trace's memo (advise's rules, a report's sections) names as read by
+    it: a module's values are let go (:func:`forget_values`) once every user naming it is done, so that the users
+    still to come do not peak on top of them. A user that reads a module without naming it costs a computation
+    again, never a wrong value. Thread-safe (two rules may finish at once)."""
+
+    def __init__(self, trace: Trace, named: Iterable[tuple[str, ...]]) -> None:
+        self._trace = trace
+        self._left = Counter(module for modules in named for module in modules)
+        self._lock = threading.Lock()
+
+    def done(self, modules: tuple[str, ...]) -> None:
+        """A user naming ``modules`` is done: the values of those no other user still to finish names go."""
+        with self._lock:
+            self._left.subtract(modules)
+            finished = tuple(module for module in modules if self._left[module] <= 0)
+        if finished:
+            forget_values(self._trace, finished)
 
 
 def kept_results(trace: Trace) -> KeptResults | None:
@@ -115,10 +143,12 @@ def canonical(value: Any) -> str:
 class Memoized(Generic[P, R]):
     """A function of a trace, memoized per trace (see the module's doc); :meth:`key` gives a call's key."""
 
-    def __init__(self, fn: Callable[Concatenate[Trace, P], R], keep: bool, ignore: Iterable[str]) -> None:
+    def __init__(self, fn: Callable[Concatenate[Trace, P], R], keep: bool, ignore: Iterable[str],
+                 serves: Iterable[str] = ()) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.keep = keep
+        self.serves = frozenset(serves)
         self.signature = inspect.signature(fn)
         names = list(self.signature.parameters)
         if not names:
@@ -150,20 +180,22 @@ class Memoized(Generic[P, R]):
         else:  # the trace alone (most calls): its key once (the defaults' forms do not change)
             key = self._bare_key or self.key(trace)  # type: ignore[call-arg]
             self._bare_key = key
-        return _value(trace, key, lambda: self.fn(trace, *args, **kwargs), self.keep)
+        return _value(trace, key, lambda: self.fn(trace, *args, **kwargs), self.keep, self.serves)
 
 
-def memoized(*, keep: bool = False,
-             ignore: Iterable[str] = ()) -> Callable[[Callable[Concatenate[Trace, P], R]], Memoized[P, R]]:
-    """Memoize a function whose first parameter is a trace (see the module's doc)."""
+def memoized(*, keep: bool = False, ignore: Iterable[str] = (),
+             serves: Iterable[str] = ()) -> Callable[[Callable[Concatenate[Trace, P], R]], Memoized[P, R]]:
+    """Memoize a function whose first parameter is a trace (see the module's doc). ``serves``: the memoized
+    functions (``module.qualname``) that alone read this one's value; it is let go once each of them has a value in
+    the memo (asked for again, it is computed again)."""
 
     def decorate(fn: Callable[Concatenate[Trace, P], R]) -> Memoized[P, R]:
-        return Memoized(fn, keep, ignore)
+        return Memoized(fn, keep, ignore, serves)
 
     return decorate
 
 
-def _value(trace: Trace, key: str, compute: Callable[[], R], keep: bool) -> R:
+def _value(trace: Trace, key: str, compute: Callable[[], R], keep: bool, serves: frozenset[str] = frozenset()) -> R:
     """``compute()``, once per trace and ``key`` (which :class:`Memoized` derives: no key is written by hand)."""
     state = _memo_of(trace)
     try:
@@ -182,12 +214,27 @@ def _value(trace: Trace, key: str, compute: Callable[[], R], keep: bool) -> R:
         if owner == me:  # asked again while computing it (as before: no waiting on oneself)
             return _compute(trace, state, key, compute, keep)
         done.wait()  # another thread computes it: its value (or this thread's, if it failed)
-        return _value(trace, key, compute, keep)
+        return _value(trace, key, compute, keep, serves)
     try:
-        return _compute(trace, state, key, compute, keep)
+        value = _compute(trace, state, key, compute, keep)
     finally:
         with state.lock:
             state.computing.pop(key)[0].set()
+    _let_go_of_served(state, key, serves)
+    return value
+
+
+def _let_go_of_served(state: _Memo, key: str, serves: frozenset[str]) -> None:
+    """With ``key``'s value made: the values made only for others (``serves``) that every one of them now has."""
+    with state.lock:
+        if serves and key in state.values:
+            state.ingredients[key] = serves
+        if not state.ingredients:
+            return
+        made = {name.split("(", 1)[0] for name in state.values}
+        for ingredient in [k for k, served in state.ingredients.items() if served <= made]:
+            del state.ingredients[ingredient]
+            state.values.pop(ingredient, None)
 
 
 def _compute(trace: Trace, state: _Memo, key: str, compute: Callable[[], R], keep: bool) -> R:

@@ -291,4 +291,5 @@ buffer is not counted.""",
     check=check,
     not_simulated=("the copies' speed with pinned memory, or as one batched call, is the rule's rate, not a "
                    'duration the trace has'),
+    releases=("opscope.analyses.links",),  # the device events' launches: the dependency graph reads them first
 )

@@ -715,4 +715,5 @@ for it. Left out: whether the device is the bottleneck (a kernel's time shortens
 estimate says how busy the device was), and speed-ups of the model's other layers from the same change.""",
     check=check,
     not_simulated="the alternative's speed-up is assumed or measured (advise --measure), not a duration the trace has",
+    releases=("opscope.analyses.links",),  # the device events' launches: the dependency graph reads them first
 )

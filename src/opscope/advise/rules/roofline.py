@@ -204,4 +204,5 @@ what opscope repro measures).""",
     check=check,
     not_simulated=("the roof is a bound, not a speed the op will reach: how fast it can run here is what opscope "
                    "repro measures"),
+    releases=("opscope.analyses.links", "opscope.analyses.roofline"),
 )

@@ -21,7 +21,7 @@ from opscope.compose.page.ops import ops_and_kernels
 from opscope.compose.page.overview import overview
 from opscope.compose.page.roofline import roofline
 from opscope.compose.page.timeline import chosen_steps, timeline
-from opscope.model.memo import forget_values
+from opscope.model.memo import Releases
 from opscope.render.html.page import PageSection
 from opscope.runtime import stage_done
 
@@ -31,28 +31,36 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SectionSpec:
-    """One section of the page: its id (what the progress line says) and the function that builds it."""
+    """One section of the page: its id (what the progress line says), the function that builds it, and the modules
+    whose analyses it reads (let go once every section naming them is built: :class:`~opscope.model.memo.Releases`)."""
 
     id: str
     build: Callable[..., PageSection]  # (AdviceContext, **the page's options it takes) -> PageSection
+    reads: tuple[str, ...] = ()
 
+
+_GPU = ("opscope.analyses.gpu", "opscope.analyses.idle", "opscope.advise.context")
+_LINKS = ("opscope.analyses.links",)
 
 #: The sections in reading order.
 SECTIONS = (
-    SectionSpec("overview", overview),
-    SectionSpec("timeline", timeline),
-    SectionSpec("gpu", gpu),
-    SectionSpec("ops", ops_and_kernels),
-    SectionSpec("roofline", roofline),
-    SectionSpec("memory", memory),
-    SectionSpec("advice", advice),
+    SectionSpec("overview", overview, (*CAUSAL_MODULES, *_GPU)),  # (the critical path: not on the longest traces)
+    SectionSpec("timeline", timeline, _LINKS),
+    SectionSpec("gpu", gpu, _GPU),
+    SectionSpec("ops", ops_and_kernels, (*_LINKS, "opscope.analyses.ops", "opscope.analyses.kernels",
+                                         "opscope.analyses.kernel_launch")),
+    SectionSpec("roofline", roofline, (*_LINKS, "opscope.analyses.roofline")),
+    SectionSpec("memory", memory, ("opscope.analyses.memory",)),
+    SectionSpec("advice", advice, (*CAUSAL_MODULES, *_GPU)),
 )
 
 
-#: The order the sections are built in: the ones whose analyses leave the most behind (the GPU analysis, kept for
-#: the rest of the command) after those that need most while they run (ops, advice), so that the two never peak at
-#: once (BENCHMARKS.md, "Owned memory"); the timeline holds only a few steps' events.
-BUILD_ORDER = ("ops", "roofline", "advice", "memory", "overview", "gpu", "timeline")
+#: The order the sections are built in: the advice first, whose rules need the most while they run, with nothing
+#: else held (the charts' libraries not yet imported); then the sections that read what it leaves behind (the
+#: overview its dependency graph, where the trace is short enough for the critical path; the GPU section its GPU
+#: analysis), which then goes; then the ops and kernels, which need the most after the advice (BENCHMARKS.md,
+#: "Owned memory"); the timeline holds only a few steps' events.
+BUILD_ORDER = ("advice", "overview", "gpu", "ops", "roofline", "memory", "timeline")
 
 
 def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[str], None] | None = None,
@@ -73,11 +81,11 @@ def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[st
     specs = {s.id: s for s in SECTIONS}
     options: dict[str, dict] = {"roofline": {"peaks": peaks}, "timeline": {"steps": timeline_steps}}
     built = {}
+    releases = Releases(trace, (specs[name].reads for name in BUILD_ORDER))
     for name in BUILD_ORDER:
         if progress is not None:
             progress(name)
         built[name] = specs[name].build(ctx, **options.get(name, {}))
-        if name == "advice":  # the dependency graph and what was read from it: no later section reads them
-            forget_values(trace, CAUSAL_MODULES)
-            stage_done()
+        releases.done(specs[name].reads)
+        stage_done()  # the section's working columns back before the next one allocates its own (tuned)
     return [built[s.id] for s in SECTIONS]

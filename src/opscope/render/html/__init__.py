@@ -43,10 +43,11 @@ class HtmlRenderer(FileRenderer[Page]):
 
 
 def _importable(module: str) -> bool:
-    import importlib
+    """Whether ``module`` is installed, without importing it (the chart libraries hold ~30 MiB once imported: not
+    before the report's analyses, which need the most memory, have run)."""
+    import importlib.util
 
     try:
-        importlib.import_module(module)
-    except ImportError:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
         return False
-    return True
