@@ -67,3 +67,32 @@ def test_the_report_lets_go_of_the_gpu_analysis_and_the_graph_after_their_last_s
     assert all(held[name] for name in order[order.index("advice") + 1:last + 1])  # left by advice for them
     assert not any(held[name] for name in order[last + 1:])  # then gone
     assert not _held(trace, "opscope.analyses.gpu") and not _held(trace, "opscope.analyses.depgraph")
+
+
+def test_each_section_of_the_report_is_built_as_an_analysis_runs(tmp_path, monkeypatch):
+    import contextlib
+
+    import opscope.compose.page.trace as page
+
+    inside: list[bool] = []
+    depth = [0]
+
+    @contextlib.contextmanager
+    def working():  # what a tuned process does here: its heap trimmed by growth while the section runs
+        depth[0] += 1
+        try:
+            yield
+        finally:
+            depth[0] -= 1
+
+    def watched(spec):
+        def build(ctx, **options):
+            inside.append(depth[0] > 0)
+            return spec.build(ctx, **options)
+
+        return dataclasses.replace(spec, build=build)
+
+    monkeypatch.setattr(page, "working", working)
+    monkeypatch.setattr(page, "SECTIONS", tuple(watched(s) for s in page.SECTIONS))
+    page.trace_sections(_trace(tmp_path))
+    assert inside == [True] * len(page.SECTIONS)

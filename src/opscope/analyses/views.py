@@ -141,8 +141,10 @@ def frame_tree(trace: Trace, filt: EventFilter | None, kept: Callable[[list[str]
     layer = pc.and_(kind_mask(events, OP_LAYER), host)
     pid_vocab, tid_vocab = vocabulary(events["pid"]), vocabulary(events["tid"])
 
-    # Python layer: node of the nearest kept frame (itself or an ancestor) for every python event.
-    py = events.filter(py_mask)
+    # Python layer: node of the nearest kept frame (itself or an ancestor) for every python event. (The columns this
+    # reads only: a copy of every column of millions of Python events would be held through the ops' part.)
+    py = events.select(["name", "ts_ns", "dur_ns", "pid", "tid", "parent", "depth"]
+                       + (["step"] if filt.steps else [])).filter(py_mask)
     py_local = local_index(py_mask)
     py_parent = _parent_local(py["parent"], py_local)
     raw_vocab = vocabulary(py["name"])
@@ -163,7 +165,8 @@ def frame_tree(trace: Trace, filt: EventFilter | None, kept: Callable[[list[str]
         k = pc.take(keep, rows)
         if not pc.any(k).as_py():
             return up
-        key = pc.add(pc.multiply(pc.add(pc.fill_null(up, -1), 1), n_labels), pc.take(code, rows))
+        labels_here = pc.take(code, rows)  # noqa: F821 (``code`` goes once the walk is done)
+        key = pc.add(pc.multiply(pc.add(pc.fill_null(up, -1), 1), n_labels), labels_here)
         uniq = pc.unique(pc.filter(key, k))
         ids = []
         for value in uniq.to_pylist():
@@ -177,6 +180,7 @@ def frame_tree(trace: Trace, filt: EventFilter | None, kept: Callable[[list[str]
         return pc.if_else(k, mine, up)
 
     node_of = top_down(py_parent, py["depth"], intern)
+    del intern, code, raw_codes, py_local  # per event and per Python event: not held through the ops' part
     n_nodes = len(tree.name)
     tree.calls, tree.wall_ns, tree.first_ts = [0] * n_nodes, [0] * n_nodes, [None] * n_nodes
     tree.self_ns, tree.self_ops = [0] * n_nodes, [0] * n_nodes
@@ -193,12 +197,14 @@ def frame_tree(trace: Trace, filt: EventFilter | None, kept: Callable[[list[str]
         tree.calls[node], tree.wall_ns[node], tree.first_ts[node] = count, total, first
 
     # The selected ops, their time exclusive of the selected ops nested in them, and their innermost frame.
+    py = py.select(["pid", "tid", "ts_ns", "dur_ns"])  # what the frames' spans read: the rest let go of first
     ops = op_times(events, layer, filt)
     if ops.num_rows == 0:
         return tree
     py_thread = thread_keys(py["pid"], py["tid"], pid_vocab, tid_vocab)
     spans = pa.table({"thread": py_thread, "ts": py["ts_ns"], "end": pc.add(py["ts_ns"], py["dur_ns"]),
                       "parent": py_parent})
+    del py
     queries = pa.table({"thread": thread_keys(ops["pid"], ops["tid"], pid_vocab, tid_vocab), "ts": ops["ts_ns"]})
     frame = innermost_enclosing(spans, queries)
     op_node = pc.take(node_of, frame)

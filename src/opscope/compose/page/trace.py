@@ -23,7 +23,7 @@ from opscope.compose.page.roofline import roofline
 from opscope.compose.page.timeline import chosen_steps, timeline
 from opscope.model.memo import Releases
 from opscope.render.html.page import PageSection
-from opscope.runtime import stage_done
+from opscope.runtime import stage_done, working
 
 if TYPE_CHECKING:
     from opscope.model.trace import Trace
@@ -85,7 +85,8 @@ def trace_sections(trace: Trace, run: dict | None = None, progress: Callable[[st
     for name in BUILD_ORDER:
         if progress is not None:
             progress(name)
-        built[name] = specs[name].build(ctx, **options.get(name, {}))
+        with working():  # the section's own work (not only the analyses it asks the memo for) trimmed by growth
+            built[name] = specs[name].build(ctx, **options.get(name, {}))
         releases.done(specs[name].reads)
         stage_done()  # the section's working columns back before the next one allocates its own (tuned)
     return [built[s.id] for s in SECTIONS]
