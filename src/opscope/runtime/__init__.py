@@ -60,8 +60,8 @@ if TYPE_CHECKING:
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 #: A trim while an analysis runs once the process's anonymous memory has grown by this much since the last one:
 #: bigger lets more freed memory stay resident, smaller trims (and faults pages back in) more often. 32 MiB: a 1 GB
-#: trace's advise peaked at 611 MiB (5 runs) where 64 MiB gave 634 and 128 MiB 666, its CPU within the spread;
-#: BENCHMARKS.md, "Owned memory".
+#: trace's advise peaked at 611 MiB (5 runs) where 64 MiB gave 634 and 128 MiB 666, its CPU within the spread; 16
+#: MiB: 18 MiB less for 0.05-0.07 s more (advise's goal is 2 s); BENCHMARKS.md, "Owned memory".
 TRIM_GROWTH_BYTES = 32 << 20
 #: How often the heap is looked at while an analysis runs.
 WATCH_PERIOD_S = 0.01
