@@ -225,7 +225,8 @@ def _value(trace: Trace, key: str, compute: Callable[[], R], keep: bool, serves:
 
 
 def _let_go_of_served(state: _Memo, key: str, serves: frozenset[str]) -> None:
-    """With ``key``'s value made: the values made only for others (``serves``) that every one of them now has."""
+    """Once ``key``'s value is made: the values made only for others (``serves``) go where every function they serve
+    now has a value."""
     with state.lock:
         if serves and key in state.values:
             state.ingredients[key] = serves

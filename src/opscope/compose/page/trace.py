@@ -44,7 +44,7 @@ _LINKS = ("opscope.analyses.links",)
 
 #: The sections in reading order.
 SECTIONS = (
-    SectionSpec("overview", overview, (*CAUSAL_MODULES, *_GPU)),  # (the critical path: not on the longest traces)
+    SectionSpec("overview", overview, (*CAUSAL_MODULES, *_GPU)),  # its critical path: the graph, on shorter traces
     SectionSpec("timeline", timeline, _LINKS),
     SectionSpec("gpu", gpu, _GPU),
     SectionSpec("ops", ops_and_kernels, (*_LINKS, "opscope.analyses.ops", "opscope.analyses.kernels",
