@@ -57,6 +57,12 @@ def _identity(st: os.stat_result) -> _Identity:
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink
 
 
+def written_identity(st: os.stat_result) -> list[int]:
+    """What a cache entry's writer keeps of a table's file to know it later without reading it: [size, inode, mtime
+    ns, ctime ns] (no write, truncation, copy or rename over it keeps all four; :attr:`MappedTable.summed_as`)."""
+    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def _same(before: _Identity, now: _Identity) -> bool:
     if before[:2] != now[:2]:
         return False
@@ -128,7 +134,8 @@ class MappedTable:
     def _open(self) -> None:
         fd = os.open(self.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            before = _identity(os.fstat(fd))
+            st = os.fstat(fd)
+            before = _identity(st)
             size = before[0]
             if self.sums is not None and size != self.sums[0]:
                 raise ValueError(f"{self.file.name} is {size:,} bytes, written as {self.sums[0]:,}")
@@ -139,8 +146,7 @@ class MappedTable:
                 # over the map made the whole file resident); what is read is what was checked so long as the
                 # file's identity is the same after the check as before it. Not read at all where the file is still
                 # the one whose bytes were summed (its identity then: nothing has written it since)
-                st = os.fstat(fd)
-                unchanged = self.summed_as == [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+                unchanged = self.summed_as == written_identity(st)
                 if self.sums is not None and not unchanged and _read_sums(fd) != self.sums:
                     raise ValueError(f"{self.file.name} does not match its checksum")
                 if mapping.damaged() or not _same(before, _identity(os.fstat(fd))):

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from opscope.errors import TraceError
-from opscope.model.mapped import MappedTable
+from opscope.model.mapped import MappedTable, written_identity
 from opscope.model.memo import attach_results
 from opscope.model.schema import TABLE_SCHEMAS
 from opscope.model.trace import ColumnLoader, Trace
@@ -316,7 +316,7 @@ def write(path: Path, trace: Trace, root: Path | None = None, variant: str = "",
         (tmp / "meta.json").write_text(json.dumps(meta, default=str))
         sums: dict = {f.name: files.file_sum(f) for f in tmp.iterdir()}
         # the tables read in place as they are now: renaming the directory below changes none of their identities
-        sums[files.IDENTITIES] = {f.name: files.identity(f.stat()) for f in tmp.iterdir()
+        sums[files.IDENTITIES] = {f.name: written_identity(f.stat()) for f in tmp.iterdir()
                                   if f.name in {files.table_file(tmp, name).name for name in files.IN_PLACE}}
         (tmp / "sums.json").write_text(json.dumps(sums))
         os.rename(tmp, entry)  # whole or not at all: the entry appears under its name only now

@@ -12,7 +12,6 @@ the entry, its inode), which spares every command a read of the events table (30
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ TABLE_SUFFIX = ".arrow"
 #: trace's entry instead of 17).
 IN_PLACE = ("events", "counters", "memory", "steps")
 #: The key of sums.json that holds, per table read in place, its file's identity as written: [size, inode, mtime ns,
-#: ctime ns] (:func:`identity`)
+#: ctime ns] (:func:`~opscope.model.mapped.written_identity`)
 IDENTITIES = "@identity"
 #: Compression of a table's file (see entry.write_tables); None: uncompressed
 COMPRESSION: dict[str, str | None] = {**dict.fromkeys(IN_PLACE), "args": "zstd", "copy_args": "zstd"}
@@ -61,14 +60,9 @@ def check(file: Path, sums: dict) -> None:
         raise ValueError(f"{file.name} does not match its checksum")
 
 
-def identity(st: os.stat_result) -> list[int]:
-    """What identifies a file's content without reading it: [size, inode, mtime ns, ctime ns] (no write, truncation,
-    copy or rename over it keeps all four)."""
-    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
-
-
 def identity_of(file: Path, sums: dict) -> list[int] | None:
-    """``file``'s :func:`identity` when its entry was written (None: not kept, as in entries of earlier versions)."""
+    """``file``'s :func:`~opscope.model.mapped.written_identity` when its entry was written (None: not kept, as in
+    entries of earlier versions)."""
     value = sums.get(IDENTITIES, {})
     found = value.get(file.name) if isinstance(value, dict) else None
     return found if isinstance(found, list) and len(found) == 4 and all(isinstance(v, int) for v in found) else None
